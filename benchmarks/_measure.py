@@ -1,0 +1,38 @@
+"""Helpers shared by the benchmarks: run a real process, time it, and read its own peak RSS."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE_PIPELINE = ROOT / "examples" / "shop" / "pipeline"
+
+
+def backfill_argv() -> list[str]:
+    script = Path(sys.executable).with_name("backfill")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "tui"]
+
+
+def timed_run(argv: list[str], *, stdout=subprocess.DEVNULL, cwd: Path = ROOT, env=None) -> tuple[float, float, int]:
+    """Wall seconds, peak RSS in MB (of that process alone) and exit code of one run."""
+    started = time.perf_counter()
+    process = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.PIPE, cwd=cwd, env=env)
+    _, status, usage = os.wait4(process.pid, 0)
+    elapsed = time.perf_counter() - started
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({process.returncode}): {process.stderr.read().decode()}")
+    return elapsed, usage.ru_maxrss / 1024, process.returncode
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def verdict(value: float, target: float) -> str:
+    return "ok" if value <= target else "OVER TARGET"

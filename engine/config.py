@@ -1,0 +1,158 @@
+"""The repository configuration (``.bruin.yml``): environments and their connections.
+
+Only what planning and the embedded runner need is interpreted: every
+connection's name and ``max_concurrent_assets``, and for DuckDB its file and
+``read_only``. Other connection types are kept (they still limit parallelism)
+but cannot be run by the embedded runner.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.errors import BadInput
+from engine.repository import Target
+from engine.yamlfile import Located, line_of, read_yaml
+
+CONFIG_NAMES = (".bruin.yml", ".bruin.yaml")
+_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@dataclass(frozen=True)
+class Connection:
+    kind: str  # "duckdb", "postgres", ...
+    name: str
+    path: Path | None  # DuckDB: the database file, absolute
+    read_only: bool
+    max_concurrent_assets: int | None
+
+
+@dataclass(frozen=True)
+class Environment:
+    name: str
+    connections: tuple[Connection, ...]
+
+    def connection(self, name: str) -> Connection | None:
+        return next((c for c in self.connections if c.name == name), None)
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path
+    default_environment: str
+    raw_environments: dict[str, Any]
+
+    @property
+    def environment_names(self) -> list[str]:
+        return sorted(self.raw_environments)
+
+    def environment(self, name: str | None) -> Environment:
+        """The named environment (default: ``default_environment``), with ``${VAR}`` expanded."""
+        chosen = name or self.default_environment
+        if chosen not in self.raw_environments:
+            known = ", ".join(self.environment_names) or "none"
+            raise BadInput(
+                f"environment {chosen!r} is not in {self.path} (environments: {known}): "
+                "pass --environment with one of them"
+            )
+        return _parse_environment(chosen, self.raw_environments[chosen], self.path)
+
+
+def find_config_file(target: Target | None, explicit: str | None, *, cwd: Path | None = None) -> Path:
+    """``--config-file`` (or ``BRUIN_CONFIG_FILE``), else ``.bruin.yml`` at the repository root,
+    else in the nearest parent directory of the target that has one."""
+    base = cwd or Path.cwd()
+    chosen = explicit or os.environ.get("BRUIN_CONFIG_FILE") or None
+    if chosen:
+        path = (base / chosen).resolve()
+        if not path.is_file():
+            source = "--config-file" if explicit else "BRUIN_CONFIG_FILE"
+            raise BadInput(f"{source} {chosen!r} is not a file: give the path of a .bruin.yml")
+        return path
+    if target is None:
+        raise BadInput("no target to find a configuration for: give a pipeline directory or --config-file")
+    if target.repository is not None:
+        for name in CONFIG_NAMES:
+            if (target.repository / name).is_file():
+                return target.repository / name
+    for directory in (target.pipeline_dir, *target.pipeline_dir.parents):
+        for name in CONFIG_NAMES:
+            if (directory / name).is_file():
+                return directory / name
+    raise BadInput(f"no .bruin.yml found for {target.path}: create one at the repository root or pass --config-file")
+
+
+def load_config(path: Path) -> Config:
+    """Read ``.bruin.yml``; environments are checked when one is selected."""
+    data = read_yaml(path)
+    if data is None:
+        data = Located()
+    if not isinstance(data, dict):
+        raise BadInput(f"{path}:1: a configuration must be a mapping with 'environments'")
+    environments = data.get("environments")
+    if not isinstance(environments, dict) or not environments:
+        raise BadInput(f"{path}:{line_of(data, 'environments') or 1}: 'environments' must map names to settings")
+    default = data.get("default_environment", "default")
+    if not isinstance(default, str):
+        raise BadInput(f"{path}:{line_of(data, 'default_environment')}: default_environment must be a name")
+    return Config(path, default, dict(environments))
+
+
+def _expand(value: Any, path: Path, line: int) -> Any:
+    if not isinstance(value, str):
+        return value
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in os.environ:
+            raise BadInput(f"{path}:{line}: environment variable {name} is not set (referenced as ${{{name}}})")
+        return os.environ[name]
+
+    return _ENV_REFERENCE.sub(replace, value)
+
+
+def _parse_environment(name: str, raw: Any, path: Path) -> Environment:
+    if raw is None:
+        return Environment(name, ())
+    if not isinstance(raw, dict):
+        raise BadInput(f"{path}:{line_of(raw)}: environment {name!r} must be a mapping with 'connections'")
+    by_type = raw.get("connections") or {}
+    if not isinstance(by_type, dict):
+        raise BadInput(f"{path}:{line_of(raw, 'connections')}: connections must map a type to a list")
+    connections: list[Connection] = []
+    for kind, entries in by_type.items():
+        if not isinstance(entries, list):
+            raise BadInput(f"{path}:{line_of(by_type, kind)}: connections.{kind} must be a list")
+        for entry in entries:
+            connections.append(_parse_connection(str(kind), entry, path, line_of(by_type, kind)))
+    names = [c.name for c in connections]
+    for duplicate in sorted({n for n in names if names.count(n) > 1}):
+        raise BadInput(f"{path}: connection name {duplicate!r} is defined twice in environment {name!r}")
+    return Environment(name, tuple(connections))
+
+
+def _parse_connection(kind: str, entry: Any, path: Path, fallback_line: int) -> Connection:
+    line = line_of(entry) or fallback_line
+    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"]:
+        raise BadInput(f"{path}:{line}: every {kind} connection needs a 'name'")
+    name = entry["name"]
+    limit = entry.get("max_concurrent_assets")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise BadInput(
+            f"{path}:{line_of(entry, 'max_concurrent_assets')}: max_concurrent_assets of {name!r} is "
+            f"{limit!r}: use a positive integer"
+        )
+    read_only = entry.get("read_only", False)
+    if not isinstance(read_only, bool):
+        raise BadInput(f"{path}:{line_of(entry, 'read_only')}: read_only of {name!r} must be true or false")
+    database: Path | None = None
+    if kind == "duckdb":
+        raw_path = _expand(entry.get("path"), path, line_of(entry, "path"))
+        if not isinstance(raw_path, str) or not raw_path:
+            raise BadInput(f"{path}:{line}: duckdb connection {name!r} needs a 'path' to its database file")
+        database = (path.parent / os.path.expanduser(raw_path)).resolve()
+    return Connection(kind, name, database, read_only, limit)

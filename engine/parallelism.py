@@ -1,0 +1,41 @@
+"""How many partitions may run at once, given the environment's connections.
+
+Each child may use up to ``min(W, L)`` slots of a connection limited to ``L``
+concurrent assets (W = workers per child), so at most ``max(1, L // min(W, L))``
+children fit. A writable DuckDB file allows a single writer process, so any
+such connection means one partition at a time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.config import Environment
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    requested: int
+    effective: int
+    reason: str | None  # why ``effective`` is below ``requested``, or None
+
+
+def effective_parallelism(requested: int, workers: int, environment: Environment | None) -> Parallelism:
+    """Cap ``requested`` by every connection of the environment; say which connection capped it."""
+    cap, reason = requested, None
+    for connection in environment.connections if environment else ():
+        if connection.kind == "duckdb" and not connection.read_only:
+            limit = 1
+            why = f"connection {connection.name!r} is a writable DuckDB file (one writer process at a time)"
+        elif connection.max_concurrent_assets is not None:
+            slots = connection.max_concurrent_assets
+            limit = max(1, slots // min(workers, slots))
+            why = (
+                f"connection {connection.name!r} allows {slots} concurrent assets and each child may use "
+                f"min({workers} workers, {slots}) = {min(workers, slots)}"
+            )
+        else:
+            continue
+        if limit < cap:
+            cap, reason = limit, why
+    return Parallelism(requested, cap, reason)

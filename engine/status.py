@@ -1,0 +1,79 @@
+"""Partition statuses in compact arrays indexed by partition number.
+
+A million partitions cost a megabyte of statuses (one byte each) plus two bytes
+each for attempt counts once any partition has been attempted. Counts per
+status are kept up to date on every change, so totals never need a scan.
+"""
+
+from __future__ import annotations
+
+from array import array
+from enum import IntEnum
+
+
+class Status(IntEnum):
+    QUEUED = 0
+    RUNNING = 1
+    SUCCEEDED = 2
+    FAILED = 3
+    CANCELLED = 4
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, text: str) -> Status:
+        return cls[text.upper()]
+
+
+STATUS_NAMES = tuple(status.label for status in Status)
+FINISHED = frozenset({Status.SUCCEEDED, Status.FAILED, Status.CANCELLED})
+
+
+class StatusBoard:
+    """Status and attempt count of every partition of a plan, plus running totals."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._status = bytearray(size)  # Status.QUEUED is 0
+        self._attempts: array[int] | None = None
+        self._counts = [0] * len(Status)
+        self._counts[Status.QUEUED] = size
+
+    def status(self, index: int) -> Status:
+        return Status(self._status[index])
+
+    def raw(self) -> bytearray:
+        """The status bytes themselves (read-only use: fast scans for the next match)."""
+        return self._status
+
+    def set(self, index: int, status: Status) -> None:
+        old = self._status[index]
+        if old != status:
+            self._counts[old] -= 1
+            self._counts[status] += 1
+            self._status[index] = status
+
+    def attempts(self, index: int) -> int:
+        return self._attempts[index] if self._attempts is not None else 0
+
+    def set_attempts(self, index: int, count: int) -> None:
+        if self._attempts is None:
+            if count == 0:
+                return
+            self._attempts = array("H", bytes(2 * self.size))
+        self._attempts[index] = min(count, 65_535)
+
+    def count(self, status: Status) -> int:
+        return self._counts[status]
+
+    def counts(self) -> dict[str, int]:
+        return {status.label: self._counts[status] for status in Status}
+
+    def find(self, status: Status, start: int, *, backwards: bool = False) -> int:
+        """Next index at or after ``start`` (before, going backwards) with ``status``; -1 if none."""
+        code = bytes((status,))
+        if backwards:
+            return self._status.rfind(code, 0, start + 1) if start >= 0 else -1
+        return self._status.find(code, start)

@@ -1,0 +1,77 @@
+"""YAML with line numbers, so every configuration problem can name its file and line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from engine.errors import BadInput
+
+_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class Located(dict):
+    """A mapping that remembers the line of itself and of each key (1-based)."""
+
+    line: int = 0
+    lines: dict[Any, int]
+
+    def line_of(self, key: Any) -> int:
+        return self.lines.get(key, self.line)
+
+
+class _LineLoader(_BaseLoader):  # type: ignore[misc, valid-type]
+    pass
+
+
+def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> Located:
+    loader.flatten_mapping(node)
+    mapping = Located()
+    mapping.lines = {}
+    mapping.line = node.start_mark.line + 1 + getattr(loader, "line_offset", 0)
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        line = key_node.start_mark.line + 1 + getattr(loader, "line_offset", 0)
+        if key in mapping:
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+        mapping[key] = loader.construct_object(value_node, deep=True)
+        mapping.lines[key] = line
+    return mapping
+
+
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def parse_yaml(text: str, source: str, *, line_offset: int = 0) -> Any:
+    """Parse YAML text; errors become ``BadInput("source:line: problem")``."""
+    loader = _LineLoader(text)
+    loader.line_offset = line_offset
+    try:
+        return loader.get_single_data()
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        line = (mark.line + 1 + line_offset) if mark else line_offset + 1
+        problem = (error.problem or error.context or "invalid YAML").strip()
+        raise BadInput(f"{source}:{line}: invalid YAML: {problem}") from None
+    except yaml.YAMLError as error:
+        raise BadInput(f"{source}:{line_offset + 1}: invalid YAML: {error}") from None
+    finally:
+        loader.dispose()
+
+
+def read_yaml(path: Path) -> Any:
+    """Parse a YAML file, naming it in every error."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise BadInput(f"cannot read {path}: {error.strerror}") from None
+    return parse_yaml(text, str(path))
+
+
+def line_of(container: Any, key: Any = None) -> int:
+    """Best-known line of a key in a parsed mapping (0 when unknown)."""
+    if isinstance(container, Located):
+        return container.line_of(key) if key is not None else container.line
+    return 0

@@ -1,0 +1,63 @@
+"""Shared fixtures: how to run the real ``backfill`` command, and a private copy of the example repository."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "shop"
+
+
+def backfill_argv() -> list[str]:
+    """The installed console script when there is one, else the module."""
+    script = Path(sys.executable).with_name("backfill")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "tui"]
+
+
+def run_backfill(
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+    input: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``backfill ARGS`` as a real process and capture its output."""
+    environment = {**os.environ, "NO_COLOR": "1", **(env or {})}
+    environment.pop("BRUIN_VARS", None) if "BRUIN_VARS" not in (env or {}) else None
+    return subprocess.run(
+        [*backfill_argv(), *args],
+        cwd=cwd or ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        input=input,
+    )
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Path:
+    """A private git repository holding a copy of the example (returns the repository root)."""
+    repo = tmp_path / "shop"
+    shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns("*.duckdb", "*.wal", "logs"))
+    (repo / ".git").mkdir()  # enough to be recognised as a repository root
+    return repo
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> dict[str, str]:
+    """An isolated HOME/XDG environment, so nothing touches the real user directories."""
+    base = tmp_path / "home"
+    base.mkdir()
+    return {
+        "HOME": str(base),
+        "XDG_STATE_HOME": str(base / ".local/state"),
+        "XDG_DATA_HOME": str(base / ".local/share"),
+        "XDG_CONFIG_HOME": str(base / ".config"),
+    }

@@ -1,0 +1,61 @@
+"""Go durations for --partition and --timeout."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.durations import format_duration, parse_duration
+from engine.errors import BadInput
+
+
+@pytest.mark.parametrize(
+    ("text", "micros"),
+    [
+        ("6h", 6 * 3_600_000_000),
+        ("90m", 90 * 60_000_000),
+        ("1h30m", 90 * 60_000_000),
+        ("15m", 15 * 60_000_000),
+        ("500ms", 500_000),
+        ("1.5h", 90 * 60_000_000),
+        ("1µs", 1),
+        ("1μs", 1),
+        ("1us", 1),
+        ("1000ns", 1),
+        ("2h45m30.5s", (2 * 3600 + 45 * 60 + 30) * 1_000_000 + 500_000),
+        (".5s", 500_000),
+    ],
+)
+def test_go_durations_parse_to_microseconds(text, micros):
+    """Every Go duration form we accept gives exact microseconds."""
+    assert parse_duration(text, "--partition") == micros
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("0s", "is zero"),
+        ("-1h", "is negative"),
+        ("1ns", "whole number of microseconds"),
+        ("1d", "is not a duration"),
+        ("h", "is not a duration"),
+        ("1h 30m", "is not a duration"),
+        ("", "is not a duration"),
+    ],
+)
+def test_bad_durations_are_errors(text, problem):
+    """Zero, negative, sub-microsecond and malformed durations are rejected with the accepted forms."""
+    with pytest.raises(BadInput, match=problem) as error:
+        parse_duration(text, "--partition")
+    assert "positive Go duration" in str(error.value)
+
+
+def test_durations_print_like_go():
+    """Canonical spelling follows Go's Duration.String."""
+    assert [format_duration(m) for m in (5_400_000_000, 900_000_000, 500_000, 1_500, 1, 30_000_000)] == [
+        "1h30m0s",
+        "15m0s",
+        "500ms",
+        "1.5ms",
+        "1µs",
+        "30s",
+    ]

@@ -1,0 +1,44 @@
+"""House rules enforced in CI: the engine stays UI-free, and the code is ruff-clean."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+FORBIDDEN = ("textual", "rich", "tui")
+
+
+def _tool(name: str) -> list[str]:
+    local = Path(sys.executable).with_name(name)
+    return [str(local)] if local.exists() else [shutil.which(name) or name]
+
+
+def test_engine_modules_import_no_ui():
+    """No module under engine/ imports textual, rich or tui, at any depth of the file."""
+    offenders = []
+    for path in sorted((ROOT / "engine").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            offenders += [f"{path.relative_to(ROOT)}:{node.lineno} {n}" for n in names if n.split(".")[0] in FORBIDDEN]
+    assert offenders == []
+
+
+def test_import_linter_contract_holds():
+    """The import-linter contract in pyproject.toml (engine must not import textual, rich, tui) is kept."""
+    result = subprocess.run([*_tool("lint-imports"), "--no-cache"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 kept, 0 broken" in result.stdout
+
+
+def test_ruff_is_clean():
+    """ruff check reports nothing."""
+    result = subprocess.run([*_tool("ruff"), "check", "."], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr

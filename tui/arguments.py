@@ -1,0 +1,214 @@
+"""Command-line grammar: the backfill command, its verbs, and argument types with clear errors.
+
+Verbs (``run``, ``list``, ``show``, and those reserved for later) are only
+recognised in first position; anything else there is a target path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from typing import NoReturn
+
+from engine.errors import EXIT_BAD_INPUT
+
+VERBS = ("run", "list", "show", "mark", "cancel", "pause", "resume", "rerun", "validate")
+IMPLEMENTED_VERBS = ("run", "list", "show")
+
+
+class UsageError(Exception):
+    """A command-line problem: one line for stderr, exit code 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports one line (no usage dump) and never exits on its own.
+
+    Values starting with a minus and a digit (``-6h``, ``-1``) are values, not
+    flags, so that they reach our validation and get a helpful message.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-\d")
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        if message:
+            sys.stderr.write(message)
+        raise SystemExit(status)
+
+
+def non_negative_int(flag: str):
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} {text!r} is not a whole number: use 0 or more") from None
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"{flag} {text!r} is negative: use 0 or more")
+        return value
+
+    return convert
+
+
+def positive_int(flag: str):
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} {text!r} is not a whole number: use 1 or more") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{flag} {text!r} is not allowed: use 1 or more")
+        return value
+
+    return convert
+
+
+def _output_flags(parser: argparse.ArgumentParser, *, paged: bool) -> None:
+    parser.add_argument(
+        "--output", choices=("text", "json"), default=None, help="text (default) or one JSON object on stdout"
+    )
+    if paged:
+        parser.add_argument(
+            "--offset", type=non_negative_int("--offset"), default=0, help="first partition to list (default 0)"
+        )
+        parser.add_argument(
+            "--limit", type=non_negative_int("--limit"), default=1000, help="partitions to list (default 1000, 0 = all)"
+        )
+
+
+def _run_option_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--environment", "-e", help="environment from .bruin.yml (default: its default_environment)")
+    parser.add_argument("--config-file", help="path of .bruin.yml (default: BRUIN_CONFIG_FILE or discovered)")
+    parser.add_argument(
+        "--selector",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help="assets to run: tag:, path:, fqn:, names, +name, name+, @name (repeatable)",
+    )
+    parser.add_argument("--tag", action="append", default=[], help="only assets with this tag (repeatable)")
+    parser.add_argument("--exclude-tag", action="append", default=[], help="skip assets with this tag (repeatable)")
+    parser.add_argument("--downstream", action="store_true", help="with an asset target: its downstream too")
+    parser.add_argument("--only", choices=("main", "checks"), help="run only the assets' main step or their checks")
+    parser.add_argument(
+        "--var", action="append", default=[], metavar="NAME=JSON", help="override a pipeline variable (repeatable)"
+    )
+    parser.add_argument(
+        "--apply-interval-modifiers", action="store_true", help="shift each asset's window by its interval_modifiers"
+    )
+    parser.add_argument("--full-refresh", action="store_true", help="drop and rebuild incremental tables")
+    parser.add_argument(
+        "--workers",
+        type=positive_int("--workers"),
+        default=None,
+        help="assets run at once inside each run (default 16)",
+    )
+    parser.add_argument("--timeout", metavar="DURATION", help="stop a run after this Go duration (e.g. 30m)")
+
+
+def backfill_parser() -> Parser:
+    parser = Parser(
+        prog="backfill",
+        description="Split a date range into partitions and run each as a child process, resumably.",
+        epilog="Verbs: backfill run TARGET ... (one interval) | backfill list | backfill show ID. "
+        "Exit codes: 0 ok, 1 failed partitions, 2 bad input, 3 refused, 4 unreadable state, 130 cancelled.",
+    )
+    parser.add_argument("target", nargs="?", help="pipeline directory or asset file")
+    parser.add_argument(
+        "--command",
+        help="run this command per partition instead of a pipeline; "
+        "{start} {end} {end_exclusive} {start_date} {end_date} {partition_id} {run_id}",
+    )
+    parser.add_argument("--name", help="a readable name for a --command backfill")
+    parser.add_argument("--start-date", help="first instant: date, local timestamp or timestamp with offset")
+    parser.add_argument("--end-date", help="end: a date is inclusive, a timestamp is exclusive")
+    parser.add_argument("--timezone", "--tz", default=None, help="IANA zone for calendar boundaries (default UTC)")
+    parser.add_argument(
+        "--partition", default=None, help="hourly, daily (default), weekly, monthly, yearly, or a Go duration like 6h"
+    )
+    _run_option_flags(parser)
+    parser.add_argument(
+        "--max-parallel",
+        type=positive_int("--max-parallel"),
+        default=None,
+        help="partitions at once (default 1; capped by connection limits)",
+    )
+    parser.add_argument(
+        "--retries",
+        type=non_negative_int("--retries"),
+        default=None,
+        help="extra attempts per partition in this invocation (default 0)",
+    )
+    parser.add_argument(
+        "--on-failure",
+        choices=("stop", "continue", "fail-fast"),
+        default=None,
+        help="after a partition exhausts its retries (default stop)",
+    )
+    parser.add_argument("--reverse", action="store_true", default=None, help="newest partitions first")
+    parser.add_argument("--force", action="store_true", help="allow production environments")
+    parser.add_argument("--dry-run", action="store_true", help="show the plan; run and save nothing")
+    parser.add_argument("--state-dir", help="root of the state store (default <repository>/logs/backfills)")
+    parser.add_argument("--continue", dest="resume", metavar="ID", help="resume a saved backfill")
+    parser.add_argument(
+        "--rerun", choices=("failed", "missing", "all"), help="with --continue: which partitions to run again"
+    )
+    parser.add_argument(
+        "--ids",
+        nargs="+",
+        metavar="PARTITION_ID",
+        help="with --continue: run exactly these partitions (IDs or unique prefixes)",
+    )
+    parser.add_argument("--ids-from", metavar="FILE", help="with --continue: partition IDs, one per line")
+    parser.add_argument("--no-progress", action="store_true", help="compact progress lines, no dashboard")
+    parser.add_argument("--no-color", action="store_true", help="no colours (also NO_COLOR, TERM=dumb)")
+    _output_flags(parser, paged=True)
+    return parser
+
+
+def run_parser() -> Parser:
+    parser = Parser(prog="backfill run", description="Run a pipeline (or one asset) once over one interval.")
+    parser.add_argument("target", help="pipeline directory or asset file")
+    parser.add_argument("--start-date", help="start (default: yesterday 00:00)")
+    parser.add_argument("--end-date", help="inclusive end (default: yesterday 23:59:59.999999)")
+    parser.add_argument("--timezone", "--tz", default="UTC", help="zone for unzoned dates (default UTC)")
+    _run_option_flags(parser)
+    parser.add_argument("--run-id", help="ID of this run (default: generated)")
+    parser.add_argument("--backfill-id", help=argparse.SUPPRESS)
+    parser.add_argument("--backfill-total", type=non_negative_int("--backfill-total"), help=argparse.SUPPRESS)
+    parser.add_argument("--partition-id", help=argparse.SUPPRESS)
+    parser.add_argument("--output", choices=("text", "json"), default="text", help="text (default) or JSON")
+    return parser
+
+
+def list_parser() -> Parser:
+    parser = Parser(prog="backfill list", description="Saved backfills of this repository, newest first.")
+    parser.add_argument("--state-dir", help="root of the state store")
+    parser.add_argument(
+        "--output", choices=("text", "json"), default=None, help="text or JSON (default: TUI on a terminal)"
+    )
+    return parser
+
+
+def show_parser() -> Parser:
+    parser = Parser(prog="backfill show", description="One saved backfill: inputs, counts and partitions.")
+    parser.add_argument("id", help="backfill ID (or a unique prefix)")
+    parser.add_argument("--state-dir", help="root of the state store")
+    parser.add_argument(
+        "--status",
+        action="append",
+        default=[],
+        choices=("queued", "running", "succeeded", "failed", "cancelled", "skipped"),
+        help="only partitions with this status (repeatable)",
+    )
+    _output_flags(parser, paged=True)
+    return parser
+
+
+def usage_exit(message: str) -> NoReturn:
+    sys.stderr.write(f"backfill: error: {message}\n")
+    raise SystemExit(EXIT_BAD_INPUT)

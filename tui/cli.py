@@ -1,0 +1,63 @@
+"""The ``backfill`` command: parse, dispatch, and turn engine errors into one line and an exit code.
+
+Imports stay lazy: ``backfill run`` (paid once per partition) must not load
+Textual, and a dry run must not load DuckDB.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+from engine.errors import EXIT_BAD_INPUT, EXIT_CANCELLED, BackfillError
+from tui.arguments import VERBS, UsageError
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if args and args[0] in VERBS:
+            return _verb(args[0], args[1:])
+        from tui.backfill_command import backfill_command
+
+        return backfill_command(args)
+    except UsageError as error:
+        _fail(str(error))
+        return EXIT_BAD_INPUT
+    except BackfillError as error:
+        _fail(str(error))
+        return error.exit_code
+    except KeyboardInterrupt:
+        return EXIT_CANCELLED
+    except BrokenPipeError:
+        # The reader went away (`backfill ... | head`): not an error of ours.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+def _verb(verb: str, args: list[str]) -> int:
+    if verb == "run":
+        from tui.run_command import run_command
+
+        return run_command(args)
+    if verb == "list":
+        from tui.browse_command import list_command
+
+        return list_command(args)
+    if verb == "show":
+        from tui.browse_command import show_command
+
+        return show_command(args)
+    raise UsageError(f"'{verb}' is reserved for a later version; available verbs: run, list, show")
+
+
+def _fail(message: str) -> None:
+    sys.stderr.write(f"backfill: error: {message}\n")
+    sys.stderr.flush()
+
+
+def entry() -> None:
+    sys.exit(main())

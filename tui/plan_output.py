@@ -1,0 +1,130 @@
+"""The plan and state documents: one streamed JSON object, or a static paginated text listing.
+
+Both list one page of partitions (``--offset``/``--limit``); counts always cover
+the whole plan. JSON is written in chunks so that ``--limit 0`` over hundreds of
+thousands of partitions never builds the whole document in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import IO, Any
+
+import orjson
+
+from engine.partitions import PartitionDescriber
+from engine.spec import Planned
+from engine.status import STATUS_NAMES
+
+SUMMARY_KEYS = ("total", *STATUS_NAMES, "skipped")
+_CHUNK = 4096
+
+
+def page_bounds(total: int, offset: int, limit: int) -> tuple[int, int]:
+    """``[begin, stop)`` of the listed page; ``limit`` 0 means everything from ``offset``."""
+    begin = min(offset, total)
+    stop = total if limit == 0 else min(total, begin + limit)
+    return begin, stop
+
+
+def options_json(planned: Planned) -> dict[str, Any]:
+    options = planned.options
+    return {
+        "max_parallel": options.max_parallel,
+        "effective_max_parallel": planned.parallelism.effective,
+        "parallelism_reason": planned.parallelism.reason,
+        "workers": options.workers,
+        "retries": options.retries,
+        "on_failure": options.on_failure,
+        "reverse": options.reverse,
+        "timeout": _timeout_text(options.timeout),
+    }
+
+
+def _timeout_text(timeout: int | None) -> str | None:
+    from engine.durations import format_duration
+
+    return format_duration(timeout) if timeout else None
+
+
+def summary_json(total: int, counts: dict[str, int], skipped: int) -> dict[str, int]:
+    return {"total": total, **{name: counts.get(name, 0) for name in STATUS_NAMES}, "skipped": skipped}
+
+
+def page_rows(
+    describer: PartitionDescriber,
+    begin: int,
+    stop: int,
+    decorate: Callable[[dict[str, Any]], None],
+) -> Iterator[dict[str, Any]]:
+    """Partition rows ``begin..stop-1`` with the shared fields, completed by ``decorate``."""
+    plan = describer.spec.plan
+    for row in describer.describe_many(plan.interval(index) for index in range(begin, stop)):
+        decorate(row)
+        yield row
+
+
+def write_json(
+    out: IO[bytes],
+    *,
+    backfill: dict[str, Any],
+    options: dict[str, Any],
+    summary: dict[str, int],
+    rows: Iterator[dict[str, Any]],
+    begin: int,
+    stop: int,
+    offset: int,
+    limit: int,
+) -> None:
+    """``{backfill, options, summary, partitions, page, has_more}``, streamed."""
+    out.write(b'{"backfill":' + orjson.dumps(backfill) + b',"options":' + orjson.dumps(options))
+    out.write(b',"summary":' + orjson.dumps(summary) + b',"partitions":[')
+    chunk: list[dict[str, Any]] = []
+    first = True
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) == _CHUNK:
+            out.write((b"" if first else b",") + orjson.dumps(chunk)[1:-1])
+            first, chunk = False, []
+    if chunk:
+        out.write((b"" if first else b",") + orjson.dumps(chunk)[1:-1])
+    page = {"offset": offset, "limit": limit}
+    out.write(b'],"page":' + orjson.dumps(page) + b',"has_more":' + (b"true" if stop < summary["total"] else b"false"))
+    out.write(b"}\n")
+
+
+def write_text(
+    out: IO[str],
+    *,
+    title: str,
+    header: list[tuple[str, str]],
+    summary: dict[str, int],
+    rows: Iterator[dict[str, Any]],
+    begin: int,
+    stop: int,
+    limit: int,
+    next_page_hint: str,
+) -> None:
+    """A static listing: header, counts, the page's rows and how to see the next page."""
+    lines = [title]
+    width = max(len(label) for label, _ in header)
+    lines += [f"  {label.ljust(width)}  {value}" for label, value in header]
+    counts = ", ".join(f"{name} {summary[name]}" for name in SUMMARY_KEYS[1:] if summary[name])
+    lines.append(f"partitions: {summary['total']}" + (f" ({counts})" if counts else ""))
+    out.write("\n".join(lines) + "\n\n")
+    index_width = max(1, len(str(max(stop - 1, 0))))
+    out.write(f"  {'#'.rjust(index_width)}  {'id':<12}  {'status':<9}  {'start':<26}  end (exclusive)\n")
+    for row in rows:
+        out.write(
+            f"  {str(row['index']).rjust(index_width)}  {row['id'][:12]}  {row['status']:<9}  "
+            f"{row['start']:<26}  {row['end']}\n"
+        )
+    total = summary["total"]
+    if begin >= stop:
+        out.write(f"\n(no partitions at offset {begin}; the plan has {total})\n")
+    else:
+        out.write(f"\nshowing {begin + 1}–{stop} of {total}")
+        if stop < total:
+            step = limit or 1000
+            out.write(f"; next page: {next_page_hint} --offset {stop} --limit {step}")
+        out.write("\n")
