@@ -25,13 +25,17 @@ def main() -> None:
 
     a = [timed_run([*base, "--partition", "1m"]) for _ in range(runs)]
     a_time, a_rss = median([r[0] for r in a]), median([r[1] for r in a])
-    print(f"(a) 1m partitions (3 988 800), default page: median {a_time:.3f} s [{verdict(a_time, 0.5)} ≤ 0.5 s], "
-          f"peak RSS {a_rss:.1f} MB [{verdict(a_rss, 80)} ≤ 80 MB]  ({runs} runs)")
+    print(
+        f"(a) 1m partitions (3 988 800), default page: median {a_time:.3f} s [{verdict(a_time, 0.5)} ≤ 0.5 s], "
+        f"peak RSS {a_rss:.1f} MB [{verdict(a_rss, 80)} ≤ 80 MB]  ({runs} runs)"
+    )
 
     b = [timed_run([*base, "--partition", "15m", "--limit", "0"]) for _ in range(runs)]
     b_time = median([r[0] for r in b])
-    print(f"(b) 15m partitions (265 920), --limit 0 to /dev/null: median {b_time:.3f} s "
-          f"[{verdict(b_time, 1.5)} ≤ 1.5 s], peak RSS {median([r[1] for r in b]):.1f} MB  ({runs} runs)")
+    print(
+        f"(b) 15m partitions (265 920), --limit 0 to /dev/null: median {b_time:.3f} s "
+        f"[{verdict(b_time, 1.5)} ≤ 1.5 s], peak RSS {median([r[1] for r in b]):.1f} MB  ({runs} runs)"
+    )
 
 
 if __name__ == "__main__":

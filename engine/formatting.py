@@ -71,7 +71,12 @@ class InstantFormatter:
             if len(self._dates) > 100_000:
                 self._dates.clear()
             self._dates[day] = date_text
-        return date_text + _CLOCKS[second_of_day], (f".{fraction:06d}" if fraction else ""), self._last_suffix
+        clock = _CLOCKS.get(second_of_day)
+        if clock is None:
+            clock = _CLOCKS[second_of_day] = (
+                f"{second_of_day // 3600:02d}:{second_of_day // 60 % 60:02d}:{second_of_day % 60:02d}"
+            )
+        return date_text + clock, (f".{fraction:06d}" if fraction else ""), self._last_suffix
 
     def format(self, instant: int, micros: str = "auto") -> str:
         parts = self.parts(instant)
@@ -91,4 +96,4 @@ class InstantFormatter:
         return base + fraction + suffix, base + (fraction or ".000000") + suffix
 
 
-_CLOCKS = [f"{s // 3600:02d}:{s // 60 % 60:02d}:{s % 60:02d}" for s in range(86_400)]
+_CLOCKS: dict[int, str] = {}  # "HH:MM:SS" by second of the day, filled as used

@@ -1,0 +1,245 @@
+"""Running one asset: its main step (SQL, seed or Python script) and then its checks.
+
+An :class:`AssetRun` runs on a worker thread; the scheduler may call
+:meth:`AssetRun.stop` from its own thread (timeout or cancellation), which
+interrupts the DuckDB query or stops the Python process group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from engine.assets import Asset
+from engine.checks import CheckResult, run_checks
+from engine.duckdb_pool import DuckDBPool
+from engine.interval_modifiers import apply_modifiers
+from engine.materialization import Database, load_seed, materialize
+from engine.templating import TemplateProblem, Window, render
+
+SUCCEEDED, FAILED, UPSTREAM_FAILED = "succeeded", "failed", "upstream_failed"
+
+
+@dataclass
+class AssetResult:
+    name: str
+    kind: str
+    status: str
+    started_at: float | None = None  # Unix seconds
+    finished_at: float | None = None
+    rows: int | None = None
+    checks: list[CheckResult] = field(default_factory=list)
+    error: str | None = None
+    window: Window | None = None  # when interval modifiers moved it
+
+    @property
+    def duration(self) -> float | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return self.finished_at - self.started_at
+
+    @property
+    def failed_checks(self) -> list[CheckResult]:
+        return [c for c in self.checks if not c.passed]
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What every asset of one run shares."""
+
+    window: Window
+    run_id: str
+    pipeline: str
+    variables: dict[str, Any]
+    full_refresh: bool
+    apply_interval_modifiers: bool
+    default_modifiers: dict[str, str] | None
+    only: str | None
+    annotations: dict[str, Any] | None
+    connection_of: Callable[[Asset], str | None]
+    environment_vars: dict[str, str]
+
+
+class AssetRun:
+    def __init__(self, asset: Asset, settings: RunSettings, pool: DuckDBPool, emit: Callable[[str], None]) -> None:
+        self.asset = asset
+        self.settings = settings
+        self.pool = pool
+        self.emit = emit
+        self.result = AssetResult(asset.name, asset.kind, FAILED)
+        self._cursor: Any = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._stopped: str | None = None
+        self._stopped_at = 0.0
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------ control
+
+    def stop(self, reason: str) -> None:
+        """Interrupt the asset from another thread; it finishes as failed with ``reason``.
+
+        Called again while a Python process lingers, it escalates to SIGKILL after 5 seconds.
+        """
+        with self._lock:
+            if self._stopped is None:
+                self._stopped, self._stopped_at = reason, time.monotonic()
+            cursor, process = self._cursor, self._process
+        escalate = time.monotonic() - self._stopped_at > 5
+        if cursor is not None:
+            with contextlib.suppress(Exception):
+                cursor.interrupt()
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL if escalate else signal.SIGTERM)
+
+    # ------------------------------------------------------------ running
+
+    def run(self) -> AssetResult:
+        result = self.result
+        result.started_at = time.time()
+        try:
+            context, window = self._context()
+            if window is not self.settings.window:
+                result.window = window
+            if self.settings.only != "checks":
+                self._main(context, window)
+            if self._stopped is None and self.settings.only != "main" and self.asset.has_checks:
+                db = self._database()
+                try:
+                    result.checks = run_checks(db, self.asset, context)
+                finally:
+                    self._release(db)
+            failed_blocking = [c for c in result.checks if not c.passed and c.blocking]
+            if self._stopped is not None:
+                result.status, result.error = FAILED, self._stopped
+            elif failed_blocking:
+                result.status = FAILED
+                result.error = f"{len(failed_blocking)} blocking check(s) failed: " + ", ".join(
+                    c.name for c in failed_blocking
+                )
+            else:
+                result.status = SUCCEEDED
+        except TemplateProblem as error:
+            result.status, result.error = FAILED, f"{self.asset.path}: {error}"
+        except Exception as error:
+            result.status = FAILED
+            result.error = self._stopped or _first_line(error)
+        result.finished_at = time.time()
+        return result
+
+    def _context(self) -> tuple[dict[str, Any], Window]:
+        s = self.settings
+        from engine.templating import base_context
+
+        context = base_context(
+            s.window, run_id=s.run_id, pipeline=s.pipeline, variables=s.variables, full_refresh=s.full_refresh
+        )
+        context["this"] = self.asset.name
+        window = s.window
+        if s.apply_interval_modifiers:
+            window = apply_modifiers(window, self.asset.interval_modifiers or s.default_modifiers, context)
+            if window is not s.window:
+                context.update(window.variables())
+        return context, window
+
+    def _database(self) -> Database:
+        name = self.settings.connection_of(self.asset)
+        assert name is not None
+        cursor = self.pool.cursor(name)
+        with self._lock:
+            self._cursor = cursor
+        return Database(cursor, self._annotate)
+
+    def _release(self, db: Database) -> None:
+        with self._lock:
+            self._cursor = None
+        db.cursor.close()
+
+    def _annotate(self, sql: str) -> str:
+        annotations = self.settings.annotations
+        if not annotations:
+            return sql
+        return "/* " + orjson.dumps(annotations).decode().replace("*/", "* /") + " */\n" + sql
+
+    def _main(self, context: dict[str, Any], window: Window) -> None:
+        asset = self.asset
+        if asset.kind == "python":
+            self._run_python(window, context)
+            return
+        db = self._database()
+        try:
+            if asset.kind == "seed":
+                self.result.rows = load_seed(db, asset)
+                return
+            for hook in asset.hooks.get("pre", []):
+                db.execute(render(hook, context))
+            query = render(asset.body, context, first_line=asset.body_line)
+            self.result.rows = materialize(db, asset, query, window, full_refresh=self.settings.full_refresh)
+            for hook in asset.hooks.get("post", []):
+                db.execute(render(hook, context))
+        finally:
+            self._release(db)
+
+    def _run_python(self, window: Window, context: dict[str, Any]) -> None:
+        s = self.settings
+        variables = window.variables()
+        environment = {
+            **os.environ,
+            **s.environment_vars,
+            "BRUIN_START_DATE": variables["start_date"],
+            "BRUIN_END_DATE": variables["end_date"],
+            "BRUIN_START_DATETIME": variables["start_datetime"],
+            "BRUIN_END_DATETIME": variables["end_datetime"],
+            "BRUIN_START_TIMESTAMP": variables["start_timestamp"],
+            "BRUIN_END_TIMESTAMP": variables["end_timestamp"],
+            "BRUIN_RUN_ID": s.run_id,
+            "BRUIN_PIPELINE": s.pipeline,
+            "BRUIN_THIS": self.asset.name,
+            "BRUIN_VARS": orjson.dumps(s.variables).decode(),
+            "BRUIN_FULL_REFRESH": "1" if s.full_refresh else "",
+            "PYTHONUNBUFFERED": "1",
+        }
+        connection = s.connection_of(self.asset)
+        if connection is not None:
+            environment["BRUIN_CONNECTION"] = connection
+            environment["BRUIN_DUCKDB_PATH"] = str(self.pool.path_of(connection))
+        process = subprocess.Popen(
+            [sys.executable, str(self.asset.path)],
+            cwd=self.asset.path.parent,
+            env=environment,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        with self._lock:
+            self._process = process
+        last_line = ""
+        assert process.stdout is not None
+        for raw in process.stdout:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            if line.strip():
+                last_line = line
+            self.emit(f"[{self.asset.name}] {line}")
+        code = process.wait()
+        with self._lock:
+            self._process = None
+        if self._stopped is not None:
+            raise RuntimeError(self._stopped)
+        if code != 0:
+            raise RuntimeError(f"python exited with code {code}" + (f": {last_line}" if last_line else ""))
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

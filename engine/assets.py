@@ -1,0 +1,477 @@
+"""Asset files in Bruin's format: SQL and Python files with a ``@bruin`` YAML header, and ``*.asset.yml``.
+
+Parsing never stops at the first problem: every problem found is collected as
+``file:line: message`` so that a user fixes them all in one go.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.errors import BadInput
+from engine.yamlfile import Located, line_of, parse_yaml
+
+SQL_TYPES = ("duckdb.sql",)
+SEED_TYPES = ("duckdb.seed",)
+PYTHON_TYPES = ("python",)
+SUPPORTED_TYPES = (*SQL_TYPES, *SEED_TYPES, *PYTHON_TYPES)
+STRATEGIES = ("create+replace", "append", "merge", "delete+insert", "time_interval", "truncate+insert", "ddl")
+COLUMN_CHECKS = ("not_null", "unique", "positive", "non_negative", "negative", "accepted_values", "min", "max")
+CHECKS_WITH_VALUE = ("accepted_values", "min", "max")
+
+# Fields Bruin defines for an asset. Those we do not act on are accepted and ignored (see docs/pipelines.md).
+ASSET_FIELDS = {
+    "name",
+    "uri",
+    "type",
+    "description",
+    "connection",
+    "owner",
+    "tags",
+    "domains",
+    "meta",
+    "depends",
+    "start_date",
+    "interval_modifiers",
+    "rerun_cooldown",
+    "materialization",
+    "hooks",
+    "columns",
+    "custom_checks",
+    "parameters",
+    "secrets",
+    "image",
+    "instance",
+    "extends",
+    "full_refresh_restricted",
+    "refresh_restricted",
+}
+MATERIALIZATION_FIELDS = {
+    "type",
+    "strategy",
+    "incremental_key",
+    "time_granularity",
+    "partition_by",
+    "cluster_by",
+    "incremental_predicate",
+}
+COLUMN_FIELDS = {
+    "name",
+    "type",
+    "description",
+    "primary_key",
+    "update_on_merge",
+    "nullable",
+    "checks",
+    "tags",
+    "owner",
+    "domains",
+    "meta",
+    "merge_sql",
+    "extends",
+}
+CHECK_FIELDS = {"name", "value", "blocking", "description", "notifications"}
+CUSTOM_CHECK_FIELDS = {"name", "query", "value", "blocking", "description", "count", "notifications"}
+
+_SQL_HEADER = re.compile(r"\A(\s*)/\*\s*@bruin(.*?)@bruin\s*\*/", re.S)
+_PY_HEADER = re.compile(r"\A(\s*(?:#[^\n]*\n\s*)*)(?:\"\"\"|''')\s*@bruin(.*?)@bruin\s*(?:\"\"\"|''')", re.S)
+
+
+@dataclass
+class Problems:
+    """Collected validation problems, each ``path:line: message``."""
+
+    items: list[str] = field(default_factory=list)
+
+    def add(self, path: Path | str, line: int, message: str) -> None:
+        self.items.append(f"{path}:{line}: {message}" if line else f"{path}: {message}")
+
+    def raise_if_any(self, what: str) -> None:
+        if self.items:
+            count = len(self.items)
+            plural = "problem" if count == 1 else "problems"
+            listing = "\n".join(f"  {item}" for item in self.items)
+            raise BadInput(f"{count} {plural} in {what} (nothing was run):\n{listing}")
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    value: Any
+    blocking: bool
+    line: int
+
+
+@dataclass(frozen=True)
+class CustomCheck:
+    name: str
+    query: str
+    value: Any
+    blocking: bool
+    line: int
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str | None
+    primary_key: bool
+    update_on_merge: bool
+    nullable: bool | None
+    checks: tuple[Check, ...]
+    description: str | None = None
+
+
+@dataclass(frozen=True)
+class Materialization:
+    type: str | None  # "table", "view" or None (run the SQL as written)
+    strategy: str | None
+    incremental_key: str | None
+    time_granularity: str | None
+
+
+@dataclass
+class Asset:
+    name: str
+    type: str
+    path: Path
+    relative_path: str  # POSIX path relative to the pipeline directory
+    line: int  # where the header starts
+    connection: str | None = None
+    depends: list[tuple[str, int]] = field(default_factory=list)  # (name, line)
+    tags: tuple[str, ...] = ()
+    owner: str | None = None
+    description: str | None = None
+    materialization: Materialization = Materialization(None, None, None, None)
+    columns: tuple[Column, ...] = ()
+    custom_checks: tuple[CustomCheck, ...] = ()
+    interval_modifiers: dict[str, str] | None = None
+    hooks: dict[str, list[str]] = field(default_factory=dict)
+    body: str = ""
+    body_line: int = 1
+    seed_path: Path | None = None
+
+    @property
+    def kind(self) -> str:
+        if self.type in PYTHON_TYPES:
+            return "python"
+        if self.type in SEED_TYPES:
+            return "seed"
+        return "sql"
+
+    @property
+    def has_checks(self) -> bool:
+        return bool(self.custom_checks) or any(column.checks for column in self.columns)
+
+    @property
+    def primary_key(self) -> list[str]:
+        return [column.name for column in self.columns if column.primary_key]
+
+
+def is_asset_file(path: Path) -> bool:
+    name = path.name
+    return name.endswith((".sql", ".py", ".asset.yml", ".asset.yaml"))
+
+
+def read_asset(path: Path, pipeline_dir: Path, problems: Problems) -> Asset | None:
+    """Parse one asset file; None when it is not an asset (a .sql/.py file without a @bruin header)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        problems.add(path, 0, f"cannot read the file: {error}")
+        return None
+    relative = path.relative_to(pipeline_dir).as_posix()
+    if path.name.endswith((".asset.yml", ".asset.yaml")):
+        header, header_line, body, body_line = text, 1, "", 1
+    else:
+        pattern = _SQL_HEADER if path.suffix == ".sql" else _PY_HEADER
+        match = pattern.match(text)
+        if not match:
+            return None
+        header = match.group(2)
+        header_line = match.group(1).count("\n") + 1
+        body = text[match.end() :]
+        body_line = text[: match.end()].count("\n") + 1
+    try:
+        data = parse_yaml(header, str(path), line_offset=header_line - 1 if header is not text else 0)
+    except BadInput as error:
+        problems.items.append(str(error))
+        return None
+    if data is None:
+        data = Located()
+        data.lines, data.line = {}, header_line
+    if not isinstance(data, dict):
+        problems.add(path, header_line, "the @bruin header must be a YAML mapping")
+        return None
+    return _build_asset(data, path, relative, header_line, body, body_line, problems)
+
+
+def _default_name(relative: str) -> str:
+    parts = relative.split("/")
+    if parts and parts[0] == "assets":
+        parts = parts[1:]
+    stem = parts[-1]
+    for suffix in (".asset.yml", ".asset.yaml", ".sql", ".py"):
+        if stem.endswith(suffix):
+            stem = stem[: -len(suffix)]
+            break
+    return ".".join([*parts[:-1], stem])
+
+
+def _build_asset(
+    data: dict[str, Any], path: Path, relative: str, header_line: int, body: str, body_line: int, problems: Problems
+) -> Asset:
+    for key in data:
+        if key not in ASSET_FIELDS:
+            problems.add(path, line_of(data, key), f"unknown field {key!r}")
+    default_type = "python" if path.suffix == ".py" else "duckdb.sql"
+    asset_type = data.get("type", default_type)
+    if asset_type not in SUPPORTED_TYPES:
+        problems.add(
+            path,
+            line_of(data, "type"),
+            f"unknown or unsupported asset type {asset_type!r} (supported: {', '.join(SUPPORTED_TYPES)})",
+        )
+    name = data.get("name") or _default_name(relative)
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*", name):
+        problems.add(path, line_of(data, "name"), f"asset name {name!r} must be letters, digits, _ and dots")
+        name = str(name)
+    asset = Asset(
+        name=name,
+        type=str(asset_type),
+        path=path,
+        relative_path=relative,
+        line=header_line,
+        body=body,
+        body_line=body_line,
+    )
+    asset.connection = _optional_str(data, "connection", path, problems)
+    asset.owner = _optional_str(data, "owner", path, problems)
+    asset.description = _optional_str(data, "description", path, problems)
+    asset.tags = tuple(_string_list(data, "tags", path, problems))
+    asset.depends = _depends(data, path, problems)
+    asset.materialization = _materialization(data, path, problems)
+    asset.columns = _columns(data, path, problems)
+    asset.custom_checks = _custom_checks(data, path, problems)
+    asset.interval_modifiers = _interval_modifiers(data, path, problems)
+    asset.hooks = _hooks(data, path, problems)
+    _check_strategy_needs(asset, data, problems)
+    if asset.kind == "seed":
+        parameters = data.get("parameters")
+        seed = parameters.get("path") if isinstance(parameters, dict) else None
+        if not isinstance(seed, str) or not seed:
+            problems.add(path, line_of(data, "parameters"), "a seed asset needs parameters.path (a CSV file)")
+        else:
+            asset.seed_path = (path.parent / seed).resolve()
+            if not asset.seed_path.is_file():
+                problems.add(path, line_of(parameters, "path"), f"seed file {seed!r} does not exist")
+    if asset.kind == "python" and asset.materialization.type is not None:
+        problems.add(
+            path,
+            line_of(data, "materialization"),
+            "materialization of Python assets (materialize() returning a DataFrame) is not supported: "
+            "write to DuckDB from the script using BRUIN_DUCKDB_PATH",
+        )
+    return asset
+
+
+def _optional_str(data: dict[str, Any], key: str, path: Path, problems: Problems) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        problems.add(path, line_of(data, key), f"{key} must be a string")
+        return None
+    return value
+
+
+def _string_list(data: dict[str, Any], key: str, path: Path, problems: Problems) -> list[str]:
+    value = data.get(key) or []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        problems.add(path, line_of(data, key), f"{key} must be a list of strings")
+        return []
+    return value
+
+
+def _depends(data: dict[str, Any], path: Path, problems: Problems) -> list[tuple[str, int]]:
+    raw = data.get("depends") or []
+    if not isinstance(raw, list):
+        problems.add(path, line_of(data, "depends"), "depends must be a list")
+        return []
+    result = []
+    base_line = line_of(data, "depends")
+    for position, entry in enumerate(raw):
+        line = line_of(entry) or base_line + 1 + position
+        if isinstance(entry, str):
+            result.append((entry, line))
+        elif isinstance(entry, dict) and isinstance(entry.get("asset"), str):
+            if entry.get("mode", "full") == "symbolic":
+                continue
+            result.append((entry["asset"], line))
+        elif isinstance(entry, dict) and "uri" in entry:
+            problems.add(path, line, "dependencies on another pipeline (uri) are not supported")
+        else:
+            problems.add(path, line, "each dependency must be an asset name or {asset: name}")
+    return result
+
+
+def _materialization(data: dict[str, Any], path: Path, problems: Problems) -> Materialization:
+    raw = data.get("materialization")
+    if raw is None:
+        return Materialization(None, None, None, None)
+    if not isinstance(raw, dict):
+        problems.add(path, line_of(data, "materialization"), "materialization must be a mapping")
+        return Materialization(None, None, None, None)
+    for key in raw:
+        if key not in MATERIALIZATION_FIELDS:
+            problems.add(path, line_of(raw, key), f"unknown field 'materialization.{key}'")
+    kind = raw.get("type")
+    if kind not in ("table", "view", None):
+        problems.add(path, line_of(raw, "type"), f"materialization type {kind!r} must be table or view")
+    strategy = raw.get("strategy")
+    if strategy is not None:
+        strategy = str(strategy).lower()
+        if strategy not in STRATEGIES:
+            problems.add(
+                path,
+                line_of(raw, "strategy"),
+                f"unknown strategy {raw['strategy']!r} (supported: {', '.join(STRATEGIES)})",
+            )
+        if kind == "view":
+            problems.add(path, line_of(raw, "strategy"), "a view has no strategy")
+    if kind == "table" and strategy is None:
+        strategy = "create+replace"
+    granularity = raw.get("time_granularity")
+    if granularity is not None and granularity not in ("date", "timestamp"):
+        problems.add(
+            path, line_of(raw, "time_granularity"), f"time_granularity {granularity!r} must be date or timestamp"
+        )
+    return Materialization(kind, strategy, raw.get("incremental_key"), granularity)
+
+
+def _check_strategy_needs(asset: Asset, data: dict[str, Any], problems: Problems) -> None:
+    m = asset.materialization
+    raw = data.get("materialization") if isinstance(data.get("materialization"), dict) else {}
+    line = line_of(raw, "strategy") or line_of(data, "materialization")
+    if m.strategy in ("delete+insert", "time_interval") and not m.incremental_key:
+        problems.add(asset.path, line, f"strategy {m.strategy} needs materialization.incremental_key")
+    if m.strategy == "time_interval" and not m.time_granularity:
+        problems.add(asset.path, line, "strategy time_interval needs time_granularity: date or timestamp")
+    if m.strategy == "merge" and not asset.primary_key:
+        problems.add(asset.path, line, "strategy merge needs columns marked primary_key: true")
+    if m.strategy == "ddl":
+        if not asset.columns:
+            problems.add(asset.path, line, "strategy ddl creates the table from columns: declare them")
+        if asset.body.strip():
+            problems.add(asset.path, asset.body_line, "strategy ddl takes no query: remove the SQL after the header")
+    if asset.kind == "sql" and m.strategy != "ddl" and not asset.body.strip():
+        problems.add(asset.path, asset.body_line, "the asset has no SQL after its @bruin header")
+
+
+def _columns(data: dict[str, Any], path: Path, problems: Problems) -> tuple[Column, ...]:
+    raw = data.get("columns") or []
+    if not isinstance(raw, list):
+        problems.add(path, line_of(data, "columns"), "columns must be a list")
+        return ()
+    columns = []
+    for entry in raw:
+        line = line_of(entry) or line_of(data, "columns")
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            problems.add(path, line, "every column needs a name")
+            continue
+        for key in entry:
+            if key not in COLUMN_FIELDS:
+                problems.add(path, line_of(entry, key), f"unknown field {key!r} in column {entry['name']!r}")
+        checks = []
+        for check in entry.get("checks") or []:
+            check_line = line_of(check) or line_of(entry, "checks")
+            if not isinstance(check, dict) or not isinstance(check.get("name"), str):
+                problems.add(path, check_line, f"every check of column {entry['name']!r} needs a name")
+                continue
+            for key in check:
+                if key not in CHECK_FIELDS:
+                    problems.add(path, line_of(check, key), f"unknown field {key!r} in check {check['name']!r}")
+            if check["name"] not in COLUMN_CHECKS:
+                problems.add(
+                    path, check_line, f"unknown check {check['name']!r} (supported: {', '.join(COLUMN_CHECKS)})"
+                )
+                continue
+            value = check.get("value")
+            if check["name"] in CHECKS_WITH_VALUE and value is None:
+                problems.add(path, check_line, f"check {check['name']} needs a value")
+                continue
+            if check["name"] == "accepted_values" and not isinstance(value, list):
+                problems.add(path, check_line, "check accepted_values needs a list value")
+                continue
+            if check["name"] in ("min", "max") and (isinstance(value, bool) or not isinstance(value, int | float)):
+                problems.add(path, check_line, f"check {check['name']} needs a number value")
+                continue
+            checks.append(Check(check["name"], value, bool(check.get("blocking", True)), check_line))
+        columns.append(
+            Column(
+                name=entry["name"],
+                type=entry.get("type"),
+                primary_key=bool(entry.get("primary_key", False)),
+                update_on_merge=bool(entry.get("update_on_merge", False)),
+                nullable=entry.get("nullable"),
+                checks=tuple(checks),
+                description=entry.get("description"),
+            )
+        )
+    return tuple(columns)
+
+
+def _custom_checks(data: dict[str, Any], path: Path, problems: Problems) -> tuple[CustomCheck, ...]:
+    raw = data.get("custom_checks") or []
+    if not isinstance(raw, list):
+        problems.add(path, line_of(data, "custom_checks"), "custom_checks must be a list")
+        return ()
+    checks = []
+    for entry in raw:
+        line = line_of(entry) or line_of(data, "custom_checks")
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            problems.add(path, line, "every custom check needs a name")
+            continue
+        if not isinstance(entry.get("query"), str) or not entry["query"].strip():
+            problems.add(path, line, f"custom check {entry['name']!r} needs a query")
+            continue
+        for key in entry:
+            if key not in CUSTOM_CHECK_FIELDS:
+                problems.add(path, line_of(entry, key), f"unknown field {key!r} in custom check {entry['name']!r}")
+        checks.append(
+            CustomCheck(entry["name"], entry["query"], entry.get("value", 0), bool(entry.get("blocking", True)), line)
+        )
+    return tuple(checks)
+
+
+def _interval_modifiers(data: dict[str, Any], path: Path, problems: Problems) -> dict[str, str] | None:
+    raw = data.get("interval_modifiers")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or any(key not in ("start", "end") for key in raw):
+        problems.add(path, line_of(data, "interval_modifiers"), "interval_modifiers takes only start and end")
+        return None
+    return {key: str(value) for key, value in raw.items()}
+
+
+def _hooks(data: dict[str, Any], path: Path, problems: Problems) -> dict[str, list[str]]:
+    raw = data.get("hooks")
+    if raw is None:
+        return {}
+    result: dict[str, list[str]] = {}
+    if not isinstance(raw, dict):
+        problems.add(path, line_of(data, "hooks"), "hooks must map pre/post to a list of {query: ...}")
+        return {}
+    for phase, entries in raw.items():
+        if phase not in ("pre", "post") or not isinstance(entries, list):
+            problems.add(path, line_of(raw, phase), "hooks must map pre/post to a list of {query: ...}")
+            continue
+        queries = []
+        for entry in entries:
+            if not isinstance(entry, dict) or not isinstance(entry.get("query"), str):
+                problems.add(path, line_of(entry) or line_of(raw, phase), "each hook needs a query")
+                continue
+            queries.append(entry["query"])
+        result[phase] = queries
+    return result

@@ -1,0 +1,47 @@
+"""Atomic, durable file writes: temp file in the same directory, fsync, rename, fsync the directory.
+
+A reader (or a crash) sees either the old file or the new one, never a torn mix.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+FILE_MODE = 0o600
+DIRECTORY_MODE = 0o700
+
+
+def ensure_directory(path: Path, mode: int = DIRECTORY_MODE) -> None:
+    """Create ``path`` (and parents) with ``mode`` for the directories this call creates."""
+    if path.is_dir():
+        return
+    ensure_directory(path.parent, mode) if not path.parent.exists() else None
+    try:
+        os.mkdir(path, mode)
+    except FileExistsError:
+        return
+    os.chmod(path, mode)  # not subject to the umask
+
+
+def write_atomic(path: Path, data: bytes, *, mode: int = FILE_MODE, durable: bool = True) -> None:
+    ensure_directory(path.parent)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(descriptor, view)
+            view = view[written:]
+        if durable:
+            os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+    os.replace(temporary, path)
+    if durable:
+        directory = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)

@@ -1,0 +1,92 @@
+"""Quality checks: column checks and custom SQL checks, run after their asset on the whole table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from engine.assets import Asset, Check, CustomCheck
+from engine.materialization import Database, quote_identifier, quote_name
+from engine.templating import render
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str  # "unique(order_id)" or the custom check's name
+    passed: bool
+    blocking: bool
+    detail: str  # what was found, or the error text
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "passed": self.passed, "blocking": self.blocking, "detail": self.detail}
+
+
+def _literal(value: Any) -> str:
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int | float):
+        return repr(value)
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def _violations_query(table: str, column: str, check: Check) -> str:
+    col = quote_identifier(column)
+    predicates = {
+        "not_null": f"{col} IS NULL",
+        "positive": f"{col} <= 0",
+        "non_negative": f"{col} < 0",
+        "negative": f"{col} >= 0",
+    }
+    if check.name in predicates:
+        return f"SELECT count(*) FROM {table} WHERE {predicates[check.name]}"
+    if check.name == "unique":
+        return (
+            f"SELECT coalesce(sum(n - 1), 0) FROM (SELECT count(*) AS n FROM {table} "
+            f"WHERE {col} IS NOT NULL GROUP BY {col} HAVING count(*) > 1)"
+        )
+    if check.name == "accepted_values":
+        values = ", ".join(_literal(v) for v in check.value)
+        return f"SELECT count(*) FROM {table} WHERE {col} IS NOT NULL AND {col} NOT IN ({values})"
+    if check.name == "min":
+        return f"SELECT count(*) FROM {table} WHERE {col} < {_literal(check.value)}"
+    if check.name == "max":
+        return f"SELECT count(*) FROM {table} WHERE {col} > {_literal(check.value)}"
+    raise ValueError(check.name)
+
+
+def run_checks(db: Database, asset: Asset, context: dict[str, Any]) -> list[CheckResult]:
+    """Every column check and custom check of the asset; a check that errors counts as failed."""
+    results = []
+    table = quote_name(asset.name)
+    for column in asset.columns:
+        for check in column.checks:
+            label = f"{check.name}({column.name})"
+            try:
+                violations = int(db.scalar(_violations_query(table, column.name, check)) or 0)
+            except Exception as error:
+                results.append(CheckResult(label, False, check.blocking, _first_line(error)))
+                continue
+            detail = "ok" if violations == 0 else f"{violations} row{'s' if violations != 1 else ''} violate it"
+            results.append(CheckResult(label, violations == 0, check.blocking, detail))
+    for custom in asset.custom_checks:
+        results.append(_run_custom(db, custom, context))
+    return results
+
+
+def _run_custom(db: Database, check: CustomCheck, context: dict[str, Any]) -> CheckResult:
+    try:
+        rows = db.execute(render(check.query, context)).fetchall()
+    except Exception as error:
+        return CheckResult(check.name, False, check.blocking, _first_line(error))
+    actual = rows[0][0] if rows and rows[0] else None
+    expected = check.value
+    passed = actual == expected or (
+        isinstance(actual, int | float) and isinstance(expected, int | float) and float(actual) == float(expected)
+    )
+    detail = "ok" if passed else f"returned {actual!r}, expected {expected!r}"
+    return CheckResult(check.name, passed, check.blocking, detail)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

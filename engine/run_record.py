@@ -1,0 +1,103 @@
+"""The record every run leaves: ``<repository>/logs/runs/<run-id>.json``.
+
+Outside a git repository the records go to the user state directory
+(``platformdirs.user_state_dir("backfill")/runs``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from engine.atomic import write_atomic
+from engine.durations import format_duration
+from engine.instants import format_instant
+from engine.templating import Window
+
+if TYPE_CHECKING:
+    from engine.runner import RunResult
+
+
+def logs_root(repository: Path | None) -> Path:
+    """``<repository>/logs``, or the user state directory outside a repository."""
+    if repository is not None:
+        return repository / "logs"
+    import platformdirs
+
+    return Path(platformdirs.user_state_dir("backfill"))
+
+
+def _window_json(window: Window) -> dict[str, str]:
+    return {
+        "start": format_instant(window.start, window.zone, micros="always"),
+        "end": format_instant(window.end, window.zone, micros="always"),
+    }
+
+
+def _seconds(value: float | None) -> str | None:
+    if value is None:
+        return None
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(value, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def record_json(result: RunResult) -> dict[str, Any]:
+    prepared = result.prepared
+    request = prepared.request
+    return {
+        "run_id": prepared.run_id,
+        "status": "succeeded" if result.ok else "failed",
+        "target": str(prepared.target.path),
+        "pipeline": prepared.pipeline.name,
+        "environment": prepared.environment.name,
+        "interval": {
+            **_window_json(prepared.window),
+            "timezone": getattr(prepared.window.zone, "key", "UTC"),
+            "end_inclusive": True,
+        },
+        "options": {
+            "workers": request.workers,
+            "selector": list(request.selectors),
+            "tags": list(request.tags),
+            "exclude_tags": list(request.exclude_tags),
+            "downstream": request.downstream,
+            "only": request.only,
+            "variables": prepared.variables,
+            "full_refresh": request.full_refresh,
+            "apply_interval_modifiers": request.apply_interval_modifiers,
+            "timeout": format_duration(request.timeout) if request.timeout else None,
+        },
+        "backfill_id": request.backfill_id,
+        "backfill_total": request.backfill_total,
+        "partition_id": request.partition_id,
+        "started_at": _seconds(result.started_at),
+        "finished_at": _seconds(result.finished_at),
+        "duration_seconds": round(result.finished_at - result.started_at, 6),
+        "error": result.error,
+        "notes": prepared.notes,
+        "assets": [
+            {
+                "name": r.name,
+                "type": r.kind,
+                "status": r.status,
+                "started_at": _seconds(r.started_at),
+                "finished_at": _seconds(r.finished_at),
+                "duration_seconds": round(r.duration, 6) if r.duration is not None else None,
+                "rows_written": r.rows,
+                "checks": [c.to_json() for c in r.checks],
+                "error": r.error,
+                "interval": _window_json(r.window) if r.window else None,
+            }
+            for r in result.results
+        ],
+    }
+
+
+def write_run_record(result: RunResult) -> Path:
+    directory = logs_root(result.prepared.target.repository) / "runs"
+    path = directory / f"{result.prepared.run_id}.json"
+    write_atomic(path, orjson.dumps(record_json(result), option=orjson.OPT_INDENT_2) + b"\n")
+    return path

@@ -1,0 +1,232 @@
+"""``backfill run``: one run of a pipeline (or one asset) over one interval, on DuckDB.
+
+:func:`prepare_run` validates everything (configuration, pipeline files,
+variables, selection, connections) before anything executes; :func:`execute_run`
+runs the assets and writes the run record.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from engine.asset_run import FAILED, SUCCEEDED, AssetResult, AssetRun, RunSettings
+from engine.asset_scheduler import AssetScheduler
+from engine.assets import Problems
+from engine.config import Environment, find_config_file, load_config
+from engine.duckdb_pool import DatabaseLocked, DuckDBPool
+from engine.errors import BadInput
+from engine.instants import boundary_instant, format_instant, load_zone, local_day_start, parse_boundary
+from engine.pipeline import Pipeline, load_pipeline
+from engine.repository import Target, resolve_target
+from engine.run_record import write_run_record
+from engine.selection import select_assets
+from engine.templating import Window, today_in
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    target: str
+    start: str | None = None
+    end: str | None = None
+    timezone: str = "UTC"
+    environment: str | None = None
+    config_file: str | None = None
+    workers: int = 16
+    selectors: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    exclude_tags: tuple[str, ...] = ()
+    downstream: bool = False
+    only: str | None = None
+    variables: dict[str, Any] = field(default_factory=dict)
+    full_refresh: bool = False
+    apply_interval_modifiers: bool = False
+    timeout: int | None = None  # microseconds per asset
+    run_id: str | None = None
+    backfill_id: str | None = None
+    backfill_total: int | None = None
+    partition_id: str | None = None
+    annotations: dict[str, Any] | None = None
+
+
+@dataclass
+class PreparedRun:
+    request: RunRequest
+    run_id: str
+    target: Target
+    pipeline: Pipeline
+    environment: Environment
+    window: Window
+    variables: dict[str, Any]
+    selected: set[str]
+    notes: list[str]
+
+
+@dataclass
+class RunResult:
+    prepared: PreparedRun
+    results: list[AssetResult]
+    started_at: float
+    finished_at: float
+    error: str | None = None
+    record_path: Path | None = None
+    peak_concurrency: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and all(r.status == SUCCEEDED for r in self.results)
+
+
+def new_run_id() -> str:
+    return time.strftime("run-%Y%m%dT%H%M%SZ-", time.gmtime()) + secrets.token_hex(4)
+
+
+def run_window(start: str | None, end: str | None, timezone: str) -> Window:
+    """``[start, end]`` with an inclusive end; without dates, yesterday as a whole day."""
+    zone = load_zone(timezone)
+    if start is None and end is None:
+        today = today_in(zone)
+        return Window(local_day_start(today - timedelta(days=1), zone), local_day_start(today, zone) - 1, zone)
+    if start is None or end is None:
+        raise BadInput("give both --start-date and --end-date, or neither (yesterday, the whole day)")
+    first = boundary_instant(parse_boundary(start, "--start-date"), zone, "--start-date", inclusive_date=False)
+    end_boundary = parse_boundary(end, "--end-date")
+    last = boundary_instant(end_boundary, zone, "--end-date", inclusive_date=True)
+    if end_boundary.kind == "date":
+        last -= 1  # the end of that day, inclusive
+    if last < first:
+        raise BadInput(
+            f"--end-date {end!r} is before --start-date {start!r}: the end is inclusive and must not precede the start"
+        )
+    return Window(first, last, zone)
+
+
+def prepare_run(request: RunRequest, *, cwd: Path | None = None) -> PreparedRun:
+    """Validate the run completely; nothing executes before this succeeds."""
+    if request.workers < 1:
+        raise BadInput(f"--workers {request.workers} is not allowed: use 1 or more")
+    window = run_window(request.start, request.end, request.timezone)
+    target = resolve_target(request.target, cwd=cwd)
+    config = load_config(find_config_file(target, request.config_file, cwd=cwd))
+    environment = config.environment(request.environment)
+    pipeline = load_pipeline(target.pipeline_dir)
+    variables = pipeline.resolve_variables(request.variables)
+    target_asset = None
+    if target.is_asset:
+        target_asset = next((n for n, a in pipeline.assets.items() if a.path == target.path), None)
+        if target_asset is None:
+            raise BadInput(f"{target.path} is not an asset (no @bruin header)")
+    selected = select_assets(
+        pipeline,
+        target_asset=target_asset,
+        downstream=request.downstream,
+        selectors=request.selectors,
+        tags=request.tags,
+        exclude_tags=request.exclude_tags,
+    )
+    problems = Problems()
+    for name in sorted(selected):
+        asset = pipeline.assets[name]
+        connection_name = pipeline.connection_of(asset)
+        if asset.kind == "python" and connection_name is None:
+            continue
+        connection = environment.connection(connection_name or "")
+        if connection is None:
+            problems.add(
+                asset.path,
+                asset.line,
+                f"connection {connection_name!r} is not defined in environment {environment.name!r} of {config.path}",
+            )
+        elif connection.kind != "duckdb":
+            problems.add(
+                asset.path,
+                asset.line,
+                f"connection {connection_name!r} is a {connection.kind} connection; the embedded runner "
+                "runs DuckDB only",
+            )
+    problems.raise_if_any(f"pipeline {pipeline.name!r}")
+    notes = []
+    if not request.apply_interval_modifiers and (
+        pipeline.default_interval_modifiers or any(pipeline.assets[n].interval_modifiers for n in selected)
+    ):
+        notes.append("interval modifiers are ignored (pass --apply-interval-modifiers to apply them)")
+    return PreparedRun(
+        request, request.run_id or new_run_id(), target, pipeline, environment, window, variables, selected, notes
+    )
+
+
+def execute_run(prepared: PreparedRun, emit) -> RunResult:
+    """Run the selected assets; write ``logs/runs/<run-id>.json``; never raises for asset failures."""
+    request, pipeline = prepared.request, prepared.pipeline
+    used = {pipeline.connection_of(pipeline.assets[n]) for n in prepared.selected} - {None}
+    connections = {c.name: c for c in prepared.environment.connections if c.name in used}
+    started = time.time()
+    pool = DuckDBPool(connections)
+    result = RunResult(prepared, [], started, started)
+    try:
+        pool.open_all()
+        settings = RunSettings(
+            window=prepared.window,
+            run_id=prepared.run_id,
+            pipeline=pipeline.name,
+            variables=prepared.variables,
+            full_refresh=request.full_refresh,
+            apply_interval_modifiers=request.apply_interval_modifiers,
+            default_modifiers=pipeline.default_interval_modifiers,
+            only=request.only,
+            annotations=request.annotations,
+            connection_of=pipeline.connection_of,
+            environment_vars=_backfill_environment(request),
+        )
+        order: list[AssetResult] = []
+
+        def finished(asset_result: AssetResult) -> None:
+            order.append(asset_result)
+            emit(asset_result)
+
+        scheduler = AssetScheduler(
+            pipeline,
+            prepared.selected,
+            lambda name: AssetRun(pipeline.assets[name], settings, pool, lambda line: emit(line)),
+            workers=request.workers,
+            limits={name: c.max_concurrent_assets for name, c in connections.items()},
+            pool=pool,
+            timeout=request.timeout,
+            on_finish=finished,
+        )
+        scheduler.run()
+        result.results = order
+        result.peak_concurrency = scheduler.peak_concurrency
+    except DatabaseLocked as error:
+        result.error = str(error)
+    finally:
+        pool.close_all()
+        result.finished_at = time.time()
+    result.record_path = write_run_record(result)
+    return result
+
+
+def _backfill_environment(request: RunRequest) -> dict[str, str]:
+    values = {}
+    if request.backfill_id:
+        values["BACKFILL_ID"] = request.backfill_id
+    return values
+
+
+def run_status(result: RunResult) -> str:
+    return SUCCEEDED if result.ok else FAILED
+
+
+def describe_window(window: Window) -> str:
+    return f"{format_instant(window.start, window.zone, micros='always')} .. " + format_instant(
+        window.end, window.zone, micros="always"
+    )
+
+
+def environment_overrides() -> tuple[str | None, str | None]:
+    return os.environ.get("BRUIN_VARS"), os.environ.get("BRUIN_QUERY_ANNOTATIONS")

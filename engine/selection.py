@@ -1,0 +1,138 @@
+"""Which assets a run executes: selectors, tags, excluded tags, an asset target and its downstream.
+
+Selector grammar (one ``--selector`` value; several values are a union)::
+
+    expression := term (" " term)*         space = union
+    term       := atom ("," atom)*         comma = intersection
+    atom       := ["@"] [N] ["+"] method [ "+" [N] ]
+    method     := "tag:" GLOB | "path:" GLOB | "fqn:" NAME | NAME-GLOB
+
+``+name`` adds every upstream asset (``2+name`` up to two levels), ``name+``
+every downstream one (``name+1`` one level), ``@name`` the downstream assets
+plus everything they need.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from fnmatch import fnmatchcase
+
+from engine.errors import BadInput
+from engine.pipeline import Pipeline
+
+_ATOM = re.compile(
+    r"^(?P<at>@)?(?:(?P<up_depth>\d+)?(?P<up>\+))?(?P<body>[^+]+?)(?:(?P<down>\+)(?P<down_depth>\d+)?)?$"
+)
+_SELECTOR_HELP = "use tag:GLOB, path:GLOB, fqn:NAME or a name, with +name, name+, 2+name+1 or @name"
+
+
+def _walk(pipeline: Pipeline, start: Iterable[str], *, upstream: bool, depth: int | None) -> set[str]:
+    """Names reachable from ``start`` (excluded) going up or down, up to ``depth`` levels."""
+    found: set[str] = set()
+    frontier = set(start)
+    level = 0
+    while frontier and (depth is None or level < depth):
+        following: set[str] = set()
+        for name in frontier:
+            neighbours = pipeline.upstream(name) if upstream else pipeline.downstream.get(name, [])
+            for neighbour in neighbours:
+                if neighbour in pipeline.assets and neighbour not in found:
+                    found.add(neighbour)
+                    following.add(neighbour)
+        frontier = following
+        level += 1
+    return found
+
+
+def _method(pipeline: Pipeline, body: str, expression: str) -> set[str]:
+    if body.startswith("tag:"):
+        pattern = body[4:]
+        return {n for n, a in pipeline.assets.items() if any(fnmatchcase(t, pattern) for t in a.tags)}
+    if body.startswith("path:"):
+        pattern = body[5:]
+        return {
+            n
+            for n, a in pipeline.assets.items()
+            if fnmatchcase(a.relative_path, pattern)
+            or fnmatchcase(a.relative_path, f"assets/{pattern}")
+            or fnmatchcase(a.path.name, pattern)
+        }
+    if body.startswith("fqn:"):
+        return {body[4:]} & set(pipeline.assets)
+    if ":" in body:
+        raise BadInput(f"--selector {expression!r}: unknown method {body.split(':')[0]!r}: {_SELECTOR_HELP}")
+    return {n for n in pipeline.assets if fnmatchcase(n, body)}
+
+
+def _atom(pipeline: Pipeline, text: str, expression: str) -> set[str]:
+    match = _ATOM.match(text)
+    if not match:
+        raise BadInput(f"--selector {expression!r}: cannot read {text!r}: {_SELECTOR_HELP}")
+    base = _method(pipeline, match["body"], expression)
+    selected = set(base)
+    if match["at"]:
+        downstream = base | _walk(pipeline, base, upstream=False, depth=None)
+        return downstream | _walk(pipeline, downstream, upstream=True, depth=None)
+    if match["up"]:
+        depth = int(match["up_depth"]) if match["up_depth"] else None
+        selected |= _walk(pipeline, base, upstream=True, depth=depth)
+    if match["down"]:
+        depth = int(match["down_depth"]) if match["down_depth"] else None
+        selected |= _walk(pipeline, base, upstream=False, depth=depth)
+    return selected
+
+
+def evaluate_selector(pipeline: Pipeline, expression: str) -> set[str]:
+    """The assets one selector expression names."""
+    terms = expression.split()
+    if not terms:
+        raise BadInput(f"--selector {expression!r} is empty: {_SELECTOR_HELP}")
+    result: set[str] = set()
+    for term in terms:
+        atoms = [atom for atom in term.split(",")]
+        if any(not atom for atom in atoms):
+            raise BadInput(f"--selector {expression!r}: empty part in {term!r}: {_SELECTOR_HELP}")
+        selected = _atom(pipeline, atoms[0], expression)
+        for atom in atoms[1:]:
+            selected &= _atom(pipeline, atom, expression)
+        result |= selected
+    return result
+
+
+def select_assets(
+    pipeline: Pipeline,
+    *,
+    target_asset: str | None,
+    downstream: bool,
+    selectors: Iterable[str],
+    tags: Iterable[str],
+    exclude_tags: Iterable[str],
+) -> set[str]:
+    """The assets to run. An expression or filter that selects nothing is an error."""
+    selectors, tags, exclude_tags = list(selectors), list(tags), list(exclude_tags)
+    if downstream and target_asset is None:
+        raise BadInput("--downstream needs a single asset file as TARGET")
+    if target_asset is not None:
+        chosen = {target_asset}
+        if downstream:
+            chosen |= _walk(pipeline, chosen, upstream=False, depth=None)
+    else:
+        chosen = set(pipeline.assets)
+    for expression in selectors:
+        if not evaluate_selector(pipeline, expression):
+            raise BadInput(f"--selector {expression!r} selects no asset of pipeline {pipeline.name!r}")
+    if selectors:
+        chosen &= set().union(*(evaluate_selector(pipeline, e) for e in selectors))
+    if tags:
+        tagged = {n for n, a in pipeline.assets.items() if any(fnmatchcase(t, p) for t in a.tags for p in tags)}
+        if not tagged:
+            raise BadInput(f"--tag {', '.join(tags)} matches no asset of pipeline {pipeline.name!r}")
+        chosen &= tagged
+    if exclude_tags:
+        chosen = {
+            n for n in chosen if not any(fnmatchcase(t, p) for t in pipeline.assets[n].tags for p in exclude_tags)
+        }
+    if not chosen:
+        raise BadInput(f"the selection (selectors, tags, excluded tags) leaves no asset of pipeline {pipeline.name!r}")
+    return chosen

@@ -1,0 +1,109 @@
+"""``backfill run TARGET``: one run over one interval, reported as text lines or one JSON object."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+import orjson
+
+from engine.asset_run import SUCCEEDED, UPSTREAM_FAILED, AssetResult
+from engine.durations import parse_duration
+from engine.run_record import record_json
+from engine.runner import RunRequest, describe_window, environment_overrides, execute_run, prepare_run
+from engine.spec import parse_annotations, parse_variables
+from tui.arguments import run_parser
+
+SYMBOLS = {SUCCEEDED: "✓", "failed": "✗", UPSTREAM_FAILED: "-"}
+
+
+def run_command(argv: list[str]) -> int:
+    args = run_parser().parse_args(argv)
+    environ_vars, annotations = environment_overrides()
+    request = RunRequest(
+        target=args.target,
+        start=args.start_date,
+        end=args.end_date,
+        timezone=args.timezone,
+        environment=args.environment,
+        config_file=args.config_file,
+        workers=args.workers or 16,
+        selectors=tuple(args.selector),
+        tags=tuple(args.tag),
+        exclude_tags=tuple(args.exclude_tag),
+        downstream=args.downstream,
+        only=args.only,
+        variables=parse_variables(args.var, environ_vars),
+        full_refresh=args.full_refresh,
+        apply_interval_modifiers=args.apply_interval_modifiers,
+        timeout=parse_duration(args.timeout, "--timeout") if args.timeout else None,
+        run_id=args.run_id,
+        backfill_id=args.backfill_id,
+        backfill_total=args.backfill_total,
+        partition_id=args.partition_id,
+        annotations=parse_annotations(annotations),
+    )
+    prepared = prepare_run(request)
+    as_json = args.output == "json"
+    out = sys.stderr if as_json else sys.stdout
+    lock = threading.Lock()
+    width = max(len(name) for name in prepared.selected)
+
+    def emit(item: Any) -> None:
+        with lock:
+            if isinstance(item, AssetResult):
+                out.write(_asset_line(item, width))
+            else:
+                out.write(f"{item}\n")
+            out.flush()
+
+    if not as_json:
+        out.write(
+            f"run {prepared.run_id}: {prepared.pipeline.name} ({prepared.environment.name}), "
+            f"{describe_window(prepared.window)}, {len(prepared.selected)} asset(s)\n"
+        )
+        for note in prepared.notes:
+            out.write(f"note: {note}\n")
+    result = execute_run(prepared, emit)
+    if as_json:
+        sys.stdout.buffer.write(orjson.dumps(record_json(result)) + b"\n")
+        sys.stdout.flush()
+    else:
+        _summary(out, result)
+    return 0 if result.ok else 1
+
+
+def _asset_line(result: AssetResult, width: int) -> str:
+    symbol = SYMBOLS.get(result.status, "?")
+    duration = f"{result.duration:.2f}s" if result.duration is not None else ""
+    rows = f"{result.rows} rows" if result.rows is not None else ""
+    line = (
+        f"  {symbol} {result.name.ljust(width)}  {result.status.replace('_', ' '):<15} {duration:>8}  {rows}".rstrip()
+    )
+    extra = []
+    if result.window is not None:
+        extra.append(f"      window moved by interval modifiers: {describe_window(result.window)}")
+    for check in result.checks:
+        if not check.passed:
+            kind = "blocking" if check.blocking else "non-blocking"
+            extra.append(f"      check {check.name} failed ({kind}): {check.detail}")
+    if result.error and result.status != UPSTREAM_FAILED:
+        extra.append(f"      error: {result.error}")
+    elif result.status == UPSTREAM_FAILED and result.error:
+        extra.append(f"      {result.error}")
+    return "\n".join([line, *extra]) + "\n"
+
+
+def _summary(out, result) -> None:
+    if result.error:
+        out.write(f"error: {result.error}\n")
+    counts: dict[str, int] = {}
+    for item in result.results:
+        counts[item.status] = counts.get(item.status, 0) + 1
+    parts = [f"{n} {status.replace('_', ' ')}" for status, n in sorted(counts.items())]
+    outcome = "succeeded" if result.ok else "failed"
+    out.write(
+        f"{outcome}: {', '.join(parts) or 'nothing ran'} in {result.finished_at - result.started_at:.2f}s; "
+        f"record {result.record_path}\n"
+    )
