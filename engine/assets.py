@@ -76,7 +76,7 @@ COLUMN_FIELDS = {
 CHECK_FIELDS = {"name", "value", "blocking", "description", "notifications"}
 CUSTOM_CHECK_FIELDS = {"name", "query", "value", "blocking", "description", "count", "notifications"}
 
-_SQL_HEADER = re.compile(r"\A(\s*)/\*\s*@bruin(.*?)@bruin\s*\*/", re.S)
+_SQL_HEADER = re.compile(r"\A((?:\s*--[^\n]*\n)*\s*)/\*\s*@bruin(.*?)@bruin\s*\*/", re.S)
 _PY_HEADER = re.compile(r"\A(\s*(?:#[^\n]*\n\s*)*)(?:\"\"\"|''')\s*@bruin(.*?)@bruin\s*(?:\"\"\"|''')", re.S)
 
 
@@ -300,9 +300,8 @@ def _depends(data: dict[str, Any], path: Path, problems: Problems) -> list[tuple
         problems.add(path, line_of(data, "depends"), "depends must be a list")
         return []
     result = []
-    base_line = line_of(data, "depends")
     for position, entry in enumerate(raw):
-        line = line_of(entry) or base_line + 1 + position
+        line = line_of(raw, position) or line_of(data, "depends")
         if isinstance(entry, str):
             result.append((entry, line))
         elif isinstance(entry, dict) and isinstance(entry.get("asset"), str):

@@ -22,6 +22,16 @@ class Located(dict):
         return self.lines.get(key, self.line)
 
 
+class LocatedList(list):
+    """A sequence that remembers the line of each item (1-based)."""
+
+    line: int = 0
+    lines: list[int]
+
+    def line_of(self, index: int) -> int:
+        return self.lines[index] if 0 <= index < len(self.lines) else self.line
+
+
 class _LineLoader(_BaseLoader):  # type: ignore[misc, valid-type]
     pass
 
@@ -41,7 +51,16 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> Locat
     return mapping
 
 
+def _construct_sequence(loader: yaml.SafeLoader, node: yaml.SequenceNode) -> LocatedList:
+    offset = getattr(loader, "line_offset", 0)
+    sequence = LocatedList(loader.construct_object(child, deep=True) for child in node.value)
+    sequence.line = node.start_mark.line + 1 + offset
+    sequence.lines = [child.start_mark.line + 1 + offset for child in node.value]
+    return sequence
+
+
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
 
 
 def parse_yaml(text: str, source: str, *, line_offset: int = 0) -> Any:
@@ -72,6 +91,6 @@ def read_yaml(path: Path) -> Any:
 
 def line_of(container: Any, key: Any = None) -> int:
     """Best-known line of a key in a parsed mapping (0 when unknown)."""
-    if isinstance(container, Located):
+    if isinstance(container, Located | LocatedList):
         return container.line_of(key) if key is not None else container.line
     return 0

@@ -1,0 +1,72 @@
+"""Throwaway Bruin-format repositories for tests: write assets, run ``backfill run`` for real, query DuckDB."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import yaml
+
+from tests.conftest import run_backfill
+
+
+class Repo:
+    """A git-like repository with ``.bruin.yml`` and one pipeline ``p`` on DuckDB connection ``db``."""
+
+    def __init__(self, root: Path, *, max_concurrent_assets: int | None = None, pipeline: dict | None = None) -> None:
+        self.root = root
+        (root / ".git").mkdir(parents=True)
+        connection: dict[str, Any] = {"name": "db", "path": "warehouse.duckdb"}
+        if max_concurrent_assets is not None:
+            connection["max_concurrent_assets"] = max_concurrent_assets
+        self.write(
+            ".bruin.yml",
+            yaml.safe_dump(
+                {"default_environment": "dev", "environments": {"dev": {"connections": {"duckdb": [connection]}}}}
+            ),
+        )
+        self.pipeline_dir = root / "p"
+        self.write("p/pipeline.yml", yaml.safe_dump(pipeline or {"name": "p", "default_connections": {"duckdb": "db"}}))
+        self.database = root / "warehouse.duckdb"
+
+    def write(self, relative: str, text: str) -> Path:
+        path = self.root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return path
+
+    def sql(self, name: str, body: str, **header: Any) -> Path:
+        """An SQL asset ``assets/<name>.sql`` with ``name`` and ``type`` filled in."""
+        header = {"name": name, "type": "duckdb.sql", **header}
+        text = "/* @bruin\n" + yaml.safe_dump(header, sort_keys=False) + "@bruin */\n\n" + body + "\n"
+        return self.write(f"p/assets/{name}.sql", text)
+
+    def python(self, name: str, body: str, **header: Any) -> Path:
+        header = {"name": name, "type": "python", **header}
+        text = '"""@bruin\n' + yaml.safe_dump(header, sort_keys=False) + '@bruin"""\n\n' + body + "\n"
+        return self.write(f"p/assets/{name.replace('.', '_')}.py", text)
+
+    def run(self, *args: str, env: dict[str, str] | None = None, target: str = "p") -> subprocess.CompletedProcess[str]:
+        return run_backfill("run", target, *args, cwd=self.root, env=env)
+
+    def run_ok(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        result = self.run(*args, **kwargs)
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result
+
+    def run_json(self, *args: str, **kwargs: Any) -> tuple[int, dict]:
+        result = self.run(*args, "--output", "json", **kwargs)
+        assert result.stdout, result.stderr
+        return result.returncode, json.loads(result.stdout)
+
+    def query(self, sql: str) -> list[tuple]:
+        with duckdb.connect(str(self.database), read_only=True) as connection:
+            return connection.execute(sql).fetchall()
+
+    def records(self) -> list[dict]:
+        """Run records, oldest first."""
+        records = [json.loads(p.read_text()) for p in (self.root / "logs" / "runs").glob("*.json")]
+        return sorted(records, key=lambda record: record["started_at"])

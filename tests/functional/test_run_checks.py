@@ -1,0 +1,128 @@
+"""Column checks and custom checks: every kind passing and failing, blocking and non-blocking."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.builder import Repo
+
+DAY = ("--start-date", "2024-01-01", "--end-date", "2024-01-01")
+CHECKED_COLUMNS = [
+    {"name": "id", "checks": [{"name": "not_null", "blocking": False}, {"name": "unique", "blocking": False}]},
+    {
+        "name": "val",
+        "checks": [
+            {"name": "positive", "blocking": False},
+            {"name": "non_negative", "blocking": False},
+            {"name": "min", "value": 1, "blocking": False},
+            {"name": "max", "value": 3, "blocking": False},
+        ],
+    },
+    {"name": "neg", "checks": [{"name": "negative", "blocking": False}]},
+    {"name": "cat", "checks": [{"name": "accepted_values", "value": ["a", "b"], "blocking": False}]},
+]
+CUSTOM = [
+    {"name": "no big values", "query": "SELECT count(*) FROM s.t WHERE val > 10", "blocking": False},
+    {"name": "three rows", "query": "SELECT count(*) FROM s.t", "value": 3, "blocking": False},
+]
+
+
+@pytest.fixture
+def repo(tmp_path) -> Repo:
+    return Repo(tmp_path / "repo")
+
+
+def checks_of(record: dict, asset: str) -> dict[str, tuple[bool, str]]:
+    entry = next(a for a in record["assets"] if a["name"] == asset)
+    return {c["name"]: (c["passed"], c["detail"]) for c in entry["checks"]}
+
+
+def test_every_check_passes_on_good_data(repo):
+    """Good rows pass every column check and both custom checks."""
+    repo.sql(
+        "s.t",
+        "SELECT * FROM (VALUES (1, 1, -1, 'a'), (2, 2, -2, 'b'), (3, 3, -3, 'a')) v(id, val, neg, cat)",
+        materialization={"type": "table"},
+        columns=CHECKED_COLUMNS,
+        custom_checks=CUSTOM,
+    )
+    code, record = repo.run_json(*DAY)
+    assert code == 0
+    results = checks_of(record, "s.t")
+    assert len(results) == 10 and all(passed for passed, _ in results.values())
+
+
+def test_every_check_fails_on_bad_data_and_says_how_many_rows(repo):
+    """Each check kind fails on violating rows and reports the count; non-blocking failures do not fail."""
+    repo.sql(
+        "s.t",
+        "SELECT * FROM (VALUES (NULL, 0, 5, 'z'), (2, -1, -2, 'b'), (2, 30, 0, 'a')) v(id, val, neg, cat)",
+        materialization={"type": "table"},
+        columns=CHECKED_COLUMNS,
+        custom_checks=[
+            {"name": "no big values", "query": "SELECT count(*) FROM s.t WHERE val > 10", "blocking": False},
+            {"name": "four rows", "query": "SELECT count(*) FROM s.t", "value": 4, "blocking": False},
+        ],
+    )
+    code, record = repo.run_json(*DAY)
+    assert code == 0  # nothing blocking failed
+    assert checks_of(record, "s.t") == {
+        "not_null(id)": (False, "1 row violate it"),
+        "unique(id)": (False, "1 row violate it"),
+        "positive(val)": (False, "2 rows violate it"),
+        "non_negative(val)": (False, "1 row violate it"),
+        "min(val)": (False, "2 rows violate it"),
+        "max(val)": (False, "1 row violate it"),
+        "negative(neg)": (False, "2 rows violate it"),
+        "accepted_values(cat)": (False, "1 row violate it"),
+        "no big values": (False, "returned 1, expected 0"),
+        "four rows": (False, "returned 3, expected 4"),
+    }
+
+
+def test_blocking_failure_fails_the_asset_and_skips_downstream(repo):
+    """A failing blocking check (the default) fails its asset; downstream is reported upstream_failed."""
+    repo.sql(
+        "s.t",
+        "SELECT NULL AS id",
+        materialization={"type": "table"},
+        columns=[{"name": "id", "checks": [{"name": "not_null"}]}],
+    )
+    repo.sql("s.down", "SELECT * FROM s.t", materialization={"type": "table"}, depends=["s.t"])
+    result = repo.run(*DAY)
+    assert result.returncode == 1
+    assert "check not_null(id) failed (blocking): 1 row violate it" in result.stdout
+    statuses = {a["name"]: a["status"] for a in repo.records()[-1]["assets"]}
+    assert statuses == {"s.t": "failed", "s.down": "upstream_failed"}
+    assert repo.query("SELECT count(*) FROM information_schema.tables WHERE table_name = 'down'") == [(0,)]
+
+
+def test_non_blocking_failure_is_reported_without_failing(repo):
+    """A failing non-blocking custom check is printed, and the run still succeeds."""
+    repo.sql(
+        "s.t",
+        "SELECT 1 AS id",
+        materialization={"type": "table"},
+        custom_checks=[{"name": "expects two", "query": "SELECT count(*) FROM s.t", "value": 2, "blocking": False}],
+    )
+    result = repo.run_ok(*DAY)
+    assert "check expects two failed (non-blocking): returned 1, expected 2" in result.stdout
+
+
+def test_only_checks_and_only_main(repo):
+    """--only main skips checks; --only checks runs checks against the existing table without rebuilding it."""
+    repo.sql(
+        "s.t",
+        "SELECT {{ var.v }} AS id",
+        materialization={"type": "table"},
+        columns=[{"name": "id", "checks": [{"name": "max", "value": 1}]}],
+    )
+    (repo.pipeline_dir / "pipeline.yml").write_text(
+        "name: p\ndefault_connections: {duckdb: db}\nvariables: {v: {type: integer, default: 1}}\n"
+    )
+    assert repo.run("--only", "main", "--var", "v=5", *DAY).returncode == 0
+    assert repo.query("SELECT * FROM s.t") == [(5,)]
+    checks_only = repo.run("--only", "checks", *DAY)
+    assert checks_only.returncode == 1 and "check max(id) failed" in checks_only.stdout
+    assert repo.query("SELECT * FROM s.t") == [(5,)]
+    assert repo.run("--var", "v=1", *DAY).returncode == 0

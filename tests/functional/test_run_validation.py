@@ -1,0 +1,85 @@
+"""Validation before anything runs: every problem listed with its file and line, exit 2, nothing executed."""
+
+from __future__ import annotations
+
+from tests.builder import Repo
+
+DAY = ("--start-date", "2024-01-01", "--end-date", "2024-01-01")
+
+
+def problems_of(repo: Repo) -> list[str]:
+    result = repo.run(*DAY)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert not repo.database.exists(), "nothing may run when validation fails"
+    return result.stderr.splitlines()
+
+
+def test_every_problem_is_listed_with_file_and_line(tmp_path):
+    """Unknown type, unknown field, missing dependency, duplicate name and a cycle are all reported together."""
+    repo = Repo(tmp_path / "repo")
+    a = repo.write("p/assets/a.sql", "/* @bruin\nname: s.a\ntype: snowflake.sql\n@bruin */\nselect 1\n")
+    b = repo.write("p/assets/b.sql", "/* @bruin\nname: s.b\nmaterialisation:\n  type: table\n@bruin */\nselect 1\n")
+    c = repo.write("p/assets/c.sql", "/* @bruin\nname: s.c\ndepends:\n  - s.nowhere\n@bruin */\nselect 1\n")
+    d = repo.write("p/assets/d.sql", "/* @bruin\nname: s.c\n@bruin */\nselect 1\n")
+    e = repo.write("p/assets/e.sql", "/* @bruin\nname: s.e\ndepends: [s.f]\n@bruin */\nselect 1\n")
+    repo.write("p/assets/f.sql", "/* @bruin\nname: s.f\ndepends: [s.e]\n@bruin */\nselect 1\n")
+    lines = problems_of(repo)
+    assert lines[0] == "backfill: error: 5 problems in pipeline 'p' (nothing was run):"
+    assert (
+        f"  {a}:3: unknown or unsupported asset type 'snowflake.sql' (supported: duckdb.sql, duckdb.seed, python)"
+        in lines
+    )
+    assert f"  {b}:3: unknown field 'materialisation'" in lines
+    assert f"  {c}:4: dependency 's.nowhere' is not an asset of this pipeline" in lines
+    assert f"  {d}:1: duplicate asset name 's.c' (also defined in {c})" in lines
+    assert f"  {e}:3: dependency cycle: s.e -> s.f -> s.e" in lines
+
+
+def test_bad_yaml_names_the_line_in_the_file(tmp_path):
+    """A YAML error inside a header is reported at its line in the asset file (not the header)."""
+    repo = Repo(tmp_path / "repo")
+    path = repo.write("p/assets/a.sql", "-- a comment\n/* @bruin\nname: s.a\ntags: [one\n@bruin */\nselect 1\n")
+    lines = problems_of(repo)
+    assert any(line.startswith(f"  {path}:5: invalid YAML") for line in lines), lines
+
+
+def test_materialization_and_check_problems(tmp_path):
+    """Strategy requirements, unknown checks, check values and seed files are validated with lines."""
+    repo = Repo(tmp_path / "repo")
+    merge = repo.write(
+        "p/assets/m.sql",
+        "/* @bruin\nname: s.m\nmaterialization:\n  type: table\n  strategy: merge\n@bruin */\nselect 1\n",
+    )
+    interval = repo.write(
+        "p/assets/t.sql",
+        "/* @bruin\nname: s.t\nmaterialization:\n  type: table\n"
+        "  strategy: time_interval\n  incremental_key: d\n@bruin */\nselect 1\n",
+    )
+    checks = repo.write(
+        "p/assets/c.sql",
+        "/* @bruin\nname: s.c\ncolumns:\n  - name: x\n    checks:\n"
+        "      - name: is_even\n      - name: min\n@bruin */\nselect 1\n",
+    )
+    seed = repo.write("p/assets/s.asset.yml", "name: s.s\ntype: duckdb.seed\nparameters:\n  path: gone.csv\n")
+    lines = problems_of(repo)
+    assert f"  {merge}:5: strategy merge needs columns marked primary_key: true" in lines
+    assert f"  {interval}:5: strategy time_interval needs time_granularity: date or timestamp" in lines
+    assert any(line.startswith(f"  {checks}:6: unknown check 'is_even'") for line in lines)
+    assert f"  {checks}:7: check min needs a value" in lines
+    assert f"  {seed}:4: seed file 'gone.csv' does not exist" in lines
+
+
+def test_pipeline_and_connection_problems(tmp_path):
+    """pipeline.yml fields, variable declarations and undefined connections are reported with lines."""
+    repo = Repo(tmp_path / "repo")
+    pipeline = repo.write("p/pipeline.yml", "name: p\nschedul: daily\nvariables:\n  n:\n    type: integer\n")
+    asset = repo.write("p/assets/a.sql", "/* @bruin\nname: s.a\nconnection: elsewhere\n@bruin */\nselect 1\n")
+    lines = problems_of(repo)
+    assert f"  {pipeline}:2: unknown field 'schedul'" in lines
+    assert f"  {pipeline}:4: variable 'n' needs a default" in lines
+    repo.write("p/pipeline.yml", "name: p\n")
+    lines = problems_of(repo)
+    assert any(
+        line.startswith(f"  {asset}:1: connection 'elsewhere' is not defined in environment 'dev'") for line in lines
+    ), lines
