@@ -74,7 +74,9 @@ def _trim(value: int, unit: int) -> str:
 
 def format_elapsed(seconds: float) -> str:
     """A short human duration for progress displays: ``4s``, ``2m05s``, ``1h02m``, ``3d04h``."""
-    seconds = max(0, int(seconds))
+    if seconds < 10:
+        return f"{max(0.0, seconds):.1f}s"
+    seconds = int(seconds)
     if seconds < 60:
         return f"{seconds}s"
     minutes, seconds = divmod(seconds, 60)

@@ -26,6 +26,10 @@ from tui.plan_output import options_json, page_bounds, page_rows, summary_json, 
 def backfill_command(argv: list[str]) -> int:
     args = backfill_parser().parse_args(argv)
     _check_combinations(args)
+    if args.resume is not None:
+        from tui.resume import resume_command
+
+        return resume_command(args)
     planned = _plan_new(args)
     if args.dry_run:
         return print_dry_run(planned, args)
@@ -44,6 +48,10 @@ def _check_combinations(args: argparse.Namespace) -> None:
             "--full-refresh is not supported for backfills (it would rebuild each table once per partition): "
             "run `backfill run TARGET --full-refresh` once, then backfill"
         )
+    if args.command is not None:
+        from engine.children import split_template
+
+        split_template(args.command)
     if args.name and not args.command:
         raise UsageError("--name is only accepted with --command (pipelines are named by pipeline.yml)")
 
@@ -60,10 +68,6 @@ def execution_options(args: argparse.Namespace) -> ExecutionOptions:
 
 
 def _plan_new(args: argparse.Namespace) -> Planned:
-    if args.resume is not None:
-        from tui.resume import plan_resume
-
-        return plan_resume(args)
     environ_vars, annotations = environ_run_inputs()
     run_options = RunOptions(
         selector=tuple(args.selector),

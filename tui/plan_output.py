@@ -75,8 +75,13 @@ def write_json(
     stop: int,
     offset: int,
     limit: int,
+    listed_total: int | None = None,
 ) -> None:
-    """``{backfill, options, summary, partitions, page, has_more}``, streamed."""
+    """``{backfill, options, summary, partitions, page, has_more}``, streamed.
+
+    ``listed_total`` is how many partitions the listing pages through when it is filtered
+    (default: all of them).
+    """
     out.write(b'{"backfill":' + orjson.dumps(backfill) + b',"options":' + orjson.dumps(options))
     out.write(b',"summary":' + orjson.dumps(summary) + b',"partitions":[')
     chunk: list[dict[str, Any]] = []
@@ -89,7 +94,8 @@ def write_json(
     if chunk:
         out.write((b"" if first else b",") + orjson.dumps(chunk)[1:-1])
     page = {"offset": offset, "limit": limit}
-    out.write(b'],"page":' + orjson.dumps(page) + b',"has_more":' + (b"true" if stop < summary["total"] else b"false"))
+    listed = summary["total"] if listed_total is None else listed_total
+    out.write(b'],"page":' + orjson.dumps(page) + b',"has_more":' + (b"true" if stop < listed else b"false"))
     out.write(b"}\n")
 
 

@@ -1,0 +1,177 @@
+"""Creating and reopening backfills: the state store, the saved plan, and an executor ready to run.
+
+This is the one place that ties spec, store, takeover and executor together, so
+that the command line, the dashboard and the rerun form all resume a backfill
+through the same code path.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.config import find_config_file, load_config
+from engine.errors import BadInput
+from engine.executor import Executor, ExecutorHooks
+from engine.launcher import Launcher
+from engine.manifest import manifest_of, spec_of
+from engine.parallelism import Parallelism, effective_parallelism
+from engine.records import PartitionRecord
+from engine.repository import repository_root, resolve_target
+from engine.rerun import PartitionSelection
+from engine.spec import BackfillSpec, ExecutionOptions, Planned, check_execution_options
+from engine.status import StatusBoard
+from engine.store import StateStore, add_to_gitignore, default_state_root, find_backfill, new_backfill_id
+from engine.takeover import Takeover, take_over
+
+
+def state_root_for(spec: BackfillSpec, state_dir: str | None, cwd: Path) -> tuple[Path, Path | None]:
+    """The state root and the repository it belongs to (for .gitignore)."""
+    if spec.target.is_command:
+        repository = repository_root(cwd)
+    else:
+        repository = repository_root(Path(spec.target.path or cwd))
+    if state_dir:
+        return (cwd / state_dir).resolve(), repository
+    return default_state_root(repository), repository
+
+
+@dataclass
+class Prepared:
+    """A backfill ready to execute: its store is taken over and its partitions selected."""
+
+    store: StateStore
+    spec: BackfillSpec
+    manifest: dict[str, Any]
+    board: StatusBoard
+    options: ExecutionOptions
+    parallelism: Parallelism
+    selection: PartitionSelection
+    takeover: Takeover
+    state_root: Path
+    working_directory: str
+
+    def executor(
+        self, *, launcher: Launcher | None = None, hooks: ExecutorHooks | None = None, grace: float | None = None
+    ) -> Executor:
+        return Executor(
+            self.spec,
+            self.store,
+            self.board,
+            self.options,
+            self.selection,
+            self.takeover,
+            effective_parallel=self.parallelism.effective,
+            working_directory=self.working_directory,
+            launcher=launcher,
+            hooks=hooks,
+            grace=grace if grace is not None else stop_grace(),
+        )
+
+
+def stop_grace() -> float:
+    """Seconds a stopped child gets before SIGKILL: 30, or ``BACKFILL_STOP_GRACE``."""
+    raw = os.environ.get("BACKFILL_STOP_GRACE")
+    if not raw:
+        return 30.0
+    try:
+        value = float(raw)
+    except ValueError:
+        raise BadInput(f"BACKFILL_STOP_GRACE {raw!r} is not a number of seconds") from None
+    if value < 0:
+        raise BadInput(f"BACKFILL_STOP_GRACE {raw!r} is negative: use 0 or more seconds")
+    return value
+
+
+def create_backfill(planned: Planned, *, state_dir: str | None, cwd: Path) -> Prepared:
+    """Save a new backfill (manifest, directories, .gitignore) and take it over."""
+    spec = planned.spec
+    root, repository = state_root_for(spec, state_dir, cwd)
+    store = StateStore(root / new_backfill_id())
+    store.create(manifest_of(spec, backfill_id=store.id, working_directory=str(cwd), options=planned.options))
+    if repository is not None:
+        add_to_gitignore(repository, root)
+    board = StatusBoard(len(spec.plan))
+    takeover = take_over(store, board, [], grace=stop_grace())
+    return Prepared(
+        store,
+        spec,
+        store.read_manifest(),
+        board,
+        planned.options,
+        planned.parallelism,
+        PartitionSelection(),
+        takeover,
+        root,
+        str(cwd),
+    )
+
+
+def locate_backfill(backfill_id: str, state_dir: str | None, cwd: Path) -> tuple[StateStore, Path]:
+    """Find a saved backfill: under --state-dir, else this repository's store, else the user state directory."""
+    if state_dir:
+        root = (cwd / state_dir).resolve()
+        return find_backfill(root, backfill_id), root
+    repository = repository_root(cwd)
+    roots = [default_state_root(repository)]
+    if repository is not None:
+        roots.append(default_state_root(None))
+    for root in roots:
+        try:
+            return find_backfill(root, backfill_id), root
+        except BadInput:
+            if root is roots[-1]:
+                raise
+    raise AssertionError("unreachable")
+
+
+@dataclass
+class Loaded:
+    store: StateStore
+    spec: BackfillSpec
+    manifest: dict[str, Any]
+    board: StatusBoard
+    running: list[PartitionRecord]
+    root: Path
+
+
+def load_backfill(backfill_id: str, state_dir: str | None, cwd: Path) -> Loaded:
+    """Read a saved backfill strictly: manifest, plan, and every partition record."""
+    store, root = locate_backfill(backfill_id, state_dir, cwd)
+    manifest = store.read_manifest()
+    spec = spec_of(manifest)
+    board, running = store.load_board(spec.plan, spec.ids.of)
+    return Loaded(store, spec, manifest, board, running, root)
+
+
+def resume_parallelism(spec: BackfillSpec, options: ExecutionOptions) -> Parallelism:
+    """Configuration is read again on resume: a fixed credential or limit takes effect.
+    (Production needs --force only on the initial invocation.)"""
+    if spec.target.is_command:
+        return Parallelism(options.max_parallel, options.max_parallel, None)
+    target = resolve_target(spec.target.path or "")
+    config = load_config(find_config_file(target, spec.run_options.config_file))
+    environment = config.environment(spec.environment)
+    return effective_parallelism(options.max_parallel, options.workers, environment)
+
+
+def prepare_resume(loaded: Loaded, options: ExecutionOptions, selection: PartitionSelection) -> Prepared:
+    """Take a saved backfill over for another invocation (the path shared by --continue and the rerun form)."""
+    check_execution_options(options)
+    parallelism = resume_parallelism(loaded.spec, options)
+    takeover = take_over(loaded.store, loaded.board, loaded.running, grace=stop_grace())
+    working_directory = loaded.manifest.get("working_directory") or os.getcwd()
+    return Prepared(
+        loaded.store,
+        loaded.spec,
+        loaded.manifest,
+        loaded.board,
+        options,
+        parallelism,
+        selection,
+        takeover,
+        loaded.root,
+        working_directory,
+    )

@@ -1,0 +1,145 @@
+"""What each partition's child is: ``backfill run`` for pipeline targets, or the command template.
+
+Templates are split like a shell would (shlex) and never run through a shell;
+placeholders are replaced inside each argument.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+
+import orjson
+
+from engine.errors import BadInput
+from engine.formatting import InstantFormatter
+from engine.launcher import ChildSpec
+from engine.plan import Interval
+from engine.spec import BackfillSpec
+
+PLACEHOLDERS = ("start", "end", "end_exclusive", "start_date", "end_date", "partition_id", "run_id")
+_CLEARED = ("BRUIN_VARS", "BRUIN_CONFIG_FILE", "BRUIN_QUERY_ANNOTATIONS")
+
+
+def split_template(template: str) -> list[str]:
+    """The template's arguments; unbalanced quotes are bad input."""
+    try:
+        words = shlex.split(template)
+    except ValueError as error:
+        raise BadInput(f"--command {template!r} cannot be split into arguments ({error}): check its quotes") from None
+    if not words:
+        raise BadInput("--command '' is empty: give a program and its arguments, e.g. --command 'echo {start}'")
+    return words
+
+
+def backfill_program() -> list[str]:
+    """The ``backfill`` executable of this installation (same interpreter, same packages)."""
+    script = Path(sys.executable).with_name("backfill")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "tui"]
+
+
+class ChildFactory:
+    def __init__(
+        self,
+        spec: BackfillSpec,
+        *,
+        backfill_id: str,
+        working_directory: str,
+        workers: int,
+        inherit_fds: tuple[int, ...],
+    ) -> None:
+        self.spec = spec
+        self.backfill_id = backfill_id
+        self.working_directory = working_directory
+        self.workers = workers
+        self.inherit_fds = inherit_fds
+        self.formatter = InstantFormatter(spec.zone)
+        self.words = split_template(spec.target.template) if spec.target.is_command else []
+        base = {k: v for k, v in os.environ.items() if k not in _CLEARED}
+        annotations = spec.run_options.query_annotations
+        if annotations and not spec.target.is_command:
+            base["BRUIN_QUERY_ANNOTATIONS"] = orjson.dumps(annotations).decode()
+        base["BACKFILL_ID"] = backfill_id
+        self.base_environment = base
+        self.prefix = self._pipeline_prefix() if not spec.target.is_command else []
+
+    def _pipeline_prefix(self) -> list[str]:
+        spec, options = self.spec, self.spec.run_options
+        argv = [*backfill_program(), "run", str(spec.target.path)]
+        if spec.environment:
+            argv += ["--environment", spec.environment]
+        if options.config_file:
+            argv += ["--config-file", options.config_file]
+        for selector in options.selector:
+            argv += ["--selector", selector]
+        for tag in options.tags:
+            argv += ["--tag", tag]
+        for tag in options.exclude_tags:
+            argv += ["--exclude-tag", tag]
+        if options.downstream:
+            argv.append("--downstream")
+        if options.only:
+            argv += ["--only", options.only]
+        for name, value in options.variables.items():
+            argv += ["--var", f"{name}={orjson.dumps(value).decode()}"]
+        if options.apply_interval_modifiers:
+            argv.append("--apply-interval-modifiers")
+        return argv
+
+    def values(self, interval: Interval, partition_id: str, run_id: str) -> dict[str, str]:
+        fmt = self.formatter.format
+        start = fmt(interval.start, "always")
+        end = fmt(interval.end - 1, "always")
+        return {
+            "start": start,
+            "end": end,
+            "end_exclusive": fmt(interval.end, "always"),
+            "start_date": start[:10],
+            "end_date": end[:10],
+            "partition_id": partition_id,
+            "run_id": run_id,
+        }
+
+    def child(self, interval: Interval, partition_id: str, run_id: str, log_path: Path, total: int) -> ChildSpec:
+        values = self.values(interval, partition_id, run_id)
+        if self.spec.target.is_command:
+            argv = [_substitute(word, values) for word in self.words]
+        else:
+            argv = [
+                *self.prefix,
+                "--start-date",
+                values["start"],
+                "--end-date",
+                values["end"],
+                "--timezone",
+                getattr(self.spec.zone, "key", "UTC"),
+                "--workers",
+                str(self.workers),
+                "--backfill-id",
+                self.backfill_id,
+                "--backfill-total",
+                str(total),
+                "--partition-id",
+                partition_id,
+                "--run-id",
+                run_id,
+            ]
+        environment = {
+            **self.base_environment,
+            "BACKFILL_PARTITION_ID": partition_id,
+            "BACKFILL_RUN_ID": run_id,
+            "BACKFILL_START": values["start"],
+            "BACKFILL_END": values["end"],
+            "BACKFILL_END_EXCLUSIVE": values["end_exclusive"],
+        }
+        return ChildSpec(argv, self.working_directory, environment, log_path, self.inherit_fds)
+
+
+def _substitute(word: str, values: dict[str, str]) -> str:
+    if "{" not in word:
+        return word
+    for name in PLACEHOLDERS:
+        word = word.replace("{" + name + "}", values[name])
+    return word

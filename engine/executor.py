@@ -1,0 +1,385 @@
+"""The executor: runs the selected partitions as child processes with bounded parallelism.
+
+It runs on its own thread. Front ends poll :meth:`Executor.snapshot`; they stop
+it with :meth:`Executor.request_stop`. Every attempt is recorded before its
+child is waited on and again, durably, when it ends; children are always
+waited for, whatever happens.
+
+Stopping a child (cancel, fail-fast, timeout) sends SIGINT to its process group,
+SIGTERM two seconds later, and SIGKILL once the grace period (30 s by default)
+has passed.
+"""
+
+from __future__ import annotations
+
+import selectors
+import signal
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from engine.children import ChildFactory
+from engine.durations import format_duration
+from engine.launcher import Child, ForkExecLauncher, Launcher, describe_exit
+from engine.manifest import now_text
+from engine.plan import Interval
+from engine.records import Attempt, PartitionRecord
+from engine.rerun import PartitionSelection
+from engine.snapshot import FINISHED, RUNNING, STARTING, STOPPING, Event, RunningPartition, Snapshot
+from engine.spec import BackfillSpec, ExecutionOptions
+from engine.status import Status, StatusBoard
+from engine.store import StateStore
+from engine.takeover import Takeover, process_started
+
+TERM_AFTER = 2.0  # seconds between SIGINT and SIGTERM when stopping a child
+EVENTS_KEPT = 512
+
+
+@dataclass
+class ExecutorHooks:
+    """Where guardrails and interventions plug in: before the first launch, after each partition."""
+
+    before_first_launch: Callable[[], None] = lambda: None
+    after_partition: Callable[[int, Attempt], None] = lambda index, attempt: None
+
+
+@dataclass
+class _Active:
+    index: int
+    interval: Interval
+    record: PartitionRecord
+    attempt: Attempt
+    child: Child
+    started: float  # monotonic
+    started_wall: float  # Unix seconds
+    attempts_left: int
+    stop_reason: str | None = None  # set when we are stopping it
+    stop_status: str = "cancelled"
+    stop_started: float = 0.0
+    term_sent: bool = False
+    kill_sent: bool = False
+
+
+@dataclass
+class _Pending:
+    index: int
+    attempts_left: int  # attempts this invocation may still make, this one included
+
+
+@dataclass
+class Outcome:
+    status: str  # succeeded, failed, cancelled
+    counts: dict[str, int]
+    selected: int
+    failed_in_run: list[int] = field(default_factory=list)
+
+
+class Executor:
+    def __init__(
+        self,
+        spec: BackfillSpec,
+        store: StateStore,
+        board: StatusBoard,
+        options: ExecutionOptions,
+        selection: PartitionSelection,
+        takeover: Takeover,
+        *,
+        effective_parallel: int,
+        working_directory: str,
+        launcher: Launcher | None = None,
+        hooks: ExecutorHooks | None = None,
+        grace: float = 30.0,
+    ) -> None:
+        self.spec = spec
+        self.store = store
+        self.board = board
+        self.options = options
+        self.selection = selection
+        self.takeover = takeover
+        self.parallel = max(1, effective_parallel)
+        self.launcher = launcher or ForkExecLauncher()
+        self.hooks = hooks or ExecutorHooks()
+        self.grace = grace
+        self.plan = spec.plan
+        self.ids = spec.ids
+        self.factory = ChildFactory(
+            spec,
+            backfill_id=store.id,
+            working_directory=working_directory,
+            workers=options.workers,
+            inherit_fds=(takeover.children_lock.fd,) if takeover.children_lock.fd is not None else (),
+        )
+        self._selected = selection.count(board)
+        self._queue: Iterator[int] = selection.iterate(board, reverse=options.reverse)
+        self._retries: deque[_Pending] = deque()
+        self._active: dict[int, _Active] = {}
+        self._lock = threading.Lock()
+        self._events: deque[Event] = deque(maxlen=EVENTS_KEPT)
+        self._sequence = 0
+        self._version = 0
+        self._finished = 0
+        self._state = STARTING
+        self._stop_reason: str | None = None
+        self._halted = False  # on-failure stop / fail-fast: launch nothing more
+        self._outcome: str | None = None
+        self._failed: list[int] = []
+        self._started_at = time.time()
+        self._exhausted = False
+        self._selector = selectors.DefaultSelector()
+
+    # ---------------------------------------------------------------- front-end API
+
+    def request_stop(self, reason: str = "cancelled") -> None:
+        """Stop scheduling and cancel active children (thread-safe, idempotent)."""
+        with self._lock:
+            if self._stop_reason is None:
+                self._stop_reason = reason
+                self._version += 1
+
+    def snapshot(self) -> Snapshot:
+        with self._lock:
+            running = tuple(
+                RunningPartition(
+                    a.index, a.record.id, a.attempt.run_id, len(a.record.attempts), a.started_wall, a.child.pid
+                )
+                for a in sorted(self._active.values(), key=lambda a: a.index)
+            )
+            return Snapshot(
+                version=self._version,
+                total=len(self.plan),
+                selected=self._selected,
+                finished=self._finished,
+                counts=self.board.counts(),
+                running=running,
+                events=tuple(self._events),
+                started_at=self._started_at,
+                state=self._state,
+                stop_reason=self._stop_reason,
+                outcome=self._outcome,
+                board=self.board,
+            )
+
+    # ---------------------------------------------------------------- the loop
+
+    def run(self) -> Outcome:
+        self._started_at = time.time()
+        try:
+            self.hooks.before_first_launch()
+            self._set_state(RUNNING)
+            while True:
+                stopping = self._stop_reason is not None
+                if stopping and self._state != STOPPING:
+                    self._begin_cancel_all()
+                if not stopping and not self._halted:
+                    self._launch_available()
+                if not self._active and (stopping or self._halted or self._exhausted):
+                    break
+                self._wait_for_exits(self._next_wakeup())
+                self._reap()
+                self._enforce_deadlines()
+        finally:
+            self._stop_everything_and_wait()
+            self._selector.close()
+        outcome = self._decide_outcome()
+        with self._lock:
+            self._outcome = outcome
+            self._state = FINISHED
+            self._version += 1
+        self.takeover.children_lock.release()
+        self.takeover.lock.release()
+        return Outcome(outcome, self.board.counts(), self._selected, list(self._failed))
+
+    def _set_state(self, state: str) -> None:
+        with self._lock:
+            self._state = state
+            self._version += 1
+
+    def _decide_outcome(self) -> str:
+        if self._stop_reason is not None:
+            return "cancelled"
+        if self._failed:
+            return "failed"
+        return "succeeded" if self._exhausted else "failed"
+
+    # ---------------------------------------------------------------- launching
+
+    def _next_pending(self) -> _Pending | None:
+        if self._retries:
+            return self._retries.popleft()
+        if self._exhausted:
+            return None
+        index = next(self._queue, None)
+        if index is None:
+            self._exhausted = True
+            return None
+        return _Pending(index, self.options.retries + 1)
+
+    def _launch_available(self) -> None:
+        while len(self._active) < self.parallel:
+            pending = self._next_pending()
+            if pending is None:
+                return
+            self._launch(pending)
+
+    def _launch(self, pending: _Pending) -> None:
+        index = pending.index
+        interval = self.plan.interval(index)
+        partition_id = self.ids.of(interval.start, interval.end)
+        record = None
+        if self.board.attempts(index):
+            record = self.store.read_record(partition_id, self.plan, self.ids.of)
+        if record is None:
+            fmt = self.factory.formatter.format
+            record = PartitionRecord(
+                partition_id, index, fmt(interval.start), fmt(interval.end), interval.start, interval.end, "running"
+            )
+        number = len(record.attempts) + 1
+        run_id = f"{self.store.id}-p{index}-a{number}"
+        log_path = self.store.log_path(run_id)
+        attempt = Attempt(
+            run_id, "running", now_text(), log=f"children/{run_id}.log", generation=self.takeover.generation.number
+        )
+        record.attempts.append(attempt)
+        record.status = "running"
+        child_spec = self.factory.child(interval, partition_id, run_id, log_path, len(self.plan))
+        try:
+            child = self.launcher.launch(child_spec)
+        except OSError as error:
+            attempt.status, attempt.finished_at = "failed", now_text()
+            attempt.error = f"cannot start {child_spec.argv[0]!r}: {error.strerror or error}"
+            self._finish(index, record, attempt, pending.attempts_left)
+            return
+        attempt.pid = child.pid
+        attempt.pid_started = process_started(child.pid)
+        self.store.write_record(record, durable=False)
+        active = _Active(index, interval, record, attempt, child, time.monotonic(), time.time(), pending.attempts_left)
+        fd = child.exit_fd()
+        if fd is not None:
+            self._selector.register(fd, selectors.EVENT_READ, active)
+        with self._lock:
+            self._active[index] = active
+            self.board.set(index, Status.RUNNING)
+            self.board.set_attempts(index, number)
+            self._event("started", index, run_id)
+
+    # ---------------------------------------------------------------- waiting and reaping
+
+    def _next_wakeup(self) -> float:
+        now = time.monotonic()
+        wakeup = now + 0.25
+        for active in self._active.values():
+            if self.options.timeout and active.stop_reason is None:
+                wakeup = min(wakeup, active.started + self.options.timeout / 1_000_000)
+            if active.stop_reason is not None:
+                wakeup = min(wakeup, active.stop_started + (TERM_AFTER if not active.term_sent else self.grace))
+        return max(0.0, wakeup - now)
+
+    def _wait_for_exits(self, timeout: float) -> None:
+        if not self._active:
+            return
+        if all(a.child.exit_fd() is not None for a in self._active.values()):
+            self._selector.select(timeout)
+        else:
+            time.sleep(min(timeout, 0.01))
+
+    def _reap(self) -> None:
+        for index, active in list(self._active.items()):
+            code = active.child.poll()
+            if code is None:
+                continue
+            fd = active.child.exit_fd()
+            if fd is not None:
+                self._selector.unregister(fd)
+            active.child.close()
+            with self._lock:
+                del self._active[index]
+            attempt = active.attempt
+            attempt.exit_code = code
+            attempt.finished_at = now_text()
+            if active.stop_reason is not None:
+                attempt.status, attempt.error = active.stop_status, active.stop_reason
+            elif code == 0:
+                attempt.status = "succeeded"
+            else:
+                attempt.status, attempt.error = "failed", describe_exit(code)
+            self._finish(index, active.record, attempt, active.attempts_left)
+
+    def _finish(self, index: int, record: PartitionRecord, attempt: Attempt, attempts_left: int) -> None:
+        """Record an ended attempt durably, then decide: done, retry, or apply the failure policy."""
+        record.status = attempt.status
+        self.store.write_record(record, durable=True)
+        retry = attempt.status == "failed" and attempts_left > 1 and self._stop_reason is None and not self._halted
+        duration = _seconds_between(attempt.started_at, attempt.finished_at)
+        with self._lock:
+            self.board.set(index, Status.parse(attempt.status))
+            self.board.set_attempts(index, len(record.attempts))
+            self._event(attempt.status, index, attempt.run_id, duration, attempt.error)
+            if retry:
+                self._event("retrying", index, attempt.run_id)
+            else:
+                self._finished += 1
+        self.hooks.after_partition(index, attempt)
+        if retry:
+            self._retries.appendleft(_Pending(index, attempts_left - 1))
+            return
+        if attempt.status == "failed":
+            self._failed.append(index)
+            policy = self.options.on_failure
+            if policy == "stop":
+                self._halted = True
+            elif policy == "fail-fast":
+                self._halted = True
+                for other in list(self._active.values()):
+                    self._begin_stop(other, f"cancelled: fail-fast after partition {index} failed", "cancelled")
+
+    def _event(self, kind: str, index: int, run_id: str, duration: float | None = None, error: str | None = None):
+        self._sequence += 1
+        self._version += 1
+        self._events.append(Event(self._sequence, kind, index, run_id, time.time(), duration, error))
+
+    # ---------------------------------------------------------------- stopping
+
+    def _begin_stop(self, active: _Active, reason: str, status: str) -> None:
+        if active.stop_reason is not None:
+            return
+        active.stop_reason, active.stop_status, active.stop_started = reason, status, time.monotonic()
+        active.child.signal_group(signal.SIGINT)
+
+    def _begin_cancel_all(self) -> None:
+        self._set_state(STOPPING)
+        for active in list(self._active.values()):
+            self._begin_stop(active, f"cancelled: {self._stop_reason}", "cancelled")
+
+    def _enforce_deadlines(self) -> None:
+        now = time.monotonic()
+        timeout = self.options.timeout
+        for active in list(self._active.values()):
+            if active.stop_reason is None and timeout and now - active.started >= timeout / 1_000_000:
+                self._begin_stop(active, f"timed out after {format_duration(timeout)}", "failed")
+            if active.stop_reason is None:
+                continue
+            if not active.term_sent and now - active.stop_started >= TERM_AFTER:
+                active.term_sent = True
+                active.child.signal_group(signal.SIGTERM)
+            if not active.kill_sent and now - active.stop_started >= self.grace:
+                active.kill_sent = True
+                active.child.signal_group(signal.SIGKILL)
+
+    def _stop_everything_and_wait(self) -> None:
+        """Whatever happened, no child outlives the loop: stop what is left and wait for every one."""
+        for active in list(self._active.values()):
+            self._begin_stop(active, f"cancelled: {self._stop_reason or 'executor stopped'}", "cancelled")
+        while self._active:
+            self._wait_for_exits(self._next_wakeup())
+            self._reap()
+            self._enforce_deadlines()
+
+
+def _seconds_between(start: str, end: str | None) -> float | None:
+    if end is None:
+        return None
+    from datetime import datetime
+
+    return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()

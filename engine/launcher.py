@@ -1,0 +1,108 @@
+"""How children are started: one interface, so a preloaded launcher (a fork server with the runner
+already imported) or a distributed one can replace fork + exec without touching the scheduler.
+
+A child runs in its own process group (its session leader), with stdin closed and
+stdout+stderr appended to its log file.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from engine.atomic import FILE_MODE
+
+
+@dataclass(frozen=True)
+class ChildSpec:
+    argv: list[str]
+    cwd: str
+    env: dict[str, str]
+    log_path: Path
+    inherit_fds: tuple[int, ...] = field(default=())
+
+
+class Child(Protocol):
+    pid: int
+
+    def poll(self) -> int | None:
+        """The exit code once exited (negative: killed by that signal), else None. Reaps the child."""
+
+    def exit_fd(self) -> int | None:
+        """A descriptor that becomes readable when the child exits (a pidfd), or None to poll."""
+
+    def signal_group(self, signum: int) -> None:
+        """Send a signal to the child's whole process group."""
+
+    def close(self) -> None:
+        """Release descriptors once the child has been reaped."""
+
+
+class Launcher(Protocol):
+    def launch(self, spec: ChildSpec) -> Child:
+        """Start a child; raise OSError when it cannot be started."""
+
+
+class _PopenChild:
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self._process = process
+        self.pid = process.pid
+        try:
+            self._pidfd: int | None = os.pidfd_open(process.pid)
+        except (AttributeError, OSError):
+            self._pidfd = None
+
+    def poll(self) -> int | None:
+        return self._process.poll()
+
+    def exit_fd(self) -> int | None:
+        return self._pidfd
+
+    def signal_group(self, signum: int) -> None:
+        try:
+            os.killpg(self.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def close(self) -> None:
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+
+
+class ForkExecLauncher:
+    """Today's launcher: fork + exec of the child's argv (no shell)."""
+
+    def launch(self, spec: ChildSpec) -> Child:
+        log = os.open(spec.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
+        try:
+            process = subprocess.Popen(
+                spec.argv,
+                cwd=spec.cwd,
+                env=spec.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                pass_fds=spec.inherit_fds,
+            )
+        except OSError as error:
+            os.write(log, f"backfill: cannot start {spec.argv[0]!r}: {error.strerror}\n".encode())
+            raise
+        finally:
+            os.close(log)
+        return _PopenChild(process)
+
+
+def describe_exit(code: int) -> str:
+    """``exited with code 3`` or ``killed by SIGKILL``."""
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code}"

@@ -1,0 +1,137 @@
+"""Partition records: ``partitions/<partition-id>.json``, one per partition that has been attempted.
+
+A record holds the interval (as text and as integer microseconds, so reading
+never parses dates), the status, and every attempt. Reading is strict: a file
+that does not parse, does not belong to the plan, or has an unknown status is
+an error naming the file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from engine.errors import StateUnreadable
+from engine.plan import Plan
+from engine.status import Status
+
+RECORD_FORMAT = 1
+ATTEMPT_STATUSES = ("running", "succeeded", "failed", "cancelled")
+
+
+@dataclass
+class Attempt:
+    run_id: str
+    status: str  # running, succeeded, failed, cancelled
+    started_at: str
+    finished_at: str | None = None
+    exit_code: int | None = None
+    error: str | None = None
+    log: str | None = None  # path relative to the backfill directory
+    pid: int | None = None
+    pid_started: float | None = None  # process start time (psutil), so a reused PID is never signalled
+    generation: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "status": self.status,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "exit_code": self.exit_code,
+            "error": self.error,
+            "log": self.log,
+            "pid": self.pid,
+            "pid_started": self.pid_started,
+            "generation": self.generation,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Attempt:
+        return cls(
+            run_id=data["run_id"],
+            status=data["status"],
+            started_at=data["started_at"],
+            finished_at=data.get("finished_at"),
+            exit_code=data.get("exit_code"),
+            error=data.get("error"),
+            log=data.get("log"),
+            pid=data.get("pid"),
+            pid_started=data.get("pid_started"),
+            generation=data.get("generation", 0),
+        )
+
+
+@dataclass
+class PartitionRecord:
+    id: str
+    index: int
+    start: str
+    end: str
+    start_us: int
+    end_us: int
+    status: str
+    attempts: list[Attempt] = field(default_factory=list)
+
+    def to_bytes(self) -> bytes:
+        return orjson.dumps(
+            {
+                "format": RECORD_FORMAT,
+                "id": self.id,
+                "index": self.index,
+                "start": self.start,
+                "end": self.end,
+                "start_us": self.start_us,
+                "end_us": self.end_us,
+                "status": self.status,
+                "attempts": [attempt.to_json() for attempt in self.attempts],
+            }
+        )
+
+
+def read_record(path: Path, plan: Plan, partition_id_of) -> PartitionRecord:
+    """Parse and verify one record against the plan; anything wrong is :class:`StateUnreadable`."""
+    try:
+        with open(path, "rb") as handle:
+            data = orjson.loads(handle.read())
+    except OSError as error:
+        raise StateUnreadable(f"cannot read partition file {path}: {error.strerror}") from None
+    except orjson.JSONDecodeError as error:
+        raise StateUnreadable(
+            f"partition file {path} is not valid JSON ({error}): move it away to let the partition run again"
+        ) from None
+    try:
+        index, start_us, end_us, status = data["index"], data["start_us"], data["end_us"], data["status"]
+        record_id = data["id"]
+        attempts = [Attempt.from_json(a) for a in data.get("attempts", [])]
+    except (KeyError, TypeError) as error:
+        raise StateUnreadable(
+            f"partition file {path} lacks the field {error}: it was not written by backfill"
+        ) from None
+    if not isinstance(index, int) or not 0 <= index < len(plan):
+        raise StateUnreadable(f"partition file {path} has index {index!r}, outside this backfill's plan of {len(plan)}")
+    interval = plan.interval(index)
+    expected_id = partition_id_of(interval.start, interval.end)
+    if (start_us, end_us) != (interval.start, interval.end) or record_id != expected_id or path.stem != expected_id:
+        raise StateUnreadable(
+            f"partition file {path} does not belong to this backfill's plan (its interval or ID does not match "
+            f"partition {index})"
+        )
+    if status not in ("succeeded", "failed", "cancelled", "running", "queued"):
+        raise StateUnreadable(
+            f"partition file {path} has unknown status {status!r} (known: queued, running, succeeded, failed, "
+            "cancelled)"
+        )
+    for attempt in attempts:
+        if attempt.status not in ATTEMPT_STATUSES:
+            raise StateUnreadable(f"partition file {path} has an attempt with unknown status {attempt.status!r}")
+    return PartitionRecord(
+        record_id, index, data.get("start", ""), data.get("end", ""), start_us, end_us, status, attempts
+    )
+
+
+def status_of(record: PartitionRecord) -> Status:
+    return Status.parse(record.status)

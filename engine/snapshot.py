@@ -1,0 +1,58 @@
+"""What front ends see of a running backfill: an immutable snapshot they poll a few times a second.
+
+There is no message per partition. Counts, the running partitions and a window
+of recent events (with increasing sequence numbers, so a poller can tell what it
+has not seen) are copied out under the executor's lock. The status board is
+shared read-only: front ends read statuses of visible rows straight from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from engine.status import StatusBoard
+
+STARTING, RUNNING, STOPPING, FINISHED = "starting", "running", "stopping", "finished"
+
+
+@dataclass(frozen=True)
+class RunningPartition:
+    index: int
+    partition_id: str
+    run_id: str
+    attempt: int  # 1-based number of this attempt in the partition's whole history
+    started_at: float  # Unix seconds
+    pid: int
+
+
+@dataclass(frozen=True)
+class Event:
+    sequence: int
+    kind: str  # started, succeeded, failed, cancelled, retrying
+    index: int
+    run_id: str
+    at: float  # Unix seconds
+    duration: float | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    version: int
+    total: int
+    selected: int  # partitions this invocation runs
+    finished: int  # of those, how many reached a final status in this invocation
+    counts: dict[str, int]
+    running: tuple[RunningPartition, ...]
+    events: tuple[Event, ...]
+    started_at: float
+    state: str
+    stop_reason: str | None
+    outcome: str | None  # succeeded, failed or cancelled once finished
+    board: StatusBoard
+
+    @property
+    def skipped(self) -> int:
+        return self.total - self.selected

@@ -1,0 +1,185 @@
+"""The state store of one backfill: ``<root>/<backfill-id>/``.
+
+::
+
+    manifest.json                 immutable inputs (regenerate the plan from these)
+    partitions/<partition-id>.json one per attempted partition, written atomically
+    children/<run-id>.log         stdout and stderr of each attempt
+    .lock                         held by the executor while it runs
+    .children.lock                held by the executor and every child it started
+    .generation.json              which executor (generation, PID, start time) runs or ran last
+
+Directories are 0700 and files 0600: they hold variable overrides.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from engine.atomic import DIRECTORY_MODE, ensure_directory, write_atomic
+from engine.errors import BadInput, StateUnreadable
+from engine.plan import Plan
+from engine.records import PartitionRecord, read_record, status_of
+from engine.status import Status, StatusBoard
+
+BACKFILLS_DIR = ("logs", "backfills")
+MANIFEST = "manifest.json"
+
+
+def default_state_root(repository: Path | None) -> Path:
+    """``<repository>/logs/backfills``, or the user state directory outside a repository."""
+    if repository is not None:
+        return repository.joinpath(*BACKFILLS_DIR)
+    import platformdirs
+
+    return Path(platformdirs.user_state_dir("backfill")) / "backfills"
+
+
+def new_backfill_id() -> str:
+    """Sortable by creation time, unique: ``20261129-094512-3fa2c1``."""
+    return time.strftime("%Y%m%d-%H%M%S-", time.gmtime()) + secrets.token_hex(3)
+
+
+def add_to_gitignore(repository: Path, root: Path) -> None:
+    """Add the state root's path to the repository's .gitignore once (only when the root is inside it)."""
+    try:
+        relative = root.resolve().relative_to(repository.resolve())
+    except ValueError:
+        return
+    entry = "/" + relative.as_posix() + "/"
+    gitignore = repository / ".gitignore"
+    existing = gitignore.read_text(encoding="utf-8") if gitignore.exists() else ""
+    lines = {line.strip() for line in existing.splitlines()}
+    if entry in lines or entry.rstrip("/") in lines or entry.lstrip("/") in lines:
+        return
+    prefix = "" if not existing or existing.endswith("\n") else "\n"
+    with open(gitignore, "a", encoding="utf-8") as handle:
+        handle.write(f"{prefix}# backfill state (manifests, partition records, child logs)\n{entry}\n")
+
+
+@dataclass(frozen=True)
+class Generation:
+    number: int
+    pid: int
+    pid_started: float
+    host: str
+    started_at: str
+
+
+class StateStore:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.partitions = directory / "partitions"
+        self.children = directory / "children"
+        self.lock_path = directory / ".lock"
+        self.children_lock_path = directory / ".children.lock"
+        self.generation_path = directory / ".generation.json"
+
+    @property
+    def id(self) -> str:
+        return self.directory.name
+
+    # ---------------------------------------------------------------- creation and manifest
+
+    def create(self, manifest: dict[str, Any]) -> None:
+        ensure_directory(self.directory.parent, DIRECTORY_MODE)
+        os.mkdir(self.directory, DIRECTORY_MODE)
+        os.chmod(self.directory, DIRECTORY_MODE)
+        for sub in (self.partitions, self.children):
+            os.mkdir(sub, DIRECTORY_MODE)
+            os.chmod(sub, DIRECTORY_MODE)
+        write_atomic(self.directory / MANIFEST, orjson.dumps(manifest, option=orjson.OPT_INDENT_2) + b"\n")
+
+    def read_manifest(self) -> dict[str, Any]:
+        path = self.directory / MANIFEST
+        try:
+            data = orjson.loads(path.read_bytes())
+        except FileNotFoundError:
+            raise StateUnreadable(f"{path} is missing: {self.directory} is not a backfill") from None
+        except orjson.JSONDecodeError as error:
+            raise StateUnreadable(f"manifest {path} is not valid JSON ({error})") from None
+        if not isinstance(data, dict) or data.get("format") != 1:
+            raise StateUnreadable(f"manifest {path} has an unknown format: it was not written by this backfill")
+        return data
+
+    # ---------------------------------------------------------------- partition records
+
+    def record_path(self, partition_id: str) -> Path:
+        return self.partitions / f"{partition_id}.json"
+
+    def write_record(self, record: PartitionRecord, *, durable: bool) -> None:
+        write_atomic(self.record_path(record.id), record.to_bytes(), durable=durable)
+
+    def read_record(self, partition_id: str, plan: Plan, id_of) -> PartitionRecord | None:
+        path = self.record_path(partition_id)
+        if not path.exists():
+            return None
+        return read_record(path, plan, id_of)
+
+    def record_files(self) -> Iterator[Path]:
+        """Every partition file (temporary files of interrupted writes are ignored)."""
+        try:
+            entries = os.scandir(self.partitions)
+        except FileNotFoundError:
+            return
+        with entries:
+            for entry in entries:
+                if entry.name.endswith(".json") and not entry.name.startswith("."):
+                    yield Path(entry.path)
+
+    def load_board(self, plan: Plan, id_of) -> tuple[StatusBoard, list[PartitionRecord]]:
+        """Statuses and attempt counts of every partition, plus the records still marked running."""
+        board = StatusBoard(len(plan))
+        running: list[PartitionRecord] = []
+        for path in self.record_files():
+            record = read_record(path, plan, id_of)
+            status = status_of(record)
+            board.set(record.index, status)
+            board.set_attempts(record.index, len(record.attempts))
+            if status is Status.RUNNING:
+                running.append(record)
+        return board, running
+
+    # ---------------------------------------------------------------- children and generations
+
+    def log_path(self, run_id: str) -> Path:
+        return self.children / f"{run_id}.log"
+
+    def read_generation(self) -> Generation | None:
+        try:
+            data = orjson.loads(self.generation_path.read_bytes())
+            return Generation(data["generation"], data["pid"], data["pid_started"], data["host"], data["started_at"])
+        except (FileNotFoundError, orjson.JSONDecodeError, KeyError, TypeError):
+            return None
+
+    def write_generation(self, number: int, pid: int, pid_started: float, started_at: str) -> Generation:
+        generation = Generation(number, pid, pid_started, socket.gethostname(), started_at)
+        write_atomic(self.generation_path, orjson.dumps(generation.__dict__))
+        return generation
+
+
+def find_backfill(root: Path, text: str) -> StateStore:
+    """The backfill with this ID (or unique ID prefix) under ``root``."""
+    if not text or "/" in text or text.startswith("."):
+        raise BadInput(f"--continue {text!r} is not a backfill ID: use the ID printed when it started")
+    exact = root / text
+    if (exact / MANIFEST).exists():
+        return StateStore(exact)
+    candidates = sorted(p for p in root.glob(f"{text}*") if (p / MANIFEST).exists()) if root.is_dir() else []
+    if len(candidates) == 1:
+        return StateStore(candidates[0])
+    if len(candidates) > 1:
+        names = ", ".join(p.name for p in candidates[:5])
+        raise BadInput(f"backfill ID {text!r} is ambiguous under {root}: it starts {names}; give more characters")
+    raise BadInput(
+        f"no backfill {text!r} under {root}: run from the repository it was started in, or pass the same --state-dir"
+    )

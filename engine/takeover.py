@@ -1,0 +1,127 @@
+"""Taking a backfill over: one executor at a time, and never overlapping a dead executor's children.
+
+1. ``.lock`` is taken without waiting; if another executor holds it, we refuse.
+2. ``.children.lock`` is held by every child a previous executor started. If it
+   cannot be taken, some of them are still alive: they are found by the PID and
+   process start time recorded in their attempt (so a reused PID is never
+   signalled) and by ``BACKFILL_ID`` in their environment (children started just
+   before a crash, before their attempt was recorded), stopped (SIGTERM to their
+   process group, SIGKILL after a grace period), and waited for.
+3. Attempts still marked running belong to the dead executor: they become
+   ``cancelled`` with "previous executor interrupted".
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+import psutil
+
+from engine.errors import Refused
+from engine.locks import FileLock
+from engine.manifest import now_text
+from engine.records import PartitionRecord
+from engine.status import Status, StatusBoard
+from engine.store import Generation, StateStore
+
+INTERRUPTED = "previous executor interrupted"
+
+
+@dataclass
+class Takeover:
+    lock: FileLock
+    children_lock: FileLock
+    generation: Generation
+    stopped_orphans: list[int]
+
+
+def process_started(pid: int) -> float | None:
+    """The start time of a live process (psutil), or None if there is none."""
+    try:
+        return psutil.Process(pid).create_time()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+
+
+def _same_process(pid: int | None, started: float | None) -> bool:
+    if pid is None or started is None:
+        return False
+    actual = process_started(pid)
+    return actual is not None and abs(actual - started) < 0.01
+
+
+def find_orphans(store: StateStore, running: list[PartitionRecord]) -> set[int]:
+    """PIDs of live children of an earlier executor of this backfill."""
+    found = set()
+    for record in running:
+        for attempt in record.attempts:
+            if attempt.status == "running" and _same_process(attempt.pid, attempt.pid_started):
+                found.add(attempt.pid)
+    me = os.getpid()
+    for process in psutil.process_iter(["pid"]):
+        if process.pid == me:
+            continue
+        try:
+            if process.environ().get("BACKFILL_ID") == store.id:
+                found.add(process.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
+            continue
+    return found
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, signum)
+        else:
+            os.kill(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def stop_orphans(pids: set[int], grace: float) -> None:
+    for pid in pids:
+        _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(psutil.pid_exists(pid) for pid in pids):
+        time.sleep(0.05)
+    for pid in pids:
+        if psutil.pid_exists(pid):
+            _signal(pid, signal.SIGKILL)
+
+
+def take_over(store: StateStore, board: StatusBoard, running: list[PartitionRecord], *, grace: float) -> Takeover:
+    lock = FileLock(store.lock_path)
+    if not lock.try_acquire():
+        holder = store.read_generation()
+        who = f" by executor PID {holder.pid} on {holder.host} since {holder.started_at}" if holder else ""
+        raise Refused(f"backfill {store.id} is already running{who}: wait for it, or stop it with Ctrl+C there")
+    children_lock = FileLock(store.children_lock_path)
+    stopped: list[int] = []
+    if not children_lock.try_acquire():
+        orphans = find_orphans(store, running)
+        stop_orphans(orphans, grace)
+        stopped = sorted(orphans)
+        if not children_lock.acquire(timeout=grace + 5):
+            lock.release()
+            raise Refused(
+                f"children of a previous executor of backfill {store.id} are still alive and could not be found "
+                "or stopped: find processes with BACKFILL_ID=" + store.id + " in their environment and stop them"
+            )
+    finished_at = now_text()
+    for record in running:
+        for attempt in record.attempts:
+            if attempt.status == "running":
+                attempt.status, attempt.finished_at, attempt.error = "cancelled", finished_at, INTERRUPTED
+        record.status = "cancelled"
+        store.write_record(record, durable=True)
+        board.set(record.index, Status.CANCELLED)
+    previous = store.read_generation()
+    me = os.getpid()
+    generation = store.write_generation(
+        (previous.number if previous else 0) + 1, me, process_started(me) or 0.0, now_text()
+    )
+    return Takeover(lock, children_lock, generation, stopped)

@@ -1,0 +1,131 @@
+"""Running a prepared backfill in the foreground: announce it, run the executor thread, follow it
+with a front end, stop it on Ctrl+C or SIGTERM, then summarise (text) or print the state (JSON)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from engine.backfill import Prepared, create_backfill
+from engine.errors import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
+from engine.executor import Executor, Outcome
+from engine.repository import repository_root
+from engine.spec import Planned
+from tui.progress import ProgressLines
+from tui.state_output import write_state_json
+from tui.summary import resume_command, summary_lines
+from tui.terminal import Paint, colors_enabled, dashboard_possible
+
+EXIT_BY_OUTCOME = {"succeeded": EXIT_OK, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED}
+SIGNAL_REASONS = {signal.SIGINT: "interrupted (Ctrl+C)", signal.SIGTERM: "terminated (SIGTERM)"}
+
+
+def execute_new(planned: Planned, args: argparse.Namespace) -> int:
+    prepared = create_backfill(planned, state_dir=args.state_dir, cwd=Path.cwd())
+    return run_prepared(prepared, args)
+
+
+def resume_hint(prepared: Prepared) -> str:
+    anchor = Path(prepared.spec.target.path) if prepared.spec.target.path else Path(prepared.working_directory)
+    return resume_command(prepared.store, prepared.state_root, repository_root(anchor))
+
+
+def run_prepared(prepared: Prepared, args: argparse.Namespace) -> int:
+    as_json = args.output == "json"
+    announce = sys.stderr if as_json else sys.stdout
+    selected_mask = prepared.selection.mask(prepared.board) if as_json else None
+    executor = prepared.executor()
+    hint = resume_hint(prepared)
+    selected = prepared.selection.count(prepared.board)
+    parallelism = prepared.parallelism
+    capped = f" (capped: {parallelism.reason})" if parallelism.reason else ""
+    announce.write(
+        f"backfill {prepared.store.id}: {selected} of {len(prepared.spec.plan)} partitions to run, "
+        f"{parallelism.effective} at a time{capped}\n"
+        f"  state   {prepared.store.directory}\n  resume  {hint}\n"
+    )
+    announce.flush()
+    use_dashboard = dashboard_possible(no_progress=args.no_progress, json_output=as_json)
+    started = time.monotonic()
+    if use_dashboard:
+        from tui.dashboard_runner import run_with_dashboard
+
+        outcome = run_with_dashboard(executor, prepared, no_color=args.no_color)
+    else:
+        outcome = _run_with_progress_lines(executor, prepared, no_color=args.no_color)
+    seconds = time.monotonic() - started
+    out = sys.stderr if as_json else sys.stdout
+    paint = Paint(colors_enabled(out, no_color_flag=args.no_color))
+    lines = summary_lines(
+        store=prepared.store,
+        spec=prepared.spec,
+        outcome=outcome.status,
+        seconds=seconds,
+        counts=outcome.counts,
+        resume=hint,
+        paint=paint,
+    )
+    out.write("\n".join(lines) + "\n")
+    out.flush()
+    if as_json:
+        write_state_json(
+            sys.stdout.buffer,
+            spec=prepared.spec,
+            store=prepared.store,
+            board=prepared.board,
+            options=prepared.options,
+            parallelism=prepared.parallelism,
+            selected=selected_mask,
+            skipped=len(prepared.spec.plan) - outcome.selected,
+            offset=args.offset,
+            limit=args.limit,
+        )
+        sys.stdout.buffer.flush()
+    return EXIT_BY_OUTCOME[outcome.status]
+
+
+def _run_with_progress_lines(executor: Executor, prepared: Prepared, *, no_color: bool) -> Outcome:
+    result: dict[str, Outcome | BaseException] = {}
+
+    def work() -> None:
+        try:
+            result["outcome"] = executor.run()
+        except BaseException as error:
+            result["error"] = error
+
+    thread = threading.Thread(target=work, name="executor", daemon=False)
+    previous = _install_stop_handlers(executor)
+    try:
+        thread.start()
+        ProgressLines(
+            executor,
+            prepared.spec,
+            prepared.store,
+            sys.stderr,
+            Paint(colors_enabled(sys.stderr, no_color_flag=no_color)),
+        ).follow(thread)
+    finally:
+        _restore_handlers(previous)
+    if "error" in result:
+        raise result["error"]  # type: ignore[misc]
+    return result["outcome"]  # type: ignore[return-value]
+
+
+def _install_stop_handlers(executor: Executor) -> dict[int, object]:
+    previous = {}
+    for signum, reason in SIGNAL_REASONS.items():
+
+        def handler(_signum, _frame, reason=reason):
+            executor.request_stop(reason)
+
+        previous[signum] = signal.signal(signum, handler)
+    return previous
+
+
+def _restore_handlers(previous: dict[int, object]) -> None:
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)  # type: ignore[arg-type]

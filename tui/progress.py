@@ -1,0 +1,121 @@
+"""Compact progress lines: the front end for pipes, CI, ``TERM=dumb`` and ``--no-progress``.
+
+Polls the executor's snapshot a few times a second. Each start and finish is a
+line with the running count; when many partitions finish between two polls,
+successes are coalesced into one line (failures are always shown), so thousands
+of fast partitions do not flood the log. A heartbeat names what is still running
+when nothing has happened for a while.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import IO
+
+from engine.durations import format_elapsed
+from engine.executor import Executor
+from engine.formatting import InstantFormatter
+from engine.snapshot import Event, Snapshot
+from engine.spec import BackfillSpec
+from engine.store import StateStore
+from tui.terminal import STATUS_STYLE, Paint
+
+POLL_SECONDS = 0.25
+INDIVIDUAL_LINES = 12  # more events than this in one poll are coalesced
+HEARTBEAT_SECONDS = 30.0
+FINAL = ("succeeded", "failed", "cancelled")
+
+
+class ProgressLines:
+    def __init__(self, executor: Executor, spec: BackfillSpec, store: StateStore, stream: IO[str], paint: Paint):
+        self.executor = executor
+        self.spec = spec
+        self.store = store
+        self.stream = stream
+        self.paint = paint
+        self.formatter = InstantFormatter(spec.zone)
+        self.last_sequence = 0
+        self.done = 0
+        self.last_output = time.monotonic()
+        self.stopping_announced = False
+
+    def follow(self, thread: threading.Thread) -> None:
+        """Print until the executor thread has finished, then print what is left."""
+        while thread.is_alive():
+            thread.join(POLL_SECONDS)
+            self.poll()
+        self.poll()
+
+    def poll(self) -> None:
+        snapshot = self.executor.snapshot()
+        events = [e for e in snapshot.events if e.sequence > self.last_sequence]
+        if events:
+            missed = events[0].sequence - self.last_sequence - 1
+            self.last_sequence = events[-1].sequence
+            self._print_events(events, snapshot, missed)
+        if snapshot.stop_reason and not self.stopping_announced and snapshot.running:
+            self.stopping_announced = True
+            self._write(
+                self.paint(
+                    f"stopping ({snapshot.stop_reason}): waiting for {len(snapshot.running)} active run(s) to exit",
+                    "yellow",
+                )
+            )
+        if time.monotonic() - self.last_output >= HEARTBEAT_SECONDS and snapshot.running:
+            oldest = min(snapshot.running, key=lambda r: r.started_at)
+            self._write(
+                f"{self._counter(snapshot)} {len(snapshot.running)} running; longest "
+                f"{self._label(oldest.index)} for {format_elapsed(time.time() - oldest.started_at)}"
+            )
+
+    def _counter(self, snapshot: Snapshot) -> str:
+        width = len(str(snapshot.selected))
+        return f"[{str(self.done).rjust(width)}/{snapshot.selected}]"
+
+    def _label(self, index: int) -> str:
+        return self.formatter.format(self.spec.plan.interval(index).start)
+
+    def _is_final(self, events: list[Event], position: int) -> bool:
+        event = events[position]
+        if event.kind not in FINAL:
+            return False
+        following = events[position + 1] if position + 1 < len(events) else None
+        return not (following and following.kind == "retrying" and following.run_id == event.run_id)
+
+    def _print_events(self, events: list[Event], snapshot: Snapshot, missed: int) -> None:
+        coalesce = len(events) > INDIVIDUAL_LINES or missed > 0
+        tally: dict[str, int] = {}
+        for position, event in enumerate(events):
+            final = self._is_final(events, position)
+            if final:
+                self.done += 1
+            if coalesce and event.kind in ("started", "succeeded", "retrying"):
+                tally[event.kind] = tally.get(event.kind, 0) + 1
+                continue
+            self._write(self._line(event, snapshot, final))
+        if coalesce:
+            parts = [self.paint(f"{count} {kind}", STATUS_STYLE[kind]) for kind, count in sorted(tally.items())]
+            if missed:
+                parts.append(f"{missed} more events")
+            self._write(
+                f"{self._counter(snapshot)} … {', '.join(parts)} since the last update; {len(snapshot.running)} running"
+            )
+
+    def _line(self, event: Event, snapshot: Snapshot, final: bool) -> str:
+        kind = self.paint(f"{event.kind:<9}", STATUS_STYLE.get(event.kind, "bold"))
+        text = f"{self._counter(snapshot)} {kind} {self._label(event.index)}"
+        if event.kind == "started":
+            return f"{text}  run {event.run_id}"
+        if event.duration is not None:
+            text += f"  {event.duration:.2f}s"
+        if event.error:
+            text += f"  {event.error}"
+        if event.kind in ("failed", "cancelled"):
+            text += f"  log {self.store.log_path(event.run_id)}"
+        return text
+
+    def _write(self, line: str) -> None:
+        self.stream.write(line + "\n")
+        self.stream.flush()
+        self.last_output = time.monotonic()

@@ -1,0 +1,157 @@
+"""``backfill --continue ID``: resume (or, with --dry-run, show) a saved backfill.
+
+Plan inputs are fixed for a backfill's life; giving one again is an error that
+says to start a new backfill. Execution controls may change; those not given
+keep the values of the initial invocation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from engine.backfill import Loaded, load_backfill, prepare_resume, resume_parallelism
+from engine.durations import parse_duration
+from engine.errors import BadInput
+from engine.rerun import PartitionSelection
+from engine.spec import ExecutionOptions, check_execution_options
+from tui.arguments import UsageError
+from tui.state_output import write_state_json
+
+PLAN_INPUTS = {
+    "target": "TARGET",
+    "command": "--command",
+    "name": "--name",
+    "start_date": "--start-date",
+    "end_date": "--end-date",
+    "timezone": "--timezone",
+    "partition": "--partition",
+    "environment": "--environment",
+    "config_file": "--config-file",
+    "selector": "--selector",
+    "tag": "--tag",
+    "exclude_tag": "--exclude-tag",
+    "downstream": "--downstream",
+    "only": "--only",
+    "var": "--var",
+    "apply_interval_modifiers": "--apply-interval-modifiers",
+}
+
+
+def _check_no_plan_inputs(args: argparse.Namespace) -> None:
+    given = [flag for attribute, flag in PLAN_INPUTS.items() if getattr(args, attribute)]
+    if given:
+        raise UsageError(
+            f"{', '.join(given)} cannot change when resuming backfill {args.resume}: its plan inputs are saved; "
+            "start a new backfill to change them"
+        )
+
+
+def resumed_options(args: argparse.Namespace, loaded: Loaded) -> ExecutionOptions:
+    """The initial invocation's controls, overridden by those given now."""
+    saved = loaded.manifest.get("initial_execution") or {}
+    options = ExecutionOptions(
+        max_parallel=saved.get("max_parallel", 1),
+        workers=saved.get("workers", 16),
+        retries=saved.get("retries", 0),
+        on_failure=saved.get("on_failure", "stop"),
+        reverse=saved.get("reverse", False),
+        timeout=saved.get("timeout"),
+    ).with_changes(
+        max_parallel=args.max_parallel,
+        workers=args.workers,
+        retries=args.retries,
+        on_failure=args.on_failure,
+        reverse=args.reverse,
+        timeout=parse_duration(args.timeout, "--timeout") if args.timeout else None,
+    )
+    return check_execution_options(options)
+
+
+def _read_ids(args: argparse.Namespace) -> list[str]:
+    ids = list(args.ids or [])
+    if args.ids_from:
+        try:
+            text = Path(args.ids_from).read_text(encoding="utf-8")
+        except OSError as error:
+            raise BadInput(f"--ids-from {args.ids_from!r} cannot be read: {error.strerror}") from None
+        ids += [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+        if not ids:
+            raise BadInput(f"--ids-from {args.ids_from!r} holds no partition ID")
+    return ids
+
+
+def resolve_ids(loaded: Loaded, texts: list[str]) -> frozenset[int]:
+    """Partition indices for full IDs or unique prefixes (at least 6 characters)."""
+    wanted = {}
+    for text in texts:
+        value = text.strip().lower()
+        if len(value) < 6 or any(c not in "0123456789abcdef" for c in value):
+            raise BadInput(f"--ids {text!r} is not a partition ID: give the hex ID (at least its first 6 characters)")
+        wanted[value] = text
+    found: dict[str, list[int]] = {value: [] for value in wanted}
+    plan, ids = loaded.spec.plan, loaded.spec.ids
+    for interval in plan:
+        partition_id = ids.of(interval.start, interval.end)
+        for value in wanted:
+            if partition_id.startswith(value):
+                found[value].append(interval.index)
+    indices = set()
+    for value, matches in found.items():
+        if not matches:
+            raise BadInput(f"--ids {wanted[value]!r} matches no partition of backfill {loaded.store.id}")
+        if len(matches) > 1:
+            raise BadInput(f"--ids {wanted[value]!r} matches {len(matches)} partitions: give more characters")
+        indices.add(matches[0])
+    return frozenset(indices)
+
+
+def selection_of(args: argparse.Namespace, loaded: Loaded) -> PartitionSelection:
+    ids = _read_ids(args)
+    if ids and args.rerun:
+        raise UsageError("--rerun and --ids select partitions in two ways: give one of them")
+    if ids:
+        return PartitionSelection(indices=resolve_ids(loaded, ids))
+    return PartitionSelection(mode=args.rerun or "default")
+
+
+def resume_command(args: argparse.Namespace) -> int:
+    _check_no_plan_inputs(args)
+    loaded = load_backfill(args.resume, args.state_dir, Path.cwd())
+    options = resumed_options(args, loaded)
+    selection = selection_of(args, loaded)
+    if args.dry_run:
+        parallelism = resume_parallelism(loaded.spec, options)
+        selected = selection.count(loaded.board)
+        if args.output == "json":
+            write_state_json(
+                sys.stdout.buffer,
+                spec=loaded.spec,
+                store=loaded.store,
+                board=loaded.board,
+                options=options,
+                parallelism=parallelism,
+                selected=selection.mask(loaded.board),
+                skipped=len(loaded.spec.plan) - selected,
+                offset=args.offset,
+                limit=args.limit,
+            )
+            sys.stdout.buffer.flush()
+        else:
+            from tui.show_text import print_state_text
+
+            print_state_text(
+                loaded,
+                options,
+                parallelism,
+                selection,
+                args.offset,
+                args.limit,
+                title=f"backfill {loaded.store.id} (dry run: {selected} partitions would run)",
+            )
+        return 0
+    prepared = prepare_resume(loaded, options, selection)
+    from tui.execute import run_prepared
+
+    return run_prepared(prepared, args)

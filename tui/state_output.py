@@ -1,0 +1,107 @@
+"""The state document of a saved backfill: the plan document plus IDs, statuses and attempts."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import IO, Any
+
+from engine.parallelism import Parallelism
+from engine.partitions import PartitionDescriber
+from engine.spec import BackfillSpec, ExecutionOptions, Planned
+from engine.status import StatusBoard
+from engine.store import StateStore
+from tui.plan_output import options_json, page_bounds, page_rows, summary_json, write_json
+
+
+def attempts_json(store: StateStore, record_attempts) -> list[dict[str, Any]]:
+    return [
+        {
+            "run_id": a.run_id,
+            "status": a.status,
+            "started_at": a.started_at,
+            "finished_at": a.finished_at,
+            "exit_code": a.exit_code,
+            "error": a.error,
+            "log": str(store.directory / a.log) if a.log else None,
+        }
+        for a in record_attempts
+    ]
+
+
+def backfill_json(spec: BackfillSpec, store: StateStore) -> dict[str, Any]:
+    return {"id": store.id, "state_dir": str(store.directory), **spec.to_json()}
+
+
+def write_state_json(
+    out: IO[bytes],
+    *,
+    spec: BackfillSpec,
+    store: StateStore,
+    board: StatusBoard,
+    options: ExecutionOptions,
+    parallelism: Parallelism,
+    selected: bytes | None,
+    skipped: int,
+    offset: int,
+    limit: int,
+    indices: list[int] | None = None,
+) -> None:
+    """``{backfill, options, summary, partitions, page, has_more}`` with statuses and attempts.
+
+    ``selected`` has a byte per partition, 1 when this invocation runs it (None: none is skipped);
+    ``indices`` restricts the listing (a status filter), counts still covering the whole plan.
+    """
+    total = len(spec.plan)
+    listing = indices
+    universe = len(listing) if listing is not None else total
+    begin, stop = page_bounds(universe, offset, limit)
+    describer = PartitionDescriber(spec)
+
+    def decorate(row: dict[str, Any]) -> None:
+        index = row["index"]
+        row["status"] = board.status(index).label
+        attempts: list[dict[str, Any]] = []
+        if board.attempts(index):
+            record = store.read_record(row["id"], spec.plan, spec.ids.of)
+            if record is not None:
+                attempts = attempts_json(store, record.attempts)
+        row["attempts"] = attempts
+        row["skipped"] = selected is not None and not selected[index]
+
+    if listing is None:
+        rows = page_rows(describer, begin, stop, decorate)
+    else:
+        rows = _rows_for(describer, listing[begin:stop], decorate)
+    planned = Planned(spec, options, parallelism)
+    write_json(
+        out,
+        backfill=backfill_json(spec, store),
+        options=options_json(planned),
+        summary=summary_json(total, board.counts(), skipped),
+        rows=rows,
+        begin=begin,
+        stop=stop,
+        offset=offset,
+        limit=limit,
+        listed_total=universe,
+    )
+
+
+def _rows_for(describer: PartitionDescriber, indices: list[int], decorate):
+    plan = describer.spec.plan
+    for index in indices:
+        row = describer.describe(plan.interval(index))
+        decorate(row)
+        yield row
+
+
+def stdout_bytes() -> IO[bytes]:
+    return sys.stdout.buffer
+
+
+def relative_or_absolute(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
