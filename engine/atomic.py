@@ -25,7 +25,20 @@ def ensure_directory(path: Path, mode: int = DIRECTORY_MODE) -> None:
     os.chmod(path, mode)  # not subject to the umask
 
 
-def write_atomic(path: Path, data: bytes, *, mode: int = FILE_MODE, durable: bool = True) -> None:
+def sync_directory(path: Path) -> None:
+    """Make renames inside ``path`` durable."""
+    directory = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def write_atomic(
+    path: Path, data: bytes, *, mode: int = FILE_MODE, durable: bool = True, sync_parent: bool = True
+) -> None:
+    """Replace ``path`` with ``data``; with ``durable`` the data is fsynced, and the directory too unless
+    ``sync_parent`` is False (the caller then syncs it once for a batch)."""
     ensure_directory(path.parent)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
@@ -39,9 +52,5 @@ def write_atomic(path: Path, data: bytes, *, mode: int = FILE_MODE, durable: boo
     finally:
         os.close(descriptor)
     os.replace(temporary, path)
-    if durable:
-        directory = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+    if durable and sync_parent:
+        sync_directory(path.parent)

@@ -29,10 +29,7 @@ from engine.takeover import Takeover, take_over
 
 def state_root_for(spec: BackfillSpec, state_dir: str | None, cwd: Path) -> tuple[Path, Path | None]:
     """The state root and the repository it belongs to (for .gitignore)."""
-    if spec.target.is_command:
-        repository = repository_root(cwd)
-    else:
-        repository = repository_root(Path(spec.target.path or cwd))
+    repository = repository_root(cwd) if spec.target.is_command else repository_root(Path(spec.target.path or cwd))
     if state_dir:
         return (cwd / state_dir).resolve(), repository
     return default_state_root(repository), repository

@@ -25,6 +25,7 @@ from engine.durations import format_duration
 from engine.launcher import Child, ForkExecLauncher, Launcher, describe_exit
 from engine.manifest import now_text
 from engine.plan import Interval
+from engine.record_writer import RecordWriter
 from engine.records import Attempt, PartitionRecord
 from engine.rerun import PartitionSelection
 from engine.snapshot import FINISHED, RUNNING, STARTING, STOPPING, Event, RunningPartition, Snapshot
@@ -66,6 +67,7 @@ class _Active:
 class _Pending:
     index: int
     attempts_left: int  # attempts this invocation may still make, this one included
+    record: PartitionRecord | None = None  # known already when retrying
 
 
 @dataclass
@@ -128,6 +130,7 @@ class Executor:
         self._started_at = time.time()
         self._exhausted = False
         self._selector = selectors.DefaultSelector()
+        self._writer = RecordWriter(store.partitions)
 
     # ---------------------------------------------------------------- front-end API
 
@@ -182,6 +185,7 @@ class Executor:
         finally:
             self._stop_everything_and_wait()
             self._selector.close()
+            self._writer.close()
         outcome = self._decide_outcome()
         with self._lock:
             self._outcome = outcome
@@ -227,8 +231,8 @@ class Executor:
         index = pending.index
         interval = self.plan.interval(index)
         partition_id = self.ids.of(interval.start, interval.end)
-        record = None
-        if self.board.attempts(index):
+        record = pending.record
+        if record is None and self.board.attempts(index):
             record = self.store.read_record(partition_id, self.plan, self.ids.of)
         if record is None:
             fmt = self.factory.formatter.format
@@ -253,7 +257,7 @@ class Executor:
             return
         attempt.pid = child.pid
         attempt.pid_started = process_started(child.pid)
-        self.store.write_record(record, durable=False)
+        self._writer.put(self.store.record_path(partition_id), record.to_bytes(), durable=False)
         active = _Active(index, interval, record, attempt, child, time.monotonic(), time.time(), pending.attempts_left)
         fd = child.exit_fd()
         if fd is not None:
@@ -309,7 +313,7 @@ class Executor:
     def _finish(self, index: int, record: PartitionRecord, attempt: Attempt, attempts_left: int) -> None:
         """Record an ended attempt durably, then decide: done, retry, or apply the failure policy."""
         record.status = attempt.status
-        self.store.write_record(record, durable=True)
+        self._writer.put(self.store.record_path(record.id), record.to_bytes(), durable=True)
         retry = attempt.status == "failed" and attempts_left > 1 and self._stop_reason is None and not self._halted
         duration = _seconds_between(attempt.started_at, attempt.finished_at)
         with self._lock:
@@ -322,7 +326,7 @@ class Executor:
                 self._finished += 1
         self.hooks.after_partition(index, attempt)
         if retry:
-            self._retries.appendleft(_Pending(index, attempts_left - 1))
+            self._retries.appendleft(_Pending(index, attempts_left - 1, record))
             return
         if attempt.status == "failed":
             self._failed.append(index)

@@ -7,6 +7,7 @@ stdout+stderr appended to its log file.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -63,10 +64,8 @@ class _PopenChild:
         return self._pidfd
 
     def signal_group(self, signum: int) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signum)
-        except (ProcessLookupError, PermissionError):
-            pass
 
     def close(self) -> None:
         if self._pidfd is not None:

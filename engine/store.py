@@ -163,7 +163,18 @@ class StateStore:
 
     def write_generation(self, number: int, pid: int, pid_started: float, started_at: str) -> Generation:
         generation = Generation(number, pid, pid_started, socket.gethostname(), started_at)
-        write_atomic(self.generation_path, orjson.dumps(generation.__dict__))
+        write_atomic(
+            self.generation_path,
+            orjson.dumps(
+                {
+                    "generation": number,
+                    "pid": pid,
+                    "pid_started": pid_started,
+                    "host": generation.host,
+                    "started_at": started_at,
+                }
+            ),
+        )
         return generation
 
 

@@ -38,8 +38,24 @@ class Takeover:
     stopped_orphans: list[int]
 
 
+_BOOT_TIME: float | None = None
+
+
 def process_started(pid: int) -> float | None:
-    """The start time of a live process (psutil), or None if there is none."""
+    """The start time of a live process, as psutil computes it (boot time + start ticks), or None.
+
+    On Linux the boot time is read once and ``/proc/<pid>/stat`` once per call: this runs for
+    every child the executor starts.
+    """
+    global _BOOT_TIME
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        if _BOOT_TIME is None:
+            _BOOT_TIME = psutil.boot_time()
+        return _BOOT_TIME + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        pass
     try:
         return psutil.Process(pid).create_time()
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):

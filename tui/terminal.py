@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import IO
+from typing import IO, ClassVar
 
 
 def colors_enabled(stream: IO[str], *, no_color_flag: bool = False) -> bool:
@@ -24,7 +24,15 @@ def dashboard_possible(*, no_progress: bool, json_output: bool) -> bool:
 class Paint:
     """ANSI colours, or nothing."""
 
-    CODES = {"green": "32", "red": "31", "yellow": "33", "blue": "34", "dim": "2", "bold": "1", "magenta": "35"}
+    CODES: ClassVar[dict[str, str]] = {
+        "green": "32",
+        "red": "31",
+        "yellow": "33",
+        "blue": "34",
+        "dim": "2",
+        "bold": "1",
+        "magenta": "35",
+    }
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled

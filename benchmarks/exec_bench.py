@@ -1,0 +1,127 @@
+"""Executor benchmark, with real child processes.
+
+(a) 2000 partitions of ``true`` at --max-parallel 4 against ``xargs -P 4`` running the same 2000
+    commands, measured in the same run (median of several). Target ratio ≤ 3.
+(b) Peak RSS of the parent during a 1 000 000-partition backfill of ``true``, stopped with SIGINT
+    after a few seconds. Target ≤ 150 MB.
+(c) ``--continue ID --dry-run --output json`` on a backfill with 100 000 partition files (made by a
+    real run of 100 000 children first). Target ≤ 3 s.
+
+Usage: python benchmarks/exec_bench.py [--runs N] [--skip-c]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from _measure import backfill_argv, median, timed_run, verdict
+
+
+def scratch_repository(base: Path) -> Path:
+    (base / ".git").mkdir(parents=True)
+    return base
+
+
+def bench_ratio(work: Path, runs: int) -> None:
+    backfill = [
+        *backfill_argv(),
+        "--command",
+        "true",
+        "--start-date",
+        "2024-01-01T00:00:00Z",
+        "--end-date",
+        "2024-01-02T09:20:00Z",
+        "--partition",
+        "1m",
+        "--max-parallel",
+        "4",
+        "--no-progress",
+    ]
+    xargs = ["sh", "-c", "seq 2000 | xargs -P 4 -I{} true"]
+    ours, theirs = [], []
+    for _ in range(runs):
+        ours.append(timed_run(backfill, cwd=work)[0])
+        theirs.append(timed_run(xargs, cwd=work)[0])
+    ratio = median(ours) / median(theirs)
+    print(
+        f"(a) 2000 × true at parallel 4: backfill {median(ours):.3f} s, xargs -P 4 {median(theirs):.3f} s, "
+        f"ratio {ratio:.2f} [{verdict(ratio, 3)} ≤ 3]  ({runs} runs each)"
+    )
+
+
+def bench_million(work: Path, seconds: float) -> None:
+    argv = [
+        *backfill_argv(),
+        "--command",
+        "true",
+        "--start-date",
+        "2024-01-01T00:00:00Z",
+        "--end-date",
+        "2024-01-12T13:46:40Z",
+        "--partition",
+        "1s",
+        "--max-parallel",
+        "4",
+        "--no-progress",
+    ]
+    process = subprocess.Popen(argv, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(seconds)
+    os.kill(process.pid, signal.SIGINT)
+    _, status, usage = os.wait4(process.pid, 0)
+    rss = usage.ru_maxrss / 1024
+    code = os.waitstatus_to_exitcode(status)
+    print(
+        f"(b) 1 000 000 partitions, stopped after {seconds:.0f} s (exit {code}): parent peak RSS {rss:.1f} MB "
+        f"[{verdict(rss, 150)} ≤ 150 MB]"
+    )
+
+
+def bench_resume_dry_run(work: Path, runs: int) -> None:
+    setup = [
+        *backfill_argv(),
+        "--command",
+        "true",
+        "--start-date",
+        "2024-01-01T00:00:00Z",
+        "--end-date",
+        "2024-03-10T10:40:00Z",
+        "--partition",
+        "1m",
+        "--max-parallel",
+        "8",
+        "--no-progress",
+    ]
+    started = time.perf_counter()
+    subprocess.run(setup, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    made = time.perf_counter() - started
+    [backfill] = [p for p in (work / "logs" / "backfills").iterdir() if p.name.startswith("2")]
+    files = sum(1 for _ in (backfill / "partitions").iterdir())
+    argv = [*backfill_argv(), "--continue", backfill.name, "--dry-run", "--output", "json"]
+    times = [timed_run(argv, cwd=work)[0] for _ in range(runs)]
+    print(
+        f"(c) --continue --dry-run --output json over {files} partition files: median {median(times):.3f} s "
+        f"[{verdict(median(times), 3)} ≤ 3 s]  ({runs} runs; making them took {made:.0f} s)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--skip-c", action="store_true", help="skip (c), which first runs 100 000 children")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        base = Path(scratch)
+        bench_ratio(scratch_repository(base / "a"), args.runs)
+        bench_million(scratch_repository(base / "b"), 5.0)
+        if not args.skip_c:
+            bench_resume_dry_run(scratch_repository(base / "c"), args.runs)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""Writes partition records on a thread of its own, in order, so the executor's loop never waits on disk.
+
+Records are serialized when queued (later changes to the record do not leak
+in), written atomically in FIFO order (a partition's "running" record can never
+overtake its final one), and the directory is fsynced once per batch of durable
+records. :meth:`RecordWriter.drain` waits until everything queued is on disk;
+the executor drains before it reports an outcome.
+
+If the executor is killed, records still queued are lost: a partition then looks
+queued or interrupted, and resume runs it again. Nothing is ever half-written.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from pathlib import Path
+
+from engine.atomic import sync_directory, write_atomic
+
+_STOP = object()
+
+
+class RecordWriter:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._queue: queue.Queue[object] = queue.Queue()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._work, name="record writer", daemon=True)
+        self._thread.start()
+
+    def put(self, path: Path, data: bytes, *, durable: bool) -> None:
+        if self._error is not None:
+            raise self._error
+        self._queue.put((path, data, durable))
+
+    def drain(self) -> None:
+        """Block until every queued record is written (and durable ones synced)."""
+        self._queue.join()
+        if self._error is not None:
+            raise self._error
+
+    def close(self) -> None:
+        self._queue.put(_STOP)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            batch = [item]
+            while True:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            stop = False
+            try:
+                sync = False
+                for entry in batch:
+                    if entry is _STOP:
+                        stop = True
+                        continue
+                    path, data, durable = entry  # type: ignore[misc]
+                    if self._error is None:
+                        write_atomic(path, data, durable=durable, sync_parent=False)
+                        sync = sync or durable
+                if sync and self._error is None:
+                    sync_directory(self.directory)
+            except BaseException as error:
+                self._error = error
+            finally:
+                for _ in batch:
+                    self._queue.task_done()
+            if stop:
+                return

@@ -1,0 +1,96 @@
+"""Helpers for executor tests: command templates around tests/child.py, state inspection, waiting."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tests.conftest import ROOT, backfill_argv
+
+CHILD = ROOT / "tests" / "child.py"
+
+
+def child_command(*extra: str) -> str:
+    """A --command template running tests/child.py for each partition."""
+    words = [
+        sys.executable,
+        str(CHILD),
+        "--partition",
+        "{partition_id}",
+        "--start",
+        "{start}",
+        "--end",
+        "{end}",
+        *extra,
+    ]
+    return shlex.join(words)
+
+
+def read_spans(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def max_overlap(spans: list[tuple[float, float]]) -> int:
+    events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans], key=lambda x: (x[0], x[1]))
+    current = peak = 0
+    for _, delta in events:
+        current += delta
+        peak = max(peak, current)
+    return peak
+
+
+def state_dirs(root: Path) -> list[Path]:
+    return sorted(p for p in root.iterdir() if (p / "manifest.json").exists()) if root.exists() else []
+
+
+def records(backfill: Path) -> list[dict[str, Any]]:
+    return sorted(
+        (orjson.loads(p.read_bytes()) for p in (backfill / "partitions").glob("*.json")), key=lambda r: r["index"]
+    )
+
+
+def statuses(backfill: Path) -> dict[int, str]:
+    return {r["index"]: r["status"] for r in records(backfill)}
+
+
+def start_background(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    import os
+
+    environment = {**os.environ, "NO_COLOR": "1", **(env or {})}
+    return subprocess.Popen(
+        [*backfill_argv(), *args],
+        cwd=cwd,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def wait_for(condition, timeout: float = 30.0, interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s")
+
+
+def alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

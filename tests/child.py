@@ -1,0 +1,78 @@
+"""A configurable child process for executor tests: records what it saw, sleeps, fails on request.
+
+Usage: child.py --partition PID --start START [--spans FILE] [--sleep S] [--fail-on DATE]...
+                [--fail-first-attempt DIR] [--ignore-signals]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--partition", required=True)
+    parser.add_argument("--start", required=True)
+    parser.add_argument("--end")
+    parser.add_argument("--spans")
+    parser.add_argument("--sleep", type=float, default=0.0)
+    parser.add_argument("--fail-on", action="append", default=[])
+    parser.add_argument("--fail-first-attempt")
+    parser.add_argument("--ignore-signals", action="store_true")
+    parser.add_argument("--exclusive-dir", help="hold a lock per partition; record any overlap with a sibling")
+    args = parser.parse_args()
+    args.sleep = args.sleep or float(os.environ.get("CHILD_SLEEP", "0"))
+    if args.exclusive_dir:
+        import fcntl
+
+        handle = open(os.path.join(args.exclusive_dir, args.partition + ".lock"), "w")  # noqa: SIM115
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            with open(os.path.join(args.exclusive_dir, "OVERLAP"), "a") as overlap:
+                overlap.write(args.partition + "\n")
+            return 99
+    if args.ignore_signals:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_IGN)
+    started = time.time()
+    print(f"child {args.partition[:12]} start={args.start} end={args.end}", flush=True)
+    time.sleep(args.sleep)
+    if args.spans:
+        with open(args.spans, "a") as spans:
+            spans.write(
+                json.dumps(
+                    {
+                        "partition": args.partition,
+                        "start": args.start,
+                        "end": args.end,
+                        "began": started,
+                        "ended": time.time(),
+                        "pid": os.getpid(),
+                        "pgid": os.getpgid(0),
+                        "sid": os.getsid(0),
+                        "cwd": os.getcwd(),
+                        "env": {k: v for k, v in os.environ.items() if k.startswith("BACKFILL_")},
+                    }
+                )
+                + "\n"
+            )
+    if args.fail_first_attempt:
+        marker = os.path.join(args.fail_first_attempt, args.partition)
+        if not os.path.exists(marker):
+            open(marker, "w").close()
+            print("failing the first attempt on purpose", file=sys.stderr)
+            return 7
+    if args.start[:10] in args.fail_on:
+        print(f"failing {args.start[:10]} on purpose", file=sys.stderr)
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

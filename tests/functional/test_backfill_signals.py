@@ -1,0 +1,155 @@
+"""Stopping and crashing: SIGINT, SIGTERM, stubborn children, SIGKILL of the parent, orphans, a second executor."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.backfills import alive, child_command, records, start_background, state_dirs, statuses, wait_for
+from tests.conftest import run_backfill
+
+SIX_DAYS = ("--start-date", "2024-01-01", "--end-date", "2024-01-06")
+
+
+@pytest.fixture
+def work(tmp_path: Path, home) -> Path:
+    directory = tmp_path / "work"
+    (directory / ".git").mkdir(parents=True)
+    return directory
+
+
+def backfill_dir(work: Path) -> Path:
+    return wait_for(lambda: (state_dirs(work / "logs" / "backfills") or [None])[0])
+
+
+def running_pids(backfill: Path, count: int) -> list[int]:
+    """Wait until ``count`` partitions are running; their children's PIDs."""
+
+    def ready():
+        running = [r for r in records(backfill) if r["status"] == "running" and r["attempts"][-1]["pid"]]
+        return running if len(running) >= count else None
+
+    return [r["attempts"][-1]["pid"] for r in wait_for(ready)]
+
+
+@pytest.mark.parametrize(
+    ("signum", "reason"), [(signal.SIGINT, "interrupted (Ctrl+C)"), (signal.SIGTERM, "terminated (SIGTERM)")]
+)
+def test_signal_cancels_children_then_resume_completes(work, home, signum, reason):
+    """SIGINT or SIGTERM mid-run: children stopped and waited for, partitions cancelled, exit 130;
+    --continue then runs everything not yet succeeded."""
+    process = start_background(
+        "--command", child_command(), *SIX_DAYS, "--max-parallel", "2", cwd=work, env={**home, "CHILD_SLEEP": "30"}
+    )
+    backfill = backfill_dir(work)
+    pids = running_pids(backfill, 2)
+    os.kill(process.pid, signum)
+    stdout, stderr = process.communicate(timeout=40)
+    assert process.returncode == 130, stderr
+    assert not any(alive(pid) for pid in pids)
+    assert statuses(backfill) == {0: "cancelled", 1: "cancelled"}
+    assert all(r["attempts"][-1]["error"] == f"cancelled: {reason}" for r in records(backfill))
+    assert f"resume      backfill --continue {backfill.name}" in stdout
+    resumed = run_backfill("--continue", backfill.name, "--max-parallel", "3", cwd=work, env=home)
+    assert resumed.returncode == 0, resumed.stderr
+    assert statuses(backfill) == {i: "succeeded" for i in range(6)}
+    assert [len(r["attempts"]) for r in records(backfill)][:2] == [2, 2]
+
+
+def test_stubborn_children_are_killed_after_the_grace_period(work, home):
+    """A child ignoring SIGINT and SIGTERM is SIGKILLed once the grace period is over; the parent waits."""
+    process = start_background(
+        "--command",
+        child_command("--ignore-signals", "--sleep", "60"),
+        *SIX_DAYS,
+        cwd=work,
+        env={**home, "BACKFILL_STOP_GRACE": "3"},
+    )
+    backfill = backfill_dir(work)
+    [pid] = running_pids(backfill, 1)
+    started = time.monotonic()
+    os.kill(process.pid, signal.SIGINT)
+    process.communicate(timeout=30)
+    elapsed = time.monotonic() - started
+    assert process.returncode == 130
+    assert 2.5 <= elapsed < 15, elapsed
+    assert not alive(pid)
+    assert records(backfill)[0]["attempts"][0]["exit_code"] == -signal.SIGKILL
+
+
+def test_sigkill_of_the_parent_then_continue_loses_nothing_and_never_overlaps(work, home):
+    """SIGKILL the executor mid-run: its children live on. --continue stops them (found by PID and start time),
+    records them cancelled 'previous executor interrupted', and reruns them; no two children of one partition
+    are ever alive together, and every partition ends succeeded."""
+    locks = work / "locks"
+    locks.mkdir()
+    template = child_command("--exclusive-dir", str(locks))
+    process = start_background(
+        "--command", template, *SIX_DAYS, "--max-parallel", "2", cwd=work, env={**home, "CHILD_SLEEP": "30"}
+    )
+    backfill = backfill_dir(work)
+    orphans = running_pids(backfill, 2)
+    os.kill(process.pid, signal.SIGKILL)
+    process.communicate(timeout=10)
+    assert all(alive(pid) for pid in orphans), "children outlive a killed parent"
+    resumed = run_backfill("--continue", backfill.name, "--max-parallel", "2", cwd=work, env=home)
+    assert resumed.returncode == 0, resumed.stderr
+    assert not any(alive(pid) for pid in orphans)
+    assert not (locks / "OVERLAP").exists()
+    final = records(backfill)
+    assert [r["status"] for r in final] == ["succeeded"] * 6
+    interrupted = [r["attempts"][0] for r in final if len(r["attempts"]) == 2]
+    assert len(interrupted) == 2
+    assert all(a["status"] == "cancelled" and a["error"] == "previous executor interrupted" for a in interrupted)
+
+
+def test_orphan_found_by_its_environment_is_stopped_before_resuming(work, home):
+    """A live process holding the children lock with this BACKFILL_ID (a child whose attempt was never
+    recorded) is found through its environment and stopped before anything runs."""
+    result = run_backfill("--command", "true", *SIX_DAYS, "--on-failure", "stop", cwd=work, env=home)
+    assert result.returncode == 0
+    backfill = backfill_dir(work)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys, time; f = open(sys.argv[1], 'w'); "
+            "fcntl.flock(f, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(60)",
+            str(backfill / ".children.lock"),
+        ],
+        env={**os.environ, "BACKFILL_ID": backfill.name},
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert holder.stdout.readline().strip() == "locked"
+    resumed = run_backfill("--continue", backfill.name, "--rerun", "all", cwd=work, env=home)
+    holder.wait(timeout=10)
+    assert resumed.returncode == 0, resumed.stderr
+    assert holder.returncode == -signal.SIGTERM
+
+
+def test_a_second_executor_of_the_same_backfill_is_refused(work, home):
+    """While one executor runs a backfill, another --continue of it is refused at once (exit 3)."""
+    process = start_background("--command", child_command(), *SIX_DAYS, cwd=work, env={**home, "CHILD_SLEEP": "30"})
+    backfill = backfill_dir(work)
+    running_pids(backfill, 1)
+    started = time.monotonic()
+    second = run_backfill("--continue", backfill.name, cwd=work, env=home)
+    assert time.monotonic() - started < 10
+    assert second.returncode == 3
+    assert f"backfill {backfill.name} is already running by executor PID {process.pid}" in second.stderr
+    os.kill(process.pid, signal.SIGINT)
+    process.communicate(timeout=40)
+    lock = os.open(backfill / ".lock", os.O_RDWR)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released once the executor is gone
+    finally:
+        os.close(lock)
