@@ -58,9 +58,15 @@ def add_to_gitignore(repository: Path, root: Path) -> None:
     entry = "/" + relative.as_posix() + "/"
     gitignore = repository / ".gitignore"
     existing = gitignore.read_text(encoding="utf-8") if gitignore.exists() else ""
-    lines = {line.strip() for line in existing.splitlines()}
-    if entry in lines or entry.rstrip("/") in lines or entry.lstrip("/") in lines:
-        return
+    wanted = relative.as_posix()
+    for line in existing.splitlines():
+        pattern = line.strip().strip("/")
+        if (
+            pattern
+            and not line.lstrip().startswith(("#", "!"))
+            and (wanted == pattern or wanted.startswith(pattern + "/"))
+        ):
+            return  # already ignored, by this path or a parent directory
     prefix = "" if not existing or existing.endswith("\n") else "\n"
     with open(gitignore, "a", encoding="utf-8") as handle:
         handle.write(f"{prefix}# backfill state (manifests, partition records, child logs)\n{entry}\n")

@@ -191,6 +191,13 @@ def test_gitignore_gets_the_state_root_once(work, home):
     assert text.startswith("*.pyc\n") and text.count("/logs/backfills/") == 1
 
 
+def test_gitignore_is_left_alone_when_a_parent_directory_is_ignored(work, home):
+    """A repository already ignoring /logs/ gets no new line."""
+    (work / ".gitignore").write_text("/logs/\n")
+    finished_backfill(work, home)
+    assert (work / ".gitignore").read_text() == "/logs/\n"
+
+
 def test_directories_are_0700_and_files_0600(work, home):
     """Everything in the store is private to the user: it holds variable overrides."""
     backfill = finished_backfill(work, home)
