@@ -308,18 +308,26 @@ class Executor:
                 attempt.status = "succeeded"
             else:
                 attempt.status, attempt.error = "failed", describe_exit(code)
-            self._finish(index, active.record, attempt, active.attempts_left)
+            self._finish(index, active.record, attempt, active.attempts_left, active.started_wall)
 
-    def _finish(self, index: int, record: PartitionRecord, attempt: Attempt, attempts_left: int) -> None:
+    def _finish(
+        self,
+        index: int,
+        record: PartitionRecord,
+        attempt: Attempt,
+        attempts_left: int,
+        started_wall: float | None = None,
+    ) -> None:
         """Record an ended attempt durably, then decide: done, retry, or apply the failure policy."""
+        attempt.duration = round(time.time() - started_wall, 6) if started_wall is not None else 0.0
         record.status = attempt.status
         self._writer.put(self.store.record_path(record.id), record.to_bytes(), durable=True)
         retry = attempt.status == "failed" and attempts_left > 1 and self._stop_reason is None and not self._halted
-        duration = _seconds_between(attempt.started_at, attempt.finished_at)
         with self._lock:
             self.board.set(index, Status.parse(attempt.status))
             self.board.set_attempts(index, len(record.attempts))
-            self._event(attempt.status, index, attempt.run_id, duration, attempt.error)
+            self.board.set_duration(index, attempt.duration)
+            self._event(attempt.status, index, attempt.run_id, attempt.duration, attempt.error)
             if retry:
                 self._event("retrying", index, attempt.run_id)
             else:
@@ -379,11 +387,3 @@ class Executor:
             self._wait_for_exits(self._next_wakeup())
             self._reap()
             self._enforce_deadlines()
-
-
-def _seconds_between(start: str, end: str | None) -> float | None:
-    if end is None:
-        return None
-    from datetime import datetime
-
-    return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()

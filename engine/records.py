@@ -34,6 +34,7 @@ class Attempt:
     pid: int | None = None
     pid_started: float | None = None  # process start time (psutil), so a reused PID is never signalled
     generation: int = 0
+    duration: float | None = None  # seconds, once finished
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -47,6 +48,7 @@ class Attempt:
             "pid": self.pid,
             "pid_started": self.pid_started,
             "generation": self.generation,
+            "duration": self.duration,
         }
 
     @classmethod
@@ -62,6 +64,7 @@ class Attempt:
             pid=data.get("pid"),
             pid_started=data.get("pid_started"),
             generation=data.get("generation", 0),
+            duration=data.get("duration"),
         )
 
 

@@ -38,6 +38,7 @@ class StatusBoard:
         self.size = size
         self._status = bytearray(size)  # Status.QUEUED is 0
         self._attempts: array[int] | None = None
+        self._durations: array[float] | None = None  # seconds of the latest attempt
         self._counts = [0] * len(Status)
         self._counts[Status.QUEUED] = size
 
@@ -64,6 +65,20 @@ class StatusBoard:
                 return
             self._attempts = array("H", bytes(2 * self.size))
         self._attempts[index] = min(count, 65_535)
+
+    def duration(self, index: int) -> float | None:
+        """Seconds the latest attempt took (None when unknown or never attempted)."""
+        if self._durations is None:
+            return None
+        value = self._durations[index]
+        return None if value < 0 else value
+
+    def set_duration(self, index: int, seconds: float | None) -> None:
+        if self._durations is None:
+            if seconds is None:
+                return
+            self._durations = array("f", [-1.0]) * self.size
+        self._durations[index] = -1.0 if seconds is None else seconds
 
     def count(self, status: Status) -> int:
         return self._counts[status]

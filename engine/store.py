@@ -151,6 +151,8 @@ class StateStore:
             status = status_of(record)
             board.set(record.index, status)
             board.set_attempts(record.index, len(record.attempts))
+            if record.attempts:
+                board.set_duration(record.index, record.attempts[-1].duration)
             if status is Status.RUNNING:
                 running.append(record)
         return board, running

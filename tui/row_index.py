@@ -1,0 +1,89 @@
+"""Rows of the partition table → partition indices, with or without a status filter.
+
+Unfiltered, row *r* is partition *r*. Filtered, rows are the partitions whose
+status is in the filter, in plan order: a rank/select structure over a 0/1 mask
+of the status bytes (counts per block of 4096 partitions, positions of a block
+found on demand and cached), so a filter over a million partitions costs a
+translate and a few hundred counts per refresh, never a list of a million ints.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from itertools import accumulate
+
+from engine.status import Status, StatusBoard
+
+BLOCK = 4096
+_ONE = re.compile(b"\x01")
+
+
+class RowIndex:
+    def __init__(self, board: StatusBoard, statuses: frozenset[Status] | None = None) -> None:
+        self.board = board
+        self.statuses = statuses
+        self._mask = b""
+        self._cumulative: list[int] = []
+        self._positions: dict[int, list[int]] = {}
+        self._count = board.size
+        self.rebuild()
+
+    @property
+    def filtered(self) -> bool:
+        return self.statuses is not None
+
+    def rebuild(self) -> None:
+        """Recompute the filtered rows from the current statuses."""
+        if self.statuses is None:
+            self._count = self.board.size
+            return
+        table = bytes(1 if code < len(Status) and Status(code) in self.statuses else 0 for code in range(256))
+        mask = bytes(self.board.raw()).translate(table)
+        counts = (mask.count(1, start, start + BLOCK) for start in range(0, len(mask), BLOCK))
+        self._mask = mask
+        self._cumulative = list(accumulate(counts))
+        self._positions.clear()
+        self._count = self._cumulative[-1] if self._cumulative else 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def index_at(self, row: int) -> int:
+        """The partition shown at ``row`` (0 <= row < len)."""
+        if self.statuses is None:
+            return row
+        block = bisect_right(self._cumulative, row)
+        before = self._cumulative[block - 1] if block else 0
+        positions = self._positions.get(block)
+        if positions is None:
+            start = block * BLOCK
+            positions = [start + m.start() for m in _ONE.finditer(self._mask, start, start + BLOCK)]
+            self._positions[block] = positions
+        return positions[row - before]
+
+    def row_of(self, index: int) -> int | None:
+        """The row showing partition ``index``, or None when the filter hides it."""
+        if self.statuses is None:
+            return index if 0 <= index < self.board.size else None
+        if not 0 <= index < len(self._mask) or not self._mask[index]:
+            return None
+        block = index // BLOCK
+        before = self._cumulative[block - 1] if block else 0
+        return before + self._mask.count(1, block * BLOCK, index)
+
+    def nearest_row(self, index: int) -> int:
+        """The row of ``index``, or of the closest shown partition after (else before) it."""
+        row = self.row_of(index)
+        if row is not None or self._count == 0:
+            return row or 0
+        block = index // BLOCK
+        before = self._cumulative[block - 1] if block else 0
+        return min(self._count - 1, before + self._mask.count(1, block * BLOCK, index))
+
+    def find(self, status: Status, from_index: int, *, backwards: bool) -> int | None:
+        """The next partition (in plan order, shown by the filter) with ``status`` after/before ``from_index``."""
+        if self.statuses is not None and status not in self.statuses:
+            return None
+        found = self.board.find(status, from_index - 1 if backwards else from_index + 1, backwards=backwards)
+        return None if found < 0 else found

@@ -1,0 +1,1 @@
+"""Screens of the dashboard and browser, one module each."""

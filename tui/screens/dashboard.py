@@ -1,0 +1,170 @@
+"""The dashboard screen: header, completion bar, partition table, details pane, status line, footer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from engine.snapshot import FINISHED, STOPPING
+from engine.status import Status
+from tui.messages import FollowChanged, PartitionSelected
+from tui.screens.filter import FilterScreen
+from tui.screens.help import HelpScreen
+from tui.sources import IDLE, BackfillSource, SourceState
+from tui.widgets.completion import CompletionBar
+from tui.widgets.details import PartitionDetails
+from tui.widgets.partition_table import PartitionTable
+from tui.widgets.run_header import RunHeader
+from tui.widgets.status_line import StatusLine
+
+OUTCOME_STYLES = {"succeeded": "bold green3", "failed": "bold red1", "cancelled": "bold yellow3"}
+
+
+class DashboardScreen(Screen[None]):
+    BINDINGS = [
+        Binding("f", "follow", "Follow"),
+        Binding("enter", "details", "Details"),
+        Binding("escape", "close_details", "Close", show=False),
+        Binding("slash,s", "filter", "Filter"),
+        Binding("n", "next_failed(1)", "Next failed"),
+        Binding("N", "next_failed(-1)", "Prev failed", show=False),
+        Binding("left_square_bracket", "attempt(-1)", "Prev attempt", show=False),
+        Binding("right_square_bracket", "attempt(1)", "Next attempt", show=False),
+        Binding("question_mark", "help", "Help"),
+        Binding("q", "app.stop('stopped from the dashboard (q)')", "Stop / quit"),
+    ]
+
+    def __init__(self, source: BackfillSource, clock: Callable[[], float]) -> None:
+        super().__init__()
+        self.source = source
+        self.clock = clock
+        self.last_version = -1
+        self.last_state: SourceState | None = None
+
+    def compose(self) -> ComposeResult:
+        table = PartitionTable(self.source, self.clock, id="partitions")
+        yield RunHeader(self.source, id="run-header")
+        yield CompletionBar(self.clock, id="completion")
+        yield Static(table.header_text(), id="columns")
+        yield table
+        yield PartitionDetails(self.source, id="details")
+        yield StatusLine(id="status-line")
+        yield Footer()
+
+    @property
+    def table(self) -> PartitionTable:
+        return self.query_one(PartitionTable)
+
+    @property
+    def details(self) -> PartitionDetails:
+        return self.query_one(PartitionDetails)
+
+    def on_mount(self) -> None:
+        self.details.display = False
+        self.table.focus()
+        self.refresh_from_source()
+
+    # ---------------------------------------------------------------- polling
+
+    def refresh_from_source(self) -> SourceState:
+        state = self.source.poll()
+        changed = state.version != self.last_version
+        self.last_version = state.version
+        self.last_state = state
+        self.query_one(CompletionBar).show(state)
+        self.table.update_running(state.running, changed)
+        if self.details.display:
+            self.details.poll()
+        self._show_state(state)
+        return state
+
+    def _show_state(self, state: SourceState) -> None:
+        line = self.query_one(StatusLine)
+        text = Text()
+        if state.state == STOPPING:
+            active = len(state.running)
+            text.append(
+                f"Stopping… waiting for {active} active run{'s' if active != 1 else ''} to exit", style="bold yellow3"
+            )
+        elif state.state == FINISHED and state.outcome:
+            text.append(f"Backfill {state.outcome}", style=OUTCOME_STYLES.get(state.outcome, "bold"))
+            failed = state.counts.get("failed", 0)
+            if failed:
+                text.append(f" — {failed} failed: n jumps to the next one", style="red1")
+            text.append(" · q to quit", style="grey70")
+        elif state.state == IDLE:
+            text.append("saved backfill (nothing runs it)", style="grey70")
+        line.state_text = text if text.plain else None
+        line.following = self.table.follow
+        line.refresh_text()
+
+    # ---------------------------------------------------------------- messages
+
+    def on_partition_selected(self, message: PartitionSelected) -> None:
+        if self.details.display:
+            self.details.show_partition(message.index)
+
+    def on_follow_changed(self, message: FollowChanged) -> None:
+        line = self.query_one(StatusLine)
+        line.following = message.following
+        line.refresh_text()
+
+    # ---------------------------------------------------------------- actions
+
+    def action_follow(self) -> None:
+        self.table.follow = True
+        if self.last_state is not None:
+            self.table.update_running(self.last_state.running, False)
+
+    def action_details(self) -> None:
+        details = self.details
+        details.display = not details.display
+        index = self.table.selected_index
+        if details.display and index is not None:
+            details.show_partition(index, force=True)
+        if not details.display:
+            self.table.focus()
+
+    def action_close_details(self) -> None:
+        if self.details.display:
+            self.details.display = False
+            self.table.focus()
+
+    def action_attempt(self, delta: int) -> None:
+        if self.details.display:
+            self.details.choose_attempt(delta)
+
+    def action_filter(self) -> None:
+        counts = self.last_state.counts if self.last_state else self.source.board.counts()
+
+        def chosen(result: tuple[str, frozenset | None] | None) -> None:
+            if result is None:
+                return
+            label, statuses = result
+            self.table.set_filter(statuses)
+            line = self.query_one(StatusLine)
+            line.filter_label = None if statuses is None else label
+            line.refresh_text()
+
+        self.app.push_screen(FilterScreen(counts), chosen)
+
+    def action_next_failed(self, direction: int) -> None:
+        current = self.table.selected_index
+        start = current if current is not None else (-1 if direction > 0 else self.source.board.size)
+        found = self.table.rows.find(Status.FAILED, start, backwards=direction < 0)
+        if found is None:
+            self.notify(
+                "no failed partition " + ("after" if direction > 0 else "before") + " this one",
+                severity="warning",
+                timeout=2,
+            )
+            return
+        self.table.select_index(found)
+
+    def action_help(self) -> None:
+        self.app.push_screen(HelpScreen())

@@ -1,0 +1,41 @@
+"""The help screen: every key of the dashboard and browser."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+KEYS = [
+    ("↑ ↓  j k", "move through partitions"),
+    ("PgUp PgDn", "a page up or down"),
+    ("Home End", "first or last partition"),
+    ("f", "follow execution again (any navigation turns it off)"),
+    ("Enter", "open or close the details pane (interval, ID, attempts, log)"),
+    ("Tab", "move between the table and the log"),
+    ("[ ]", "previous or next attempt whose log is shown"),
+    ("w  G/End", "in the log: wrap lines, jump to the end (and tail it)"),
+    ("/  s", "filter partitions by status"),
+    ("n  N", "next or previous failed partition"),
+    ("r", "rerun form (browser)"),
+    ("q  Ctrl+C", "stop: stop scheduling, cancel active runs, wait for them; quit once finished"),
+    ("Esc", "close the details pane or this screen"),
+    ("?", "this help"),
+]
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
+
+    def compose(self) -> ComposeResult:
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold cyan", no_wrap=True)
+        table.add_column()
+        for keys, meaning in KEYS:
+            table.add_row(keys, meaning)
+        with Vertical(id="help-box"):
+            yield Static("[b]Keys[/b]  (Esc to close)", id="help-title")
+            yield Static(table)

@@ -1,0 +1,1 @@
+"""Widgets of the dashboard and browser, one module each."""

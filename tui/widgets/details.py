@@ -1,0 +1,138 @@
+"""The details pane: the selected partition's interval (zone and UTC), ID, every attempt, and a log.
+
+Attempts come from the partition's record, re-read when its status or attempt
+count changes. ``[`` and ``]`` choose the attempt whose log is shown; the latest
+is shown by default and tails live while its child runs.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from engine.errors import StateUnreadable
+from engine.instants import UTC, format_instant
+from engine.records import Attempt
+from engine.status import Status
+from tui.sources import BackfillSource
+from tui.widgets.log_view import LogView
+
+ATTEMPT_STYLES = {"succeeded": "green3", "failed": "red1", "cancelled": "yellow3", "running": "dodger_blue1"}
+
+
+def _clock(text: str | None) -> str:
+    """``2026-11-29T09:45:13.002Z`` → ``2026-11-29 09:45:13``."""
+    return text[:19].replace("T", " ") if text else "—"
+
+
+class PartitionDetails(Vertical):
+    def __init__(self, source: BackfillSource, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.source = source
+        self.index: int | None = None
+        self.attempts: list[Attempt] = []
+        self.chosen: int | None = None  # position in attempts of the attempt whose log is shown
+        self._signature: tuple | None = None
+        self.error: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="details-summary")
+        yield LogView(id="details-log")
+
+    @property
+    def log(self) -> LogView:
+        return self.query_one(LogView)
+
+    def show_partition(self, index: int, *, force: bool = False) -> None:
+        board = self.source.board
+        signature = (index, board.raw()[index], board.attempts(index))
+        if not force and signature == self._signature:
+            return
+        same_partition = self.index == index
+        was_latest = self.chosen is None or self.chosen == len(self.attempts) - 1
+        previous_log = self._chosen_log()
+        self._signature, self.index = signature, index
+        self._load_attempts()
+        if not same_partition or was_latest:
+            self.chosen = len(self.attempts) - 1 if self.attempts else None
+        self._render_summary()
+        if not same_partition or self._chosen_log() != previous_log:
+            self._show_log()
+
+    def _chosen_log(self) -> str | None:
+        if self.chosen is None or not self.attempts or self.chosen >= len(self.attempts):
+            return None
+        return self.attempts[self.chosen].log
+
+    def _load_attempts(self) -> None:
+        assert self.index is not None
+        spec, store = self.source.spec, self.source.store
+        self.error = None
+        if not self.source.board.attempts(self.index):
+            self.attempts = []
+            return
+        interval = spec.plan.interval(self.index)
+        try:
+            record = store.read_record(spec.ids.of(interval.start, interval.end), spec.plan, spec.ids.of)
+        except StateUnreadable as error:
+            self.attempts, self.error = [], str(error)
+            return
+        self.attempts = record.attempts if record else []
+
+    def choose_attempt(self, delta: int) -> None:
+        if not self.attempts or self.chosen is None:
+            return
+        self.chosen = max(0, min(len(self.attempts) - 1, self.chosen + delta))
+        self._render_summary()
+        self._show_log()
+
+    def _show_log(self) -> None:
+        if self.chosen is None or not self.attempts:
+            status = self.source.board.status(self.index) if self.index is not None else Status.QUEUED
+            self.log.show(None, "not attempted yet" if status is Status.QUEUED else "no log")
+            return
+        attempt = self.attempts[self.chosen]
+        path = self.source.store.directory / attempt.log if attempt.log else None
+        self.log.show(path, "" if path and path.exists() else "the log file is missing")
+
+    def _render_summary(self) -> None:
+        assert self.index is not None
+        spec = self.source.spec
+        interval = spec.plan.interval(self.index)
+        partition_id = spec.ids.of(interval.start, interval.end)
+        status = self.source.board.status(self.index)
+        text = Text()
+        text.append(f"partition {self.index}", style="bold")
+        text.append(f"  {status.label}", style=ATTEMPT_STYLES.get(status.label, "grey58"))
+        text.append(f"  id {partition_id}\n", style="grey58")
+        text.append(f"  {format_instant(interval.start, spec.zone)} → {format_instant(interval.end, spec.zone)}")
+        text.append("  (end exclusive)\n", style="grey58")
+        text.append(f"  {format_instant(interval.start, UTC)} → {format_instant(interval.end, UTC)}", style="grey70")
+        text.append("  UTC\n", style="grey58")
+        if self.error:
+            text.append(f"  {self.error}\n", style="red1")
+        if not self.attempts:
+            text.append("  no attempt yet\n", style="grey58")
+        for position, attempt in reversed(list(enumerate(self.attempts))):
+            chosen = position == self.chosen
+            text.append("▸ " if chosen else "  ", style="bold")
+            text.append(f"#{position + 1} ", style="bold" if chosen else "")
+            text.append(f"{attempt.status:<9}", style=ATTEMPT_STYLES.get(attempt.status, ""))
+            duration = f"{attempt.duration:.2f}s" if attempt.duration is not None else ""
+            exit_text = f"exit {attempt.exit_code}" if attempt.exit_code is not None else ""
+            text.append(f" {_clock(attempt.started_at)} → {_clock(attempt.finished_at)} {duration:>8} {exit_text:>8}")
+            text.append(f"  {attempt.run_id}", style="grey58")
+            if attempt.error:
+                text.append(f"\n      {attempt.error}", style="red1" if attempt.status == "failed" else "yellow3")
+            text.append("\n")
+        if len(self.attempts) > 1:
+            text.append("  [ and ] choose the attempt whose log is shown\n", style="grey50")
+        self.query_one("#details-summary", Static).update(text)
+
+    def poll(self) -> None:
+        """Follow the selected partition's progress and its growing log."""
+        if self.index is not None:
+            self.show_partition(self.index)
+        self.log.poll()

@@ -1,0 +1,254 @@
+"""The partition table: a Line-API ScrollView drawing only visible rows from the plan and status arrays.
+
+There is no row object per partition. ``render_line`` computes a row from the
+plan (interval), the status board (status, attempts, duration) and the running
+partitions (live elapsed time). After each poll, only visible rows whose
+signature changed are repainted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual.binding import Binding
+from textual.geometry import Region, Size
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from engine.durations import format_elapsed
+from engine.formatting import InstantFormatter
+from engine.snapshot import RunningPartition
+from engine.status import Status
+from tui.messages import FollowChanged, PartitionSelected
+from tui.row_index import RowIndex
+from tui.sources import BackfillSource
+
+SYMBOLS = {
+    Status.QUEUED: "·",
+    Status.RUNNING: "▶",
+    Status.SUCCEEDED: "✓",
+    Status.FAILED: "✗",
+    Status.CANCELLED: "⊘",
+}
+STATUS_STYLES = {
+    Status.QUEUED: Style(color="grey50"),
+    Status.RUNNING: Style(color="dodger_blue1", bold=True),
+    Status.SUCCEEDED: Style(color="green3"),
+    Status.FAILED: Style(color="red1", bold=True),
+    Status.CANCELLED: Style(color="yellow3"),
+}
+CURSOR = Style(bgcolor="grey23", bold=True)
+DIM = Style(color="grey58")
+PLAIN = Style()
+
+
+def compact(text: str) -> str:
+    """``2024-03-10T00:00:00-05:00`` → ``2024-03-10 00:00-05:00``; ``Z`` is dropped (UTC is in the header)."""
+    text = text.replace("T", " ", 1)
+    if text.endswith("Z"):
+        text = text[:-1]
+    if text[16:19] == ":00" and (len(text) == 19 or text[19] in "+-"):
+        text = text[:16] + text[19:]
+    return text
+
+
+class PartitionTable(ScrollView, can_focus=True):
+    """Every partition of the plan, queued work included, in plan order."""
+
+    BINDINGS = [
+        Binding("up,k", "cursor(-1)", "Up", show=False),
+        Binding("down,j", "cursor(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("home", "home", "Home", show=False),
+        Binding("end", "end", "End", show=False),
+    ]
+
+    cursor_row: reactive[int] = reactive(0, always_update=True)
+    follow: reactive[bool] = reactive(True)
+
+    def __init__(self, source: BackfillSource, clock: Callable[[], float], **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.source = source
+        self.clock = clock
+        self.plan = source.spec.plan
+        self.board = source.board
+        self.formatter = InstantFormatter(source.spec.zone)
+        self.rows = RowIndex(self.board)
+        self.running: dict[int, RunningPartition] = {}
+        self._painted: dict[int, tuple] = {}
+        self._index_width = len(str(max(len(self.plan) - 1, 0)))
+        self._interval_width = self._measure_interval_width()
+        self.virtual_size = Size(0, len(self.rows))
+
+    # ---------------------------------------------------------------- layout
+
+    def _measure_interval_width(self) -> int:
+        widths = [len(self._interval_text(i)) for i in {0, len(self.plan) - 1, len(self.plan) // 2}]
+        return max(widths)
+
+    def _interval_text(self, index: int) -> str:
+        interval = self.plan.interval(index)
+        return f"{compact(self.formatter.format(interval.start))} → {compact(self.formatter.format(interval.end))}"
+
+    def header_text(self) -> Text:
+        """Column titles aligned with the rows."""
+        return Text(
+            f"  {'#'.rjust(self._index_width)}  {'interval (end exclusive)'.ljust(self._interval_width)}  "
+            f"{'status':<11}  {'try':>3}  {'elapsed':>8}",
+            no_wrap=True,
+        )
+
+    # ---------------------------------------------------------------- data
+
+    @property
+    def selected_index(self) -> int | None:
+        return self.rows.index_at(self.cursor_row) if len(self.rows) else None
+
+    def set_filter(self, statuses: frozenset[Status] | None) -> None:
+        """Show only partitions with these statuses (None: all); keeps the selected partition if shown."""
+        keep = self.selected_index
+        self.rows = RowIndex(self.board, statuses)
+        self._reset_rows(keep)
+
+    def _reset_rows(self, keep: int | None) -> None:
+        self.virtual_size = Size(self.virtual_size.width, len(self.rows))
+        self._painted.clear()
+        self.cursor_row = self.rows.nearest_row(keep) if keep is not None else 0
+        self._scroll_cursor_into_view()
+        self.refresh()
+
+    def update_running(self, running: tuple[RunningPartition, ...], changed: bool) -> None:
+        """After a poll: refilter, follow, and repaint the visible rows whose content changed."""
+        self.running = {r.index: r for r in running}
+        if changed and self.rows.filtered:
+            keep = self.selected_index
+            before = len(self.rows)
+            self.rows.rebuild()
+            if len(self.rows) != before or keep is None or self.rows.row_of(keep) != self.cursor_row:
+                self._reset_rows(keep)
+        if self.follow and running:
+            self._follow_earliest(running)
+        self._repaint_changed()
+
+    def _follow_earliest(self, running: tuple[RunningPartition, ...]) -> None:
+        earliest = min(r.index for r in running)
+        row = self.rows.row_of(earliest)
+        if row is not None and row != self.cursor_row:
+            self.cursor_row = row
+            self._scroll_cursor_into_view(center=True)
+
+    def _signature(self, row: int) -> tuple:
+        index = self.rows.index_at(row)
+        status = self.board.raw()[index]
+        running = self.running.get(index)
+        elapsed = max(0, int(self.clock() - running.started_at)) if running else None
+        return (index, status, self.board.attempts(index), self.board.duration(index), elapsed, row == self.cursor_row)
+
+    def _repaint_changed(self) -> None:
+        top = int(self.scroll_offset.y)
+        height = self.size.height
+        for row in range(top, min(top + height, len(self.rows))):
+            signature = self._signature(row)
+            if self._painted.get(row) != signature:
+                self.refresh_line(row)
+
+    # ---------------------------------------------------------------- rendering
+
+    def render_line(self, y: int) -> Strip:
+        row = int(self.scroll_offset.y) + y
+        width = self.size.width
+        if row >= len(self.rows):
+            return Strip.blank(width)
+        signature = self._signature(row)
+        self._painted[row] = signature
+        index, status_code, attempts, duration, elapsed, is_cursor = signature
+        status = Status(status_code)
+        if elapsed is not None:
+            time_text = format_elapsed(elapsed) if elapsed >= 10 else f"{elapsed}s"
+        elif duration is not None:
+            time_text = format_elapsed(duration)
+        else:
+            time_text = ""
+        base = CURSOR if is_cursor else PLAIN
+        segments = [
+            Segment(("▸ " if is_cursor else "  ") + str(index).rjust(self._index_width) + "  ", base + DIM),
+            Segment(self._interval_text(index).ljust(self._interval_width) + "  ", base),
+            Segment(f"{SYMBOLS[status]} {status.label:<9}  ", base + STATUS_STYLES[status]),
+            Segment(f"{attempts if attempts else '':>3}  {time_text:>8}", base),
+        ]
+        strip = Strip(segments)
+        return strip.crop_extend(0, width, base)
+
+    # ---------------------------------------------------------------- navigation
+
+    def _scroll_cursor_into_view(self, *, center: bool = False) -> None:
+        height = max(1, self.size.height)
+        top = int(self.scroll_offset.y)
+        row = self.cursor_row
+        if center and not top <= row < top + height:
+            self.scroll_to(y=max(0, row - height // 3), animate=False)
+        elif row < top:
+            self.scroll_to(y=row, animate=False)
+        elif row >= top + height:
+            self.scroll_to(y=row - height + 1, animate=False)
+
+    def watch_cursor_row(self, old: int, new: int) -> None:
+        self.refresh_line(old)
+        self.refresh_line(new)
+        index = self.selected_index
+        if index is not None:
+            self.post_message(PartitionSelected(index))
+
+    def watch_follow(self, following: bool) -> None:
+        self.post_message(FollowChanged(following))
+
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        self._painted.clear()
+
+    def _move_to(self, row: int) -> None:
+        self.follow = False
+        if not len(self.rows):
+            return
+        self.cursor_row = max(0, min(len(self.rows) - 1, row))
+        self._scroll_cursor_into_view()
+
+    def select_index(self, index: int) -> None:
+        """Move the cursor to a partition (turns follow off)."""
+        row = self.rows.row_of(index)
+        if row is not None:
+            self.follow = False
+            self.cursor_row = row
+            self._scroll_cursor_into_view(center=True)
+
+    def action_cursor(self, delta: int) -> None:
+        self._move_to(self.cursor_row + delta)
+
+    def action_page(self, direction: int) -> None:
+        height = max(1, self.size.height)
+        self.follow = False
+        if not len(self.rows):
+            return
+        self.cursor_row = max(0, min(len(self.rows) - 1, self.cursor_row + direction * height))
+        target = int(self.scroll_offset.y) + direction * height
+        self.scroll_to(y=max(0, min(target, len(self.rows) - height)), animate=False)
+        self._scroll_cursor_into_view()
+
+    def action_home(self) -> None:
+        self._move_to(0)
+
+    def action_end(self) -> None:
+        self._move_to(len(self.rows) - 1)
+
+    def visible_region(self) -> Region:
+        return Region(0, int(self.scroll_offset.y), self.size.width, self.size.height)
+
+
+def now() -> float:
+    return time.time()

@@ -1,0 +1,33 @@
+"""The dashboard's header: what runs, where, how wide, and over which range."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from engine.instants import format_instant, zone_name
+from tui.sources import BackfillSource
+
+
+class RunHeader(Static):
+    def __init__(self, source: BackfillSource, **kwargs) -> None:
+        super().__init__(self._text(source), **kwargs)
+
+    @staticmethod
+    def _text(source: BackfillSource) -> Text:
+        spec, parallelism, options = source.spec, source.parallelism, source.options
+        target = spec.target
+        text = Text()
+        text.append(target.name, style="bold")
+        text.append(f"  {target.kind}", style="grey58")
+        if spec.environment:
+            text.append(f"  env {spec.environment}", style="cyan")
+        text.append(f"  {spec.unit.name} in {zone_name(spec.zone)}", style="magenta")
+        text.append(f"  {parallelism.effective} parallel × {options.workers} workers")
+        if parallelism.reason:
+            text.append(f" (capped: {parallelism.reason})", style="yellow")
+        text.append("\n")
+        text.append(f"{format_instant(spec.start, spec.zone)} → {format_instant(spec.end, spec.zone)}")
+        text.append(" (end exclusive)", style="grey58")
+        text.append(f"  ·  backfill {source.store.id}", style="grey58")
+        return text
