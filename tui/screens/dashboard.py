@@ -68,6 +68,7 @@ class DashboardScreen(Screen[None]):
         self.details.display = False
         self.table.focus()
         self.refresh_from_source()
+        self.call_after_refresh(self.refresh_from_source)  # again once laid out, so follow can scroll
 
     # ---------------------------------------------------------------- polling
 

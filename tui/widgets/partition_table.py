@@ -48,10 +48,13 @@ PLAIN = Style()
 
 
 def compact(text: str) -> str:
-    """``2024-03-10T00:00:00-05:00`` → ``2024-03-10 00:00-05:00``; ``Z`` is dropped (UTC is in the header)."""
+    """``2024-03-10T00:00:00-05:00`` → ``2024-03-10 00:00-05``; ``Z`` is dropped (the zone is in the header),
+    zero seconds too, and whole-hour offsets lose their minutes."""
     text = text.replace("T", " ", 1)
     if text.endswith("Z"):
         text = text[:-1]
+    elif text.endswith(":00") and len(text) > 6 and text[-6] in "+-":
+        text = text[:-3]
     if text[16:19] == ":00" and (len(text) == 19 or text[19] in "+-"):
         text = text[:16] + text[19:]
     return text
@@ -139,9 +142,11 @@ class PartitionTable(ScrollView, can_focus=True):
     def _follow_earliest(self, running: tuple[RunningPartition, ...]) -> None:
         earliest = min(r.index for r in running)
         row = self.rows.row_of(earliest)
-        if row is not None and row != self.cursor_row:
+        if row is None:
+            return
+        if row != self.cursor_row:
             self.cursor_row = row
-            self._scroll_cursor_into_view(center=True)
+        self._scroll_cursor_into_view(center=True)
 
     def _signature(self, row: int) -> tuple:
         index = self.rows.index_at(row)

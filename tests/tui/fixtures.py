@@ -1,0 +1,154 @@
+"""A deterministic saved backfill for snapshot tests and screenshots.
+
+Written through the real store API (manifest, partition records, child logs) with
+fixed IDs and times, so the screen is identical on every run. ``FixedStateSource``
+reads it like any saved backfill and reports a chosen run state (mid-run or
+stopping) with a fixed start time; only the snapshots use it — Pilot tests drive
+real executors.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from engine.manifest import manifest_of
+from engine.records import Attempt, PartitionRecord
+from engine.snapshot import RUNNING
+from engine.spec import ExecutionOptions, RunOptions, plan_request
+from engine.store import StateStore
+from tui.sources import SavedSource, SourceState
+
+FROZEN = datetime(2024, 3, 15, 12, 0, 0, tzinfo=UTC).timestamp()
+BACKFILL_ID = "20240315-115500-5eed01"
+
+
+def _when(seconds_before: float) -> str:
+    return (
+        datetime.fromtimestamp(FROZEN - seconds_before, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    )
+
+
+def build_saved_backfill(root: Path) -> StateStore:
+    """90 days of a command backfill in Europe/London: 40 succeeded, 2 failed (one retried), 1 cancelled,
+    4 running, the rest queued."""
+    planned = plan_request(
+        target=None,
+        command="python etl.py --from {start} --to {end}",
+        name="orders etl",
+        start="2024-01-01",
+        end="2024-03-30",
+        timezone="Europe/London",
+        partition="daily",
+        environment=None,
+        config_file=None,
+        run_options=RunOptions(),
+        options=ExecutionOptions(max_parallel=4, retries=1),
+        force=False,
+    )
+    spec = planned.spec
+    store = StateStore(root / BACKFILL_ID)
+    manifest = manifest_of(spec, backfill_id=BACKFILL_ID, working_directory="/srv/etl", options=planned.options)
+    manifest["created_at"] = _when(300)
+    store.create(manifest)
+    fmt = spec.plan
+    for index in range(47):
+        interval = fmt.interval(index)
+        partition_id = spec.ids.of(interval.start, interval.end)
+        attempts = []
+        if index in (40, 41):
+            for number, status in enumerate(["failed", "failed"] if index == 40 else ["failed"], start=1):
+                run_id = f"{BACKFILL_ID}-p{index}-a{number}"
+                attempts.append(
+                    Attempt(
+                        run_id,
+                        status,
+                        _when(200 - index - number),
+                        _when(190 - index - number),
+                        exit_code=1,
+                        error="exited with code 1",
+                        log=f"children/{run_id}.log",
+                        duration=9.5 + number,
+                    )
+                )
+        elif index == 42:
+            run_id = f"{BACKFILL_ID}-p42-a1"
+            attempts.append(
+                Attempt(
+                    run_id,
+                    "cancelled",
+                    _when(90),
+                    _when(60),
+                    exit_code=-2,
+                    error="cancelled: interrupted (Ctrl+C)",
+                    log=f"children/{run_id}.log",
+                    duration=30,
+                )
+            )
+        elif index >= 43:
+            run_id = f"{BACKFILL_ID}-p{index}-a1"
+            attempts.append(
+                Attempt(run_id, "running", _when(40 - index % 43 * 7), log=f"children/{run_id}.log", pid=4000 + index)
+            )
+        else:
+            run_id = f"{BACKFILL_ID}-p{index}-a1"
+            attempts.append(
+                Attempt(
+                    run_id,
+                    "succeeded",
+                    _when(290 - index * 6),
+                    _when(286 - index * 6),
+                    exit_code=0,
+                    log=f"children/{run_id}.log",
+                    duration=3.5 + index % 5,
+                )
+            )
+        status = attempts[-1].status
+        record = PartitionRecord(partition_id, index, "", "", interval.start, interval.end, status, attempts)
+        store.write_record(record, durable=False)
+        for attempt in attempts:
+            log = store.directory / attempt.log
+            lines = [f"loading orders for {interval.index}: batch {n}" for n in range(1, 6)]
+            if attempt.status == "failed":
+                lines += [
+                    "Traceback (most recent call last):",
+                    '  File "etl.py", line 42, in load',
+                    "psycopg.OperationalError: connection to server lost",
+                ]
+            log.write_text("\n".join(lines) + "\n")
+    return store
+
+
+class FixedStateSource(SavedSource):
+    """The saved fixture shown as if an executor were at a fixed point of its run."""
+
+    def __init__(self, store: StateStore, *, state: str = RUNNING, stop_reason: str | None = None) -> None:
+        from engine.manifest import spec_of
+        from engine.parallelism import Parallelism
+
+        spec = spec_of(store.read_manifest())
+        board, running = store.load_board(spec.plan, spec.ids.of)
+        options = ExecutionOptions(max_parallel=4, retries=1)
+        super().__init__(spec, store, board, running, options, Parallelism(4, 4, None), started_at=FROZEN - 125)
+        self.state = state
+        self.stop_reason = stop_reason
+        self.can_stop = True
+
+    def poll(self) -> SourceState:
+        counts = self.board.counts()
+        finished = counts["succeeded"] + counts["failed"] + counts["cancelled"]
+        return SourceState(
+            1,
+            counts,
+            self.board.size,
+            self.board.size,
+            finished,
+            self._running,
+            self.state,
+            self.stop_reason,
+            None,
+            self.started_at,
+        )
+
+    def stop(self, reason: str) -> None:
+        self.stop_reason = reason

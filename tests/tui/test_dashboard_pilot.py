@@ -1,0 +1,387 @@
+"""Pilot tests of the live dashboard: every key and mode, against a real executor running real children."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.status import Status
+from tests.backfills import alive, child_command
+from tests.tui.live import screen_text, start_live
+from tui.widgets.details import PartitionDetails
+from tui.widgets.log_view import LogView
+
+SLOW = f"{sys.executable} -c 'import time; print(\"working\", flush=True); time.sleep(30)'"
+
+
+@pytest.fixture
+def work(tmp_path: Path, home, monkeypatch) -> Path:
+    for key, value in home.items():
+        monkeypatch.setenv(key, value)
+    return tmp_path
+
+
+def run(coroutine):
+    return asyncio.run(coroutine)
+
+
+async def wait_until(pilot, condition, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await pilot.pause(0.05)
+
+
+def test_follow_mode_tracks_the_earliest_running_partition_and_navigation_turns_it_off(work):
+    """Follow keeps the cursor on the earliest running partition; ↓ turns follow off (the status line says so);
+    f turns it back on."""
+    live = start_live(work, SLOW, "2024-01-01", "2024-01-30", max_parallel=2)
+
+    async def scenario():
+        async with live.app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: live.executor.snapshot().running)
+            await pilot.pause(0.3)
+            assert live.table.selected_index == 0 and live.table.follow
+            assert "follow on" in live.status_line()
+            await pilot.press("down", "down", "j")
+            assert live.table.selected_index == 3 and not live.table.follow
+            assert "follow off — press f to follow execution" in live.status_line()
+            await pilot.press("k")
+            assert live.table.selected_index == 2
+            await pilot.press("f")
+            await pilot.pause(0.3)
+            assert live.table.follow and live.table.selected_index == 0
+
+    try:
+        run(scenario())
+    finally:
+        live.finish()
+
+
+def test_page_home_end_move_through_many_partitions(work):
+    """PageDown/PageUp move a page, End goes to the last partition, Home to the first; rows are rendered."""
+    live = start_live(work, SLOW, "2024-01-01T00:00:00Z", "2024-01-08T00:00:00Z", partition="1m", max_parallel=1)
+
+    async def scenario():
+        async with live.app.run_test(size=(100, 30)) as pilot:
+            await pilot.pause(0.3)
+            height = live.table.size.height
+            await pilot.press("pagedown")
+            assert live.table.selected_index == height and not live.table.follow
+            assert live.table.scroll_offset.y >= 1
+            await pilot.press("pagedown", "pageup")
+            assert live.table.selected_index == height
+            await pilot.press("end")
+            assert live.table.selected_index == 7 * 1440 - 1
+            assert "2024-01-07 23:59 → 2024-01-08 00:00" in live.row_text(height - 1)
+            await pilot.press("home")
+            assert live.table.selected_index == 0 and live.table.scroll_offset.y == 0
+            assert "2024-01-01 00:00 → 2024-01-01 00:01" in live.row_text(0)
+
+    try:
+        run(scenario())
+    finally:
+        live.finish()
+
+
+def test_details_pane_shows_interval_id_attempts_and_tails_the_log(work):
+    """Enter opens details: interval in the zone and UTC, the partition ID, the attempt, and its log growing live."""
+    script = work / "talk.py"
+    script.write_text("import time\nfor i in range(100):\n    print(f'line {i}', flush=True)\n    time.sleep(0.1)\n")
+    live = start_live(work, f"{sys.executable} {script}", "2024-01-01", "2024-01-02", max_parallel=1)
+
+    async def scenario():
+        async with live.app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: live.executor.snapshot().running)
+            await pilot.press("enter")
+            await pilot.pause(0.2)
+            details = live.screen.query_one(PartitionDetails)
+            assert details.display and details.index == 0
+            summary = screen_text(live.app)
+            interval = live.prepared.spec.plan.interval(0)
+            assert live.prepared.spec.ids.of(interval.start, interval.end) in summary
+            assert "2024-01-01T00:00:00Z → 2024-01-02T00:00:00Z" in summary and "UTC" in summary
+            assert "#1 running" in summary
+            log = live.screen.query_one(LogView)
+            await wait_until(pilot, lambda: log.index is not None and log.index.line_count >= 3)
+            first = log.index.line_count
+            await pilot.pause(0.6)
+            assert log.index.line_count > first, "the log tails while the child runs"
+            assert (
+                log.render_line(log.size.height - 1).text.startswith("line ") or log.index.line_count < log.size.height
+            )
+            await pilot.press("escape")
+            assert not details.display
+
+    try:
+        run(scenario())
+    finally:
+        live.finish()
+
+
+def test_log_wrap_and_jump_to_end(work):
+    """In the log, w wraps long lines and End jumps back to the end (following it)."""
+    script = work / "long.py"
+    script.write_text("print('x' * 300)\nfor i in range(200):\n    print(f'row {i}')\nimport time\ntime.sleep(30)\n")
+    live = start_live(work, f"{sys.executable} {script}", "2024-01-01", "2024-01-01", max_parallel=1)
+
+    async def scenario():
+        async with live.app.run_test(size=(100, 40)) as pilot:
+            await wait_until(pilot, lambda: live.executor.snapshot().running)
+            await pilot.press("enter")
+            log = live.screen.query_one(LogView)
+            await wait_until(pilot, lambda: log.index is not None and log.index.line_count >= 201)
+            await pilot.press("tab")
+            assert log.has_focus
+            await pilot.press("home")
+            assert log.scroll_offset.y == 0 and not log.follow_end
+            assert log.render_line(1).text.startswith("row 0")
+            await pilot.press("w")
+            assert log.wrap and log.render_line(1).text.startswith("x")
+            assert log.render_line(log.size.height - 1).text.strip() != ""
+            await pilot.press("w", "end")
+            assert log.follow_end and log.scroll_offset.y == log.index.line_count - log.size.height
+            assert log.render_line(log.size.height - 1).text.startswith("row 199")
+
+    try:
+        run(scenario())
+    finally:
+        live.finish()
+
+
+def test_status_filter_and_failed_navigation(work):
+    """/ filters by status (only failed rows shown); n and N jump between failed partitions."""
+    fails = (
+        f'{sys.executable} -c \'import sys; sys.exit(1 if "{{start_date}}" in ("2024-01-03", "2024-01-07") else 0)\''
+    )
+    live = start_live(
+        work, fails, "2024-01-01", "2024-01-10", max_parallel=2, on_failure="continue", exit_when_succeeded=False
+    )
+
+    async def scenario():
+        async with live.app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: live.executor.snapshot().outcome is not None)
+            await pilot.pause(0.2)
+            assert "Backfill failed — 2 failed: n jumps to the next one" in live.status_line()
+            await pilot.press("home", "n")
+            assert live.table.selected_index == 2
+            await pilot.press("n")
+            assert live.table.selected_index == 6
+            await pilot.press("N")
+            assert live.table.selected_index == 2
+            await pilot.press("slash")
+            await pilot.pause(0.1)
+            await pilot.press("down", "down", "down", "down", "enter")  # all, queued, running, succeeded, failed
+            await pilot.pause(0.1)
+            assert len(live.table.rows) == 2
+            assert [live.table.rows.index_at(r) for r in range(2)] == [2, 6]
+            assert "filter: failed" in live.status_line()
+            assert "✗ failed" in live.row_text(0) and "2024-01-03 00:00" in live.row_text(0)
+            await pilot.press("s")
+            await pilot.pause(0.1)
+            await pilot.press("enter")  # all
+            assert len(live.table.rows) == 10 and live.table.selected_index == 2
+
+    try:
+        run(scenario())
+    finally:
+        live.finish()
+
+
+def test_earlier_attempt_log_with_brackets(work):
+    """With retries, [ shows the log of an earlier attempt and ] returns to the latest."""
+    marker = work / "failed-once"
+    script = work / "flaky.py"
+    script.write_text(
+        "import os, sys\n"
+        f"marker = {str(marker)!r}\n"
+        "if not os.path.exists(marker):\n    open(marker, 'w').close()\n    print('first attempt fails')\n    sys.exit(2)\n"
+        "print('second attempt works')\n"
+    )
+    live = start_live(
+        work, f"{sys.executable} {script}", "2024-01-01", "2024-01-01", retries=1, exit_when_succeeded=False
+    )
+
+    async def scenario():
+        async with live.app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: live.executor.snapshot().outcome == "succeeded")
+            await pilot.press("home", "enter")
+            log = live.screen.query_one(LogView)
+            await wait_until(pilot, lambda: log.index is not None and log.index.line_count >= 1)
+            assert "second attempt works" in log.render_line(0).text
+            await pilot.press("left_square_bracket")
+            await pilot.pause(0.1)
+            assert "first attempt fails" in log.render_line(0).text
+            summary = screen_text(live.app)
+            assert "▸ #1 failed" in summary and "#2 succeeded" in summary
+            await pilot.press("right_square_bracket")
+            await pilot.pause(0.1)
+            assert "second attempt works" in log.render_line(0).text
+
+    try:
+        run(scenario())
+    finally:
+        live.finish()
+
+
+def test_help_screen_opens_and_closes(work):
+    """? shows every key; Escape closes it."""
+    live = start_live(work, SLOW, "2024-01-01", "2024-01-02")
+
+    async def scenario():
+        async with live.app.run_test(size=(100, 30)) as pilot:
+            await pilot.press("question_mark")
+            await pilot.pause(0.2)
+            assert live.app.screen.__class__.__name__ == "HelpScreen"
+            text = screen_text(live.app)
+            assert "follow execution again" in text and "next or previous failed partition" in text
+            await pilot.press("escape")
+            assert live.app.screen.__class__.__name__ == "DashboardScreen"
+
+    try:
+        run(scenario())
+    finally:
+        live.finish()
+
+
+@pytest.mark.parametrize(
+    ("key", "reason"), [("q", "stopped from the dashboard (q)"), ("ctrl+c", "interrupted (Ctrl+C)")]
+)
+def test_stop_key_shows_stopping_and_returns_only_after_children_exit(work, key, reason):
+    """q or Ctrl+C stops scheduling and cancels children; 'Stopping… waiting for N active runs' shows while a
+    stubborn child lingers; the app returns once every child has exited."""
+    stubborn = child_command("--ignore-signals", "--sleep", "60")
+    live = start_live(work, stubborn, "2024-01-01", "2024-01-05", max_parallel=2, grace=2.0)
+
+    async def scenario():
+        async with live.app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: len(live.executor.snapshot().running) == 2)
+            pids = [r.pid for r in live.executor.snapshot().running]
+            await pilot.press(key)
+            await pilot.pause(0.3)
+            assert "Stopping… waiting for 2 active runs to exit" in live.status_line()
+            assert all(alive(pid) for pid in pids)
+            await wait_until(pilot, lambda: not live.app.is_running, timeout=20)
+            return pids
+
+    try:
+        pids = run(scenario())
+        live.thread.join(timeout=20)
+        assert live.app.return_value == "cancelled"
+        assert not any(alive(pid) for pid in pids)
+        assert live.executor.snapshot().stop_reason == reason
+    finally:
+        live.finish()
+
+
+def test_a_successful_backfill_closes_the_dashboard_by_itself(work):
+    """When every partition succeeds, the app exits on its own with 'succeeded'."""
+    live = start_live(work, "true", "2024-01-01", "2024-01-05")
+
+    async def scenario():
+        async with live.app.run_test(size=(100, 30)) as pilot:
+            await wait_until(pilot, lambda: not live.app.is_running, timeout=30)
+
+    try:
+        run(scenario())
+        assert live.app.return_value == "succeeded"
+    finally:
+        live.finish()
+
+
+def test_a_failed_backfill_stays_open_until_q(work):
+    """A failed backfill keeps the dashboard on its outcome until q."""
+    live = start_live(work, "false", "2024-01-01", "2024-01-03")
+
+    async def scenario():
+        async with live.app.run_test(size=(100, 30)) as pilot:
+            await wait_until(pilot, lambda: live.executor.snapshot().outcome == "failed")
+            await pilot.pause(0.5)
+            assert live.app.is_running
+            assert "Backfill failed" in live.status_line()
+            await pilot.press("q")
+            await wait_until(pilot, lambda: not live.app.is_running)
+
+    try:
+        run(scenario())
+        assert live.app.return_value == "failed"
+    finally:
+        live.finish()
+
+
+def test_resizing_keeps_the_selection_down_to_80x24(work):
+    """Resizing (to 80×24 and back) keeps the selected partition and the rows fit the width."""
+    live = start_live(work, SLOW, "2024-01-01", "2024-12-31", max_parallel=1)
+
+    async def scenario():
+        async with live.app.run_test(size=(140, 45)) as pilot:
+            await pilot.pause(0.2)
+            await pilot.press("pagedown", "down", "down")
+            selected = live.table.selected_index
+            await pilot.resize_terminal(80, 24)
+            await pilot.pause(0.2)
+            assert live.table.selected_index == selected
+            y = live.table.cursor_row - int(live.table.scroll_offset.y)
+            assert 0 <= y < live.table.size.height, "the selected row stays visible"
+            assert len(live.row_text(y)) == live.table.size.width <= 80
+            assert "✓" in live.row_text(0) or "·" in live.row_text(0) or "▶" in live.row_text(0)
+            await pilot.resize_terminal(120, 40)
+            await pilot.pause(0.2)
+            assert live.table.selected_index == selected
+
+    try:
+        run(scenario())
+    finally:
+        live.finish()
+
+
+def test_statuses_repaint_in_place(work):
+    """Rows change in place as statuses change: a queued row becomes running then succeeded."""
+    live = start_live(
+        work,
+        f"{sys.executable} -c 'import time; time.sleep(0.5)'",
+        "2024-01-01",
+        "2024-01-03",
+        max_parallel=1,
+        exit_when_succeeded=False,
+    )
+
+    async def scenario():
+        async with live.app.run_test(size=(100, 30)) as pilot:
+            seen: list[str] = []
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and live.executor.snapshot().outcome is None:
+                text = live.row_text(2)
+                status = next(s.label for s in Status if s.label in text)
+                if not seen or seen[-1] != status:
+                    seen.append(status)
+                await pilot.pause(0.05)
+            await pilot.pause(0.3)
+            assert "succeeded" in live.row_text(2)
+            assert seen[0] == "queued" and "running" in seen
+
+    try:
+        run(scenario())
+    finally:
+        live.finish()
+
+
+def test_no_children_left_after_the_app_closes(work):
+    """Closing the app (even without q) stops the executor's children: none outlives it."""
+    live = start_live(work, SLOW, "2024-01-01", "2024-01-03", max_parallel=2)
+
+    async def scenario():
+        async with live.app.run_test(size=(100, 30)) as pilot:
+            await wait_until(pilot, lambda: len(live.executor.snapshot().running) == 2)
+            return [r.pid for r in live.executor.snapshot().running]
+
+    pids = run(scenario())
+    live.finish()
+    assert not any(alive(pid) for pid in pids)
+    assert os.path.isdir(live.prepared.store.directory)
