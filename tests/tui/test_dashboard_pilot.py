@@ -201,7 +201,8 @@ def test_earlier_attempt_log_with_brackets(work):
     script.write_text(
         "import os, sys\n"
         f"marker = {str(marker)!r}\n"
-        "if not os.path.exists(marker):\n    open(marker, 'w').close()\n    print('first attempt fails')\n    sys.exit(2)\n"
+        "if not os.path.exists(marker):\n"
+        "    open(marker, 'w').close()\n    print('first attempt fails')\n    sys.exit(2)\n"
         "print('second attempt works')\n"
     )
     live = start_live(
