@@ -18,15 +18,17 @@ class Parallelism:
     requested: int
     effective: int
     reason: str | None  # why ``effective`` is below ``requested``, or None
+    short_reason: str | None = None  # the same in a few words, for headers
 
 
 def effective_parallelism(requested: int, workers: int, environment: Environment | None) -> Parallelism:
     """Cap ``requested`` by every connection of the environment; say which connection capped it."""
-    cap, reason = requested, None
+    cap, reason, short = requested, None, None
     for connection in environment.connections if environment else ():
         if connection.kind == "duckdb" and not connection.read_only:
             limit = 1
             why = f"connection {connection.name!r} is a writable DuckDB file (one writer process at a time)"
+            brief = f"writable DuckDB {connection.name!r}"
         elif connection.max_concurrent_assets is not None:
             slots = connection.max_concurrent_assets
             limit = max(1, slots // min(workers, slots))
@@ -34,8 +36,9 @@ def effective_parallelism(requested: int, workers: int, environment: Environment
                 f"connection {connection.name!r} allows {slots} concurrent assets and each child may use "
                 f"min({workers} workers, {slots}) = {min(workers, slots)}"
             )
+            brief = f"{connection.name!r} max {slots} assets"
         else:
             continue
         if limit < cap:
-            cap, reason = limit, why
-    return Parallelism(requested, cap, reason)
+            cap, reason, short = limit, why, brief
+    return Parallelism(requested, cap, reason, short)

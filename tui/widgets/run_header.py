@@ -17,7 +17,7 @@ class RunHeader(Static):
     def _text(source: BackfillSource) -> Text:
         spec, parallelism, options = source.spec, source.parallelism, source.options
         target = spec.target
-        text = Text()
+        text = Text(no_wrap=True, overflow="ellipsis")
         text.append(target.name, style="bold")
         text.append(f"  {target.kind}", style="grey58")
         if spec.environment:
@@ -25,7 +25,7 @@ class RunHeader(Static):
         text.append(f"  {spec.unit.name} in {zone_name(spec.zone)}", style="magenta")
         text.append(f"  {parallelism.effective} parallel × {options.workers} workers")
         if parallelism.reason:
-            text.append(f" (capped: {parallelism.reason})", style="yellow")
+            text.append(f" (capped: {parallelism.short_reason or parallelism.reason})", style="yellow")
         text.append("\n")
         text.append(f"{format_instant(spec.start, spec.zone)} → {format_instant(spec.end, spec.zone)}")
         text.append(" (end exclusive)", style="grey58")

@@ -1,0 +1,79 @@
+"""Make the README's screenshots from the real app over a real backfill of the bundled example.
+
+Copies examples/shop to a scratch repository, starts a backfill of its pipeline
+(real `backfill run` children on a real DuckDB file), lets it run a few seconds
+under the dashboard, and saves:
+
+  screenshots/dashboard.svg   the dashboard mid-run
+  screenshots/details.svg     the details pane of a finished partition with its child's log
+
+Usage: python screenshots/make.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from engine.backfill import create_backfill
+from engine.spec import ExecutionOptions, RunOptions, plan_request
+from tui.app import BackfillApp
+from tui.sources import ExecutorSource
+
+HERE = Path(__file__).resolve().parent
+EXAMPLE = HERE.parent / "examples" / "shop"
+SIZE = (120, 36)
+
+
+async def shoot(app: BackfillApp, executor) -> None:
+    async with app.run_test(size=SIZE) as pilot:
+        deadline = time.monotonic() + 60
+        while executor.snapshot().finished < 14 and time.monotonic() < deadline:
+            await pilot.pause(0.2)
+        await pilot.pause(0.3)
+        app.save_screenshot("dashboard.svg", path=str(HERE))
+        await pilot.press("home", "down", "down", "down", "enter")
+        await pilot.pause(1.0)
+        app.save_screenshot("details.svg", path=str(HERE))
+        await pilot.press("q")
+        await pilot.pause(0.5)
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as scratch:
+        repository = Path(scratch) / "shop"
+        shutil.copytree(EXAMPLE, repository, ignore=shutil.ignore_patterns("*.duckdb", "*.wal", "logs"))
+        (repository / ".git").mkdir()
+        planned = plan_request(
+            target=str(repository / "pipeline"),
+            command=None,
+            name=None,
+            start="2024-01-01",
+            end="2024-03-31",
+            timezone="UTC",
+            partition="daily",
+            environment=None,
+            config_file=None,
+            run_options=RunOptions(),
+            options=ExecutionOptions(max_parallel=4),
+            force=False,
+        )
+        prepared = create_backfill(planned, state_dir=None, cwd=repository)
+        executor = prepared.executor()
+        thread = threading.Thread(target=executor.run, name="executor")
+        thread.start()
+        app = BackfillApp(ExecutorSource(executor, options=prepared.options, parallelism=prepared.parallelism))
+        try:
+            asyncio.run(shoot(app, executor))
+        finally:
+            executor.request_stop("screenshots taken")
+            thread.join()
+    print(f"wrote {HERE / 'dashboard.svg'} and {HERE / 'details.svg'}")
+
+
+if __name__ == "__main__":
+    main()

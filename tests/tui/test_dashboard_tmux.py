@@ -1,0 +1,109 @@
+"""End to end in a real terminal: tmux runs the backfill at 120×40, keys navigate, q stops, the shell shows the summary."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import orjson
+import psutil
+import pytest
+
+from tests.backfills import alive
+from tests.conftest import backfill_argv
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
+
+
+class Tmux:
+    """One tmux server on a private socket, one session."""
+
+    def __init__(self, width: int, height: int, command: str, cwd: Path, env: dict[str, str]) -> None:
+        self.socket = f"backfill-test-{uuid.uuid4().hex[:8]}"
+        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        script = f"cd {shlex.quote(str(cwd))} && env {exports} {command}; echo EXIT=$?; sleep 120"
+        self._tmux("new-session", "-d", "-s", "main", "-x", str(width), "-y", str(height), script)
+
+    def _tmux(self, *args: str) -> str:
+        return subprocess.run(["tmux", "-L", self.socket, *args], check=True, capture_output=True, text=True).stdout
+
+    def keys(self, *keys: str) -> None:
+        for key in keys:
+            self._tmux("send-keys", "-t", "main", key)
+            time.sleep(0.15)
+
+    def screen(self) -> str:
+        return self._tmux("capture-pane", "-p", "-t", "main")
+
+    def wait_for(self, text: str, timeout: float = 30.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if text in screen:
+                return screen
+            time.sleep(0.1)
+        raise AssertionError(f"{text!r} never appeared; the screen shows:\n{self.screen()}")
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)
+
+
+def test_dashboard_in_a_real_terminal(tmp_path, home):
+    """Rows, follow, navigation, details and q in tmux; the shell then shows the summary and no child is left."""
+    work = tmp_path / "work"
+    (work / ".git").mkdir(parents=True)
+    child = shlex.join([sys.executable, "-c", "import time; print('hello from the child', flush=True); time.sleep(60)"])
+    command = shlex.join(
+        [
+            *backfill_argv(),
+            "--command",
+            child,
+            "--start-date",
+            "2024-01-01",
+            "--end-date",
+            "2024-03-31",
+            "--max-parallel",
+            "3",
+        ]
+    )
+    tmux = Tmux(120, 40, command, work, {**home, "TERM": "xterm-256color"})
+    try:
+        screen = tmux.wait_for("follow on")
+        tmux.wait_for("▶ running")
+        screen = tmux.screen()
+        assert "0  2024-01-01 00:00 → 2024-01-02 00:00  ▶ running" in screen
+        assert "3  2024-01-04 00:00 → 2024-01-05 00:00  · queued" in screen
+        assert "3 parallel × 16 workers" in screen and "(end exclusive)" in screen
+        tmux.keys("Down", "Down")
+        screen = tmux.wait_for("follow off — press f to follow execution")
+        assert "▸  2  2024-01-03 00:00" in screen
+        tmux.keys("End")
+        screen = tmux.wait_for("90  2024-03-31 00:00 → 2024-04-01 00:00")
+        tmux.keys("Home", "Enter")
+        screen = tmux.wait_for("partition 0")
+        assert "2024-01-01T00:00:00Z → 2024-01-02T00:00:00Z" in screen
+        tmux.wait_for("hello from the child")
+        backfill = next((work / "logs" / "backfills").iterdir())
+        pids = [orjson.loads(p.read_bytes())["attempts"][-1]["pid"] for p in (backfill / "partitions").glob("*.json")]
+        assert len(pids) == 3 and all(alive(pid) for pid in pids)
+        tmux.keys("q")
+        screen = tmux.wait_for("EXIT=130", timeout=60)
+        assert f"backfill {backfill.name} cancelled after" in screen
+        assert "partitions  91: 88 queued, 3 cancelled" in screen
+        assert f"resume      backfill --continue {backfill.name}" in screen
+        assert not any(alive(pid) for pid in pids)
+        leftovers = []
+        for process in psutil.process_iter(["pid"]):
+            try:
+                if process.environ().get("BACKFILL_ID") == backfill.name:
+                    leftovers.append(process.pid)
+            except (psutil.Error, OSError):
+                continue
+        assert leftovers == []
+    finally:
+        tmux.close()
