@@ -1,4 +1,4 @@
-"""End to end in a real terminal: tmux runs the backfill at 120×40, keys navigate, q stops, the shell shows the summary."""
+"""End to end in a real terminal: tmux runs a backfill at 120×40, keys navigate, q stops, the summary shows."""
 
 from __future__ import annotations
 
