@@ -7,6 +7,7 @@ from collections.abc import Callable
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
@@ -74,14 +75,19 @@ class DashboardScreen(Screen[None]):
 
     def refresh_from_source(self) -> SourceState:
         state = self.source.poll()
+        if not self.is_attached or not self.children:
+            return state  # not composed yet, or being torn down at exit
         changed = state.version != self.last_version
         self.last_version = state.version
         self.last_state = state
-        self.query_one(CompletionBar).show(state)
-        self.table.update_running(state.running, changed)
-        if self.details.display:
-            self.details.poll()
-        self._show_state(state)
+        try:
+            self.query_one(CompletionBar).show(state)
+            self.table.update_running(state.running, changed)
+            if self.details.display:
+                self.details.poll()
+            self._show_state(state)
+        except NoMatches:  # widgets are being removed while the app exits
+            pass
         return state
 
     def _show_state(self, state: SourceState) -> None:

@@ -48,7 +48,10 @@ class PartitionDetails(Vertical):
     def show_partition(self, index: int, *, force: bool = False) -> None:
         board = self.source.board
         signature = (index, board.raw()[index], board.attempts(index))
-        if not force and signature == self._signature:
+        # The record may lag the status board by a few milliseconds (it is written by another thread):
+        # keep re-reading until it holds every attempt the board counts.
+        caught_up = len(self.attempts) >= board.attempts(index)
+        if not force and signature == self._signature and caught_up:
             return
         same_partition = self.index == index
         was_latest = self.chosen is None or self.chosen == len(self.attempts) - 1
