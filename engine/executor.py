@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from engine.catalog import partitions_stamp, write_summary
 from engine.children import ChildFactory
 from engine.durations import format_duration
 from engine.launcher import Child, ForkExecLauncher, Launcher, describe_exit
@@ -35,6 +36,7 @@ from engine.store import StateStore
 from engine.takeover import Takeover, process_started
 
 TERM_AFTER = 2.0  # seconds between SIGINT and SIGTERM when stopping a child
+SUMMARY_SECONDS = 2.0  # how often the counts cache for `backfill list` is refreshed while running
 EVENTS_KEPT = 512
 
 
@@ -131,6 +133,7 @@ class Executor:
         self._exhausted = False
         self._selector = selectors.DefaultSelector()
         self._writer = RecordWriter(store.partitions)
+        self._summary_written = 0.0
 
     # ---------------------------------------------------------------- front-end API
 
@@ -182,10 +185,12 @@ class Executor:
                 self._wait_for_exits(self._next_wakeup())
                 self._reap()
                 self._enforce_deadlines()
+                self._maybe_write_summary()
         finally:
             self._stop_everything_and_wait()
             self._selector.close()
             self._writer.close()
+            write_summary(self.store, self.board, partitions_stamp(self.store))
         outcome = self._decide_outcome()
         with self._lock:
             self._outcome = outcome
@@ -194,6 +199,13 @@ class Executor:
         self.takeover.children_lock.release()
         self.takeover.lock.release()
         return Outcome(outcome, self.board.counts(), self._selected, list(self._failed))
+
+    def _maybe_write_summary(self) -> None:
+        """Refresh the counts cache that `backfill list` reads, at most every SUMMARY_SECONDS."""
+        now = time.monotonic()
+        if now - self._summary_written >= SUMMARY_SECONDS:
+            self._summary_written = now
+            write_summary(self.store, self.board, partitions_stamp(self.store))
 
     def _set_state(self, state: str) -> None:
         with self._lock:

@@ -63,3 +63,16 @@ def spec_of(manifest: dict[str, Any]) -> BackfillSpec:
             f"version of backfill plans {len(spec.plan)} from the same inputs"
         )
     return spec
+
+
+def initial_options(manifest: dict[str, Any]) -> ExecutionOptions:
+    """The execution controls of the backfill's first invocation (the defaults of a resume)."""
+    saved = manifest.get("initial_execution") or {}
+    return ExecutionOptions(
+        max_parallel=saved.get("max_parallel", 1),
+        workers=saved.get("workers", 16),
+        retries=saved.get("retries", 0),
+        on_failure=saved.get("on_failure", "stop"),
+        reverse=saved.get("reverse", False),
+        timeout=saved.get("timeout"),
+    )

@@ -22,6 +22,7 @@ def main() -> int:
     parser.add_argument("--spans")
     parser.add_argument("--sleep", type=float, default=0.0)
     parser.add_argument("--fail-on", action="append", default=[])
+    parser.add_argument("--fail-while", help="fail the --fail-on dates only while this file exists")
     parser.add_argument("--fail-first-attempt")
     parser.add_argument("--ignore-signals", action="store_true")
     parser.add_argument("--exclusive-dir", help="hold a lock per partition; record any overlap with a sibling")
@@ -68,7 +69,7 @@ def main() -> int:
             open(marker, "w").close()
             print("failing the first attempt on purpose", file=sys.stderr)
             return 7
-    if args.start[:10] in args.fail_on:
+    if args.start[:10] in args.fail_on and (args.fail_while is None or os.path.exists(args.fail_while)):
         print(f"failing {args.start[:10]} on purpose", file=sys.stderr)
         return 3
     return 0

@@ -1,28 +1,45 @@
-"""The Textual app: a dashboard over a live executor (and, for browsing, over saved backfills).
+"""The Textual app: the live dashboard over an executor, and the browser of saved backfills.
 
-The app polls its source ``POLL_SECONDS`` apart and never blocks the engine; the
+The app polls its sources ``POLL_SECONDS`` apart and never blocks the engine; the
 engine never calls the app. ``clock`` and ``frozen`` exist for tests and
-screenshots: a fixed clock and no blinking cursor make the screen reproducible.
+screenshots: a fixed clock, no polling and no blinking cursor make the screen
+reproducible.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from textual.app import App
 from textual.binding import Binding
 
+from engine.backfill import Loaded, Prepared, prepare_resume
+from engine.errors import BackfillError
+from engine.executor import Executor
 from engine.snapshot import FINISHED
+from engine.store import StateStore
 from tui.screens.dashboard import DashboardScreen
-from tui.sources import BackfillSource
+from tui.sources import BackfillSource, ExecutorSource, open_saved
 
 POLL_SECONDS = 0.1
 
 
+@dataclass
+class StartedRun:
+    """A rerun started from the browser: its executor thread is joined when the app ends."""
+
+    prepared: Prepared
+    executor: Executor
+    thread: threading.Thread
+    started: float
+
+
 class BackfillApp(App[str | None]):
-    """Returns the outcome it saw last (succeeded, failed, cancelled) or None."""
+    """Returns the outcome of the live run it showed last (succeeded, failed, cancelled), or None."""
 
     CSS_PATH = Path(__file__).with_name("dashboard.tcss")
     TITLE = "backfill"
@@ -31,47 +48,107 @@ class BackfillApp(App[str | None]):
 
     def __init__(
         self,
-        source: BackfillSource,
+        source: BackfillSource | None = None,
         *,
+        root: Path | None = None,
+        open_store: StateStore | None = None,
         clock: Callable[[], float] = time.time,
         frozen: bool = False,
-        exit_when_succeeded: bool = True,
+        closes_when_done: bool | None = None,
     ) -> None:
         super().__init__()
         self.source = source
+        self.root = root
+        self.open_store = open_store
         self.clock = clock
         self.frozen = frozen
-        self.exit_when_succeeded = exit_when_succeeded
+        # The command line's live dashboard closes itself when the run succeeded or was stopped;
+        # the browser stays open until the user leaves.
+        self.closes_when_done = source is not None if closes_when_done is None else closes_when_done
         self.stop_requested = False
         self.outcome: str | None = None
+        self.started_runs: list[StartedRun] = []
 
     def on_mount(self) -> None:
         if self.frozen:
             self.cursor_blink = False
-        self.push_screen(DashboardScreen(self.source, self.clock))
+        if self.source is not None:
+            self.push_screen(DashboardScreen(self.source, self.clock))
+        elif self.open_store is not None:
+            self.push_screen(DashboardScreen(open_saved(self.open_store), self.clock))
+        else:
+            from tui.screens.backfill_list import BackfillListScreen
+
+            self.push_screen(BackfillListScreen(self.root or Path.cwd(), frozen=self.frozen))
         if not self.frozen:
             self.set_interval(POLL_SECONDS, self.poll_source)
 
+    # ---------------------------------------------------------------- polling
+
+    def dashboard(self) -> DashboardScreen | None:
+        screens = [s for s in self.screen_stack if isinstance(s, DashboardScreen)]
+        return screens[-1] if screens else None
+
     def poll_source(self) -> None:
-        screen = self.screen
-        if not isinstance(screen, DashboardScreen):
-            dashboards = [s for s in self.screen_stack if isinstance(s, DashboardScreen)]
-            if not dashboards:
-                return
-            screen = dashboards[-1]
+        screen = self.dashboard()
+        if screen is None:
+            return
         state = screen.refresh_from_source()
-        if state.state == FINISHED:
+        if state.state == FINISHED and screen.source.can_stop:
             self.outcome = state.outcome
-            if self.stop_requested or (state.outcome == "succeeded" and self.exit_when_succeeded):
+            if self.closes_when_done and (self.stop_requested or state.outcome == "succeeded"):
                 self.exit(state.outcome)
 
-    def action_stop(self, reason: str) -> None:
-        """Stop the run (first press) or quit once it has finished (or when nothing runs)."""
-        state = self.source.poll()
-        if self.source.can_stop and state.state not in (FINISHED,):
-            if not self.stop_requested:
-                self.stop_requested = True
-                self.source.stop(reason)
-                self.poll_source()
+    # ---------------------------------------------------------------- browsing and rerunning
+
+    def open_backfill(self, directory: Path) -> None:
+        try:
+            source = open_saved(StateStore(directory))
+        except BackfillError as error:
+            self.notify(str(error), title="cannot open this backfill", severity="error", timeout=8)
             return
-        self.exit(state.outcome)
+        self.push_screen(DashboardScreen(source, self.clock))
+
+    def start_rerun(self, source: BackfillSource, options, selection) -> None:
+        """Resume a saved backfill on an engine thread, exactly as `backfill --continue` does,
+        and show it in a live dashboard instead of the browsed one."""
+        store = source.store
+        try:
+            manifest = store.read_manifest()
+            board, running = store.load_board(source.spec.plan, source.spec.ids.of)
+            loaded = Loaded(store, source.spec, manifest, board, running, store.directory.parent)
+            prepared = prepare_resume(loaded, options, selection)
+        except BackfillError as error:
+            self.notify(str(error), title="cannot rerun", severity="error", timeout=10)
+            return
+        executor = prepared.executor()
+        thread = threading.Thread(target=executor.run, name="executor")
+        thread.start()
+        self.started_runs.append(StartedRun(prepared, executor, thread, time.monotonic()))
+        live = ExecutorSource(executor, options=prepared.options, parallelism=prepared.parallelism)
+        self.stop_requested = False
+        self.switch_screen(DashboardScreen(live, self.clock))
+
+    def action_stop(self, reason: str) -> None:
+        """Stop a live run (first press); otherwise leave this dashboard, or the app from its first screen."""
+        screen = self.dashboard()
+        if screen is not None and screen is self.screen:
+            state = screen.source.poll()
+            if screen.source.can_stop and state.state != FINISHED:
+                if not self.stop_requested:
+                    self.stop_requested = True
+                    screen.source.stop(reason)
+                    self.poll_source()
+                return
+            self.outcome = state.outcome if screen.source.can_stop else self.outcome
+            if len(self.screen_stack) > 2:
+                self.pop_screen()
+                return
+        self.exit(self.outcome)
+
+    def stop_started_runs(self) -> None:
+        """Whatever happened to the app, no rerun it started outlives it."""
+        for run in self.started_runs:
+            if run.thread.is_alive():
+                run.executor.request_stop("the browser closed")
+            run.thread.join()

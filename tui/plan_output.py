@@ -110,6 +110,7 @@ def write_text(
     stop: int,
     limit: int,
     next_page_hint: str,
+    listed_total: int | None = None,
 ) -> None:
     """A static listing: header, counts, the page's rows and how to see the next page."""
     lines = [title]
@@ -125,9 +126,9 @@ def write_text(
             f"  {str(row['index']).rjust(index_width)}  {row['id'][:12]}  {row['status']:<9}  "
             f"{row['start']:<26}  {row['end']}\n"
         )
-    total = summary["total"]
+    total = summary["total"] if listed_total is None else listed_total
     if begin >= stop:
-        out.write(f"\n(no partitions at offset {begin}; the plan has {total})\n")
+        out.write(f"\n(no partitions at offset {begin}; {total} listed)\n")
     else:
         out.write(f"\nshowing {begin + 1}–{stop} of {total}")
         if stop < total:

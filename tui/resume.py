@@ -14,6 +14,7 @@ from pathlib import Path
 from engine.backfill import Loaded, load_backfill, prepare_resume, resume_parallelism
 from engine.durations import parse_duration
 from engine.errors import BadInput
+from engine.manifest import initial_options
 from engine.rerun import PartitionSelection
 from engine.spec import ExecutionOptions, check_execution_options
 from tui.arguments import UsageError
@@ -50,15 +51,7 @@ def _check_no_plan_inputs(args: argparse.Namespace) -> None:
 
 def resumed_options(args: argparse.Namespace, loaded: Loaded) -> ExecutionOptions:
     """The initial invocation's controls, overridden by those given now."""
-    saved = loaded.manifest.get("initial_execution") or {}
-    options = ExecutionOptions(
-        max_parallel=saved.get("max_parallel", 1),
-        workers=saved.get("workers", 16),
-        retries=saved.get("retries", 0),
-        on_failure=saved.get("on_failure", "stop"),
-        reverse=saved.get("reverse", False),
-        timeout=saved.get("timeout"),
-    ).with_changes(
+    options = initial_options(loaded.manifest).with_changes(
         max_parallel=args.max_parallel,
         workers=args.workers,
         retries=args.retries,

@@ -10,6 +10,7 @@ from engine.parallelism import Parallelism
 from engine.partitions import PartitionDescriber
 from engine.rerun import PartitionSelection
 from engine.spec import ExecutionOptions, Planned
+from engine.status import Status
 from tui.backfill_command import header_lines
 from tui.plan_output import page_bounds, page_rows, summary_json, write_text
 
@@ -23,25 +24,43 @@ def print_state_text(
     limit: int,
     *,
     title: str,
+    statuses: frozenset[Status] | None = None,
 ) -> None:
+    """The saved state as a static listing; ``statuses`` restricts the listed partitions (not the counts)."""
     spec, board = loaded.spec, loaded.board
     total = len(spec.plan)
-    begin, stop = page_bounds(total, offset, limit)
     selected = selection.count(board) if selection else total
+    indices = None
+    if statuses is not None:
+        wanted, raw = bytes(sorted(statuses)), board.raw()
+        indices = [index for index in range(total) if raw[index] in wanted]
+    listed = len(indices) if indices is not None else total
+    begin, stop = page_bounds(listed, offset, limit)
 
     def decorate(row: dict[str, Any]) -> None:
         row["status"] = board.status(row["index"]).label
 
-    planned = Planned(spec, options, parallelism)
-    header = header_lines(planned, [("state", str(loaded.store.directory))])
+    describer = PartitionDescriber(spec)
+    if indices is None:
+        rows = page_rows(describer, begin, stop, decorate)
+    else:
+        rows = (_decorated(describer, spec.plan.interval(index), decorate) for index in indices[begin:stop])
+    header = header_lines(Planned(spec, options, parallelism), [("state", str(loaded.store.directory))])
     write_text(
         sys.stdout,
         title=title,
         header=header,
         summary=summary_json(total, board.counts(), total - selected),
-        rows=page_rows(PartitionDescriber(spec), begin, stop, decorate),
+        rows=rows,
         begin=begin,
         stop=stop,
         limit=limit,
         next_page_hint="repeat with",
+        listed_total=listed,
     )
+
+
+def _decorated(describer: PartitionDescriber, interval, decorate) -> dict[str, Any]:
+    row = describer.describe(interval)
+    decorate(row)
+    return row

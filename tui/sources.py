@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from engine.executor import Executor
 from engine.parallelism import Parallelism
 from engine.snapshot import FINISHED, RunningPartition
 from engine.spec import BackfillSpec, ExecutionOptions
-from engine.status import StatusBoard
+from engine.status import Status, StatusBoard
 from engine.store import StateStore
 
 IDLE = "idle"  # a saved backfill nobody is running
@@ -146,3 +147,124 @@ def is_finished(state: SourceState) -> bool:
 
 def wall_clock() -> float:
     return time.time()
+
+
+class WatchedSource(SavedSource):
+    """A saved backfill that an executor in another process is running: records are re-read as they change.
+
+    The ``partitions/`` directory's time tells when anything changed; then only files whose own time
+    changed are read again. When the other executor releases its lock, the backfill is idle again.
+    """
+
+    RESCAN_SECONDS = 0.3
+
+    def __init__(
+        self,
+        spec: BackfillSpec,
+        store: StateStore,
+        board: StatusBoard,
+        running: list,
+        options: ExecutionOptions,
+        parallelism: Parallelism,
+    ) -> None:
+        generation = store.read_generation()
+        started = _unix(generation.started_at) if generation else None
+        super().__init__(spec, store, board, running, options, parallelism, started_at=started)
+        self.pid = generation.pid if generation else None
+        self._version = 1
+        self._stamp = -1
+        self._mtimes: dict[str, int] = {}
+        self._running_records = {r.index: r for r in running}
+        self._last_scan = 0.0
+        self._idle = False
+        self._rescan()
+
+    def _rescan(self) -> None:
+        import os
+
+        from engine.catalog import partitions_stamp
+        from engine.records import read_record
+
+        stamp = partitions_stamp(self.store)
+        if stamp == self._stamp:
+            return
+        self._stamp = stamp
+        changed = False
+        with os.scandir(self.store.partitions) as entries:
+            for entry in entries:
+                if not entry.name.endswith(".json") or entry.name.startswith("."):
+                    continue
+                mtime = entry.stat().st_mtime_ns
+                if self._mtimes.get(entry.name) == mtime:
+                    continue
+                self._mtimes[entry.name] = mtime
+                record = read_record(Path(entry.path), self.spec.plan, self.spec.ids.of)
+                status = Status.parse(record.status)
+                self.board.set(record.index, status)
+                self.board.set_attempts(record.index, len(record.attempts))
+                if record.attempts:
+                    self.board.set_duration(record.index, record.attempts[-1].duration)
+                if status is Status.RUNNING:
+                    self._running_records[record.index] = record
+                else:
+                    self._running_records.pop(record.index, None)
+                changed = True
+        if changed:
+            self._version += 1
+            self._running = tuple(
+                RunningPartition(
+                    r.index,
+                    r.id,
+                    r.attempts[-1].run_id,
+                    len(r.attempts),
+                    _unix(r.attempts[-1].started_at),
+                    r.attempts[-1].pid or 0,
+                )
+                for r in sorted(self._running_records.values(), key=lambda r: r.index)
+                if r.attempts
+            )
+
+    def poll(self) -> SourceState:
+        now = time.monotonic()
+        if not self._idle and now - self._last_scan >= self.RESCAN_SECONDS:
+            self._last_scan = now
+            self._rescan()
+            from engine.catalog import is_running
+
+            if not is_running(self.store):
+                self._idle = True
+                self._rescan()
+                self._version += 1
+        counts = self.board.counts()
+        state = IDLE if self._idle else RUNNING_ELSEWHERE
+        finished = counts["succeeded"] + counts["failed"] + counts["cancelled"]
+        return SourceState(
+            self._version,
+            counts,
+            self.board.size,
+            self.board.size,
+            finished,
+            self._running,
+            state,
+            None,
+            None,
+            self.started_at,
+        )
+
+
+RUNNING_ELSEWHERE = "running elsewhere"
+
+
+def open_saved(store: StateStore) -> SavedSource:
+    """The source for browsing a saved backfill: watched when another process runs it, else read once."""
+    from engine.backfill import shown_parallelism
+    from engine.catalog import is_running
+    from engine.manifest import initial_options, spec_of
+
+    spec = spec_of(store.read_manifest())
+    options = initial_options(store.read_manifest())
+    board, running = store.load_board(spec.plan, spec.ids.of)
+    parallelism = shown_parallelism(spec, options)
+    if is_running(store):
+        return WatchedSource(spec, store, board, running, options, parallelism)
+    return SavedSource(spec, store, board, running, options, parallelism)

@@ -46,6 +46,7 @@ def write_state_json(
     offset: int,
     limit: int,
     indices: list[int] | None = None,
+    extra_backfill: dict[str, Any] | None = None,
 ) -> None:
     """``{backfill, options, summary, partitions, page, has_more}`` with statuses and attempts.
 
@@ -76,7 +77,7 @@ def write_state_json(
     planned = Planned(spec, options, parallelism)
     write_json(
         out,
-        backfill=backfill_json(spec, store),
+        backfill={**backfill_json(spec, store), **(extra_backfill or {})},
         options=options_json(planned),
         summary=summary_json(total, board.counts(), skipped),
         rows=rows,

@@ -9,6 +9,7 @@ real executors.
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -116,6 +117,58 @@ def build_saved_backfill(root: Path) -> StateStore:
                     "psycopg.OperationalError: connection to server lost",
                 ]
             log.write_text("\n".join(lines) + "\n")
+    stamp = int((FROZEN - 30) * 1e9)
+    os.utime(store.partitions, ns=(stamp, stamp))  # "last activity" is the directory's time: fix it too
+    return store
+
+
+def build_complete_backfill(root: Path) -> StateStore:
+    """A small finished backfill of a pipeline-like command, every partition succeeded."""
+    planned = plan_request(
+        target=None,
+        command="dbt run --vars {start_date}",
+        name="dbt daily models",
+        start="2024-02-01",
+        end="2024-02-07",
+        timezone="UTC",
+        partition="daily",
+        environment=None,
+        config_file=None,
+        run_options=RunOptions(),
+        options=ExecutionOptions(),
+        force=False,
+    )
+    spec = planned.spec
+    backfill_id = "20240314-090000-c0ffee"
+    store = StateStore(root / backfill_id)
+    manifest = manifest_of(spec, backfill_id=backfill_id, working_directory="/srv/dbt", options=planned.options)
+    manifest["created_at"] = _when(86_400)
+    store.create(manifest)
+    for interval in spec.plan:
+        run_id = f"{backfill_id}-p{interval.index}-a1"
+        attempt = Attempt(
+            run_id,
+            "succeeded",
+            _when(86_000 - interval.index * 60),
+            _when(85_990 - interval.index * 60),
+            exit_code=0,
+            log=f"children/{run_id}.log",
+            duration=10.0,
+        )
+        record = PartitionRecord(
+            spec.ids.of(interval.start, interval.end),
+            interval.index,
+            "",
+            "",
+            interval.start,
+            interval.end,
+            "succeeded",
+            [attempt],
+        )
+        store.write_record(record, durable=False)
+        (store.directory / attempt.log).write_text("ok\n")
+    stamp = int((FROZEN - 85_000) * 1e9)
+    os.utime(store.partitions, ns=(stamp, stamp))
     return store
 
 

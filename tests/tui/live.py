@@ -89,7 +89,7 @@ def screen_text(app) -> str:
     for match in re.finditer(
         r'<text[^>]*?x="([\d.]+)" y="([\d.]+)" textLength="([\d.]+)"[^>]*clip-path[^>]*>([^<]*)</text>', svg
     ):
-        content = html.unescape(match.group(4)).replace("\xa0", " ")
+        content = html.unescape(match.group(4)).replace("\xa0", " ").replace("\n", " ").replace("\n", " ")
         spans.append((float(match.group(2)), float(match.group(1)), float(match.group(3)), content))
     widths = [length / len(text) for _, _, length, text in spans if text and length]
     cell = min(widths) if widths else 12.2

@@ -26,8 +26,19 @@ class Tmux:
     def __init__(self, width: int, height: int, command: str, cwd: Path, env: dict[str, str]) -> None:
         self.socket = f"backfill-test-{uuid.uuid4().hex[:8]}"
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        script = f"cd {shlex.quote(str(cwd))} && env {exports} {command}; echo EXIT=$?; sleep 120"
-        self._tmux("new-session", "-d", "-s", "main", "-x", str(width), "-y", str(height), script)
+        # Start a plain shell, make sure the window has its final size, and only then type the command:
+        # a program started with the session can see the default 80×24 before tmux applies -x/-y.
+        self._tmux("new-session", "-d", "-s", "main", "-x", str(width), "-y", str(height), "sh")
+        self._tmux("resize-window", "-t", "main", "-x", str(width), "-y", str(height))
+        deadline = time.monotonic() + 10
+        while self._tmux("display", "-p", "-t", "main", "#{pane_width}x#{pane_height}").strip() != f"{width}x{height}":
+            if time.monotonic() > deadline:
+                raise AssertionError("tmux did not take the requested size")
+            time.sleep(0.05)
+        # COLUMNS and LINES (set under pytest) would override the real size for Textual: drop them.
+        line = f"clear; cd {shlex.quote(str(cwd))} && env -u COLUMNS -u LINES {exports} {command}; echo EXIT=$?"
+        self._tmux("send-keys", "-t", "main", "-l", line)
+        self._tmux("send-keys", "-t", "main", "Enter")
 
     def _tmux(self, *args: str) -> str:
         return subprocess.run(["tmux", "-L", self.socket, *args], check=True, capture_output=True, text=True).stdout

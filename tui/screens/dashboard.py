@@ -36,6 +36,8 @@ class DashboardScreen(Screen[None]):
         Binding("N", "next_failed(-1)", "Prev failed", show=False),
         Binding("left_square_bracket", "attempt(-1)", "Prev attempt", show=False),
         Binding("right_square_bracket", "attempt(1)", "Next attempt", show=False),
+        Binding("space", "mark", "Mark", show=False),
+        Binding("r", "rerun", "Rerun"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "app.stop('stopped from the dashboard (q)')", "Stop / quit"),
     ]
@@ -175,3 +177,43 @@ class DashboardScreen(Screen[None]):
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen())
+
+    def action_mark(self) -> None:
+        """Mark or unmark the selected partition (the rerun form can run the marked ones)."""
+        self.table.toggle_mark()
+
+    def action_rerun(self) -> None:
+        from tui.screens.rerun_form import RerunForm, partition_choices
+        from tui.sources import RUNNING_ELSEWHERE
+
+        state = self.source.poll()
+        if self.source.can_stop and state.state != FINISHED:
+            self.notify(
+                "the backfill is running here: wait for it to end (or stop it with q) to rerun",
+                severity="warning",
+                timeout=4,
+            )
+            return
+        blocked = None
+        if state.state == RUNNING_ELSEWHERE:
+            pid = getattr(self.source, "pid", None)
+            blocked = (
+                f"This backfill is running in another process{f' (PID {pid})' if pid else ''}: "
+                "it cannot be resumed here. Wait for it to end, or stop it there."
+            )
+        line = self.query_one(StatusLine)
+        rows = self.table.rows
+        filtered = frozenset(rows.index_at(r) for r in range(len(rows))) if rows.filtered else None
+        choices = partition_choices(
+            self.source,
+            selected=self.table.selected_index,
+            marked=frozenset(self.table.marked),
+            filter_label=line.filter_label,
+            filter_indices=filtered,
+        )
+
+        def submitted(request) -> None:
+            if request is not None:
+                self.app.start_rerun(self.source, request.options, request.selection)  # type: ignore[attr-defined]
+
+        self.app.push_screen(RerunForm(self.source, choices, blocked=blocked), submitted)

@@ -20,8 +20,11 @@ KEYS = [
     ("w  G/End", "in the log: wrap lines, jump to the end (and tail it)"),
     ("/  s", "filter partitions by status"),
     ("n  N", "next or previous failed partition"),
-    ("r", "rerun form (browser)"),
+    ("space", "mark or unmark a partition (the rerun form can run the marked ones)"),
+    ("r", "rerun form: which partitions, retries, parallelism, policy, timeout"),
     ("q  Ctrl+C", "stop: stop scheduling, cancel active runs, wait for them; quit once finished"),
+    ("q  Esc", "in a browsed backfill: back to the list; in the list: quit"),
+    ("Enter  Ctrl+R", "in the list: open the backfill; reload the list"),
     ("Esc", "close the details pane or this screen"),
     ("?", "this help"),
 ]

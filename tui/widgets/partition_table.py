@@ -43,6 +43,7 @@ STATUS_STYLES = {
     Status.CANCELLED: Style(color="yellow3"),
 }
 CURSOR = Style(bgcolor="grey23", bold=True)
+MARK = Style(color="magenta", bold=True)
 DIM = Style(color="grey58")
 PLAIN = Style()
 
@@ -84,6 +85,7 @@ class PartitionTable(ScrollView, can_focus=True):
         self.formatter = InstantFormatter(source.spec.zone)
         self.rows = RowIndex(self.board)
         self.running: dict[int, RunningPartition] = {}
+        self.marked: set[int] = set()
         self._painted: dict[int, tuple] = {}
         self._index_width = len(str(max(len(self.plan) - 1, 0)))
         self._interval_width = self._measure_interval_width()
@@ -153,7 +155,15 @@ class PartitionTable(ScrollView, can_focus=True):
         status = self.board.raw()[index]
         running = self.running.get(index)
         elapsed = max(0, int(self.clock() - running.started_at)) if running else None
-        return (index, status, self.board.attempts(index), self.board.duration(index), elapsed, row == self.cursor_row)
+        return (
+            index,
+            status,
+            self.board.attempts(index),
+            self.board.duration(index),
+            elapsed,
+            row == self.cursor_row,
+            index in self.marked,
+        )
 
     def _repaint_changed(self) -> None:
         top = int(self.scroll_offset.y)
@@ -172,7 +182,7 @@ class PartitionTable(ScrollView, can_focus=True):
             return Strip.blank(width)
         signature = self._signature(row)
         self._painted[row] = signature
-        index, status_code, attempts, duration, elapsed, is_cursor = signature
+        index, status_code, attempts, duration, elapsed, is_cursor, is_marked = signature
         status = Status(status_code)
         if elapsed is not None:
             time_text = format_elapsed(elapsed) if elapsed >= 10 else f"{elapsed}s"
@@ -182,7 +192,9 @@ class PartitionTable(ScrollView, can_focus=True):
             time_text = ""
         base = CURSOR if is_cursor else PLAIN
         segments = [
-            Segment(("▸ " if is_cursor else "  ") + str(index).rjust(self._index_width) + "  ", base + DIM),
+            Segment("▸" if is_cursor else " ", base + DIM),
+            Segment("●" if is_marked else " ", base + MARK),
+            Segment(str(index).rjust(self._index_width) + "  ", base + DIM),
             Segment(self._interval_text(index).ljust(self._interval_width) + "  ", base),
             Segment(f"{SYMBOLS[status]} {status.label:<9}  ", base + STATUS_STYLES[status]),
             Segment(f"{attempts if attempts else '':>3}  {time_text:>8}", base),
@@ -223,6 +235,13 @@ class PartitionTable(ScrollView, can_focus=True):
             return
         self.cursor_row = max(0, min(len(self.rows) - 1, row))
         self._scroll_cursor_into_view()
+
+    def toggle_mark(self) -> None:
+        index = self.selected_index
+        if index is None:
+            return
+        self.marked.symmetric_difference_update({index})
+        self.refresh_line(self.cursor_row)
 
     def select_index(self, index: int) -> None:
         """Move the cursor to a partition (turns follow off)."""

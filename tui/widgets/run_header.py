@@ -8,6 +8,8 @@ from textual.widgets import Static
 from engine.instants import format_instant, zone_name
 from tui.sources import BackfillSource
 
+NAME_WIDTH = 40  # a long command template must not push the zone and parallelism off the line
+
 
 class RunHeader(Static):
     def __init__(self, source: BackfillSource, **kwargs) -> None:
@@ -18,7 +20,8 @@ class RunHeader(Static):
         spec, parallelism, options = source.spec, source.parallelism, source.options
         target = spec.target
         text = Text(no_wrap=True, overflow="ellipsis")
-        text.append(target.name, style="bold")
+        name = target.name if len(target.name) <= NAME_WIDTH else target.name[: NAME_WIDTH - 1] + "…"
+        text.append(name, style="bold")
         text.append(f"  {target.kind}", style="grey58")
         if spec.environment:
             text.append(f"  env {spec.environment}", style="cyan")

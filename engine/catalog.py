@@ -1,0 +1,152 @@
+"""The saved backfills of a state root, each summarized: inputs, counts per status, activity, state.
+
+Counts come from ``.summary.json``, a derived cache stamped with the
+``partitions/`` directory's modification time. Every record write renames a
+file into that directory, which changes the time, so a stale cache is always
+noticed and recomputed by reading the records (strictly). The executor writes
+the cache when it finishes and every few seconds while it runs, so listing a
+backfill of a million partitions reads two small files, not a million.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from engine.atomic import write_atomic
+from engine.errors import StateUnreadable
+from engine.locks import FileLock
+from engine.manifest import spec_of
+from engine.status import STATUS_NAMES, Status, StatusBoard
+from engine.store import MANIFEST, StateStore
+
+SUMMARY = ".summary.json"
+COMPLETE, INCOMPLETE, RUNNING_NOW = "complete", "incomplete", "running"
+
+
+def partitions_stamp(store: StateStore) -> int:
+    try:
+        return os.stat(store.partitions).st_mtime_ns
+    except FileNotFoundError:
+        return 0
+
+
+def write_summary(store: StateStore, board: StatusBoard, stamp: int) -> None:
+    """Cache the counts of ``board`` as of the directory time ``stamp`` (taken before the board was read)."""
+    data = {"format": 1, "partitions_mtime_ns": stamp, "counts": board.counts()}
+    with contextlib.suppress(OSError):  # a cache: a read-only store just recomputes next time
+        write_atomic(store.directory / SUMMARY, orjson.dumps(data), durable=False)
+
+
+def read_counts(store: StateStore, manifest: dict[str, Any]) -> dict[str, int]:
+    """Counts per status, from the cache when it is current, else from every record (then cached)."""
+    stamp = partitions_stamp(store)
+    try:
+        cached = orjson.loads((store.directory / SUMMARY).read_bytes())
+        if cached.get("format") == 1 and cached.get("partitions_mtime_ns") == stamp:
+            return {name: int(cached["counts"].get(name, 0)) for name in STATUS_NAMES}
+    except (FileNotFoundError, orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
+        pass
+    spec = spec_of(manifest)
+    board, _ = store.load_board(spec.plan, spec.ids.of)
+    write_summary(store, board, stamp)
+    return board.counts()
+
+
+def is_running(store: StateStore) -> bool:
+    """Whether an executor holds the backfill's lock right now."""
+    if not store.lock_path.exists():
+        return False
+    return FileLock(store.lock_path).is_held_elsewhere()
+
+
+@dataclass(frozen=True)
+class BackfillSummary:
+    id: str
+    directory: Path
+    name: str
+    target: str
+    target_kind: str
+    start: str
+    end: str
+    timezone: str
+    partition: str
+    created_at: str
+    last_activity: str
+    total: int
+    counts: dict[str, int]
+    state: str  # complete, incomplete, running
+    error: str | None = None  # why this backfill could not be summarized
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "state_dir": str(self.directory),
+            "name": self.name,
+            "target": self.target,
+            "target_kind": self.target_kind,
+            "start": self.start,
+            "end": self.end,
+            "timezone": self.timezone,
+            "partition": self.partition,
+            "created_at": self.created_at,
+            "last_activity": self.last_activity,
+            "total": self.total,
+            "counts": self.counts,
+            "state": self.state,
+            "error": self.error,
+        }
+
+
+def _iso(nanoseconds: int) -> str:
+    return datetime.fromtimestamp(nanoseconds / 1e9, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def summarize(store: StateStore) -> BackfillSummary:
+    manifest = store.read_manifest()
+    target = manifest.get("target") or {}
+    stamp = partitions_stamp(store)
+    error = None
+    try:
+        counts = read_counts(store, manifest)
+    except StateUnreadable as problem:
+        counts, error = {name: 0 for name in STATUS_NAMES}, str(problem)
+    total = int(manifest.get("partition_count", 0))
+    if is_running(store):
+        state = RUNNING_NOW
+    elif counts.get(Status.SUCCEEDED.label, 0) == total and error is None:
+        state = COMPLETE
+    else:
+        state = INCOMPLETE
+    attempted = sum(counts.values()) - counts.get("queued", 0)
+    return BackfillSummary(
+        id=store.id,
+        directory=store.directory,
+        name=target.get("name", ""),
+        target=target.get("template") or target.get("path") or "",
+        target_kind=target.get("kind", ""),
+        start=manifest.get("start", ""),
+        end=manifest.get("end", ""),
+        timezone=manifest.get("timezone", ""),
+        partition=manifest.get("partition", ""),
+        created_at=manifest.get("created_at", ""),
+        last_activity=_iso(stamp) if attempted and stamp else manifest.get("created_at", ""),
+        total=total,
+        counts=counts,
+        state=state,
+        error=error,
+    )
+
+
+def list_backfills(root: Path) -> list[BackfillSummary]:
+    """Every backfill under ``root``, newest first (IDs sort by creation time)."""
+    if not root.is_dir():
+        return []
+    directories = sorted((p for p in root.iterdir() if (p / MANIFEST).is_file()), key=lambda p: p.name, reverse=True)
+    return [summarize(StateStore(directory)) for directory in directories]

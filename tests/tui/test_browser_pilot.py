@@ -1,0 +1,218 @@
+"""Pilot tests of the browser: saved backfills produced by real runs, browsed, filtered, inspected and rerun."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.backfills import child_command, records, start_background, state_dirs, wait_for
+from tests.conftest import run_backfill
+from tests.tui.live import screen_text
+from tui.app import BackfillApp
+from tui.screens.backfill_list import BackfillListScreen
+from tui.screens.dashboard import DashboardScreen
+from tui.screens.rerun_form import RerunForm
+from tui.sources import ExecutorSource, SavedSource, WatchedSource
+from tui.widgets.details import PartitionDetails
+from tui.widgets.log_view import LogView
+from tui.widgets.partition_table import PartitionTable
+
+EIGHT_DAYS = ("--start-date", "2024-01-01", "--end-date", "2024-01-08")
+
+
+@pytest.fixture
+def work(tmp_path: Path, home, monkeypatch) -> Path:
+    for key, value in home.items():
+        monkeypatch.setenv(key, value)
+    directory = tmp_path / "work"
+    (directory / ".git").mkdir(parents=True)
+    return directory
+
+
+def failed_backfill(work: Path, home, broken: Path) -> Path:
+    """A real run: 2024-01-03 and 2024-01-06 fail twice (with --retries 1) while ``broken`` exists."""
+    broken.write_text("the bug")
+    template = child_command("--fail-on", "2024-01-03", "--fail-on", "2024-01-06", "--fail-while", str(broken))
+    result = run_backfill(
+        "--command", template, *EIGHT_DAYS, "--retries", "1", "--on-failure", "continue", cwd=work, env=home
+    )
+    assert result.returncode == 1, result.stderr
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    return backfill
+
+
+async def wait_until(pilot, condition, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await pilot.pause(0.05)
+
+
+def dashboard(app) -> DashboardScreen:
+    return next(s for s in reversed(app.screen_stack) if isinstance(s, DashboardScreen))
+
+
+def test_list_open_filter_details_attempt_log_rerun_form_live_completion(work, home):
+    """The whole operator path: list → open → filter failed → details → the earlier attempt's log → rerun form
+    (errors shown, Run disabled, then fixed and submitted) → live dashboard → completion; the disk shows it."""
+    broken = work / "BROKEN"
+    backfill = failed_backfill(work, home, broken)
+    app = BackfillApp(root=work / "logs" / "backfills")
+
+    async def scenario():
+        async with app.run_test(size=(120, 44)) as pilot:
+            await pilot.pause(0.2)
+            assert isinstance(app.screen, BackfillListScreen)
+            text = screen_text(app)
+            assert backfill.name in text and "incomplete" in text and "8 ✓6 ✗2" in text
+            await pilot.press("enter")
+            await pilot.pause(0.2)
+            screen = dashboard(app)
+            assert isinstance(screen.source, SavedSource) and not isinstance(screen.source, WatchedSource)
+            table = screen.query_one(PartitionTable)
+            await pilot.press("slash")
+            await pilot.pause(0.1)
+            await pilot.press("down", "down", "down", "down", "enter")
+            await pilot.pause(0.1)
+            assert [table.rows.index_at(r) for r in range(len(table.rows))] == [2, 5]
+            await pilot.press("home", "enter")
+            await pilot.pause(0.2)
+            details = screen.query_one(PartitionDetails)
+            assert details.index == 2 and len(details.attempts) == 2
+            log = screen.query_one(LogView)
+            await wait_until(pilot, lambda: log.index is not None and log.index.line_count >= 2)
+            latest_log = log.path
+            await pilot.press("left_square_bracket")
+            await pilot.pause(0.1)
+            assert log.path != latest_log and log.path.name.endswith("-p2-a1.log")
+            assert "failing 2024-01-03 on purpose" in "\n".join(log.render_line(y).text for y in range(5))
+            await pilot.press("escape", "r")
+            await pilot.pause(0.2)
+            form = app.screen
+            assert isinstance(form, RerunForm)
+            assert "failed (2)" in screen_text(app)
+            retries = form.query_one("#retries")
+            retries.value = "x"
+            form.query_one("#max_parallel").value = "0"
+            await pilot.pause(0.1)
+            text = screen_text(app)
+            assert "'x' is not a whole number: use 0 or more" in text
+            assert "0 is too small: use 1 or more" in text
+            assert form.query_one("#submit").disabled
+            await pilot.press("ctrl+s")
+            assert isinstance(app.screen, RerunForm), "an invalid form cannot be submitted"
+            retries.value = "0"
+            form.query_one("#max_parallel").value = "2"
+            form.query_one("#timeout").value = "soon"
+            await pilot.pause(0.1)
+            assert "'soon' is not a duration (e.g. 30m)" in screen_text(app)
+            assert form.query_one("#submit").disabled
+            form.query_one("#timeout").value = "1m"
+            await pilot.pause(0.1)
+            assert not form.query_one("#submit").disabled
+            broken.unlink()  # the fix is merged
+            await pilot.press("ctrl+s")
+            await pilot.pause(0.2)
+            live = dashboard(app)
+            assert isinstance(live.source, ExecutorSource)
+            await wait_until(pilot, lambda: live.source.poll().outcome is not None)
+            await pilot.pause(0.3)
+            assert live.source.poll().outcome == "succeeded"
+            assert "Backfill succeeded" in screen_text(app)
+
+    asyncio.run(scenario())
+    app.stop_started_runs()
+    final = records(backfill)
+    assert [r["status"] for r in final] == ["succeeded"] * 8
+    assert [len(r["attempts"]) for r in final] == [1, 1, 3, 1, 1, 3, 1, 1]
+    assert final[2]["attempts"][-1]["status"] == "succeeded"
+
+
+def test_marked_partitions_can_be_rerun(work, home):
+    """Space marks partitions; the form offers exactly the marked ones, and only they run again."""
+    broken = work / "BROKEN"
+    backfill = failed_backfill(work, home, broken)
+    app = BackfillApp(root=work / "logs" / "backfills")
+
+    async def scenario():
+        async with app.run_test(size=(120, 44)) as pilot:
+            await pilot.press("enter")
+            await pilot.pause(0.2)
+            await pilot.press("home", "space", "down", "down", "down", "space", "r")
+            await pilot.pause(0.2)
+            assert "the marked partitions (2)" in screen_text(app)
+            await pilot.click("#which-marked")
+            await pilot.pause(0.1)
+            await pilot.press("ctrl+s")
+            live = dashboard(app)
+            await wait_until(pilot, lambda: live.source.poll().outcome is not None)
+
+    asyncio.run(scenario())
+    app.stop_started_runs()
+    assert [len(r["attempts"]) for r in records(backfill)] == [2, 1, 2, 2, 1, 2, 1, 1]
+
+
+def test_a_backfill_running_elsewhere_is_watched_live_and_cannot_be_rerun(work, home):
+    """Opened while another process runs it: rows update from the state files, and the form says it cannot
+    be resumed here (Run disabled)."""
+    process = start_background("--command", child_command("--sleep", "0.4"), *EIGHT_DAYS, cwd=work, env=home)
+    try:
+        backfill = wait_for(lambda: (state_dirs(work / "logs" / "backfills") or [None])[0])
+        wait_for(lambda: any(r["status"] == "running" for r in records(backfill)))
+        app = BackfillApp(root=work / "logs" / "backfills")
+
+        async def scenario():
+            async with app.run_test(size=(120, 44)) as pilot:
+                await pilot.pause(0.2)
+                assert "running" in screen_text(app)
+                await pilot.press("enter")
+                await pilot.pause(0.3)
+                screen = dashboard(app)
+                assert isinstance(screen.source, WatchedSource)
+                first = screen.source.poll().counts["succeeded"]
+                await wait_until(pilot, lambda: screen.source.poll().counts["succeeded"] > first)
+                await pilot.press("r")
+                await pilot.pause(0.2)
+                text = screen_text(app)
+                assert f"running in another process (PID {process.pid})" in text
+                assert app.screen.query_one("#submit").disabled
+                await pilot.press("escape")
+                await wait_until(pilot, lambda: screen.source.poll().counts["succeeded"] == 8, timeout=30)
+                await pilot.pause(0.5)
+                assert "saved backfill (nothing runs it)" in screen_text(app)
+
+        asyncio.run(scenario())
+    finally:
+        process.wait(timeout=60)
+
+
+def test_show_and_list_as_json_and_text(work, home):
+    """`list` and `show` print the documented JSON and text; --status filters the listing, not the counts."""
+    broken = work / "BROKEN"
+    backfill = failed_backfill(work, home, broken)
+    listed = json.loads(run_backfill("list", "--output", "json", cwd=work, env=home).stdout)
+    [entry] = listed["backfills"]
+    assert entry["id"] == backfill.name and entry["state"] == "incomplete" and entry["total"] == 8
+    assert entry["counts"] == {"queued": 0, "running": 0, "succeeded": 6, "failed": 2, "cancelled": 0}
+    shown = json.loads(
+        run_backfill("show", backfill.name[:15], "--output", "json", "--status", "failed", cwd=work, env=home).stdout
+    )
+    assert shown["backfill"]["state"] == "incomplete" and shown["summary"]["failed"] == 2
+    assert [p["index"] for p in shown["partitions"]] == [2, 5] and shown["has_more"] is False
+    assert len(shown["partitions"][0]["attempts"]) == 2
+    text = run_backfill("list", "--output", "text", cwd=work, env=home).stdout
+    assert backfill.name in text and "8: 6 succeeded, 2 failed" in text
+    shown_text = run_backfill(
+        "show", backfill.name, "--output", "text", "--status", "succeeded", "--limit", "2", cwd=work, env=home
+    ).stdout
+    assert "showing 1–2 of 6; next page: repeat with --offset 2 --limit 2" in shown_text
+    missing = run_backfill("show", "nope", "--output", "json", cwd=work, env=home)
+    assert missing.returncode == 2 and "no backfill 'nope'" in missing.stderr
+    summary = orjson.loads((backfill / ".summary.json").read_bytes())
+    assert summary["counts"]["failed"] == 2

@@ -1,0 +1,60 @@
+"""End to end in a real terminal: `backfill show ID`, navigate, rerun the failed partitions from the form."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+
+import pytest
+
+from tests.backfills import child_command, records, state_dirs
+from tests.conftest import backfill_argv, run_backfill
+from tests.tui.test_dashboard_tmux import Tmux
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
+
+
+def test_show_then_rerun_failed_from_the_form(tmp_path, home):
+    """`backfill show ID` opens the browser; n finds a failure; r opens the form with 'failed' preselected;
+    Ctrl+S reruns them live; the state on disk then holds the new, successful attempts."""
+    work = tmp_path / "work"
+    (work / ".git").mkdir(parents=True)
+    broken = work / "BROKEN"
+    broken.write_text("bug")
+    template = child_command("--fail-on", "2024-01-02", "--fail-on", "2024-01-04", "--fail-while", str(broken))
+    result = run_backfill(
+        "--command",
+        template,
+        "--start-date",
+        "2024-01-01",
+        "--end-date",
+        "2024-01-05",
+        "--on-failure",
+        "continue",
+        cwd=work,
+        env=home,
+    )
+    assert result.returncode == 1
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    broken.unlink()  # the fix is merged; the rerun will succeed
+    command = shlex.join([*backfill_argv(), "show", backfill.name])
+    tmux = Tmux(120, 40, command, work, {**home, "TERM": "xterm-256color"})
+    try:
+        tmux.wait_for("saved backfill (nothing runs it)")
+        screen = tmux.wait_for("3  2024-01-04 00:00 → 2024-01-05 00:00  ✗ failed")
+        assert "0  2024-01-01 00:00 → 2024-01-02 00:00  ✓ succeeded" in screen
+        tmux.keys("Home", "n")
+        tmux.wait_for("▸ 1  2024-01-02 00:00 → 2024-01-03 00:00  ✗ failed")
+        tmux.keys("r")
+        screen = tmux.wait_for("Rerun backfill")
+        assert "failed (2)" in screen
+        tmux.keys("C-s")
+        tmux.wait_for("Backfill succeeded", timeout=60)
+        tmux.keys("q")
+        screen = tmux.wait_for("EXIT=0", timeout=30)
+        assert f"backfill {backfill.name} succeeded" in screen
+    finally:
+        tmux.close()
+    final = records(backfill)
+    assert [r["status"] for r in final] == ["succeeded"] * 5
+    assert [len(r["attempts"]) for r in final] == [1, 2, 1, 2, 1]

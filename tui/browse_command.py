@@ -1,0 +1,135 @@
+"""``backfill list`` and ``backfill show ID``: saved backfills as text, JSON, or the browser TUI."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from engine.backfill import Loaded, load_backfill, shown_parallelism, state_root_of_cwd
+from engine.catalog import BackfillSummary, list_backfills, summarize
+from engine.manifest import initial_options
+from engine.status import Status
+from tui.arguments import list_parser, show_parser
+from tui.state_output import write_state_json
+from tui.terminal import Paint, colors_enabled, dashboard_possible
+
+STATE_STYLES = {"complete": "green", "incomplete": "yellow", "running": "blue"}
+
+
+def list_command(argv: list[str]) -> int:
+    args = list_parser().parse_args(argv)
+    root = state_root_of_cwd(args.state_dir, Path.cwd())
+    if args.output is None and dashboard_possible(no_progress=False, json_output=False):
+        from tui.browser import browse
+
+        return browse(root=root, backfill_id=None, state_dir=args.state_dir)
+    summaries = list_backfills(root)
+    if args.output == "json":
+        document = {"state_dir": str(root), "backfills": [s.to_json() for s in summaries]}
+        sys.stdout.buffer.write(orjson.dumps(document) + b"\n")
+        return 0
+    print_list(summaries, root, Paint(colors_enabled(sys.stdout)))
+    return 0
+
+
+def counts_text(summary: BackfillSummary) -> str:
+    parts = [
+        f"{summary.counts[name]} {name}"
+        for name in ("succeeded", "failed", "running", "cancelled", "queued")
+        if summary.counts.get(name)
+    ]
+    return ", ".join(parts) or "nothing yet"
+
+
+def print_list(summaries: list[BackfillSummary], root: Path, paint: Paint) -> None:
+    if not summaries:
+        print(f"no saved backfills under {root}")
+        return
+    rows = [("ID", "STATE", "NAME", "RANGE (end exclusive)", "UNIT", "CREATED", "LAST ACTIVITY", "PARTITIONS")]
+    for s in summaries:
+        rows.append(
+            (
+                s.id,
+                s.state,
+                s.name,
+                f"{s.start[:19]} → {s.end[:19]}",
+                s.partition,
+                s.created_at[:19],
+                s.last_activity[:19],
+                f"{s.total}: {counts_text(s)}",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for number, row in enumerate(rows):
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        if number:
+            cells[1] = paint(cells[1], STATE_STYLES.get(row[1], "bold"))
+        print("  ".join([*cells, row[-1]]).rstrip())
+    broken = [s for s in summaries if s.error]
+    for s in broken:
+        print(f"warning: {s.id}: {s.error}", file=sys.stderr)
+    print(f"\n{len(summaries)} backfill(s) under {root}; details: backfill show ID")
+
+
+def show_command(argv: list[str]) -> int:
+    args = show_parser().parse_args(argv)
+    if args.output is None and dashboard_possible(no_progress=False, json_output=False):
+        from tui.browser import browse
+
+        return browse(root=None, backfill_id=args.id, state_dir=args.state_dir)
+    loaded = load_backfill(args.id, args.state_dir, Path.cwd())
+    statuses = frozenset(Status.parse(s) for s in args.status) if args.status else None
+    if args.output == "json":
+        write_show_json(loaded, statuses, args.offset, args.limit)
+        return 0
+    from tui.show_text import print_state_text
+
+    options = initial_options(loaded.manifest)
+    summary = summarize(loaded.store)
+    print_state_text(
+        loaded,
+        options,
+        shown_parallelism(loaded.spec, options),
+        None,
+        args.offset,
+        args.limit,
+        title=f"backfill {loaded.store.id} ({summary.state}; created {summary.created_at})",
+        statuses=statuses,
+    )
+    return 0
+
+
+def filtered_indices(loaded: Loaded, statuses: frozenset[Status] | None) -> list[int] | None:
+    if statuses is None:
+        return None
+    raw = loaded.board.raw()
+    wanted = bytes(sorted(statuses))
+    return [index for index in range(len(raw)) if raw[index] in wanted]
+
+
+def write_show_json(loaded: Loaded, statuses: frozenset[Status] | None, offset: int, limit: int) -> None:
+    options = initial_options(loaded.manifest)
+    summary = summarize(loaded.store)
+    extra: dict[str, Any] = {
+        "state": summary.state,
+        "created_at": summary.created_at,
+        "last_activity": summary.last_activity,
+    }
+    write_state_json(
+        sys.stdout.buffer,
+        spec=loaded.spec,
+        store=loaded.store,
+        board=loaded.board,
+        options=options,
+        parallelism=shown_parallelism(loaded.spec, options),
+        selected=None,
+        skipped=0,
+        offset=offset,
+        limit=limit,
+        indices=filtered_indices(loaded, statuses),
+        extra_backfill=extra,
+    )
+    sys.stdout.buffer.flush()

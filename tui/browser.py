@@ -1,0 +1,52 @@
+"""`backfill list` and `backfill show ID` on a terminal: the browser app, then summaries of any reruns."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+
+from engine.backfill import locate_backfill
+from engine.errors import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
+from tui.app import BackfillApp
+from tui.summary import summary_lines
+from tui.terminal import Paint, colors_enabled
+
+EXIT_BY_OUTCOME = {"succeeded": EXIT_OK, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED}
+
+
+def browse(*, root: Path | None, backfill_id: str | None, state_dir: str | None) -> int:
+    store = None
+    if backfill_id is not None:
+        store, _ = locate_backfill(backfill_id, state_dir, Path.cwd())
+        store.read_manifest()  # a broken backfill is an error before the screen opens
+    app = BackfillApp(root=root, open_store=store, closes_when_done=False)
+
+    def on_sigterm(*_args) -> None:
+        for run in app.started_runs:
+            run.executor.request_stop("terminated (SIGTERM)")
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        app.run()
+    finally:
+        app.stop_started_runs()
+        signal.signal(signal.SIGTERM, previous)
+    code = EXIT_OK
+    paint = Paint(colors_enabled(sys.stdout))
+    for run in app.started_runs:
+        snapshot = run.executor.snapshot()
+        outcome = snapshot.outcome or "cancelled"
+        lines = summary_lines(
+            store=run.prepared.store,
+            spec=run.prepared.spec,
+            outcome=outcome,
+            seconds=time.monotonic() - run.started,
+            counts=snapshot.counts,
+            resume=f"backfill --continue {run.prepared.store.id}",
+            paint=paint,
+        )
+        print("\n".join(lines))
+        code = EXIT_BY_OUTCOME.get(outcome, EXIT_FAILED)
+    return code

@@ -1,0 +1,216 @@
+"""The rerun form: which partitions, and the execution controls, for resuming a saved backfill.
+
+It adds no behaviour the command line lacks: its result is exactly what
+``backfill --continue ID [--rerun ...|--ids ...] [controls]`` would run, and the
+app resumes through the same engine call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Checkbox, Input, Label, RadioButton, RadioSet, Select, Static
+
+from engine.durations import format_duration, parse_duration
+from engine.errors import BadInput
+from engine.rerun import PartitionSelection
+from engine.spec import ON_FAILURE, ExecutionOptions
+from engine.status import Status
+from tui.sources import BackfillSource
+
+
+@dataclass(frozen=True)
+class RerunRequest:
+    options: ExecutionOptions
+    selection: PartitionSelection
+    description: str
+
+
+@dataclass(frozen=True)
+class Choice:
+    key: str
+    label: str
+    selection: PartitionSelection
+    count: int
+
+
+def partition_choices(
+    source: BackfillSource,
+    *,
+    selected: int | None,
+    marked: frozenset[int],
+    filter_label: str | None,
+    filter_indices: frozenset[int] | None,
+) -> list[Choice]:
+    board = source.board
+    choices = []
+    for key, label, mode in (
+        ("failed", "failed", "failed"),
+        ("missing", "missing: queued or interrupted", "missing"),
+        ("all", "all, successes included", "all"),
+    ):
+        selection = PartitionSelection(mode=mode)
+        choices.append(Choice(key, label, selection, selection.count(board)))
+    if marked:
+        choices.append(Choice("marked", "the marked partitions", PartitionSelection(indices=marked), len(marked)))
+    elif selected is not None:
+        start = source.spec.plan.interval(selected)
+        from engine.instants import format_instant
+
+        label = f"the selected partition ({selected}: {format_instant(start.start, source.spec.zone)})"
+        choices.append(Choice("selected", label, PartitionSelection(indices=frozenset({selected})), 1))
+    if filter_indices is not None and filter_label:
+        choices.append(
+            Choice(
+                "filter",
+                f"those matching the filter '{filter_label}'",
+                PartitionSelection(indices=filter_indices),
+                len(filter_indices),
+            )
+        )
+    return choices
+
+
+class RerunForm(ModalScreen[RerunRequest | None]):
+    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "submit", "Run")]
+
+    def __init__(self, source: BackfillSource, choices: list[Choice], *, blocked: str | None = None) -> None:
+        super().__init__()
+        self.source = source
+        self.choices = choices
+        self.blocked = blocked
+        self.errors: dict[str, str] = {}
+
+    def compose(self) -> ComposeResult:
+        options = self.source.options
+        default = next((c.key for c in self.choices if c.key == "failed" and c.count), None) or "missing"
+        with VerticalScroll(id="rerun-box"):
+            yield Static(f"[b]Rerun backfill {self.source.store.id}[/b]", id="rerun-title")
+            if self.blocked:
+                yield Static(self.blocked, id="rerun-blocked")
+            yield Label("Partitions")
+            with RadioSet(id="rerun-which"):
+                for choice in self.choices:
+                    yield RadioButton(
+                        f"{choice.label} ({choice.count})", value=choice.key == default, id=f"which-{choice.key}"
+                    )
+            yield Static("", id="error-which", classes="error")
+            with Grid(id="rerun-fields"):
+                yield Label("Retries")
+                yield Input(str(options.retries), id="retries", compact=True)
+                yield Static("", id="error-retries", classes="error")
+                yield Label("Max parallel")
+                yield Input(str(options.max_parallel), id="max_parallel", compact=True)
+                yield Static("", id="error-max_parallel", classes="error")
+                yield Label("Workers")
+                yield Input(str(options.workers), id="workers", compact=True)
+                yield Static("", id="error-workers", classes="error")
+                yield Label("On failure")
+                yield Select(
+                    [(p, p) for p in ON_FAILURE],
+                    value=options.on_failure,
+                    allow_blank=False,
+                    id="on_failure",
+                    compact=True,
+                )
+                yield Static("", classes="error")
+                yield Label("Per-child timeout")
+                yield Input(
+                    format_duration(options.timeout) if options.timeout else "",
+                    id="timeout",
+                    placeholder="none, or e.g. 30m",
+                    compact=True,
+                )
+                yield Static("", id="error-timeout", classes="error")
+            yield Checkbox("Newest first (reverse)", options.reverse, id="reverse", compact=True)
+            with Horizontal(id="rerun-buttons"):
+                yield Button("Run", variant="primary", id="submit", compact=True)
+                yield Button("Cancel", id="cancel", compact=True)
+            yield Static("Ctrl+S runs · Esc cancels · Tab moves between fields", id="rerun-keys")
+
+    def on_mount(self) -> None:
+        self.validate()
+
+    # ---------------------------------------------------------------- validation
+
+    def _choice(self) -> Choice | None:
+        pressed = self.query_one(RadioSet).pressed_button
+        if pressed is None or pressed.id is None:
+            return None
+        key = pressed.id.removeprefix("which-")
+        return next((c for c in self.choices if c.key == key), None)
+
+    def _integer(self, field: str, minimum: int) -> int | None:
+        text = self.query_one(f"#{field}", Input).value.strip()
+        try:
+            value = int(text)
+        except ValueError:
+            self.errors[field] = f"{text!r} is not a whole number: use {minimum} or more"
+            return None
+        if value < minimum:
+            self.errors[field] = f"{value} is too small: use {minimum} or more"
+            return None
+        return value
+
+    def validate(self) -> RerunRequest | None:
+        """Check every field, show each problem beside its field, and enable Run only when all are fine."""
+        self.errors = {}
+        choice = self._choice()
+        if choice is None:
+            self.errors["which"] = "choose which partitions to run"
+        elif choice.count == 0:
+            self.errors["which"] = f"no partition is {choice.key}: choose another set"
+        retries = self._integer("retries", 0)
+        max_parallel = self._integer("max_parallel", 1)
+        workers = self._integer("workers", 1)
+        timeout_text = self.query_one("#timeout", Input).value.strip()
+        timeout = None
+        if timeout_text:
+            try:
+                timeout = parse_duration(timeout_text, "timeout")
+            except BadInput:
+                self.errors["timeout"] = f"{timeout_text!r} is not a duration (e.g. 30m)"
+        for field in ("which", "retries", "max_parallel", "workers", "timeout"):
+            self.query_one(f"#error-{field}", Static).update(self.errors.get(field, ""))
+        self.query_one("#submit", Button).disabled = bool(self.errors) or self.blocked is not None
+        if self.errors or self.blocked or choice is None:
+            return None
+        options = ExecutionOptions(
+            max_parallel=max_parallel or 1,
+            workers=workers or 16,
+            retries=retries or 0,
+            on_failure=str(self.query_one("#on_failure", Select).value),
+            reverse=self.query_one("#reverse", Checkbox).value,
+            timeout=timeout,
+        )
+        return RerunRequest(options, choice.selection, f"{choice.label} ({choice.count})")
+
+    def on_input_changed(self, _event: Input.Changed) -> None:
+        self.validate()
+
+    def on_radio_set_changed(self, _event: RadioSet.Changed) -> None:
+        self.validate()
+
+    # ---------------------------------------------------------------- actions
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "submit":
+            self.action_submit()
+        else:
+            self.dismiss(None)
+
+    def action_submit(self) -> None:
+        request = self.validate()
+        if request is not None:
+            self.dismiss(request)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+def status_of(name: str) -> Status:
+    return Status.parse(name)
