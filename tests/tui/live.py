@@ -72,10 +72,10 @@ def start_live(
     )
     prepared = create_backfill(planned, state_dir=str(work / "states"), cwd=work)
     executor = prepared.executor(grace=grace)
-    thread = threading.Thread(target=executor.run, name="executor")
-    thread.start()
     source = ExecutorSource(executor, options=prepared.options, parallelism=prepared.parallelism)
-    app = BackfillApp(source, exit_when_succeeded=exit_when_succeeded)
+    app = BackfillApp(source, closes_when_done=exit_when_succeeded)
+    thread = threading.Thread(target=executor.run, name="executor", daemon=True)
+    thread.start()
     return Live(app, executor, prepared, thread)
 
 
