@@ -1,0 +1,142 @@
+"""Browsing benchmark: 200 saved backfills, one of them of 1 000 000 partitions.
+
+Setup (real executors, real children): 199 backfills of 5 partitions of `true`, and one of 1 000 000
+one-second partitions stopped with a cancel after 3 seconds (a few thousand partition files).
+
+(1) `backfill list --output json`, a fresh process each time (median). Target ≤ 1 s.
+(2) `backfill show ID` of the million-partition backfill: process start → the TUI's partition table
+    first drawn, in a fresh process each time (median). Target ≤ 1 s.
+(3) for reference, `backfill show ID --output json` (default page) of the same backfill.
+
+Usage: python benchmarks/browse_bench.py [--runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+from _measure import backfill_argv, timed_run, verdict
+
+
+def make_backfill(work: Path, end: str, partition: str, *, stop_after: float | None) -> str:
+    from engine.backfill import create_backfill
+    from engine.spec import ExecutionOptions, RunOptions, plan_request
+
+    planned = plan_request(
+        target=None,
+        command="true",
+        name=None,
+        start="2024-01-01T00:00:00Z",
+        end=end,
+        timezone="UTC",
+        partition=partition,
+        environment=None,
+        config_file=None,
+        run_options=RunOptions(),
+        options=ExecutionOptions(max_parallel=4),
+        force=False,
+    )
+    prepared = create_backfill(planned, state_dir=None, cwd=work)
+    executor = prepared.executor(grace=2)
+    if stop_after is None:
+        executor.run()
+    else:
+        thread = threading.Thread(target=executor.run)
+        thread.start()
+        time.sleep(stop_after)
+        executor.request_stop("benchmark setup")
+        thread.join()
+    return prepared.store.id
+
+
+def show_first_paint_child(work: str, backfill_id: str) -> None:
+    """Runs in a fresh process: seconds from process start to the browsed table's first drawn row."""
+    started = psutil.Process().create_time()
+    import os
+
+    os.chdir(work)
+    from engine.backfill import locate_backfill
+    from tui.app import BackfillApp
+    from tui.widgets.partition_table import PartitionTable
+
+    painted: list[float] = []
+    original = PartitionTable.render_line
+
+    def render_line(self, y):
+        if not painted:
+            painted.append(time.time())
+        return original(self, y)
+
+    PartitionTable.render_line = render_line
+    store, _ = locate_backfill(backfill_id, None, Path(work))
+    app = BackfillApp(open_store=store, closes_when_done=False)
+
+    async def scenario():
+        async with app.run_test(size=(120, 40)) as pilot:
+            while not painted:
+                await pilot.pause(0.01)
+
+    asyncio.run(scenario())
+    print(f"{painted[0] - started:.4f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--show-child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.show_child:
+        show_first_paint_child(*args.show_child)
+        return
+    with tempfile.TemporaryDirectory() as scratch:
+        work = Path(scratch)
+        (work / ".git").mkdir()
+        started = time.perf_counter()
+        big = make_backfill(work, "2024-01-12T13:46:40Z", "1s", stop_after=3.0)
+        for _ in range(199):
+            make_backfill(work, "2024-01-05T00:00:00Z", "daily", stop_after=None)
+        files = sum(1 for _ in (work / "logs" / "backfills" / big / "partitions").iterdir())
+        print(
+            f"setup: 200 backfills in {time.perf_counter() - started:.0f} s; the big one has 1 000 000 partitions, "
+            f"{files} of them attempted"
+        )
+        list_times = [timed_run([*backfill_argv(), "list", "--output", "json"], cwd=work)[0] for _ in range(args.runs)]
+        value = statistics.median(list_times)
+        print(
+            f"(1) list --output json over 200 backfills: median {value:.3f} s [{verdict(value, 1)} ≤ 1 s]  "
+            f"({args.runs} runs)"
+        )
+        paints = []
+        for _ in range(args.runs):
+            output = subprocess.run(
+                [sys.executable, __file__, "--show-child", str(work), big],
+                capture_output=True,
+                text=True,
+                check=True,
+                cwd=Path(__file__).parent,
+            )
+            paints.append(float(output.stdout.strip().splitlines()[-1]))
+        value = statistics.median(paints)
+        print(
+            f"(2) show ID (1 000 000 partitions) to the TUI's first paint: median {value:.3f} s "
+            f"[{verdict(value, 1)} ≤ 1 s]  ({args.runs} fresh processes)"
+        )
+        json_times = [
+            timed_run([*backfill_argv(), "show", big, "--output", "json"], cwd=work)[0] for _ in range(args.runs)
+        ]
+        print(
+            f"(3) show ID --output json, default page: median {statistics.median(json_times):.3f} s  ({args.runs} runs)"
+        )
+
+
+if __name__ == "__main__":
+    main()
