@@ -36,3 +36,43 @@ def median(values: list[float]) -> float:
 
 def verdict(value: float, target: float) -> str:
     return "ok" if value <= target else "OVER TARGET"
+
+
+def first_paint_seconds(app, table_class) -> float:
+    """Seconds from this process's start to the first row ``table_class`` draws, running ``app`` headless."""
+    import asyncio
+
+    import psutil
+
+    started = psutil.Process().create_time()
+    painted: list[float] = []
+    original = table_class.render_line
+
+    def render_line(self, y):
+        if not painted:
+            painted.append(time.time())
+        return original(self, y)
+
+    table_class.render_line = render_line
+
+    async def scenario():
+        async with app.run_test(size=(120, 40)) as pilot:
+            while not painted:
+                await pilot.pause(0.01)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        table_class.render_line = original
+    return painted[0] - started
+
+
+def median_of_fresh_processes(script: str, args: list[str], runs: int) -> float:
+    """Run ``script ARGS`` ``runs`` times, each printing one number last; the median of those numbers."""
+    values = []
+    for _ in range(runs):
+        output = subprocess.run(
+            [sys.executable, script, *args], capture_output=True, text=True, check=True, cwd=Path(script).parent
+        )
+        values.append(float(output.stdout.strip().splitlines()[-1]))
+    return statistics.median(values)

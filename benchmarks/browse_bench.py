@@ -14,17 +14,13 @@ Usage: python benchmarks/browse_bench.py [--runs N]
 from __future__ import annotations
 
 import argparse
-import asyncio
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-import psutil
-from _measure import backfill_argv, timed_run, verdict
+from _measure import backfill_argv, first_paint_seconds, median_of_fresh_processes, timed_run, verdict
 
 
 def make_backfill(work: Path, end: str, partition: str, *, stop_after: float | None) -> str:
@@ -60,7 +56,6 @@ def make_backfill(work: Path, end: str, partition: str, *, stop_after: float | N
 
 def show_first_paint_child(work: str, backfill_id: str) -> None:
     """Runs in a fresh process: seconds from process start to the browsed table's first drawn row."""
-    started = psutil.Process().create_time()
     import os
 
     os.chdir(work)
@@ -68,25 +63,8 @@ def show_first_paint_child(work: str, backfill_id: str) -> None:
     from tui.app import BackfillApp
     from tui.widgets.partition_table import PartitionTable
 
-    painted: list[float] = []
-    original = PartitionTable.render_line
-
-    def render_line(self, y):
-        if not painted:
-            painted.append(time.time())
-        return original(self, y)
-
-    PartitionTable.render_line = render_line
     store, _ = locate_backfill(backfill_id, None, Path(work))
-    app = BackfillApp(open_store=store, closes_when_done=False)
-
-    async def scenario():
-        async with app.run_test(size=(120, 40)) as pilot:
-            while not painted:
-                await pilot.pause(0.01)
-
-    asyncio.run(scenario())
-    print(f"{painted[0] - started:.4f}")
+    print(f"{first_paint_seconds(BackfillApp(open_store=store, closes_when_done=False), PartitionTable):.4f}")
 
 
 def main() -> None:
@@ -115,17 +93,7 @@ def main() -> None:
             f"(1) list --output json over 200 backfills: median {value:.3f} s [{verdict(value, 1)} ≤ 1 s]  "
             f"({args.runs} runs)"
         )
-        paints = []
-        for _ in range(args.runs):
-            output = subprocess.run(
-                [sys.executable, __file__, "--show-child", str(work), big],
-                capture_output=True,
-                text=True,
-                check=True,
-                cwd=Path(__file__).parent,
-            )
-            paints.append(float(output.stdout.strip().splitlines()[-1]))
-        value = statistics.median(paints)
+        value = median_of_fresh_processes(__file__, ["--show-child", str(work), big], args.runs)
         print(
             f"(2) show ID (1 000 000 partitions) to the TUI's first paint: median {value:.3f} s "
             f"[{verdict(value, 1)} ≤ 1 s]  ({args.runs} fresh processes)"

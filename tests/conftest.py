@@ -61,3 +61,11 @@ def home(tmp_path: Path) -> dict[str, str]:
         "XDG_DATA_HOME": str(base / ".local/share"),
         "XDG_CONFIG_HOME": str(base / ".config"),
     }
+
+
+@pytest.fixture
+def work(tmp_path: Path, home) -> Path:
+    """A working directory inside a (marker) git repository, with HOME isolated by ``home``."""
+    directory = tmp_path / "work"
+    (directory / ".git").mkdir(parents=True)
+    return directory

@@ -102,18 +102,7 @@ class SavedSource:
         self.options = options
         self.parallelism = parallelism
         self.started_at = started_at
-        self._running = tuple(
-            RunningPartition(
-                r.index,
-                r.id,
-                r.attempts[-1].run_id,
-                len(r.attempts),
-                _unix(r.attempts[-1].started_at),
-                r.attempts[-1].pid or 0,
-            )
-            for r in running
-            if r.attempts
-        )
+        self._running = running_partitions(running)
 
     def poll(self) -> SourceState:
         board = self.board
@@ -133,6 +122,22 @@ class SavedSource:
 
     def stop(self, reason: str) -> None:
         raise RuntimeError("a saved backfill that nothing runs cannot be stopped")
+
+
+def running_partitions(records) -> tuple[RunningPartition, ...]:
+    """What the dashboard shows of partitions whose records say they are running."""
+    return tuple(
+        RunningPartition(
+            r.index,
+            r.id,
+            r.attempts[-1].run_id,
+            len(r.attempts),
+            _unix(r.attempts[-1].started_at),
+            r.attempts[-1].pid or 0,
+        )
+        for r in records
+        if r.attempts
+    )
 
 
 def _unix(text: str) -> float:
@@ -211,18 +216,7 @@ class WatchedSource(SavedSource):
                 changed = True
         if changed:
             self._version += 1
-            self._running = tuple(
-                RunningPartition(
-                    r.index,
-                    r.id,
-                    r.attempts[-1].run_id,
-                    len(r.attempts),
-                    _unix(r.attempts[-1].started_at),
-                    r.attempts[-1].pid or 0,
-                )
-                for r in sorted(self._running_records.values(), key=lambda r: r.index)
-                if r.attempts
-            )
+            self._running = running_partitions(sorted(self._running_records.values(), key=lambda r: r.index))
 
     def poll(self) -> SourceState:
         now = time.monotonic()

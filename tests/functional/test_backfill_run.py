@@ -15,14 +15,6 @@ from tests.conftest import run_backfill
 JANUARY_6 = ("--start-date", "2024-01-01", "--end-date", "2024-01-06")
 
 
-@pytest.fixture
-def work(tmp_path: Path, home) -> Path:
-    """A working directory inside a git repository, with HOME isolated."""
-    directory = tmp_path / "work"
-    (directory / ".git").mkdir(parents=True)
-    return directory
-
-
 def only_backfill(work: Path) -> Path:
     [backfill] = state_dirs(work / "logs" / "backfills")
     return backfill

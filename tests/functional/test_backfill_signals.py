@@ -18,13 +18,6 @@ from tests.conftest import run_backfill
 SIX_DAYS = ("--start-date", "2024-01-01", "--end-date", "2024-01-06")
 
 
-@pytest.fixture
-def work(tmp_path: Path, home) -> Path:
-    directory = tmp_path / "work"
-    (directory / ".git").mkdir(parents=True)
-    return directory
-
-
 def backfill_dir(work: Path) -> Path:
     return wait_for(lambda: (state_dirs(work / "logs" / "backfills") or [None])[0])
 

@@ -15,13 +15,6 @@ from tests.conftest import run_backfill
 SIX_DAYS = ("--start-date", "2024-01-01", "--end-date", "2024-01-06")
 
 
-@pytest.fixture
-def work(tmp_path: Path, home) -> Path:
-    directory = tmp_path / "work"
-    (directory / ".git").mkdir(parents=True)
-    return directory
-
-
 def finished_backfill(work: Path, home, *extra: str) -> Path:
     """A backfill where 2024-01-03 failed and the others succeeded (on-failure continue)."""
     run_backfill(

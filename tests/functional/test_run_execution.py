@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from tests.backfills import max_overlap
 from tests.builder import Repo
 
 DAY = ("--start-date", "2024-01-01", "--end-date", "2024-01-01")
@@ -20,15 +21,6 @@ with open(os.environ["SPANS"], "a") as spans:
     time.sleep(0.4)
     spans.write(f"{start} {time.time()}\\n")
 """
-
-
-def max_overlap(spans: list[tuple[float, float]]) -> int:
-    events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans], key=lambda x: (x[0], x[1]))
-    current = peak = 0
-    for _, delta in events:
-        current += delta
-        peak = max(peak, current)
-    return peak
 
 
 def record_spans(record: dict) -> list[tuple[float, float]]:

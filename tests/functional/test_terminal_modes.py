@@ -47,12 +47,6 @@ def run_in_pty(args: list[str], cwd: Path, env: dict[str, str], *, stdout_to_pty
     return process.wait(timeout=10), output.decode("utf-8", "replace")
 
 
-@pytest.fixture
-def work(tmp_path, home) -> Path:
-    (tmp_path / ".git").mkdir()
-    return tmp_path
-
-
 def clean_env(home: dict[str, str], **extra: str) -> dict[str, str]:
     environment = {**home, "TERM": "xterm-256color", **extra}
     environment.pop("NO_COLOR", None)
