@@ -21,7 +21,7 @@ from engine.parallelism import Parallelism, effective_parallelism
 from engine.records import PartitionRecord
 from engine.repository import repository_root, resolve_target
 from engine.rerun import PartitionSelection
-from engine.spec import BackfillSpec, ExecutionOptions, Planned, check_execution_options
+from engine.spec import BackfillSpec, ExecutionOptions, Planned, check_execution_options, check_pipeline_options
 from engine.status import StatusBoard
 from engine.store import StateStore, add_to_gitignore, default_state_root, find_backfill, new_backfill_id
 from engine.takeover import Takeover, take_over
@@ -143,7 +143,7 @@ def load_backfill(backfill_id: str, state_dir: str | None, cwd: Path) -> Loaded:
     return Loaded(store, spec, manifest, board, running, root)
 
 
-def resume_parallelism(spec: BackfillSpec, options: ExecutionOptions) -> Parallelism:
+def resume_parallelism(spec: BackfillSpec, options: ExecutionOptions, *, validate: bool = True) -> Parallelism:
     """Configuration is read again on resume: a fixed credential or limit takes effect.
     (Production needs --force only on the initial invocation.)"""
     if spec.target.is_command:
@@ -151,6 +151,8 @@ def resume_parallelism(spec: BackfillSpec, options: ExecutionOptions) -> Paralle
     target = resolve_target(spec.target.path or "")
     config = load_config(find_config_file(target, spec.run_options.config_file))
     environment = config.environment(spec.environment)
+    if validate:
+        check_pipeline_options(target, config, environment, spec.run_options)  # pipeline files are read again
     return effective_parallelism(options.max_parallel, options.workers, environment)
 
 
@@ -177,7 +179,7 @@ def prepare_resume(loaded: Loaded, options: ExecutionOptions, selection: Partiti
 def shown_parallelism(spec: BackfillSpec, options: ExecutionOptions) -> Parallelism:
     """The parallelism a resume would use, for display; a configuration that cannot be read is said so."""
     try:
-        return resume_parallelism(spec, options)
+        return resume_parallelism(spec, options, validate=False)
     except BadInput as error:
         return Parallelism(options.max_parallel, options.max_parallel, f"configuration not readable now: {error}")
 

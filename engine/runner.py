@@ -17,15 +17,14 @@ from typing import Any
 
 from engine.asset_run import FAILED, SUCCEEDED, AssetResult, AssetRun, RunSettings
 from engine.asset_scheduler import AssetScheduler
-from engine.assets import Problems
 from engine.config import Environment, find_config_file, load_config
 from engine.duckdb_pool import DatabaseLocked, DuckDBPool
 from engine.errors import BadInput
 from engine.instants import boundary_instant, format_instant, load_zone, local_day_start, parse_boundary
-from engine.pipeline import Pipeline, load_pipeline
+from engine.pipeline import Pipeline
+from engine.pipeline_check import check_pipeline
 from engine.repository import Target, resolve_target
 from engine.run_record import write_run_record
-from engine.selection import select_assets
 from engine.templating import Window, today_in
 
 
@@ -114,47 +113,18 @@ def prepare_run(request: RunRequest, *, cwd: Path | None = None) -> PreparedRun:
     target = resolve_target(request.target, cwd=cwd)
     config = load_config(find_config_file(target, request.config_file, cwd=cwd))
     environment = config.environment(request.environment)
-    pipeline = load_pipeline(target.pipeline_dir)
-    variables = pipeline.resolve_variables(request.variables)
-    target_asset = None
-    if target.is_asset:
-        target_asset = next((n for n, a in pipeline.assets.items() if a.path == target.path), None)
-        if target_asset is None:
-            raise BadInput(f"{target.path} is not an asset (no @bruin header)")
-    selected = select_assets(
-        pipeline,
-        target_asset=target_asset,
-        downstream=request.downstream,
+    checked = check_pipeline(
+        target,
+        config,
+        environment,
+        variables=request.variables,
         selectors=request.selectors,
         tags=request.tags,
         exclude_tags=request.exclude_tags,
+        downstream=request.downstream,
+        apply_interval_modifiers=request.apply_interval_modifiers,
     )
-    problems = Problems()
-    for name in sorted(selected):
-        asset = pipeline.assets[name]
-        connection_name = pipeline.connection_of(asset)
-        if asset.kind == "python" and connection_name is None:
-            continue
-        connection = environment.connection(connection_name or "")
-        if connection is None:
-            problems.add(
-                asset.path,
-                asset.line,
-                f"connection {connection_name!r} is not defined in environment {environment.name!r} of {config.path}",
-            )
-        elif connection.kind != "duckdb":
-            problems.add(
-                asset.path,
-                asset.line,
-                f"connection {connection_name!r} is a {connection.kind} connection; the embedded runner "
-                "runs DuckDB only",
-            )
-    problems.raise_if_any(f"pipeline {pipeline.name!r}")
-    notes = []
-    if not request.apply_interval_modifiers and (
-        pipeline.default_interval_modifiers or any(pipeline.assets[n].interval_modifiers for n in selected)
-    ):
-        notes.append("interval modifiers are ignored (pass --apply-interval-modifiers to apply them)")
+    pipeline, variables, selected, notes = checked.pipeline, checked.variables, checked.selected, checked.notes
     return PreparedRun(
         request, request.run_id or new_run_id(), target, pipeline, environment, window, variables, selected, notes
     )

@@ -247,3 +247,32 @@ def test_progress_lines_are_coalesced_for_many_fast_partitions(work, home):
     assert len(lines) < 600 / 2, f"{len(lines)} progress lines for 600 partitions"
     assert any("since the last update" in line for line in lines)
     assert "partitions  600: 600 succeeded" in result.stdout
+
+
+def test_invalid_pipeline_is_refused_before_anything_is_saved(shop, home):
+    """A broken asset, an undeclared --var or a selector matching nothing: exit 2 before any store or child;
+    and a pipeline broken after the backfill started is refused on --continue before anything runs."""
+    asset = shop / "pipeline" / "assets" / "mart" / "daily_revenue.sql"
+    original = asset.read_text()
+    asset.write_text(original.replace("strategy: merge", "strategy: upsert"))
+    result = run_backfill("pipeline", "--start-date", "2024-02-01", "--end-date", "2024-02-03", cwd=shop, env=home)
+    assert result.returncode == 2
+    assert f"{asset}:" in result.stderr and "unknown strategy 'upsert'" in result.stderr
+    assert not (shop / "logs").exists()
+    for args, message in ((("--var", "nope=1"), "--var 'nope' is not declared"),
+                          (("--selector", "tag:none"), "selects no asset")):
+        asset.write_text(original)
+        refused = run_backfill("pipeline", "--start-date", "2024-02-01", "--end-date", "2024-02-03", *args,
+                               "--dry-run", cwd=shop, env=home)
+        assert refused.returncode == 2 and message in refused.stderr
+    failing = run_backfill("pipeline", "--start-date", "2024-02-01", "--end-date", "2024-02-03", "--timeout", "1us",
+                           cwd=shop, env=home)
+    assert failing.returncode == 1
+    backfill = only_backfill(shop)
+    asset.write_text(original.replace("strategy: merge", "strategy: upsert"))
+    before = {p.name: p.read_bytes() for p in (backfill / "partitions").iterdir()}
+    resumed = run_backfill("--continue", backfill.name, cwd=shop, env=home)
+    assert resumed.returncode == 2 and "unknown strategy 'upsert'" in resumed.stderr
+    assert {p.name: p.read_bytes() for p in (backfill / "partitions").iterdir()} == before
+    shown = run_backfill("show", backfill.name, "--output", "json", cwd=shop, env=home)
+    assert shown.returncode == 0, "show still works on a backfill whose pipeline is broken now"

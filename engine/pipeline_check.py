@@ -1,0 +1,84 @@
+"""Everything that makes a pipeline run impossible, found before anything runs.
+
+Used by `backfill run` before it executes, and by backfills before they save a
+store or start a child: a broken asset, an undeclared variable, a selector that
+selects nothing or an undefined connection fails once, up front, instead of once
+per partition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from engine.assets import Problems
+from engine.config import Config, Environment
+from engine.errors import BadInput
+from engine.pipeline import Pipeline, load_pipeline
+from engine.repository import Target
+from engine.selection import select_assets
+
+
+@dataclass(frozen=True)
+class CheckedPipeline:
+    pipeline: Pipeline
+    variables: dict[str, Any]
+    selected: set[str]
+    notes: list[str]
+
+
+def check_pipeline(
+    target: Target,
+    config: Config,
+    environment: Environment,
+    *,
+    variables: dict[str, Any],
+    selectors: tuple[str, ...] | list[str],
+    tags: tuple[str, ...] | list[str],
+    exclude_tags: tuple[str, ...] | list[str],
+    downstream: bool,
+    apply_interval_modifiers: bool,
+) -> CheckedPipeline:
+    """Load and validate the pipeline, the variable overrides, the selection and the connections it needs."""
+    pipeline = load_pipeline(target.pipeline_dir)
+    resolved = pipeline.resolve_variables(variables)
+    target_asset = None
+    if target.is_asset:
+        target_asset = next((n for n, a in pipeline.assets.items() if a.path == target.path), None)
+        if target_asset is None:
+            raise BadInput(f"{target.path} is not an asset (no @bruin header)")
+    selected = select_assets(
+        pipeline,
+        target_asset=target_asset,
+        downstream=downstream,
+        selectors=selectors,
+        tags=tags,
+        exclude_tags=exclude_tags,
+    )
+    problems = Problems()
+    for name in sorted(selected):
+        asset = pipeline.assets[name]
+        connection_name = pipeline.connection_of(asset)
+        if asset.kind == "python" and connection_name is None:
+            continue
+        connection = environment.connection(connection_name or "")
+        if connection is None:
+            problems.add(
+                asset.path,
+                asset.line,
+                f"connection {connection_name!r} is not defined in environment {environment.name!r} of {config.path}",
+            )
+        elif connection.kind != "duckdb":
+            problems.add(
+                asset.path,
+                asset.line,
+                f"connection {connection_name!r} is a {connection.kind} connection; the embedded runner "
+                "runs DuckDB only",
+            )
+    problems.raise_if_any(f"pipeline {pipeline.name!r}")
+    notes = []
+    if not apply_interval_modifiers and (
+        pipeline.default_interval_modifiers or any(pipeline.assets[n].interval_modifiers for n in selected)
+    ):
+        notes.append("interval modifiers are ignored (pass --apply-interval-modifiers to apply them)")
+    return CheckedPipeline(pipeline, resolved, selected, notes)
