@@ -18,10 +18,11 @@ from engine.executor import Executor, ExecutorHooks
 from engine.launcher import Launcher
 from engine.manifest import manifest_of, spec_of
 from engine.parallelism import Parallelism, effective_parallelism
+from engine.pipeline_check import check_pipeline
 from engine.records import PartitionRecord
 from engine.repository import repository_root, resolve_target
 from engine.rerun import PartitionSelection
-from engine.spec import BackfillSpec, ExecutionOptions, Planned, check_execution_options, check_pipeline_options
+from engine.spec import BackfillSpec, ExecutionOptions, Planned, check_execution_options
 from engine.status import StatusBoard
 from engine.store import StateStore, add_to_gitignore, default_state_root, find_backfill, new_backfill_id
 from engine.takeover import Takeover, take_over
@@ -87,7 +88,8 @@ def create_backfill(planned: Planned, *, state_dir: str | None, cwd: Path) -> Pr
     spec = planned.spec
     root, repository = state_root_for(spec, state_dir, cwd)
     store = StateStore(root / new_backfill_id())
-    store.create(manifest_of(spec, backfill_id=store.id, working_directory=str(cwd), options=planned.options))
+    manifest = manifest_of(spec, backfill_id=store.id, working_directory=str(cwd), options=planned.options)
+    store.create(manifest)
     if repository is not None:
         add_to_gitignore(repository, root)
     board = StatusBoard(len(spec.plan))
@@ -95,7 +97,7 @@ def create_backfill(planned: Planned, *, state_dir: str | None, cwd: Path) -> Pr
     return Prepared(
         store,
         spec,
-        store.read_manifest(),
+        manifest,
         board,
         planned.options,
         planned.parallelism,
@@ -152,7 +154,7 @@ def resume_parallelism(spec: BackfillSpec, options: ExecutionOptions, *, validat
     config = load_config(find_config_file(target, spec.run_options.config_file))
     environment = config.environment(spec.environment)
     if validate:
-        check_pipeline_options(target, config, environment, spec.run_options)  # pipeline files are read again
+        check_pipeline(target, config, environment, spec.run_options)  # pipeline files are read again
     return effective_parallelism(options.max_parallel, options.workers, environment)
 
 

@@ -108,15 +108,19 @@ def _iso(nanoseconds: int) -> str:
     return datetime.fromtimestamp(nanoseconds / 1e9, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def summarize(store: StateStore) -> BackfillSummary:
-    manifest = store.read_manifest()
+def summarize(
+    store: StateStore, manifest: dict[str, Any] | None = None, counts: dict[str, int] | None = None
+) -> BackfillSummary:
+    """A backfill's summary; ``manifest`` and ``counts`` when the caller has read them already."""
+    manifest = manifest if manifest is not None else store.read_manifest()
     target = manifest.get("target") or {}
     stamp = partitions_stamp(store)
     error = None
-    try:
-        counts = read_counts(store, manifest)
-    except StateUnreadable as problem:
-        counts, error = {name: 0 for name in STATUS_NAMES}, str(problem)
+    if counts is None:
+        try:
+            counts = read_counts(store, manifest)
+        except StateUnreadable as problem:
+            counts, error = {name: 0 for name in STATUS_NAMES}, str(problem)
     total = int(manifest.get("partition_count", 0))
     if is_running(store):
         state = RUNNING_NOW

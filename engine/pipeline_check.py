@@ -9,7 +9,7 @@ per partition.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.assets import Problems
 from engine.config import Config, Environment
@@ -17,6 +17,9 @@ from engine.errors import BadInput
 from engine.pipeline import Pipeline, load_pipeline
 from engine.repository import Target
 from engine.selection import select_assets
+
+if TYPE_CHECKING:
+    from engine.spec import RunOptions
 
 
 @dataclass(frozen=True)
@@ -27,21 +30,10 @@ class CheckedPipeline:
     notes: list[str]
 
 
-def check_pipeline(
-    target: Target,
-    config: Config,
-    environment: Environment,
-    *,
-    variables: dict[str, Any],
-    selectors: tuple[str, ...] | list[str],
-    tags: tuple[str, ...] | list[str],
-    exclude_tags: tuple[str, ...] | list[str],
-    downstream: bool,
-    apply_interval_modifiers: bool,
-) -> CheckedPipeline:
+def check_pipeline(target: Target, config: Config, environment: Environment, options: RunOptions) -> CheckedPipeline:
     """Load and validate the pipeline, the variable overrides, the selection and the connections it needs."""
     pipeline = load_pipeline(target.pipeline_dir)
-    resolved = pipeline.resolve_variables(variables)
+    resolved = pipeline.resolve_variables(options.variables)
     target_asset = None
     if target.is_asset:
         target_asset = next((n for n, a in pipeline.assets.items() if a.path == target.path), None)
@@ -50,10 +42,10 @@ def check_pipeline(
     selected = select_assets(
         pipeline,
         target_asset=target_asset,
-        downstream=downstream,
-        selectors=selectors,
-        tags=tags,
-        exclude_tags=exclude_tags,
+        downstream=options.downstream,
+        selectors=options.selector,
+        tags=options.tags,
+        exclude_tags=options.exclude_tags,
     )
     problems = Problems()
     for name in sorted(selected):
@@ -77,7 +69,7 @@ def check_pipeline(
             )
     problems.raise_if_any(f"pipeline {pipeline.name!r}")
     notes = []
-    if not apply_interval_modifiers and (
+    if not options.apply_interval_modifiers and (
         pipeline.default_interval_modifiers or any(pipeline.assets[n].interval_modifiers for n in selected)
     ):
         notes.append("interval modifiers are ignored (pass --apply-interval-modifiers to apply them)")

@@ -7,7 +7,6 @@ runs the assets and writes the run record.
 
 from __future__ import annotations
 
-import os
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -15,7 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from engine.asset_run import FAILED, SUCCEEDED, AssetResult, AssetRun, RunSettings
+from engine.asset_run import SUCCEEDED, AssetResult, AssetRun, RunSettings
 from engine.asset_scheduler import AssetScheduler
 from engine.config import Environment, find_config_file, load_config
 from engine.duckdb_pool import DatabaseLocked, DuckDBPool
@@ -25,6 +24,7 @@ from engine.pipeline import Pipeline
 from engine.pipeline_check import check_pipeline
 from engine.repository import Target, resolve_target
 from engine.run_record import write_run_record
+from engine.spec import RunOptions
 from engine.templating import Window, today_in
 
 
@@ -37,20 +37,13 @@ class RunRequest:
     environment: str | None = None
     config_file: str | None = None
     workers: int = 16
-    selectors: tuple[str, ...] = ()
-    tags: tuple[str, ...] = ()
-    exclude_tags: tuple[str, ...] = ()
-    downstream: bool = False
-    only: str | None = None
-    variables: dict[str, Any] = field(default_factory=dict)
+    options: RunOptions = field(default_factory=RunOptions)  # selection, variables, annotations: as backfills save them
     full_refresh: bool = False
-    apply_interval_modifiers: bool = False
     timeout: int | None = None  # microseconds per asset
     run_id: str | None = None
     backfill_id: str | None = None
     backfill_total: int | None = None
     partition_id: str | None = None
-    annotations: dict[str, Any] | None = None
 
 
 @dataclass
@@ -113,17 +106,7 @@ def prepare_run(request: RunRequest, *, cwd: Path | None = None) -> PreparedRun:
     target = resolve_target(request.target, cwd=cwd)
     config = load_config(find_config_file(target, request.config_file, cwd=cwd))
     environment = config.environment(request.environment)
-    checked = check_pipeline(
-        target,
-        config,
-        environment,
-        variables=request.variables,
-        selectors=request.selectors,
-        tags=request.tags,
-        exclude_tags=request.exclude_tags,
-        downstream=request.downstream,
-        apply_interval_modifiers=request.apply_interval_modifiers,
-    )
+    checked = check_pipeline(target, config, environment, request.options)
     pipeline, variables, selected, notes = checked.pipeline, checked.variables, checked.selected, checked.notes
     return PreparedRun(
         request, request.run_id or new_run_id(), target, pipeline, environment, window, variables, selected, notes
@@ -146,10 +129,10 @@ def execute_run(prepared: PreparedRun, emit) -> RunResult:
             pipeline=pipeline.name,
             variables=prepared.variables,
             full_refresh=request.full_refresh,
-            apply_interval_modifiers=request.apply_interval_modifiers,
+            apply_interval_modifiers=request.options.apply_interval_modifiers,
             default_modifiers=pipeline.default_interval_modifiers,
-            only=request.only,
-            annotations=request.annotations,
+            only=request.options.only,
+            annotations=request.options.query_annotations,
             connection_of=pipeline.connection_of,
             environment_vars=_backfill_environment(request),
         )
@@ -188,15 +171,7 @@ def _backfill_environment(request: RunRequest) -> dict[str, str]:
     return values
 
 
-def run_status(result: RunResult) -> str:
-    return SUCCEEDED if result.ok else FAILED
-
-
 def describe_window(window: Window) -> str:
     return f"{format_instant(window.start, window.zone, micros='always')} .. " + format_instant(
         window.end, window.zone, micros="always"
     )
-
-
-def environment_overrides() -> tuple[str | None, str | None]:
-    return os.environ.get("BRUIN_VARS"), os.environ.get("BRUIN_QUERY_ANNOTATIONS")

@@ -52,7 +52,3 @@ class Snapshot:
     stop_reason: str | None
     outcome: str | None  # succeeded, failed or cancelled once finished
     board: StatusBoard
-
-    @property
-    def skipped(self) -> int:
-        return self.total - self.selected

@@ -298,7 +298,9 @@ def plan_request(
     env = config.environment(environment)
     check_environment_allowed(env.name, force)
     run_options = replace(run_options, config_file=str(config_path))
-    check_pipeline_options(resolved, config, env, run_options)
+    from engine.pipeline_check import check_pipeline
+
+    check_pipeline(resolved, config, env, run_options)  # once, before anything is saved or started
     target_spec = TargetSpec(
         "asset" if resolved.is_asset else "pipeline",
         name or pipeline_display_name(resolved),
@@ -309,23 +311,6 @@ def plan_request(
     _ = spec.plan
     parallelism = effective_parallelism(options.max_parallel, options.workers, env)
     return Planned(spec, options, parallelism, config, env)
-
-
-def check_pipeline_options(target: Target, config: Config, environment: Environment, options: RunOptions) -> None:
-    """A backfill validates its pipeline once, before it saves anything or starts a child."""
-    from engine.pipeline_check import check_pipeline
-
-    check_pipeline(
-        target,
-        config,
-        environment,
-        variables=options.variables,
-        selectors=options.selector,
-        tags=options.tags,
-        exclude_tags=options.exclude_tags,
-        downstream=options.downstream,
-        apply_interval_modifiers=options.apply_interval_modifiers,
-    )
 
 
 def environ_run_inputs() -> tuple[str | None, str | None]:

@@ -86,6 +86,11 @@ class StatusBoard:
     def counts(self) -> dict[str, int]:
         return {status.label: self._counts[status] for status in Status}
 
+    def indices_with(self, statuses: frozenset[Status]) -> list[int]:
+        """Every partition whose status is one of ``statuses``, in plan order."""
+        wanted = bytes(sorted(statuses))
+        return [index for index, code in enumerate(self._status) if code in wanted]
+
     def find(self, status: Status, start: int, *, backwards: bool = False) -> int:
         """Next index at or after ``start`` (before, going backwards) with ``status``; -1 if none."""
         code = bytes((status,))

@@ -11,7 +11,7 @@ import re
 import sys
 from typing import NoReturn
 
-from engine.errors import EXIT_BAD_INPUT
+from engine.spec import RunOptions, environ_run_inputs, parse_annotations, parse_variables
 
 VERBS = ("run", "list", "show", "mark", "cancel", "pause", "resume", "rerun", "validate")
 IMPLEMENTED_VERBS = ("run", "list", "show")
@@ -108,6 +108,21 @@ def _run_option_flags(parser: argparse.ArgumentParser) -> None:
         help="assets run at once inside each run (default 16)",
     )
     parser.add_argument("--timeout", metavar="DURATION", help="stop a run after this Go duration (e.g. 30m)")
+
+
+def run_options_from(args: argparse.Namespace) -> RunOptions:
+    """The run options both `backfill` and `backfill run` take, with BRUIN_VARS and BRUIN_QUERY_ANNOTATIONS."""
+    environ_vars, annotations = environ_run_inputs()
+    return RunOptions(
+        selector=tuple(args.selector),
+        tags=tuple(args.tag),
+        exclude_tags=tuple(args.exclude_tag),
+        downstream=args.downstream,
+        only=args.only,
+        variables=parse_variables(args.var, environ_vars),
+        apply_interval_modifiers=args.apply_interval_modifiers,
+        query_annotations=parse_annotations(annotations),
+    )
 
 
 def backfill_parser() -> Parser:
@@ -207,8 +222,3 @@ def show_parser() -> Parser:
     )
     _output_flags(parser, paged=True)
     return parser
-
-
-def usage_exit(message: str) -> NoReturn:
-    sys.stderr.write(f"backfill: error: {message}\n")
-    raise SystemExit(EXIT_BAD_INPUT)

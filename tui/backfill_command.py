@@ -13,13 +13,9 @@ from engine.partitions import PartitionDescriber
 from engine.spec import (
     ExecutionOptions,
     Planned,
-    RunOptions,
-    environ_run_inputs,
-    parse_annotations,
-    parse_variables,
     plan_request,
 )
-from tui.arguments import UsageError, backfill_parser
+from tui.arguments import UsageError, backfill_parser, run_options_from
 from tui.plan_output import options_json, page_bounds, page_rows, summary_json, write_json, write_text
 
 
@@ -68,17 +64,7 @@ def execution_options(args: argparse.Namespace) -> ExecutionOptions:
 
 
 def _plan_new(args: argparse.Namespace) -> Planned:
-    environ_vars, annotations = environ_run_inputs()
-    run_options = RunOptions(
-        selector=tuple(args.selector),
-        tags=tuple(args.tag),
-        exclude_tags=tuple(args.exclude_tag),
-        downstream=args.downstream,
-        only=args.only,
-        variables=parse_variables(args.var, environ_vars),
-        apply_interval_modifiers=args.apply_interval_modifiers,
-        query_annotations=parse_annotations(annotations),
-    )
+    run_options = run_options_from(args)
     return plan_request(
         target=args.target,
         command=args.command,
@@ -146,7 +132,7 @@ def print_dry_run(planned: Planned, args: argparse.Namespace) -> int:
         row["attempts"] = []
         row["skipped"] = False
 
-    rows = page_rows(PartitionDescriber(spec), begin, stop, decorate)
+    rows = page_rows(PartitionDescriber(spec), range(begin, stop), decorate)
     if args.output == "json":
         write_json(
             sys.stdout.buffer,

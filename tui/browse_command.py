@@ -88,7 +88,7 @@ def show_command(argv: list[str]) -> int:
     from tui.show_text import print_state_text
 
     options = initial_options(loaded.manifest)
-    summary = summarize(loaded.store)
+    summary = summarize(loaded.store, loaded.manifest, counts=loaded.board.counts())
     print_state_text(
         loaded,
         options,
@@ -102,17 +102,9 @@ def show_command(argv: list[str]) -> int:
     return 0
 
 
-def filtered_indices(loaded: Loaded, statuses: frozenset[Status] | None) -> list[int] | None:
-    if statuses is None:
-        return None
-    raw = loaded.board.raw()
-    wanted = bytes(sorted(statuses))
-    return [index for index in range(len(raw)) if raw[index] in wanted]
-
-
 def write_show_json(loaded: Loaded, statuses: frozenset[Status] | None, offset: int, limit: int) -> None:
     options = initial_options(loaded.manifest)
-    summary = summarize(loaded.store)
+    summary = summarize(loaded.store, loaded.manifest, counts=loaded.board.counts())
     extra: dict[str, Any] = {
         "state": summary.state,
         "created_at": summary.created_at,
@@ -129,7 +121,7 @@ def write_show_json(loaded: Loaded, statuses: frozenset[Status] | None, offset: 
         skipped=0,
         offset=offset,
         limit=limit,
-        indices=filtered_indices(loaded, statuses),
+        indices=loaded.board.indices_with(statuses) if statuses is not None else None,
         extra_backfill=extra,
     )
     sys.stdout.buffer.flush()

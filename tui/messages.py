@@ -19,11 +19,3 @@ class FollowChanged(Message):
     def __init__(self, following: bool) -> None:
         super().__init__()
         self.following = following
-
-
-class FilterChosen(Message):
-    """A status filter was chosen (None: show all)."""
-
-    def __init__(self, statuses: frozenset | None) -> None:
-        super().__init__()
-        self.statuses = statuses

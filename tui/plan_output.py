@@ -7,7 +7,7 @@ thousands of partitions never builds the whole document in memory.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 import orjson
@@ -53,13 +53,12 @@ def summary_json(total: int, counts: dict[str, int], skipped: int) -> dict[str, 
 
 def page_rows(
     describer: PartitionDescriber,
-    begin: int,
-    stop: int,
+    indices: Iterable[int],
     decorate: Callable[[dict[str, Any]], None],
 ) -> Iterator[dict[str, Any]]:
-    """Partition rows ``begin..stop-1`` with the shared fields, completed by ``decorate``."""
+    """Rows of the partitions ``indices`` (a page) with the shared fields, completed by ``decorate``."""
     plan = describer.spec.plan
-    for row in describer.describe_many(plan.interval(index) for index in range(begin, stop)):
+    for row in describer.describe_many(plan.interval(index) for index in indices):
         decorate(row)
         yield row
 

@@ -11,16 +11,14 @@ import orjson
 from engine.asset_run import SUCCEEDED, UPSTREAM_FAILED, AssetResult
 from engine.durations import parse_duration
 from engine.run_record import record_json
-from engine.runner import RunRequest, describe_window, environment_overrides, execute_run, prepare_run
-from engine.spec import parse_annotations, parse_variables
-from tui.arguments import run_parser
+from engine.runner import RunRequest, describe_window, execute_run, prepare_run
+from tui.arguments import run_options_from, run_parser
 
 SYMBOLS = {SUCCEEDED: "✓", "failed": "✗", UPSTREAM_FAILED: "-"}
 
 
 def run_command(argv: list[str]) -> int:
     args = run_parser().parse_args(argv)
-    environ_vars, annotations = environment_overrides()
     request = RunRequest(
         target=args.target,
         start=args.start_date,
@@ -29,20 +27,13 @@ def run_command(argv: list[str]) -> int:
         environment=args.environment,
         config_file=args.config_file,
         workers=args.workers or 16,
-        selectors=tuple(args.selector),
-        tags=tuple(args.tag),
-        exclude_tags=tuple(args.exclude_tag),
-        downstream=args.downstream,
-        only=args.only,
-        variables=parse_variables(args.var, environ_vars),
+        options=run_options_from(args),
         full_refresh=args.full_refresh,
-        apply_interval_modifiers=args.apply_interval_modifiers,
         timeout=parse_duration(args.timeout, "--timeout") if args.timeout else None,
         run_id=args.run_id,
         backfill_id=args.backfill_id,
         backfill_total=args.backfill_total,
         partition_id=args.partition_id,
-        annotations=parse_annotations(annotations),
     )
     prepared = prepare_run(request)
     as_json = args.output == "json"

@@ -30,21 +30,14 @@ def print_state_text(
     spec, board = loaded.spec, loaded.board
     total = len(spec.plan)
     selected = selection.count(board) if selection else total
-    indices = None
-    if statuses is not None:
-        wanted, raw = bytes(sorted(statuses)), board.raw()
-        indices = [index for index in range(total) if raw[index] in wanted]
+    indices = board.indices_with(statuses) if statuses is not None else None
     listed = len(indices) if indices is not None else total
     begin, stop = page_bounds(listed, offset, limit)
 
     def decorate(row: dict[str, Any]) -> None:
         row["status"] = board.status(row["index"]).label
 
-    describer = PartitionDescriber(spec)
-    if indices is None:
-        rows = page_rows(describer, begin, stop, decorate)
-    else:
-        rows = (_decorated(describer, spec.plan.interval(index), decorate) for index in indices[begin:stop])
+    rows = page_rows(PartitionDescriber(spec), range(begin, stop) if indices is None else indices[begin:stop], decorate)
     header = header_lines(Planned(spec, options, parallelism), [("state", str(loaded.store.directory))])
     write_text(
         sys.stdout,
@@ -58,9 +51,3 @@ def print_state_text(
         next_page_hint="repeat with",
         listed_total=listed,
     )
-
-
-def _decorated(describer: PartitionDescriber, interval, decorate) -> dict[str, Any]:
-    row = describer.describe(interval)
-    decorate(row)
-    return row

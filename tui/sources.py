@@ -14,7 +14,7 @@ from typing import Protocol
 
 from engine.executor import Executor
 from engine.parallelism import Parallelism
-from engine.snapshot import FINISHED, RunningPartition
+from engine.snapshot import RunningPartition
 from engine.spec import BackfillSpec, ExecutionOptions
 from engine.status import Status, StatusBoard
 from engine.store import StateStore
@@ -146,14 +146,6 @@ def _unix(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-def is_finished(state: SourceState) -> bool:
-    return state.state == FINISHED
-
-
-def wall_clock() -> float:
-    return time.time()
-
-
 class WatchedSource(SavedSource):
     """A saved backfill that an executor in another process is running: records are re-read as they change.
 
@@ -255,8 +247,9 @@ def open_saved(store: StateStore) -> SavedSource:
     from engine.catalog import is_running
     from engine.manifest import initial_options, spec_of
 
-    spec = spec_of(store.read_manifest())
-    options = initial_options(store.read_manifest())
+    manifest = store.read_manifest()
+    spec = spec_of(manifest)
+    options = initial_options(manifest)
     board, running = store.load_board(spec.plan, spec.ids.of)
     parallelism = shown_parallelism(spec, options)
     if is_running(store):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import IO, Any
 
 from engine.parallelism import Parallelism
@@ -70,10 +68,7 @@ def write_state_json(
         row["attempts"] = attempts
         row["skipped"] = selected is not None and not selected[index]
 
-    if listing is None:
-        rows = page_rows(describer, begin, stop, decorate)
-    else:
-        rows = _rows_for(describer, listing[begin:stop], decorate)
+    rows = page_rows(describer, range(begin, stop) if listing is None else listing[begin:stop], decorate)
     planned = Planned(spec, options, parallelism)
     write_json(
         out,
@@ -87,22 +82,3 @@ def write_state_json(
         limit=limit,
         listed_total=universe,
     )
-
-
-def _rows_for(describer: PartitionDescriber, indices: list[int], decorate):
-    plan = describer.spec.plan
-    for index in indices:
-        row = describer.describe(plan.interval(index))
-        decorate(row)
-        yield row
-
-
-def stdout_bytes() -> IO[bytes]:
-    return sys.stdout.buffer
-
-
-def relative_or_absolute(path: Path) -> str:
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)

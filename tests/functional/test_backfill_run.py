@@ -259,14 +259,18 @@ def test_invalid_pipeline_is_refused_before_anything_is_saved(shop, home):
     assert result.returncode == 2
     assert f"{asset}:" in result.stderr and "unknown strategy 'upsert'" in result.stderr
     assert not (shop / "logs").exists()
-    for args, message in ((("--var", "nope=1"), "--var 'nope' is not declared"),
-                          (("--selector", "tag:none"), "selects no asset")):
+    for args, message in (
+        (("--var", "nope=1"), "--var 'nope' is not declared"),
+        (("--selector", "tag:none"), "selects no asset"),
+    ):
         asset.write_text(original)
-        refused = run_backfill("pipeline", "--start-date", "2024-02-01", "--end-date", "2024-02-03", *args,
-                               "--dry-run", cwd=shop, env=home)
+        refused = run_backfill(
+            "pipeline", "--start-date", "2024-02-01", "--end-date", "2024-02-03", *args, "--dry-run", cwd=shop, env=home
+        )
         assert refused.returncode == 2 and message in refused.stderr
-    failing = run_backfill("pipeline", "--start-date", "2024-02-01", "--end-date", "2024-02-03", "--timeout", "1us",
-                           cwd=shop, env=home)
+    failing = run_backfill(
+        "pipeline", "--start-date", "2024-02-01", "--end-date", "2024-02-03", "--timeout", "1us", cwd=shop, env=home
+    )
     assert failing.returncode == 1
     backfill = only_backfill(shop)
     asset.write_text(original.replace("strategy: merge", "strategy: upsert"))

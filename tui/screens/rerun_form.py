@@ -19,7 +19,6 @@ from engine.durations import format_duration, parse_duration
 from engine.errors import BadInput
 from engine.rerun import PartitionSelection
 from engine.spec import ON_FAILURE, ExecutionOptions
-from engine.status import Status
 from tui.sources import BackfillSource
 
 
@@ -210,7 +209,3 @@ class RerunForm(ModalScreen[RerunRequest | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
-
-
-def status_of(name: str) -> Status:
-    return Status.parse(name)

@@ -8,14 +8,13 @@ signature changed are repainted.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
-from textual.geometry import Region, Size
+from textual.geometry import Size
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -269,10 +268,3 @@ class PartitionTable(ScrollView, can_focus=True):
 
     def action_end(self) -> None:
         self._move_to(len(self.rows) - 1)
-
-    def visible_region(self) -> Region:
-        return Region(0, int(self.scroll_offset.y), self.size.width, self.size.height)
-
-
-def now() -> float:
-    return time.time()
