@@ -24,8 +24,10 @@ from _measure import backfill_argv, first_paint_seconds, median_of_fresh_process
 
 
 def make_backfill(work: Path, end: str, partition: str, *, stop_after: float | None) -> str:
-    from engine.backfill import create_backfill
-    from engine.spec import ExecutionOptions, RunOptions, plan_request
+    from engine.execute.backfill import create_backfill
+    from engine.pipeline.options import RunOptions
+    from engine.spec.backfill_spec import ExecutionOptions
+    from engine.spec.planning import plan_request
 
     planned = plan_request(
         target=None,
@@ -59,9 +61,9 @@ def show_first_paint_child(work: str, backfill_id: str) -> None:
     import os
 
     os.chdir(work)
-    from engine.backfill import locate_backfill
-    from tui.app import BackfillApp
-    from tui.widgets.partition_table import PartitionTable
+    from engine.execute.backfill import locate_backfill
+    from tui.app.backfill_app import BackfillApp
+    from tui.app.widgets.partition_table import PartitionTable
 
     store, _ = locate_backfill(backfill_id, None, Path(work))
     print(f"{first_paint_seconds(BackfillApp(open_store=store, closes_when_done=False), PartitionTable):.4f}")

@@ -32,9 +32,11 @@ ONE_MILLION = ("--start-date", "2024-01-01T00:00:00Z", "--end-date", "2024-01-12
 
 
 def make_live(work: Path, command: str, parallel: int):
-    from engine.backfill import create_backfill
-    from engine.spec import ExecutionOptions, RunOptions, plan_request
-    from tui.sources import ExecutorSource
+    from engine.execute.backfill import create_backfill
+    from engine.pipeline.options import RunOptions
+    from engine.spec.backfill_spec import ExecutionOptions
+    from engine.spec.planning import plan_request
+    from tui.app.sources import ExecutorSource
 
     planned = plan_request(
         target=None,
@@ -60,8 +62,8 @@ def make_live(work: Path, command: str, parallel: int):
 
 def first_paint_child(work: str) -> None:
     """Runs in a fresh process: print seconds from process start to the first drawn table row."""
-    from tui.app import BackfillApp
-    from tui.widgets.partition_table import PartitionTable
+    from tui.app.backfill_app import BackfillApp
+    from tui.app.widgets.partition_table import PartitionTable
 
     executor, thread, source = make_live(Path(work), "true", 2)
     try:
@@ -72,8 +74,8 @@ def first_paint_child(work: str) -> None:
 
 
 def in_process(runs: int) -> None:
-    from tui.app import BackfillApp
-    from tui.widgets.partition_table import PartitionTable
+    from tui.app.backfill_app import BackfillApp
+    from tui.app.widgets.partition_table import PartitionTable
 
     renders: list[tuple[float, int, int, int]] = []  # (time, partition, status code, scroll offset)
     frames: list[tuple[float, int, int]] = []  # (perf_counter, scroll offset, y) of every drawn row

@@ -19,10 +19,12 @@ import threading
 import time
 from pathlib import Path
 
-from engine.backfill import create_backfill
-from engine.spec import ExecutionOptions, RunOptions, plan_request
-from tui.app import BackfillApp
-from tui.sources import ExecutorSource
+from engine.execute.backfill import create_backfill
+from engine.pipeline.options import RunOptions
+from engine.spec.backfill_spec import ExecutionOptions
+from engine.spec.planning import plan_request
+from tui.app.backfill_app import BackfillApp
+from tui.app.sources import ExecutorSource
 
 HERE = Path(__file__).resolve().parent
 EXAMPLE = HERE.parent / "examples" / "shop"

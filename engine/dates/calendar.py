@@ -3,7 +3,7 @@
 A period is addressed by an integer key (day ordinal, week number, month
 number, year) so that "the k-th period after the first" is plain arithmetic.
 Its start is the first instant of its first local day
-(:func:`engine.instants.local_day_start`).
+(:func:`engine.dates.instants.local_day_start`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import date, tzinfo
 from enum import Enum
 
-from engine.instants import (
+from engine.dates.instants import (
     MICROS_PER_DAY,
     MICROS_PER_SECOND,
     local_date,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from engine.errors import BadInput
+from engine.base.errors import BadInput
 
 _NANOS = {
     "ns": 1,

@@ -4,14 +4,14 @@ Listing hundreds of thousands of partitions formats each boundary; doing it
 with a datetime per instant dominates the cost. Offsets change a few times a
 year, so this formatter caches the offset of each UTC day (when it is the same
 at both ends of the day) and the date text of each local day, and formats the
-rest with integer arithmetic. Results equal :func:`engine.instants.format_instant`.
+rest with integer arithmetic. Results equal :func:`engine.dates.instants.format_instant`.
 """
 
 from __future__ import annotations
 
 from datetime import date, tzinfo
 
-from engine.instants import MICROS_PER_DAY, format_instant, offset_micros, zone_name
+from engine.dates.instants import MICROS_PER_DAY, format_instant, offset_micros, zone_name
 
 _UNIX_ORDINAL = 719_163
 

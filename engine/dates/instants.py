@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from functools import lru_cache
 
-from engine.errors import BadInput
+from engine.base.errors import BadInput
 
 UTC = UTC
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from datetime import tzinfo
 from typing import NamedTuple
 
-from engine.calendar import CalendarUnit, empty_periods, period_of, period_start
-from engine.durations import format_duration, parse_duration
-from engine.errors import BadInput
-from engine.instants import format_instant, zone_name
+from engine.base.errors import BadInput
+from engine.dates.calendar import CalendarUnit, empty_periods, period_of, period_start
+from engine.dates.durations import format_duration, parse_duration
+from engine.dates.instants import format_instant, zone_name
 
 HOUR = 3_600_000_000
 

@@ -12,20 +12,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.config import find_config_file, load_config
-from engine.errors import BadInput
-from engine.executor import Executor, ExecutorHooks
-from engine.launcher import Launcher
-from engine.manifest import manifest_of, spec_of
-from engine.parallelism import Parallelism, effective_parallelism
-from engine.pipeline_check import check_pipeline
-from engine.records import PartitionRecord
-from engine.repository import repository_root, resolve_target
-from engine.rerun import PartitionSelection
-from engine.spec import BackfillSpec, ExecutionOptions, Planned, check_execution_options
-from engine.status import StatusBoard
-from engine.store import StateStore, add_to_gitignore, default_state_root, find_backfill, new_backfill_id
-from engine.takeover import Takeover, take_over
+from engine.base.errors import BadInput
+from engine.execute.executor import Executor, ExecutorHooks
+from engine.execute.launcher import Launcher
+from engine.execute.rerun import PartitionSelection
+from engine.execute.takeover import Takeover, take_over
+from engine.pipeline.config import find_config_file, load_config
+from engine.pipeline.repository import repository_root, resolve_target
+from engine.pipeline.validation import check_pipeline
+from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions, Planned, check_execution_options
+from engine.spec.parallelism import Parallelism, effective_parallelism
+from engine.store.manifest import manifest_of, spec_of
+from engine.store.records import PartitionRecord
+from engine.store.state_store import StateStore, add_to_gitignore, default_state_root, find_backfill, new_backfill_id
+from engine.store.status import StatusBoard
 
 
 def state_root_for(spec: BackfillSpec, state_dir: str | None, cwd: Path) -> tuple[Path, Path | None]:

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import orjson
 
-from engine.errors import BadInput
-from engine.formatting import InstantFormatter
-from engine.launcher import ChildSpec
-from engine.plan import Interval
-from engine.spec import BackfillSpec
+from engine.base.errors import BadInput
+from engine.dates.formatting import InstantFormatter
+from engine.dates.plan import Interval
+from engine.execute.launcher import ChildSpec
+from engine.spec.backfill_spec import BackfillSpec
 
 PLACEHOLDERS = ("start", "end", "end_exclusive", "start_date", "end_date", "partition_id", "run_id")
 _CLEARED = ("BRUIN_VARS", "BRUIN_CONFIG_FILE", "BRUIN_QUERY_ANNOTATIONS")

@@ -20,20 +20,20 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from engine.catalog import partitions_stamp, write_summary
-from engine.children import ChildFactory
-from engine.durations import format_duration
-from engine.launcher import Child, ForkExecLauncher, Launcher, describe_exit
-from engine.manifest import now_text
-from engine.plan import Interval
-from engine.record_writer import RecordWriter
-from engine.records import Attempt, PartitionRecord
-from engine.rerun import PartitionSelection
-from engine.snapshot import FINISHED, RUNNING, STARTING, STOPPING, Event, RunningPartition, Snapshot
-from engine.spec import BackfillSpec, ExecutionOptions
-from engine.status import Status, StatusBoard
-from engine.store import StateStore
-from engine.takeover import Takeover, process_started
+from engine.dates.durations import format_duration
+from engine.dates.plan import Interval
+from engine.execute.children import ChildFactory
+from engine.execute.launcher import Child, ForkExecLauncher, Launcher, describe_exit
+from engine.execute.rerun import PartitionSelection
+from engine.execute.snapshot import FINISHED, RUNNING, STARTING, STOPPING, Event, RunningPartition, Snapshot
+from engine.execute.takeover import Takeover, process_started
+from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions
+from engine.store.catalog import partitions_stamp, write_summary
+from engine.store.manifest import now_text
+from engine.store.record_writer import RecordWriter
+from engine.store.records import Attempt, PartitionRecord
+from engine.store.state_store import StateStore
+from engine.store.status import Status, StatusBoard
 
 TERM_AFTER = 2.0  # seconds between SIGINT and SIGTERM when stopping a child
 SUMMARY_SECONDS = 2.0  # how often the counts cache for `backfill list` is refreshed while running

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from engine.atomic import FILE_MODE
+from engine.base.atomic import FILE_MODE
 
 
 @dataclass(frozen=True)

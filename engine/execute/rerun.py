@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from engine.status import Status, StatusBoard
+from engine.store.status import Status, StatusBoard
 
 MODES = ("default", "failed", "missing", "all")
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from engine.status import StatusBoard
+    from engine.store.status import StatusBoard
 
 STARTING, RUNNING, STOPPING, FINISHED = "starting", "running", "stopping", "finished"
 

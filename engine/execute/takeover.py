@@ -20,12 +20,12 @@ from dataclasses import dataclass
 
 import psutil
 
-from engine.errors import Refused
-from engine.locks import FileLock
-from engine.manifest import now_text
-from engine.records import PartitionRecord
-from engine.status import Status, StatusBoard
-from engine.store import Generation, StateStore
+from engine.base.errors import Refused
+from engine.store.locks import FileLock
+from engine.store.manifest import now_text
+from engine.store.records import PartitionRecord
+from engine.store.state_store import Generation, StateStore
+from engine.store.status import Status, StatusBoard
 
 INTERRUPTED = "previous executor interrupted"
 

@@ -20,12 +20,12 @@ from typing import Any
 
 import orjson
 
-from engine.assets import Asset
-from engine.checks import CheckResult, run_checks
-from engine.duckdb_pool import DuckDBPool
-from engine.interval_modifiers import apply_modifiers
-from engine.materialization import Database, load_seed, materialize
-from engine.templating import TemplateProblem, Window, render
+from engine.pipeline.assets import Asset
+from engine.pipeline.checks import CheckResult, run_checks
+from engine.pipeline.duckdb_pool import DuckDBPool
+from engine.pipeline.interval_modifiers import apply_modifiers
+from engine.pipeline.materialization import Database, load_seed, materialize
+from engine.pipeline.templating import TemplateProblem, Window, render
 
 SUCCEEDED, FAILED, UPSTREAM_FAILED = "succeeded", "failed", "upstream_failed"
 
@@ -139,7 +139,7 @@ class AssetRun:
 
     def _context(self) -> tuple[dict[str, Any], Window]:
         s = self.settings
-        from engine.templating import base_context
+        from engine.pipeline.templating import base_context
 
         context = base_context(
             s.window, run_id=s.run_id, pipeline=s.pipeline, variables=s.variables, full_refresh=s.full_refresh

@@ -14,10 +14,10 @@ import threading
 import time
 from collections.abc import Callable
 
-from engine.asset_run import FAILED, UPSTREAM_FAILED, AssetResult, AssetRun
-from engine.duckdb_pool import DuckDBPool
-from engine.durations import format_duration
-from engine.pipeline import Pipeline
+from engine.dates.durations import format_duration
+from engine.pipeline.asset_run import FAILED, UPSTREAM_FAILED, AssetResult, AssetRun
+from engine.pipeline.duckdb_pool import DuckDBPool
+from engine.pipeline.loading import Pipeline
 
 
 class AssetScheduler:

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.errors import BadInput
-from engine.yamlfile import Located, line_of, parse_yaml
+from engine.base.errors import BadInput
+from engine.pipeline.yamlfile import Located, line_of, parse_yaml
 
 SQL_TYPES = ("duckdb.sql",)
 SEED_TYPES = ("duckdb.seed",)

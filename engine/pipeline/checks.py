@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.assets import Asset, Check, CustomCheck
-from engine.materialization import Database, quote_identifier, quote_name
-from engine.templating import render
+from engine.pipeline.assets import Asset, Check, CustomCheck
+from engine.pipeline.materialization import Database, quote_identifier, quote_name
+from engine.pipeline.templating import render
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.errors import BadInput
-from engine.repository import Target
-from engine.yamlfile import Located, line_of, read_yaml
+from engine.base.errors import BadInput
+from engine.pipeline.repository import Target
+from engine.pipeline.yamlfile import Located, line_of, read_yaml
 
 CONFIG_NAMES = (".bruin.yml", ".bruin.yaml")
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")

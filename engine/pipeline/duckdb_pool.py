@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from engine.config import Connection
+from engine.pipeline.config import Connection
 
 
 class DatabaseLocked(Exception):

@@ -12,8 +12,8 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from engine.instants import resolve_local, to_datetime
-from engine.templating import TemplateProblem, Window, render
+from engine.dates.instants import resolve_local, to_datetime
+from engine.pipeline.templating import TemplateProblem, Window, render
 
 _MODIFIER = re.compile(r"([+-]?\d+)(ns|ms|s|m|h|d|M)")
 _ELAPSED = {"ms": 1_000, "s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000}

@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.assets import Asset, Problems, is_asset_file, read_asset
-from engine.errors import BadInput
-from engine.repository import pipeline_file
-from engine.yamlfile import Located, line_of, parse_yaml
+from engine.base.errors import BadInput
+from engine.pipeline.assets import Asset, Problems, is_asset_file, read_asset
+from engine.pipeline.repository import pipeline_file
+from engine.pipeline.yamlfile import Located, line_of, parse_yaml
 
 PIPELINE_FIELDS = {
     "name",

@@ -11,9 +11,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from engine.assets import Asset
-from engine.instants import to_datetime
-from engine.templating import Window
+from engine.dates.instants import to_datetime
+from engine.pipeline.assets import Asset
+from engine.pipeline.templating import Window
 
 INCREMENTAL = ("append", "merge", "delete+insert", "time_interval", "truncate+insert")
 

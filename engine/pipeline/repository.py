@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.errors import BadInput
+from engine.base.errors import BadInput
 
 PIPELINE_FILES = ("pipeline.yml", "pipeline.yaml")
 ASSET_SUFFIXES = (".sql", ".py", ".asset.yml", ".asset.yaml")

@@ -7,17 +7,15 @@ Outside a git repository the records go to the user state directory
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
-from engine.atomic import write_atomic
-from engine.durations import format_duration
-from engine.instants import format_instant
-from engine.templating import Window
-
-if TYPE_CHECKING:
-    from engine.runner import RunResult
+from engine.base.atomic import write_atomic
+from engine.dates.durations import format_duration
+from engine.dates.instants import format_instant
+from engine.pipeline.run_types import RunResult
+from engine.pipeline.templating import Window
 
 
 def logs_root(repository: Path | None) -> Path:

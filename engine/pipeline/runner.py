@@ -9,69 +9,20 @@ from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
-from engine.asset_run import SUCCEEDED, AssetResult, AssetRun, RunSettings
-from engine.asset_scheduler import AssetScheduler
-from engine.config import Environment, find_config_file, load_config
-from engine.duckdb_pool import DatabaseLocked, DuckDBPool
-from engine.errors import BadInput
-from engine.instants import boundary_instant, format_instant, load_zone, local_day_start, parse_boundary
-from engine.pipeline import Pipeline
-from engine.pipeline_check import check_pipeline
-from engine.repository import Target, resolve_target
-from engine.run_record import write_run_record
-from engine.spec import RunOptions
-from engine.templating import Window, today_in
-
-
-@dataclass(frozen=True)
-class RunRequest:
-    target: str
-    start: str | None = None
-    end: str | None = None
-    timezone: str = "UTC"
-    environment: str | None = None
-    config_file: str | None = None
-    workers: int = 16
-    options: RunOptions = field(default_factory=RunOptions)  # selection, variables, annotations: as backfills save them
-    full_refresh: bool = False
-    timeout: int | None = None  # microseconds per asset
-    run_id: str | None = None
-    backfill_id: str | None = None
-    backfill_total: int | None = None
-    partition_id: str | None = None
-
-
-@dataclass
-class PreparedRun:
-    request: RunRequest
-    run_id: str
-    target: Target
-    pipeline: Pipeline
-    environment: Environment
-    window: Window
-    variables: dict[str, Any]
-    selected: set[str]
-    notes: list[str]
-
-
-@dataclass
-class RunResult:
-    prepared: PreparedRun
-    results: list[AssetResult]
-    started_at: float
-    finished_at: float
-    error: str | None = None
-    record_path: Path | None = None
-    peak_concurrency: int = 0
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and all(r.status == SUCCEEDED for r in self.results)
+from engine.base.errors import BadInput
+from engine.dates.instants import boundary_instant, format_instant, load_zone, local_day_start, parse_boundary
+from engine.pipeline.asset_run import AssetResult, AssetRun, RunSettings
+from engine.pipeline.asset_scheduler import AssetScheduler
+from engine.pipeline.config import find_config_file, load_config
+from engine.pipeline.duckdb_pool import DatabaseLocked, DuckDBPool
+from engine.pipeline.repository import resolve_target
+from engine.pipeline.run_record import write_run_record
+from engine.pipeline.run_types import PreparedRun, RunRequest, RunResult
+from engine.pipeline.templating import Window, today_in
+from engine.pipeline.validation import check_pipeline
 
 
 def new_run_id() -> str:

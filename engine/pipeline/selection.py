@@ -18,8 +18,8 @@ import re
 from collections.abc import Iterable
 from fnmatch import fnmatchcase
 
-from engine.errors import BadInput
-from engine.pipeline import Pipeline
+from engine.base.errors import BadInput
+from engine.pipeline.loading import Pipeline
 
 _ATOM = re.compile(
     r"^(?P<at>@)?(?:(?P<up_depth>\d+)?(?P<up>\+))?(?P<body>[^+]+?)(?:(?P<down>\+)(?P<down_depth>\d+)?)?$"

@@ -13,8 +13,8 @@ from typing import Any
 
 import jinja2
 
-from engine.formatting import InstantFormatter
-from engine.instants import to_datetime
+from engine.dates.formatting import InstantFormatter
+from engine.dates.instants import to_datetime
 
 
 @dataclass(frozen=True)

@@ -11,15 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engine.assets import Problems
-from engine.config import Config, Environment
-from engine.errors import BadInput
-from engine.pipeline import Pipeline, load_pipeline
-from engine.repository import Target
-from engine.selection import select_assets
+from engine.base.errors import BadInput
+from engine.pipeline.assets import Problems
+from engine.pipeline.config import Config, Environment
+from engine.pipeline.loading import Pipeline, load_pipeline
+from engine.pipeline.repository import Target
+from engine.pipeline.selection import select_assets
 
 if TYPE_CHECKING:
-    from engine.spec import RunOptions
+    from engine.pipeline.options import RunOptions
 
 
 @dataclass(frozen=True)

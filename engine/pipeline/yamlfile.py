@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from engine.errors import BadInput
+from engine.base.errors import BadInput
 
 _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

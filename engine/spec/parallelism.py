@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.config import Environment
+from engine.pipeline.config import Environment
 
 
 @dataclass(frozen=True)

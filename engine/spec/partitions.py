@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from engine.formatting import InstantFormatter
-from engine.plan import Interval
-from engine.spec import BackfillSpec
+from engine.dates.formatting import InstantFormatter
+from engine.dates.plan import Interval
+from engine.spec.backfill_spec import BackfillSpec
 
 
 class PartitionDescriber:

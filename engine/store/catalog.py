@@ -19,12 +19,12 @@ from typing import Any
 
 import orjson
 
-from engine.atomic import write_atomic
-from engine.errors import StateUnreadable
-from engine.locks import FileLock
-from engine.manifest import spec_of
-from engine.status import STATUS_NAMES, Status, StatusBoard
-from engine.store import MANIFEST, StateStore
+from engine.base.atomic import write_atomic
+from engine.base.errors import StateUnreadable
+from engine.store.locks import FileLock
+from engine.store.manifest import spec_of
+from engine.store.state_store import MANIFEST, StateStore
+from engine.store.status import STATUS_NAMES, Status, StatusBoard
 
 SUMMARY = ".summary.json"
 COMPLETE, INCOMPLETE, RUNNING_NOW = "complete", "incomplete", "running"

@@ -13,7 +13,7 @@ import os
 import time
 from pathlib import Path
 
-from engine.atomic import FILE_MODE
+from engine.base.atomic import FILE_MODE
 
 
 class FileLock:

@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from engine.errors import StateUnreadable
-from engine.instants import format_instant, load_zone, zone_name
-from engine.plan import parse_unit
-from engine.spec import BackfillSpec, ExecutionOptions, RunOptions, TargetSpec
+from engine.base.errors import StateUnreadable
+from engine.dates.instants import format_instant, load_zone, zone_name
+from engine.dates.plan import parse_unit
+from engine.pipeline.options import RunOptions
+from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions, TargetSpec
 
 MANIFEST_FORMAT = 1
 

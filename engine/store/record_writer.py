@@ -16,7 +16,7 @@ import queue
 import threading
 from pathlib import Path
 
-from engine.atomic import sync_directory, write_atomic
+from engine.base.atomic import sync_directory, write_atomic
 
 _STOP = object()
 

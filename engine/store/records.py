@@ -14,9 +14,9 @@ from typing import Any
 
 import orjson
 
-from engine.errors import StateUnreadable
-from engine.plan import Plan
-from engine.status import Status
+from engine.base.errors import StateUnreadable
+from engine.dates.plan import Plan
+from engine.store.status import Status
 
 RECORD_FORMAT = 1
 ATTEMPT_STATUSES = ("running", "succeeded", "failed", "cancelled")

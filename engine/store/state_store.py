@@ -25,11 +25,11 @@ from typing import Any
 
 import orjson
 
-from engine.atomic import DIRECTORY_MODE, ensure_directory, write_atomic
-from engine.errors import BadInput, StateUnreadable
-from engine.plan import Plan
-from engine.records import PartitionRecord, read_record, status_of
-from engine.status import Status, StatusBoard
+from engine.base.atomic import DIRECTORY_MODE, ensure_directory, write_atomic
+from engine.base.errors import BadInput, StateUnreadable
+from engine.dates.plan import Plan
+from engine.store.records import PartitionRecord, read_record, status_of
+from engine.store.status import Status, StatusBoard
 
 BACKFILLS_DIR = ("logs", "backfills")
 MANIFEST = "manifest.json"

@@ -13,12 +13,14 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
-from engine.manifest import manifest_of
-from engine.records import Attempt, PartitionRecord
-from engine.snapshot import RUNNING
-from engine.spec import ExecutionOptions, RunOptions, plan_request
-from engine.store import StateStore
-from tui.sources import SavedSource, SourceState
+from engine.execute.snapshot import RUNNING
+from engine.pipeline.options import RunOptions
+from engine.spec.backfill_spec import ExecutionOptions
+from engine.spec.planning import plan_request
+from engine.store.manifest import manifest_of
+from engine.store.records import Attempt, PartitionRecord
+from engine.store.state_store import StateStore
+from tui.app.sources import SavedSource, SourceState
 
 FROZEN = datetime(2024, 3, 15, 12, 0, 0, tzinfo=UTC).timestamp()
 BACKFILL_ID = "20240315-115500-5eed01"
@@ -176,8 +178,8 @@ class FixedStateSource(SavedSource):
     """The saved fixture shown as if an executor were at a fixed point of its run."""
 
     def __init__(self, store: StateStore, *, state: str = RUNNING, stop_reason: str | None = None) -> None:
-        from engine.manifest import spec_of
-        from engine.parallelism import Parallelism
+        from engine.spec.parallelism import Parallelism
+        from engine.store.manifest import spec_of
 
         spec = spec_of(store.read_manifest())
         board, running = store.load_board(spec.plan, spec.ids.of)

@@ -6,14 +6,16 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.backfill import Prepared, create_backfill
-from engine.executor import Executor
-from engine.spec import ExecutionOptions, RunOptions, plan_request
-from tui.app import BackfillApp
-from tui.screens.dashboard import DashboardScreen
-from tui.sources import ExecutorSource
-from tui.widgets.partition_table import PartitionTable
-from tui.widgets.status_line import StatusLine
+from engine.execute.backfill import Prepared, create_backfill
+from engine.execute.executor import Executor
+from engine.pipeline.options import RunOptions
+from engine.spec.backfill_spec import ExecutionOptions
+from engine.spec.planning import plan_request
+from tui.app.backfill_app import BackfillApp
+from tui.app.screens.dashboard import DashboardScreen
+from tui.app.sources import ExecutorSource
+from tui.app.widgets.partition_table import PartitionTable
+from tui.app.widgets.status_line import StatusLine
 
 
 @dataclass

@@ -13,14 +13,14 @@ import pytest
 from tests.backfills import child_command, records, start_background, state_dirs, wait_for
 from tests.conftest import run_backfill
 from tests.tui.live import screen_text
-from tui.app import BackfillApp
-from tui.screens.backfill_list import BackfillListScreen
-from tui.screens.dashboard import DashboardScreen
-from tui.screens.rerun_form import RerunForm
-from tui.sources import ExecutorSource, SavedSource, WatchedSource
-from tui.widgets.details import PartitionDetails
-from tui.widgets.log_view import LogView
-from tui.widgets.partition_table import PartitionTable
+from tui.app.backfill_app import BackfillApp
+from tui.app.screens.backfill_list import BackfillListScreen
+from tui.app.screens.dashboard import DashboardScreen
+from tui.app.screens.rerun_form import RerunForm
+from tui.app.sources import ExecutorSource, SavedSource, WatchedSource
+from tui.app.widgets.details import PartitionDetails
+from tui.app.widgets.log_view import LogView
+from tui.app.widgets.partition_table import PartitionTable
 
 EIGHT_DAYS = ("--start-date", "2024-01-01", "--end-date", "2024-01-08")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.tui.fixtures import FROZEN, build_complete_backfill, build_saved_backfill
-from tui.app import BackfillApp
+from tui.app.backfill_app import BackfillApp
 
 
 @pytest.fixture

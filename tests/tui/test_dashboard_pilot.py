@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.status import Status
+from engine.store.status import Status
 from tests.backfills import alive, child_command
 from tests.tui.live import screen_text, start_live
-from tui.widgets.details import PartitionDetails
-from tui.widgets.log_view import LogView
+from tui.app.widgets.details import PartitionDetails
+from tui.app.widgets.log_view import LogView
 
 SLOW = f"{sys.executable} -c 'import time; print(\"working\", flush=True); time.sleep(30)'"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.snapshot import STOPPING
+from engine.execute.snapshot import STOPPING
 from tests.tui.fixtures import FROZEN, FixedStateSource, build_saved_backfill
-from tui.app import BackfillApp
+from tui.app.backfill_app import BackfillApp
 
 
 @pytest.fixture

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from engine.children import ChildFactory, split_template
-from engine.errors import BadInput
-from engine.spec import ExecutionOptions, RunOptions, plan_request
+from engine.base.errors import BadInput
+from engine.execute.children import ChildFactory, split_template
+from engine.pipeline.options import RunOptions
+from engine.spec.backfill_spec import ExecutionOptions
+from engine.spec.planning import plan_request
 
 
 def factory_for(template: str, zone: str = "America/New_York") -> ChildFactory:

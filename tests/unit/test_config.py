@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.config import find_config_file, load_config
-from engine.errors import BadInput
-from engine.parallelism import effective_parallelism
-from engine.repository import resolve_target
+from engine.base.errors import BadInput
+from engine.pipeline.config import find_config_file, load_config
+from engine.pipeline.repository import resolve_target
+from engine.spec.parallelism import effective_parallelism
 
 
 def write(path: Path, text: str) -> Path:

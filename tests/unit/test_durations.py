@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.durations import format_duration, parse_duration
-from engine.errors import BadInput
+from engine.base.errors import BadInput
+from engine.dates.durations import format_duration, parse_duration
 
 
 @pytest.mark.parametrize(

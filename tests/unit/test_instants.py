@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.errors import BadInput
-from engine.instants import boundary_instant, format_instant, load_zone, parse_boundary
+from engine.base.errors import BadInput
+from engine.dates.instants import boundary_instant, format_instant, load_zone, parse_boundary
 
 
 def instant(text: str, zone: str = "UTC", *, end: bool = False) -> str:

@@ -6,9 +6,9 @@ from datetime import date
 
 import pytest
 
-from engine.errors import BadInput
-from engine.instants import boundary_instant, format_instant, load_zone, parse_boundary
-from engine.plan import Plan, parse_unit
+from engine.base.errors import BadInput
+from engine.dates.instants import boundary_instant, format_instant, load_zone, parse_boundary
+from engine.dates.plan import Plan, parse_unit
 
 
 def make_plan(start: str, end: str, unit: str, zone: str = "UTC") -> Plan:

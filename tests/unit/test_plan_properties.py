@@ -9,8 +9,8 @@ from zoneinfo import ZoneInfo
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from engine.instants import to_datetime, to_micros
-from engine.plan import Plan, parse_unit
+from engine.dates.instants import to_datetime, to_micros
+from engine.dates.plan import Plan, parse_unit
 from tests.oracle import oracle_partitions
 
 UTC = UTC

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.errors import BadInput
-from engine.pipeline import load_pipeline
-from engine.selection import evaluate_selector, select_assets
+from engine.base.errors import BadInput
+from engine.pipeline.loading import load_pipeline
+from engine.pipeline.selection import evaluate_selector, select_assets
 from tests.builder import Repo
 
 

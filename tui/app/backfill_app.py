@@ -17,13 +17,13 @@ from pathlib import Path
 from textual.app import App
 from textual.binding import Binding
 
-from engine.backfill import Loaded, Prepared, prepare_resume
-from engine.errors import BackfillError
-from engine.executor import Executor
-from engine.snapshot import FINISHED
-from engine.store import StateStore
-from tui.screens.dashboard import DashboardScreen
-from tui.sources import BackfillSource, ExecutorSource, open_saved
+from engine.base.errors import BackfillError
+from engine.execute.backfill import Loaded, Prepared, prepare_resume
+from engine.execute.executor import Executor
+from engine.execute.snapshot import FINISHED
+from engine.store.state_store import StateStore
+from tui.app.screens.dashboard import DashboardScreen
+from tui.app.sources import BackfillSource, ExecutorSource, open_saved
 
 POLL_SECONDS = 0.1
 
@@ -77,7 +77,7 @@ class BackfillApp(App[str | None]):
         elif self.open_store is not None:
             self.push_screen(DashboardScreen(open_saved(self.open_store), self.clock))
         else:
-            from tui.screens.backfill_list import BackfillListScreen
+            from tui.app.screens.backfill_list import BackfillListScreen
 
             self.push_screen(BackfillListScreen(self.root or Path.cwd(), frozen=self.frozen))
         if not self.frozen:

@@ -13,7 +13,7 @@ import re
 from bisect import bisect_right
 from itertools import accumulate
 
-from engine.status import Status, StatusBoard
+from engine.store.status import Status, StatusBoard
 
 BLOCK = 4096
 _ONE = re.compile(b"\x01")

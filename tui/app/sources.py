@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from engine.executor import Executor
-from engine.parallelism import Parallelism
-from engine.snapshot import RunningPartition
-from engine.spec import BackfillSpec, ExecutionOptions
-from engine.status import Status, StatusBoard
-from engine.store import StateStore
+from engine.execute.executor import Executor
+from engine.execute.snapshot import RunningPartition
+from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions
+from engine.spec.parallelism import Parallelism
+from engine.store.state_store import StateStore
+from engine.store.status import Status, StatusBoard
 
 IDLE = "idle"  # a saved backfill nobody is running
 
@@ -179,8 +179,8 @@ class WatchedSource(SavedSource):
     def _rescan(self) -> None:
         import os
 
-        from engine.catalog import partitions_stamp
-        from engine.records import read_record
+        from engine.store.catalog import partitions_stamp
+        from engine.store.records import read_record
 
         stamp = partitions_stamp(self.store)
         if stamp == self._stamp:
@@ -215,7 +215,7 @@ class WatchedSource(SavedSource):
         if not self._idle and now - self._last_scan >= self.RESCAN_SECONDS:
             self._last_scan = now
             self._rescan()
-            from engine.catalog import is_running
+            from engine.store.catalog import is_running
 
             if not is_running(self.store):
                 self._idle = True
@@ -243,9 +243,9 @@ RUNNING_ELSEWHERE = "running elsewhere"
 
 def open_saved(store: StateStore) -> SavedSource:
     """The source for browsing a saved backfill: watched when another process runs it, else read once."""
-    from engine.backfill import shown_parallelism
-    from engine.catalog import is_running
-    from engine.manifest import initial_options, spec_of
+    from engine.execute.backfill import shown_parallelism
+    from engine.store.catalog import is_running
+    from engine.store.manifest import initial_options, spec_of
 
     manifest = store.read_manifest()
     spec = spec_of(manifest)

@@ -11,7 +11,7 @@ import re
 import sys
 from typing import NoReturn
 
-from engine.spec import RunOptions, environ_run_inputs, parse_annotations, parse_variables
+from engine.pipeline.options import RunOptions, environ_run_inputs, parse_annotations, parse_variables
 
 VERBS = ("run", "list", "show", "mark", "cancel", "pause", "resume", "rerun", "validate")
 IMPLEMENTED_VERBS = ("run", "list", "show")

@@ -6,30 +6,26 @@ import argparse
 import sys
 from typing import Any
 
-from engine.durations import parse_duration
-from engine.errors import BadInput
-from engine.instants import format_instant, zone_name
-from engine.partitions import PartitionDescriber
-from engine.spec import (
-    ExecutionOptions,
-    Planned,
-    plan_request,
-)
-from tui.arguments import UsageError, backfill_parser, run_options_from
-from tui.plan_output import options_json, page_bounds, page_rows, summary_json, write_json, write_text
+from engine.base.errors import BadInput
+from engine.dates.durations import parse_duration
+from engine.spec.backfill_spec import ExecutionOptions, Planned
+from engine.spec.partitions import PartitionDescriber
+from engine.spec.planning import plan_request
+from tui.cli.arguments import UsageError, backfill_parser, run_options_from
+from tui.cli.plan_output import header_lines, options_json, page_bounds, page_rows, summary_json, write_json, write_text
 
 
 def backfill_command(argv: list[str]) -> int:
     args = backfill_parser().parse_args(argv)
     _check_combinations(args)
     if args.resume is not None:
-        from tui.resume import resume_command
+        from tui.cli.resume import resume_command
 
         return resume_command(args)
     planned = _plan_new(args)
     if args.dry_run:
         return print_dry_run(planned, args)
-    from tui.execute import execute_new
+    from tui.cli.execute import execute_new
 
     return execute_new(planned, args)
 
@@ -45,7 +41,7 @@ def _check_combinations(args: argparse.Namespace) -> None:
             "run `backfill run TARGET --full-refresh` once, then backfill"
         )
     if args.command is not None:
-        from engine.children import split_template
+        from engine.execute.children import split_template
 
         split_template(args.command)
     if args.name and not args.command:
@@ -79,45 +75,6 @@ def _plan_new(args: argparse.Namespace) -> Planned:
         options=execution_options(args),
         force=args.force,
     )
-
-
-def header_lines(planned: Planned, extra: list[tuple[str, str]] | None = None) -> list[tuple[str, str]]:
-    """Normalized inputs and effective parallelism, as label/value pairs for text output."""
-    spec, options, parallelism = planned.spec, planned.options, planned.parallelism
-    target = spec.target
-    lines = [("target", f"{target.template if target.is_command else target.path}")]
-    if target.name != (target.template or ""):
-        lines.append(("name", target.name))
-    if spec.environment:
-        lines.append(("environment", spec.environment))
-    lines.append(
-        ("range", f"{format_instant(spec.start, spec.zone)} → {format_instant(spec.end, spec.zone)} (end exclusive)")
-    )
-    lines.append(("partition", f"{spec.unit.name} in {zone_name(spec.zone)}"))
-    if parallelism.reason:
-        parallel = f"{parallelism.effective} (requested {parallelism.requested}; {parallelism.reason})"
-    else:
-        parallel = str(parallelism.effective)
-    lines.append(("parallelism", f"{parallel} × {options.workers} workers"))
-    controls = f"retries {options.retries}, on failure {options.on_failure}, " + (
-        "newest first" if options.reverse else "oldest first"
-    )
-    if options.timeout:
-        from engine.durations import format_duration
-
-        controls += f", timeout {format_duration(options.timeout)}"
-    lines.append(("controls", controls))
-    run_options = spec.run_options
-    for label, value in (
-        ("selector", " ".join(run_options.selector)),
-        ("tags", ", ".join(run_options.tags)),
-        ("exclude tags", ", ".join(run_options.exclude_tags)),
-        ("only", run_options.only or ""),
-        ("variables", ", ".join(f"{k}={v!r}" for k, v in run_options.variables.items())),
-    ):
-        if value:
-            lines.append((label, value))
-    return lines + (extra or [])
 
 
 def print_dry_run(planned: Planned, args: argparse.Namespace) -> int:

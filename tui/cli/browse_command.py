@@ -8,13 +8,13 @@ from typing import Any
 
 import orjson
 
-from engine.backfill import Loaded, load_backfill, shown_parallelism, state_root_of_cwd
-from engine.catalog import BackfillSummary, list_backfills, summarize
-from engine.manifest import initial_options
-from engine.status import Status
-from tui.arguments import list_parser, show_parser
-from tui.state_output import write_state_json
-from tui.terminal import Paint, colors_enabled, dashboard_possible
+from engine.execute.backfill import Loaded, load_backfill, shown_parallelism, state_root_of_cwd
+from engine.store.catalog import BackfillSummary, list_backfills, summarize
+from engine.store.manifest import initial_options
+from engine.store.status import Status
+from tui.cli.arguments import list_parser, show_parser
+from tui.cli.state_output import write_state_json
+from tui.cli.terminal import Paint, colors_enabled, dashboard_possible
 
 STATE_STYLES = {"complete": "green", "incomplete": "yellow", "running": "blue"}
 
@@ -23,7 +23,7 @@ def list_command(argv: list[str]) -> int:
     args = list_parser().parse_args(argv)
     root = state_root_of_cwd(args.state_dir, Path.cwd())
     if args.output is None and dashboard_possible(no_progress=False, json_output=False):
-        from tui.browser import browse
+        from tui.cli.browser import browse
 
         return browse(root=root, backfill_id=None, state_dir=args.state_dir)
     summaries = list_backfills(root)
@@ -77,7 +77,7 @@ def print_list(summaries: list[BackfillSummary], root: Path, paint: Paint) -> No
 def show_command(argv: list[str]) -> int:
     args = show_parser().parse_args(argv)
     if args.output is None and dashboard_possible(no_progress=False, json_output=False):
-        from tui.browser import browse
+        from tui.cli.browser import browse
 
         return browse(root=None, backfill_id=args.id, state_dir=args.state_dir)
     loaded = load_backfill(args.id, args.state_dir, Path.cwd())
@@ -85,7 +85,7 @@ def show_command(argv: list[str]) -> int:
     if args.output == "json":
         write_show_json(loaded, statuses, args.offset, args.limit)
         return 0
-    from tui.show_text import print_state_text
+    from tui.cli.show_text import print_state_text
 
     options = initial_options(loaded.manifest)
     summary = summarize(loaded.store, loaded.manifest, counts=loaded.board.counts())

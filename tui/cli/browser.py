@@ -7,11 +7,11 @@ import sys
 import time
 from pathlib import Path
 
-from engine.backfill import locate_backfill
-from engine.errors import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
-from tui.app import BackfillApp
-from tui.summary import summary_lines
-from tui.terminal import Paint, colors_enabled
+from engine.base.errors import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
+from engine.execute.backfill import locate_backfill
+from tui.app.backfill_app import BackfillApp
+from tui.cli.summary import summary_lines
+from tui.cli.terminal import Paint, colors_enabled
 
 EXIT_BY_OUTCOME = {"succeeded": EXIT_OK, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED}
 

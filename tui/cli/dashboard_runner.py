@@ -10,10 +10,10 @@ from __future__ import annotations
 import signal
 import threading
 
-from engine.backfill import Prepared
-from engine.executor import Executor, Outcome
-from tui.app import BackfillApp
-from tui.sources import ExecutorSource
+from engine.execute.backfill import Prepared
+from engine.execute.executor import Executor, Outcome
+from tui.app.backfill_app import BackfillApp
+from tui.app.sources import ExecutorSource
 
 
 def run_with_dashboard(executor: Executor, prepared: Prepared, *, no_color: bool) -> Outcome:

@@ -10,15 +10,15 @@ import threading
 import time
 from pathlib import Path
 
-from engine.backfill import Prepared, create_backfill
-from engine.errors import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
-from engine.executor import Executor, Outcome
-from engine.repository import repository_root
-from engine.spec import Planned
-from tui.progress import ProgressLines
-from tui.state_output import write_state_json
-from tui.summary import resume_command, summary_lines
-from tui.terminal import Paint, colors_enabled, dashboard_possible
+from engine.base.errors import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
+from engine.execute.backfill import Prepared, create_backfill
+from engine.execute.executor import Executor, Outcome
+from engine.pipeline.repository import repository_root
+from engine.spec.backfill_spec import Planned
+from tui.cli.progress import ProgressLines
+from tui.cli.state_output import write_state_json
+from tui.cli.summary import resume_command, summary_lines
+from tui.cli.terminal import Paint, colors_enabled, dashboard_possible
 
 EXIT_BY_OUTCOME = {"succeeded": EXIT_OK, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED}
 SIGNAL_REASONS = {signal.SIGINT: "interrupted (Ctrl+C)", signal.SIGTERM: "terminated (SIGTERM)"}
@@ -52,7 +52,7 @@ def run_prepared(prepared: Prepared, args: argparse.Namespace) -> int:
     use_dashboard = dashboard_possible(no_progress=args.no_progress, json_output=as_json)
     started = time.monotonic()
     if use_dashboard:
-        from tui.dashboard_runner import run_with_dashboard
+        from tui.cli.dashboard_runner import run_with_dashboard
 
         outcome = run_with_dashboard(executor, prepared, no_color=args.no_color)
     else:

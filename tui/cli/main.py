@@ -10,8 +10,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from engine.errors import EXIT_BAD_INPUT, EXIT_CANCELLED, BackfillError
-from tui.arguments import VERBS, UsageError
+from engine.base.errors import EXIT_BAD_INPUT, EXIT_CANCELLED, BackfillError
+from tui.cli.arguments import VERBS, UsageError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -20,7 +20,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args and args[0] in VERBS:
             return _verb(args[0], args[1:])
-        from tui.backfill_command import backfill_command
+        from tui.cli.backfill_command import backfill_command
 
         return backfill_command(args)
     except UsageError as error:
@@ -40,15 +40,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _verb(verb: str, args: list[str]) -> int:
     if verb == "run":
-        from tui.run_command import run_command
+        from tui.cli.run_command import run_command
 
         return run_command(args)
     if verb == "list":
-        from tui.browse_command import list_command
+        from tui.cli.browse_command import list_command
 
         return list_command(args)
     if verb == "show":
-        from tui.browse_command import show_command
+        from tui.cli.browse_command import show_command
 
         return show_command(args)
     raise UsageError(f"'{verb}' is reserved for a later version; available verbs: run, list, show")

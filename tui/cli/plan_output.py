@@ -12,9 +12,11 @@ from typing import IO, Any
 
 import orjson
 
-from engine.partitions import PartitionDescriber
-from engine.spec import Planned
-from engine.status import STATUS_NAMES
+from engine.dates.durations import format_duration
+from engine.dates.instants import format_instant, zone_name
+from engine.spec.backfill_spec import Planned
+from engine.spec.partitions import PartitionDescriber
+from engine.store.status import STATUS_NAMES
 
 SUMMARY_KEYS = ("total", *STATUS_NAMES, "skipped")
 _CHUNK = 4096
@@ -42,8 +44,6 @@ def options_json(planned: Planned) -> dict[str, Any]:
 
 
 def _timeout_text(timeout: int | None) -> str | None:
-    from engine.durations import format_duration
-
     return format_duration(timeout) if timeout else None
 
 
@@ -134,3 +134,40 @@ def write_text(
             step = limit or 1000
             out.write(f"; next page: {next_page_hint} --offset {stop} --limit {step}")
         out.write("\n")
+
+
+def header_lines(planned: Planned, extra: list[tuple[str, str]] | None = None) -> list[tuple[str, str]]:
+    """Normalized inputs and effective parallelism, as label/value pairs for text output."""
+    spec, options, parallelism = planned.spec, planned.options, planned.parallelism
+    target = spec.target
+    lines = [("target", f"{target.template if target.is_command else target.path}")]
+    if target.name != (target.template or ""):
+        lines.append(("name", target.name))
+    if spec.environment:
+        lines.append(("environment", spec.environment))
+    lines.append(
+        ("range", f"{format_instant(spec.start, spec.zone)} → {format_instant(spec.end, spec.zone)} (end exclusive)")
+    )
+    lines.append(("partition", f"{spec.unit.name} in {zone_name(spec.zone)}"))
+    if parallelism.reason:
+        parallel = f"{parallelism.effective} (requested {parallelism.requested}; {parallelism.reason})"
+    else:
+        parallel = str(parallelism.effective)
+    lines.append(("parallelism", f"{parallel} × {options.workers} workers"))
+    controls = f"retries {options.retries}, on failure {options.on_failure}, " + (
+        "newest first" if options.reverse else "oldest first"
+    )
+    if options.timeout:
+        controls += f", timeout {format_duration(options.timeout)}"
+    lines.append(("controls", controls))
+    run_options = spec.run_options
+    for label, value in (
+        ("selector", " ".join(run_options.selector)),
+        ("tags", ", ".join(run_options.tags)),
+        ("exclude tags", ", ".join(run_options.exclude_tags)),
+        ("only", run_options.only or ""),
+        ("variables", ", ".join(f"{k}={v!r}" for k, v in run_options.variables.items())),
+    ):
+        if value:
+            lines.append((label, value))
+    return lines + (extra or [])

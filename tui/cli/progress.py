@@ -13,13 +13,13 @@ import threading
 import time
 from typing import IO
 
-from engine.durations import format_elapsed
-from engine.executor import Executor
-from engine.formatting import InstantFormatter
-from engine.snapshot import Event, Snapshot
-from engine.spec import BackfillSpec
-from engine.store import StateStore
-from tui.terminal import STATUS_STYLE, Paint
+from engine.dates.durations import format_elapsed
+from engine.dates.formatting import InstantFormatter
+from engine.execute.executor import Executor
+from engine.execute.snapshot import Event, Snapshot
+from engine.spec.backfill_spec import BackfillSpec
+from engine.store.state_store import StateStore
+from tui.cli.terminal import STATUS_STYLE, Paint
 
 POLL_SECONDS = 0.25
 INDIVIDUAL_LINES = 12  # more events than this in one poll are coalesced

@@ -11,14 +11,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from engine.backfill import Loaded, load_backfill, prepare_resume, resume_parallelism
-from engine.durations import parse_duration
-from engine.errors import BadInput
-from engine.manifest import initial_options
-from engine.rerun import PartitionSelection
-from engine.spec import ExecutionOptions, check_execution_options
-from tui.arguments import UsageError
-from tui.state_output import write_state_json
+from engine.base.errors import BadInput
+from engine.dates.durations import parse_duration
+from engine.execute.backfill import Loaded, load_backfill, prepare_resume, resume_parallelism
+from engine.execute.rerun import PartitionSelection
+from engine.spec.backfill_spec import ExecutionOptions, check_execution_options
+from engine.store.manifest import initial_options
+from tui.cli.arguments import UsageError
+from tui.cli.state_output import write_state_json
 
 PLAN_INPUTS = {
     "target": "TARGET",
@@ -132,7 +132,7 @@ def resume_command(args: argparse.Namespace) -> int:
             )
             sys.stdout.buffer.flush()
         else:
-            from tui.show_text import print_state_text
+            from tui.cli.show_text import print_state_text
 
             print_state_text(
                 loaded,
@@ -145,6 +145,6 @@ def resume_command(args: argparse.Namespace) -> int:
             )
         return 0
     prepared = prepare_resume(loaded, options, selection)
-    from tui.execute import run_prepared
+    from tui.cli.execute import run_prepared
 
     return run_prepared(prepared, args)

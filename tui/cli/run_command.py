@@ -8,11 +8,12 @@ from typing import Any
 
 import orjson
 
-from engine.asset_run import SUCCEEDED, UPSTREAM_FAILED, AssetResult
-from engine.durations import parse_duration
-from engine.run_record import record_json
-from engine.runner import RunRequest, describe_window, execute_run, prepare_run
-from tui.arguments import run_options_from, run_parser
+from engine.dates.durations import parse_duration
+from engine.pipeline.asset_run import SUCCEEDED, UPSTREAM_FAILED, AssetResult
+from engine.pipeline.run_record import record_json
+from engine.pipeline.run_types import RunRequest
+from engine.pipeline.runner import describe_window, execute_run, prepare_run
+from tui.cli.arguments import run_options_from, run_parser
 
 SYMBOLS = {SUCCEEDED: "✓", "failed": "✗", UPSTREAM_FAILED: "-"}
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from engine.backfill import Loaded
-from engine.parallelism import Parallelism
-from engine.partitions import PartitionDescriber
-from engine.rerun import PartitionSelection
-from engine.spec import ExecutionOptions, Planned
-from engine.status import Status
-from tui.backfill_command import header_lines
-from tui.plan_output import page_bounds, page_rows, summary_json, write_text
+from engine.execute.backfill import Loaded
+from engine.execute.rerun import PartitionSelection
+from engine.spec.backfill_spec import ExecutionOptions, Planned
+from engine.spec.parallelism import Parallelism
+from engine.spec.partitions import PartitionDescriber
+from engine.store.status import Status
+from tui.cli.plan_output import header_lines, page_bounds, page_rows, summary_json, write_text
 
 
 def print_state_text(

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import IO, Any
 
-from engine.parallelism import Parallelism
-from engine.partitions import PartitionDescriber
-from engine.spec import BackfillSpec, ExecutionOptions, Planned
-from engine.status import StatusBoard
-from engine.store import StateStore
-from tui.plan_output import options_json, page_bounds, page_rows, summary_json, write_json
+from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions, Planned
+from engine.spec.parallelism import Parallelism
+from engine.spec.partitions import PartitionDescriber
+from engine.store.state_store import StateStore
+from engine.store.status import StatusBoard
+from tui.cli.plan_output import options_json, page_bounds, page_rows, summary_json, write_json
 
 
 def attempts_json(store: StateStore, record_attempts) -> list[dict[str, Any]]:

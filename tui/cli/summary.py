@@ -5,12 +5,12 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from engine.durations import format_elapsed
-from engine.instants import format_instant, zone_name
-from engine.spec import BackfillSpec
-from engine.status import STATUS_NAMES
-from engine.store import StateStore, default_state_root
-from tui.terminal import STATUS_STYLE, Paint
+from engine.dates.durations import format_elapsed
+from engine.dates.instants import format_instant, zone_name
+from engine.spec.backfill_spec import BackfillSpec
+from engine.store.state_store import StateStore, default_state_root
+from engine.store.status import STATUS_NAMES
+from tui.cli.terminal import STATUS_STYLE, Paint
 
 
 def resume_command(store: StateStore, state_root: Path, repository_root: Path | None) -> str:

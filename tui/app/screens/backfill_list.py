@@ -10,7 +10,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from engine.catalog import BackfillSummary, list_backfills
+from engine.store.catalog import BackfillSummary, list_backfills
 
 STATE_STYLES = {"complete": "green3", "incomplete": "yellow3", "running": "dodger_blue1"}
 COUNT_STYLES = (
@@ -111,6 +111,6 @@ class BackfillListScreen(Screen[None]):
         self.action_open()
 
     def action_help(self) -> None:
-        from tui.screens.help import HelpScreen
+        from tui.app.screens.help import HelpScreen
 
         self.app.push_screen(HelpScreen())

@@ -11,17 +11,17 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from engine.snapshot import FINISHED, STOPPING
-from engine.status import Status
-from tui.messages import FollowChanged, PartitionSelected
-from tui.screens.filter import FilterScreen
-from tui.screens.help import HelpScreen
-from tui.sources import IDLE, BackfillSource, SourceState
-from tui.widgets.completion import CompletionBar
-from tui.widgets.details import PartitionDetails
-from tui.widgets.partition_table import PartitionTable
-from tui.widgets.run_header import RunHeader
-from tui.widgets.status_line import StatusLine
+from engine.execute.snapshot import FINISHED, STOPPING
+from engine.store.status import Status
+from tui.app.messages import FollowChanged, PartitionSelected
+from tui.app.screens.filter import FilterScreen
+from tui.app.screens.help import HelpScreen
+from tui.app.sources import IDLE, BackfillSource, SourceState
+from tui.app.widgets.completion import CompletionBar
+from tui.app.widgets.details import PartitionDetails
+from tui.app.widgets.partition_table import PartitionTable
+from tui.app.widgets.run_header import RunHeader
+from tui.app.widgets.status_line import StatusLine
 
 OUTCOME_STYLES = {"succeeded": "bold green3", "failed": "bold red1", "cancelled": "bold yellow3"}
 
@@ -183,8 +183,8 @@ class DashboardScreen(Screen[None]):
         self.table.toggle_mark()
 
     def action_rerun(self) -> None:
-        from tui.screens.rerun_form import RerunForm, partition_choices
-        from tui.sources import RUNNING_ELSEWHERE
+        from tui.app.screens.rerun_form import RerunForm, partition_choices
+        from tui.app.sources import RUNNING_ELSEWHERE
 
         state = self.source.poll()
         if self.source.can_stop and state.state != FINISHED:

@@ -9,7 +9,7 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from engine.status import Status
+from engine.store.status import Status
 
 CHOICES = [("all", None)] + [(status.label, frozenset({status})) for status in Status]
 CHOICES.insert(5, ("failed or cancelled", frozenset({Status.FAILED, Status.CANCELLED})))

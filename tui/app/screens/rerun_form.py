@@ -15,11 +15,11 @@ from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, RadioButton, RadioSet, Select, Static
 
-from engine.durations import format_duration, parse_duration
-from engine.errors import BadInput
-from engine.rerun import PartitionSelection
-from engine.spec import ON_FAILURE, ExecutionOptions
-from tui.sources import BackfillSource
+from engine.base.errors import BadInput
+from engine.dates.durations import format_duration, parse_duration
+from engine.execute.rerun import PartitionSelection
+from engine.spec.backfill_spec import ON_FAILURE, ExecutionOptions
+from tui.app.sources import BackfillSource
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def partition_choices(
         choices.append(Choice("marked", "the marked partitions", PartitionSelection(indices=marked), len(marked)))
     elif selected is not None:
         start = source.spec.plan.interval(selected)
-        from engine.instants import format_instant
+        from engine.dates.instants import format_instant
 
         label = f"the selected partition ({selected}: {format_instant(start.start, source.spec.zone)})"
         choices.append(Choice("selected", label, PartitionSelection(indices=frozenset({selected})), 1))

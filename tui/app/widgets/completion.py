@@ -7,8 +7,8 @@ from collections.abc import Callable
 from rich.text import Text
 from textual.widgets import Static
 
-from engine.durations import format_elapsed
-from tui.sources import IDLE, SourceState
+from engine.dates.durations import format_elapsed
+from tui.app.sources import IDLE, SourceState
 
 COUNT_STYLES = (
     ("succeeded", "✓", "green3"),

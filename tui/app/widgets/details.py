@@ -12,12 +12,12 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from engine.errors import StateUnreadable
-from engine.instants import UTC, format_instant
-from engine.records import Attempt
-from engine.status import Status
-from tui.sources import BackfillSource
-from tui.widgets.log_view import LogView
+from engine.base.errors import StateUnreadable
+from engine.dates.instants import UTC, format_instant
+from engine.store.records import Attempt
+from engine.store.status import Status
+from tui.app.sources import BackfillSource
+from tui.app.widgets.log_view import LogView
 
 ATTEMPT_STYLES = {"succeeded": "green3", "failed": "red1", "cancelled": "yellow3", "running": "dodger_blue1"}
 

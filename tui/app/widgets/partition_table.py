@@ -19,13 +19,13 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from engine.durations import format_elapsed
-from engine.formatting import InstantFormatter
-from engine.snapshot import RunningPartition
-from engine.status import Status
-from tui.messages import FollowChanged, PartitionSelected
-from tui.row_index import RowIndex
-from tui.sources import BackfillSource
+from engine.dates.durations import format_elapsed
+from engine.dates.formatting import InstantFormatter
+from engine.execute.snapshot import RunningPartition
+from engine.store.status import Status
+from tui.app.messages import FollowChanged, PartitionSelected
+from tui.app.row_index import RowIndex
+from tui.app.sources import BackfillSource
 
 SYMBOLS = {
     Status.QUEUED: "·",

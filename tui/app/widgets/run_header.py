@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from engine.instants import format_instant, zone_name
-from tui.sources import BackfillSource
+from engine.dates.instants import format_instant, zone_name
+from tui.app.sources import BackfillSource
 
 NAME_WIDTH = 40  # a long command template must not push the zone and parallelism off the line
 

@@ -1,0 +1,64 @@
+"""The values one ``backfill run`` passes along: what was asked, what was prepared, what happened.
+
+They live apart from :mod:`engine.pipeline.runner` so the run record can describe a result
+without importing the runner that produces it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.pipeline.asset_run import SUCCEEDED, AssetResult
+from engine.pipeline.config import Environment
+from engine.pipeline.loading import Pipeline
+from engine.pipeline.options import RunOptions
+from engine.pipeline.repository import Target
+from engine.pipeline.templating import Window
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    target: str
+    start: str | None = None
+    end: str | None = None
+    timezone: str = "UTC"
+    environment: str | None = None
+    config_file: str | None = None
+    workers: int = 16
+    options: RunOptions = field(default_factory=RunOptions)  # selection, variables, annotations: as backfills save them
+    full_refresh: bool = False
+    timeout: int | None = None  # microseconds per asset
+    run_id: str | None = None
+    backfill_id: str | None = None
+    backfill_total: int | None = None
+    partition_id: str | None = None
+
+
+@dataclass
+class PreparedRun:
+    request: RunRequest
+    run_id: str
+    target: Target
+    pipeline: Pipeline
+    environment: Environment
+    window: Window
+    variables: dict[str, Any]
+    selected: set[str]
+    notes: list[str]
+
+
+@dataclass
+class RunResult:
+    prepared: PreparedRun
+    results: list[AssetResult]
+    started_at: float
+    finished_at: float
+    error: str | None = None
+    record_path: Path | None = None
+    peak_concurrency: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and all(r.status == SUCCEEDED for r in self.results)
