@@ -150,6 +150,19 @@ class Plan:
         index = key - self._first_key - sum(1 for skipped in self._empty if skipped < key)
         return index if self.interval(index).start == start else None
 
+    def index_containing(self, instant: int) -> int | None:
+        """The index of the partition whose ``[start, end)`` holds ``instant``, or None outside the plan."""
+        if not self.start <= instant < self.end:
+            return None
+        low, high = 0, self._count - 1
+        while low < high:  # the last partition starting at or before the instant
+            middle = (low + high + 1) // 2
+            if self.interval(middle).start <= instant:
+                low = middle
+            else:
+                high = middle - 1
+        return low
+
     def __iter__(self) -> Iterator[Interval]:
         return self.iterate()
 

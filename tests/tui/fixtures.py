@@ -207,3 +207,57 @@ class FixedStateSource(SavedSource):
 
     def stop(self, reason: str) -> None:
         self.stop_reason = reason
+
+
+def build_large_saved_backfill(root: Path, *, days: int, succeeded_every: int = 2) -> StateStore:
+    """A saved command backfill of ``days`` daily partitions where every ``succeeded_every``-th one succeeded
+    (one non-overlapping 2-second attempt each) and the rest are queued: large filters across many blocks."""
+    from engine.dates.instants import format_instant
+
+    start = datetime(2000, 1, 1, tzinfo=UTC)
+    end = datetime.fromtimestamp(start.timestamp() + (days - 1) * 86_400, UTC)
+    planned = plan_request(
+        target=None,
+        command="python etl.py --day {start_date}",
+        name="long history",
+        start=start.date().isoformat(),
+        end=end.date().isoformat(),
+        timezone="UTC",
+        partition="daily",
+        environment=None,
+        config_file=None,
+        run_options=RunOptions(),
+        options=ExecutionOptions(),
+        force=False,
+    )
+    spec = planned.spec
+    backfill_id = "20240315-100000-b16b16"
+    store = StateStore(root / backfill_id)
+    manifest = manifest_of(spec, backfill_id=backfill_id, working_directory="/srv/etl", options=planned.options)
+    manifest["created_at"] = _when(days * 3 + 60)
+    store.create(manifest)
+    for index in range(0, len(spec.plan), succeeded_every):
+        interval = spec.plan.interval(index)
+        run_id = f"{backfill_id}-p{index}-a1"
+        began = FROZEN - days * 3 + index * 3
+        attempt = Attempt(
+            run_id,
+            "succeeded",
+            format_instant(int(began * 1e6), UTC),
+            format_instant(int((began + 2) * 1e6), UTC),
+            exit_code=0,
+            log=f"children/{run_id}.log",
+            duration=2.0,
+        )
+        record = PartitionRecord(
+            spec.ids.of(interval.start, interval.end),
+            index,
+            "",
+            "",
+            interval.start,
+            interval.end,
+            "succeeded",
+            [attempt],
+        )
+        store.write_record(record, durable=False)
+    return store

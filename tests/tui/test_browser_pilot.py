@@ -76,7 +76,7 @@ def test_list_open_filter_details_attempt_log_rerun_form_live_completion(work, h
             screen = dashboard(app)
             assert isinstance(screen.source, SavedSource) and not isinstance(screen.source, WatchedSource)
             table = screen.query_one(PartitionTable)
-            await pilot.press("slash")
+            await pilot.press("s")
             await pilot.pause(0.1)
             await pilot.press("down", "down", "down", "down", "enter")
             await pilot.pause(0.1)

@@ -175,7 +175,7 @@ def test_status_filter_and_failed_navigation(work):
             assert live.table.selected_index == 6
             await pilot.press("N")
             assert live.table.selected_index == 2
-            await pilot.press("slash")
+            await pilot.press("s")
             await pilot.pause(0.1)
             await pilot.press("down", "down", "down", "down", "enter")  # all, queued, running, succeeded, failed
             await pilot.pause(0.1)

@@ -51,6 +51,8 @@ class RowIndex:
 
     def index_at(self, row: int) -> int:
         """The partition shown at ``row`` (0 <= row < len)."""
+        if not 0 <= row < self._count:
+            raise IndexError(f"row {row} is outside 0..{self._count - 1}")
         if self.statuses is None:
             return row
         block = bisect_right(self._cumulative, row)
@@ -58,7 +60,8 @@ class RowIndex:
         positions = self._positions.get(block)
         if positions is None:
             start = block * BLOCK
-            positions = [start + m.start() for m in _ONE.finditer(self._mask, start, start + BLOCK)]
+            # finditer with pos/endpos reports positions in the whole mask: already absolute
+            positions = [m.start() for m in _ONE.finditer(self._mask, start, start + BLOCK)]
             self._positions[block] = positions
         return positions[row - before]
 
@@ -80,6 +83,12 @@ class RowIndex:
         block = index // BLOCK
         before = self._cumulative[block - 1] if block else 0
         return min(self._count - 1, before + self._mask.count(1, block * BLOCK, index))
+
+    def indices(self) -> list[int]:
+        """Every partition shown, in row order (for selections such as "those matching the filter")."""
+        if self.statuses is None:
+            return list(range(self._count))
+        return [m.start() for m in _ONE.finditer(self._mask)]
 
     def find(self, status: Status, from_index: int, *, backwards: bool) -> int | None:
         """The next partition (in plan order, shown by the filter) with ``status`` after/before ``from_index``."""

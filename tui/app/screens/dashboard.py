@@ -16,6 +16,7 @@ from engine.store.status import Status
 from tui.app.messages import FollowChanged, PartitionSelected
 from tui.app.screens.filter import FilterScreen
 from tui.app.screens.help import HelpScreen
+from tui.app.screens.jump import JumpScreen
 from tui.app.sources import IDLE, BackfillSource, SourceState
 from tui.app.widgets.completion import CompletionBar
 from tui.app.widgets.details import PartitionDetails
@@ -31,7 +32,8 @@ class DashboardScreen(Screen[None]):
         Binding("f", "follow", "Follow"),
         Binding("enter", "details", "Details"),
         Binding("escape", "close_details", "Close", show=False),
-        Binding("slash,s", "filter", "Filter"),
+        Binding("slash", "jump", "Jump"),
+        Binding("s", "filter", "Filter"),
         Binding("n", "next_failed(1)", "Next failed"),
         Binding("N", "next_failed(-1)", "Prev failed", show=False),
         Binding("left_square_bracket", "attempt(-1)", "Prev attempt", show=False),
@@ -162,6 +164,20 @@ class DashboardScreen(Screen[None]):
 
         self.app.push_screen(FilterScreen(counts), chosen)
 
+    def action_jump(self) -> None:
+        def chosen(index: int | None) -> None:
+            if index is None:
+                return
+            if self.table.rows.row_of(index) is None:
+                self.table.set_filter(None)  # the filter hides it: show everything rather than jump nowhere
+                line = self.query_one(StatusLine)
+                line.filter_label = None
+                line.refresh_text()
+                self.notify("the filter hid that partition: filter cleared", timeout=3)
+            self.table.select_index(index)
+
+        self.app.push_screen(JumpScreen(self.source.spec, getattr(self.source, "store", None)), chosen)
+
     def action_next_failed(self, direction: int) -> None:
         current = self.table.selected_index
         start = current if current is not None else (-1 if direction > 0 else self.source.board.size)
@@ -203,7 +219,7 @@ class DashboardScreen(Screen[None]):
             )
         line = self.query_one(StatusLine)
         rows = self.table.rows
-        filtered = frozenset(rows.index_at(r) for r in range(len(rows))) if rows.filtered else None
+        filtered = frozenset(rows.indices()) if rows.filtered else None
         choices = partition_choices(
             self.source,
             selected=self.table.selected_index,

@@ -1,0 +1,120 @@
+"""Pilot tests of status filters over thousands of rows: what the screen shows and what a rerun selects."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.store.status import Status
+from tests.tui.fixtures import build_large_saved_backfill
+from tests.tui.live import screen_text
+from tui.app.backfill_app import BackfillApp
+from tui.app.screens.dashboard import DashboardScreen
+from tui.app.screens.rerun_form import RerunForm
+from tui.app.widgets.partition_table import PartitionTable
+
+ROW = re.compile(r"^\s*▸?\s*\d+\s+\d{4}-\d\d-\d\d ")
+DAYS = 9_800  # 4 900 succeeded (even days) and 4 900 queued: both filters span two blocks of 4 096 rows
+
+
+@pytest.fixture(scope="module")
+def large_store(tmp_path_factory):
+    return build_large_saved_backfill(tmp_path_factory.mktemp("large"), days=DAYS)
+
+
+async def wait_until(pilot, condition, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await pilot.pause(0.05)
+
+
+async def choose_filter(pilot, app, label: str) -> None:
+    await pilot.press("s")
+    await wait_until(pilot, lambda: "Show partitions" in screen_text(app))
+    options = ["all", "queued", "running", "succeeded", "failed", "failed or cancelled", "cancelled"]
+    await pilot.press(*["down"] * options.index(label), "enter")
+    await wait_until(pilot, lambda: f"filter: {label}" in screen_text(app))
+
+
+def cursor_line(app) -> str:
+    return next(line for line in screen_text(app).splitlines() if line.lstrip().startswith("▸"))
+
+
+@pytest.mark.parametrize(("label", "symbol", "last"), [("succeeded", "✓", DAYS - 2), ("queued", "·", DAYS - 1)])
+def test_filtered_end_shows_the_last_matching_partition(large_store: Path, label, symbol, last):
+    """With more than 4 096 matching rows, End on a status filter lands on the last partition with that status
+    (not a partition of another status, not a crash), and Home on the first."""
+    app = BackfillApp(open_store=large_store, frozen=True)
+
+    async def scenario():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+            await choose_filter(pilot, app, label)
+            await pilot.press("end")
+            await wait_until(pilot, lambda: f" {last} " in cursor_line(app))
+            assert symbol in cursor_line(app) and label in cursor_line(app)
+            rows = [line for line in screen_text(app).splitlines() if ROW.match(line)]
+            assert rows and all(label in line for line in rows), rows
+            await pilot.press("pageup", "pageup")
+            table = app.screen.query_one(PartitionTable)
+            assert app.screen.source.board.status(table.selected_index).label == label
+            await pilot.press("home")
+            first = 0 if label == "succeeded" else 1
+            await wait_until(pilot, lambda: f" {first} " in cursor_line(app))
+
+    asyncio.run(scenario())
+
+
+def test_rerun_those_matching_the_filter_selects_exactly_the_filtered_partitions(large_store: Path):
+    """r on a filtered table offers "those matching the filter" holding exactly the partitions the filter shows."""
+    app = BackfillApp(open_store=large_store, frozen=True)
+
+    async def scenario():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+            await choose_filter(pilot, app, "succeeded")
+            board = app.screen.source.board
+            expected = frozenset(i for i in range(board.size) if board.status(i) is Status.SUCCEEDED)
+            await pilot.press("r")
+            await wait_until(pilot, lambda: isinstance(app.screen, RerunForm))
+            assert "those matching the filter 'succeeded' (4" in screen_text(app)
+            [matching] = [c for c in app.screen.choices if c.key == "filter"]
+            assert matching.selection.indices == expected and matching.count == len(expected)
+
+    asyncio.run(scenario())
+
+
+def test_slash_jumps_to_a_date_an_index_or_an_id_prefix(large_store: Path):
+    """/ takes a date, a partition number or an ID prefix and puts the cursor (on screen) on that partition;
+    a bad value is named in the box and nothing moves."""
+    app = BackfillApp(open_store=large_store, frozen=True)
+
+    async def jump(pilot, text: str) -> None:
+        await pilot.press("slash")
+        await wait_until(pilot, lambda: "Jump to" in screen_text(app))
+        await pilot.press(*text, "enter")
+
+    async def scenario():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+            spec = app.screen.source.spec
+            await jump(pilot, "2010-06-15T13:30")
+            day = (2010 - 2000) * 365 + 3 + 31 + 28 + 31 + 30 + 31 + 14  # 2000, 2004 and 2008 were leap years
+            await wait_until(pilot, lambda: f" {day} " in cursor_line(app) and "2010-06-15 00:00" in cursor_line(app))
+            await jump(pilot, "9794")
+            await wait_until(pilot, lambda: " 9794 " in cursor_line(app))
+            target = spec.plan.interval(4321)
+            await jump(pilot, spec.ids.of(target.start, target.end)[:8])
+            await wait_until(pilot, lambda: " 4321 " in cursor_line(app))
+            await jump(pilot, "1999-01-01")
+            await wait_until(pilot, lambda: "outside this backfill's range" in screen_text(app))
+            await pilot.press("escape")
+            await wait_until(pilot, lambda: " 4321 " in cursor_line(app))
+
+    asyncio.run(scenario())
