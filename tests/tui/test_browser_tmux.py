@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 import shlex
-import shutil
-
-import pytest
 
 from tests.backfills import child_command, records, state_dirs
 from tests.conftest import backfill_argv, run_backfill
-from tests.tui.test_dashboard_tmux import Tmux
-
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
+from tests.tui.tmux import Tmux
 
 
 def test_show_then_rerun_failed_from_the_form(tmp_path, home):

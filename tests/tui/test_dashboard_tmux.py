@@ -3,65 +3,14 @@
 from __future__ import annotations
 
 import shlex
-import shutil
-import subprocess
 import sys
-import time
-import uuid
-from pathlib import Path
 
 import orjson
 import psutil
-import pytest
 
 from tests.backfills import alive
 from tests.conftest import backfill_argv
-
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
-
-
-class Tmux:
-    """One tmux server on a private socket, one session."""
-
-    def __init__(self, width: int, height: int, command: str, cwd: Path, env: dict[str, str]) -> None:
-        self.socket = f"backfill-test-{uuid.uuid4().hex[:8]}"
-        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        # Start a plain shell, make sure the window has its final size, and only then type the command:
-        # a program started with the session can see the default 80×24 before tmux applies -x/-y.
-        self._tmux("new-session", "-d", "-s", "main", "-x", str(width), "-y", str(height), "sh")
-        self._tmux("resize-window", "-t", "main", "-x", str(width), "-y", str(height))
-        deadline = time.monotonic() + 10
-        while self._tmux("display", "-p", "-t", "main", "#{pane_width}x#{pane_height}").strip() != f"{width}x{height}":
-            if time.monotonic() > deadline:
-                raise AssertionError("tmux did not take the requested size")
-            time.sleep(0.05)
-        # COLUMNS and LINES (set under pytest) would override the real size for Textual: drop them.
-        line = f"clear; cd {shlex.quote(str(cwd))} && env -u COLUMNS -u LINES {exports} {command}; echo EXIT=$?"
-        self._tmux("send-keys", "-t", "main", "-l", line)
-        self._tmux("send-keys", "-t", "main", "Enter")
-
-    def _tmux(self, *args: str) -> str:
-        return subprocess.run(["tmux", "-L", self.socket, *args], check=True, capture_output=True, text=True).stdout
-
-    def keys(self, *keys: str) -> None:
-        for key in keys:
-            self._tmux("send-keys", "-t", "main", key)
-            time.sleep(0.15)
-
-    def screen(self) -> str:
-        return self._tmux("capture-pane", "-p", "-t", "main")
-
-    def wait_for(self, text: str, timeout: float = 30.0) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            screen = self.screen()
-            if text in screen:
-                return screen
-            time.sleep(0.1)
-        raise AssertionError(f"{text!r} never appeared; the screen shows:\n{self.screen()}")
-
-    def close(self) -> None:
-        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)
+from tests.tui.tmux import Tmux
 
 
 def test_dashboard_in_a_real_terminal(tmp_path, home):

@@ -8,6 +8,7 @@ reproducible.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -55,8 +56,18 @@ class BackfillApp(App[str | None]):
         clock: Callable[[], float] = time.time,
         frozen: bool = False,
         closes_when_done: bool | None = None,
+        no_color: bool = False,
     ) -> None:
-        super().__init__()
+        # Textual reads NO_COLOR when the app is built: --no-color sets it for that moment only, so the
+        # children started later do not inherit it.
+        saved = os.environ.get("NO_COLOR")
+        if no_color:
+            os.environ["NO_COLOR"] = "1"
+        try:
+            super().__init__()
+        finally:
+            if no_color and saved is None:
+                del os.environ["NO_COLOR"]
         self.source = source
         self.root = root
         self.open_store = open_store

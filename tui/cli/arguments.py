@@ -203,6 +203,7 @@ def run_parser() -> Parser:
 def list_parser() -> Parser:
     parser = Parser(prog="backfill list", description="Saved backfills of this repository, newest first.")
     parser.add_argument("--state-dir", help="root of the state store")
+    parser.add_argument("--no-color", action="store_true", help="no colours (also NO_COLOR, TERM=dumb)")
     parser.add_argument(
         "--output", choices=("text", "json"), default=None, help="text or JSON (default: TUI on a terminal)"
     )
@@ -213,6 +214,7 @@ def show_parser() -> Parser:
     parser = Parser(prog="backfill show", description="One saved backfill: inputs, counts and partitions.")
     parser.add_argument("id", help="backfill ID (or a unique prefix)")
     parser.add_argument("--state-dir", help="root of the state store")
+    parser.add_argument("--no-color", action="store_true", help="no colours (also NO_COLOR, TERM=dumb)")
     parser.add_argument(
         "--status",
         action="append",

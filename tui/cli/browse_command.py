@@ -25,13 +25,13 @@ def list_command(argv: list[str]) -> int:
     if args.output is None and dashboard_possible(no_progress=False, json_output=False):
         from tui.cli.browser import browse
 
-        return browse(root=root, backfill_id=None, state_dir=args.state_dir)
+        return browse(root=root, backfill_id=None, state_dir=args.state_dir, no_color=args.no_color)
     summaries = list_backfills(root)
     if args.output == "json":
         document = {"state_dir": str(root), "backfills": [s.to_json() for s in summaries]}
         sys.stdout.buffer.write(orjson.dumps(document) + b"\n")
         return 0
-    print_list(summaries, root, Paint(colors_enabled(sys.stdout)))
+    print_list(summaries, root, Paint(colors_enabled(sys.stdout, no_color_flag=args.no_color)))
     return 0
 
 
@@ -79,7 +79,7 @@ def show_command(argv: list[str]) -> int:
     if args.output is None and dashboard_possible(no_progress=False, json_output=False):
         from tui.cli.browser import browse
 
-        return browse(root=None, backfill_id=args.id, state_dir=args.state_dir)
+        return browse(root=None, backfill_id=args.id, state_dir=args.state_dir, no_color=args.no_color)
     loaded = load_backfill(args.id, args.state_dir, Path.cwd())
     statuses = frozenset(Status.parse(s) for s in args.status) if args.status else None
     if args.output == "json":

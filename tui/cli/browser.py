@@ -16,12 +16,12 @@ from tui.cli.terminal import Paint, colors_enabled
 EXIT_BY_OUTCOME = {"succeeded": EXIT_OK, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED}
 
 
-def browse(*, root: Path | None, backfill_id: str | None, state_dir: str | None) -> int:
+def browse(*, root: Path | None, backfill_id: str | None, state_dir: str | None, no_color: bool = False) -> int:
     store = None
     if backfill_id is not None:
         store, _ = locate_backfill(backfill_id, state_dir, Path.cwd())
         store.read_manifest()  # a broken backfill is an error before the screen opens
-    app = BackfillApp(root=root, open_store=store, closes_when_done=False)
+    app = BackfillApp(root=root, open_store=store, closes_when_done=False, no_color=no_color)
 
     def on_sigterm(*_args) -> None:
         for run in app.started_runs:
@@ -34,7 +34,7 @@ def browse(*, root: Path | None, backfill_id: str | None, state_dir: str | None)
         app.stop_started_runs()
         signal.signal(signal.SIGTERM, previous)
     code = EXIT_OK
-    paint = Paint(colors_enabled(sys.stdout))
+    paint = Paint(colors_enabled(sys.stdout, no_color_flag=no_color))
     for run in app.started_runs:
         snapshot = run.executor.snapshot()
         outcome = snapshot.outcome or "cancelled"

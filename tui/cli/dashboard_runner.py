@@ -27,7 +27,7 @@ def run_with_dashboard(executor: Executor, prepared: Prepared, *, no_color: bool
 
     thread = threading.Thread(target=work, name="executor", daemon=False)
     source = ExecutorSource(executor, options=prepared.options, parallelism=prepared.parallelism)
-    app = BackfillApp(source)
+    app = BackfillApp(source, no_color=no_color)
     previous = signal.signal(signal.SIGTERM, lambda *_: executor.request_stop("terminated (SIGTERM)"))
     thread.start()
     try:

@@ -171,7 +171,7 @@ class LogView(ScrollView, can_focus=True):
         if not self.wrap:
             number = top + y
             if number >= self.index.line_count:
-                return Strip.blank(width)
+                return Strip.blank(width, TEXT)
             text = self._text(number)[int(self.scroll_offset.x) :]
             return Strip([Segment(text, TEXT)]).crop_extend(0, width, TEXT)
         # Wrap: fill the viewport with wrapped pieces of consecutive lines from the top line.
@@ -183,7 +183,7 @@ class LogView(ScrollView, can_focus=True):
                 return Strip([Segment(pieces[remaining], TEXT)]).crop_extend(0, width, TEXT)
             remaining -= len(pieces)
             number += 1
-        return Strip.blank(width)
+        return Strip.blank(width, TEXT)
 
     def action_scroll_lines(self, delta: int) -> None:
         self.follow_end = delta > 0 and int(self.scroll_offset.y) + delta >= self._bottom()

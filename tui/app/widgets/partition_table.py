@@ -178,7 +178,7 @@ class PartitionTable(ScrollView, can_focus=True):
         row = int(self.scroll_offset.y) + y
         width = self.size.width
         if row >= len(self.rows):
-            return Strip.blank(width)
+            return Strip.blank(width, PLAIN)
         signature = self._signature(row)
         self._painted[row] = signature
         index, status_code, attempts, duration, elapsed, is_cursor, is_marked = signature
