@@ -42,7 +42,7 @@ class Tmux:
 
     def screen(self, *, escapes: bool = False) -> str:
         """The visible pane as text; with ``escapes``, with the SGR colour and style sequences tmux keeps."""
-        return self._tmux("capture-pane", "-p", *(["-e"] if escapes else []), "-t", "main")
+        return self._tmux("capture-pane", "-p", "-J", *(["-e"] if escapes else []), "-t", "main")
 
     def wait_for(self, text: str, timeout: float = 30.0) -> str:
         deadline = time.monotonic() + timeout

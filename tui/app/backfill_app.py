@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,6 +80,22 @@ class BackfillApp(App[str | None]):
         self.stop_requested = False
         self.outcome: str | None = None
         self.started_runs: list[StartedRun] = []
+        self.crash: BaseException | None = None  # an unexpected exception that ended the app
+        self.crash_text: str | None = None
+
+    def _handle_exception(self, error: Exception) -> None:
+        # Keep the exception for the command line, which prints one line and writes the full traceback to a
+        # file; the backfill itself goes on without the screen (see tui/cli/dashboard_runner.py).
+        if self.crash is None:
+            self.crash = error
+            self.crash_text = "".join(traceback.format_exception(error))
+        super()._handle_exception(error)
+
+    def _print_error_renderables(self) -> None:
+        if self.crash is not None:
+            self._exit_renderables.clear()  # reported by the command line instead of a screenful of traceback
+            return
+        super()._print_error_renderables()
 
     def on_mount(self) -> None:
         if self.frozen:

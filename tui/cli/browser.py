@@ -10,6 +10,7 @@ from pathlib import Path
 from engine.base.errors import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
 from engine.execute.backfill import locate_backfill
 from tui.app.backfill_app import BackfillApp
+from tui.cli.crash import report_crash
 from tui.cli.summary import summary_lines
 from tui.cli.terminal import Paint, colors_enabled
 
@@ -34,6 +35,9 @@ def browse(*, root: Path | None, backfill_id: str | None, state_dir: str | None,
         app.stop_started_runs()
         signal.signal(signal.SIGTERM, previous)
     code = EXIT_OK
+    if app.crash is not None:
+        running = " Reruns started from it were stopped; --continue resumes them." if app.started_runs else ""
+        report_crash(app.crash, app.crash_text or "", store.directory if store else root, going_on=running.strip())
     paint = Paint(colors_enabled(sys.stdout, no_color_flag=no_color))
     for run in app.started_runs:
         snapshot = run.executor.snapshot()
@@ -49,4 +53,4 @@ def browse(*, root: Path | None, backfill_id: str | None, state_dir: str | None,
         )
         print("\n".join(lines))
         code = EXIT_BY_OUTCOME.get(outcome, EXIT_FAILED)
-    return code
+    return EXIT_FAILED if app.crash is not None and code == EXIT_OK else code

@@ -3,17 +3,27 @@
 The app returns when the backfill succeeded, or when the user quits a finished
 one, or after a stop once every child has exited. Whatever happens to the app,
 the executor is stopped and joined before we return: no child outlives us.
+
+A fault of the screen is not a reason to stop the work: when the app dies of an
+unexpected exception while the backfill runs, the terminal is restored, one line
+says what failed and where the full traceback went, and the backfill goes on to
+its end with progress lines (Ctrl+C still stops it).
 """
 
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 
 from engine.execute.backfill import Prepared
 from engine.execute.executor import Executor, Outcome
 from tui.app.backfill_app import BackfillApp
 from tui.app.sources import ExecutorSource
+from tui.cli.crash import report_crash
+from tui.cli.progress import ProgressLines
+from tui.cli.stop_signals import install_stop_handlers, restore_handlers
+from tui.cli.terminal import Paint, colors_enabled
 
 
 def run_with_dashboard(executor: Executor, prepared: Prepared, *, no_color: bool) -> Outcome:
@@ -31,7 +41,15 @@ def run_with_dashboard(executor: Executor, prepared: Prepared, *, no_color: bool
     previous = signal.signal(signal.SIGTERM, lambda *_: executor.request_stop("terminated (SIGTERM)"))
     thread.start()
     try:
-        app.run()
+        try:
+            app.run()
+        except Exception as error:  # a failure while starting or stopping the app itself
+            app.crash = app.crash or error
+            app.crash_text = app.crash_text or repr(error)
+        if app.crash is not None and thread.is_alive():
+            _carry_on_without_screen(app, executor, prepared, thread, no_color=no_color)
+        elif app.crash is not None:
+            report_crash(app.crash, app.crash_text or "", prepared.store.directory, going_on="The backfill had ended.")
     finally:
         if thread.is_alive():
             executor.request_stop("the dashboard closed")
@@ -40,3 +58,30 @@ def run_with_dashboard(executor: Executor, prepared: Prepared, *, no_color: bool
     if "error" in result:
         raise result["error"]  # type: ignore[misc]
     return result["outcome"]  # type: ignore[return-value]
+
+
+def _carry_on_without_screen(
+    app: BackfillApp, executor: Executor, prepared: Prepared, thread: threading.Thread, *, no_color: bool
+) -> None:
+    assert app.crash is not None
+    report_crash(
+        app.crash,
+        app.crash_text or "",
+        prepared.store.directory,
+        going_on="The backfill goes on with progress lines; Ctrl+C stops it.",
+    )
+    handlers = install_stop_handlers(executor)
+    try:
+        lines = ProgressLines(
+            executor,
+            prepared.spec,
+            prepared.store,
+            sys.stderr,
+            Paint(colors_enabled(sys.stderr, no_color_flag=no_color)),
+        )
+        snapshot = executor.snapshot()  # the lines pick up where the screen left off
+        lines.last_sequence = snapshot.events[-1].sequence if snapshot.events else 0
+        lines.done = snapshot.finished
+        lines.follow(thread)
+    finally:
+        restore_handlers(handlers)

@@ -4,7 +4,6 @@ with a front end, stop it on Ctrl+C or SIGTERM, then summarise (text) or print t
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import threading
 import time
@@ -17,11 +16,11 @@ from engine.pipeline.repository import repository_root
 from engine.spec.backfill_spec import Planned
 from tui.cli.progress import ProgressLines
 from tui.cli.state_output import write_state_json
+from tui.cli.stop_signals import install_stop_handlers, restore_handlers
 from tui.cli.summary import resume_command, summary_lines
 from tui.cli.terminal import Paint, colors_enabled, dashboard_possible
 
 EXIT_BY_OUTCOME = {"succeeded": EXIT_OK, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED}
-SIGNAL_REASONS = {signal.SIGINT: "interrupted (Ctrl+C)", signal.SIGTERM: "terminated (SIGTERM)"}
 
 
 def execute_new(planned: Planned, args: argparse.Namespace) -> int:
@@ -98,7 +97,7 @@ def _run_with_progress_lines(executor: Executor, prepared: Prepared, *, no_color
             result["error"] = error
 
     thread = threading.Thread(target=work, name="executor", daemon=False)
-    previous = _install_stop_handlers(executor)
+    previous = install_stop_handlers(executor)
     try:
         thread.start()
         ProgressLines(
@@ -109,23 +108,7 @@ def _run_with_progress_lines(executor: Executor, prepared: Prepared, *, no_color
             Paint(colors_enabled(sys.stderr, no_color_flag=no_color)),
         ).follow(thread)
     finally:
-        _restore_handlers(previous)
+        restore_handlers(previous)
     if "error" in result:
         raise result["error"]  # type: ignore[misc]
     return result["outcome"]  # type: ignore[return-value]
-
-
-def _install_stop_handlers(executor: Executor) -> dict[int, object]:
-    previous = {}
-    for signum, reason in SIGNAL_REASONS.items():
-
-        def handler(_signum, _frame, reason=reason):
-            executor.request_stop(reason)
-
-        previous[signum] = signal.signal(signum, handler)
-    return previous
-
-
-def _restore_handlers(previous: dict[int, object]) -> None:
-    for signum, handler in previous.items():
-        signal.signal(signum, handler)  # type: ignore[arg-type]

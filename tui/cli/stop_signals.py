@@ -1,0 +1,26 @@
+"""Ctrl+C and SIGTERM ask the executor to stop (and SIGHUP: a closed terminal is a stop, not a kill)."""
+
+from __future__ import annotations
+
+import signal
+
+from engine.execute.executor import Executor
+
+SIGNAL_REASONS = {signal.SIGINT: "interrupted (Ctrl+C)", signal.SIGTERM: "terminated (SIGTERM)"}
+
+
+def install_stop_handlers(executor: Executor) -> dict[int, object]:
+    """Route the stop signals to ``executor.request_stop``; returns the previous handlers."""
+    previous = {}
+    for signum, reason in SIGNAL_REASONS.items():
+
+        def handler(_signum, _frame, reason=reason):
+            executor.request_stop(reason)
+
+        previous[signum] = signal.signal(signum, handler)
+    return previous
+
+
+def restore_handlers(previous: dict[int, object]) -> None:
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)  # type: ignore[arg-type]
