@@ -252,11 +252,16 @@ def test_help_screen_opens_and_closes(work):
 
 
 @pytest.mark.parametrize(
-    ("key", "reason"), [("q", "stopped from the dashboard (q)"), ("ctrl+c", "interrupted (Ctrl+C)")]
+    ("keys", "reason"),
+    [
+        (("q", "y"), "stopped from the dashboard (q)"),
+        (("q", "q"), "stopped from the dashboard (q)"),
+        (("ctrl+c",), "interrupted (Ctrl+C)"),
+    ],
 )
-def test_stop_key_shows_stopping_and_returns_only_after_children_exit(work, key, reason):
-    """q or Ctrl+C stops scheduling and cancels children; 'Stopping… waiting for N active runs' shows while a
-    stubborn child lingers; the app returns once every child has exited."""
+def test_stop_key_shows_stopping_and_returns_only_after_children_exit(work, keys, reason):
+    """q confirmed (y or q again) or Ctrl+C (at once) stops scheduling and cancels children; 'Stopping… waiting
+    for N active runs' shows while a stubborn child lingers; the app returns once every child has exited."""
     stubborn = child_command("--ignore-signals", "--sleep", "60")
     live = start_live(work, stubborn, "2024-01-01", "2024-01-05", max_parallel=2, grace=2.0)
 
@@ -264,8 +269,8 @@ def test_stop_key_shows_stopping_and_returns_only_after_children_exit(work, key,
         async with live.app.run_test(size=(120, 40)) as pilot:
             await wait_until(pilot, lambda: len(live.executor.snapshot().running) == 2)
             pids = [r.pid for r in live.executor.snapshot().running]
-            await pilot.press(key)
-            await pilot.pause(0.3)
+            await pilot.press(*keys)
+            await wait_until(pilot, lambda: "Stopping…" in live.status_line())
             assert "Stopping… waiting for 2 active runs to exit" in live.status_line()
             assert all(alive(pid) for pid in pids)
             await wait_until(pilot, lambda: not live.app.is_running, timeout=20)
@@ -292,6 +297,32 @@ def test_a_successful_backfill_closes_the_dashboard_by_itself(work):
     try:
         run(scenario())
         assert live.app.return_value == "succeeded"
+    finally:
+        live.finish()
+
+
+def test_q_asks_before_cancelling_running_children_and_any_other_key_keeps_them(work):
+    """One q with children running only asks (footer and status line say how to confirm); another key keeps the
+    backfill running with its children alive."""
+    live = start_live(work, SLOW, "2024-01-01", "2024-01-05", max_parallel=2)
+
+    async def scenario():
+        async with live.app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: len(live.executor.snapshot().running) == 2)
+            assert "q Stop" in screen_text(live.app)
+            pids = [r.pid for r in live.executor.snapshot().running]
+            await pilot.press("q")
+            await wait_until(pilot, lambda: "Stop the backfill? 2 running children" in screen_text(live.app))
+            assert live.executor.snapshot().stop_reason is None and all(alive(pid) for pid in pids)
+            await pilot.press("down")
+            await wait_until(pilot, lambda: "Stop the backfill?" not in screen_text(live.app))
+            await pilot.pause(0.3)
+            assert live.app.is_running and live.executor.snapshot().stop_reason is None
+            assert all(alive(pid) for pid in pids)
+            assert live.table.selected_index == 0, "the key that cancelled the question does nothing else"
+
+    try:
+        run(scenario())
     finally:
         live.finish()
 

@@ -14,7 +14,8 @@ from tests.tui.tmux import Tmux
 
 
 def test_dashboard_in_a_real_terminal(tmp_path, home):
-    """Rows, follow, navigation, details and q in tmux; the shell then shows the summary and no child is left."""
+    """Rows, follow, navigation, details and q in tmux: q asks before cancelling running children, another key keeps
+    them, q q stops; the shell then shows the summary and no child is left."""
     work = tmp_path / "work"
     (work / ".git").mkdir(parents=True)
     child = shlex.join([sys.executable, "-c", "import time; print('hello from the child', flush=True); time.sleep(60)"])
@@ -52,6 +53,12 @@ def test_dashboard_in_a_real_terminal(tmp_path, home):
         pids = [orjson.loads(p.read_bytes())["attempts"][-1]["pid"] for p in (backfill / "partitions").glob("*.json")]
         assert len(pids) == 3 and all(alive(pid) for pid in pids)
         tmux.keys("q")
+        tmux.wait_for("Stop the backfill? 3 running children will be cancelled")
+        assert all(alive(pid) for pid in pids), "one q only asks"
+        tmux.keys("Down")
+        tmux.wait_for("the backfill keeps running")
+        assert all(alive(pid) for pid in pids)
+        tmux.keys("q", "q")
         screen = tmux.wait_for("EXIT=130", timeout=60)
         assert f"backfill {backfill.name} cancelled after" in screen
         assert "partitions  91: 88 queued, 3 cancelled" in screen

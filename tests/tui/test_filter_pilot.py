@@ -118,3 +118,18 @@ def test_slash_jumps_to_a_date_an_index_or_an_id_prefix(large_store: Path):
             await wait_until(pilot, lambda: " 4321 " in cursor_line(app))
 
     asyncio.run(scenario())
+
+
+def test_q_on_a_saved_backfill_just_leaves_and_the_footer_says_so(large_store: Path):
+    """A backfill nobody runs here: the footer offers "q Leave", the status line says q leaves, and q exits."""
+    app = BackfillApp(open_store=large_store, frozen=True)
+
+    async def scenario():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+            await wait_until(pilot, lambda: "q Leave" in screen_text(app))
+            assert "q Stop" not in screen_text(app) and "· q leaves" in screen_text(app)
+            await pilot.press("q")
+            await wait_until(pilot, lambda: not app.is_running)
+
+    asyncio.run(scenario())

@@ -17,7 +17,7 @@ from tui.app.messages import FollowChanged, PartitionSelected
 from tui.app.screens.filter import FilterScreen
 from tui.app.screens.help import HelpScreen
 from tui.app.screens.jump import JumpScreen
-from tui.app.sources import IDLE, BackfillSource, SourceState
+from tui.app.sources import IDLE, RUNNING_ELSEWHERE, BackfillSource, SourceState
 from tui.app.widgets.completion import CompletionBar
 from tui.app.widgets.details import PartitionDetails
 from tui.app.widgets.partition_table import PartitionTable
@@ -41,7 +41,9 @@ class DashboardScreen(Screen[None]):
         Binding("space", "mark", "Mark", show=False),
         Binding("r", "rerun", "Rerun"),
         Binding("question_mark", "help", "Help"),
-        Binding("q", "app.stop('stopped from the dashboard (q)')", "Stop / quit"),
+        Binding("q", "stop_run", "Stop"),
+        Binding("q", "quit_finished", "Quit"),
+        Binding("q", "leave", "Leave"),
     ]
 
     def __init__(self, source: BackfillSource, clock: Callable[[], float]) -> None:
@@ -50,6 +52,7 @@ class DashboardScreen(Screen[None]):
         self.clock = clock
         self.last_version = -1
         self.last_state: SourceState | None = None
+        self.confirming_stop = False  # q was pressed once while children run: q or y stops, anything else keeps
 
     def compose(self) -> ComposeResult:
         table = PartitionTable(self.source, self.clock, id="partitions")
@@ -83,6 +86,8 @@ class DashboardScreen(Screen[None]):
             return state  # not composed yet, or being torn down at exit
         changed = state.version != self.last_version
         self.last_version = state.version
+        if self.last_state is None or state.state != self.last_state.state:
+            self.call_later(self.refresh_bindings)  # the footer's q: Stop while it runs here, Quit once finished
         self.last_state = state
         try:
             self.query_one(CompletionBar).show(state)
@@ -97,7 +102,14 @@ class DashboardScreen(Screen[None]):
     def _show_state(self, state: SourceState) -> None:
         line = self.query_one(StatusLine)
         text = Text()
-        if state.state == STOPPING:
+        if self.confirming_stop and state.state != FINISHED:
+            active = len(state.running)
+            text.append(
+                f"Stop the backfill? {active} running child{'ren' if active != 1 else ''} will be cancelled "
+                "(resumable) — q or y stops, any other key keeps it running",
+                style="bold yellow3",
+            )
+        elif state.state == STOPPING:
             active = len(state.running)
             text.append(
                 f"Stopping… waiting for {active} active run{'s' if active != 1 else ''} to exit", style="bold yellow3"
@@ -109,7 +121,12 @@ class DashboardScreen(Screen[None]):
                 text.append(f" — {failed} failed: n jumps to the next one", style="red1")
             text.append(" · q to quit", style="grey70")
         elif state.state == IDLE:
-            text.append("saved backfill (nothing runs it)", style="grey70")
+            text.append("saved backfill (nothing runs it) · q leaves", style="grey70")
+        elif state.state == RUNNING_ELSEWHERE:
+            pid = getattr(self.source, "pid", None)
+            text.append(
+                f"running in another process{f' (PID {pid})' if pid else ''} · q leaves it running", style="grey70"
+            )
         line.state_text = text if text.plain else None
         line.following = self.table.follow
         line.refresh_text()
@@ -124,6 +141,58 @@ class DashboardScreen(Screen[None]):
         line = self.query_one(StatusLine)
         line.following = message.following
         line.refresh_text()
+
+    # ---------------------------------------------------------------- leaving and stopping
+
+    def _runs_here(self) -> bool:
+        """A live executor in this process that has not finished: q stops it."""
+        state = self.last_state
+        return self.source.can_stop and (state is None or state.state != FINISHED)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "stop_run":
+            return self._runs_here()
+        if action == "quit_finished":
+            return self.source.can_stop and not self._runs_here()
+        if action == "leave":
+            return not self.source.can_stop
+        return True
+
+    def action_stop_run(self) -> None:
+        state = self.source.poll()
+        if state.running and not self.confirming_stop:
+            self.confirming_stop = True
+            self._show_state(state)
+            return
+        self._stop_now()
+
+    def _stop_now(self) -> None:
+        self.confirming_stop = False
+        self.app.action_stop("stopped from the dashboard (q)")  # type: ignore[attr-defined]
+        self.refresh_bindings()
+
+    def action_quit_finished(self) -> None:
+        self.app.action_stop("stopped from the dashboard (q)")  # type: ignore[attr-defined]
+
+    def action_leave(self) -> None:
+        """A backfill this process does not run: q only leaves it (back to the list, or out)."""
+        if len(self.app.screen_stack) > 2:
+            self.app.pop_screen()
+        else:
+            self.app.exit(None)
+
+    def on_key(self, event) -> None:
+        if not self.confirming_stop:
+            return
+        event.stop()
+        event.prevent_default()
+        if event.key in ("q", "y"):
+            self._stop_now()
+        else:
+            self.confirming_stop = False
+            self.notify("the backfill keeps running", timeout=2)
+            if self.last_state is not None:
+                self._show_state(self.last_state)
 
     # ---------------------------------------------------------------- actions
 
@@ -200,7 +269,6 @@ class DashboardScreen(Screen[None]):
 
     def action_rerun(self) -> None:
         from tui.app.screens.rerun_form import RerunForm, partition_choices
-        from tui.app.sources import RUNNING_ELSEWHERE
 
         state = self.source.poll()
         if self.source.can_stop and state.state != FINISHED:
