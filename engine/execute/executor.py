@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from engine.dates.durations import format_duration
 from engine.dates.plan import Interval
 from engine.execute.children import ChildFactory
-from engine.execute.launcher import Child, ForkExecLauncher, Launcher, describe_exit
+from engine.execute.failure_reason import failure_reason
+from engine.execute.launcher import Child, ForkExecLauncher, Launcher
 from engine.execute.rerun import PartitionSelection
 from engine.execute.snapshot import FINISHED, RUNNING, STARTING, STOPPING, Event, RunningPartition, Snapshot
 from engine.execute.takeover import Takeover, process_started
@@ -78,6 +79,12 @@ class Outcome:
     counts: dict[str, int]
     selected: int
     failed_in_run: list[int] = field(default_factory=list)
+    started_at: float = 0.0  # Unix seconds: the run's own span, whatever a front end did before or after
+    finished_at: float = 0.0
+
+    @property
+    def seconds(self) -> float:
+        return max(0.0, self.finished_at - self.started_at)
 
 
 class Executor:
@@ -130,6 +137,7 @@ class Executor:
         self._outcome: str | None = None
         self._failed: list[int] = []
         self._started_at = time.time()
+        self._finished_at = self._started_at
         self._exhausted = False
         self._selector = selectors.DefaultSelector()
         self._writer = RecordWriter(store.partitions)
@@ -188,6 +196,7 @@ class Executor:
                 self._maybe_write_summary()
         finally:
             self._stop_everything_and_wait()
+            self._finished_at = time.time()
             self._selector.close()
             self._writer.close()
             write_summary(self.store, self.board, partitions_stamp(self.store))
@@ -198,7 +207,9 @@ class Executor:
             self._version += 1
         self.takeover.children_lock.release()
         self.takeover.lock.release()
-        return Outcome(outcome, self.board.counts(), self._selected, list(self._failed))
+        return Outcome(
+            outcome, self.board.counts(), self._selected, list(self._failed), self._started_at, self._finished_at
+        )
 
     def _maybe_write_summary(self) -> None:
         """Refresh the counts cache that `backfill list` reads, at most every SUMMARY_SECONDS."""
@@ -319,7 +330,8 @@ class Executor:
             elif code == 0:
                 attempt.status = "succeeded"
             else:
-                attempt.status, attempt.error = "failed", describe_exit(code)
+                log_path = self.store.log_path(attempt.run_id)
+                attempt.status, attempt.error = "failed", failure_reason(self.spec, attempt.run_id, log_path, code)
             self._finish(index, active.record, attempt, active.attempts_left, active.started_wall)
 
     def _finish(

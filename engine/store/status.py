@@ -97,3 +97,16 @@ class StatusBoard:
         if backwards:
             return self._status.rfind(code, 0, start + 1) if start >= 0 else -1
         return self._status.find(code, start)
+
+
+def backfill_status(counts: dict[str, int], run_outcome: str | None) -> str:
+    """The whole backfill's status after an invocation, from the counts on disk: ``cancelled`` when the
+    invocation was stopped, ``failed`` while any partition is failed, ``incomplete`` while any is left to run,
+    else ``succeeded``. An invocation that ran only some partitions never makes the backfill look done."""
+    if run_outcome == "cancelled":
+        return "cancelled"
+    if counts.get("failed"):
+        return "failed"
+    if any(counts.get(name) for name in ("queued", "running", "cancelled")):
+        return "incomplete"
+    return "succeeded"

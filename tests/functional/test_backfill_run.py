@@ -81,7 +81,10 @@ def test_a_failing_partition_succeeds_on_retry_and_keeps_both_attempts(work, hom
     for record in records(only_backfill(work)):
         assert record["status"] == "succeeded"
         assert [a["status"] for a in record["attempts"]] == ["failed", "succeeded"]
-        assert record["attempts"][0]["exit_code"] == 7 and record["attempts"][0]["error"] == "exited with code 7"
+        assert (
+            record["attempts"][0]["exit_code"] == 7
+            and record["attempts"][0]["error"] == "failing the first attempt on purpose"
+        )
         assert record["attempts"][0]["run_id"] != record["attempts"][1]["run_id"]
         assert "failing the first attempt" in (only_backfill(work) / record["attempts"][0]["log"]).read_text()
 

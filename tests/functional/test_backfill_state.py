@@ -98,7 +98,8 @@ def test_executed_json_has_ids_statuses_attempts_and_pages(work, home):
     assert failed["status"] == "failed" and failed["skipped"] is False
     [attempt] = failed["attempts"]
     assert set(attempt) == {"run_id", "status", "started_at", "finished_at", "exit_code", "error", "log"}
-    assert attempt["exit_code"] == 3 and attempt["error"] == "exited with code 3"
+    assert attempt["exit_code"] == 3 and attempt["error"] == "failing 2024-01-03 on purpose"
+    assert failed["reason"] == "failing 2024-01-03 on purpose"
     assert Path(attempt["log"]).read_text().startswith("child ")
     assert document["page"] == {"offset": 2, "limit": 2} and document["has_more"] is True
     assert "[" in result.stderr  # progress went to stderr

@@ -69,7 +69,7 @@ def build_saved_backfill(root: Path) -> StateStore:
                         _when(200 - index - number),
                         _when(190 - index - number),
                         exit_code=1,
-                        error="exited with code 1",
+                        error="psycopg.OperationalError: connection to server lost",
                         log=f"children/{run_id}.log",
                         duration=9.5 + number,
                     )

@@ -21,7 +21,7 @@ from textual.binding import Binding
 
 from engine.base.errors import BackfillError
 from engine.execute.backfill import Loaded, Prepared, prepare_resume
-from engine.execute.executor import Executor
+from engine.execute.executor import Executor, Outcome
 from engine.execute.snapshot import FINISHED
 from engine.store.state_store import StateStore
 from tui.app.screens.dashboard import DashboardScreen
@@ -38,6 +38,7 @@ class StartedRun:
     executor: Executor
     thread: threading.Thread
     started: float
+    outcome: Outcome | None = None  # set when the executor returns
 
 
 class BackfillApp(App[str | None]):
@@ -150,9 +151,14 @@ class BackfillApp(App[str | None]):
             self.notify(str(error), title="cannot rerun", severity="error", timeout=10)
             return
         executor = prepared.executor()
-        thread = threading.Thread(target=executor.run, name="executor")
-        thread.start()
-        self.started_runs.append(StartedRun(prepared, executor, thread, time.monotonic()))
+        run = StartedRun(prepared, executor, threading.Thread(), time.monotonic())
+
+        def work() -> None:
+            run.outcome = executor.run()
+
+        run.thread = threading.Thread(target=work, name="executor")
+        run.thread.start()
+        self.started_runs.append(run)
         live = ExecutorSource(executor, options=prepared.options, parallelism=prepared.parallelism)
         self.stop_requested = False
         self.switch_screen(DashboardScreen(live, self.clock))

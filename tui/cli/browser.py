@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import signal
 import sys
-import time
 from pathlib import Path
 
 from engine.base.errors import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
 from engine.execute.backfill import locate_backfill
 from tui.app.backfill_app import BackfillApp
 from tui.cli.crash import report_crash
-from tui.cli.summary import summary_lines
+from tui.cli.summary import resume_hint, summary_lines
 from tui.cli.terminal import Paint, colors_enabled
 
 EXIT_BY_OUTCOME = {"succeeded": EXIT_OK, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED}
@@ -40,17 +39,16 @@ def browse(*, root: Path | None, backfill_id: str | None, state_dir: str | None,
         report_crash(app.crash, app.crash_text or "", store.directory if store else root, going_on=running.strip())
     paint = Paint(colors_enabled(sys.stdout, no_color_flag=no_color))
     for run in app.started_runs:
-        snapshot = run.executor.snapshot()
-        outcome = snapshot.outcome or "cancelled"
+        if run.outcome is None:  # the executor thread died: its records say what it did
+            continue
         lines = summary_lines(
             store=run.prepared.store,
             spec=run.prepared.spec,
-            outcome=outcome,
-            seconds=time.monotonic() - run.started,
-            counts=snapshot.counts,
-            resume=f"backfill --continue {run.prepared.store.id}",
+            board=run.prepared.board,
+            outcome=run.outcome,
+            resume=resume_hint(run.prepared),
             paint=paint,
         )
         print("\n".join(lines))
-        code = EXIT_BY_OUTCOME.get(outcome, EXIT_FAILED)
+        code = EXIT_BY_OUTCOME.get(run.outcome.status, EXIT_FAILED)
     return EXIT_FAILED if app.crash is not None and code == EXIT_OK else code

@@ -6,18 +6,16 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
-import time
 from pathlib import Path
 
 from engine.base.errors import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
 from engine.execute.backfill import Prepared, create_backfill
 from engine.execute.executor import Executor, Outcome
-from engine.pipeline.repository import repository_root
 from engine.spec.backfill_spec import Planned
 from tui.cli.progress import ProgressLines
 from tui.cli.state_output import write_state_json
 from tui.cli.stop_signals import install_stop_handlers, restore_handlers
-from tui.cli.summary import resume_command, summary_lines
+from tui.cli.summary import resume_hint, summary_lines
 from tui.cli.terminal import Paint, colors_enabled, dashboard_possible
 
 EXIT_BY_OUTCOME = {"succeeded": EXIT_OK, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED}
@@ -26,11 +24,6 @@ EXIT_BY_OUTCOME = {"succeeded": EXIT_OK, "failed": EXIT_FAILED, "cancelled": EXI
 def execute_new(planned: Planned, args: argparse.Namespace) -> int:
     prepared = create_backfill(planned, state_dir=args.state_dir, cwd=Path.cwd())
     return run_prepared(prepared, args)
-
-
-def resume_hint(prepared: Prepared) -> str:
-    anchor = Path(prepared.spec.target.path) if prepared.spec.target.path else Path(prepared.working_directory)
-    return resume_command(prepared.store, prepared.state_root, repository_root(anchor))
 
 
 def run_prepared(prepared: Prepared, args: argparse.Namespace) -> int:
@@ -49,24 +42,16 @@ def run_prepared(prepared: Prepared, args: argparse.Namespace) -> int:
     )
     announce.flush()
     use_dashboard = dashboard_possible(no_progress=args.no_progress, json_output=as_json)
-    started = time.monotonic()
     if use_dashboard:
         from tui.cli.dashboard_runner import run_with_dashboard
 
         outcome = run_with_dashboard(executor, prepared, no_color=args.no_color)
     else:
         outcome = _run_with_progress_lines(executor, prepared, no_color=args.no_color)
-    seconds = time.monotonic() - started
     out = sys.stderr if as_json else sys.stdout
     paint = Paint(colors_enabled(out, no_color_flag=args.no_color))
     lines = summary_lines(
-        store=prepared.store,
-        spec=prepared.spec,
-        outcome=outcome.status,
-        seconds=seconds,
-        counts=outcome.counts,
-        resume=hint,
-        paint=paint,
+        store=prepared.store, spec=prepared.spec, board=prepared.board, outcome=outcome, resume=hint, paint=paint
     )
     out.write("\n".join(lines) + "\n")
     out.flush()

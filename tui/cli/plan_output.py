@@ -123,7 +123,7 @@ def write_text(
     for row in rows:
         out.write(
             f"  {str(row['index']).rjust(index_width)}  {row['id'][:12]}  {row['status']:<9}  "
-            f"{row['start']:<26}  {row['end']}\n"
+            f"{row['start']:<26}  {row['end']}" + (f"  {row['reason']}" if row.get("reason") else "") + "\n"
         )
     total = summary["total"] if listed_total is None else listed_total
     if begin >= stop:

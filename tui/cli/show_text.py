@@ -34,7 +34,11 @@ def print_state_text(
     begin, stop = page_bounds(listed, offset, limit)
 
     def decorate(row: dict[str, Any]) -> None:
-        row["status"] = board.status(row["index"]).label
+        status = board.status(row["index"])
+        row["status"] = status.label
+        if status in (Status.FAILED, Status.CANCELLED) and board.attempts(row["index"]):
+            record = loaded.store.read_record(row["id"], spec.plan, spec.ids.of)
+            row["reason"] = record.attempts[-1].error if record and record.attempts else None
 
     rows = page_rows(PartitionDescriber(spec), range(begin, stop) if indices is None else indices[begin:stop], decorate)
     header = header_lines(Planned(spec, options, parallelism), [("state", str(loaded.store.directory))])

@@ -1,4 +1,5 @@
-"""The final summary: outcome, range, duration, non-zero counts, logs, and how to resume."""
+"""The final summary: the whole backfill's outcome, range, duration, counts, failures with their reasons,
+logs, and the exact commands to resume or to rerun the failures."""
 
 from __future__ import annotations
 
@@ -7,10 +8,16 @@ from pathlib import Path
 
 from engine.dates.durations import format_elapsed
 from engine.dates.instants import format_instant, zone_name
+from engine.execute.backfill import Prepared
+from engine.execute.executor import Outcome
+from engine.pipeline.repository import repository_root
 from engine.spec.backfill_spec import BackfillSpec
 from engine.store.state_store import StateStore, default_state_root
-from engine.store.status import STATUS_NAMES
+from engine.store.status import STATUS_NAMES, Status, StatusBoard, backfill_status
 from tui.cli.terminal import STATUS_STYLE, Paint
+
+FAILURES_LISTED = 10
+OUTCOME_STYLES = {"succeeded": "green", "failed": "red", "cancelled": "yellow", "incomplete": "yellow"}
 
 
 def resume_command(store: StateStore, state_root: Path, repository_root: Path | None) -> str:
@@ -21,25 +28,69 @@ def resume_command(store: StateStore, state_root: Path, repository_root: Path | 
     return command
 
 
+def resume_hint(prepared: Prepared) -> str:
+    """The resume command for a prepared backfill, anchored where its target (or working directory) lives."""
+    anchor = Path(prepared.spec.target.path) if prepared.spec.target.path else Path(prepared.working_directory)
+    return resume_command(prepared.store, prepared.state_root, repository_root(anchor))
+
+
 def summary_lines(
     *,
     store: StateStore,
     spec: BackfillSpec,
-    outcome: str,
-    seconds: float,
-    counts: dict[str, int],
+    board: StatusBoard,
+    outcome: Outcome,
     resume: str | None,
     paint: Paint,
 ) -> list[str]:
-    style = {"succeeded": "green", "failed": "red", "cancelled": "yellow"}.get(outcome, "bold")
-    lines = [f"backfill {store.id} {paint(outcome, style)} after {format_elapsed(seconds)}"]
+    """Describes the backfill on disk, not only what this invocation ran: a ``--continue --ids`` that
+    succeeded over a backfill with queued partitions reports it incomplete, with the resume command."""
+    counts = board.counts()
+    status = backfill_status(counts, outcome.status)
+    shown = paint(status, OUTCOME_STYLES.get(status, "bold"))
+    lines = [f"backfill {store.id} {shown} after {format_elapsed(outcome.seconds)}"]
     lines.append(
         f"  range       {format_instant(spec.start, spec.zone)} → {format_instant(spec.end, spec.zone)} "
         f"(end exclusive), {spec.unit.name} in {zone_name(spec.zone)}"
     )
     parts = [paint(f"{counts[name]} {name}", STATUS_STYLE[name]) for name in STATUS_NAMES if counts.get(name)]
-    lines.append(f"  partitions  {sum(counts.values())}: " + ", ".join(parts))
+    lines.append(f"  partitions  {board.size}: " + ", ".join(parts))
+    if outcome.selected < board.size:
+        failed_here = len(outcome.failed_in_run)
+        lines.append(
+            f"  this run    {outcome.selected} of {board.size} partitions {outcome.status}"
+            + (f" ({failed_here} failed)" if failed_here else "")
+        )
+    failed = counts.get("failed", 0)
+    if failed:
+        lines.append(f"  failed      {failed}:")
+        lines += _failures(store, spec, board, paint)
+        if failed > FAILURES_LISTED:
+            lines.append(
+                f"              … and {failed - FAILURES_LISTED} more: backfill show {store.id} --status failed"
+            )
     lines.append(f"  logs        {store.children}")
-    if resume and outcome != "succeeded":
+    if resume and status != "succeeded":
         lines.append(f"  resume      {resume}")
+    if resume and failed:
+        lines.append(f"  rerun       {resume} --rerun failed")
+    return lines
+
+
+def _failures(store: StateStore, spec: BackfillSpec, board: StatusBoard, paint: Paint) -> list[str]:
+    """The first failed partitions in plan order, each with its reason."""
+    lines = []
+    index = board.find(Status.FAILED, 0)
+    width = len(str(board.size - 1))
+    while index >= 0 and len(lines) < FAILURES_LISTED:
+        interval = spec.plan.interval(index)
+        reason = None
+        try:
+            record = store.read_record(spec.ids.of(interval.start, interval.end), spec.plan, spec.ids.of)
+            reason = record.attempts[-1].error if record and record.attempts else None
+        except Exception:  # an unreadable record: the listing still names the partition
+            reason = "(its record cannot be read)"
+        start = format_instant(interval.start, spec.zone)
+        lines.append(f"    {str(index).rjust(width)}  {start}  {paint(reason or 'failed', 'red')}")
+        index = board.find(Status.FAILED, index + 1)
     return lines

@@ -12,7 +12,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from engine.execute.snapshot import FINISHED, STOPPING
-from engine.store.status import Status
+from engine.store.status import Status, backfill_status
 from tui.app.messages import FollowChanged, PartitionSelected
 from tui.app.screens.filter import FilterScreen
 from tui.app.screens.help import HelpScreen
@@ -24,7 +24,12 @@ from tui.app.widgets.partition_table import PartitionTable
 from tui.app.widgets.run_header import RunHeader
 from tui.app.widgets.status_line import StatusLine
 
-OUTCOME_STYLES = {"succeeded": "bold green3", "failed": "bold red1", "cancelled": "bold yellow3"}
+OUTCOME_STYLES = {
+    "succeeded": "bold green3",
+    "failed": "bold red1",
+    "cancelled": "bold yellow3",
+    "incomplete": "bold yellow3",
+}
 
 
 class DashboardScreen(Screen[None]):
@@ -115,7 +120,8 @@ class DashboardScreen(Screen[None]):
                 f"Stopping… waiting for {active} active run{'s' if active != 1 else ''} to exit", style="bold yellow3"
             )
         elif state.state == FINISHED and state.outcome:
-            text.append(f"Backfill {state.outcome}", style=OUTCOME_STYLES.get(state.outcome, "bold"))
+            status = backfill_status(state.counts, state.outcome)  # the whole backfill, not only this run
+            text.append(f"Backfill {status}", style=OUTCOME_STYLES.get(status, "bold"))
             failed = state.counts.get("failed", 0)
             if failed:
                 text.append(f" — {failed} failed: n jumps to the next one", style="red1")

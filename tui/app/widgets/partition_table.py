@@ -41,6 +41,7 @@ STATUS_STYLES = {
     Status.FAILED: Style(color="red1", bold=True),
     Status.CANCELLED: Style(color="yellow3"),
 }
+REASON_STYLES = {Status.FAILED: Style(color="red1"), Status.CANCELLED: Style(color="yellow3")}
 CURSOR = Style(bgcolor="grey23", bold=True)
 MARK = Style(color="magenta", bold=True)
 DIM = Style(color="grey58")
@@ -86,6 +87,7 @@ class PartitionTable(ScrollView, can_focus=True):
         self.running: dict[int, RunningPartition] = {}
         self.marked: set[int] = set()
         self._painted: dict[int, tuple] = {}
+        self._reasons: dict[tuple[int, int], str | None] = {}
         self._index_width = len(str(max(len(self.plan) - 1, 0)))
         self._interval_width = self._measure_interval_width()
         self.virtual_size = Size(0, len(self.rows))
@@ -104,7 +106,7 @@ class PartitionTable(ScrollView, can_focus=True):
         """Column titles aligned with the rows."""
         return Text(
             f"  {'#'.rjust(self._index_width)}  {'interval (end exclusive)'.ljust(self._interval_width)}  "
-            f"{'status':<11}  {'try':>3}  {'elapsed':>8}",
+            f"{'status':<11}  {'try':>3}  {'elapsed':>8}  reason",
             no_wrap=True,
         )
 
@@ -162,7 +164,29 @@ class PartitionTable(ScrollView, can_focus=True):
             elapsed,
             row == self.cursor_row,
             index in self.marked,
+            self.reason(index, status, self.board.attempts(index)),
         )
+
+    def reason(self, index: int, status: int, attempts: int) -> str | None:
+        """Why a failed or cancelled partition ended (its latest attempt's error), read once from its record."""
+        if status not in (Status.FAILED, Status.CANCELLED):
+            return None
+        key = (index, attempts)
+        if key in self._reasons:
+            return self._reasons[key]
+        interval = self.plan.interval(index)
+        try:
+            record = self.source.store.read_record(
+                self.source.spec.ids.of(interval.start, interval.end), self.plan, self.source.spec.ids.of
+            )
+        except Exception:  # an unreadable record has no reason to show; the details pane says what is wrong
+            record = None
+        if record is None or len(record.attempts) < attempts or not record.attempts:
+            return None  # not on disk yet (the writer thread is behind): try again on the next repaint
+        if len(self._reasons) > 4096:
+            self._reasons.clear()
+        self._reasons[key] = reason = record.attempts[-1].error
+        return reason
 
     def _repaint_changed(self) -> None:
         top = int(self.scroll_offset.y)
@@ -181,7 +205,7 @@ class PartitionTable(ScrollView, can_focus=True):
             return Strip.blank(width, PLAIN)
         signature = self._signature(row)
         self._painted[row] = signature
-        index, status_code, attempts, duration, elapsed, is_cursor, is_marked = signature
+        index, status_code, attempts, duration, elapsed, is_cursor, is_marked, reason = signature
         status = Status(status_code)
         if elapsed is not None:
             time_text = format_elapsed(elapsed) if elapsed >= 10 else f"{elapsed}s"
@@ -198,6 +222,10 @@ class PartitionTable(ScrollView, can_focus=True):
             Segment(f"{SYMBOLS[status]} {status.label:<9}  ", base + STATUS_STYLES[status]),
             Segment(f"{attempts if attempts else '':>3}  {time_text:>8}", base),
         ]
+        room = width - sum(len(segment.text) for segment in segments) - 2
+        if reason and room >= 8:
+            text = reason if len(reason) <= room else reason[: room - 1] + "…"
+            segments.append(Segment("  " + text, base + REASON_STYLES[status]))
         strip = Strip(segments)
         return strip.crop_extend(0, width, base)
 
