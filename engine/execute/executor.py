@@ -244,7 +244,7 @@ class Executor:
         return _Pending(index, self.options.retries + 1)
 
     def _launch_available(self) -> None:
-        while len(self._active) < self.parallel:
+        while len(self._active) < self.parallel and not self._halted and self._stop_reason is None:
             pending = self._next_pending()
             if pending is None:
                 return

@@ -67,6 +67,7 @@ def plan_request(
     if command is not None:
         if not command.strip():
             raise BadInput("--command '' is empty: give a program and its arguments, e.g. --command 'echo {start}'")
+        check_program(command, base)
         target_spec = TargetSpec(
             "command", name or command, template=command, identity={"kind": "command", "template": command}
         )
@@ -91,3 +92,28 @@ def plan_request(
     _ = spec.plan
     parallelism = effective_parallelism(options.max_parallel, options.workers, env)
     return Planned(spec, options, parallelism, config, env)
+
+
+def check_program(template: str, cwd: Path) -> None:
+    """The command's program must exist and be executable now, or every partition would fail to start."""
+    import os
+    import shlex
+    import shutil
+
+    try:
+        program = shlex.split(template)[0] if template.strip() else ""
+    except ValueError:
+        return  # unbalanced quotes are reported with the template's other errors
+    if not program or "{" in program:
+        return  # a program chosen per partition cannot be checked before it is substituted
+    if "/" in program:
+        path = Path(program) if Path(program).is_absolute() else cwd / program
+        if not path.is_file():
+            raise BadInput(f"--command program {program!r} does not exist (looked for {path})")
+        if not os.access(path, os.X_OK):
+            raise BadInput(
+                f"--command program {program!r} is not executable: chmod +x it or run it through its interpreter"
+            )
+        return
+    if shutil.which(program) is None:
+        raise BadInput(f"--command program {program!r} is not on PATH: give its path, or check the spelling and PATH")

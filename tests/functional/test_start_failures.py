@@ -1,0 +1,51 @@
+"""A program that cannot start: refused at planning (exit 2), and under --on-failure at run time."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.backfills import records, state_dirs
+from tests.conftest import run_backfill
+
+TEN_DAYS = ("--start-date", "2024-01-01", "--end-date", "2024-01-10")
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_a_missing_program_is_bad_input_before_anything_is_saved(work, home, dry_run):
+    """--command naming a program not on PATH: one line naming it, exit 2, no backfill saved (dry run or not)."""
+    extra = ("--dry-run",) if dry_run else ()
+    result = run_backfill("--command", "etl-that-does-not-exist {start}", *TEN_DAYS, *extra, cwd=work, env=home)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "backfill: error: --command program 'etl-that-does-not-exist' is not on PATH: give its path, "
+        "or check the spelling and PATH"
+    ]
+    assert not (work / "logs" / "backfills").exists() or not list((work / "logs" / "backfills").iterdir())
+
+
+def test_a_program_that_is_not_executable_is_bad_input(work, home):
+    """A path to a file without the execute bit is refused with what to do about it."""
+    (work / "etl.sh").write_text("#!/bin/sh\nexit 0\n")
+    result = run_backfill("--command", "./etl.sh {start}", *TEN_DAYS, "--dry-run", cwd=work, env=home)
+    assert result.returncode == 2
+    assert "--command program './etl.sh' is not executable" in result.stderr
+
+
+@pytest.mark.parametrize(("policy", "attempted"), [("stop", 1), ("fail-fast", 1), ("continue", 10)])
+def test_start_failures_honour_the_failure_policy(work, home, policy, attempted):
+    """The program vanishes after planning: under stop and fail-fast one partition fails to start and the rest
+    stay queued; under continue each one is tried."""
+    script = work / "etl.sh"
+    script.write_text("#!/bin/sh\nexit 1\n")
+    script.chmod(0o755)
+    first = run_backfill("--command", "./etl.sh {start}", *TEN_DAYS, cwd=work, env=home)
+    assert first.returncode == 1
+    script.unlink()
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    result = run_backfill("--continue", backfill.name, "--on-failure", policy, cwd=work, env=home)
+    assert result.returncode == 1
+    started = [r for r in records(backfill) if any("cannot start" in (a["error"] or "") for a in r["attempts"])]
+    assert len(started) == attempted
+    assert "cannot start './etl.sh'" in started[0]["attempts"][-1]["error"]
+    queued = 9 if policy != "continue" else 0  # partition 0 failed first time; it is retried first
+    assert f"{queued} queued" in result.stdout if queued else "queued" not in result.stdout.split("partitions")[1]
