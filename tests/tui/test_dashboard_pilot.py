@@ -156,7 +156,7 @@ def test_log_wrap_and_jump_to_end(work):
 
 
 def test_status_filter_and_failed_navigation(work):
-    """/ filters by status (only failed rows shown); n and N jump between failed partitions."""
+    """s filters by status (only failed rows shown); n and N jump between failed partitions and wrap around."""
     fails = (
         f'{sys.executable} -c \'import sys; sys.exit(1 if "{{start_date}}" in ("2024-01-03", "2024-01-07") else 0)\''
     )
@@ -165,7 +165,7 @@ def test_status_filter_and_failed_navigation(work):
     )
 
     async def scenario():
-        async with live.app.run_test(size=(120, 40)) as pilot:
+        async with live.app.run_test(size=(120, 40), notifications=True) as pilot:
             await wait_until(pilot, lambda: live.executor.snapshot().outcome is not None)
             await pilot.pause(0.2)
             assert "Backfill failed — 2 failed: n jumps to the next one" in live.status_line()
@@ -175,6 +175,13 @@ def test_status_filter_and_failed_navigation(work):
             assert live.table.selected_index == 6
             await pilot.press("N")
             assert live.table.selected_index == 2
+            await pilot.press("n", "n")  # past the last failure: wraps to the first, and says so
+            assert live.table.selected_index == 2
+            await wait_until(pilot, lambda: "wrapped to the first failure" in screen_text(live.app))
+            await pilot.press("N")
+            assert live.table.selected_index == 6, "N before the first failure wraps to the last"
+            await pilot.press("f", "n")  # works from follow mode too
+            assert live.table.selected_index == 2 and not live.table.follow
             await pilot.press("s")
             await pilot.pause(0.1)
             await pilot.press("down", "down", "down", "down", "enter")  # all, queued, running, succeeded, failed
@@ -187,6 +194,28 @@ def test_status_filter_and_failed_navigation(work):
             await pilot.pause(0.1)
             await pilot.press("enter")  # all
             assert len(live.table.rows) == 10 and live.table.selected_index == 2
+
+    try:
+        run(scenario())
+    finally:
+        live.finish()
+
+
+def test_opening_the_details_pane_keeps_the_selected_row_on_screen(work):
+    """End selects the last partition at the bottom of the table; Enter halves the table and the selected row
+    is still visible, in the table and on the screen."""
+    live = start_live(work, "true", "2024-01-01", "2024-03-31", max_parallel=4, exit_when_succeeded=False)
+
+    async def scenario():
+        async with live.app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: live.executor.snapshot().outcome is not None)
+            await pilot.press("end")
+            await pilot.press("enter")
+            await wait_until(pilot, lambda: live.screen.details.display)
+            await pilot.pause(0.2)
+            top = int(live.table.scroll_offset.y)
+            assert top <= live.table.cursor_row < top + live.table.size.height
+            assert any(line.lstrip().startswith("▸") and " 90 " in line for line in screen_text(live.app).splitlines())
 
     try:
         run(scenario())

@@ -213,6 +213,8 @@ class DashboardScreen(Screen[None]):
         index = self.table.selected_index
         if details.display and index is not None:
             details.show_partition(index, force=True)
+        # the table just lost (or regained) half its height: keep the selected row on screen
+        self.call_after_refresh(self.table.keep_cursor_visible)
         if not details.display:
             self.table.focus()
 
@@ -255,15 +257,18 @@ class DashboardScreen(Screen[None]):
 
     def action_next_failed(self, direction: int) -> None:
         current = self.table.selected_index
-        start = current if current is not None else (-1 if direction > 0 else self.source.board.size)
+        size = self.source.board.size
+        start = current if current is not None else (-1 if direction > 0 else size)
         found = self.table.rows.find(Status.FAILED, start, backwards=direction < 0)
-        if found is None:
-            self.notify(
-                "no failed partition " + ("after" if direction > 0 else "before") + " this one",
-                severity="warning",
-                timeout=2,
-            )
-            return
+        if found is None:  # wrap around, as search does in an editor
+            found = self.table.rows.find(Status.FAILED, -1 if direction > 0 else size, backwards=direction < 0)
+            if found is None:
+                self.notify("no failed partition", severity="warning", timeout=2)
+                return
+            if found == current:
+                self.notify("this is the only failed partition", timeout=2)
+                return
+            self.notify("wrapped to the " + ("first" if direction > 0 else "last") + " failure", timeout=2)
         self.table.select_index(found)
 
     def action_help(self) -> None:

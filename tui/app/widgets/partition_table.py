@@ -278,6 +278,10 @@ class PartitionTable(ScrollView, can_focus=True):
             self.cursor_row = row
             self._scroll_cursor_into_view(center=True)
 
+    def keep_cursor_visible(self) -> None:
+        """After a layout change: scroll so the cursor row is on screen again."""
+        self._scroll_cursor_into_view(center=True)
+
     def action_cursor(self, delta: int) -> None:
         self._move_to(self.cursor_row + delta)
 
