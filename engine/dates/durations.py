@@ -56,11 +56,9 @@ def format_duration(micros: int) -> str:
         return f"{sign}{_trim(micros, 1_000)}ms"
     hours, rest = divmod(micros, 3_600_000_000)
     minutes, rest = divmod(rest, 60_000_000)
-    text = f"{_trim(rest, 1_000_000)}s"
-    if hours or minutes:
-        text = f"{minutes}m{text}"
-    if hours:
-        text = f"{hours}h{text}"
+    text = (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "")
+    if rest or not text:
+        text += f"{_trim(rest, 1_000_000)}s"
     return sign + text
 
 
@@ -70,20 +68,3 @@ def _trim(value: int, unit: int) -> str:
         return str(whole)
     digits = len(str(unit)) - 1
     return f"{whole}.{fraction:0{digits}d}".rstrip("0")
-
-
-def format_elapsed(seconds: float) -> str:
-    """A short human duration for progress displays: ``4s``, ``2m05s``, ``1h02m``, ``3d04h``."""
-    if seconds < 10:
-        return f"{max(0.0, seconds):.1f}s"
-    seconds = int(seconds)
-    if seconds < 60:
-        return f"{seconds}s"
-    minutes, seconds = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes}m{seconds:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 24:
-        return f"{hours}h{minutes:02d}m"
-    days, hours = divmod(hours, 24)
-    return f"{days}d{hours:02d}h"

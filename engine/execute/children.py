@@ -7,31 +7,18 @@ placeholders are replaced inside each argument.
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from pathlib import Path
 
 import orjson
 
-from engine.base.errors import BadInput
 from engine.dates.formatting import InstantFormatter
 from engine.dates.plan import Interval
 from engine.execute.launcher import ChildSpec
 from engine.spec.backfill_spec import BackfillSpec
+from engine.spec.command_template import split_template, substitute
 
-PLACEHOLDERS = ("start", "end", "end_exclusive", "start_date", "end_date", "partition_id", "run_id")
 _CLEARED = ("BRUIN_VARS", "BRUIN_CONFIG_FILE", "BRUIN_QUERY_ANNOTATIONS")
-
-
-def split_template(template: str) -> list[str]:
-    """The template's arguments; unbalanced quotes are bad input."""
-    try:
-        words = shlex.split(template)
-    except ValueError as error:
-        raise BadInput(f"--command {template!r} cannot be split into arguments ({error}): check its quotes") from None
-    if not words:
-        raise BadInput("--command '' is empty: give a program and its arguments, e.g. --command 'echo {start}'")
-    return words
 
 
 def backfill_program() -> list[str]:
@@ -105,7 +92,7 @@ class ChildFactory:
     def child(self, interval: Interval, partition_id: str, run_id: str, log_path: Path, total: int) -> ChildSpec:
         values = self.values(interval, partition_id, run_id)
         if self.spec.target.is_command:
-            argv = [_substitute(word, values) for word in self.words]
+            argv = [substitute(word, values) for word in self.words]
         else:
             argv = [
                 *self.prefix,
@@ -135,11 +122,3 @@ class ChildFactory:
             "BACKFILL_END_EXCLUSIVE": values["end_exclusive"],
         }
         return ChildSpec(argv, self.working_directory, environment, log_path, self.inherit_fds)
-
-
-def _substitute(word: str, values: dict[str, str]) -> str:
-    if "{" not in word:
-        return word
-    for name in PLACEHOLDERS:
-        word = word.replace("{" + name + "}", values[name])
-    return word

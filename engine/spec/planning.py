@@ -14,6 +14,7 @@ from engine.pipeline.repository import Target, pipeline_file, resolve_target
 from engine.pipeline.validation import check_pipeline
 from engine.pipeline.yamlfile import read_yaml
 from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions, Planned, TargetSpec, check_execution_options
+from engine.spec.command_template import check_placeholders
 from engine.spec.parallelism import Parallelism, effective_parallelism
 
 
@@ -67,6 +68,7 @@ def plan_request(
     if command is not None:
         if not command.strip():
             raise BadInput("--command '' is empty: give a program and its arguments, e.g. --command 'echo {start}'")
+        check_placeholders(command)
         check_program(command, base)
         target_spec = TargetSpec(
             "command", name or command, template=command, identity={"kind": "command", "template": command}

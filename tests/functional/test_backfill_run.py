@@ -197,23 +197,6 @@ def test_timeout_stops_the_child_and_records_a_failure(work, home):
     assert record["attempts"][0]["error"] == "timed out after 500ms"
 
 
-def test_a_program_that_cannot_start_fails_its_partition(work, home):
-    """A missing program fails the attempt with a clear error (and its log says so)."""
-    result = run_backfill(
-        "--command",
-        "no-such-program-xyz {start}",
-        "--start-date",
-        "2024-01-01",
-        "--end-date",
-        "2024-01-01",
-        cwd=work,
-        env=home,
-    )
-    assert result.returncode == 1
-    [record] = records(only_backfill(work))
-    assert record["attempts"][0]["error"].startswith("cannot start 'no-such-program-xyz'")
-
-
 def test_pipeline_backfill_of_the_example_fills_the_tables(shop, home):
     """A week of the example pipeline: each child is `backfill run`, records carry the backfill ID and count,
     and the mart holds one row per day and category."""

@@ -196,7 +196,7 @@ def test_command_targets_need_no_configuration(tmp_path, home):
         env=home,
     )
     assert doc["backfill"]["target"] == "echo {start} {end}" and doc["backfill"]["name"] == "echo"
-    assert doc["backfill"]["partition"] == "1h30m0s" and doc["summary"]["total"] == 4
+    assert doc["backfill"]["partition"] == "1h30m" and doc["summary"]["total"] == 4
     assert doc["options"]["effective_max_parallel"] == 3 and doc["options"]["parallelism_reason"] is None
 
 

@@ -189,6 +189,10 @@ class FixedStateSource(SavedSource):
         self.stop_reason = stop_reason
         self.can_stop = True
 
+    @property
+    def nobody_runs(self) -> bool:
+        return False
+
     def poll(self) -> SourceState:
         counts = self.board.counts()
         finished = counts["succeeded"] + counts["failed"] + counts["cancelled"]

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from engine.base.errors import BadInput
-from engine.execute.children import ChildFactory, split_template
+from engine.execute.children import ChildFactory
 from engine.pipeline.options import RunOptions
 from engine.spec.backfill_spec import ExecutionOptions
+from engine.spec.command_template import split_template
 from engine.spec.planning import plan_request
 
 
@@ -30,16 +31,16 @@ def factory_for(template: str, zone: str = "America/New_York") -> ChildFactory:
 
 
 def test_every_placeholder_is_substituted_inside_arguments(tmp_path):
-    """{start} {end} {end_exclusive} {start_date} {end_date} {partition_id} {run_id}, within words; other braces
-    stay."""
+    """{start} {end} {end_exclusive} {start_date} {end_date} {partition_id} {run_id}, within words; {{ and }}
+    are literal braces."""
     factory = factory_for(
-        "run --from={start} --to={end} --until {end_exclusive} {start_date}..{end_date} "
-        "{partition_id} {run_id} '{not_a_placeholder}' 'x y'"
+        "echo --from={start} --to={end} --until {end_exclusive} {start_date}..{end_date} "
+        "{partition_id} {run_id} '{{not_a_placeholder}}' 'x y' '{{\"json\": 1}}'"
     )
     interval = factory.spec.plan.interval(1)  # the spring-forward day
     child = factory.child(interval, "abc123", "bf-p1-a1", tmp_path / "log", 3)
     assert child.argv == [
-        "run",
+        "echo",
         "--from=2024-03-10T00:00:00.000000-05:00",
         "--to=2024-03-10T23:59:59.999999-04:00",
         "--until",
@@ -49,6 +50,7 @@ def test_every_placeholder_is_substituted_inside_arguments(tmp_path):
         "bf-p1-a1",
         "{not_a_placeholder}",
         "x y",
+        '{"json": 1}',
     ]
     assert child.env["BACKFILL_START"] == "2024-03-10T00:00:00.000000-05:00"
     assert child.env["BACKFILL_END"] == "2024-03-10T23:59:59.999999-04:00"
@@ -113,3 +115,14 @@ def test_pipeline_children_run_backfill_run_with_the_saved_options(shop, home, m
         "--partition-id pid",
     ):
         assert expected in joined
+
+
+@pytest.mark.parametrize("template", ["echo {start_dte}", "echo --day={Start}", "echo {}", "echo '{run id}'"])
+def test_an_unknown_placeholder_is_bad_input_naming_the_ones_that_exist(template):
+    """A typo in a placeholder is refused at planning with the placeholders that exist and how to write braces."""
+    with pytest.raises(BadInput) as error:
+        factory_for(template)
+    message = str(error.value)
+    assert message.startswith("--command has an unknown placeholder {")
+    assert "{start}, {end}, {end_exclusive}, {start_date}, {end_date}, {partition_id}, {run_id}" in message
+    assert "{{ and }}" in message

@@ -49,11 +49,14 @@ def test_bad_durations_are_errors(text, problem):
     assert "positive Go duration" in str(error.value)
 
 
-def test_durations_print_like_go():
-    """Canonical spelling follows Go's Duration.String."""
+def test_durations_print_in_go_units_without_zero_components():
+    """Go's units and spelling, zero components left out (1h30m, not 1h30m0s): still what Go and we parse."""
+    samples = (5_400_000_000, 900_000_000, 500_000, 1_500, 1, 30_000_000, 3_600_000_000, 3_601_500_000)
+    assert [parse_duration(format_duration(m), "--timeout") for m in samples] == list(samples)
+    assert [format_duration(m) for m in (3_600_000_000, 3_601_500_000)] == ["1h", "1h1.5s"]
     assert [format_duration(m) for m in (5_400_000_000, 900_000_000, 500_000, 1_500, 1, 30_000_000)] == [
-        "1h30m0s",
-        "15m0s",
+        "1h30m",
+        "15m",
         "500ms",
         "1.5ms",
         "1µs",

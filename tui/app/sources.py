@@ -44,6 +44,11 @@ class BackfillSource(Protocol):
     parallelism: Parallelism
     can_stop: bool
 
+    @property
+    def nobody_runs(self) -> bool:
+        """No executor anywhere runs this backfill: partitions recorded running were interrupted."""
+        ...
+
     def poll(self) -> SourceState: ...
 
     def stop(self, reason: str) -> None: ...
@@ -53,6 +58,7 @@ class ExecutorSource:
     """A backfill this process is running."""
 
     can_stop = True
+    nobody_runs = False
 
     def __init__(self, executor: Executor, *, options: ExecutionOptions, parallelism: Parallelism) -> None:
         self.executor = executor
@@ -85,6 +91,10 @@ class SavedSource:
     """A saved backfill read once from disk (nothing runs it)."""
 
     can_stop = False
+
+    @property
+    def nobody_runs(self) -> bool:
+        return True
 
     def __init__(
         self,
@@ -175,6 +185,10 @@ class WatchedSource(SavedSource):
         self._last_scan = 0.0
         self._idle = False
         self._rescan()
+
+    @property
+    def nobody_runs(self) -> bool:
+        return self._idle
 
     def _rescan(self) -> None:
         import os

@@ -41,7 +41,7 @@ def _check_combinations(args: argparse.Namespace) -> None:
             "run `backfill run TARGET --full-refresh` once, then backfill"
         )
     if args.command is not None:
-        from engine.execute.children import split_template
+        from engine.spec.command_template import split_template
 
         split_template(args.command)
     if args.name and not args.command:

@@ -13,12 +13,12 @@ import threading
 import time
 from typing import IO
 
-from engine.dates.durations import format_elapsed
 from engine.dates.formatting import InstantFormatter
 from engine.execute.executor import Executor
 from engine.execute.snapshot import Event, Snapshot
 from engine.spec.backfill_spec import BackfillSpec
 from engine.store.state_store import StateStore
+from tui import human
 from tui.cli.terminal import STATUS_STYLE, Paint
 
 POLL_SECONDS = 0.25
@@ -66,7 +66,7 @@ class ProgressLines:
             oldest = min(snapshot.running, key=lambda r: r.started_at)
             self._write(
                 f"{self._counter(snapshot)} {len(snapshot.running)} running; longest "
-                f"{self._label(oldest.index)} for {format_elapsed(time.time() - oldest.started_at)}"
+                f"{self._label(oldest.index)} for {human.duration(time.time() - oldest.started_at)}"
             )
 
     def _counter(self, snapshot: Snapshot) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from engine.dates.durations import format_elapsed
 from engine.dates.instants import format_instant, zone_name
 from engine.execute.backfill import Prepared
 from engine.execute.executor import Outcome
@@ -14,6 +13,7 @@ from engine.pipeline.repository import repository_root
 from engine.spec.backfill_spec import BackfillSpec
 from engine.store.state_store import StateStore, default_state_root
 from engine.store.status import STATUS_NAMES, Status, StatusBoard, backfill_status
+from tui import human
 from tui.cli.terminal import STATUS_STYLE, Paint
 
 FAILURES_LISTED = 10
@@ -48,7 +48,7 @@ def summary_lines(
     counts = board.counts()
     status = backfill_status(counts, outcome.status)
     shown = paint(status, OUTCOME_STYLES.get(status, "bold"))
-    lines = [f"backfill {store.id} {shown} after {format_elapsed(outcome.seconds)}"]
+    lines = [f"backfill {store.id} {shown} after {human.duration(outcome.seconds)}"]
     lines.append(
         f"  range       {format_instant(spec.start, spec.zone)} → {format_instant(spec.end, spec.zone)} "
         f"(end exclusive), {spec.unit.name} in {zone_name(spec.zone)}"

@@ -77,7 +77,24 @@ class DashboardScreen(Screen[None]):
     def details(self) -> PartitionDetails:
         return self.query_one(PartitionDetails)
 
+    LOG_MIN_LINES = 8
+    FIXED_ROWS = 7  # header 2, completion 2, column titles 1, status line 1, footer 1
+
+    def on_resize(self) -> None:
+        self.size_details()
+
+    def size_details(self) -> None:
+        """Split the height between table and details so the log keeps at least 8 lines (at 80×24 too),
+        the summary gets what is left (its first lines: interval, reason, ID), and the table at least 5."""
+        available = max(0, self.size.height - self.FIXED_ROWS)
+        wanted = max(int(available * 0.55), 1 + 3 + self.LOG_MIN_LINES)
+        height = max(1, min(wanted, available - 5))
+        self.details.styles.height = height
+        summary = self.details.query_one("#details-summary")
+        summary.styles.max_height = max(1, min(9, height - 1 - self.LOG_MIN_LINES))
+
     def on_mount(self) -> None:
+        self.size_details()
         self.details.display = False
         self.table.focus()
         self.refresh_from_source()
@@ -134,6 +151,7 @@ class DashboardScreen(Screen[None]):
                 f"running in another process{f' (PID {pid})' if pid else ''} · q leaves it running", style="grey70"
             )
         line.state_text = text if text.plain else None
+        line.live = not self.source.nobody_runs
         line.following = self.table.follow
         line.refresh_text()
 

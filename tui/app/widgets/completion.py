@@ -7,7 +7,7 @@ from collections.abc import Callable
 from rich.text import Text
 from textual.widgets import Static
 
-from engine.dates.durations import format_elapsed
+from tui import human
 from tui.app.sources import IDLE, SourceState
 
 COUNT_STYLES = (
@@ -23,16 +23,17 @@ class CompletionBar(Static):
     def __init__(self, clock: Callable[[], float], **kwargs) -> None:
         super().__init__("", **kwargs)
         self.clock = clock
+        self.ended_elapsed: float | None = None  # once finished, elapsed stops: it is the run's span
 
     def show(self, state: SourceState) -> None:
         width = max(10, self.size.width - 2 if self.size.width else 60)
         counts = state.counts
         if state.state == IDLE:
             done, total = counts["succeeded"], state.total
-            label = f"{done}/{total} succeeded"
+            label = f"{human.count(done)}/{human.count(total)} succeeded"
         else:
             done, total = state.finished, state.selected
-            label = f"{done}/{total} done"
+            label = f"{human.count(done)}/{human.count(total)} done"
         fraction = done / total if total else 1.0
         bar_width = max(10, min(40, width // 3))
         filled = int(bar_width * fraction)
@@ -41,15 +42,29 @@ class CompletionBar(Static):
         text.append("░" * (bar_width - filled), style="grey35")
         text.append(f" {fraction * 100:5.1f}%  {label}")
         if state.started_at is not None and state.state != IDLE:
-            elapsed = max(0.0, self.clock() - state.started_at)
-            text.append(f"  elapsed {format_elapsed(elapsed)}", style="grey70")
+            if self.ended_elapsed is None:
+                elapsed = max(0.0, self.clock() - state.started_at)
+                if state.state == "finished":
+                    self.ended_elapsed = elapsed
+            else:
+                elapsed = self.ended_elapsed
+            roomy = width >= 110  # words where there is room, compact units otherwise
+            shown = human.duration_words(elapsed) if roomy and elapsed >= 60 else human.duration(elapsed)
+            text.append(f"  elapsed {shown}", style="grey70")
             if 0 < done < total and elapsed >= 2 and state.state not in ("finished", "stopping"):
-                text.append(f"  ETA {format_elapsed(elapsed / done * (total - done))}", style="grey70")
+                left = elapsed / done * (total - done)
+                eta = (
+                    f"about {human.duration_words(left)} left"
+                    if roomy and left >= 60
+                    else f"ETA {human.duration(left)}"
+                )
+                text.append(f"  {eta}", style="grey70")
         text.append("\n")
         for name, symbol, style in COUNT_STYLES:
-            text.append(f"{symbol} {counts.get(name, 0)} {name}", style=style if counts.get(name) else "grey35")
+            number = human.count(counts.get(name, 0))
+            text.append(f"{symbol} {number} {name}", style=style if counts.get(name) else "grey35")
             text.append("   ")
         skipped = state.total - state.selected
         if skipped and state.state != IDLE:
-            text.append(f"({skipped} not selected this run)", style="grey50")
+            text.append(f"({human.count(skipped)} not selected this run)", style="grey50")
         self.update(text)

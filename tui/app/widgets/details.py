@@ -13,9 +13,10 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from engine.base.errors import StateUnreadable
-from engine.dates.instants import UTC, format_instant
+from engine.dates.instants import UTC, format_instant, offset_micros
 from engine.store.records import Attempt
 from engine.store.status import Status
+from tui import human
 from tui.app.sources import BackfillSource
 from tui.app.widgets.log_view import LogView
 
@@ -106,14 +107,23 @@ class PartitionDetails(Vertical):
         interval = spec.plan.interval(self.index)
         partition_id = spec.ids.of(interval.start, interval.end)
         status = self.source.board.status(self.index)
-        text = Text()
+        text = Text(no_wrap=True, overflow="ellipsis")
+        # Most important first: at 80×24 only the first three lines show (interval, reason, ID).
+        label = self._status_label(status)
         text.append(f"partition {self.index}", style="bold")
-        text.append(f"  {status.label}", style=ATTEMPT_STYLES.get(status.label, "grey58"))
-        text.append(f"  id {partition_id}\n", style="grey58")
-        text.append(f"  {format_instant(interval.start, spec.zone)} → {format_instant(interval.end, spec.zone)}")
+        text.append(f"  {label}  ", style=ATTEMPT_STYLES.get(status.label, "grey58"))
+        text.append(f"{format_instant(interval.start, spec.zone)} → {format_instant(interval.end, spec.zone)}")
         text.append("  (end exclusive)\n", style="grey58")
-        text.append(f"  {format_instant(interval.start, UTC)} → {format_instant(interval.end, UTC)}", style="grey70")
-        text.append("  UTC\n", style="grey58")
+        latest = self.attempts[-1] if self.attempts else None
+        if latest is not None and latest.error and status in (Status.FAILED, Status.CANCELLED):
+            text.append(f"  {latest.error}\n", style="red1" if status is Status.FAILED else "yellow3")
+        text.append("  id ", style="grey58")
+        text.append(f"{partition_id}\n")  # plain text: selectable with the mouse, y copies it
+        if offset_micros(interval.start, spec.zone) or offset_micros(interval.end, spec.zone):
+            text.append(
+                f"  {format_instant(interval.start, UTC)} → {format_instant(interval.end, UTC)}", style="grey70"
+            )
+            text.append("  UTC\n", style="grey58")
         if self.error:
             text.append(f"  {self.error}\n", style="red1")
         if not self.attempts:
@@ -123,16 +133,22 @@ class PartitionDetails(Vertical):
             text.append("▸ " if chosen else "  ", style="bold")
             text.append(f"#{position + 1} ", style="bold" if chosen else "")
             text.append(f"{attempt.status:<9}", style=ATTEMPT_STYLES.get(attempt.status, ""))
-            duration = f"{attempt.duration:.2f}s" if attempt.duration is not None else ""
+            duration = human.duration(attempt.duration) if attempt.duration is not None else ""
             exit_text = f"exit {attempt.exit_code}" if attempt.exit_code is not None else ""
             text.append(f" {_clock(attempt.started_at)} → {_clock(attempt.finished_at)} {duration:>8} {exit_text:>8}")
             text.append(f"  {attempt.run_id}", style="grey58")
-            if attempt.error:
+            if attempt.error and attempt is not latest:
                 text.append(f"\n      {attempt.error}", style="red1" if attempt.status == "failed" else "yellow3")
             text.append("\n")
         if len(self.attempts) > 1:
             text.append("  [ and ] choose the attempt whose log is shown\n", style="grey50")
         self.query_one("#details-summary", Static).update(text)
+
+    def _status_label(self, status: Status) -> str:
+        """A partition recorded running in a backfill nobody runs is shown as interrupted."""
+        if status is Status.RUNNING and self.source.nobody_runs:
+            return "interrupted"
+        return status.label
 
     def poll(self) -> None:
         """Follow the selected partition's progress and its growing log."""

@@ -19,10 +19,10 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from engine.dates.durations import format_elapsed
 from engine.dates.formatting import InstantFormatter
 from engine.execute.snapshot import RunningPartition
 from engine.store.status import Status
+from tui import human
 from tui.app.messages import FollowChanged, PartitionSelected
 from tui.app.row_index import RowIndex
 from tui.app.sources import BackfillSource
@@ -41,6 +41,7 @@ STATUS_STYLES = {
     Status.FAILED: Style(color="red1", bold=True),
     Status.CANCELLED: Style(color="yellow3"),
 }
+INTERRUPTED = Style(color="yellow3")
 REASON_STYLES = {Status.FAILED: Style(color="red1"), Status.CANCELLED: Style(color="yellow3")}
 CURSOR = Style(bgcolor="grey23", bold=True)
 MARK = Style(color="magenta", bold=True)
@@ -138,7 +139,7 @@ class PartitionTable(ScrollView, can_focus=True):
             self.rows.rebuild()
             if len(self.rows) != before or keep is None or self.rows.row_of(keep) != self.cursor_row:
                 self._reset_rows(keep)
-        if self.follow and running:
+        if self.follow and running and not self.source.nobody_runs:
             self._follow_earliest(running)
         self._repaint_changed()
 
@@ -208,18 +209,22 @@ class PartitionTable(ScrollView, can_focus=True):
         index, status_code, attempts, duration, elapsed, is_cursor, is_marked, reason = signature
         status = Status(status_code)
         if elapsed is not None:
-            time_text = format_elapsed(elapsed) if elapsed >= 10 else f"{elapsed}s"
+            time_text = human.duration(elapsed) if elapsed >= 10 else f"{elapsed}s"
         elif duration is not None:
-            time_text = format_elapsed(duration)
+            time_text = human.duration(duration)
         else:
             time_text = ""
         base = CURSOR if is_cursor else PLAIN
+        if status is Status.RUNNING and self.source.nobody_runs:  # recorded running, but nobody runs it
+            symbol, label, style = "↯", "interrupted", INTERRUPTED
+        else:
+            symbol, label, style = SYMBOLS[status], status.label, STATUS_STYLES[status]
         segments = [
             Segment("▸" if is_cursor else " ", base + DIM),
             Segment("●" if is_marked else " ", base + MARK),
             Segment(str(index).rjust(self._index_width) + "  ", base + DIM),
             Segment(self._interval_text(index).ljust(self._interval_width) + "  ", base),
-            Segment(f"{SYMBOLS[status]} {status.label:<9}  ", base + STATUS_STYLES[status]),
+            Segment(f"{symbol} {label:<11}", base + style),
             Segment(f"{attempts if attempts else '':>3}  {time_text:>8}", base),
         ]
         room = width - sum(len(segment.text) for segment in segments) - 2

@@ -26,11 +26,15 @@ class RunHeader(Static):
         if spec.environment:
             text.append(f"  env {spec.environment}", style="cyan")
         text.append(f"  {spec.unit.name} in {zone_name(spec.zone)}", style="magenta")
-        text.append(f"  {parallelism.effective} parallel × {options.workers} workers")
+        text.append(f"  {parallelism.effective} parallel")
+        if not target.is_command:  # workers are assets at once inside a pipeline run: nothing for a command
+            text.append(f" × {options.workers} workers")
         if parallelism.reason:
             text.append(f" (capped: {parallelism.short_reason or parallelism.reason})", style="yellow")
         text.append("\n")
+        # the ID first: at 80 columns the range may be cut, never the ID an operator copies
+        text.append(f"backfill {source.store.id}", style="bold")
+        text.append("  ·  ", style="grey58")
         text.append(f"{format_instant(spec.start, spec.zone)} → {format_instant(spec.end, spec.zone)}")
         text.append(" (end exclusive)", style="grey58")
-        text.append(f"  ·  backfill {source.store.id}", style="grey58")
         return text

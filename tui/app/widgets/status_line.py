@@ -12,18 +12,21 @@ class StatusLine(Static):
         self.following = True
         self.filter_label: str | None = None
         self.state_text: Text | None = None
+        self.live = True  # follow mode means something only while an executor runs the backfill
 
     def render_line_text(self) -> Text:
         text = Text()
         if self.state_text is not None:
             text.append_text(self.state_text)
             text.append("   ")
-        if self.following:
+        if not self.live:
+            pass
+        elif self.following:
             text.append("follow on", style="green3")
         else:
             text.append("follow off — press f to follow execution", style="yellow3")
         if self.filter_label:
-            text.append(f"   filter: {self.filter_label} (/ to change)", style="cyan")
+            text.append(f"   filter: {self.filter_label} (s to change)", style="cyan")
         return text
 
     def refresh_text(self) -> None:
