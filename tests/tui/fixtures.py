@@ -15,8 +15,8 @@ from pathlib import Path
 
 from engine.execute.snapshot import RUNNING
 from engine.pipeline.options import RunOptions
+from engine.spec import planning
 from engine.spec.backfill_spec import ExecutionOptions
-from engine.spec.planning import plan_request
 from engine.store.manifest import manifest_of
 from engine.store.records import Attempt, PartitionRecord
 from engine.store.state_store import StateStore
@@ -30,6 +30,15 @@ def _when(seconds_before: float) -> str:
     return (
         datetime.fromtimestamp(FROZEN - seconds_before, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
     )
+
+
+def plan_request(**inputs):
+    """Plan a fixture's command backfill; its program (dbt, etl.py) need not exist on this machine, since
+    nothing is run: the fixture writes the records a run would have written."""
+    from unittest import mock
+
+    with mock.patch.object(planning, "check_program"):
+        return planning.plan_request(**inputs)
 
 
 def build_saved_backfill(root: Path) -> StateStore:

@@ -12,6 +12,7 @@ from engine.execute.backfill import Loaded, load_backfill, shown_parallelism, st
 from engine.store.catalog import BackfillSummary, list_backfills, summarize
 from engine.store.manifest import initial_options
 from engine.store.status import Status
+from tui import human
 from tui.cli.arguments import list_parser, show_parser
 from tui.cli.state_output import write_state_json
 from tui.cli.terminal import Paint, colors_enabled, dashboard_possible
@@ -35,43 +36,39 @@ def list_command(argv: list[str]) -> int:
     return 0
 
 
+COUNT_SYMBOLS = (("succeeded", "✓"), ("failed", "✗"), ("running", "▶"), ("cancelled", "⊘"), ("queued", "·"))
+LIST_WIDTH = 100  # the text listing fits a 100-column terminal or log viewer
+
+
 def counts_text(summary: BackfillSummary) -> str:
+    """``1,006,560 ✓40 ✗2 ·43``: the total, then each non-zero status."""
     parts = [
-        f"{summary.counts[name]} {name}"
-        for name in ("succeeded", "failed", "running", "cancelled", "queued")
-        if summary.counts.get(name)
+        f"{symbol}{human.count(summary.counts[name])}" for name, symbol in COUNT_SYMBOLS if summary.counts.get(name)
     ]
-    return ", ".join(parts) or "nothing yet"
+    return " ".join([human.count(summary.total), *parts])
 
 
-def print_list(summaries: list[BackfillSummary], root: Path, paint: Paint) -> None:
+def print_list(summaries: list[BackfillSummary], root: Path, paint: Paint, now: float | None = None) -> None:
+    """One line per backfill within 100 columns: ID, state, last activity (relative, local zone), unit,
+    partitions, then the name in what is left. Ranges and exact times are in ``backfill show ID``."""
     if not summaries:
         print(f"no saved backfills under {root}")
         return
-    rows = [("ID", "STATE", "NAME", "RANGE (end exclusive)", "UNIT", "CREATED", "LAST ACTIVITY", "PARTITIONS")]
+    rows = [("ID", "STATE", "ACTIVITY", "UNIT", "PARTITIONS", "NAME")]
     for s in summaries:
-        rows.append(
-            (
-                s.id,
-                s.state,
-                s.name,
-                f"{s.start[:19]} → {s.end[:19]}",
-                s.partition,
-                s.created_at[:19],
-                s.last_activity[:19],
-                f"{s.total}: {counts_text(s)}",
-            )
-        )
+        rows.append((s.id, s.state, human.relative_time(s.last_activity, now), s.partition, counts_text(s), s.name))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    room = max(8, LIST_WIDTH - sum(widths) - 2 * len(widths))
     for number, row in enumerate(rows):
         cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
         if number:
             cells[1] = paint(cells[1], STATE_STYLES.get(row[1], "bold"))
-        print("  ".join([*cells, row[-1]]).rstrip())
+        name = row[-1] if len(row[-1]) <= room else row[-1][: room - 1] + "…"
+        print("  ".join([*cells, name]).rstrip())
     broken = [s for s in summaries if s.error]
     for s in broken:
         print(f"warning: {s.id}: {s.error}", file=sys.stderr)
-    print(f"\n{len(summaries)} backfill(s) under {root}; details: backfill show ID")
+    print(f"\n{len(summaries)} backfill(s) under {root}; times in {human.local_zone()}; details: backfill show ID")
 
 
 def show_command(argv: list[str]) -> int:

@@ -11,6 +11,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from engine.store.catalog import BackfillSummary, list_backfills
+from tui import human
 
 STATE_STYLES = {"complete": "green3", "incomplete": "yellow3", "running": "dodger_blue1"}
 COUNT_STYLES = (
@@ -28,8 +29,21 @@ def counts_text(summary: BackfillSummary) -> Text:
     for name, symbol, style in COUNT_STYLES:
         count = summary.counts.get(name, 0)
         if count:
-            text.append(f"{symbol}{count} ", style=style)
+            text.append(f"{symbol}{human.count(count)} ", style=style)
+    text.rstrip()
     return text
+
+
+def short_counts(summary: BackfillSummary) -> Text:
+    """``40/90 ✗2``: succeeded of total, and failures when any (narrow terminals)."""
+    text = Text(f"{human.count(summary.counts.get('succeeded', 0))}/{human.count(summary.total)}")
+    if summary.counts.get("failed"):
+        text.append(f" ✗{human.count(summary.counts['failed'])}", style="red1")
+    return text
+
+
+def cell_width(cell: str | Text) -> int:
+    return cell.cell_len if isinstance(cell, Text) else len(cell)
 
 
 def shown_path(path: Path) -> str:
@@ -56,39 +70,63 @@ class BackfillListScreen(Screen[None]):
         self.frozen = frozen
         self.summaries: list[BackfillSummary] = []
 
+    WIDE = 150  # from this width the unit, range and creation time have room too
+
     def compose(self) -> ComposeResult:
-        yield Static(f"[b]Saved backfills[/b]  under {shown_path(self.root)}", id="list-title")
+        title = f"[b]Saved backfills[/b]  under {shown_path(self.root)}  ·  times in {human.local_zone()}"
+        yield Static(title, id="list-title")
         yield DataTable(id="backfills", cursor_type="row", zebra_stripes=True)
         yield Static("", id="list-status")
         yield Footer()
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_columns(
-            "ID", "state", "partitions", "name", "range (end exclusive)", "unit", "created", "last activity"
-        )
+        self._wide = None
         self.reload()
         table.focus()
         if not self.frozen:
             self.set_interval(REFRESH_SECONDS, self.reload)
 
+    def on_resize(self) -> None:
+        if (self.size.width >= self.WIDE) != self._wide:
+            self.reload()
+
     def reload(self) -> None:
+        """Columns that fit the width (80 columns: ID, state, activity, partitions, name cut to fit; wider:
+        also the unit, range and creation time), times relative and in the local zone."""
         table = self.query_one(DataTable)
         current = table.cursor_row
         self.summaries = list_backfills(self.root)
+        wide = self.size.width >= self.WIDE
+        if wide != self._wide:
+            table.clear(columns=True)
+            names = ["ID", "state", "activity", "partitions", "name"]
+            table.add_columns(*([*names, "unit", "range (end exclusive)", "created"] if wide else names))
+            self._wide = wide
         table.clear()
+        now = self.app.clock() if hasattr(self.app, "clock") else None
+        rows = []
         for s in self.summaries:
-            table.add_row(
+            row = [
                 s.id,
                 Text(s.state, style=STATE_STYLES.get(s.state, "")),
-                Text.assemble(f"{s.total} ", counts_text(s)),
-                s.name[:28],
-                f"{s.start[:16].replace('T', ' ')} → {s.end[:16].replace('T', ' ')}",
-                s.partition,
-                s.created_at[:16].replace("T", " "),
-                s.last_activity[:16].replace("T", " "),
-                key=s.id,
-            )
+                human.relative_time(s.last_activity, now),
+                Text.assemble(f"{human.count(s.total)} ", counts_text(s)) if wide else short_counts(s),
+                s.name,
+            ]
+            if wide:
+                row += [s.partition, f"{s.start[:16].replace('T', ' ')} → {s.end[:16].replace('T', ' ')}"]
+                row.append(human.relative_time(s.created_at, now))
+            rows.append(row)
+        # every column but the name takes its widest cell plus the table's padding (1 each side); the name
+        # gets what is left of the width (less the scrollbar), so nothing scrolls sideways
+        others = [i for i in range(len(rows[0])) if i != 4] if rows else []
+        fixed = sum(max(cell_width(r[i]) for r in rows) + 2 for i in others)
+        room = max(6, self.size.width - 1 - fixed - 2)
+        for s, row in zip(self.summaries, rows, strict=True):
+            name = row[4]
+            row[4] = name if len(name) <= room else name[: room - 1] + "…"
+            table.add_row(*row, key=s.id)
         if self.summaries:
             table.move_cursor(row=min(current, len(self.summaries) - 1))
         broken = sum(1 for s in self.summaries if s.error)

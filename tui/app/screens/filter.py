@@ -6,7 +6,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import OptionList, Static
+from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
 from engine.store.status import Status
@@ -30,6 +30,7 @@ class FilterScreen(ModalScreen[tuple[str, frozenset | None] | None]):
         with Vertical(id="filter-box"):
             yield Static("[b]Show partitions[/b]  (Enter to choose, Esc to cancel)")
             yield OptionList(*options, id="filter-options")
+        yield Footer()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         label = event.option.id

@@ -5,9 +5,9 @@ from __future__ import annotations
 from rich.table import Table
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Static
+from textual.widgets import Footer, Static
 
 KEYS = [
     ("↑ ↓  j k", "move through partitions"),
@@ -41,6 +41,7 @@ class HelpScreen(ModalScreen[None]):
         table.add_column()
         for keys, meaning in KEYS:
             table.add_row(keys, meaning)
-        with Vertical(id="help-box"):
-            yield Static("[b]Keys[/b]  (Esc to close)", id="help-title")
+        with VerticalScroll(id="help-box"):  # scrolls when the terminal is shorter than the list
+            yield Static("[b]Keys[/b]  (Esc to close, ↑ ↓ to scroll)", id="help-title")
             yield Static(table)
+        yield Footer()

@@ -8,7 +8,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Input, Static
+from textual.widgets import Footer, Input, Static
 
 from engine.base.errors import BadInput
 from engine.dates.instants import boundary_instant, parse_boundary
@@ -80,6 +80,7 @@ class JumpScreen(ModalScreen[int | None]):
             yield Static("[b]Jump to[/b]  a date or timestamp, a partition number, or an ID prefix  (Esc cancels)")
             yield Input(placeholder="2024-03-10  ·  9794  ·  5f0c3a91", id="jump-input")
             yield Static("", id="jump-error")
+        yield Footer()
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()

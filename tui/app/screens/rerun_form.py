@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal, VerticalScroll
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Checkbox, Input, Label, RadioButton, RadioSet, Select, Static
+from textual.widgets import Button, Checkbox, Footer, Input, Label, RadioButton, RadioSet, Select, Static
 
 from engine.base.errors import BadInput
 from engine.dates.durations import format_duration, parse_duration
@@ -85,10 +85,19 @@ class RerunForm(ModalScreen[RerunRequest | None]):
         self.errors: dict[str, str] = {}
 
     def compose(self) -> ComposeResult:
-        options = self.source.options
         default = next((c.key for c in self.choices if c.key == "failed" and c.count), None) or "missing"
-        with VerticalScroll(id="rerun-box"):
+        with Vertical(id="rerun-box"):
             yield Static(f"[b]Rerun backfill {self.source.store.id}[/b]", id="rerun-title")
+            yield from self._body(default)
+            with Horizontal(id="rerun-buttons"):  # outside the scrolling body: always on screen
+                yield Button("Run", variant="primary", id="submit", compact=True)
+                yield Button("Cancel", id="cancel", compact=True)
+                yield Static("Ctrl+S runs · Esc cancels", id="rerun-keys")
+        yield Footer()
+
+    def _body(self, default: str) -> ComposeResult:
+        options = self.source.options
+        with VerticalScroll(id="rerun-body"):
             if self.blocked:
                 yield Static(self.blocked, id="rerun-blocked")
             yield Label("Partitions")
@@ -126,13 +135,18 @@ class RerunForm(ModalScreen[RerunRequest | None]):
                 )
                 yield Static("", id="error-timeout", classes="error")
             yield Checkbox("Newest first (reverse)", options.reverse, id="reverse", compact=True)
-            with Horizontal(id="rerun-buttons"):
-                yield Button("Run", variant="primary", id="submit", compact=True)
-                yield Button("Cancel", id="cancel", compact=True)
-            yield Static("Ctrl+S runs · Esc cancels · Tab moves between fields", id="rerun-keys")
 
     def on_mount(self) -> None:
         self.validate()
+        self.query_one(RadioSet).focus()  # arrow keys choose the partitions from the first moment
+        self.fit_body()
+
+    def on_resize(self) -> None:
+        self.fit_body()
+
+    def fit_body(self) -> None:
+        """The body scrolls; the title, the buttons, the key hint and the footer always stay visible."""
+        self.query_one("#rerun-body").styles.max_height = max(3, self.size.height - 8)
 
     # ---------------------------------------------------------------- validation
 
