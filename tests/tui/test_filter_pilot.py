@@ -133,3 +133,20 @@ def test_q_on_a_saved_backfill_just_leaves_and_the_footer_says_so(large_store: P
             await wait_until(pilot, lambda: not app.is_running)
 
     asyncio.run(scenario())
+
+
+def test_clicking_a_row_selects_it(large_store: Path):
+    """A mouse click on a row of the partition table moves the cursor (on screen) to that row."""
+    app = BackfillApp(open_store=large_store, frozen=True)
+
+    async def scenario():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+            await pilot.press("pagedown")
+            table = app.screen.query_one(PartitionTable)
+            top = int(table.scroll_offset.y)
+            await pilot.click(PartitionTable, offset=(10, 4))
+            await wait_until(pilot, lambda: table.selected_index == top + 4)
+            assert f" {top + 4} " in cursor_line(app)
+
+    asyncio.run(scenario())

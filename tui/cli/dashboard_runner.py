@@ -18,7 +18,7 @@ import threading
 
 from engine.execute.backfill import Prepared
 from engine.execute.executor import Executor, Outcome
-from tui.app.backfill_app import BackfillApp
+from tui.app.backfill_app import BackfillApp, StartedRun
 from tui.app.sources import ExecutorSource
 from tui.cli.crash import report_crash
 from tui.cli.progress import ProgressLines
@@ -26,7 +26,9 @@ from tui.cli.stop_signals import install_stop_handlers, restore_handlers
 from tui.cli.terminal import Paint, colors_enabled
 
 
-def run_with_dashboard(executor: Executor, prepared: Prepared, *, no_color: bool) -> Outcome:
+def run_with_dashboard(executor: Executor, prepared: Prepared, *, no_color: bool) -> tuple[Outcome, list[StartedRun]]:
+    """The executor's outcome, and the reruns started from the dashboard once it had finished (each stopped
+    and joined before returning)."""
     result: dict[str, object] = {}
 
     def work() -> None:
@@ -54,10 +56,11 @@ def run_with_dashboard(executor: Executor, prepared: Prepared, *, no_color: bool
         if thread.is_alive():
             executor.request_stop("the dashboard closed")
         thread.join()
+        app.stop_started_runs()
         signal.signal(signal.SIGTERM, previous)
     if "error" in result:
         raise result["error"]  # type: ignore[misc]
-    return result["outcome"]  # type: ignore[return-value]
+    return result["outcome"], list(app.started_runs)  # type: ignore[return-value]
 
 
 def _carry_on_without_screen(

@@ -45,7 +45,11 @@ def run_prepared(prepared: Prepared, args: argparse.Namespace) -> int:
     if use_dashboard:
         from tui.cli.dashboard_runner import run_with_dashboard
 
-        outcome = run_with_dashboard(executor, prepared, no_color=args.no_color)
+        outcome, reruns = run_with_dashboard(executor, prepared, no_color=args.no_color)
+        finished = [run for run in reruns if run.outcome is not None]
+        if finished:  # a rerun from the dashboard ran last: summarise the backfill as that run left it
+            prepared, outcome = finished[-1].prepared, finished[-1].outcome
+            hint = resume_hint(prepared)
     else:
         outcome = _run_with_progress_lines(executor, prepared, no_color=args.no_color)
     out = sys.stderr if as_json else sys.stdout

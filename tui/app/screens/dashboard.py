@@ -44,6 +44,7 @@ class DashboardScreen(Screen[None]):
         Binding("left_square_bracket", "attempt(-1)", "Prev attempt", show=False),
         Binding("right_square_bracket", "attempt(1)", "Next attempt", show=False),
         Binding("space", "mark", "Mark", show=False),
+        Binding("y", "copy_id", "Copy ID", show=False),
         Binding("r", "rerun", "Rerun"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "stop_run", "Stop"),
@@ -288,6 +289,16 @@ class DashboardScreen(Screen[None]):
                 return
             self.notify("wrapped to the " + ("first" if direction > 0 else "last") + " failure", timeout=2)
         self.table.select_index(found)
+
+    def action_copy_id(self) -> None:
+        """Copy the selected partition's full ID to the clipboard (OSC 52: works over SSH and in tmux)."""
+        index = self.table.selected_index
+        if index is None:
+            return
+        interval = self.source.spec.plan.interval(index)
+        partition_id = self.source.spec.ids.of(interval.start, interval.end)
+        self.app.copy_to_clipboard(partition_id)
+        self.notify(f"copied partition {index}'s ID {partition_id[:12]}…", timeout=2)
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen())

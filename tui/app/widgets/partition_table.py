@@ -283,6 +283,14 @@ class PartitionTable(ScrollView, can_focus=True):
             self.cursor_row = row
             self._scroll_cursor_into_view(center=True)
 
+    def on_click(self, event) -> None:
+        """A click selects the row under the pointer (and turns follow off, like any navigation)."""
+        row = int(self.scroll_offset.y) + event.y
+        if 0 <= row < len(self.rows):
+            self.follow = False
+            self.cursor_row = row
+            self.focus()
+
     def keep_cursor_visible(self) -> None:
         """After a layout change: scroll so the cursor row is on screen again."""
         self._scroll_cursor_into_view(center=True)
