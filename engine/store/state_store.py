@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from engine.base.atomic import DIRECTORY_MODE, ensure_directory, write_atomic
-from engine.base.errors import BadInput, StateUnreadable
+from engine.base.errors import StateUnreadable
 from engine.dates.plan import Plan
 from engine.store.records import PartitionRecord, read_record, status_of
 from engine.store.status import Status, StatusBoard
@@ -184,21 +184,3 @@ class StateStore:
             ),
         )
         return generation
-
-
-def find_backfill(root: Path, text: str) -> StateStore:
-    """The backfill with this ID (or unique ID prefix) under ``root``."""
-    if not text or "/" in text or text.startswith("."):
-        raise BadInput(f"--continue {text!r} is not a backfill ID: use the ID printed when it started")
-    exact = root / text
-    if (exact / MANIFEST).exists():
-        return StateStore(exact)
-    candidates = sorted(p for p in root.glob(f"{text}*") if (p / MANIFEST).exists()) if root.is_dir() else []
-    if len(candidates) == 1:
-        return StateStore(candidates[0])
-    if len(candidates) > 1:
-        names = ", ".join(p.name for p in candidates[:5])
-        raise BadInput(f"backfill ID {text!r} is ambiguous under {root}: it starts {names}; give more characters")
-    raise BadInput(
-        f"no backfill {text!r} under {root}: run from the repository it was started in, or pass the same --state-dir"
-    )

@@ -274,7 +274,7 @@ BAD_INPUTS = [
     ),
     (
         (PIPELINE, "--start-date", "2024-01-01", "--end-date", "2024-01-02", "--max-parallel", "0"),
-        "--max-parallel '0' is not allowed",
+        "--max-parallel '0' is out of range: use 1 to 100,000",
     ),
 ]
 

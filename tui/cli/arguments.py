@@ -7,6 +7,7 @@ recognised in first position; anything else there is a target path.
 from __future__ import annotations
 
 import argparse
+import difflib
 import re
 import sys
 from typing import NoReturn
@@ -33,7 +34,26 @@ class Parser(argparse.ArgumentParser):
         self._negative_number_matcher = re.compile(r"^-\d")
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
+        raise UsageError(self._clean(message))
+
+    def _clean(self, message: str) -> str:
+        """One clean line: no 'argument --x: --x …' repetition, and a suggestion for a mistyped flag."""
+        repeated = re.match(r"argument ([^:]+): (.*)", message, re.S)
+        if repeated:
+            flags = repeated.group(1).split("/")
+            if any(repeated.group(2).startswith(flag) for flag in flags):
+                return repeated.group(2)
+        unknown = re.match(r"unrecognized arguments: (.*)", message)
+        if unknown:
+            words = unknown.group(1).split()
+            flag = next((w.split("=")[0] for w in words if w.startswith("--")), None)
+            if flag is not None:
+                known = [o for action in self._actions for o in action.option_strings if o.startswith("--")]
+                close = difflib.get_close_matches(flag, known, n=1, cutoff=0.75)
+                hint = f" — did you mean {close[0]}?" if close else f": see {self.prog} --help"
+                return f"unknown option {flag}{hint}"
+            return f"unexpected argument {words[0]!r}: see {self.prog} --help"
+        return message
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
         if message:
@@ -41,30 +61,54 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(status)
 
 
-def non_negative_int(flag: str):
+MAX_TIMEOUT_HOURS = 8_784  # a leap year: a longer per-child timeout is a typo
+MAX_COUNT = 100_000  # parallelism, workers, retries: anything above is a typo, not a plan
+_ASCII_INT = re.compile(r"[0-9]+")
+
+
+def _whole_number(flag: str, text: str, minimum: int, maximum: int | None) -> int:
+    """ASCII digits only (not ``١٢``, ``１２`` or ``1_0``, which ``int()`` would take), within the range."""
+    accepted = f"{minimum} to {maximum:,}" if maximum is not None else f"{minimum} or more"
+    stripped = text.strip()
+    if stripped.startswith("-") and _ASCII_INT.fullmatch(stripped[1:]):
+        raise argparse.ArgumentTypeError(f"{flag} {text!r} is negative: use {accepted}")
+    if not _ASCII_INT.fullmatch(stripped):
+        raise argparse.ArgumentTypeError(f"{flag} {text!r} is not a whole number in ASCII digits: use {accepted}")
+    value = int(stripped)
+    if value < minimum or (maximum is not None and value > maximum):
+        raise argparse.ArgumentTypeError(f"{flag} {text!r} is out of range: use {accepted}")
+    return value
+
+
+def non_negative_int(flag: str, maximum: int | None = None):
     def convert(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag} {text!r} is not a whole number: use 0 or more") from None
-        if value < 0:
-            raise argparse.ArgumentTypeError(f"{flag} {text!r} is negative: use 0 or more")
-        return value
+        return _whole_number(flag, text, 0, maximum)
 
     return convert
 
 
-def positive_int(flag: str):
+def positive_int(flag: str, maximum: int | None = MAX_COUNT):
     def convert(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag} {text!r} is not a whole number: use 1 or more") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{flag} {text!r} is not allowed: use 1 or more")
-        return value
+        return _whole_number(flag, text, 1, maximum)
 
     return convert
+
+
+def timeout_arg(text: str | None) -> tuple[bool, int | None]:
+    """``--timeout``: (given, microseconds); ``none`` is given and means no timeout (undoes a saved one)."""
+    from engine.base.errors import BadInput
+    from engine.dates.durations import parse_duration
+
+    if text is None:
+        return False, None
+    if text.strip().lower() == "none":
+        return True, None
+    if not text.strip():
+        raise BadInput("--timeout '' is empty: give a Go duration such as 30m, or none")
+    value = parse_duration(text, "--timeout")
+    if value > MAX_TIMEOUT_HOURS * 3_600_000_000:
+        raise BadInput(f"--timeout {text!r} is out of range: use at most {MAX_TIMEOUT_HOURS}h (a year), or none")
+    return True, value
 
 
 def _output_flags(parser: argparse.ArgumentParser, *, paged: bool) -> None:
@@ -107,7 +151,9 @@ def _run_option_flags(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="assets run at once inside each run (default 16)",
     )
-    parser.add_argument("--timeout", metavar="DURATION", help="stop a run after this Go duration (e.g. 30m)")
+    parser.add_argument(
+        "--timeout", metavar="DURATION", help="stop a run after this Go duration (e.g. 30m); none: no timeout"
+    )
 
 
 def run_options_from(args: argparse.Namespace) -> RunOptions:
@@ -154,7 +200,7 @@ def backfill_parser() -> Parser:
     )
     parser.add_argument(
         "--retries",
-        type=non_negative_int("--retries"),
+        type=non_negative_int("--retries", MAX_COUNT),
         default=None,
         help="extra attempts per partition in this invocation (default 0)",
     )
@@ -164,7 +210,12 @@ def backfill_parser() -> Parser:
         default=None,
         help="after a partition exhausts its retries (default stop)",
     )
-    parser.add_argument("--reverse", action="store_true", default=None, help="newest partitions first")
+    parser.add_argument(
+        "--reverse",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="newest partitions first (--no-reverse: oldest first, undoing a saved --reverse)",
+    )
     parser.add_argument("--force", action="store_true", help="allow production environments")
     parser.add_argument("--dry-run", action="store_true", help="show the plan; run and save nothing")
     parser.add_argument("--state-dir", help="root of the state store (default <repository>/logs/backfills)")

@@ -7,11 +7,10 @@ import sys
 from typing import Any
 
 from engine.base.errors import BadInput
-from engine.dates.durations import parse_duration
 from engine.spec.backfill_spec import ExecutionOptions, Planned
 from engine.spec.partitions import PartitionDescriber
 from engine.spec.planning import plan_request
-from tui.cli.arguments import UsageError, backfill_parser, run_options_from
+from tui.cli.arguments import UsageError, backfill_parser, run_options_from, timeout_arg
 from tui.cli.plan_output import header_lines, options_json, page_bounds, page_rows, summary_json, write_json, write_text
 
 
@@ -55,7 +54,7 @@ def execution_options(args: argparse.Namespace) -> ExecutionOptions:
         retries=args.retries or 0,
         on_failure=args.on_failure or "stop",
         reverse=bool(args.reverse),
-        timeout=parse_duration(args.timeout, "--timeout") if args.timeout else None,
+        timeout=timeout_arg(args.timeout)[1],
     )
 
 

@@ -20,6 +20,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args and args[0] in VERBS:
             return _verb(args[0], args[1:])
+        if args and not args[0].startswith("-"):
+            _check_not_a_mistyped_verb(args[0])
         from tui.cli.backfill_command import backfill_command
 
         return backfill_command(args)
@@ -54,8 +56,21 @@ def _verb(verb: str, args: list[str]) -> int:
     raise UsageError(f"'{verb}' is reserved for a later version; available verbs: run, list, show")
 
 
+def _check_not_a_mistyped_verb(word: str) -> None:
+    """``backfill lst`` is a typo of ``list`` unless a path of that name exists."""
+    import difflib
+    from pathlib import Path
+
+    if Path(word).exists() or "/" in word or "." in word:
+        return
+    close = difflib.get_close_matches(word, VERBS, n=1, cutoff=0.6)
+    if close:
+        raise UsageError(f"unknown command {word!r} — did you mean {close[0]!r}? (a target must be an existing path)")
+
+
 def _fail(message: str) -> None:
-    sys.stderr.write(f"backfill: error: {message}\n")
+    first, *rest = message.splitlines() or [""]
+    sys.stderr.write(f"backfill: error: {first}\n" + "".join(f"{line}\n" for line in rest))
     sys.stderr.flush()
 
 

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from engine.base.errors import BadInput
-from engine.dates.durations import parse_duration
 from engine.execute.backfill import Loaded, load_backfill, prepare_resume, resume_parallelism
 from engine.execute.rerun import PartitionSelection
 from engine.spec.backfill_spec import ExecutionOptions, check_execution_options
 from engine.store.manifest import initial_options
-from tui.cli.arguments import UsageError
+from tui.cli.arguments import UsageError, timeout_arg
 from tui.cli.state_output import write_state_json
 
 PLAN_INPUTS = {
@@ -56,9 +56,11 @@ def resumed_options(args: argparse.Namespace, loaded: Loaded) -> ExecutionOption
         workers=args.workers,
         retries=args.retries,
         on_failure=args.on_failure,
-        reverse=args.reverse,
-        timeout=parse_duration(args.timeout, "--timeout") if args.timeout else None,
+        reverse=args.reverse,  # --reverse / --no-reverse; None keeps the saved order
     )
+    given, timeout = timeout_arg(args.timeout)
+    if given:  # a duration, or `none` to drop a saved timeout
+        options = replace(options, timeout=timeout)
     return check_execution_options(options)
 
 

@@ -8,12 +8,11 @@ from typing import Any
 
 import orjson
 
-from engine.dates.durations import parse_duration
 from engine.pipeline.asset_run import SUCCEEDED, UPSTREAM_FAILED, AssetResult
 from engine.pipeline.run_record import record_json
 from engine.pipeline.run_types import RunRequest
 from engine.pipeline.runner import describe_window, execute_run, prepare_run
-from tui.cli.arguments import run_options_from, run_parser
+from tui.cli.arguments import run_options_from, run_parser, timeout_arg
 
 SYMBOLS = {SUCCEEDED: "✓", "failed": "✗", UPSTREAM_FAILED: "-"}
 
@@ -30,7 +29,7 @@ def run_command(argv: list[str]) -> int:
         workers=args.workers or 16,
         options=run_options_from(args),
         full_refresh=args.full_refresh,
-        timeout=parse_duration(args.timeout, "--timeout") if args.timeout else None,
+        timeout=timeout_arg(args.timeout)[1],
         run_id=args.run_id,
         backfill_id=args.backfill_id,
         backfill_total=args.backfill_total,

@@ -7,11 +7,10 @@ import shlex
 from pathlib import Path
 
 from engine.dates.instants import format_instant, zone_name
-from engine.execute.backfill import Prepared
+from engine.execute.backfill import Prepared, searched_roots
 from engine.execute.executor import Outcome
-from engine.pipeline.repository import repository_root
 from engine.spec.backfill_spec import BackfillSpec
-from engine.store.state_store import StateStore, default_state_root
+from engine.store.state_store import StateStore
 from engine.store.status import STATUS_NAMES, Status, StatusBoard, backfill_status
 from tui import human
 from tui.cli.terminal import STATUS_STYLE, Paint
@@ -20,18 +19,19 @@ FAILURES_LISTED = 10
 OUTCOME_STYLES = {"succeeded": "green", "failed": "red", "cancelled": "yellow", "incomplete": "yellow"}
 
 
-def resume_command(store: StateStore, state_root: Path, repository_root: Path | None) -> str:
-    """``backfill --continue ID``, with ``--state-dir`` when the store is not where it is looked for."""
+def resume_command(store: StateStore, state_root: Path, cwd: Path | None = None) -> str:
+    """``backfill --continue ID``, exact from where it is printed: with ``--state-dir`` (absolute) whenever
+    ``--continue`` run from ``cwd`` would not search that store."""
     command = f"backfill --continue {store.id}"
-    if state_root.resolve() != default_state_root(repository_root).resolve():
-        command += f" --state-dir {shlex.quote(str(state_root))}"
+    searched = [root.resolve() for root in searched_roots(None, cwd or Path.cwd())]
+    if state_root.resolve() not in searched:
+        command += f" --state-dir {shlex.quote(str(state_root.resolve()))}"
     return command
 
 
 def resume_hint(prepared: Prepared) -> str:
-    """The resume command for a prepared backfill, anchored where its target (or working directory) lives."""
-    anchor = Path(prepared.spec.target.path) if prepared.spec.target.path else Path(prepared.working_directory)
-    return resume_command(prepared.store, prepared.state_root, repository_root(anchor))
+    """The resume command for a prepared backfill, from the current directory."""
+    return resume_command(prepared.store, prepared.state_root)
 
 
 def summary_lines(

@@ -1,0 +1,101 @@
+"""The command line as a newcomer types it: suggestions for typos, one clean line per mistake, exact commands."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.backfills import state_dirs
+from tests.conftest import run_backfill
+
+DAY = ("--start-date", "2024-01-01", "--end-date", "2024-01-02")
+
+
+def one_line(result) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def test_a_mistyped_verb_is_named_with_a_suggestion_unless_such_a_path_exists(work, home):
+    """backfill lst → did you mean 'list'; a directory really called lst is a target, not a typo."""
+    result = run_backfill("lst", cwd=work, env=home)
+    assert result.returncode == 2
+    assert one_line(result) == (
+        "backfill: error: unknown command 'lst' — did you mean 'list'? (a target must be an existing path)"
+    )
+    (work / "lst").mkdir()
+    result = run_backfill("lst", *DAY, "--dry-run", cwd=work, env=home)
+    assert "did you mean" not in result.stderr
+
+
+@pytest.mark.parametrize(("flag", "suggestion"), [("--partiton", "--partition"), ("--max-paralel", "--max-parallel")])
+def test_a_mistyped_flag_gets_the_flag_it_resembles(work, home, flag, suggestion):
+    """An unknown option names itself and the closest real one."""
+    result = run_backfill("--command", "true", *DAY, flag, "daily", cwd=work, env=home)
+    assert result.returncode == 2
+    assert one_line(result) == f"backfill: error: unknown option {flag} — did you mean {suggestion}?"
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("0", "--max-parallel '0' is out of range: use 1 to 100,000"),
+        ("٣", "--max-parallel '٣' is not a whole number in ASCII digits: use 1 to 100,000"),
+        ("１２", "--max-parallel '１２' is not a whole number in ASCII digits: use 1 to 100,000"),
+        ("1_0", "--max-parallel '1_0' is not a whole number in ASCII digits: use 1 to 100,000"),
+        ("1" + "0" * 20, "--max-parallel '1" + "0" * 20 + "' is out of range: use 1 to 100,000"),
+        ("", "--max-parallel '' is not a whole number in ASCII digits: use 1 to 100,000"),
+    ],
+)
+def test_bad_counts_are_one_clean_line(work, home, value, problem):
+    """No 'argument --max-parallel: --max-parallel' repetition, no traceback, non-ASCII digits refused."""
+    result = run_backfill("--command", "true", *DAY, "--max-parallel", value, cwd=work, env=home)
+    assert result.returncode == 2
+    assert one_line(result) == f"backfill: error: {problem}"
+
+
+def test_show_searches_every_store_and_lists_candidates(work, home):
+    """A prefix found only in --state-dir is not found without it: the error names the stores searched and
+    the most recent backfills; an ambiguous prefix lists the candidates; with --state-dir it is found."""
+    for _ in range(2):
+        assert run_backfill("--command", "true", *DAY, "--state-dir", "elsewhere", cwd=work, env=home).returncode == 0
+    names = sorted(p.name for p in state_dirs(work / "elsewhere"))
+    result = run_backfill("show", "2", "--output", "text", cwd=work, env=home)
+    assert result.returncode == 2
+    assert result.stderr.startswith("backfill: error: no backfill '2'. Searched ")
+    assert str(work / "logs" / "backfills") in result.stderr and "state" in result.stderr
+    ambiguous = run_backfill("show", names[0][:8], "--state-dir", "elsewhere", "--output", "text", cwd=work, env=home)
+    assert ambiguous.returncode == 2
+    assert f"backfill ID {names[0][:8]!r} is ambiguous" in ambiguous.stderr
+    assert all(f"  {name}  true  created " in ambiguous.stderr for name in names)
+    found = run_backfill("show", names[1], "--state-dir", "elsewhere", "--output", "text", cwd=work, env=home)
+    assert found.returncode == 0 and names[1] in found.stdout
+
+
+def test_the_printed_resume_command_names_the_state_dir_when_continue_would_not_find_it(work, home):
+    """Started with --state-dir: the summary's resume command carries it (absolute); run as printed, it works."""
+    failing = run_backfill("--command", "false", *DAY, "--state-dir", "elsewhere", cwd=work, env=home)
+    [backfill] = state_dirs(work / "elsewhere")
+    expected = f"backfill --continue {backfill.name} --state-dir {work / 'elsewhere'}"
+    assert f"  resume      {expected}" in failing.stdout
+    default = run_backfill("--command", "false", *DAY, cwd=work, env=home)
+    [own] = state_dirs(work / "logs" / "backfills")
+    assert f"  resume      backfill --continue {own.name}\n" in default.stdout
+
+
+def test_every_saved_execution_control_can_be_undone_on_resume(work, home):
+    """--reverse and --timeout saved at the start are undone with --no-reverse and --timeout none."""
+    first = run_backfill(
+        "--command", "false", *DAY, "--reverse", "--timeout", "10m", "--on-failure", "continue", cwd=work, env=home
+    )
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    assert first.returncode == 1
+    shown = run_backfill("--continue", backfill.name, "--dry-run", cwd=work, env=home)
+    assert "newest first, timeout 10m" in shown.stdout
+    undone = run_backfill(
+        "--continue", backfill.name, "--no-reverse", "--timeout", "none", "--dry-run", cwd=work, env=home
+    )
+    assert undone.returncode == 0, undone.stderr
+    assert "oldest first" in undone.stdout and "timeout" not in undone.stdout.split("controls")[1].splitlines()[0]
+    empty = run_backfill("--continue", backfill.name, "--timeout", "", "--dry-run", cwd=work, env=home)
+    assert one_line(empty) == "backfill: error: --timeout '' is empty: give a Go duration such as 30m, or none"
