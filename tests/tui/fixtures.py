@@ -63,56 +63,53 @@ def build_saved_backfill(root: Path) -> StateStore:
     manifest = manifest_of(spec, backfill_id=BACKFILL_ID, working_directory="/srv/etl", options=planned.options)
     manifest["created_at"] = _when(300)
     store.create(manifest)
-    fmt = spec.plan
+    plan = spec.plan
+    # A consistent timeline: an earlier invocation was interrupted 60 s before this one started (partition
+    # 42 cancelled); this one started at FROZEN - 125 with 4 lanes, each attempt starting when its lane is
+    # free and lasting exactly its duration; a retry follows its failed attempt; 43-46 are running now.
+    started = FROZEN - 125
+    lanes = [started] * 4
+    timeline: dict[int, list[tuple[str, float, float | None, float | None]]] = {
+        42: [("cancelled", started - 90, started - 60, 30.0)]
+    }
+
+    def schedule(index: int, status: str, seconds: float | None) -> None:
+        lane = min(range(4), key=lambda n: lanes[n])
+        earliest = max(lanes[lane], timeline[index][-1][2] or 0) if index in timeline else lanes[lane]
+        end = earliest + seconds if seconds is not None else None
+        lanes[lane] = end if end is not None else float("inf")
+        timeline.setdefault(index, []).append((status, earliest, end, seconds))
+
+    for index in range(40):
+        schedule(index, "succeeded", 3.5 + index % 5)
+        if index == 20:
+            schedule(40, "failed", 10.5)
+            schedule(41, "failed", 10.5)
+        if index == 30:
+            schedule(40, "failed", 11.5)  # the retry, after the first attempt ended
+    for index in range(43, 47):
+        schedule(index, "running", None)
     for index in range(47):
-        interval = fmt.interval(index)
+        interval = plan.interval(index)
         partition_id = spec.ids.of(interval.start, interval.end)
         attempts = []
-        if index in (40, 41):
-            for number, status in enumerate(["failed", "failed"] if index == 40 else ["failed"], start=1):
-                run_id = f"{BACKFILL_ID}-p{index}-a{number}"
-                attempts.append(
-                    Attempt(
-                        run_id,
-                        status,
-                        _when(200 - index - number),
-                        _when(190 - index - number),
-                        exit_code=1,
-                        error="psycopg.OperationalError: connection to server lost",
-                        log=f"children/{run_id}.log",
-                        duration=9.5 + number,
-                    )
-                )
-        elif index == 42:
-            run_id = f"{BACKFILL_ID}-p42-a1"
+        for number, (status, began, ended, seconds) in enumerate(timeline[index], start=1):
+            run_id = f"{BACKFILL_ID}-p{index}-a{number}"
+            errors = {
+                "failed": "psycopg.OperationalError: connection to server lost",
+                "cancelled": "cancelled: interrupted (Ctrl+C)",
+            }
             attempts.append(
                 Attempt(
                     run_id,
-                    "cancelled",
-                    _when(90),
-                    _when(60),
-                    exit_code=-2,
-                    error="cancelled: interrupted (Ctrl+C)",
+                    status,
+                    _when(FROZEN - began),
+                    _when(FROZEN - ended) if ended is not None else None,
+                    exit_code={"succeeded": 0, "failed": 1, "cancelled": -2}.get(status),
+                    error=errors.get(status),
                     log=f"children/{run_id}.log",
-                    duration=30,
-                )
-            )
-        elif index >= 43:
-            run_id = f"{BACKFILL_ID}-p{index}-a1"
-            attempts.append(
-                Attempt(run_id, "running", _when(40 - index % 43 * 7), log=f"children/{run_id}.log", pid=4000 + index)
-            )
-        else:
-            run_id = f"{BACKFILL_ID}-p{index}-a1"
-            attempts.append(
-                Attempt(
-                    run_id,
-                    "succeeded",
-                    _when(290 - index * 6),
-                    _when(286 - index * 6),
-                    exit_code=0,
-                    log=f"children/{run_id}.log",
-                    duration=3.5 + index % 5,
+                    duration=seconds,
+                    pid=4000 + index if status == "running" else None,
                 )
             )
         status = attempts[-1].status

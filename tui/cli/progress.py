@@ -70,8 +70,8 @@ class ProgressLines:
             )
 
     def _counter(self, snapshot: Snapshot) -> str:
-        width = len(str(snapshot.selected))
-        return f"[{str(self.done).rjust(width)}/{snapshot.selected}]"
+        total = human.count(snapshot.selected)
+        return f"[{human.count(self.done).rjust(len(total))}/{total}]"
 
     def _label(self, index: int) -> str:
         return self.formatter.format(self.spec.plan.interval(index).start)

@@ -53,17 +53,19 @@ def summary_lines(
         f"  range       {format_instant(spec.start, spec.zone)} → {format_instant(spec.end, spec.zone)} "
         f"(end exclusive), {spec.unit.name} in {zone_name(spec.zone)}"
     )
-    parts = [paint(f"{counts[name]} {name}", STATUS_STYLE[name]) for name in STATUS_NAMES if counts.get(name)]
-    lines.append(f"  partitions  {board.size}: " + ", ".join(parts))
+    parts = [
+        paint(f"{human.count(counts[name])} {name}", STATUS_STYLE[name]) for name in STATUS_NAMES if counts.get(name)
+    ]
+    lines.append(f"  partitions  {human.count(board.size)}: " + ", ".join(parts))
     if outcome.selected < board.size:
         failed_here = len(outcome.failed_in_run)
         lines.append(
-            f"  this run    {outcome.selected} of {board.size} partitions {outcome.status}"
+            f"  this run    {human.count(outcome.selected)} of {human.count(board.size)} partitions {outcome.status}"
             + (f" ({failed_here} failed)" if failed_here else "")
         )
     failed = counts.get("failed", 0)
     if failed:
-        lines.append(f"  failed      {failed}:")
+        lines.append(f"  failed      {human.count(failed)}:")
         lines += _failures(store, spec, board, paint)
         if failed > FAILURES_LISTED:
             lines.append(

@@ -113,7 +113,9 @@ class DashboardScreen(Screen[None]):
             self.call_later(self.refresh_bindings)  # the footer's q: Stop while it runs here, Quit once finished
         self.last_state = state
         try:
-            self.query_one(CompletionBar).show(state)
+            bar = self.query_one(CompletionBar)
+            bar.nobody_runs = self.source.nobody_runs
+            bar.show(state)
             self.table.update_running(state.running, changed)
             if self.details.display:
                 self.details.poll()
@@ -175,6 +177,8 @@ class DashboardScreen(Screen[None]):
         return self.source.can_stop and (state is None or state.state != FINISHED)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "follow":
+            return not self.source.nobody_runs  # nothing runs: nothing to follow
         if action == "stop_run":
             return self._runs_here()
         if action == "quit_finished":

@@ -24,6 +24,7 @@ class CompletionBar(Static):
         super().__init__("", **kwargs)
         self.clock = clock
         self.ended_elapsed: float | None = None  # once finished, elapsed stops: it is the run's span
+        self.nobody_runs = False  # then partitions recorded running were interrupted
 
     def show(self, state: SourceState) -> None:
         width = max(10, self.size.width - 2 if self.size.width else 60)
@@ -62,7 +63,12 @@ class CompletionBar(Static):
         text.append("\n")
         for name, symbol, style in COUNT_STYLES:
             number = human.count(counts.get(name, 0))
-            text.append(f"{symbol} {number} {name}", style=style if counts.get(name) else "grey35")
+            if name == "running" and self.nobody_runs:
+                symbol, name, style = "↯", "interrupted", "yellow3"
+            text.append(
+                f"{symbol} {number} {name}",
+                style=style if counts.get("running" if name == "interrupted" else name) else "grey35",
+            )
             text.append("   ")
         skipped = state.total - state.selected
         if skipped and state.state != IDLE:

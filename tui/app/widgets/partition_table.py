@@ -201,7 +201,7 @@ class PartitionTable(ScrollView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         row = int(self.scroll_offset.y) + y
-        width = self.size.width
+        width = self.scrollable_content_region.width  # the scrollbar takes its column
         if row >= len(self.rows):
             return Strip.blank(width, PLAIN)
         signature = self._signature(row)
