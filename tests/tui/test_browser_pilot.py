@@ -70,7 +70,7 @@ def test_list_open_filter_details_attempt_log_rerun_form_live_completion(work, h
             await pilot.pause(0.2)
             assert isinstance(app.screen, BackfillListScreen)
             text = screen_text(app)
-            assert backfill.name in text and "incomplete" in text and "8 ✓6 ✗2" in text
+            assert backfill.name in text and "incomplete" in text and "6/8 ✗2" in text
             await pilot.press("enter")
             await pilot.pause(0.2)
             screen = dashboard(app)
@@ -207,7 +207,7 @@ def test_show_and_list_as_json_and_text(work, home):
     assert [p["index"] for p in shown["partitions"]] == [2, 5] and shown["has_more"] is False
     assert len(shown["partitions"][0]["attempts"]) == 2
     text = run_backfill("list", "--output", "text", cwd=work, env=home).stdout
-    assert backfill.name in text and "8: 6 succeeded, 2 failed" in text
+    assert backfill.name in text and "8 ✓6 ✗2" in text
     shown_text = run_backfill(
         "show", backfill.name, "--output", "text", "--status", "succeeded", "--limit", "2", cwd=work, env=home
     ).stdout
