@@ -13,8 +13,7 @@ from pathlib import Path
 import orjson
 
 from engine.execute.launcher import describe_exit
-from engine.pipeline.repository import repository_root
-from engine.pipeline.run_record import logs_root
+from engine.pipeline.repository import logs_root, repository_root  # not run_record: it imports the runner
 from engine.spec.backfill_spec import BackfillSpec
 
 REASON_CHARS = 300  # what one reason may take in a record, a table cell or a progress line

@@ -68,3 +68,12 @@ def resolve_target(text: str, *, cwd: Path | None = None) -> Target:
         if pipeline_file(parent) is not None:
             return Target(path, parent, repository_root(parent))
     raise BadInput(f"asset {text!r} is not inside a pipeline (no pipeline.yml above it): {accepted}")
+
+
+def logs_root(repository: Path | None) -> Path:
+    """``<repository>/logs``, or the user state directory outside a repository."""
+    if repository is not None:
+        return repository / "logs"
+    import platformdirs
+
+    return Path(platformdirs.user_state_dir("backfill"))

@@ -14,17 +14,9 @@ import orjson
 from engine.base.atomic import write_atomic
 from engine.dates.durations import format_duration
 from engine.dates.instants import format_instant
+from engine.pipeline.repository import logs_root
 from engine.pipeline.run_types import RunResult
 from engine.pipeline.templating import Window
-
-
-def logs_root(repository: Path | None) -> Path:
-    """``<repository>/logs``, or the user state directory outside a repository."""
-    if repository is not None:
-        return repository / "logs"
-    import platformdirs
-
-    return Path(platformdirs.user_state_dir("backfill"))
 
 
 def _window_json(window: Window) -> dict[str, str]:

@@ -11,7 +11,6 @@ from engine.dates.plan import parse_unit
 from engine.pipeline.config import find_config_file, load_config
 from engine.pipeline.options import RunOptions
 from engine.pipeline.repository import Target, pipeline_file, resolve_target
-from engine.pipeline.validation import check_pipeline
 from engine.pipeline.yamlfile import read_yaml
 from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions, Planned, TargetSpec, check_execution_options
 from engine.spec.command_template import check_placeholders
@@ -83,6 +82,8 @@ def plan_request(
     env = config.environment(environment)
     check_environment_allowed(env.name, force)
     run_options = replace(run_options, config_file=str(config_path))
+    from engine.pipeline.validation import check_pipeline  # a command backfill never pays for the pipeline code
+
     check_pipeline(resolved, config, env, run_options)  # once, before anything is saved or started
     target_spec = TargetSpec(
         "asset" if resolved.is_asset else "pipeline",

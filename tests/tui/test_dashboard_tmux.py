@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import shlex
+import signal
 import sys
+import time
 
 import orjson
 import psutil
+import pytest
 
 from tests.backfills import alive
 from tests.conftest import backfill_argv
@@ -72,5 +75,87 @@ def test_dashboard_in_a_real_terminal(tmp_path, home):
             except (psutil.Error, OSError):
                 continue
         assert leftovers == []
+    finally:
+        tmux.close()
+
+
+def test_every_row_on_the_terminal_matches_the_records_when_the_run_ends(tmp_path, home):
+    """What reaches the terminal, not what a widget would draw: after a run whose rows all stay on screen, every
+    row shows the status its record holds (no '▶ running' left above 'done'), with follow off and on."""
+    import re
+
+    work = tmp_path / "work"
+    (work / ".git").mkdir(parents=True)
+    child = shlex.join(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; time.sleep(0.4); sys.exit(sys.argv[1][:10] == '2024-01-12')",
+            "{start}",
+        ]
+    )
+    command = shlex.join(
+        [
+            *backfill_argv(),
+            "--command",
+            child,
+            "--start-date",
+            "2024-01-01",
+            "--end-date",
+            "2024-01-12",
+            "--max-parallel",
+            "3",
+            "--on-failure",
+            "continue",
+        ]
+    )
+    tmux = Tmux(120, 40, command, work, {**home, "TERM": "xterm-256color"})
+    try:
+        tmux.wait_for("▶ running")
+        tmux.keys("Home")  # follow off: only in-place repaints can update these rows now
+        screen = tmux.wait_for("Backfill failed", timeout=60)
+        time.sleep(0.5)
+        screen = tmux.screen()
+        shown = {
+            int(m.group(1)): m.group(2)
+            for m in re.finditer(r"^[▸ ][● ]\s*(\d+)\s+2024-\S+ \S+ → \S+ \S+\s+\S (\w+)", screen, re.M)
+        }
+        backfill = next((work / "logs" / "backfills").iterdir())
+        on_disk = {
+            orjson.loads(p.read_bytes())["index"]: orjson.loads(p.read_bytes())["status"]
+            for p in (backfill / "partitions").glob("*.json")
+        }
+        assert len(shown) == 12 and shown == on_disk, (shown, on_disk)
+        assert "▶ running" not in screen and "12/12 done" in screen
+    finally:
+        tmux.close()
+
+
+@pytest.mark.parametrize("front_end", ["dashboard", "browser"])
+def test_sigterm_ends_the_process_whatever_the_front_end(tmp_path, home, front_end):
+    """SIGTERM to a backfill showing the dashboard (or to backfill show) stops the children and ends the
+    process (130 for a run, within seconds), instead of leaving the screen open waiting for q."""
+    from tests.conftest import run_backfill
+
+    work = tmp_path / "work"
+    (work / ".git").mkdir(parents=True)
+    child = shlex.join([sys.executable, "-c", "import time; time.sleep(60)"])
+    days = ["--start-date", "2024-01-01", "--end-date", "2024-01-05"]
+    argv = [*backfill_argv(), "--command", child, *days, "--max-parallel", "2"]
+    if front_end == "browser":
+        assert run_backfill("--command", "true", *days, cwd=work, env=home).returncode == 0
+        argv = [*backfill_argv(), "show", next((work / "logs" / "backfills").iterdir()).name]
+    pidfile = work / "pid"
+    command = shlex.join(["sh", "-c", f'echo $$ > {shlex.quote(str(pidfile))}; exec "$@"', "sh", *argv])
+    tmux = Tmux(120, 40, command, work, {**home, "TERM": "xterm-256color"})
+    try:
+        tmux.wait_for("▶ running" if front_end == "dashboard" else "✓ succeeded")
+        process = psutil.Process(int(pidfile.read_text()))
+        children = process.children(recursive=True)
+        assert len(children) == (2 if front_end == "dashboard" else 0)
+        process.send_signal(signal.SIGTERM)
+        screen = tmux.wait_for("EXIT=", timeout=20)
+        assert ("EXIT=130" if front_end == "dashboard" else "EXIT=0") in screen, screen
+        assert not any(alive(child.pid) for child in children)
     finally:
         tmux.close()

@@ -26,6 +26,7 @@ def browse(*, root: Path | None, backfill_id: str | None, state_dir: str | None,
     def on_sigterm(*_args) -> None:
         for run in app.started_runs:
             run.executor.request_stop("terminated (SIGTERM)")
+        app.exit(None)  # SIGTERM ends the process, whatever the screen; reruns are joined below
 
     previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:

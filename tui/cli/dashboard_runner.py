@@ -40,7 +40,14 @@ def run_with_dashboard(executor: Executor, prepared: Prepared, *, no_color: bool
     thread = threading.Thread(target=work, name="executor", daemon=False)
     source = ExecutorSource(executor, options=prepared.options, parallelism=prepared.parallelism)
     app = BackfillApp(source, no_color=no_color)
-    previous = signal.signal(signal.SIGTERM, lambda *_: executor.request_stop("terminated (SIGTERM)"))
+    def on_sigterm(*_args) -> None:
+        # Stop the run and leave once every child has exited: SIGTERM ends the process, whatever the screen.
+        app.stop_requested = True
+        executor.request_stop("terminated (SIGTERM)")
+        for run in app.started_runs:
+            run.executor.request_stop("terminated (SIGTERM)")
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
     thread.start()
     try:
         try:
