@@ -26,6 +26,7 @@ def main() -> int:
     parser.add_argument("--fail-first-attempt")
     parser.add_argument("--ignore-signals", action="store_true")
     parser.add_argument("--exclusive-dir", help="hold a lock per partition; record any overlap with a sibling")
+    parser.add_argument("--record-signals", help="append the name of each SIGINT/SIGTERM/SIGHUP received; go on")
     args = parser.parse_args()
     args.sleep = args.sleep or float(os.environ.get("CHILD_SLEEP", "0"))
     if args.exclusive_dir:
@@ -41,6 +42,14 @@ def main() -> int:
     if args.ignore_signals:
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, signal.SIG_IGN)
+    if args.record_signals:
+
+        def record(signum, _frame):
+            with open(args.record_signals, "a") as received:
+                received.write(signal.Signals(signum).name + "\n")
+
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, record)
     started = time.time()
     print(f"child {args.partition[:12]} start={args.start} end={args.end}", flush=True)
     time.sleep(args.sleep)

@@ -36,7 +36,6 @@ from engine.store.records import Attempt, PartitionRecord
 from engine.store.state_store import StateStore
 from engine.store.status import Status, StatusBoard
 
-TERM_AFTER = 2.0  # seconds between SIGINT and SIGTERM when stopping a child
 SUMMARY_SECONDS = 2.0  # how often the counts cache for `backfill list` is refreshed while running
 EVENTS_KEPT = 512
 
@@ -62,7 +61,6 @@ class _Active:
     stop_reason: str | None = None  # set when we are stopping it
     stop_status: str = "cancelled"
     stop_started: float = 0.0
-    term_sent: bool = False
     kill_sent: bool = False
 
 
@@ -133,6 +131,7 @@ class Executor:
         self._finished = 0
         self._state = STARTING
         self._stop_reason: str | None = None
+        self._stop_signal: int = signal.SIGINT
         self._halted = False  # on-failure stop / fail-fast: launch nothing more
         self._outcome: str | None = None
         self._failed: list[int] = []
@@ -145,11 +144,14 @@ class Executor:
 
     # ---------------------------------------------------------------- front-end API
 
-    def request_stop(self, reason: str = "cancelled") -> None:
-        """Stop scheduling and cancel active children (thread-safe, idempotent)."""
+    def request_stop(self, reason: str = "cancelled", signum: int = signal.SIGINT) -> None:
+        """Stop scheduling and cancel active children (thread-safe, idempotent): each child's process group
+        gets ``signum`` at once (SIGINT for Ctrl+C and the dashboard, SIGTERM when we were terminated), and
+        SIGKILL only after the grace period."""
         with self._lock:
             if self._stop_reason is None:
                 self._stop_reason = reason
+                self._stop_signal = signum
                 self._version += 1
 
     def snapshot(self) -> Snapshot:
@@ -265,6 +267,12 @@ class Executor:
         number = len(record.attempts) + 1
         run_id = f"{self.store.id}-p{index}-a{number}"
         log_path = self.store.log_path(run_id)
+        while log_path.exists():
+            # An attempt whose start record was lost (the executor was killed before the writer thread
+            # wrote it) still left its log: never reuse its run ID, its log or its run record.
+            number += 1
+            run_id = f"{self.store.id}-p{index}-a{number}"
+            log_path = self.store.log_path(run_id)
         attempt = Attempt(
             run_id, "running", now_text(), log=f"children/{run_id}.log", generation=self.takeover.generation.number
         )
@@ -300,7 +308,7 @@ class Executor:
             if self.options.timeout and active.stop_reason is None:
                 wakeup = min(wakeup, active.started + self.options.timeout / 1_000_000)
             if active.stop_reason is not None:
-                wakeup = min(wakeup, active.stop_started + (TERM_AFTER if not active.term_sent else self.grace))
+                wakeup = min(wakeup, active.stop_started + self.grace)
         return max(0.0, wakeup - now)
 
     def _wait_for_exits(self, timeout: float) -> None:
@@ -377,16 +385,16 @@ class Executor:
 
     # ---------------------------------------------------------------- stopping
 
-    def _begin_stop(self, active: _Active, reason: str, status: str) -> None:
+    def _begin_stop(self, active: _Active, reason: str, status: str, signum: int | None = None) -> None:
         if active.stop_reason is not None:
             return
         active.stop_reason, active.stop_status, active.stop_started = reason, status, time.monotonic()
-        active.child.signal_group(signal.SIGINT)
+        active.child.signal_group(signum if signum is not None else signal.SIGINT)
 
     def _begin_cancel_all(self) -> None:
         self._set_state(STOPPING)
         for active in list(self._active.values()):
-            self._begin_stop(active, f"cancelled: {self._stop_reason}", "cancelled")
+            self._begin_stop(active, f"cancelled: {self._stop_reason}", "cancelled", self._stop_signal)
 
     def _enforce_deadlines(self) -> None:
         now = time.monotonic()
@@ -396,9 +404,6 @@ class Executor:
                 self._begin_stop(active, f"timed out after {format_duration(timeout)}", "failed")
             if active.stop_reason is None:
                 continue
-            if not active.term_sent and now - active.stop_started >= TERM_AFTER:
-                active.term_sent = True
-                active.child.signal_group(signal.SIGTERM)
             if not active.kill_sent and now - active.stop_started >= self.grace:
                 active.kill_sent = True
                 active.child.signal_group(signal.SIGKILL)

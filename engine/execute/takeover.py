@@ -98,14 +98,23 @@ def _signal(pid: int, signum: int) -> None:
         pass
 
 
+def alive(pid: int) -> bool:
+    """Running (or stopped), not a zombie: an exited child nobody reaped yet is dead for our purposes."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
 def stop_orphans(pids: set[int], grace: float) -> None:
+    """SIGTERM to each orphan's group, SIGKILL to whatever still lives after ``grace``."""
     for pid in pids:
         _signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(psutil.pid_exists(pid) for pid in pids):
+    while time.monotonic() < deadline and any(alive(pid) for pid in pids):
         time.sleep(0.05)
     for pid in pids:
-        if psutil.pid_exists(pid):
+        if alive(pid):
             _signal(pid, signal.SIGKILL)
 
 
@@ -116,17 +125,18 @@ def take_over(store: StateStore, board: StatusBoard, running: list[PartitionReco
         who = f" by executor PID {holder.pid} on {holder.host} since {holder.started_at}" if holder else ""
         raise Refused(f"backfill {store.id} is already running{who}: wait for it, or stop it with Ctrl+C there")
     children_lock = FileLock(store.children_lock_path)
-    stopped: list[int] = []
-    if not children_lock.try_acquire():
-        orphans = find_orphans(store, running)
-        stop_orphans(orphans, grace)
-        stopped = sorted(orphans)
-        if not children_lock.acquire(timeout=grace + 5):
-            lock.release()
-            raise Refused(
-                f"children of a previous executor of backfill {store.id} are still alive and could not be found "
-                "or stopped: find processes with BACKFILL_ID=" + store.id + " in their environment and stop them"
-            )
+    # Orphans are looked for on every takeover, from the records (PID + start time) and from the
+    # environment of live processes, whatever the lock files say: a deleted or unreadable
+    # .children.lock must never let new attempts run beside live old ones.
+    orphans = find_orphans(store, running)
+    stop_orphans(orphans, grace)
+    stopped = sorted(orphans)
+    if not children_lock.try_acquire() and not children_lock.acquire(timeout=grace + 5):
+        lock.release()
+        raise Refused(
+            f"children of a previous executor of backfill {store.id} are still alive and could not be found "
+            "or stopped: find processes with BACKFILL_ID=" + store.id + " in their environment and stop them"
+        )
     finished_at = now_text()
     for record in running:
         for attempt in record.attempts:

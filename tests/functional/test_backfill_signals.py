@@ -84,8 +84,8 @@ def test_sigkill_of_the_parent_then_continue_loses_nothing_and_never_overlaps(wo
     locks = work / "locks"
     locks.mkdir()
     template = child_command("--exclusive-dir", str(locks))
-    process = start_background(
-        "--command", template, *SIX_DAYS, "--max-parallel", "2", cwd=work, env={**home, "CHILD_SLEEP": "30"}
+    process = start_background(  # children outlive every wait of the takeover: they must be stopped, not awaited
+        "--command", template, *SIX_DAYS, "--max-parallel", "2", cwd=work, env={**home, "CHILD_SLEEP": "300"}
     )
     backfill = backfill_dir(work)
     orphans = running_pids(backfill, 2)
@@ -146,3 +146,76 @@ def test_a_second_executor_of_the_same_backfill_is_refused(work, home):
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released once the executor is gone
     finally:
         os.close(lock)
+
+
+def test_a_deleted_children_lock_never_lets_new_attempts_run_beside_live_orphans(work, home):
+    """SIGKILL the executor, delete .children.lock: --continue still finds the orphans (records and environment),
+    stops them by PID before launching, and no partition ever has two live children."""
+    locks = work / "locks"
+    locks.mkdir()
+    process = start_background(
+        "--command",
+        child_command("--exclusive-dir", str(locks)),
+        *SIX_DAYS,
+        "--max-parallel",
+        "2",
+        cwd=work,
+        env={**home, "CHILD_SLEEP": "300"},
+    )
+    backfill = backfill_dir(work)
+    orphans = running_pids(backfill, 2)
+    os.kill(process.pid, signal.SIGKILL)
+    process.communicate(timeout=10)
+    (backfill / ".children.lock").unlink()
+    resumed = run_backfill(
+        "--continue", backfill.name, "--max-parallel", "2", cwd=work, env={**home, "CHILD_SLEEP": "0"}
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert not any(alive(pid) for pid in orphans)
+    assert not (locks / "OVERLAP").exists()
+    assert [r["status"] for r in records(backfill)] == ["succeeded"] * 6
+
+
+def test_an_attempt_whose_start_record_was_lost_never_shares_its_run_id(work, home):
+    """SIGKILL before a start record reaches disk (simulated: the record removed, the child alive, its log kept):
+    --continue finds the child through its environment, stops it, and the new attempt gets a new run ID and
+    log; the old log is kept as it was."""
+    process = start_background("--command", child_command(), *SIX_DAYS, cwd=work, env={**home, "CHILD_SLEEP": "300"})
+    backfill = backfill_dir(work)
+    [orphan] = running_pids(backfill, 1)
+    old_log = backfill / "children" / f"{backfill.name}-p0-a1.log"
+    before = wait_for(lambda: old_log.read_text())  # the child has written its first line
+    os.kill(process.pid, signal.SIGKILL)
+    process.communicate(timeout=10)
+    [record_file] = list((backfill / "partitions").glob("*.json"))
+    record_file.unlink()
+    resumed = run_backfill("--continue", backfill.name, cwd=work, env={**home, "CHILD_SLEEP": "0"})
+    assert resumed.returncode == 0, resumed.stderr
+    assert not alive(orphan)
+    first = next(r for r in records(backfill) if r["index"] == 0)
+    assert [a["run_id"] for a in first["attempts"]] == [f"{backfill.name}-p0-a2"]
+    assert old_log.read_text() == before
+
+
+@pytest.mark.parametrize(
+    ("signum", "received"), [(signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM"), (signal.SIGHUP, "SIGTERM")]
+)
+def test_a_child_receives_one_cancellation_signal_then_sigkill_after_the_grace(work, home, signum, received):
+    """Ctrl+C forwards SIGINT, SIGTERM and SIGHUP (a closed terminal) forward SIGTERM — once, at once, nothing
+    else before SIGKILL at the end of the grace period; the executor waits and exits 130."""
+    log = work / "signals"
+    process = start_background(
+        "--command",
+        child_command("--record-signals", str(log), "--sleep", "60"),
+        *SIX_DAYS,
+        cwd=work,
+        env={**home, "BACKFILL_STOP_GRACE": "3"},
+    )
+    backfill = backfill_dir(work)
+    [pid] = running_pids(backfill, 1)
+    os.kill(process.pid, signum)
+    process.communicate(timeout=30)
+    assert process.returncode == 130
+    assert log.read_text() == received + "\n"
+    assert not alive(pid)
+    assert records(backfill)[0]["attempts"][0]["exit_code"] == -signal.SIGKILL

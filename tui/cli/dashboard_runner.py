@@ -22,7 +22,7 @@ from tui.app.backfill_app import BackfillApp, StartedRun
 from tui.app.sources import ExecutorSource
 from tui.cli.crash import report_crash
 from tui.cli.progress import ProgressLines
-from tui.cli.stop_signals import install_stop_handlers, restore_handlers
+from tui.cli.stop_signals import FORWARDED, SIGNAL_REASONS, install_stop_handlers, restore_handlers
 from tui.cli.terminal import Paint, colors_enabled
 
 
@@ -40,14 +40,20 @@ def run_with_dashboard(executor: Executor, prepared: Prepared, *, no_color: bool
     thread = threading.Thread(target=work, name="executor", daemon=False)
     source = ExecutorSource(executor, options=prepared.options, parallelism=prepared.parallelism)
     app = BackfillApp(source, no_color=no_color)
-    def on_sigterm(*_args) -> None:
-        # Stop the run and leave once every child has exited: SIGTERM ends the process, whatever the screen.
-        app.stop_requested = True
-        executor.request_stop("terminated (SIGTERM)")
-        for run in app.started_runs:
-            run.executor.request_stop("terminated (SIGTERM)")
 
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    def on_terminate(signum, _frame) -> None:
+        # Stop the run and leave once every child has exited: SIGTERM (or SIGHUP: the terminal closed) ends
+        # the process, whatever the screen.
+        reason = SIGNAL_REASONS[signum]
+        app.stop_requested = True
+        executor.request_stop(reason, FORWARDED[signum])
+        for run in app.started_runs:
+            run.executor.request_stop(reason, FORWARDED[signum])
+
+    handled = [signal.SIGTERM]
+    if signal.getsignal(signal.SIGHUP) != signal.SIG_IGN:  # under nohup a closed terminal is meant not to stop it
+        handled.append(signal.SIGHUP)
+    previous = {signum: signal.signal(signum, on_terminate) for signum in handled}
     thread.start()
     try:
         try:
@@ -64,7 +70,8 @@ def run_with_dashboard(executor: Executor, prepared: Prepared, *, no_color: bool
             executor.request_stop("the dashboard closed")
         thread.join()
         app.stop_started_runs()
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     if "error" in result:
         raise result["error"]  # type: ignore[misc]
     return result["outcome"], list(app.started_runs)  # type: ignore[return-value]

@@ -6,16 +6,24 @@ import signal
 
 from engine.execute.executor import Executor
 
-SIGNAL_REASONS = {signal.SIGINT: "interrupted (Ctrl+C)", signal.SIGTERM: "terminated (SIGTERM)"}
+SIGNAL_REASONS = {
+    signal.SIGINT: "interrupted (Ctrl+C)",
+    signal.SIGTERM: "terminated (SIGTERM)",
+    signal.SIGHUP: "the terminal closed (SIGHUP)",
+}
+# What the children's process groups receive at once for each; SIGKILL follows after the grace period.
+FORWARDED = {signal.SIGINT: signal.SIGINT, signal.SIGTERM: signal.SIGTERM, signal.SIGHUP: signal.SIGTERM}
 
 
 def install_stop_handlers(executor: Executor) -> dict[int, object]:
     """Route the stop signals to ``executor.request_stop``; returns the previous handlers."""
     previous = {}
     for signum, reason in SIGNAL_REASONS.items():
+        if signum == signal.SIGHUP and signal.getsignal(signum) == signal.SIG_IGN:
+            continue  # started under nohup: a closed terminal is meant not to stop it
 
-        def handler(_signum, _frame, reason=reason):
-            executor.request_stop(reason)
+        def handler(_signum, _frame, reason=reason, forwarded=FORWARDED[signum]):
+            executor.request_stop(reason, forwarded)
 
         previous[signum] = signal.signal(signum, handler)
     return previous
