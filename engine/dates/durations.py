@@ -17,7 +17,7 @@ _NANOS = {
     "m": 60_000_000_000,
     "h": 3_600_000_000_000,
 }
-_TERM = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_TERM = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)", re.ASCII)
 ACCEPTED = "a positive Go duration such as 6h, 90m, 1h30m, 15m, 500ms, 1.5h or 1us"
 
 

@@ -133,10 +133,12 @@ def local_date(instant: int, zone: tzinfo) -> date:
 
 # ---------------------------------------------------------------- parsing input
 
-_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
+# ASCII digits only: Python's \d also matches ١٢٣٤ and １２３４, which are no one's dates here.
+_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})", re.ASCII)
 _TIMESTAMP = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?"
-    r"(Z|z|[+-]\d{2}(?::?\d{2})?)?"
+    r"(Z|z|[+-]\d{2}(?::?\d{2})?)?",
+    re.ASCII,
 )
 
 

@@ -25,7 +25,7 @@ from engine.spec.parallelism import Parallelism, effective_parallelism
 from engine.store.manifest import manifest_of, spec_of
 from engine.store.records import PartitionRecord
 from engine.store.state_store import MANIFEST, StateStore, add_to_gitignore, default_state_root, new_backfill_id
-from engine.store.status import StatusBoard
+from engine.store.status import StatusBoard, check_plan_size
 
 
 def state_root_for(spec: BackfillSpec, state_dir: str | None, cwd: Path) -> tuple[Path, Path | None]:
@@ -69,23 +69,28 @@ class Prepared:
         )
 
 
+MAX_STOP_GRACE = 3600.0  # an hour: beyond, a "graceful" stop is a hang
+
+
 def stop_grace() -> float:
     """Seconds a stopped child gets before SIGKILL: 30, or ``BACKFILL_STOP_GRACE``."""
     raw = os.environ.get("BACKFILL_STOP_GRACE")
     if not raw:
         return 30.0
     try:
-        value = float(raw)
+        value = float(raw) if raw.strip().isascii() else float("nan")
     except ValueError:
-        raise BadInput(f"BACKFILL_STOP_GRACE {raw!r} is not a number of seconds") from None
-    if value < 0:
-        raise BadInput(f"BACKFILL_STOP_GRACE {raw!r} is negative: use 0 or more seconds")
+        value = float("nan")
+    if not 0 <= value <= MAX_STOP_GRACE:  # also refuses nan and inf, which would disable SIGKILL
+        raise BadInput(f"BACKFILL_STOP_GRACE {raw!r} is not a number of seconds from 0 to {MAX_STOP_GRACE:g}")
     return value
 
 
 def create_backfill(planned: Planned, *, state_dir: str | None, cwd: Path) -> Prepared:
     """Save a new backfill (manifest, directories, .gitignore) and take it over."""
     spec = planned.spec
+    check_plan_size(len(spec.plan))  # before anything is written: a store it could never load helps no one
+    grace = stop_grace()  # a bad BACKFILL_STOP_GRACE is refused before anything is saved too
     root, repository = state_root_for(spec, state_dir, cwd)
     store = StateStore(root / new_backfill_id())
     manifest = manifest_of(spec, backfill_id=store.id, working_directory=str(cwd), options=planned.options)
@@ -93,7 +98,7 @@ def create_backfill(planned: Planned, *, state_dir: str | None, cwd: Path) -> Pr
     if repository is not None:
         add_to_gitignore(repository, root)
     board = StatusBoard(len(spec.plan))
-    takeover = take_over(store, board, [], grace=stop_grace())
+    takeover = take_over(store, board, [], grace=grace)
     return Prepared(
         store,
         spec,

@@ -48,6 +48,9 @@ def plan_request(
     cwd: Path | None = None,
 ) -> Planned:
     """Validate raw inputs into a spec, resolve the environment and the effective parallelism."""
+    for flag, value in (("--name", name), ("--environment", environment), ("--config-file", config_file)):
+        if value is not None and not value.strip():
+            raise BadInput(f"{flag} '' is empty: give a value, or leave the option out for the default")
     if bool(target) == bool(command):
         raise BadInput(
             "give either a TARGET (pipeline directory or asset file) or --command 'TEMPLATE', not "
@@ -69,6 +72,7 @@ def plan_request(
             raise BadInput("--command '' is empty: give a program and its arguments, e.g. --command 'echo {start}'")
         check_placeholders(command)
         check_program(command, base)
+        run_options = RunOptions()  # pipeline run options (BRUIN_VARS included) mean nothing to a command
         target_spec = TargetSpec(
             "command", name or command, template=command, identity={"kind": "command", "template": command}
         )

@@ -10,6 +10,8 @@ from __future__ import annotations
 from array import array
 from enum import IntEnum
 
+from engine.base.errors import BackfillError, BadInput, StateUnreadable
+
 
 class Status(IntEnum):
     QUEUED = 0
@@ -31,10 +33,23 @@ STATUS_NAMES = tuple(status.label for status in Status)
 FINISHED = frozenset({Status.SUCCEEDED, Status.FAILED, Status.CANCELLED})
 
 
+MAX_PARTITIONS = 50_000_000  # 7 bytes each at most (status, attempts, duration): 350 MB of arrays
+
+
+def check_plan_size(size: int, error: type[BackfillError] = BadInput) -> None:
+    """A plan the status arrays cannot hold is refused before anything is saved or allocated."""
+    if size > MAX_PARTITIONS:
+        raise error(
+            f"the plan has {size:,} partitions; a backfill holds at most {MAX_PARTITIONS:,}: "
+            "use a coarser --partition or a shorter range"
+        )
+
+
 class StatusBoard:
     """Status and attempt count of every partition of a plan, plus running totals."""
 
     def __init__(self, size: int) -> None:
+        check_plan_size(size, StateUnreadable)  # a saved plan this large was never created by us
         self.size = size
         self._status = bytearray(size)  # Status.QUEUED is 0
         self._attempts: array[int] | None = None

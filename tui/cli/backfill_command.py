@@ -29,7 +29,30 @@ def backfill_command(argv: list[str]) -> int:
     return execute_new(planned, args)
 
 
+PIPELINE_ONLY = (
+    ("--environment", "environment"),
+    ("--config-file", "config_file"),
+    ("--selector", "selector"),
+    ("--tag", "tag"),
+    ("--exclude-tag", "exclude_tag"),
+    ("--downstream", "downstream"),
+    ("--only", "only"),
+    ("--var", "var"),
+    ("--apply-interval-modifiers", "apply_interval_modifiers"),
+    ("--workers", "workers"),
+)
+
+
 def _check_combinations(args: argparse.Namespace) -> None:
+    if args.command is not None:
+        given = [flag for flag, attribute in PIPELINE_ONLY if getattr(args, attribute, None) not in (None, False, [])]
+        if given:
+            raise UsageError(
+                f"{', '.join(given)} mean{'s' if len(given) == 1 else ''} nothing for a --command backfill "
+                "(pipeline run options): leave {} out, or put what the command needs in its template".format(
+                    "it" if len(given) == 1 else "them"
+                )
+            )
     if args.resume is None:
         for flag, given in (("--rerun", args.rerun), ("--ids", args.ids), ("--ids-from", args.ids_from)):
             if given:
@@ -66,8 +89,8 @@ def _plan_new(args: argparse.Namespace) -> Planned:
         name=args.name,
         start=args.start_date,
         end=args.end_date,
-        timezone=args.timezone or "UTC",
-        partition=args.partition or "daily",
+        timezone=args.timezone if args.timezone is not None else "UTC",  # '' is bad input, not the default
+        partition=args.partition if args.partition is not None else "daily",
         environment=args.environment,
         config_file=args.config_file,
         run_options=run_options,

@@ -1,0 +1,101 @@
+"""Bad input is one line and exit 2 before anything is saved: never a traceback, never silently the default."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import run_backfill
+
+DAY = ("--start-date", "2024-01-01", "--end-date", "2024-01-02")
+
+
+def refused(work, home, *args, env=None) -> str:
+    result = run_backfill(*args, cwd=work, env={**home, **(env or {})})
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert not (work / "logs" / "backfills").exists() or not any((work / "logs" / "backfills").iterdir())
+    return lines[0]
+
+
+@pytest.mark.parametrize("date", ["١٢٣٤-01-01", "１２３４-01-01", "2024-０1-01"])
+def test_dates_in_non_ascii_digits_are_refused(work, home, date):
+    """Python's \\d matches Arabic-Indic and full-width digits; a date never does here."""
+    line = refused(work, home, "--command", "echo {start}", "--start-date", date, "--end-date", "2024-01-02")
+    assert f"--start-date {date!r} is not a date or timestamp" in line
+
+
+@pytest.mark.parametrize(
+    ("flag", "expected"),
+    [
+        ("--timezone", "unknown time zone ''"),
+        ("--partition", "--partition '' is not a partition unit"),
+        ("--name", "--name '' is empty"),
+        ("--timeout", "--timeout '' is empty"),
+    ],
+)
+def test_an_empty_value_is_refused_rather_than_taken_as_the_default(work, home, flag, expected):
+    """--timezone '', --partition '', --name '', --timeout '' are mistakes, not 'use the default'."""
+    assert expected in refused(work, home, "--command", "echo {start}", *DAY, flag, "")
+
+
+def test_an_empty_environment_is_refused(shop, home):
+    """--environment '' on a pipeline target is bad input, not the default environment."""
+    assert "--environment '' is empty" in refused(shop, home, "pipeline", *DAY, "--environment", "")
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ("--selector", "raw.orders"),
+        ("--tag", "x"),
+        ("--var", "x=1"),
+        ("--environment", "dev"),
+        ("--workers", "3"),
+        ("--config-file", ".bruin.yml"),
+        ("--downstream",),
+        ("--only", "main"),
+    ],
+)
+def test_pipeline_options_mean_nothing_for_a_command_and_are_refused(work, home, options):
+    """Options of pipeline runs given to a --command backfill are named and refused (they used to change IDs)."""
+    line = refused(work, home, "--command", "echo {start}", *DAY, *options)
+    assert f"{options[0]} means nothing for a --command backfill" in line
+
+
+def test_bruin_vars_in_the_environment_do_not_change_a_command_backfills_partition_ids(work, home):
+    """BRUIN_VARS is a pipeline input: a command backfill's partition IDs are the same with or without it."""
+    import json
+
+    def ids(env):
+        result = run_backfill(
+            "--command", "echo {start}", *DAY, "--dry-run", "--output", "json", cwd=work, env={**home, **env}
+        )
+        return [p["id"] for p in json.loads(result.stdout)["partitions"]]
+
+    assert ids({}) == ids({"BRUIN_VARS": '{"region": "eu"}'})
+
+
+@pytest.mark.parametrize("grace", ["nan", "inf", "-1", "1e9", "٣", ""])
+def test_a_stop_grace_that_would_disable_sigkill_is_refused(work, home, grace):
+    """BACKFILL_STOP_GRACE nan/inf would never SIGKILL; out of range or non-ASCII is refused before saving."""
+    if grace == "":
+        result = run_backfill("--command", "true", *DAY, cwd=work, env={**home, "BACKFILL_STOP_GRACE": ""})
+        assert result.returncode == 0  # unset or empty: the default 30 s
+        return
+    line = refused(work, home, "--command", "true", *DAY, env={"BACKFILL_STOP_GRACE": grace})
+    assert line == f"backfill: error: BACKFILL_STOP_GRACE {grace!r} is not a number of seconds from 0 to 3600"
+
+
+def test_a_plan_too_large_for_the_status_arrays_is_refused_before_saving_but_dry_runs(work, home):
+    """--partition 1us over two days (1.7e11 partitions): the dry run works (nothing is held), the run is
+    refused with the limit before any directory is written; list keeps working."""
+    args = ("--command", "echo {start}", "--start-date", "2024-01-01", "--end-date", "2024-01-02", "--partition", "1us")
+    dry = run_backfill(*args, "--dry-run", "--limit", "2", cwd=work, env=home)
+    assert dry.returncode == 0 and "172800000000" in dry.stdout.replace(",", "").replace(" ", "")
+    line = refused(work, home, *args)
+    assert line == (
+        "backfill: error: the plan has 172,800,000,000 partitions; a backfill holds at most 50,000,000: "
+        "use a coarser --partition or a shorter range"
+    )
+    assert run_backfill("list", "--output", "text", cwd=work, env=home).returncode == 0
