@@ -7,6 +7,7 @@ runs the assets and writes the run record.
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 from datetime import timedelta
@@ -23,6 +24,8 @@ from engine.pipeline.run_record import write_run_record
 from engine.pipeline.run_types import PreparedRun, RunRequest, RunResult
 from engine.pipeline.templating import Window, today_in
 from engine.pipeline.validation import check_pipeline
+
+RUN_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}", re.ASCII)
 
 
 def new_run_id() -> str:
@@ -53,6 +56,11 @@ def prepare_run(request: RunRequest, *, cwd: Path | None = None) -> PreparedRun:
     """Validate the run completely; nothing executes before this succeeds."""
     if request.workers < 1:
         raise BadInput(f"--workers {request.workers} is not allowed: use 1 or more")
+    if request.run_id is not None and not RUN_ID.fullmatch(request.run_id):
+        raise BadInput(
+            f"--run-id {request.run_id!r} is not a plain name: use letters, digits, '.', '_' and '-' "
+            "(at most 200, not starting with '.'): it names the run's record file"
+        )
     window = run_window(request.start, request.end, request.timezone)
     target = resolve_target(request.target, cwd=cwd)
     config = load_config(find_config_file(target, request.config_file, cwd=cwd))

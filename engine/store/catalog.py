@@ -55,7 +55,8 @@ def read_counts(store: StateStore, manifest: dict[str, Any]) -> dict[str, int]:
         pass
     spec = spec_of(manifest)
     board, _ = store.load_board(spec.plan, spec.ids.of)
-    write_summary(store, board, stamp)
+    with contextlib.suppress(OSError):  # the cache is optional: a read-only store is read, never written
+        write_summary(store, board, stamp)
     return board.counts()
 
 

@@ -99,3 +99,27 @@ def test_a_plan_too_large_for_the_status_arrays_is_refused_before_saving_but_dry
         "use a coarser --partition or a shorter range"
     )
     assert run_backfill("list", "--output", "text", cwd=work, env=home).returncode == 0
+
+
+@pytest.mark.parametrize("run_id", ["../../x", "a/b", ".hidden", "", "x" * 201, "rün"])
+def test_a_run_id_that_is_not_a_plain_name_is_refused(shop, home, run_id):
+    """backfill run --run-id names a file under logs/runs: a path, a hidden name or an empty one is refused
+    and nothing is written outside (or inside) the runs directory."""
+    result = run_backfill(
+        "run",
+        "pipeline",
+        "--start-date",
+        "2024-01-05",
+        "--end-date",
+        "2024-01-05",
+        "--run-id",
+        run_id,
+        cwd=shop,
+        env=home,
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == (
+        f"backfill: error: --run-id {run_id!r} is not a plain name: use letters, digits, '.', '_' and '-' "
+        "(at most 200, not starting with '.'): it names the run's record file"
+    )
+    assert not (shop / "logs").exists() and not (shop.parent / "x.json").exists()
