@@ -5,6 +5,7 @@ A reader (or a crash) sees either the old file or the new one, never a torn mix.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from pathlib import Path
@@ -43,14 +44,21 @@ def write_atomic(
     temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
-        view = memoryview(data)
-        while view:
-            written = os.write(descriptor, view)
-            view = view[written:]
-        if durable:
-            os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-    os.replace(temporary, path)
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(descriptor, view)
+                view = view[written:]
+            if durable:
+                os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+        os.replace(temporary, path)
+    except BaseException:
+        # A full disk (ENOSPC), an I/O error or an interruption: the old file stays whole, and no
+        # temporary file is left behind to litter the directory.
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
     if durable and sync_parent:
         sync_directory(path.parent)

@@ -1,0 +1,108 @@
+"""The atomic write protocol itself: temp file, fsync, rename, directory fsync — in that order — and what a
+crash or a full disk leaves behind between the steps."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.base import atomic
+from engine.base.atomic import write_atomic
+
+
+def test_the_protocol_is_temp_fsync_rename_then_directory_fsync(tmp_path, monkeypatch):
+    """Observed calls, in order: the data goes to a temporary file in the same directory, the file is fsynced,
+    renamed over the target, and the directory is fsynced after the rename."""
+    calls: list[tuple[str, str]] = []
+    real_open, real_fsync, real_replace = os.open, os.fsync, os.replace
+    names: dict[int, str] = {}
+
+    def spy_open(path, flags, mode=0o777):
+        fd = real_open(path, flags, mode)
+        names[fd] = str(path)
+        calls.append(("open", Path(path).name))
+        return fd
+
+    def spy_fsync(fd):
+        calls.append(("fsync", Path(names.get(fd, "?")).name))
+        return real_fsync(fd)
+
+    def spy_replace(source, target):
+        calls.append(("rename", f"{Path(source).name}->{Path(target).name}"))
+        return real_replace(source, target)
+
+    monkeypatch.setattr(atomic.os, "open", spy_open)
+    monkeypatch.setattr(atomic.os, "fsync", spy_fsync)
+    monkeypatch.setattr(atomic.os, "replace", spy_replace)
+    target = tmp_path / "record.json"
+    write_atomic(target, b"new")
+    temporary = calls[0][1]
+    assert temporary.startswith(".record.json.") and temporary.endswith(".tmp")
+    assert calls == [
+        ("open", temporary),
+        ("fsync", temporary),
+        ("rename", f"{temporary}->record.json"),
+        ("open", tmp_path.name),
+        ("fsync", tmp_path.name),
+    ]
+    assert target.read_bytes() == b"new"
+
+
+WRITER = """
+import os, signal, sys
+from pathlib import Path
+from engine.base import atomic
+step = sys.argv[2]
+real = {"fsync": os.fsync, "replace": os.replace}
+def stop_before(name):
+    def wrapper(*args):
+        if name == step:
+            os.kill(os.getpid(), signal.SIGSTOP)  # the test SIGKILLs us here, between two steps
+        return real[name](*args)
+    return wrapper
+atomic.os.fsync = stop_before("fsync")
+atomic.os.replace = stop_before("replace")
+atomic.write_atomic(Path(sys.argv[1]), b"new" * 1000)
+"""
+
+
+@pytest.mark.parametrize("step", ["fsync", "replace"])
+def test_a_writer_killed_between_steps_leaves_the_old_file_whole(tmp_path, step):
+    """SIGKILL before the fsync or before the rename: the target still holds exactly the old bytes."""
+    target = tmp_path / "record.json"
+    target.write_bytes(b"old")
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(target), step])
+    deadline_status = None
+    for _ in range(200):
+        with open(f"/proc/{writer.pid}/stat") as stat:
+            deadline_status = stat.read().split()[2]
+        if deadline_status == "T":
+            break
+        subprocess.run(["sleep", "0.05"])
+    assert deadline_status == "T", "the writer never reached the step"
+    os.kill(writer.pid, signal.SIGKILL)
+    writer.wait()
+    assert target.read_bytes() == b"old"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tiny tmpfs needs root (CI runs as root)")
+def test_a_full_disk_leaves_no_temporary_file_and_the_old_file_whole(tmp_path):
+    """ENOSPC while writing: the error reaches the caller, the old file is intact, no .tmp litter remains."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)], check=True)
+    try:
+        target = disk / "record.json"
+        target.write_bytes(b"old")
+        with pytest.raises(OSError) as error:
+            write_atomic(target, b"x" * (1 << 20))
+        assert error.value.errno == 28  # ENOSPC
+        assert target.read_bytes() == b"old"
+        assert sorted(p.name for p in disk.iterdir()) == ["record.json"]
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
