@@ -98,11 +98,13 @@ def test_time_interval_with_date_granularity(repo):
 
 
 def test_time_interval_with_timestamp_granularity_is_inclusive_of_both_ends(repo):
-    """time_interval (timestamp) replaces rows in [start, end] exactly: 06:00 .. 11:59:59.999999."""
+    """time_interval (timestamp) replaces rows in [start, end] exactly: 06:00 .. 11:59:59.999999 — a row on the
+    end instant itself is replaced, the next microsecond (12:00) is not."""
     repo.sql(
         "s.t",
         "SELECT h AS ts, {{ var.v }} AS val "
-        "FROM generate_series(TIMESTAMP '{{ start_datetime }}', TIMESTAMP '{{ end_datetime }}', INTERVAL 1 HOUR) g(h)",
+        "FROM generate_series(TIMESTAMP '{{ start_datetime }}', TIMESTAMP '{{ end_datetime }}', INTERVAL 1 HOUR) g(h)"
+        "{% if var.v == 1 %} UNION ALL SELECT TIMESTAMP '2024-01-01 11:59:59.999999', 1{% endif %}",
         materialization={
             "type": "table",
             "strategy": "time_interval",
@@ -113,7 +115,8 @@ def test_time_interval_with_timestamp_granularity_is_inclusive_of_both_ends(repo
     repo.run_ok(*DAY)
     repo.run_ok("--start-date", "2024-01-01T06:00:00", "--end-date", "2024-01-01T11:59:59.999999", "--var", "v=2")
     rows = table(repo)
-    assert len(rows) == 24
+    assert len(rows) == 24, "the row at exactly 11:59:59.999999 (the inclusive end) was replaced too"
+    assert not [row for row in rows if row[0].microsecond == 999_999]
     assert {row[0].hour for row in rows if row[1] == 2} == set(range(6, 12))
     assert [row[1] for row in rows if row[0].hour == 12] == [1]  # 12:00 is outside the second window
 
