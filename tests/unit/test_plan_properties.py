@@ -6,41 +6,34 @@ import itertools
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from engine.dates.instants import to_datetime, to_micros
 from engine.dates.plan import Plan, parse_unit
+from tests import zone_scan
 from tests.oracle import oracle_partitions
 
 UTC = UTC
-ZONES = [
-    "UTC",
-    "America/New_York",
-    "Europe/London",
-    "Australia/Lord_Howe",
-    "Pacific/Apia",
-    "America/Santiago",
-    "Asia/Kathmandu",
-    "Pacific/Chatham",
-    "America/Sao_Paulo",
-    "America/Havana",
-    "Asia/Beirut",
-]
-# Days next to notable transitions, so that examples land on them often.
+# Zones and days from a scan of the zone database (tests/zone_scan.py): a few of every kind of transition
+# between 1970 and 2037 — forward and back, at and across midnight, skipped days, 30/45-minute offsets —
+# plus the zones earlier versions were checked against.
+ZONES = sorted(
+    {
+        *zone_scan.zones(),
+        "America/New_York",
+        "Europe/London",
+        "Pacific/Chatham",
+        "America/Santiago",
+        "Asia/Kathmandu",
+    }
+)
 SPECIAL_DAYS = [
-    date(2011, 12, 27),  # Apia skips 2011-12-30
+    *zone_scan.special_days(),
+    date(2000, 10, 27),  # Moncton falls back from 00:01 to 23:01 on 2000-10-29 (03:01 UTC)
     date(2019, 9, 6),  # Santiago: no midnight on 2019-09-08
-    date(2022, 9, 9),
     date(2024, 3, 8),  # New York spring forward 2024-03-10
-    date(2024, 11, 1),  # New York fall back 2024-11-03
-    date(2024, 10, 5),  # Lord Howe +30 min on 2024-10-06
-    date(2024, 4, 5),  # Lord Howe -30 min on 2024-04-07
-    date(2024, 3, 29),  # London 2024-03-31
-    date(2018, 2, 16),  # Sao Paulo fall back at midnight 2018-02-18
-    date(2024, 3, 8),  # Havana, Beirut switch at midnight in March
-    date(2024, 9, 27),  # Chatham 2024-09-29
-    date(1986, 1, 1),  # Kathmandu +05:30 -> +05:45
 ]
 UNITS = {
     "daily": (None, 70),
@@ -56,20 +49,36 @@ UNITS = {
 }
 
 
+TRANSITIONS = zone_scan.chosen()
+
+
 @st.composite
 def ranges(draw):
     zone = ZoneInfo(draw(st.sampled_from(ZONES)))
     unit = draw(st.sampled_from(sorted(UNITS)))
     step, max_count = UNITS[unit]
+    if draw(st.integers(0, 3)) == 0:
+        # A start within two hours of a scanned transition, in that transition's zone.
+        transition = draw(st.sampled_from(TRANSITIONS))
+        zone = ZoneInfo(transition.zone)
+        start = datetime.fromtimestamp(transition.at, UTC) + timedelta(
+            microseconds=draw(st.integers(-7_200_000_000, 7_200_000_000))
+        )
+        return _with_end(draw, zone, unit, step, max_count, start)
     if draw(st.booleans()):
         base = draw(st.sampled_from(SPECIAL_DAYS))
     else:
         base = draw(st.dates(min_value=date(1975, 1, 1), max_value=date(2036, 12, 31)))
     start_wall = datetime.combine(base, datetime.min.time(), tzinfo=UTC) + timedelta(
-        microseconds=draw(st.integers(0, 2 * 86_400_000_000 - 1)) if draw(st.booleans()) else 0
+        microseconds=draw(st.integers(0, 3 * 86_400_000_000 - 1)) if draw(st.booleans()) else 0
     )
-    # Interpret the wall time in the zone (earlier instant on overlaps; a gap just shifts it).
-    start = to_datetime(to_micros(start_wall.replace(tzinfo=zone)), UTC)
+    # The wall time read in the zone (earlier instant on overlaps; a gap shifts it), or the same figures taken
+    # as an instant, which can fall in the second pass of a repeated hour that no wall time names.
+    start = to_datetime(to_micros(start_wall.replace(tzinfo=zone)), UTC) if draw(st.booleans()) else start_wall
+    return _with_end(draw, zone, unit, step, max_count, start)
+
+
+def _with_end(draw, zone, unit, step, max_count, start):
     typical = (
         step
         or {
@@ -117,6 +126,15 @@ def _as_pairs(plan: Plan):
         timedelta(hours=1),
         datetime(2024, 11, 3, 4, tzinfo=UTC),
         datetime(2024, 11, 4, 5, tzinfo=UTC),
+    )
+)
+@example(
+    (
+        ZoneInfo("America/Moncton"),
+        "daily",
+        None,
+        datetime(2000, 10, 29, 3, 30, tzinfo=UTC),  # 23:30 -04:00, after the clocks went back past midnight
+        datetime(2000, 11, 1, 4, tzinfo=UTC),
     )
 )
 def test_planner_matches_oracle_and_tiles_the_range(case):
@@ -172,3 +190,21 @@ def test_boundaries_fall_on_the_unit(case):
             assert first_day.day == 1
         if unit == "yearly":
             assert first_day.month == 1
+
+
+@pytest.mark.parametrize("transition", TRANSITIONS, ids=lambda t: f"{t.zone}@{t.day}")
+def test_plans_starting_around_every_scanned_transition_match_the_oracle(transition):
+    """For each scanned transition, ranges starting just before, on, and inside the changed stretch of wall time
+    (the second pass of a repeated hour included), in every calendar unit and hourly, equal the oracle's."""
+    zone = ZoneInfo(transition.zone)
+    moment = datetime.fromtimestamp(transition.at, UTC)
+    offsets = [-3600, -1, 0, 1, 1800, 3599, 3600 * 3]
+    for unit in ("daily", "weekly", "monthly", "hourly"):
+        step = UNITS[unit][0]
+        for seconds in offsets:
+            start = moment + timedelta(seconds=seconds)
+            end = start + timedelta(days=40)
+            plan = Plan(to_micros(start), to_micros(end), zone, parse_unit(unit))
+            pairs = _as_pairs(plan)
+            assert pairs == oracle_partitions(start, end, zone, unit, step), (unit, start)
+            assert all(a < b for a, b in pairs), (unit, start)
