@@ -32,6 +32,12 @@ class Refused(BackfillError):
     exit_code = EXIT_REFUSED
 
 
+class StateWriteFailed(BackfillError):
+    """The state store could not be written (a full disk, an I/O error): the run was stopped safely."""
+
+    exit_code = EXIT_FAILED
+
+
 class StateUnreadable(BackfillError):
     """A file in the state store that does not parse or does not belong to the plan."""
 

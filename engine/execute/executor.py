@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from engine.base.errors import StateWriteFailed
 from engine.dates.durations import format_duration
 from engine.dates.plan import Interval
 from engine.execute.children import ChildFactory
@@ -140,6 +141,7 @@ class Executor:
         self._exhausted = False
         self._selector = selectors.DefaultSelector()
         self._writer = RecordWriter(store.partitions)
+        self._storage_error: OSError | None = None  # the store could not be written: stop, wait, report
         self._summary_written = 0.0
 
     # ---------------------------------------------------------------- front-end API
@@ -197,11 +199,15 @@ class Executor:
                 self._enforce_deadlines()
                 self._maybe_write_summary()
         finally:
+            # Whatever happened (a full disk, a bug of ours), no child outlives this loop unwaited.
             self._stop_everything_and_wait()
             self._finished_at = time.time()
             self._selector.close()
-            self._writer.close()
-            write_summary(self.store, self.board, partitions_stamp(self.store))
+            try:
+                self._writer.close()
+            except OSError as error:
+                self._storage_failed(error)
+            self._maybe_write_summary(force=True)
         outcome = self._decide_outcome()
         with self._lock:
             self._outcome = outcome
@@ -209,16 +215,40 @@ class Executor:
             self._version += 1
         self.takeover.children_lock.release()
         self.takeover.lock.release()
+        if self._storage_error is not None:
+            error = self._storage_error
+            raise StateWriteFailed(
+                f"the state store {self.store.directory} could not be written ({error.strerror or error}): "
+                f"every child was stopped and waited for; free space or fix the disk, then "
+                f"backfill --continue {self.store.id}"
+            )
         return Outcome(
             outcome, self.board.counts(), self._selected, list(self._failed), self._started_at, self._finished_at
         )
 
-    def _maybe_write_summary(self) -> None:
+    def _maybe_write_summary(self, *, force: bool = False) -> None:
         """Refresh the counts cache that `backfill list` reads, at most every SUMMARY_SECONDS."""
         now = time.monotonic()
-        if now - self._summary_written >= SUMMARY_SECONDS:
+        if force or now - self._summary_written >= SUMMARY_SECONDS:
             self._summary_written = now
-            write_summary(self.store, self.board, partitions_stamp(self.store))
+            try:
+                write_summary(self.store, self.board, partitions_stamp(self.store))
+            except OSError as error:
+                self._storage_failed(error)
+
+    def _write(self, path, data: bytes, *, durable: bool) -> None:
+        """Queue a record; once the store cannot be written, stop the run instead of crashing out of it."""
+        if self._storage_error is not None:
+            return
+        try:
+            self._writer.put(path, data, durable=durable)
+        except OSError as error:
+            self._storage_failed(error)
+
+    def _storage_failed(self, error: OSError) -> None:
+        if self._storage_error is None:
+            self._storage_error = error
+            self.request_stop(f"the state store could not be written ({error.strerror or error})")
 
     def _set_state(self, state: str) -> None:
         with self._lock:
@@ -288,7 +318,7 @@ class Executor:
             return
         attempt.pid = child.pid
         attempt.pid_started = process_started(child.pid)
-        self._writer.put(self.store.record_path(partition_id), record.to_bytes(), durable=False)
+        self._write(self.store.record_path(partition_id), record.to_bytes(), durable=False)
         active = _Active(index, interval, record, attempt, child, time.monotonic(), time.time(), pending.attempts_left)
         fd = child.exit_fd()
         if fd is not None:
@@ -353,7 +383,7 @@ class Executor:
         """Record an ended attempt durably, then decide: done, retry, or apply the failure policy."""
         attempt.duration = round(time.time() - started_wall, 6) if started_wall is not None else 0.0
         record.status = attempt.status
-        self._writer.put(self.store.record_path(record.id), record.to_bytes(), durable=True)
+        self._write(self.store.record_path(record.id), record.to_bytes(), durable=True)
         retry = attempt.status == "failed" and attempts_left > 1 and self._stop_reason is None and not self._halted
         with self._lock:
             self.board.set(index, Status.parse(attempt.status))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import socket
 import time
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ from typing import Any
 import orjson
 
 from engine.base.atomic import DIRECTORY_MODE, ensure_directory, write_atomic
-from engine.base.errors import StateUnreadable
+from engine.base.errors import StateUnreadable, StateWriteFailed
 from engine.dates.plan import Plan
 from engine.store.records import PartitionRecord, read_record, status_of
 from engine.store.status import Status, StatusBoard
@@ -97,13 +98,25 @@ class StateStore:
     # ---------------------------------------------------------------- creation and manifest
 
     def create(self, manifest: dict[str, Any]) -> None:
-        ensure_directory(self.directory.parent, DIRECTORY_MODE)
-        os.mkdir(self.directory, DIRECTORY_MODE)
-        os.chmod(self.directory, DIRECTORY_MODE)
-        for sub in (self.partitions, self.children):
-            os.mkdir(sub, DIRECTORY_MODE)
-            os.chmod(sub, DIRECTORY_MODE)
-        write_atomic(self.directory / MANIFEST, orjson.dumps(manifest, option=orjson.OPT_INDENT_2) + b"\n")
+        """Make the backfill's directory with its manifest, or nothing at all: a directory without a
+        manifest would be a backfill no command can read."""
+        try:
+            ensure_directory(self.directory.parent, DIRECTORY_MODE)
+        except OSError as error:
+            raise StateWriteFailed(f"cannot create the state store {self.directory.parent}: {error.strerror}") from None
+        try:
+            os.mkdir(self.directory, DIRECTORY_MODE)
+            os.chmod(self.directory, DIRECTORY_MODE)
+            for sub in (self.partitions, self.children):
+                os.mkdir(sub, DIRECTORY_MODE)
+                os.chmod(sub, DIRECTORY_MODE)
+            write_atomic(self.directory / MANIFEST, orjson.dumps(manifest, option=orjson.OPT_INDENT_2) + b"\n")
+        except OSError as error:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            raise StateWriteFailed(
+                f"cannot save backfill {self.id} under {self.directory.parent} ({error.strerror or error}): "
+                "nothing was started"
+            ) from None
 
     def read_manifest(self) -> dict[str, Any]:
         path = self.directory / MANIFEST
