@@ -25,7 +25,7 @@ from engine.dates.durations import format_duration
 from engine.dates.plan import Interval
 from engine.execute.children import ChildFactory
 from engine.execute.failure_reason import failure_reason
-from engine.execute.launcher import Child, ForkExecLauncher, Launcher
+from engine.execute.launcher import Child, ForkExecLauncher, Launcher, group_alive, signal_group
 from engine.execute.rerun import PartitionSelection
 from engine.execute.snapshot import FINISHED, RUNNING, STARTING, STOPPING, Event, RunningPartition, Snapshot
 from engine.execute.takeover import Takeover, process_started
@@ -142,6 +142,7 @@ class Executor:
         self._selector = selectors.DefaultSelector()
         self._writer = RecordWriter(store.partitions)
         self._storage_error: OSError | None = None  # the store could not be written: stop, wait, report
+        self._leftovers: dict[int, float] = {}  # process groups of ended attempts still alive → SIGKILL deadline
         self._summary_written = 0.0
 
     # ---------------------------------------------------------------- front-end API
@@ -197,6 +198,7 @@ class Executor:
                 self._wait_for_exits(self._next_wakeup())
                 self._reap()
                 self._enforce_deadlines()
+                self._sweep_leftovers(wait=False)
                 self._maybe_write_summary()
         finally:
             # Whatever happened (a full disk, a bug of ours), no child outlives this loop unwaited.
@@ -358,6 +360,7 @@ class Executor:
             if fd is not None:
                 self._selector.unregister(fd)
             active.child.close()
+            self._stop_leftovers(active.child.pid)
             with self._lock:
                 del self._active[index]
             attempt = active.attempt
@@ -438,6 +441,26 @@ class Executor:
                 active.kill_sent = True
                 active.child.signal_group(signal.SIGKILL)
 
+    def _stop_leftovers(self, group: int) -> None:
+        """An attempt has ended, but processes of its group may remain (``sleep 30 &``): SIGTERM them now,
+        SIGKILL whatever is left after the grace period. A grandchild that left the group (setsid) is out of
+        reach."""
+        if group_alive(group):
+            signal_group(group, signal.SIGTERM)
+            self._leftovers[group] = time.monotonic() + self.grace
+
+    def _sweep_leftovers(self, *, wait: bool) -> None:
+        while self._leftovers:
+            now = time.monotonic()
+            for group, deadline in list(self._leftovers.items()):
+                if not group_alive(group):
+                    del self._leftovers[group]
+                elif now >= deadline:
+                    signal_group(group, signal.SIGKILL)
+            if not wait:
+                return
+            time.sleep(0.02)
+
     def _stop_everything_and_wait(self) -> None:
         """Whatever happened, no child outlives the loop: stop what is left and wait for every one."""
         for active in list(self._active.values()):
@@ -446,3 +469,4 @@ class Executor:
             self._wait_for_exits(self._next_wakeup())
             self._reap()
             self._enforce_deadlines()
+        self._sweep_leftovers(wait=True)
