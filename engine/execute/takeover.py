@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import psutil
 
+from engine.base.atomic import ensure_directory
 from engine.base.errors import Refused
 from engine.store.locks import FileLock
 from engine.store.manifest import now_text
@@ -137,6 +138,9 @@ def take_over(store: StateStore, board: StatusBoard, running: list[PartitionReco
             f"children of a previous executor of backfill {store.id} are still alive and could not be found "
             "or stopped: find processes with BACKFILL_ID=" + store.id + " in their environment and stop them"
         )
+    # Logs are evidence, not state: a deleted children/ is made again (old logs are gone) rather than
+    # failing every new attempt with a misleading "cannot start".
+    ensure_directory(store.children)
     finished_at = now_text()
     for record in running:
         for attempt in record.attempts:

@@ -39,7 +39,8 @@ def partitions_stamp(store: StateStore) -> int:
 
 def write_summary(store: StateStore, board: StatusBoard, stamp: int) -> None:
     """Cache the counts of ``board`` as of the directory time ``stamp`` (taken before the board was read)."""
-    data = {"format": 1, "partitions_mtime_ns": stamp, "counts": board.counts()}
+    counts = board.counts()
+    data = {"format": 1, "partitions_mtime_ns": stamp, "counts": counts, "check": _check(store, stamp, counts)}
     with contextlib.suppress(OSError):  # a cache: a read-only store just recomputes next time
         write_atomic(store.directory / SUMMARY, orjson.dumps(data), durable=False)
 
@@ -47,17 +48,42 @@ def write_summary(store: StateStore, board: StatusBoard, stamp: int) -> None:
 def read_counts(store: StateStore, manifest: dict[str, Any]) -> dict[str, int]:
     """Counts per status, from the cache when it is current, else from every record (then cached)."""
     stamp = partitions_stamp(store)
+    spec = spec_of(manifest)
     try:
         cached = orjson.loads((store.directory / SUMMARY).read_bytes())
         if cached.get("format") == 1 and cached.get("partitions_mtime_ns") == stamp:
-            return {name: int(cached["counts"].get(name, 0)) for name in STATUS_NAMES}
+            counts = {name: cached["counts"].get(name, 0) for name in STATUS_NAMES}
+            if cached.get("check") == _check(store, stamp, counts) and _plausible(counts, len(spec.plan), store):
+                return counts
     except (FileNotFoundError, orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
         pass
-    spec = spec_of(manifest)
     board, _ = store.load_board(spec.plan, spec.ids.of)
     with contextlib.suppress(OSError):  # the cache is optional: a read-only store is read, never written
         write_summary(store, board, stamp)
     return board.counts()
+
+
+def _check(store: StateStore, stamp: int, counts: dict[str, Any]) -> str:
+    """Binds the cached counts to the directory they summarise: an edited, copied or forged cache fails it."""
+    import hashlib
+
+    text = orjson.dumps({"id": store.id, "stamp": stamp, "counts": counts}, option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(b"backfill summary 1\0" + text).hexdigest()[:32]
+
+
+def _plausible(counts: dict[str, Any], total: int, store: StateStore) -> bool:
+    """A cache is believed only when it agrees with what it summarises: whole non-negative counts adding up to
+    the plan, and as many attempted partitions as there are partition files (a forged or stale cache is not)."""
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in counts.values()):
+        return False
+    if sum(counts.values()) != total:
+        return False
+    try:
+        with os.scandir(store.partitions) as entries:
+            files = sum(1 for e in entries if e.name.endswith(".json") and not e.name.startswith("."))
+    except OSError:
+        return False
+    return files == total - counts["queued"]
 
 
 def is_running(store: StateStore) -> bool:

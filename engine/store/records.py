@@ -109,7 +109,9 @@ def read_record(path: Path, plan: Plan, partition_id_of) -> PartitionRecord:
     try:
         index, start_us, end_us, status = data["index"], data["start_us"], data["end_us"], data["status"]
         record_id = data["id"]
-        attempts = [Attempt.from_json(a) for a in data.get("attempts", [])]
+        if not isinstance(data["attempts"], list):
+            raise TypeError("attempts")
+        attempts = [Attempt.from_json(a) for a in data["attempts"]]
     except (KeyError, TypeError) as error:
         raise StateUnreadable(
             f"partition file {path} lacks the field {error}: it was not written by backfill"

@@ -157,6 +157,11 @@ class StateStore:
 
     def load_board(self, plan: Plan, id_of) -> tuple[StatusBoard, list[PartitionRecord]]:
         """Statuses and attempt counts of every partition, plus the records still marked running."""
+        if not self.partitions.is_dir():
+            raise StateUnreadable(
+                f"{self.partitions} is missing: the records of backfill {self.id} are gone, so which partitions "
+                "ran is unknown; restore the directory, or start a new backfill"
+            )
         board = StatusBoard(len(plan))
         running: list[PartitionRecord] = []
         for path in self.record_files():
@@ -176,11 +181,27 @@ class StateStore:
         return self.children / f"{run_id}.log"
 
     def read_generation(self) -> Generation | None:
+        """The last executor's generation, None before the first; a garbled file is an error, never a reset
+        (generations order attempts and fence stale executors)."""
         try:
             data = orjson.loads(self.generation_path.read_bytes())
-            return Generation(data["generation"], data["pid"], data["pid_started"], data["host"], data["started_at"])
-        except (FileNotFoundError, orjson.JSONDecodeError, KeyError, TypeError):
+        except FileNotFoundError:
             return None
+        except (OSError, orjson.JSONDecodeError) as error:
+            raise StateUnreadable(
+                f"{self.generation_path} cannot be read ({error}): it was not written by backfill"
+            ) from None
+        try:
+            generation = Generation(
+                data["generation"], data["pid"], data["pid_started"], data["host"], data["started_at"]
+            )
+        except (KeyError, TypeError) as error:
+            raise StateUnreadable(f"{self.generation_path} lacks {error}: it was not written by backfill") from None
+        if not isinstance(generation.number, int) or isinstance(generation.number, bool) or generation.number < 1:
+            raise StateUnreadable(
+                f"{self.generation_path} has generation {generation.number!r}, not a whole number of 1 or more"
+            )
+        return generation
 
     def write_generation(self, number: int, pid: int, pid_started: float, started_at: str) -> Generation:
         generation = Generation(number, pid, pid_started, socket.gethostname(), started_at)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from engine.base.errors import BackfillError
 from engine.execute.executor import Executor
 from engine.execute.snapshot import RunningPartition
 from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions
@@ -174,7 +175,10 @@ class WatchedSource(SavedSource):
         options: ExecutionOptions,
         parallelism: Parallelism,
     ) -> None:
-        generation = store.read_generation()
+        try:
+            generation = store.read_generation()
+        except BackfillError:  # shown without the other executor's start time; resuming reports the problem
+            generation = None
         started = _unix(generation.started_at) if generation else None
         super().__init__(spec, store, board, running, options, parallelism, started_at=started)
         self.pid = generation.pid if generation else None
