@@ -99,3 +99,13 @@ def test_every_saved_execution_control_can_be_undone_on_resume(work, home):
     assert "oldest first" in undone.stdout and "timeout" not in undone.stdout.split("controls")[1].splitlines()[0]
     empty = run_backfill("--continue", backfill.name, "--timeout", "", "--dry-run", cwd=work, env=home)
     assert one_line(empty) == "backfill: error: --timeout '' is empty: give a Go duration such as 30m, or none"
+
+
+def test_list_text_fits_100_columns(work, home):
+    """backfill list as text: every line within 100 columns, names cut with an ellipsis, times relative."""
+    for name in ("a very long name for a backfill that would never fit in any sensible column at all", "short"):
+        assert run_backfill("--command", "true", *DAY, "--name", name, cwd=work, env=home).returncode == 0
+    result = run_backfill("list", "--output", "text", cwd=work, env=home)
+    lines = result.stdout.splitlines()
+    assert all(len(line) <= 100 for line in lines[:-2]), lines
+    assert any(line.endswith("…") for line in lines) and "just now" in result.stdout

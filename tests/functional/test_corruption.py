@@ -73,7 +73,7 @@ def test_a_deleted_children_directory_is_made_again_and_new_attempts_run(work, h
 
 def test_list_does_not_trust_a_forged_counts_cache(work, home):
     """A .summary.json claiming counts the partition files do not bear out is ignored: list reads the records."""
-    first, backfill = saved(work, home, "false")
+    _, backfill = saved(work, home, "false")
     cache = backfill / ".summary.json"
     forged = orjson.loads(cache.read_bytes())
     forged["counts"] = {"queued": 0, "running": 0, "succeeded": 4, "failed": 0, "cancelled": 0}

@@ -159,3 +159,24 @@ def test_sigterm_ends_the_process_whatever_the_front_end(tmp_path, home, front_e
         assert not any(alive(child.pid) for child in children)
     finally:
         tmux.close()
+
+
+def test_the_summary_duration_is_the_runs_not_the_time_the_dashboard_stayed_open(tmp_path, home):
+    """A failed run keeps the dashboard open; quitting 4 s later prints the run's own duration, not 4 s more."""
+    import re
+
+    work = tmp_path / "work"
+    (work / ".git").mkdir(parents=True)
+    command = shlex.join(
+        [*backfill_argv(), "--command", "false", "--start-date", "2024-01-01", "--end-date", "2024-01-01"]
+    )
+    tmux = Tmux(100, 30, command, work, {**home, "TERM": "xterm-256color"})
+    try:
+        tmux.wait_for("Backfill failed")
+        time.sleep(4)
+        tmux.keys("q")
+        screen = tmux.wait_for("EXIT=1")
+        seconds = float(re.search(r"failed after ([\d.]+)s", screen).group(1))
+        assert seconds < 3, screen
+    finally:
+        tmux.close()

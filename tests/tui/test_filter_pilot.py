@@ -150,3 +150,64 @@ def test_clicking_a_row_selects_it(large_store: Path):
             assert f" {top + 4} " in cursor_line(app)
 
     asyncio.run(scenario())
+
+
+def test_a_saved_view_has_no_follow_mode_and_counts_use_separators(large_store: Path):
+    """Nothing runs a saved backfill: no 'follow on' and no f key offered; counts carry thousands separators."""
+    app = BackfillApp(open_store=large_store, frozen=True)
+
+    async def scenario():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: "q Leave" in screen_text(app))
+            text = screen_text(app)
+            assert "follow" not in text.lower() and "f Follow" not in text
+            assert "4,900/9,800 succeeded" in text and "✓ 4,900 succeeded" in text
+
+    asyncio.run(scenario())
+
+
+def test_at_80x24_the_details_pane_leaves_the_log_eight_lines_and_help_scrolls(large_store: Path):
+    """80×24: with the details pane open the log area keeps at least 8 rows; help opens within the screen and
+    scrolls to its last key."""
+    from tui.app.widgets.log_view import LogView
+
+    app = BackfillApp(open_store=large_store, frozen=True)
+
+    async def scenario():
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+            await pilot.press("enter")
+            await wait_until(pilot, lambda: "partition 0" in screen_text(app))
+            log = app.screen.query_one(LogView)
+            assert log.region.height >= 8 and log.region.bottom <= 22
+            lines = screen_text(app).splitlines()
+            assert len(lines) <= 24 and all(len(line) <= 80 for line in lines)
+            assert any(line.strip().startswith("id ") for line in lines), "the ID is visible at 80×24"
+            await pilot.press("escape", "question_mark")
+            await wait_until(pilot, lambda: "Keys" in screen_text(app))
+            assert "this help" not in screen_text(app), "the list is longer than 24 rows"
+            for _ in range(20):
+                await pilot.press("down")
+            await wait_until(pilot, lambda: "this help" in screen_text(app))
+
+    asyncio.run(scenario())
+
+
+def test_the_rerun_form_takes_arrow_keys_from_the_first_moment(large_store: Path):
+    """r opens the form with the partition choice focused: ↓ moves the choice at once, no click or Tab first."""
+    from textual.widgets import RadioSet
+
+    app = BackfillApp(open_store=large_store, frozen=True)
+
+    async def scenario():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+            await pilot.press("r")
+            await wait_until(pilot, lambda: isinstance(app.screen, RerunForm))
+            radio = app.screen.query_one(RadioSet)
+            assert app.focused is radio
+            before = radio._selected
+            await pilot.press("down")
+            await wait_until(pilot, lambda: radio._selected != before)
+
+    asyncio.run(scenario())
