@@ -54,10 +54,17 @@ class Target:
 
 def resolve_target(text: str, *, cwd: Path | None = None) -> Target:
     """Resolve TARGET: a directory with ``pipeline.yml``, or an asset file inside such a directory."""
-    path = ((cwd or Path.cwd()) / text).resolve() if text else Path()
     accepted = "give a pipeline directory (holding pipeline.yml) or an asset file (.sql, .py, .asset.yml)"
-    if not text or not path.exists():
-        raise BadInput(f"target {text!r} does not exist: {accepted}")
+    shown = text if len(text) <= 80 else text[:77] + "..."
+    try:
+        path = ((cwd or Path.cwd()) / text).resolve() if text else Path()
+        exists = bool(text) and path.exists()
+    except (OSError, ValueError) as error:  # a name too long, a NUL byte
+        raise BadInput(
+            f"target {shown!r} is not a usable path ({getattr(error, 'strerror', None) or error}): {accepted}"
+        ) from None
+    if not exists:
+        raise BadInput(f"target {shown!r} does not exist: {accepted}")
     if path.is_dir():
         if pipeline_file(path) is None:
             raise BadInput(f"target {text!r} is a directory without pipeline.yml: {accepted}")

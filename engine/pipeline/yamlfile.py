@@ -19,7 +19,7 @@ class Located(dict):
     lines: dict[Any, int]
 
     def line_of(self, key: Any) -> int:
-        return self.lines.get(key, self.line)
+        return getattr(self, "lines", {}).get(key, self.line)  # an empty document has no key lines
 
 
 class LocatedList(list):
@@ -86,6 +86,10 @@ def read_yaml(path: Path) -> Any:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise BadInput(f"cannot read {path}: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise BadInput(f"{path} is not UTF-8 text: give a YAML file") from None
+    if "\0" in text:
+        raise BadInput(f"{path} is binary, not YAML text: give a YAML file")
     return parse_yaml(text, str(path))
 
 

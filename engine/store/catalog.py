@@ -131,6 +131,11 @@ class BackfillSummary:
         }
 
 
+def _text(value: Any) -> str:
+    """A manifest field for display: a damaged one shows as what it is, never breaks the listing."""
+    return value if isinstance(value, str) else "" if value is None else repr(value)
+
+
 def _iso(nanoseconds: int) -> str:
     return datetime.fromtimestamp(nanoseconds / 1e9, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
@@ -140,7 +145,7 @@ def summarize(
 ) -> BackfillSummary:
     """A backfill's summary; ``manifest`` and ``counts`` when the caller has read them already."""
     manifest = manifest if manifest is not None else store.read_manifest()
-    target = manifest.get("target") or {}
+    target = manifest.get("target") if isinstance(manifest.get("target"), dict) else {}
     stamp = partitions_stamp(store)
     error = None
     if counts is None:
@@ -148,7 +153,8 @@ def summarize(
             counts = read_counts(store, manifest)
         except StateUnreadable as problem:
             counts, error = {name: 0 for name in STATUS_NAMES}, str(problem)
-    total = int(manifest.get("partition_count", 0))
+    total = manifest.get("partition_count", 0)
+    total = total if isinstance(total, int) and not isinstance(total, bool) else 0
     if is_running(store):
         state = RUNNING_NOW
     elif counts.get(Status.SUCCEEDED.label, 0) == total and error is None:
@@ -159,15 +165,15 @@ def summarize(
     return BackfillSummary(
         id=store.id,
         directory=store.directory,
-        name=target.get("name", ""),
-        target=target.get("template") or target.get("path") or "",
-        target_kind=target.get("kind", ""),
-        start=manifest.get("start", ""),
-        end=manifest.get("end", ""),
-        timezone=manifest.get("timezone", ""),
-        partition=manifest.get("partition", ""),
-        created_at=manifest.get("created_at", ""),
-        last_activity=_iso(stamp) if attempted and stamp else manifest.get("created_at", ""),
+        name=_text(target.get("name")),
+        target=_text(target.get("template") or target.get("path")),
+        target_kind=_text(target.get("kind")),
+        start=_text(manifest.get("start")),
+        end=_text(manifest.get("end")),
+        timezone=_text(manifest.get("timezone")),
+        partition=_text(manifest.get("partition")),
+        created_at=_text(manifest.get("created_at")),
+        last_activity=_iso(stamp) if attempted and stamp else _text(manifest.get("created_at")),
         total=total,
         counts=counts,
         state=state,

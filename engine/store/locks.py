@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from engine.base.atomic import FILE_MODE
+from engine.base.errors import StateUnreadable
 
 
 class FileLock:
@@ -23,7 +24,13 @@ class FileLock:
 
     def _open(self) -> int:
         if self.fd is None:
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+            try:
+                self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+            except OSError as error:
+                raise StateUnreadable(
+                    f"{self.path} cannot be used as a lock file ({error.strerror}): it was not made by backfill; "
+                    "remove it if no executor runs this backfill"
+                ) from None
         return self.fd
 
     def try_acquire(self) -> bool:
@@ -55,6 +62,8 @@ class FileLock:
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
+            return False
+        except OSError:  # not a lock file we can probe (a directory, no permission): nobody holds it through us
             return False
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # an executor's exclusive lock refuses it

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from engine.base.errors import StateUnreadable
+from engine.base.errors import BackfillError, StateUnreadable
 from engine.dates.instants import format_instant, load_zone, zone_name
 from engine.dates.plan import parse_unit
 from engine.pipeline.options import RunOptions
@@ -45,7 +45,15 @@ def manifest_of(
 
 
 def spec_of(manifest: dict[str, Any]) -> BackfillSpec:
-    """Rebuild the spec exactly as saved (instants from integer microseconds)."""
+    """Rebuild the spec exactly as saved (instants from integer microseconds); a field of the wrong type is
+    unreadable state, named, never a traceback."""
+    where = f"manifest of backfill {manifest.get('id')!r}"
+    for field, kind in (("target", dict), ("timezone", str), ("partition", str), ("run_options", dict)):
+        if not isinstance(manifest.get(field), kind):
+            raise StateUnreadable(f"{where}: {field} is {manifest.get(field)!r}, not a {kind.__name__}")
+    for field in ("start_us", "end_us"):
+        if not isinstance(manifest.get(field), int) or isinstance(manifest.get(field), bool):
+            raise StateUnreadable(f"{where}: {field} is {manifest.get(field)!r}, not whole microseconds")
     try:
         spec = BackfillSpec(
             target=TargetSpec.from_json(manifest["target"]),
@@ -56,8 +64,10 @@ def spec_of(manifest: dict[str, Any]) -> BackfillSpec:
             unit=parse_unit(manifest["partition"]),
             run_options=RunOptions.from_json(manifest["run_options"]),
         )
-    except (KeyError, TypeError, ValueError) as error:
-        raise StateUnreadable(f"manifest of backfill {manifest.get('id')!r} is incomplete: {error}") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise StateUnreadable(f"{where} is incomplete: {error}") from None
+    except BackfillError as error:  # a zone or unit this version does not know
+        raise StateUnreadable(f"{where}: {error}") from None
     if len(spec.plan) != manifest.get("partition_count", len(spec.plan)):
         raise StateUnreadable(
             f"manifest of backfill {manifest.get('id')!r} plans {manifest['partition_count']} partitions but this "
@@ -69,7 +79,9 @@ def spec_of(manifest: dict[str, Any]) -> BackfillSpec:
 def initial_options(manifest: dict[str, Any]) -> ExecutionOptions:
     """The execution controls of the backfill's first invocation (the defaults of a resume)."""
     saved = manifest.get("initial_execution") or {}
-    return ExecutionOptions(
+    if not isinstance(saved, dict):
+        raise StateUnreadable(f"manifest of backfill {manifest.get('id')!r}: initial_execution is not a mapping")
+    options = ExecutionOptions(
         max_parallel=saved.get("max_parallel", 1),
         workers=saved.get("workers", 16),
         retries=saved.get("retries", 0),
@@ -77,3 +89,13 @@ def initial_options(manifest: dict[str, Any]) -> ExecutionOptions:
         reverse=saved.get("reverse", False),
         timeout=saved.get("timeout"),
     )
+    for field, value in options.to_json().items():  # checked before anything is launched with them
+        wanted = bool if field == "reverse" else str if field == "on_failure" else int
+        if field == "timeout" and value is None:
+            continue
+        if not isinstance(value, wanted) or (wanted is int and isinstance(value, bool)):
+            raise StateUnreadable(
+                f"manifest of backfill {manifest.get('id')!r}: initial_execution.{field} is {value!r}, "
+                f"not a {wanted.__name__}"
+            )
+    return options

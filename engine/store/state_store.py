@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 
 from engine.base.atomic import DIRECTORY_MODE, ensure_directory, write_atomic
-from engine.base.errors import StateUnreadable, StateWriteFailed
+from engine.base.errors import BadInput, StateUnreadable, StateWriteFailed
 from engine.dates.plan import Plan
 from engine.store.records import PartitionRecord, read_record, status_of
 from engine.store.status import Status, StatusBoard
@@ -100,12 +100,23 @@ class StateStore:
     def create(self, manifest: dict[str, Any]) -> None:
         """Make the backfill's directory with its manifest, or nothing at all: a directory without a
         manifest would be a backfill no command can read."""
+        root = self.directory.parent
         try:
-            ensure_directory(self.directory.parent, DIRECTORY_MODE)
+            ensure_directory(root, DIRECTORY_MODE)
+            usable = root.is_dir() and os.access(root, os.W_OK | os.X_OK)
         except OSError as error:
-            raise StateWriteFailed(f"cannot create the state store {self.directory.parent}: {error.strerror}") from None
+            raise BadInput(
+                f"state directory {str(root)[:120]!r} cannot be used ({error.strerror}): give a writable directory"
+            ) from None
+        if not usable:
+            raise BadInput(f"state directory {str(root)[:120]!r} is not a writable directory: give one that is")
         try:
             os.mkdir(self.directory, DIRECTORY_MODE)
+        except OSError as error:  # nothing exists yet: the state directory is unusable (/proc, read-only, ...)
+            raise BadInput(
+                f"state directory {str(root)[:120]!r} cannot hold backfills ({error.strerror}): give a writable one"
+            ) from None
+        try:
             os.chmod(self.directory, DIRECTORY_MODE)
             for sub in (self.partitions, self.children):
                 os.mkdir(sub, DIRECTORY_MODE)
@@ -124,6 +135,8 @@ class StateStore:
             data = orjson.loads(path.read_bytes())
         except FileNotFoundError:
             raise StateUnreadable(f"{path} is missing: {self.directory} is not a backfill") from None
+        except OSError as error:
+            raise StateUnreadable(f"manifest {path} cannot be read ({error.strerror})") from None
         except orjson.JSONDecodeError as error:
             raise StateUnreadable(f"manifest {path} is not valid JSON ({error})") from None
         if not isinstance(data, dict) or data.get("format") != 1:

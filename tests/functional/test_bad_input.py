@@ -123,3 +123,28 @@ def test_a_run_id_that_is_not_a_plain_name_is_refused(shop, home, run_id):
         "(at most 200, not starting with '.'): it names the run's record file"
     )
     assert not (shop / "logs").exists() and not (shop.parent / "x.json").exists()
+
+
+def test_unusable_files_and_paths_are_one_line_not_a_traceback(work, home, shop, tmp_path):
+    """An empty or binary --config-file, a binary --ids-from, a --state-dir that is /dev/null, a file, /proc or
+    too long, and a 5000-character target: each is one line, exit 2, nothing saved."""
+    empty, binary = tmp_path / "empty.yml", tmp_path / "binary.yml"
+    empty.write_text("")
+    binary.write_bytes(b"\xda\x00\xff" * 30)
+    pipeline_day = ("pipeline", *DAY, "--dry-run")
+    assert "'environments' must map names to settings" in refused(
+        shop, home, *pipeline_day, "--config-file", str(empty)
+    )
+    assert "is not UTF-8 text" in refused(shop, home, *pipeline_day, "--config-file", str(binary))
+    (work / "a-file").write_text("x")
+    for state_dir in ("/dev/null", str(work / "a-file"), "/proc", str(tmp_path / ("x" * 300))):
+        line = refused(work, home, "--command", "true", *DAY, "--state-dir", state_dir)
+        assert line.startswith("backfill: error: state directory ") and "writable" in line
+    line = refused(work, home, "p" * 5000, *DAY, "--dry-run")
+    assert "is not a usable path (File name too long)" in line and len(line) < 400
+    assert run_backfill("--command", "false", *DAY, cwd=work, env=home).returncode == 1
+    backfill = next((work / "logs" / "backfills").iterdir()).name
+    ids = run_backfill("--continue", backfill, "--ids-from", str(binary), cwd=work, env=home)
+    assert ids.returncode == 2 and ids.stderr.strip().endswith(
+        "is not text: give a file of partition IDs, one per line"
+    )

@@ -85,3 +85,38 @@ def test_list_does_not_trust_a_forged_counts_cache(work, home):
     listed = json.loads(run_backfill("list", "--output", "json", cwd=work, env=home).stdout)
     [summary] = listed["backfills"]
     assert summary["counts"]["failed"] == 4 and summary["counts"]["succeeded"] == 0
+
+
+def test_manifest_fields_of_the_wrong_type_and_lock_files_that_are_directories(work, home):
+    """partition: 5, timezone: 5, run_options: [], a non-integer timeout, start_us: "x"; manifest.json, .lock or
+    .children.lock being directories: show and --continue say which (exit 4) before launching anything, and
+    list keeps listing."""
+    _, backfill = saved(work, home)
+    original = (backfill / "manifest.json").read_bytes()
+    for field, value, says in (
+        ("partition", 5, "partition is 5, not a str"),
+        ("timezone", 5, "timezone is 5, not a str"),
+        ("run_options", [], "run_options is [], not a dict"),
+        ("initial_execution", {"timeout": "x"}, "initial_execution.timeout is 'x', not a int"),
+        ("start_us", "x", "start_us is 'x', not whole microseconds"),
+    ):
+        data = orjson.loads(original)
+        data[field] = value
+        (backfill / "manifest.json").write_bytes(orjson.dumps(data))
+        for args in (("show", backfill.name, "--output", "text"), ("--continue", backfill.name, "--rerun", "all")):
+            result = run_backfill(*args, cwd=work, env=home)
+            assert result.returncode == 4 and says in one_error(result), (field, result.stderr)
+        assert run_backfill("list", "--output", "text", cwd=work, env=home).returncode == 0
+    (backfill / "manifest.json").write_bytes(original)
+    before = [r["attempts"] for r in records(backfill)]
+    for name in (".lock", ".children.lock"):
+        (backfill / name).unlink(missing_ok=True)
+        (backfill / name).mkdir()
+        result = run_backfill("--continue", backfill.name, "--rerun", "all", cwd=work, env=home)
+        assert result.returncode == 4 and "cannot be used as a lock file (Is a directory)" in one_error(result)
+        (backfill / name).rmdir()
+    assert [r["attempts"] for r in records(backfill)] == before, "nothing was launched"
+    (backfill / "manifest.json").unlink()
+    (backfill / "manifest.json").mkdir()
+    result = run_backfill("show", backfill.name, "--output", "text", cwd=work, env=home)
+    assert result.returncode == 4 and "cannot be read (Is a directory)" in one_error(result)

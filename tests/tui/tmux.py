@@ -28,7 +28,7 @@ class Tmux:
                 raise AssertionError("tmux did not take the requested size")
             time.sleep(0.05)
         # COLUMNS and LINES (set under pytest) would override the real size for Textual: drop them.
-        line = f"clear; cd {shlex.quote(str(cwd))} && env -u COLUMNS -u LINES {exports} {command}; echo EXIT\"\"=$?"
+        line = f'clear; cd {shlex.quote(str(cwd))} && env -u COLUMNS -u LINES {exports} {command}; echo EXIT""=$?'
         self._tmux("send-keys", "-t", "main", "-l", line)
         self._tmux("send-keys", "-t", "main", "Enter")
 

@@ -61,7 +61,9 @@ def _check_not_a_mistyped_verb(word: str) -> None:
     import difflib
     from pathlib import Path
 
-    if Path(word).exists() or "/" in word or "." in word:
+    if "/" in word or "." in word or len(word) > 40:
+        return  # a path (resolving it, a too-long name included, is the target's own check)
+    if Path(word).exists():
         return
     close = difflib.get_close_matches(word, VERBS, n=1, cutoff=0.6)
     if close:

@@ -71,6 +71,10 @@ def _read_ids(args: argparse.Namespace) -> list[str]:
             text = Path(args.ids_from).read_text(encoding="utf-8")
         except OSError as error:
             raise BadInput(f"--ids-from {args.ids_from!r} cannot be read: {error.strerror}") from None
+        except UnicodeDecodeError:
+            raise BadInput(
+                f"--ids-from {args.ids_from!r} is not text: give a file of partition IDs, one per line"
+            ) from None
         ids += [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
         if not ids:
             raise BadInput(f"--ids-from {args.ids_from!r} holds no partition ID")
