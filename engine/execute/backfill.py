@@ -203,7 +203,14 @@ def prepare_resume(loaded: Loaded, options: ExecutionOptions, selection: Partiti
     """Take a saved backfill over for another invocation (the path shared by --continue and the rerun form)."""
     check_execution_options(options)
     parallelism = resume_parallelism(loaded.spec, options)
-    takeover = take_over(loaded.store, loaded.board, loaded.running, grace=stop_grace())
+    spec = loaded.spec
+    takeover = take_over(
+        loaded.store,
+        loaded.board,
+        loaded.running,
+        grace=stop_grace(),
+        reload=lambda: loaded.store.load_board(spec.plan, spec.ids.of),
+    )
     working_directory = loaded.manifest.get("working_directory") or os.getcwd()
     return Prepared(
         loaded.store,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import psutil
@@ -119,12 +120,29 @@ def stop_orphans(pids: set[int], grace: float) -> None:
             _signal(pid, signal.SIGKILL)
 
 
-def take_over(store: StateStore, board: StatusBoard, running: list[PartitionRecord], *, grace: float) -> Takeover:
+def take_over(
+    store: StateStore,
+    board: StatusBoard,
+    running: list[PartitionRecord],
+    *,
+    grace: float,
+    reload: Callable[[], tuple[StatusBoard, list[PartitionRecord]]] | None = None,
+) -> Takeover:
+    """Become the one executor of a backfill. ``reload`` reads the records again once the lock is ours: what
+    was read before may predate the last writes of an executor that died in between, and writing a stale
+    "running" record back as cancelled would erase a success."""
     lock = FileLock(store.lock_path)
     if not lock.try_acquire():
         holder = store.read_generation()
         who = f" by executor PID {holder.pid} on {holder.host} since {holder.started_at}" if holder else ""
         raise Refused(f"backfill {store.id} is already running{who}: wait for it, or stop it with Ctrl+C there")
+    if reload is not None:
+        try:
+            fresh, running = reload()
+        except BaseException:
+            lock.release()
+            raise
+        board.copy_from(fresh)
     children_lock = FileLock(store.children_lock_path)
     # Orphans are looked for on every takeover, from the records (PID + start time) and from the
     # environment of live processes, whatever the lock files say: a deleted or unreadable

@@ -57,6 +57,14 @@ class StatusBoard:
         self._counts = [0] * len(Status)
         self._counts[Status.QUEUED] = size
 
+    def copy_from(self, other: StatusBoard) -> None:
+        """Take every status, attempt count, duration and count of ``other`` (same size), in place."""
+        assert other.size == self.size
+        self._status[:] = other._status
+        self._attempts = other._attempts
+        self._durations = other._durations
+        self._counts = list(other._counts)
+
     def status(self, index: int) -> Status:
         return Status(self._status[index])
 

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import orjson
 import pytest
 
 from tests.backfills import alive, child_command, records, start_background, state_dirs, statuses, wait_for
@@ -219,3 +220,45 @@ def test_a_child_receives_one_cancellation_signal_then_sigkill_after_the_grace(w
     assert log.read_text() == received + "\n"
     assert not alive(pid)
     assert records(backfill)[0]["attempts"][0]["exit_code"] == -signal.SIGKILL
+
+
+def test_a_resume_never_writes_back_records_it_read_before_taking_the_lock(work, home, monkeypatch):
+    """The race: a resume reads the records, the old executor records a success and dies, then the resume
+    takes the lock. The records are read again under the lock, so the success stays (not overwritten as
+    'cancelled: previous executor interrupted') and the partition is not run again."""
+    from engine.execute.backfill import load_backfill, prepare_resume
+    from engine.execute.rerun import PartitionSelection
+    from engine.store.status import Status
+
+    for key, value in home.items():
+        monkeypatch.setenv(key, value)
+    process = start_background(
+        "--command", child_command(), *SIX_DAYS, "--max-parallel", "2", cwd=work, env={**home, "CHILD_SLEEP": "300"}
+    )
+    backfill = backfill_dir(work)
+    orphans = running_pids(backfill, 2)
+    os.kill(process.pid, signal.SIGKILL)
+    process.communicate(timeout=10)
+    loaded = load_backfill(backfill.name, None, work)  # the resume reads ...
+    [first] = [r for r in records(backfill) if r["index"] == 0]
+    assert first["status"] == "running"
+    first["status"] = "succeeded"  # ... and the old executor, in its last moment, records a success
+    first["attempts"][-1].update(status="succeeded", exit_code=0, finished_at="2026-01-01T00:00:00.000000Z")
+    path = backfill / "partitions" / f"{first['id']}.json"
+    path.write_bytes(orjson.dumps(first))
+    prepared = prepare_resume(loaded, loaded_options(loaded), PartitionSelection())
+    try:
+        on_disk = orjson.loads(path.read_bytes())
+        assert on_disk["status"] == "succeeded" and on_disk["attempts"][-1]["status"] == "succeeded"
+        assert prepared.board.status(0) is Status.SUCCEEDED
+        assert prepared.board.status(1) is Status.CANCELLED
+        assert not any(alive(pid) for pid in orphans)
+    finally:
+        prepared.takeover.children_lock.release()
+        prepared.takeover.lock.release()
+
+
+def loaded_options(loaded):
+    from engine.store.manifest import initial_options
+
+    return initial_options(loaded.manifest)
