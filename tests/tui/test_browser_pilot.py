@@ -67,20 +67,20 @@ def test_list_open_filter_details_attempt_log_rerun_form_live_completion(work, h
 
     async def scenario():
         async with app.run_test(size=(120, 44)) as pilot:
-            await pilot.pause(0.2)
-            assert isinstance(app.screen, BackfillListScreen)
+            await wait_until(
+                pilot, lambda: isinstance(app.screen, BackfillListScreen) and "incomplete" in screen_text(app)
+            )
             text = screen_text(app)
             assert backfill.name in text and "incomplete" in text and "6/8 ✗2" in text
             await pilot.press("enter")
-            await pilot.pause(0.2)
+            await wait_until(pilot, lambda: any(isinstance(s, DashboardScreen) for s in app.screen_stack))
             screen = dashboard(app)
             assert isinstance(screen.source, SavedSource) and not isinstance(screen.source, WatchedSource)
             table = screen.query_one(PartitionTable)
             await pilot.press("s")
-            await pilot.pause(0.1)
+            await wait_until(pilot, lambda: "Show partitions" in screen_text(app))
             await pilot.press("down", "down", "down", "down", "enter")
-            await pilot.pause(0.1)
-            assert [table.rows.index_at(r) for r in range(len(table.rows))] == [2, 5]
+            await wait_until(pilot, lambda: [table.rows.index_at(r) for r in range(len(table.rows))] == [2, 5])
             await pilot.press("home", "enter")
             await pilot.pause(0.2)
             details = screen.query_one(PartitionDetails)
@@ -89,8 +89,7 @@ def test_list_open_filter_details_attempt_log_rerun_form_live_completion(work, h
             await wait_until(pilot, lambda: log.index is not None and log.index.line_count >= 2)
             latest_log = log.path
             await pilot.press("left_square_bracket")
-            await pilot.pause(0.1)
-            assert log.path != latest_log and log.path.name.endswith("-p2-a1.log")
+            await wait_until(pilot, lambda: log.path != latest_log and log.path.name.endswith("-p2-a1.log"))
             assert "failing 2024-01-03 on purpose" in "\n".join(log.render_line(y).text for y in range(5))
             await pilot.press("escape", "r")
             await pilot.pause(0.2)
@@ -110,19 +109,16 @@ def test_list_open_filter_details_attempt_log_rerun_form_live_completion(work, h
             retries.value = "0"
             form.query_one("#max_parallel").value = "2"
             form.query_one("#timeout").value = "soon"
-            await pilot.pause(0.1)
-            assert "'soon' is not a duration (e.g. 30m)" in screen_text(app)
+            await wait_until(pilot, lambda: "'soon' is not a duration (e.g. 30m)" in screen_text(app))
             assert form.query_one("#submit").disabled
             form.query_one("#timeout").value = "1m"
-            await pilot.pause(0.1)
-            assert not form.query_one("#submit").disabled
+            await wait_until(pilot, lambda: not form.query_one("#submit").disabled)
             broken.unlink()  # the fix is merged
             await pilot.press("ctrl+s")
             await pilot.pause(0.2)
             live = dashboard(app)
             assert isinstance(live.source, ExecutorSource)
             await wait_until(pilot, lambda: live.source.poll().outcome is not None)
-            await pilot.pause(0.3)
             assert live.source.poll().outcome == "succeeded"
             assert "Backfill succeeded" in screen_text(app)
 
@@ -145,8 +141,7 @@ def test_marked_partitions_can_be_rerun(work, home):
             await pilot.press("enter")
             await pilot.pause(0.2)
             await pilot.press("home", "space", "down", "down", "down", "space", "r")
-            await pilot.pause(0.2)
-            assert "the marked partitions (2)" in screen_text(app)
+            await wait_until(pilot, lambda: "the marked partitions (2)" in screen_text(app))
             await pilot.click("#which-marked")
             await pilot.pause(0.1)
             await pilot.press("ctrl+s")
@@ -169,8 +164,7 @@ def test_a_backfill_running_elsewhere_is_watched_live_and_cannot_be_rerun(work, 
 
         async def scenario():
             async with app.run_test(size=(120, 44)) as pilot:
-                await pilot.pause(0.2)
-                assert "running" in screen_text(app)
+                await wait_until(pilot, lambda: "running" in screen_text(app))
                 await pilot.press("enter")
                 await pilot.pause(0.3)
                 screen = dashboard(app)
@@ -184,8 +178,7 @@ def test_a_backfill_running_elsewhere_is_watched_live_and_cannot_be_rerun(work, 
                 assert app.screen.query_one("#submit").disabled
                 await pilot.press("escape")
                 await wait_until(pilot, lambda: screen.source.poll().counts["succeeded"] == 8, timeout=30)
-                await pilot.pause(0.5)
-                assert "saved backfill (nothing runs it)" in screen_text(app)
+                await wait_until(pilot, lambda: "saved backfill (nothing runs it)" in screen_text(app))
 
         asyncio.run(scenario())
     finally:

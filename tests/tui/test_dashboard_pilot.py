@@ -47,8 +47,7 @@ def test_follow_mode_tracks_the_earliest_running_partition_and_navigation_turns_
     async def scenario():
         async with live.app.run_test(size=(120, 40)) as pilot:
             await wait_until(pilot, lambda: live.executor.snapshot().running)
-            await pilot.pause(0.3)
-            assert live.table.selected_index == 0 and live.table.follow
+            await wait_until(pilot, lambda: live.table.selected_index == 0 and live.table.follow)
             assert "follow on" in live.status_line()
             await pilot.press("down", "down", "j")
             assert live.table.selected_index == 3 and not live.table.follow
@@ -56,8 +55,7 @@ def test_follow_mode_tracks_the_earliest_running_partition_and_navigation_turns_
             await pilot.press("k")
             assert live.table.selected_index == 2
             await pilot.press("f")
-            await pilot.pause(0.3)
-            assert live.table.follow and live.table.selected_index == 0
+            await wait_until(pilot, lambda: live.table.follow and live.table.selected_index == 0)
 
     try:
         run(scenario())
@@ -101,9 +99,8 @@ def test_details_pane_shows_interval_id_attempts_and_tails_the_log(work):
         async with live.app.run_test(size=(120, 40)) as pilot:
             await wait_until(pilot, lambda: live.executor.snapshot().running)
             await pilot.press("enter")
-            await pilot.pause(0.2)
             details = live.screen.query_one(PartitionDetails)
-            assert details.display and details.index == 0
+            await wait_until(pilot, lambda: details.display and details.index == 0)
             summary = screen_text(live.app)
             interval = live.prepared.spec.plan.interval(0)
             assert live.prepared.spec.ids.of(interval.start, interval.end) in summary
@@ -112,8 +109,7 @@ def test_details_pane_shows_interval_id_attempts_and_tails_the_log(work):
             log = live.screen.query_one(LogView)
             await wait_until(pilot, lambda: log.index is not None and log.index.line_count >= 3)
             first = log.index.line_count
-            await pilot.pause(0.6)
-            assert log.index.line_count > first, "the log tails while the child runs"
+            await wait_until(pilot, lambda: log.index.line_count > first)  # the log tails while the child runs
             assert (
                 log.render_line(log.size.height - 1).text.startswith("line ") or log.index.line_count < log.size.height
             )
@@ -168,8 +164,7 @@ def test_status_filter_and_failed_navigation(work):
     async def scenario():
         async with live.app.run_test(size=(120, 40), notifications=True) as pilot:
             await wait_until(pilot, lambda: live.executor.snapshot().outcome is not None)
-            await pilot.pause(0.2)
-            assert "Backfill failed — 2 failed: n jumps to the next one" in live.status_line()
+            await wait_until(pilot, lambda: "Backfill failed — 2 failed: n jumps to the next one" in live.status_line())
             await pilot.press("home", "n")
             assert live.table.selected_index == 2
             await pilot.press("n")
@@ -184,15 +179,14 @@ def test_status_filter_and_failed_navigation(work):
             await pilot.press("f", "n")  # works from follow mode too
             assert live.table.selected_index == 2 and not live.table.follow
             await pilot.press("s")
-            await pilot.pause(0.1)
+            await wait_until(pilot, lambda: "Show partitions" in screen_text(live.app))
             await pilot.press("down", "down", "down", "down", "enter")  # all, queued, running, succeeded, failed
-            await pilot.pause(0.1)
-            assert len(live.table.rows) == 2
+            await wait_until(pilot, lambda: len(live.table.rows) == 2)
             assert [live.table.rows.index_at(r) for r in range(2)] == [2, 6]
             assert "filter: failed" in live.status_line()
             assert "✗ failed" in live.row_text(0) and "2024-01-03 00:00" in live.row_text(0)
             await pilot.press("s")
-            await pilot.pause(0.1)
+            await wait_until(pilot, lambda: "Show partitions" in screen_text(live.app))
             await pilot.press("enter")  # all
             assert len(live.table.rows) == 10 and live.table.selected_index == 2
 
@@ -247,13 +241,11 @@ def test_earlier_attempt_log_with_brackets(work):
             await wait_until(pilot, lambda: log.index is not None and log.index.line_count >= 1)
             assert "second attempt works" in log.render_line(0).text
             await pilot.press("left_square_bracket")
-            await pilot.pause(0.1)
-            assert "first attempt fails" in log.render_line(0).text
+            await wait_until(pilot, lambda: "first attempt fails" in log.render_line(0).text)
             summary = screen_text(live.app)
             assert "▸ #1 failed" in summary and "#2 succeeded" in summary
             await pilot.press("right_square_bracket")
-            await pilot.pause(0.1)
-            assert "second attempt works" in log.render_line(0).text
+            await wait_until(pilot, lambda: "second attempt works" in log.render_line(0).text)
 
     try:
         run(scenario())
@@ -268,8 +260,7 @@ def test_help_screen_opens_and_closes(work):
     async def scenario():
         async with live.app.run_test(size=(100, 30)) as pilot:
             await pilot.press("question_mark")
-            await pilot.pause(0.2)
-            assert live.app.screen.__class__.__name__ == "HelpScreen"
+            await wait_until(pilot, lambda: live.app.screen.__class__.__name__ == "HelpScreen")
             text = screen_text(live.app)
             assert "follow execution again" in text and "next or previous failed partition" in text
             await pilot.press("escape")
