@@ -68,7 +68,8 @@ def print_list(summaries: list[BackfillSummary], root: Path, paint: Paint, now: 
     broken = [s for s in summaries if s.error]
     for s in broken:
         print(f"warning: {s.id}: {s.error}", file=sys.stderr)
-    print(f"\n{len(summaries)} backfill(s) under {root}; times in {human.local_zone()}; details: backfill show ID")
+    print(f"\n{len(summaries)} backfill(s) under {root}")
+    print(f"times in {human.local_zone()}; details: backfill show ID")
 
 
 def show_command(argv: list[str]) -> int:
