@@ -6,8 +6,6 @@ The engine keeps exact microseconds and RFC 3339 text; this module is presentati
 
 from __future__ import annotations
 
-from datetime import datetime
-
 import pendulum
 
 
@@ -71,8 +69,3 @@ def relative_time(text: str | None, now: float | None = None) -> str:
     if moment.year == current.year:
         return moment.format("MMM D HH:mm")
     return moment.format("YYYY-MM-DD")
-
-
-def at_seconds(seconds: float) -> str:
-    """A Unix time as RFC 3339 UTC text, for :func:`relative_time`."""
-    return datetime.fromtimestamp(seconds, pendulum.UTC).isoformat()

@@ -233,10 +233,7 @@ class Executor:
         now = time.monotonic()
         if force or now - self._summary_written >= SUMMARY_SECONDS:
             self._summary_written = now
-            try:
-                write_summary(self.store, self.board, partitions_stamp(self.store))
-            except OSError as error:
-                self._storage_failed(error)
+            write_summary(self.store, self.board, partitions_stamp(self.store))  # a cache: never fails the run
 
     def _write(self, path, data: bytes, *, durable: bool) -> None:
         """Queue a record; once the store cannot be written, stop the run instead of crashing out of it."""

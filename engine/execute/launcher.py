@@ -64,8 +64,7 @@ class _PopenChild:
         return self._pidfd
 
     def signal_group(self, signum: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signum)
+        signal_group(self.pid, signum)
 
     def close(self) -> None:
         if self._pidfd is not None:

@@ -103,3 +103,14 @@ def screen_text(app) -> str:
             row.extend(" " * (column - len(row)))
         row[column : column + len(content)] = list(content)
     return "\n".join("".join(row).rstrip() for _, row in sorted(rows.items()))
+
+
+async def wait_until(pilot, condition, timeout: float = 30.0) -> None:
+    """Let the app run until ``condition()`` holds; fail after ``timeout`` seconds (never a fixed sleep)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await pilot.pause(0.05)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from pathlib import Path
 
 import orjson
@@ -12,7 +11,7 @@ import pytest
 
 from tests.backfills import child_command, records, start_background, state_dirs, wait_for
 from tests.conftest import run_backfill
-from tests.tui.live import screen_text
+from tests.tui.live import screen_text, wait_until
 from tui.app.backfill_app import BackfillApp
 from tui.app.screens.backfill_list import BackfillListScreen
 from tui.app.screens.dashboard import DashboardScreen
@@ -44,14 +43,6 @@ def failed_backfill(work: Path, home, broken: Path) -> Path:
     assert result.returncode == 1, result.stderr
     [backfill] = state_dirs(work / "logs" / "backfills")
     return backfill
-
-
-async def wait_until(pilot, condition, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await pilot.pause(0.05)
 
 
 def dashboard(app) -> DashboardScreen:

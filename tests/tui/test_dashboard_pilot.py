@@ -13,7 +13,7 @@ import pytest
 
 from engine.store.status import Status
 from tests.backfills import alive, child_command
-from tests.tui.live import screen_text, start_live
+from tests.tui.live import screen_text, start_live, wait_until
 from tui.app.widgets.details import PartitionDetails
 from tui.app.widgets.log_view import LogView
 
@@ -29,14 +29,6 @@ def work(tmp_path: Path, home, monkeypatch) -> Path:
 
 def run(coroutine):
     return asyncio.run(coroutine)
-
-
-async def wait_until(pilot, condition, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await pilot.pause(0.05)
 
 
 def test_follow_mode_tracks_the_earliest_running_partition_and_navigation_turns_it_off(work):

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from pathlib import Path
 
 import pytest
 
 from engine.store.status import Status
 from tests.tui.fixtures import build_large_saved_backfill
-from tests.tui.live import screen_text
+from tests.tui.live import screen_text, wait_until
 from tui.app.backfill_app import BackfillApp
 from tui.app.screens.dashboard import DashboardScreen
 from tui.app.screens.rerun_form import RerunForm
@@ -24,14 +23,6 @@ DAYS = 9_800  # 4 900 succeeded (even days) and 4 900 queued: both filters span 
 @pytest.fixture(scope="module")
 def large_store(tmp_path_factory):
     return build_large_saved_backfill(tmp_path_factory.mktemp("large"), days=DAYS)
-
-
-async def wait_until(pilot, condition, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await pilot.pause(0.05)
 
 
 async def choose_filter(pilot, app, label: str) -> None:

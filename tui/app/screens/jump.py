@@ -13,6 +13,7 @@ from textual.widgets import Footer, Input, Static
 from engine.base.errors import BadInput
 from engine.dates.instants import boundary_instant, parse_boundary
 from engine.spec.backfill_spec import BackfillSpec
+from engine.store.records import read_record
 from engine.store.state_store import StateStore
 
 SCAN_LIMIT = 2_000_000  # hashing every never-attempted partition ID beyond this would freeze the screen
@@ -48,6 +49,7 @@ def locate_partition(text: str, spec: BackfillSpec, store: StateStore | None) ->
 
 def _by_id_prefix(prefix: str, spec: BackfillSpec, store: StateStore | None) -> int:
     plan = spec.plan
+    names: list[str] = []
     if store is not None:  # attempted partitions have a record named by their ID: no hashing needed
         try:
             names = [e.name[:-5] for e in os.scandir(store.partitions) if e.name.startswith(prefix)]
@@ -55,8 +57,10 @@ def _by_id_prefix(prefix: str, spec: BackfillSpec, store: StateStore | None) -> 
             names = []
         if len(names) > 1:
             raise BadInput(f"{prefix!r} matches {len(names)} partitions: type more of the ID")
-    if len(plan) > SCAN_LIMIT:
-        raise BadInput(f"only IDs of attempted partitions can be searched in a plan of {len(plan):,}")
+    if len(plan) > SCAN_LIMIT:  # too many to hash: only attempted partitions can be found
+        if store is not None and len(names) == 1:
+            return read_record(store.record_path(names[0]), plan, spec.ids.of).index
+        raise BadInput(f"no attempted partition ID starts with {prefix!r} (a plan of {len(plan):,} is not scanned)")
     found = [i.index for i in plan if spec.ids.of(i.start, i.end).startswith(prefix)]
     if not found:
         raise BadInput(f"no partition ID starts with {prefix!r}")

@@ -62,13 +62,11 @@ class CompletionBar(Static):
                 text.append(f"  {eta}", style="grey70")
         text.append("\n")
         for name, symbol, style in COUNT_STYLES:
-            number = human.count(counts.get(name, 0))
+            count = counts.get(name, 0)
+            label = name
             if name == "running" and self.nobody_runs:
-                symbol, name, style = "↯", "interrupted", "yellow3"
-            text.append(
-                f"{symbol} {number} {name}",
-                style=style if counts.get("running" if name == "interrupted" else name) else "grey35",
-            )
+                symbol, label, style = "↯", "interrupted", "yellow3"
+            text.append(f"{symbol} {human.count(count)} {label}", style=style if count else "grey35")
             text.append("   ")
         skipped = state.total - state.selected
         if skipped and state.state != IDLE:
