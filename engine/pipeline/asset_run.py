@@ -181,12 +181,12 @@ class AssetRun:
             if asset.kind == "seed":
                 self.result.rows = load_seed(db, asset)
                 return
-            for hook in asset.hooks.get("pre", []):
-                db.execute(render(hook, context))
+            pre = [render(hook, context) for hook in asset.hooks.get("pre", [])]
+            post = [render(hook, context) for hook in asset.hooks.get("post", [])]
             query = render(asset.body, context, first_line=asset.body_line)
-            self.result.rows = materialize(db, asset, query, window, full_refresh=self.settings.full_refresh)
-            for hook in asset.hooks.get("post", []):
-                db.execute(render(hook, context))
+            self.result.rows = materialize(
+                db, asset, query, window, full_refresh=self.settings.full_refresh, pre_hooks=pre, post_hooks=post
+            )
         finally:
             self._release(db)
 

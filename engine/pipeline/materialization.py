@@ -107,8 +107,20 @@ def run_in_transaction(db: Database, work: Callable[[], Any]) -> Any:
         raise
 
 
-def materialize(db: Database, asset: Asset, query: str, window: Window, *, full_refresh: bool) -> int | None:
-    """Apply the asset's materialization in one transaction; the number of rows written, if known."""
+def materialize(
+    db: Database,
+    asset: Asset,
+    query: str,
+    window: Window,
+    *,
+    full_refresh: bool,
+    pre_hooks: Sequence[str] = (),
+    post_hooks: Sequence[str] = (),
+) -> int | None:
+    """Apply the asset's materialization, with its hooks, in one transaction; the rows written, if known.
+
+    A failing post hook rolls the materialization back: the asset either lands whole or not at all.
+    """
     m = asset.materialization
     target = quote_name(asset.name)
     query = strip_statement(query)
@@ -117,6 +129,14 @@ def materialize(db: Database, asset: Asset, query: str, window: Window, *, full_
         ensure_schema(db, asset.name)
 
     def work() -> int | None:
+        for statement in pre_hooks:
+            db.execute(statement)
+        rows = apply()
+        for statement in post_hooks:
+            db.execute(statement)
+        return rows
+
+    def apply() -> int | None:
         if m.type is None:
             db.execute(query)
             return None

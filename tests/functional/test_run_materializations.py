@@ -179,37 +179,89 @@ def test_no_materialization_runs_the_sql_as_written(repo):
     assert table(repo) == [(1,), (2,)]
 
 
-FAILING = "SELECT CASE WHEN {{ var.v }} = 2 THEN CAST('not a number' AS INTEGER) ELSE {{ var.v }} END AS id, 'k' AS key"
+STRATEGIES = [
+    {"type": "table"},
+    {"type": "table", "strategy": "append"},
+    {"type": "table", "strategy": "truncate+insert"},
+    {"type": "table", "strategy": "delete+insert", "incremental_key": "key"},
+    {"type": "table", "strategy": "time_interval", "incremental_key": "day", "time_granularity": "date"},
+    {"type": "table", "strategy": "merge"},
+    {"type": "view"},
+]
+COLUMNS = [{"name": "key", "primary_key": True}, {"name": "id", "update_on_merge": True}]
+# The second run (v=2) changes every strategy's result, so a change that escapes the rollback shows.
+BODY = "SELECT {{ var.v }} AS id, 'k' AS key, DATE '{{ start_date }}' AS day"
 
 
-@pytest.mark.parametrize(
-    "materialization",
-    [
-        {"type": "table"},
-        {"type": "table", "strategy": "append"},
-        {"type": "table", "strategy": "truncate+insert"},
-        {"type": "table", "strategy": "delete+insert", "incremental_key": "key"},
-        {"type": "table", "strategy": "time_interval", "incremental_key": "key", "time_granularity": "date"},
-        {"type": "table", "strategy": "merge"},
-    ],
-    ids=lambda m: m.get("strategy", "create+replace"),
-)
-def test_a_failing_statement_leaves_the_table_exactly_as_it_was(repo, materialization):
-    """When the query fails mid-materialization, the transaction rolls back and the table is untouched."""
-    if materialization.get("strategy") == "time_interval":
-        body = FAILING.replace("'k' AS key", "DATE '{{ start_date }}' AS key")
-    else:
-        body = FAILING
-    repo.sql(
-        "s.t",
-        body,
-        materialization=materialization,
-        columns=[{"name": "key", "primary_key": True}, {"name": "id", "update_on_merge": True}],
-    )
+def snapshot(repo: Repo) -> tuple[list[tuple], list[tuple]]:
+    """The table's columns with their types, and every row: what a rollback must give back exactly."""
+    return repo.query("DESCRIBE s.t"), table(repo)
+
+
+def strategy_id(materialization: dict) -> str:
+    return materialization.get("strategy") or materialization["type"]
+
+
+@pytest.mark.parametrize("materialization", STRATEGIES, ids=strategy_id)
+def test_a_failing_post_hook_rolls_back_a_materialization_that_already_changed_the_table(repo, materialization):
+    """The post hook fails after the strategy's statements ran: the table is exactly as before the run."""
+    hooks = {"post": [{"query": "SELECT {% if var.v == 2 %}error('post hook failed'){% else %}1{% endif %}"}]}
+    repo.sql("s.t", BODY, materialization=materialization, columns=COLUMNS, hooks=hooks)
     repo.run_ok(*DAY)
-    before = table(repo)
+    before = snapshot(repo)
     failed = repo.run(*DAY, "--var", "v=2")
     assert failed.returncode == 1
+    assert "post hook failed" in failed.stdout
+    assert snapshot(repo) == before
+    assert repo.records()[-1]["assets"][0]["status"] == "failed"
+
+
+# Statement by statement, each of these changes the table before the one that fails.
+FAILS_AFTER_A_CHANGE = {
+    # DROP TABLE, then CREATE … AS a query that fails.
+    "create+replace --full-refresh": (
+        {"type": "table"},
+        "SELECT CASE WHEN {{ var.v }} = 2 THEN CAST('not a number' AS INTEGER) ELSE 1 END AS id, 'k' AS key",
+        ("--full-refresh",),
+    ),
+    # The staged rows are text: DELETE of key 'k' succeeds, the INSERT's cast to INTEGER fails.
+    "delete+insert": (
+        {"type": "table", "strategy": "delete+insert", "incremental_key": "key"},
+        "SELECT {% if var.v == 2 %}'not a number'{% else %}1{% endif %} AS id, 'k' AS key",
+        (),
+    ),
+    # DELETE FROM, then an INSERT whose text does not cast.
+    "truncate+insert": (
+        {"type": "table", "strategy": "truncate+insert"},
+        "SELECT {% if var.v == 2 %}'not a number'{% else %}1{% endif %} AS id, 'k' AS key",
+        (),
+    ),
+    # DELETE of the interval's rows, then the failing INSERT.
+    "time_interval": (
+        {"type": "table", "strategy": "time_interval", "incremental_key": "key", "time_granularity": "date"},
+        "SELECT {% if var.v == 2 %}'not a number'{% else %}1{% endif %} AS id, DATE '{{ start_date }}' AS key",
+        (),
+    ),
+    # A pre hook deletes rows, then the append's query fails.
+    "append after a pre hook": (
+        {"type": "table", "strategy": "append"},
+        "SELECT CASE WHEN {{ var.v }} = 2 THEN CAST('not a number' AS INTEGER) ELSE 1 END AS id, 'k' AS key",
+        (),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", FAILS_AFTER_A_CHANGE)
+def test_a_statement_failing_after_another_changed_the_table_leaves_it_exactly_as_it_was(repo, case):
+    """A later statement of the same materialization fails: the earlier ones are rolled back with it."""
+    materialization, body, flags = FAILS_AFTER_A_CHANGE[case]
+    hooks = {"pre": [{"query": "{% if var.v == 2 %}DELETE FROM s.t{% else %}SELECT 1{% endif %}"}]} if case.startswith("append") else {}
+    repo.sql("s.t", body, materialization=materialization, columns=COLUMNS, hooks=hooks)
+    repo.run_ok(*DAY)
+    before = snapshot(repo)
+    assert before[1], "the first run must leave rows to lose"
+    failed = repo.run(*DAY, "--var", "v=2", *flags)
+    assert failed.returncode == 1
     assert "Conversion Error" in failed.stdout
-    assert table(repo) == before
+    assert snapshot(repo) == before
     assert repo.records()[-1]["assets"][0]["status"] == "failed"
