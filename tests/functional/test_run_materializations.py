@@ -255,7 +255,8 @@ FAILS_AFTER_A_CHANGE = {
 def test_a_statement_failing_after_another_changed_the_table_leaves_it_exactly_as_it_was(repo, case):
     """A later statement of the same materialization fails: the earlier ones are rolled back with it."""
     materialization, body, flags = FAILS_AFTER_A_CHANGE[case]
-    hooks = {"pre": [{"query": "{% if var.v == 2 %}DELETE FROM s.t{% else %}SELECT 1{% endif %}"}]} if case.startswith("append") else {}
+    pre_hook = {"query": "{% if var.v == 2 %}DELETE FROM s.t{% else %}SELECT 1{% endif %}"}
+    hooks = {"pre": [pre_hook]} if case.startswith("append") else {}
     repo.sql("s.t", body, materialization=materialization, columns=COLUMNS, hooks=hooks)
     repo.run_ok(*DAY)
     before = snapshot(repo)
