@@ -180,3 +180,31 @@ def test_the_summary_duration_is_the_runs_not_the_time_the_dashboard_stayed_open
         assert seconds < 3, screen
     finally:
         tmux.close()
+
+
+@pytest.mark.parametrize("moment", ["running", "finished"])
+def test_a_closed_terminal_ends_the_dashboard_and_leaves_nothing_running(tmp_path, home, moment):
+    """The terminal disappears (tmux killed, like a closed window or a dropped SSH connection) while children run,
+    or while a failed backfill waits for q: the process ends by itself, no child outlives it, and no record is
+    left `running` (it used to hang for ever, its screen writer blocked on the lost terminal)."""
+    work = tmp_path / "work"
+    (work / ".git").mkdir(parents=True)
+    child = "sleep 60" if moment == "running" else "false"
+    days = ["--start-date", "2024-01-01", "--end-date", "2024-01-05"]
+    argv = [*backfill_argv(), "--command", child, *days, "--max-parallel", "2"]
+    pidfile = work / "pid"
+    command = shlex.join(["sh", "-c", f'echo $$ > {shlex.quote(str(pidfile))}; exec "$@"', "sh", *argv])
+    tmux = Tmux(120, 40, command, work, {**home, "TERM": "xterm-256color"})
+    try:
+        tmux.wait_for("▶ running" if moment == "running" else "Backfill failed")
+        process = psutil.Process(int(pidfile.read_text()))
+        children = process.children(recursive=True)
+        assert len(children) == (2 if moment == "running" else 0)
+        tmux.kill_server()
+        _gone, alive_still = psutil.wait_procs([process, *children], timeout=30)
+        assert not alive_still, f"still alive after the terminal closed: {alive_still}"
+        [backfill] = list((work / "logs" / "backfills").iterdir())
+        statuses = [orjson.loads(p.read_bytes())["status"] for p in (backfill / "partitions").glob("*.json")]
+        assert "running" not in statuses and statuses, statuses
+    finally:
+        tmux.close()

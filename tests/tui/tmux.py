@@ -54,9 +54,13 @@ class Tmux:
             time.sleep(0.1)
         raise AssertionError(f"{text!r} never appeared; the screen shows:\n{self.screen()}")
 
+    def kill_server(self) -> None:
+        """The terminal disappears, as when a window is closed or an SSH connection drops: tmux closes the pane's
+        pseudo-terminal and the kernel hangs up its foreground process group."""
+        self._tmux("kill-server")
+
     def close(self) -> None:
-        """Kill what the pane still runs, then the server. A dashboard whose terminal disappears hangs (a known
-        defect, see docs/cli.md), so closing the terminal alone would leave it behind."""
+        """Kill what the pane still runs (a test that failed may have left anything behind), then the server."""
         import psutil
 
         try:

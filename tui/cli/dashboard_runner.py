@@ -8,14 +8,25 @@ A fault of the screen is not a reason to stop the work: when the app dies of an
 unexpected exception while the backfill runs, the terminal is restored, one line
 says what failed and where the full traceback went, and the backfill goes on to
 its end with progress lines (Ctrl+C still stops it).
+
+A closed terminal (SIGHUP: the window closed, SSH dropped, tmux killed) is a stop
+too, and the screen has nowhere left to draw: the terminal's descriptors are
+pointed at /dev/null so no write blocks or fails, and once every executor has
+stopped and waited for its children the process leaves within a few seconds
+even if the screen never returns (Textual's writer can die on the lost
+terminal and block the app's shutdown for ever).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import sys
 import threading
+import time
 
+from engine.base.errors import EXIT_CANCELLED
 from engine.execute.backfill import Prepared
 from engine.execute.executor import Executor, Outcome
 from tui.app.backfill_app import BackfillApp, StartedRun
@@ -49,6 +60,10 @@ def run_with_dashboard(executor: Executor, prepared: Prepared, *, no_color: bool
         executor.request_stop(reason, FORWARDED[signum])
         for run in app.started_runs:
             run.executor.request_stop(reason, FORWARDED[signum])
+        if signum == signal.SIGHUP:
+            _detach_from_terminal()
+            threads = [thread, *(run.thread for run in app.started_runs)]
+            threading.Thread(target=_leave_once_stopped, args=(threads,), name="hangup", daemon=True).start()
 
     handled = [signal.SIGTERM]
     if signal.getsignal(signal.SIGHUP) != signal.SIG_IGN:  # under nohup a closed terminal is meant not to stop it
@@ -75,6 +90,27 @@ def run_with_dashboard(executor: Executor, prepared: Prepared, *, no_color: bool
     if "error" in result:
         raise result["error"]  # type: ignore[misc]
     return result["outcome"], list(app.started_runs)  # type: ignore[return-value]
+
+
+HANGUP_GRACE = 5.0  # seconds the screen gets to return by itself once the work has stopped
+
+
+def _detach_from_terminal() -> None:
+    """The terminal is gone: from now on reads see end of file and writes go nowhere, without error."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        with contextlib.suppress(OSError):
+            os.dup2(null, fd)
+    os.close(null)
+
+
+def _leave_once_stopped(threads: list[threading.Thread]) -> None:
+    """After a hangup: once every executor has stopped and waited for its children (records written), leave
+    even if the screen never returns."""
+    for thread in threads:
+        thread.join()
+    time.sleep(HANGUP_GRACE)
+    os._exit(EXIT_CANCELLED)
 
 
 def _carry_on_without_screen(
