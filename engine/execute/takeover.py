@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from engine.base.atomic import ensure_directory
+from engine.base.atomic import ensure_directory, remove_stale_temporaries
 from engine.base.errors import Refused
 from engine.store.locks import FileLock
 from engine.store.manifest import now_text
@@ -156,6 +156,9 @@ def take_over(
             f"children of a previous executor of backfill {store.id} are still alive and could not be found "
             "or stopped: find processes with BACKFILL_ID=" + store.id + " in their environment and stop them"
         )
+    # A writer killed between creating its temporary file and renaming it leaves the file behind.
+    for directory in (store.directory, store.partitions):
+        remove_stale_temporaries(directory)
     # Logs are evidence, not state: a deleted children/ is made again (old logs are gone) rather than
     # failing every new attempt with a misleading "cannot start".
     ensure_directory(store.children)

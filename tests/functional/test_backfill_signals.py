@@ -151,7 +151,8 @@ def test_a_second_executor_of_the_same_backfill_is_refused(work, home):
 
 def test_a_deleted_children_lock_never_lets_new_attempts_run_beside_live_orphans(work, home):
     """SIGKILL the executor, delete .children.lock: --continue still finds the orphans (records and environment),
-    stops them by PID before launching, and no partition ever has two live children."""
+    stops them by PID before launching, and no partition ever has two live children; the dead executor's
+    temporary file is cleared."""
     locks = work / "locks"
     locks.mkdir()
     process = start_background(
@@ -168,10 +169,14 @@ def test_a_deleted_children_lock_never_lets_new_attempts_run_beside_live_orphans
     os.kill(process.pid, signal.SIGKILL)
     process.communicate(timeout=10)
     (backfill / ".children.lock").unlink()
+    # What a record write cut by the SIGKILL leaves: a temporary file named after the dead executor.
+    litter = backfill / "partitions" / f".{'0' * 64}.json.{process.pid}.140000.tmp"
+    litter.write_text("{")
     resumed = run_backfill(
         "--continue", backfill.name, "--max-parallel", "2", cwd=work, env={**home, "CHILD_SLEEP": "0"}
     )
     assert resumed.returncode == 0, resumed.stderr
+    assert not litter.exists()
     assert not any(alive(pid) for pid in orphans)
     assert not (locks / "OVERLAP").exists()
     assert [r["status"] for r in records(backfill)] == ["succeeded"] * 6

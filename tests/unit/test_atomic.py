@@ -106,3 +106,21 @@ def test_a_full_disk_leaves_no_temporary_file_and_the_old_file_whole(tmp_path):
         assert sorted(p.name for p in disk.iterdir()) == ["record.json"]
     finally:
         subprocess.run(["umount", str(disk)], check=False)
+
+
+def test_stale_temporaries_of_dead_writers_are_removed_and_live_ones_kept(tmp_path):
+    """A writer killed before its rename leaves `.name.PID.TID.tmp`: removed once that PID is gone; the file of a
+    live writer (this process) and every other file stay."""
+    import subprocess
+    import sys
+
+    from engine.base.atomic import remove_stale_temporaries, temporary_name
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)
+    stale = tmp_path / f".a.json.{dead_pid}.140000.tmp"
+    live = temporary_name(tmp_path / "b.json")
+    for path in (stale, live, tmp_path / "c.json", tmp_path / "notes.tmp", tmp_path / ".d.json.x.1.tmp"):
+        path.write_text("{}")
+    assert remove_stale_temporaries(tmp_path) == [stale]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, "c.json", "notes.tmp", ".d.json.x.1.tmp"])

@@ -1,0 +1,129 @@
+"""The crash campaign kept as a test: random stops of a real executor, then resumes, until the backfill is done.
+
+Each trial plans a few days of children that hold a per-partition ``flock`` (a second live child of the same
+partition writes ``OVERLAP``) and append a ledger line when their work is done. At a random moment the executor
+gets SIGKILL (its children left alive as orphans, sometimes with ``.children.lock`` deleted too), SIGTERM or
+SIGINT; ``--continue`` follows, itself sometimes stopped the same way, until one runs to its end. Then:
+
+- no partition ever had two live children (no ``OVERLAP``);
+- every partition is ``succeeded``, and each success is true: its attempt's PID is in the ledger;
+- no child of any executor is left alive, and no temporary file is left in the store.
+
+The default suite runs ``CI_TRIALS`` trials; the long campaign is marked slow and runs outside it:
+``pytest -m slow tests/campaigns`` (``BACKFILL_CAMPAIGN_TRIALS`` sets its size, 200 by default).
+A failing trial prints its seed; ``BACKFILL_CAMPAIGN_SEED`` replays it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.backfills import child_command, records, start_background, state_dirs
+from tests.conftest import run_backfill
+
+CI_TRIALS = 10
+SLOW_TRIALS = int(os.environ.get("BACKFILL_CAMPAIGN_TRIALS", "200"))
+STOPS = ["SIGKILL", "SIGKILL", "SIGKILL and delete .children.lock", "SIGTERM", "SIGINT"]
+
+
+def ledger_pids(ledger: Path) -> set[int]:
+    if not ledger.exists():
+        return set()
+    return {json.loads(line)["pid"] for line in ledger.read_text().splitlines() if line.strip()}
+
+
+def children_of_backfill(backfill_id: str) -> list[psutil.Process]:
+    """Live processes whose environment names this backfill: every child, orphaned or not."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.environ().get("BACKFILL_ID") == backfill_id and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process)
+        except psutil.Error:
+            continue
+    return found
+
+
+def stop_at_random(process: subprocess.Popen[str], work: Path, rng: random.Random, how: str, seed: int) -> None:
+    """Wait a random moment, then stop the executor the way ``how`` says and reap it."""
+    time.sleep(rng.uniform(0.05, 1.5))
+    signum = {"SIGTERM": signal.SIGTERM, "SIGINT": signal.SIGINT}.get(how, signal.SIGKILL)
+    if process.poll() is None:
+        os.kill(process.pid, signum)
+    process.communicate(timeout=120)
+    stores = list((work / "logs" / "backfills").glob("*/"))
+    assert all((store / "manifest.json").exists() for store in stores), f"seed {seed}: a store without manifest"
+    for backfill in state_dirs(work / "logs" / "backfills"):
+        if signum != signal.SIGKILL:  # a stop, not a kill: every child was waited for
+            assert not children_of_backfill(backfill.name), f"seed {seed}: children outlived {how}"
+        elif how.endswith("delete .children.lock"):
+            (backfill / ".children.lock").unlink(missing_ok=True)
+
+
+def run_trial(seed: int, root: Path, home: dict[str, str]) -> None:
+    rng = random.Random(seed)
+    work = root / f"trial-{seed}"
+    (work / ".git").mkdir(parents=True)
+    locks, ledger = work / "locks", work / "ledger.jsonl"
+    locks.mkdir()
+    days = rng.randint(4, 12)
+    parallel = str(rng.randint(1, 4))
+    command = child_command("--exclusive-dir", str(locks), "--spans", str(ledger))
+    plan = ["--command", command, "--start-date", "2024-01-01", "--end-date", f"2024-01-{days:02d}"]
+    env = {**home, "CHILD_SLEEP": f"{rng.uniform(0.05, 0.8):.2f}", "BACKFILL_STOP_GRACE": "5"}
+
+    first = start_background(*plan, "--max-parallel", parallel, cwd=work, env=env)
+    how = rng.choice(STOPS)
+    stop_at_random(first, work, rng, how, seed)
+    found = state_dirs(work / "logs" / "backfills")
+    if not found:  # stopped before the store was made: nothing to resume, nothing may run
+        assert not list(locks.glob("*.lock")), f"seed {seed}: children ran without a store"
+        return
+    [backfill] = found
+    stops = [how]
+    while rng.random() < 0.5 and len(stops) < 4:  # the resume is stopped too, sometimes more than once
+        how = rng.choice(STOPS)
+        resume = start_background("--continue", backfill.name, cwd=work, env=env)
+        stop_at_random(resume, work, rng, how, seed)
+        stops.append(how)
+    final = run_backfill("--continue", backfill.name, cwd=work, env=env, timeout=300)
+    context = f"seed {seed}, {days} days × {parallel}, stops {stops}:\n{final.stdout}\n{final.stderr}"
+    assert final.returncode == 0, context
+    assert not (locks / "OVERLAP").exists(), f"two live children of one partition: {context}"
+    finished = records(backfill)
+    assert [r["status"] for r in finished] == ["succeeded"] * days, context
+    done = ledger_pids(ledger)
+    for record in finished:
+        assert record["attempts"][-1]["pid"] in done, f"a success nobody did, partition {record['index']}: {context}"
+    leftovers = children_of_backfill(backfill.name)
+    assert not leftovers, f"children left alive: {leftovers}: {context}"
+    assert not [p for p in backfill.rglob("*") if ".tmp" in p.name], context
+
+
+def trial_seeds(count: int) -> list[int]:
+    if "BACKFILL_CAMPAIGN_SEED" in os.environ:
+        return [int(os.environ["BACKFILL_CAMPAIGN_SEED"])]
+    base = random.SystemRandom().randrange(1 << 30)
+    return [base + i for i in range(count)]
+
+
+def test_random_stops_and_resumes_never_overlap_lose_or_leave_work_behind(tmp_path, home):
+    """Ten trials of random SIGKILL/SIGTERM/SIGINT and resumes: no overlap, every success true, no child left."""
+    for seed in trial_seeds(CI_TRIALS):
+        run_trial(seed, tmp_path, home)
+
+
+@pytest.mark.slow
+def test_the_long_kill_campaign(tmp_path, home):
+    """The same trials by the hundred (BACKFILL_CAMPAIGN_TRIALS, 200 by default): run outside the default suite."""
+    for seed in trial_seeds(SLOW_TRIALS):
+        run_trial(seed, tmp_path, home)
