@@ -66,13 +66,13 @@ def period_of(unit: CalendarUnit, instant: int, zone: tzinfo) -> int:
     """Key of the period holding an instant: the last period that starts at or before it.
 
     Usually the period of the instant's local date; where clocks fall back
-    across midnight, late wall times of one day come after the next day began.
+    across midnight, late wall times of one day come after the next day began,
+    so the date's period can be too early, never too late (a local day starts
+    at or before every instant that shows its date).
     """
     key = unit.key_of(local_date(instant, zone))
     while period_start(unit, key + 1, zone) <= instant:
         key += 1
-    while period_start(unit, key, zone) > instant:
-        key -= 1
     return key
 
 

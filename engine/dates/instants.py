@@ -99,7 +99,8 @@ def resolve_local(wall: datetime, zone: tzinfo) -> LocalResolution:
 def _first_instant_after_gap(before: int, after: int, zone: tzinfo) -> int:
     """The transition instant in (before, after]: where the offset changes.
 
-    Transitions in the tz database fall on whole seconds, so bisect seconds.
+    Transitions in the tz database fall on whole seconds, so bisect seconds. ``before`` lies a whole
+    gap (at least a minute) before the transition, so only ``after`` can bound the result.
     """
     low_offset = offset_micros(before, zone)
     lo = before // MICROS_PER_SECOND
@@ -110,7 +111,7 @@ def _first_instant_after_gap(before: int, after: int, zone: tzinfo) -> int:
             lo = mid
         else:
             hi = mid
-    return max(before + 1, min(after, hi * MICROS_PER_SECOND))
+    return min(after, hi * MICROS_PER_SECOND)
 
 
 @lru_cache(maxsize=4096)
@@ -142,6 +143,12 @@ _TIMESTAMP = re.compile(
 )
 
 
+BOUNDARY_FORMATS = (
+    "use YYYY-MM-DD, YYYY-MM-DDTHH:MM[:SS[.ffffff]] "
+    "or a timestamp with an offset such as 2024-01-01T06:00:00Z or 2024-01-01T06:00:00+02:00"
+)
+
+
 @dataclass(frozen=True)
 class Boundary:
     """A parsed --start-date / --end-date value."""
@@ -156,23 +163,19 @@ class Boundary:
 def parse_boundary(text: str, flag: str) -> Boundary:
     """Parse a date, an unzoned timestamp or a timestamp with an offset; whole microseconds only."""
     value = text.strip()
-    accepted = (
-        f"{flag} {text!r} is not a date or timestamp: use YYYY-MM-DD, YYYY-MM-DDTHH:MM[:SS[.ffffff]] "
-        "or a timestamp with an offset such as 2024-01-01T06:00:00Z or 2024-01-01T06:00:00+02:00"
-    )
     if match := _DATE.fullmatch(value):
         year, month, day = (int(g) for g in match.groups())
         try:
             return Boundary(text, "date", day=date(year, month, day))
         except ValueError:
-            raise BadInput(f"{flag} {text!r} is not a real calendar date: {accepted.split(': ', 1)[1]}") from None
+            raise BadInput(f"{flag} {text!r} is not a real calendar date: {BOUNDARY_FORMATS}") from None
     match = _TIMESTAMP.fullmatch(value)
     if not match:
-        raise BadInput(accepted)
+        raise BadInput(f"{flag} {text!r} is not a date or timestamp: {BOUNDARY_FORMATS}")
     year, month, day, hour, minute, second, fraction, offset = match.groups()
     micros = 0
     if fraction:
-        digits = fraction.rstrip("0") if len(fraction) > 6 else fraction
+        digits = fraction.rstrip("0")  # trailing zeros say nothing finer than a microsecond
         if len(digits) > 6:
             raise BadInput(f"{flag} {text!r} is finer than a microsecond: give at most 6 fractional digits of a second")
         micros = int(digits.ljust(6, "0"))

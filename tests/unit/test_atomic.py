@@ -124,3 +124,54 @@ def test_stale_temporaries_of_dead_writers_are_removed_and_live_ones_kept(tmp_pa
         path.write_text("{}")
     assert remove_stale_temporaries(tmp_path) == [stale]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, "c.json", "notes.tmp", ".d.json.x.1.tmp"])
+
+
+def test_files_and_directories_are_private_whatever_the_umask(tmp_path):
+    """Records may name commands and hosts: files are 0600 and every directory created on the way is 0700, even
+    under a permissive umask; a directory that already existed keeps its mode."""
+    from engine.base.atomic import ensure_directory
+
+    existing = tmp_path / "existing"
+    existing.mkdir(mode=0o755)
+    os.chmod(existing, 0o755)
+    previous = os.umask(0o022)
+    try:
+        write_atomic(existing / "a" / "b" / "record.json", b"{}")
+        ensure_directory(tmp_path / "c" / "d")
+        ensure_directory(tmp_path / "c" / "d")  # twice: nothing to do, no error
+    finally:
+        os.umask(previous)
+    mode = lambda path: path.stat().st_mode & 0o777  # noqa: E731
+    assert mode(existing / "a" / "b" / "record.json") == 0o600
+    assert [mode(existing / "a"), mode(existing / "a" / "b")] == [0o700, 0o700]
+    assert [mode(tmp_path / "c"), mode(tmp_path / "c" / "d")] == [0o700, 0o700]
+    assert mode(existing) == 0o755
+
+
+def test_a_write_that_is_not_durable_never_fsyncs(tmp_path, monkeypatch):
+    """durable=False (the counts cache): no fsync of the file nor of the directory; sync_parent=False: the file
+    only (the caller syncs the directory once for a batch)."""
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(atomic.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    write_atomic(tmp_path / "cache.json", b"{}", durable=False)
+    assert synced == []
+    write_atomic(tmp_path / "record.json", b"{}", sync_parent=False)
+    assert len(synced) == 1
+    assert (tmp_path / "cache.json").read_bytes() == (tmp_path / "record.json").read_bytes() == b"{}"
+
+
+def test_the_original_error_survives_a_failed_cleanup(tmp_path, monkeypatch):
+    """The rename fails and the temporary file is already gone: the caller sees the rename's error (a full
+    disk, say), not a FileNotFoundError from the cleanup."""
+    import errno
+
+    def failing_replace(source, _target):
+        os.unlink(source)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(atomic.os, "replace", failing_replace)
+    with pytest.raises(OSError) as raised:
+        write_atomic(tmp_path / "record.json", b"{}")
+    assert raised.value.errno == errno.ENOSPC
+    assert list(tmp_path.iterdir()) == []

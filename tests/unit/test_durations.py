@@ -62,3 +62,30 @@ def test_durations_print_in_go_units_without_zero_components():
         "1µs",
         "30s",
     ]
+
+
+def test_a_leading_plus_is_allowed_once_and_terms_are_read_in_order():
+    """Go accepts "+6h"; "++6h" is not a duration; every term of a compound duration counts once."""
+    assert parse_duration("+6h", "--timeout") == 6 * 3_600_000_000
+    assert parse_duration("+1h30m15s", "--timeout") == (3600 + 30 * 60 + 15) * 1_000_000
+    with pytest.raises(BadInput, match="is not a duration"):
+        parse_duration("++6h", "--timeout")
+
+
+def test_formatting_at_each_unit_boundary_and_below_zero():
+    """Exact spellings where the unit changes (µs, ms, s), for a fraction with a leading zero, and for negatives."""
+    cases = {
+        0: "0s",
+        1: "1µs",
+        999: "999µs",
+        1_000: "1ms",
+        1_001: "1.001ms",
+        1_050: "1.05ms",
+        999_999: "999.999ms",
+        1_000_000: "1s",
+        1_000_001: "1.000001s",
+        60_000_000: "1m",
+        -1_500: "-1.5ms",
+        -3_600_000_000: "-1h",
+    }
+    assert {micros: format_duration(micros) for micros in cases} == cases

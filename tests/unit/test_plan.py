@@ -142,3 +142,24 @@ def test_count_and_random_access_do_not_enumerate():
     assert next(plan.iterate(reverse=True)) == last
     with pytest.raises(IndexError):
         plan.interval(len(plan))
+
+
+def test_partition_units_parse_to_their_canonical_names():
+    """Calendar names in any case and spacing, hourly as a one-hour step, durations by their Go spelling."""
+    from engine.dates.calendar import CalendarUnit
+    from engine.dates.plan import HOUR, PartitionUnit
+
+    assert parse_unit(" Weekly ") == PartitionUnit("weekly", calendar=CalendarUnit.WEEK)
+    assert parse_unit("DAILY") == PartitionUnit("daily", calendar=CalendarUnit.DAY)
+    assert parse_unit("Hourly") == PartitionUnit("hourly", step=HOUR)
+    assert parse_unit("90m") == PartitionUnit("1h30m", step=90 * 60_000_000)
+    assert parse_unit(".5h") == PartitionUnit("30m", step=HOUR // 2)
+    assert parse_unit("+15m") == PartitionUnit("15m", step=15 * 60_000_000)
+    assert not parse_unit("6h").is_calendar and parse_unit("monthly").is_calendar
+    for text in ("", "  ", "h6"):
+        with pytest.raises(BadInput) as raised:
+            parse_unit(text)
+        assert str(raised.value) == (
+            f"--partition {text!r} is not a partition unit: use hourly, daily, weekly, monthly, yearly "
+            "or a positive Go duration such as 6h, 90m or 15m"
+        )

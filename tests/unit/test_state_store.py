@@ -1,0 +1,200 @@
+"""The state store in-process: creation all or nothing, strict reads, generations, and the .gitignore entry."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+
+import orjson
+import pytest
+
+from engine.base.errors import BadInput, StateUnreadable, StateWriteFailed
+from engine.dates.instants import load_zone
+from engine.dates.plan import Plan, parse_unit
+from engine.store.records import Attempt, PartitionRecord
+from engine.store.state_store import StateStore, add_to_gitignore, default_state_root, new_backfill_id
+from engine.store.status import Status
+
+DAY = 86_400_000_000
+PLAN = Plan(0, 4 * DAY, load_zone("UTC"), parse_unit("daily"))
+
+
+def id_of(start: int, end: int) -> str:
+    return f"{start:016x}{end:016x}"
+
+
+def record(index: int, status: str, attempts: list[str]) -> PartitionRecord:
+    interval = PLAN.interval(index)
+    return PartitionRecord(
+        id_of(interval.start, interval.end),
+        index,
+        "",
+        "",
+        interval.start,
+        interval.end,
+        status,
+        [Attempt(f"run-{index}-{n}", a, "2024-01-01T00:00:00Z", duration=1.5 * n) for n, a in enumerate(attempts, 1)],
+    )
+
+
+def mode(path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_a_new_store_holds_its_manifest_and_private_directories(tmp_path):
+    """create() makes the directory, partitions/ and children/ (0700) and an indented manifest (0600)."""
+    store = StateStore(tmp_path / "root" / "20240101-000000-abcdef")
+    store.create({"format": 1, "target": "true"})
+    assert store.id == "20240101-000000-abcdef"
+    assert [mode(p) for p in (store.directory, store.partitions, store.children)] == [0o700] * 3
+    manifest = store.directory / "manifest.json"
+    assert mode(manifest) == 0o600
+    assert manifest.read_bytes() == b'{\n  "format": 1,\n  "target": "true"\n}\n'
+    assert store.read_manifest() == {"format": 1, "target": "true"}
+
+
+def test_a_store_that_cannot_be_completed_leaves_nothing(tmp_path):
+    """An existing partitions/ makes creation fail half-way: the directory is removed, nothing was started."""
+    store = StateStore(tmp_path / "b1")
+    original_mkdir = os.mkdir
+
+    def failing_mkdir(path, mode=0o777):
+        if str(path).endswith("children"):
+            raise OSError(28, "No space left on device")
+        return original_mkdir(path, mode)
+
+    os.mkdir = failing_mkdir
+    try:
+        with pytest.raises(StateWriteFailed) as raised:
+            store.create({"format": 1})
+    finally:
+        os.mkdir = original_mkdir
+    assert (
+        str(raised.value) == f"cannot save backfill b1 under {tmp_path} (No space left on device): nothing was started"
+    )
+    assert not store.directory.exists()
+
+
+def test_an_unusable_state_directory_is_bad_input(tmp_path):
+    """A file where the state root should be, or a root we cannot write: one line naming it."""
+    (tmp_path / "file").write_text("")
+    with pytest.raises(BadInput) as raised:
+        StateStore(tmp_path / "file" / "b1").create({"format": 1})
+    assert str(raised.value) == f"state directory '{tmp_path}/file' is not a writable directory: give one that is"
+    with pytest.raises(BadInput) as raised:
+        StateStore(tmp_path / "file" / "sub" / "b1").create({"format": 1})
+    assert str(raised.value) == (
+        f"state directory '{tmp_path}/file/sub' cannot be used (Not a directory): give a writable directory"
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (None, "is missing: {dir} is not a backfill"),
+        (b"{", "is not valid JSON"),
+        (b"[1]", "has an unknown format: it was not written by this backfill"),
+        (b'{"format": 2}', "has an unknown format: it was not written by this backfill"),
+    ],
+)
+def test_a_manifest_is_read_strictly(tmp_path, content, problem):
+    """Missing, garbled or foreign manifests are errors naming the file, never guessed at."""
+    store = StateStore(tmp_path / "b1")
+    store.directory.mkdir()
+    if content is not None:
+        (store.directory / "manifest.json").write_bytes(content)
+    with pytest.raises(StateUnreadable) as raised:
+        store.read_manifest()
+    assert str(store.directory / "manifest.json") in str(raised.value)
+    assert problem.format(dir=store.directory) in str(raised.value)
+
+
+def test_the_board_counts_every_record_and_lists_the_running_ones(tmp_path):
+    """Statuses, attempt counts and last durations come from the records; temporary files are ignored."""
+    store = StateStore(tmp_path / "b1")
+    store.create({"format": 1})
+    store.write_record(record(0, "succeeded", ["failed", "succeeded"]), durable=True)
+    store.write_record(record(2, "running", ["running"]), durable=False)
+    (store.partitions / f".{id_of(0, DAY)}.json.1.2.tmp").write_text("{")
+    board, running = store.load_board(PLAN, id_of)
+    assert [board.status(i) for i in range(4)] == [Status.SUCCEEDED, Status.QUEUED, Status.RUNNING, Status.QUEUED]
+    assert [board.attempts(i) for i in range(4)] == [2, 0, 1, 0]
+    assert board.duration(0) == 3.0
+    assert [r.index for r in running] == [2]
+    assert store.read_record(id_of(DAY, 2 * DAY), PLAN, id_of) is None
+    assert store.read_record(id_of(0, DAY), PLAN, id_of).status == "succeeded"
+    assert sorted(p.name for p in store.record_files()) == sorted(
+        [f"{id_of(0, DAY)}.json", f"{id_of(2 * DAY, 3 * DAY)}.json"]
+    )
+
+
+def test_missing_records_directory_is_an_error_not_a_fresh_start(tmp_path):
+    """A deleted partitions/ would rerun everything silently: it is an error naming the directory."""
+    store = StateStore(tmp_path / "b1")
+    store.create({"format": 1})
+    store.partitions.rmdir()
+    with pytest.raises(StateUnreadable, match="partitions is missing: the records of backfill b1 are gone"):
+        store.load_board(PLAN, id_of)
+    assert list(store.record_files()) == []
+
+
+def test_generations_round_trip_and_garbled_ones_are_errors(tmp_path):
+    """The last executor's generation is read back as written; a missing file is None; anything else is an error."""
+    store = StateStore(tmp_path / "b1")
+    store.create({"format": 1})
+    assert store.read_generation() is None
+    written = store.write_generation(3, 1234, 1700000000.5, "2024-01-01T00:00:00Z")
+    assert store.read_generation() == written
+    assert (written.number, written.pid, written.pid_started, written.started_at) == (
+        3,
+        1234,
+        1700000000.5,
+        "2024-01-01T00:00:00Z",
+    )
+    assert orjson.loads(store.generation_path.read_bytes())["host"] == written.host != ""
+    for content, problem in [
+        (b"{", "cannot be read"),
+        (b'{"generation": 1}', "lacks 'pid'"),
+        (b'{"generation": true, "pid": 1, "pid_started": 0, "host": "h", "started_at": ""}', "has generation True"),
+        (b'{"generation": 0, "pid": 1, "pid_started": 0, "host": "h", "started_at": ""}', "has generation 0"),
+        (b'{"generation": "2", "pid": 1, "pid_started": 0, "host": "h", "started_at": ""}', "has generation '2'"),
+    ]:
+        store.generation_path.write_bytes(content)
+        with pytest.raises(StateUnreadable, match=re.escape(problem)):
+            store.read_generation()
+
+
+def test_the_state_root_is_ignored_by_git_once(tmp_path):
+    """One entry is added, with a comment, after a last line without newline; a parent already ignored, a second
+    call or a root outside the repository add nothing; comments and negations are not taken for entries."""
+    repository = tmp_path / "repo"
+    repository.mkdir()
+    root = default_state_root(repository)
+    assert root == repository / "logs" / "backfills"
+    (repository / ".gitignore").write_text("# logs/backfills\n!logs/backfills\n*.pyc")
+    add_to_gitignore(repository, root)
+    add_to_gitignore(repository, root)
+    add_to_gitignore(repository, tmp_path / "elsewhere")
+    assert (repository / ".gitignore").read_text() == (
+        "# logs/backfills\n!logs/backfills\n*.pyc\n"
+        "# backfill state (manifests, partition records, child logs)\n/logs/backfills/\n"
+    )
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / ".gitignore").write_text("/logs/\n")
+    add_to_gitignore(other, default_state_root(other))
+    assert (other / ".gitignore").read_text() == "/logs/\n"
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    add_to_gitignore(fresh, default_state_root(fresh))
+    assert (fresh / ".gitignore").read_text() == (
+        "# backfill state (manifests, partition records, child logs)\n/logs/backfills/\n"
+    )
+
+
+def test_backfill_ids_sort_by_creation_and_do_not_repeat():
+    """IDs are UTC time to the second plus 6 hex digits."""
+    ids = {new_backfill_id() for _ in range(200)}
+    assert len(ids) == 200
+    assert all(re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{6}", i) for i in ids)
