@@ -5,9 +5,9 @@ it with :meth:`Executor.request_stop`. Every attempt is recorded before its
 child is waited on and again, durably, when it ends; children are always
 waited for, whatever happens.
 
-Stopping a child (cancel, fail-fast, timeout) sends SIGINT to its process group,
-SIGTERM two seconds later, and SIGKILL once the grace period (30 s by default)
-has passed.
+Stopping a child (cancel, fail-fast, timeout) sends one signal to its process
+group (SIGINT, or SIGTERM when we were terminated), and SIGKILL only once the
+grace period (30 s by default) has passed.
 """
 
 from __future__ import annotations

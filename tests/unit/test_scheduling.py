@@ -1,0 +1,155 @@
+"""The executor's scheduling, in-process over real children: bounds, order, retries, failure policies, stops."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.execute.backfill import Prepared, create_backfill
+from engine.execute.executor import Outcome
+from engine.pipeline.options import RunOptions
+from engine.spec.backfill_spec import ExecutionOptions
+from engine.spec.planning import plan_request
+from tests.backfills import child_command, max_overlap, read_spans, records
+
+
+def prepare(work: Path, command: str, days: int, **options) -> Prepared:
+    planned = plan_request(
+        target=None,
+        command=command,
+        name=None,
+        start="2024-01-01",
+        end=f"2024-01-{days:02d}",
+        timezone="UTC",
+        partition="daily",
+        environment=None,
+        config_file=None,
+        run_options=RunOptions(),
+        options=ExecutionOptions(**options),
+        force=False,
+    )
+    return create_backfill(planned, state_dir=str(work / "states"), cwd=work)
+
+
+LAUNCHED: list[int] = []
+
+
+def run(work: Path, days: int, *child_args: str, grace: float = 5.0, **options) -> tuple[Outcome, Prepared]:
+    """Run to the end; ``LAUNCHED`` is left holding the partition indices in the order they were launched."""
+    command = child_command("--spans", str(work / "spans.jsonl"), *child_args)
+    prepared = prepare(work, command, days, **options)
+    executor = prepared.executor(grace=grace)
+    outcome = executor.run()
+    LAUNCHED[:] = [event.index for event in executor.snapshot().events if event.kind == "started"]
+    return outcome, prepared
+
+
+@pytest.fixture
+def work(tmp_path) -> Path:
+    (tmp_path / ".git").mkdir()
+    return tmp_path
+
+
+def test_never_more_children_than_the_bound_and_oldest_first(work, monkeypatch):
+    """Six 0.4 s children at most two at a time: exactly two overlap, launched in index order, all succeed."""
+    monkeypatch.setenv("CHILD_SLEEP", "0.4")
+    outcome, prepared = run(work, 6, max_parallel=2)
+    spans = read_spans(work / "spans.jsonl")
+    assert max_overlap([(s["began"], s["ended"]) for s in spans]) == 2
+    assert LAUNCHED == [0, 1, 2, 3, 4, 5]
+    assert (outcome.status, outcome.selected, outcome.failed_in_run) == ("succeeded", 6, [])
+    assert outcome.counts["succeeded"] == 6
+    assert [r["status"] for r in records(prepared.store.directory)] == ["succeeded"] * 6
+
+
+def test_reverse_runs_the_newest_first(work):
+    """--reverse launches from the last partition down."""
+    run(work, 4, max_parallel=1, reverse=True)
+    assert LAUNCHED == [3, 2, 1, 0]
+
+
+def test_a_retry_runs_right_after_the_failure_and_only_as_often_as_allowed(work):
+    """Every first attempt fails: with 2 retries each partition takes exactly 2 attempts (a1 failed, a2
+    succeeded), and the retry runs before the next partition starts."""
+    outcome, prepared = run(work, 3, "--fail-first-attempt", str(work), max_parallel=1, retries=2)
+    assert outcome.status == "succeeded"
+    for record in records(prepared.store.directory):
+        assert [(a["run_id"].rsplit("-", 2)[1:], a["status"]) for a in record["attempts"]] == [
+            ([f"p{record['index']}", "a1"], "failed"),
+            ([f"p{record['index']}", "a2"], "succeeded"),
+        ]
+    assert LAUNCHED == [0, 0, 1, 1, 2, 2]
+
+
+def test_without_retries_a_failure_stops_new_launches(work):
+    """on-failure stop: the failed partition ends the run; later partitions stay queued, never started."""
+    outcome, prepared = run(work, 5, "--fail-on", "2024-01-02", max_parallel=1, on_failure="stop")
+    assert (outcome.status, outcome.failed_in_run) == ("failed", [1])
+    assert [r["status"] for r in records(prepared.store.directory)] == ["succeeded", "failed"]
+    assert prepared.board.counts()["queued"] == 3
+    assert LAUNCHED == [0, 1]
+
+
+def test_on_failure_continue_runs_everything_else(work):
+    """on-failure continue: the other partitions all run; the run is failed, naming every failed partition."""
+    outcome, prepared = run(
+        work, 5, "--fail-on", "2024-01-02", "--fail-on", "2024-01-04", max_parallel=2, on_failure="continue"
+    )
+    assert (outcome.status, sorted(outcome.failed_in_run)) == ("failed", [1, 3])
+    statuses = [r["status"] for r in records(prepared.store.directory)]
+    assert statuses == ["succeeded", "failed", "succeeded", "failed", "succeeded"]
+
+
+def test_fail_fast_cancels_the_children_still_running(work, monkeypatch):
+    """fail-fast: when the 0.2 s partition fails, its 30 s sibling is cancelled at once, with the reason."""
+    monkeypatch.setenv("CHILD_SLEEP", "0")
+    command = child_command("--fail-on", "2024-01-02", "--sleep", "0.2")
+    slow = child_command("--sleep", "30")
+    template = f"sh -c 'case {{start}} in 2024-01-01*) exec {slow} ;; *) exec {command} ;; esac'"
+    prepared = prepare(work, template, 2, max_parallel=2, on_failure="fail-fast")
+    started = time.monotonic()
+    outcome = prepared.executor(grace=5).run()
+    assert time.monotonic() - started < 20
+    assert outcome.status == "failed"
+    first, second = records(prepared.store.directory)
+    assert (first["status"], first["attempts"][-1]["error"]) == (
+        "cancelled",
+        "cancelled: fail-fast after partition 1 failed",
+    )
+    assert second["status"] == "failed"
+
+
+def test_a_child_past_its_timeout_fails_with_the_timeout_named(work):
+    """--timeout 300ms stops a 30 s child: failed, "timed out after 300ms", well before 30 s."""
+    started = time.monotonic()
+    outcome, prepared = run(work, 1, "--sleep", "30", timeout=300_000)
+    assert time.monotonic() - started < 20
+    [record] = records(prepared.store.directory)
+    assert (outcome.status, record["status"], record["attempts"][-1]["error"]) == (
+        "failed",
+        "failed",
+        "timed out after 300ms",
+    )
+
+
+def test_a_requested_stop_cancels_what_runs_and_launches_nothing_more(work):
+    """request_stop while two 30 s children run: both cancelled with the reason, the rest never started."""
+    prepared = prepare(work, child_command("--sleep", "30"), 5, max_parallel=2)
+    executor = prepared.executor(grace=5)
+    result: dict[str, Outcome] = {}
+    thread = threading.Thread(target=lambda: result.setdefault("outcome", executor.run()))
+    thread.start()
+    deadline = time.monotonic() + 20
+    while len(executor.snapshot().running) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    executor.request_stop("operator said so")
+    thread.join(30)
+    assert result["outcome"].status == "cancelled"
+    stopped = records(prepared.store.directory)
+    assert [(r["index"], r["status"], r["attempts"][-1]["error"]) for r in stopped] == [
+        (0, "cancelled", "cancelled: operator said so"),
+        (1, "cancelled", "cancelled: operator said so"),
+    ]
