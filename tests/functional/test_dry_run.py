@@ -172,6 +172,7 @@ def test_text_plan_is_static_and_paginated(shop, home):
     out = result.stdout
     assert "range        2024-01-01T00:00:00Z → 2024-02-01T00:00:00Z (end exclusive)" in out
     assert "parallelism  1 (requested 3; connection 'warehouse' is a writable DuckDB file" in out
+    assert "file (one writer process at a time)) × 16 workers" in out
     assert "partitions: 31 (queued 31)" in out
     assert out.count(" queued ") == 10
     assert "showing 1–10 of 31; next page: repeat with --offset 10 --limit 10" in out
@@ -198,6 +199,20 @@ def test_command_targets_need_no_configuration(tmp_path, home):
     assert doc["backfill"]["target"] == "echo {start} {end}" and doc["backfill"]["name"] == "echo"
     assert doc["backfill"]["partition"] == "1h30m" and doc["summary"]["total"] == 4
     assert doc["options"]["effective_max_parallel"] == 3 and doc["options"]["parallelism_reason"] is None
+    text = run_backfill(
+        "--command",
+        "echo {start}",
+        "--start-date",
+        "2024-01-01",
+        "--end-date",
+        "2024-01-02",
+        "--dry-run",
+        "--max-parallel",
+        "3",
+        cwd=tmp_path,
+        env=home,
+    )
+    assert "\n  parallelism  3\n" in text.stdout  # no "× 16 workers": a command runs no assets
 
 
 def test_fall_back_overlap_shows_the_offset_chosen(home):

@@ -153,7 +153,8 @@ def header_lines(planned: Planned, extra: list[tuple[str, str]] | None = None) -
         parallel = f"{parallelism.effective} (requested {parallelism.requested}; {parallelism.reason})"
     else:
         parallel = str(parallelism.effective)
-    lines.append(("parallelism", f"{parallel} × {options.workers} workers"))
+    # Workers are the assets a pipeline child runs at once; a command has none.
+    lines.append(("parallelism", parallel if target.is_command else f"{parallel} × {options.workers} workers"))
     controls = f"retries {options.retries}, on failure {options.on_failure}, " + (
         "newest first" if options.reverse else "oldest first"
     )
