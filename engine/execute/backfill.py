@@ -14,9 +14,10 @@ from typing import Any
 
 from engine.base.errors import BackfillError, BadInput
 from engine.execute.executor import Executor, ExecutorHooks
-from engine.execute.launcher import Launcher
+from engine.execute.launcher import ForkExecLauncher, Launcher
 from engine.execute.rerun import PartitionSelection
 from engine.execute.takeover import Takeover, take_over
+from engine.execute.warm_launcher import WarmLauncher
 from engine.pipeline.config import find_config_file, load_config
 from engine.pipeline.repository import repository_root, resolve_target
 from engine.pipeline.validation import check_pipeline
@@ -51,6 +52,14 @@ class Prepared:
     state_root: Path
     working_directory: str
 
+    @property
+    def launcher_name(self) -> str:
+        """``warm`` for pipeline partitions unless ``--launcher exec``; a command is always exec'd."""
+        return "warm" if self.options.launcher == "warm" and not self.spec.target.is_command else "exec"
+
+    def launcher(self) -> Launcher:
+        return WarmLauncher() if self.launcher_name == "warm" else ForkExecLauncher()
+
     def executor(
         self, *, launcher: Launcher | None = None, hooks: ExecutorHooks | None = None, grace: float | None = None
     ) -> Executor:
@@ -63,7 +72,7 @@ class Prepared:
             self.takeover,
             effective_parallel=self.parallelism.effective,
             working_directory=self.working_directory,
-            launcher=launcher,
+            launcher=launcher or self.launcher(),
             hooks=hooks,
             grace=grace if grace is not None else stop_grace(),
         )

@@ -203,6 +203,7 @@ class Executor:
         finally:
             # Whatever happened (a full disk, a bug of ours), no child outlives this loop unwaited.
             self._stop_everything_and_wait()
+            self.launcher.shutdown()
             self._finished_at = time.time()
             self._selector.close()
             try:
@@ -303,7 +304,12 @@ class Executor:
             run_id = f"{self.store.id}-p{index}-a{number}"
             log_path = self.store.log_path(run_id)
         attempt = Attempt(
-            run_id, "running", now_text(), log=f"children/{run_id}.log", generation=self.takeover.generation.number
+            run_id,
+            "running",
+            now_text(),
+            log=f"children/{run_id}.log",
+            generation=self.takeover.generation.number,
+            launcher=self.launcher.name,
         )
         record.attempts.append(attempt)
         record.status = "running"
@@ -357,7 +363,9 @@ class Executor:
             if fd is not None:
                 self._selector.unregister(fd)
             active.child.close()
-            self._stop_leftovers(active.child.pid)
+            group = active.child.leftover_group()
+            if group is not None:
+                self._stop_leftovers(group)
             with self._lock:
                 del self._active[index]
             attempt = active.attempt

@@ -42,10 +42,19 @@ class Child(Protocol):
     def close(self) -> None:
         """Release descriptors once the child has been reaped."""
 
+    def leftover_group(self) -> int | None:
+        """The process group to clear of leftovers once the attempt ended (``sleep 30 &``), or None when the
+        group outlives attempts by design (a warm runner serves the next partition)."""
+
 
 class Launcher(Protocol):
+    name: str  # "exec" or "warm": shown on the dashboard and in progress lines
+
     def launch(self, spec: ChildSpec) -> Child:
         """Start a child; raise OSError when it cannot be started."""
+
+    def shutdown(self) -> None:
+        """The run is over: release whatever the launcher keeps between children (no child is running)."""
 
 
 class _PopenChild:
@@ -71,9 +80,17 @@ class _PopenChild:
             os.close(self._pidfd)
             self._pidfd = None
 
+    def leftover_group(self) -> int | None:
+        return self.pid
+
 
 class ForkExecLauncher:
     """Today's launcher: fork + exec of the child's argv (no shell)."""
+
+    name = "exec"
+
+    def shutdown(self) -> None:
+        return None
 
     def launch(self, spec: ChildSpec) -> Child:
         log = os.open(spec.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)

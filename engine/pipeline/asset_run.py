@@ -158,7 +158,7 @@ class AssetRun:
         cursor = self.pool.cursor(name)
         with self._lock:
             self._cursor = cursor
-        return Database(cursor, self._annotate)
+        return Database(cursor, self._annotate, lambda: self._stopped)
 
     def _release(self, db: Database) -> None:
         with self._lock:

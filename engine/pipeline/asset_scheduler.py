@@ -46,7 +46,15 @@ class AssetScheduler:
         self._per_connection: dict[str, int] = {}
         self._exclusive: set[str] = set()
         self._finished: queue.Queue[AssetRun] = queue.Queue()
+        self._stopping: str | None = None
         self.peak_concurrency = 0
+
+    def stop(self, reason: str) -> None:
+        """From another thread or a signal handler: start nothing more, interrupt what runs (each finishes
+        as failed with ``reason``, its transaction rolled back); assets not started are reported failed."""
+        self._stopping = self._stopping or reason
+        for run, _started in list(self._active.values()):
+            run.stop(self._stopping)
 
     def _upstream(self, name: str) -> list[str]:
         return [d for d in self.pipeline.upstream(name) if d in self.selected]
@@ -118,6 +126,12 @@ class AssetScheduler:
     def run(self) -> dict[str, AssetResult]:
         pending = set(self.selected)
         while pending or self._active:
+            if self._stopping is not None:
+                for name in sorted(pending):
+                    result = AssetResult(name, self.pipeline.assets[name].kind, FAILED, error=self._stopping)
+                    self.results[name] = result
+                    self.on_finish(result)
+                pending.clear()
             for name in self._ready(pending):
                 if len(self._active) >= self.workers:
                     break

@@ -19,6 +19,36 @@ class DatabaseLocked(Exception):
     """The DuckDB file is held by another process."""
 
 
+class ParkedDatabases:
+    """Database handles a long-lived process (the warm runner) keeps open between runs: opening and closing
+    a DuckDB file costs more than a small partition's SQL. Only handles of runs that fully succeeded are
+    kept; anything else is closed, so a run never starts on a handle an interrupted one left behind."""
+
+    def __init__(self) -> None:
+        self.enabled = False
+        self._handles: dict[tuple[Path, bool], Any] = {}
+
+    def take(self, connection: Connection) -> Any | None:
+        return self._handles.pop((connection.path, connection.read_only), None)
+
+    def put(self, connection: Connection, handle: Any) -> None:
+        if not self.enabled:
+            handle.close()
+            return
+        previous = self._handles.pop((connection.path, connection.read_only), None)
+        if previous is not None and previous is not handle:
+            previous.close()
+        self._handles[(connection.path, connection.read_only)] = handle
+
+    def close_all(self) -> None:
+        while self._handles:
+            _key, handle = self._handles.popitem()
+            handle.close()
+
+
+PARKED = ParkedDatabases()
+
+
 class DuckDBPool:
     def __init__(self, connections: dict[str, Connection]) -> None:
         self._connections = connections
@@ -35,7 +65,9 @@ class DuckDBPool:
         with self._lock:
             handle = self._handles.get(name)
             if handle is None:
-                handle = self._handles[name] = open_database(self._connections[name])
+                connection = self._connections[name]
+                handle = PARKED.take(connection) or open_database(connection)
+                self._handles[name] = handle
             return handle.cursor()
 
     def open_all(self) -> None:
@@ -49,9 +81,15 @@ class DuckDBPool:
         if handle is not None:
             handle.close()
 
-    def close_all(self) -> None:
+    def close_all(self, *, park: bool = False) -> None:
+        """Close every handle; with ``park``, hand them to :data:`PARKED` instead (kept only when enabled)."""
         for name in list(self._handles):
-            self.close(name)
+            if park:
+                with self._lock:
+                    handle = self._handles.pop(name)
+                PARKED.put(self._connections[name], handle)
+            else:
+                self.close(name)
 
 
 def open_database(connection: Connection) -> Any:

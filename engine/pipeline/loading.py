@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,42 @@ def schema_problem(value: Any, schema: dict[str, Any]) -> str | None:
             if problem:
                 return f"has an item {_short(item)} that {problem}"
     return None
+
+
+class PipelineCache:
+    """Parsed pipelines kept by a long-lived process (the warm runner), read again as soon as any file under
+    the pipeline changed (its path, inode, size, modification or change time)."""
+
+    def __init__(self) -> None:
+        self.enabled = False
+        self._entries: dict[Path, tuple[tuple[tuple[str, int, int, int, int], ...], Pipeline]] = {}
+
+    def load(self, directory: Path) -> Pipeline:
+        if not self.enabled:
+            return load_pipeline(directory)
+        signature = _files_signature(directory)
+        cached = self._entries.get(directory)
+        if cached is not None and cached[0] == signature:
+            return cached[1]
+        pipeline = load_pipeline(directory)
+        self._entries[directory] = (signature, pipeline)
+        return pipeline
+
+
+def _files_signature(directory: Path) -> tuple[tuple[str, int, int, int, int], ...]:
+    found = []
+    for root, directories, files in os.walk(directory):
+        directories[:] = sorted(d for d in directories if not d.startswith("."))
+        for name in sorted(files):
+            try:
+                info = os.stat(os.path.join(root, name))
+            except OSError:
+                continue
+            found.append((os.path.join(root, name), info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns))
+    return tuple(found)
+
+
+PIPELINES = PipelineCache()
 
 
 def load_pipeline(directory: Path) -> Pipeline:

@@ -45,14 +45,31 @@ def strip_statement(sql: str) -> str:
     return text
 
 
-class Database:
-    """Runs statements on one DuckDB cursor, prefixing the query annotation comment."""
+class RunStopped(Exception):
+    """The asset was stopped (cancel, timeout): no further statement runs, and nothing is committed."""
 
-    def __init__(self, cursor: Any, annotate: Callable[[str], str]) -> None:
+
+class Database:
+    """Runs statements on one DuckDB cursor, prefixing the query annotation comment.
+
+    ``stopped`` says why the asset was stopped, if it was: an interrupt that lands between two statements
+    (where DuckDB has nothing to interrupt) must still keep the next one, and the COMMIT, from running.
+    """
+
+    def __init__(
+        self, cursor: Any, annotate: Callable[[str], str], stopped: Callable[[], str | None] = lambda: None
+    ) -> None:
         self.cursor = cursor
         self.annotate = annotate
+        self.stopped = stopped
+
+    def raise_if_stopped(self) -> None:
+        reason = self.stopped()
+        if reason is not None:
+            raise RunStopped(reason)
 
     def execute(self, sql: str, parameters: list[Any] | None = None) -> Any:
+        self.raise_if_stopped()
         return self.cursor.execute(self.annotate(sql), parameters or [])
 
     def scalar(self, sql: str, parameters: list[Any] | None = None) -> Any:
@@ -99,6 +116,7 @@ def run_in_transaction(db: Database, work: Callable[[], Any]) -> Any:
     db.cursor.execute("BEGIN TRANSACTION")
     try:
         result = work()
+        db.raise_if_stopped()
         db.cursor.execute("COMMIT")
         return result
     except BaseException:

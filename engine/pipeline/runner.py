@@ -15,7 +15,7 @@ from pathlib import Path
 
 from engine.base.errors import BadInput
 from engine.dates.instants import boundary_instant, format_instant, load_zone, local_day_start, parse_boundary
-from engine.pipeline.asset_run import AssetResult, AssetRun, RunSettings
+from engine.pipeline.asset_run import SUCCEEDED, AssetResult, AssetRun, RunSettings
 from engine.pipeline.asset_scheduler import AssetScheduler
 from engine.pipeline.config import find_config_file, load_config
 from engine.pipeline.duckdb_pool import DatabaseLocked, DuckDBPool
@@ -72,6 +72,36 @@ def prepare_run(request: RunRequest, *, cwd: Path | None = None) -> PreparedRun:
     )
 
 
+class Cancellation:
+    """Stops the run in progress from a signal handler of a long-lived process (the warm runner), which
+    cannot use KeyboardInterrupt: the process must come out of the run whole, ready for the next one."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self._schedulers: list[AssetScheduler] = []
+
+    def reset(self) -> None:
+        self.reason = None
+
+    def cancel(self, reason: str) -> None:
+        """Interrupt every running query and Python asset; a run that has not started its assets yet starts
+        none."""
+        self.reason = self.reason or reason
+        for scheduler in list(self._schedulers):
+            scheduler.stop(self.reason)
+
+    def attach(self, scheduler: AssetScheduler) -> None:
+        self._schedulers.append(scheduler)
+        if self.reason is not None:
+            scheduler.stop(self.reason)
+
+    def detach(self, scheduler: AssetScheduler) -> None:
+        self._schedulers.remove(scheduler)
+
+
+CANCELLATION = Cancellation()
+
+
 def execute_run(prepared: PreparedRun, emit) -> RunResult:
     """Run the selected assets; write ``logs/runs/<run-id>.json``; never raises for asset failures."""
     request, pipeline = prepared.request, prepared.pipeline
@@ -111,13 +141,18 @@ def execute_run(prepared: PreparedRun, emit) -> RunResult:
             timeout=request.timeout,
             on_finish=finished,
         )
-        scheduler.run()
+        CANCELLATION.attach(scheduler)
+        try:
+            scheduler.run()
+        finally:
+            CANCELLATION.detach(scheduler)
         result.results = order
         result.peak_concurrency = scheduler.peak_concurrency
     except DatabaseLocked as error:
         result.error = str(error)
     finally:
-        pool.close_all()
+        whole = not result.error and bool(result.results) and all(r.status == SUCCEEDED for r in result.results)
+        pool.close_all(park=whole)
         result.finished_at = time.time()
     result.record_path = write_run_record(result)
     return result

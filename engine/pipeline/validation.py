@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from engine.base.errors import BadInput
 from engine.pipeline.assets import Problems
 from engine.pipeline.config import Config, Environment
-from engine.pipeline.loading import Pipeline, load_pipeline
+from engine.pipeline.loading import PIPELINES, Pipeline
 from engine.pipeline.repository import Target
 from engine.pipeline.selection import select_assets
 
@@ -32,7 +32,7 @@ class CheckedPipeline:
 
 def check_pipeline(target: Target, config: Config, environment: Environment, options: RunOptions) -> CheckedPipeline:
     """Load and validate the pipeline, the variable overrides, the selection and the connections it needs."""
-    pipeline = load_pipeline(target.pipeline_dir)
+    pipeline = PIPELINES.load(target.pipeline_dir)
     resolved = pipeline.resolve_variables(options.variables)
     target_asset = None
     if target.is_asset:

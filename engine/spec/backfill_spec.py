@@ -20,6 +20,7 @@ from engine.spec.identity import PartitionIds
 from engine.spec.parallelism import Parallelism
 
 ON_FAILURE = ("stop", "continue", "fail-fast")
+LAUNCHERS = ("warm", "exec")
 
 
 @dataclass(frozen=True)
@@ -60,9 +61,11 @@ class ExecutionOptions:
     on_failure: str = "stop"
     reverse: bool = False
     timeout: int | None = None  # microseconds per child
+    launcher: str = "warm"  # pipeline partitions: "warm" runners or "exec" (a new process each)
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "launcher": self.launcher,
             "max_parallel": self.max_parallel,
             "workers": self.workers,
             "retries": self.retries,
@@ -83,6 +86,8 @@ def check_execution_options(options: ExecutionOptions) -> ExecutionOptions:
         raise BadInput(f"--workers {options.workers} is not allowed: use 1 or more")
     if options.retries < 0:
         raise BadInput(f"--retries {options.retries} is not allowed: use 0 or more")
+    if options.launcher not in LAUNCHERS:
+        raise BadInput(f"--launcher {options.launcher!r} is not a launcher: use warm or exec")
     if options.on_failure not in ON_FAILURE:
         raise BadInput(f"--on-failure {options.on_failure!r} is not a policy: use stop, continue or fail-fast")
     return options

@@ -88,9 +88,10 @@ def initial_options(manifest: dict[str, Any]) -> ExecutionOptions:
         on_failure=saved.get("on_failure", "stop"),
         reverse=saved.get("reverse", False),
         timeout=saved.get("timeout"),
+        launcher=saved.get("launcher", "exec"),  # stores from before the warm launcher ran each partition fresh
     )
     for field, value in options.to_json().items():  # checked before anything is launched with them
-        wanted = bool if field == "reverse" else str if field == "on_failure" else int
+        wanted = bool if field == "reverse" else str if field in ("on_failure", "launcher") else int
         if field == "timeout" and value is None:
             continue
         if not isinstance(value, wanted) or (wanted is int and isinstance(value, bool)):

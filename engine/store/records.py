@@ -35,6 +35,7 @@ class Attempt:
     pid_started: float | None = None  # process start time (psutil), so a reused PID is never signalled
     generation: int = 0
     duration: float | None = None  # seconds, once finished
+    launcher: str = "exec"  # "warm": ``pid`` is the runner that served this attempt (and others)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -49,6 +50,7 @@ class Attempt:
             "pid_started": self.pid_started,
             "generation": self.generation,
             "duration": self.duration,
+            "launcher": self.launcher,
         }
 
     @classmethod
@@ -65,6 +67,7 @@ class Attempt:
             pid_started=data.get("pid_started"),
             generation=data.get("generation", 0),
             duration=data.get("duration"),
+            launcher=data.get("launcher", "exec"),
         )
 
 

@@ -55,12 +55,27 @@ def test_an_empty_environment_is_refused(shop, home):
         ("--config-file", ".bruin.yml"),
         ("--downstream",),
         ("--only", "main"),
+        ("--launcher", "warm"),
+        ("--launcher", "exec"),
     ],
 )
 def test_pipeline_options_mean_nothing_for_a_command_and_are_refused(work, home, options):
     """Options of pipeline runs given to a --command backfill are named and refused (they used to change IDs)."""
     line = refused(work, home, "--command", "echo {start}", *DAY, *options)
     assert f"{options[0]} means nothing for a --command backfill" in line
+
+
+@pytest.mark.parametrize("option", [("--launcher", "warm"), ("--workers", "4")])
+def test_pipeline_controls_are_refused_when_resuming_a_command_backfill(work, home, option):
+    """--continue of a command backfill with --launcher or --workers: one line, exit 2, nothing run."""
+    assert run_backfill("--command", "true", *DAY, cwd=work, env=home).returncode == 0
+    [backfill] = list((work / "logs" / "backfills").iterdir())
+    result = run_backfill("--continue", backfill.name, "--rerun", "all", *option, cwd=work, env=home)
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"backfill: error: {option[0]} means nothing for a --command backfill (pipeline partitions only): "
+        "leave it out\n"
+    )
 
 
 def test_bruin_vars_in_the_environment_do_not_change_a_command_backfills_partition_ids(work, home):

@@ -216,6 +216,13 @@ def backfill_parser() -> Parser:
         default=None,
         help="newest partitions first (--no-reverse: oldest first, undoing a saved --reverse)",
     )
+    parser.add_argument(
+        "--launcher",
+        choices=("warm", "exec"),
+        default=None,
+        help="pipeline partitions: warm runners that serve one partition after another (default), "
+        "or exec, a new process each",
+    )
     parser.add_argument("--force", action="store_true", help="allow production environments")
     parser.add_argument("--dry-run", action="store_true", help="show the plan; run and save nothing")
     parser.add_argument("--state-dir", help="root of the state store (default <repository>/logs/backfills)")

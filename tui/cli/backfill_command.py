@@ -40,6 +40,7 @@ PIPELINE_ONLY = (
     ("--var", "var"),
     ("--apply-interval-modifiers", "apply_interval_modifiers"),
     ("--workers", "workers"),
+    ("--launcher", "launcher"),
 )
 
 
@@ -78,6 +79,7 @@ def execution_options(args: argparse.Namespace) -> ExecutionOptions:
         on_failure=args.on_failure or "stop",
         reverse=bool(args.reverse),
         timeout=timeout_arg(args.timeout)[1],
+        launcher=args.launcher or "warm",
     )
 
 

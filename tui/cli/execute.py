@@ -35,9 +35,10 @@ def run_prepared(prepared: Prepared, args: argparse.Namespace) -> int:
     selected = prepared.selection.count(prepared.board)
     parallelism = prepared.parallelism
     capped = f" (capped: {parallelism.reason})" if parallelism.reason else ""
+    runners = ", in warm runners" if prepared.launcher_name == "warm" else ""
     announce.write(
         f"backfill {prepared.store.id}: {selected} of {len(prepared.spec.plan)} partitions to run, "
-        f"{parallelism.effective} at a time{capped}\n"
+        f"{parallelism.effective} at a time{capped}{runners}\n"
         f"  state   {prepared.store.directory}\n  resume  {hint}\n"
     )
     announce.flush()

@@ -11,12 +11,17 @@ import sys
 from collections.abc import Sequence
 
 from engine.base.errors import EXIT_BAD_INPUT, EXIT_CANCELLED, BackfillError
+from engine.execute.warm_launcher import RUNNER_VERB
 from tui.cli.arguments import VERBS, UsageError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == [RUNNER_VERB]:  # internal: started by the warm launcher, never by a person
+        from tui.cli.warm_runner import serve_from_arguments
+
+        return serve_from_arguments(args[1:], main)
     try:
         if args and args[0] in VERBS:
             return _verb(args[0], args[1:])

@@ -51,12 +51,20 @@ def _check_no_plan_inputs(args: argparse.Namespace) -> None:
 
 def resumed_options(args: argparse.Namespace, loaded: Loaded) -> ExecutionOptions:
     """The initial invocation's controls, overridden by those given now."""
+    if loaded.spec.target.is_command:
+        given = [flag for flag, value in (("--workers", args.workers), ("--launcher", args.launcher)) if value]
+        if given:
+            raise UsageError(
+                f"{', '.join(given)} mean{'s' if len(given) == 1 else ''} nothing for a --command backfill "
+                f"(pipeline partitions only): leave {'it' if len(given) == 1 else 'them'} out"
+            )
     options = initial_options(loaded.manifest).with_changes(
         max_parallel=args.max_parallel,
         workers=args.workers,
         retries=args.retries,
         on_failure=args.on_failure,
         reverse=args.reverse,  # --reverse / --no-reverse; None keeps the saved order
+        launcher=args.launcher,
     )
     given, timeout = timeout_arg(args.timeout)
     if given:  # a duration, or `none` to drop a saved timeout

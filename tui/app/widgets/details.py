@@ -137,6 +137,8 @@ class PartitionDetails(Vertical):
             exit_text = f"exit {attempt.exit_code}" if attempt.exit_code is not None else ""
             text.append(f" {_clock(attempt.started_at)} → {_clock(attempt.finished_at)} {duration:>8} {exit_text:>8}")
             text.append(f"  {attempt.run_id}", style="grey58")
+            if attempt.pid:
+                text.append(f"  {'runner ' if attempt.launcher == 'warm' else ''}pid {attempt.pid}", style="grey58")
             if attempt.error and attempt is not latest:
                 text.append(f"\n      {attempt.error}", style="red1" if attempt.status == "failed" else "yellow3")
             text.append("\n")

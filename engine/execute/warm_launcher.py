@@ -1,0 +1,171 @@
+"""The warm launcher: pipeline partitions sent to long-lived runner processes instead of a new process each.
+
+A partition of a pipeline backfill is a ``backfill run``; started fresh, most of its cost is the
+interpreter and the imports, not its SQL. Here each parallel slot has a runner (``backfill __warm-runner``)
+that serves one partition after another, keeping its imports, the parsed pipeline and the DuckDB handles.
+To the executor nothing changes: a partition is still a :class:`Child` with a PID (the runner's), an exit
+code, a descriptor that becomes readable when it ends, and a process group to signal (the runner's own,
+its session). What a runner does not survive — SIGKILL after the grace period, a crash — fails only the
+partition it was running; the next partition gets a fresh runner.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+
+import orjson
+
+from engine.base.atomic import FILE_MODE
+from engine.execute.children import backfill_program
+from engine.execute.launcher import ChildSpec, signal_group
+
+RUNNER_VERB = "__warm-runner"
+SHUTDOWN_SECONDS = 10.0  # a runner closing its databases at the end of the run gets this long before SIGKILL
+
+
+class _Runner:
+    """One runner process and the two pipes it is driven through."""
+
+    def __init__(self, spec: ChildSpec) -> None:
+        requests_read, self.requests = os.pipe()
+        self.replies, replies_write = os.pipe()
+        log = os.open(spec.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
+        try:
+            argv = [*backfill_program(), RUNNER_VERB, str(requests_read), str(replies_write), str(os.getpid())]
+            # Whatever the runner says before its first partition (an import failure) lands in that log.
+            self.process = subprocess.Popen(
+                argv,
+                cwd=spec.cwd,
+                env=spec.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                pass_fds=(requests_read, replies_write, *spec.inherit_fds),
+            )
+        except OSError:
+            for fd in (self.requests, self.replies):
+                os.close(fd)
+            raise
+        finally:
+            os.close(log)
+            os.close(requests_read)
+            os.close(replies_write)
+        os.set_blocking(self.replies, False)
+        self.pid = self.process.pid
+        self.buffer = b""
+
+    def send(self, spec: ChildSpec, program_length: int) -> None:
+        request = {"argv": spec.argv[program_length:], "cwd": spec.cwd, "env": spec.env, "log": str(spec.log_path)}
+        os.write(self.requests, orjson.dumps(request) + b"\n")
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def close(self) -> None:
+        for fd in (self.requests, self.replies):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class WarmChild:
+    """One partition served by a runner."""
+
+    def __init__(self, runner: _Runner, launcher: WarmLauncher) -> None:
+        self._runner = runner
+        self._launcher = launcher
+        self.pid = runner.pid
+        self._code: int | None = None
+
+    def poll(self) -> int | None:
+        if self._code is not None:
+            return self._code
+        runner = self._runner
+        ended = False
+        while True:
+            try:
+                chunk = os.read(runner.replies, 4096)
+            except BlockingIOError:
+                break
+            if not chunk:
+                ended = True  # the runner is gone: its end of the pipe closed
+                break
+            runner.buffer += chunk
+        if b"\n" in runner.buffer:
+            line, runner.buffer = runner.buffer.split(b"\n", 1)
+            self._code = int(orjson.loads(line)["exit"])
+            self._launcher.release(runner)
+        elif ended or not runner.alive():
+            # A crash, an out-of-memory kill, SIGKILL after the grace: this partition fails, the runner is
+            # replaced for the next one.
+            self._code = runner.process.wait()
+            self._launcher.discard(runner)
+        return self._code
+
+    def exit_fd(self) -> int | None:
+        return self._runner.replies  # the same for the whole partition: the executor unregisters it after
+
+    def signal_group(self, signum: int) -> None:
+        signal_group(self.pid, signum)
+
+    def close(self) -> None:
+        return None
+
+    def leftover_group(self) -> int | None:
+        return None  # the runner's group outlives the partition by design
+
+
+class WarmLauncher:
+    name = "warm"
+
+    def __init__(self) -> None:
+        self._program_length = len(backfill_program())
+        self._idle: list[_Runner] = []
+        self._all: list[_Runner] = []
+
+    def launch(self, spec: ChildSpec) -> WarmChild:
+        os.close(os.open(spec.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE))
+        while self._idle:
+            runner = self._idle.pop()
+            if not runner.alive():
+                self.discard(runner)
+                continue
+            try:
+                runner.send(spec, self._program_length)
+            except OSError:  # it died between the check and the write
+                runner.process.wait()
+                self.discard(runner)
+                continue
+            return WarmChild(runner, self)
+        runner = _Runner(spec)
+        self._all.append(runner)
+        runner.send(spec, self._program_length)
+        return WarmChild(runner, self)
+
+    def release(self, runner: _Runner) -> None:
+        self._idle.append(runner)
+
+    def discard(self, runner: _Runner) -> None:
+        runner.close()
+        with contextlib.suppress(ValueError):
+            self._idle.remove(runner)
+        with contextlib.suppress(ValueError):
+            self._all.remove(runner)
+
+    def shutdown(self) -> None:
+        """End every runner: end of file on its requests (it closes its databases and exits), SIGKILL to its
+        group if it has not left within SHUTDOWN_SECONDS."""
+        runners, self._all, self._idle = self._all, [], []
+        for runner in runners:
+            with contextlib.suppress(OSError):
+                os.close(runner.requests)
+        for runner in runners:
+            try:
+                runner.process.wait(timeout=SHUTDOWN_SECONDS)
+            except subprocess.TimeoutExpired:
+                signal_group(runner.pid, 9)
+                runner.process.wait()
+            with contextlib.suppress(OSError):
+                os.close(runner.replies)

@@ -1,0 +1,258 @@
+"""The warm launcher: runners that serve pipeline partitions one after another, with every guarantee of exec."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import duckdb
+import orjson
+import psutil
+import pytest
+
+from tests.backfills import alive, records, start_background, state_dirs, wait_for
+from tests.builder import Repo
+from tests.conftest import run_backfill
+
+MONTH = ("--start-date", "2024-01-01", "--end-date", "2024-01-30")
+# 10^12 rows: minutes of DuckDB work, for the first attempt of 2024-01-03 only (a resumed attempt is quick).
+SLOW = (
+    "{% if start_date == '2024-01-03' and run_id.endswith('-a1') %}"
+    "(SELECT count(*) FROM range(1000000) a, range(1000000) b)"
+    "{% else %}1{% endif %}"
+)
+FIVE_DAYS = ("--start-date", "2024-01-01", "--end-date", "2024-01-05")
+
+
+def runners_of(backfill_id: str) -> list[psutil.Process]:
+    """Live warm runners of this backfill (found by BACKFILL_ID in their environment)."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        try:
+            runner = "__warm-runner" in (process.info["cmdline"] or [])
+            if runner and process.environ().get("BACKFILL_ID") == backfill_id:
+                found.append(process)
+        except psutil.Error:
+            continue
+    return found
+
+
+def tables(database: Path) -> dict[str, list[tuple]]:
+    with duckdb.connect(str(database), read_only=True) as connection:
+        names = connection.execute(
+            "SELECT table_schema || '.' || table_name FROM information_schema.tables ORDER BY ALL"
+        ).fetchall()
+        return {name: connection.execute(f"SELECT * FROM {name} ORDER BY ALL").fetchall() for (name,) in names}
+
+
+def normalised_records(backfill: Path) -> list[dict]:
+    """Partition records without what differs between any two runs (times, PIDs, the backfill's ID)."""
+    kept = []
+    for record in records(backfill):
+        attempts = [
+            {"status": a["status"], "exit_code": a["exit_code"], "error": a["error"], "run": a["run_id"][-6:]}
+            for a in record["attempts"]
+        ]
+        kept.append({"index": record["index"], "id": record["id"], "status": record["status"], "attempts": attempts})
+    return kept
+
+
+def normalised_log(path: Path, backfill_id: str) -> list[str]:
+    """The log's lines without IDs, durations and paths, sorted: independent assets finish in any order."""
+    text = path.read_text().replace(backfill_id, "ID")
+    text = re.sub(r"\d+\.\d+s", "Ts", text)
+    return sorted(re.sub(r"record \S+", "record R", line) for line in text.splitlines())
+
+
+TIMES = {"started_at", "finished_at", "duration_seconds", "run_id", "backfill_id", "target"}
+
+
+def comparable_run(path: Path) -> dict:
+    """A run record without its times, IDs and paths; assets in name order (they finish in any order)."""
+    run = {k: v for k, v in orjson.loads(path.read_bytes()).items() if k not in TIMES}
+    run["assets"] = sorted(
+        ({k: v for k, v in asset.items() if k not in TIMES} for asset in run["assets"]), key=lambda a: a["name"]
+    )
+    return run
+
+
+def test_warm_and_exec_leave_identical_tables_records_and_logs(shop, home, tmp_path):
+    """The example over 30 days, once per launcher from the same start: the same tables row for row, the same
+    partition records, run records and logs (times, PIDs and IDs aside)."""
+    other = tmp_path / "shop-exec"
+    shutil.copytree(shop, other)
+    for repository, launcher in ((shop, "warm"), (other, "exec")):
+        result = run_backfill("pipeline", *MONTH, "--launcher", launcher, "--no-progress", cwd=repository, env=home)
+        assert result.returncode == 0, result.stderr
+    assert tables(shop / "warehouse.duckdb") == tables(other / "warehouse.duckdb")
+    [warm], [cold] = state_dirs(shop / "logs" / "backfills"), state_dirs(other / "logs" / "backfills")
+    assert orjson.loads((warm / "manifest.json").read_bytes())["initial_execution"]["launcher"] == "warm"
+    assert normalised_records(warm) == normalised_records(cold)
+    assert len(normalised_records(warm)) == 30
+    for record in records(warm):
+        run_id = record["attempts"][-1]["run_id"]
+        cold_id = run_id.replace(warm.name, cold.name)
+        assert normalised_log(warm / "children" / f"{run_id}.log", warm.name) == normalised_log(
+            cold / "children" / f"{cold_id}.log", cold.name
+        )
+        warm_run = comparable_run(shop / "logs" / "runs" / f"{run_id}.json")
+        cold_run = comparable_run(other / "logs" / "runs" / f"{cold_id}.json")
+        assert warm_run == cold_run
+    pids = {a["pid"] for r in records(warm) for a in r["attempts"]}
+    assert len(pids) == 1  # one runner served all 30 partitions (a writable DuckDB file: one at a time)
+    assert len({a["pid"] for r in records(cold) for a in r["attempts"]}) == 30
+    assert not runners_of(warm.name)
+
+
+@pytest.fixture
+def slow(tmp_path) -> Repo:
+    """Pipeline `p`: `s.t` appends one row per day; its first attempt on 2024-01-03 runs for minutes."""
+    repo = Repo(tmp_path / "repo")
+    repo.sql(
+        "s.t",
+        f"SELECT DATE '{{{{ start_date }}}}' AS day, {SLOW} AS n",
+        materialization={"type": "table", "strategy": "append"},
+    )
+    return repo
+
+
+def days_in_table(repo: Repo) -> list[str]:
+    return [str(day) for (day,) in repo.query("SELECT day FROM s.t ORDER BY day")]
+
+
+def running_record(backfill: Path, index: int) -> dict:
+    def found():
+        return next((r for r in records(backfill) if r["index"] == index and r["status"] == "running"), None)
+
+    return wait_for(found, timeout=60)
+
+
+def backfill_of(root: Path) -> Path:
+    return wait_for(lambda: (state_dirs(root / "logs" / "backfills") or [None])[0])
+
+
+def test_ctrl_c_mid_query_rolls_the_partition_back_and_leaves_no_runner(slow, home):
+    """SIGINT while the runner is deep in 2024-01-03's query: the query is interrupted, the partition recorded
+    cancelled, the table holds Jan 1–2 only, the command exits 130 within seconds and no runner is left."""
+    process = start_background("p", *FIVE_DAYS, "--no-progress", cwd=slow.root, env=home)
+    backfill = backfill_of(slow.root)
+    running_record(backfill, 2)
+    time.sleep(1.0)  # well inside the minutes-long query
+    started = time.monotonic()
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert time.monotonic() - started < 20
+    assert [r["status"] for r in records(backfill)] == ["succeeded", "succeeded", "cancelled"]
+    assert days_in_table(slow) == ["2024-01-01", "2024-01-02"]
+    assert not runners_of(backfill.name)
+
+
+def test_a_timeout_interrupts_the_query_and_the_runner_serves_the_next_partitions(slow, home):
+    """--timeout 2s on the slow day: it fails "timed out after 2s" with nothing written, and the same runner goes
+    on with Jan 4 and 5 (on-failure continue)."""
+    result = run_backfill("p", *FIVE_DAYS, "--timeout", "2s", "--on-failure", "continue", cwd=slow.root, env=home)
+    assert result.returncode == 1, result.stderr
+    [backfill] = state_dirs(slow.root / "logs" / "backfills")
+    finished = records(backfill)
+    assert [r["status"] for r in finished] == ["succeeded", "succeeded", "failed", "succeeded", "succeeded"]
+    assert finished[2]["attempts"][-1]["error"] == "timed out after 2s"
+    assert days_in_table(slow) == ["2024-01-01", "2024-01-02", "2024-01-04", "2024-01-05"]
+    assert len({r["attempts"][-1]["pid"] for r in finished}) == 1  # interrupted, not replaced
+
+
+def test_a_runner_killed_mid_partition_fails_only_that_partition(slow, home):
+    """SIGKILL to the runner while it runs Jan 3: that partition fails (killed by SIGKILL), a fresh runner
+    takes Jan 4 and 5, and the table has no row of Jan 3."""
+    process = start_background("p", *FIVE_DAYS, "--on-failure", "continue", "--no-progress", cwd=slow.root, env=home)
+    backfill = backfill_of(slow.root)
+    first = running_record(backfill, 2)["attempts"][-1]["pid"]
+    time.sleep(0.5)
+    os.kill(first, signal.SIGKILL)
+    process.communicate(timeout=120)
+    assert process.returncode == 1
+    finished = records(backfill)
+    assert [r["status"] for r in finished] == ["succeeded", "succeeded", "failed", "succeeded", "succeeded"]
+    assert "killed by SIGKILL" in finished[2]["attempts"][-1]["error"]
+    assert {finished[3]["attempts"][-1]["pid"], finished[4]["attempts"][-1]["pid"]} != {first}
+    assert days_in_table(slow) == ["2024-01-01", "2024-01-02", "2024-01-04", "2024-01-05"]
+    assert not runners_of(backfill.name)
+
+
+def test_the_runner_dies_with_a_killed_executor_and_continue_completes(slow, home):
+    """SIGKILL to the executor mid-query: its runner dies with it (parent-death signal), nothing of Jan 3 was
+    written, and --continue records it cancelled ("previous executor interrupted") and runs it again."""
+    process = start_background("p", *FIVE_DAYS, "--no-progress", cwd=slow.root, env=home)
+    backfill = backfill_of(slow.root)
+    runner = running_record(backfill, 2)["attempts"][-1]["pid"]
+    time.sleep(0.5)
+    os.kill(process.pid, signal.SIGKILL)
+    process.communicate(timeout=10)
+    wait_for(lambda: not alive(runner), timeout=10)
+    assert not runners_of(backfill.name)
+    assert days_in_table(slow) == ["2024-01-01", "2024-01-02"]
+    resumed = run_backfill("--continue", backfill.name, cwd=slow.root, env=home)
+    assert resumed.returncode == 0, resumed.stderr
+    third = records(backfill)[2]
+    assert [(a["status"], a["run_id"][-2:]) for a in third["attempts"]] == [("cancelled", "a1"), ("succeeded", "a2")]
+    assert days_in_table(slow) == ["2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04", "2024-01-05"]
+
+
+def test_an_asset_edited_mid_backfill_is_read_again_for_the_next_partition(tmp_path, home):
+    """The runner keeps the parsed pipeline, yet an edit made while Jan 2 runs is what Jan 3 and later run."""
+    repo = Repo(tmp_path / "repo")
+    marker = tmp_path / "go"
+    asset = repo.sql(
+        "s.t",
+        "SELECT DATE '{{ start_date }}' AS day, 'old' AS version",
+        materialization={"type": "table", "strategy": "append"},
+        depends=["s.wait"],  # Jan 2 writes after the edit, from the pipeline as parsed when it started
+    )
+    repo.python(
+        "s.wait",
+        "import os, time\n"
+        f"while os.environ['BACKFILL_START'].startswith('2024-01-02') and not os.path.exists({str(marker)!r}):\n"
+        "    time.sleep(0.05)\n",
+    )
+    process = start_background("p", *FIVE_DAYS, "--no-progress", cwd=repo.root, env=home)
+    backfill = backfill_of(repo.root)
+    running_record(backfill, 1)
+    asset.write_text(asset.read_text().replace("'old'", "'new'"))
+    marker.touch()
+    process.communicate(timeout=120)
+    assert process.returncode == 0
+    assert repo.query("SELECT day::VARCHAR, version FROM s.t ORDER BY day") == [
+        ("2024-01-01", "old"),
+        ("2024-01-02", "old"),
+        ("2024-01-03", "new"),
+        ("2024-01-04", "new"),
+        ("2024-01-05", "new"),
+    ]
+
+
+def test_python_assets_run_as_their_own_processes_with_the_partitions_environment(tmp_path, home):
+    """Under the warm launcher a Python asset is still its own process, not the runner, and sees its
+    partition's BACKFILL_* variables (not those of the runner's first partition)."""
+    repo = Repo(tmp_path / "repo")
+    seen = tmp_path / "seen.jsonl"
+    repo.python(
+        "s.py",
+        "import json, os\n"
+        f"with open({str(seen)!r}, 'a') as out:\n"
+        "    out.write(json.dumps({'pid': os.getpid(), 'ppid': os.getppid(), 'start': os.environ['BACKFILL_START'],"
+        " 'partition': os.environ['BACKFILL_PARTITION_ID'], 'id': os.environ['BACKFILL_ID']}) + '\\n')\n",
+    )
+    result = run_backfill("p", "--start-date", "2024-01-01", "--end-date", "2024-01-03", cwd=repo.root, env=home)
+    assert result.returncode == 0, result.stderr
+    [backfill] = state_dirs(repo.root / "logs" / "backfills")
+    lines = [orjson.loads(line) for line in seen.read_text().splitlines()]
+    finished = records(backfill)
+    runner = {r["attempts"][-1]["pid"] for r in finished}
+    assert len(runner) == 1
+    assert [line["start"][:10] for line in lines] == ["2024-01-01", "2024-01-02", "2024-01-03"]
+    assert [line["partition"] for line in lines] == [r["id"] for r in finished]
+    assert all(line["pid"] not in runner and line["ppid"] in runner and line["id"] == backfill.name for line in lines)
