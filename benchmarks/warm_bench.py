@@ -123,7 +123,9 @@ def runner_rss(scratch: Path, partitions: int) -> tuple[float, float]:
     end = (datetime(2020, 1, 1, tzinfo=UTC) + timedelta(hours=partitions)).strftime("%Y-%m-%dT%H:%M:%SZ")
     argv = [*backfill_argv(), "pipeline", "--start-date", "2020-01-01T00:00:00Z", "--end-date", end]
     argv += ["--partition", "1h", "--no-progress"]
-    process = subprocess.Popen(argv, cwd=repository, env=installed_environment(), stdout=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        argv, cwd=repository, env=installed_environment(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     early = late = 0.0
     runner = None
     while process.poll() is None:

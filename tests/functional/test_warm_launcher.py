@@ -88,6 +88,8 @@ def test_warm_and_exec_leave_identical_tables_records_and_logs(shop, home, tmp_p
     for repository, launcher in ((shop, "warm"), (other, "exec")):
         result = run_backfill("pipeline", *MONTH, "--launcher", launcher, "--no-progress", cwd=repository, env=home)
         assert result.returncode == 0, result.stderr
+        first_line = result.stdout.splitlines()[0]
+        assert first_line.endswith(", in warm runners") == (launcher == "warm"), first_line
     assert tables(shop / "warehouse.duckdb") == tables(other / "warehouse.duckdb")
     [warm], [cold] = state_dirs(shop / "logs" / "backfills"), state_dirs(other / "logs" / "backfills")
     assert orjson.loads((warm / "manifest.json").read_bytes())["initial_execution"]["launcher"] == "warm"

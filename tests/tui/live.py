@@ -56,11 +56,12 @@ def start_live(
     on_failure: str = "stop",
     grace: float = 30.0,
     exit_when_succeeded: bool = True,
+    target: str | None = None,
 ) -> Live:
-    """Create a backfill of ``command`` under ``work`` and start executing it."""
+    """Create a backfill of ``command`` (or of the pipeline ``target``) under ``work`` and start executing it."""
     planned = plan_request(
-        target=None,
-        command=command,
+        target=target,
+        command=None if target else command,
         name=None,
         start=start,
         end=end,
@@ -73,6 +74,8 @@ def start_live(
         force=False,
     )
     prepared = create_backfill(planned, state_dir=str(work / "states"), cwd=work)
+    if target:
+        assert prepared.launcher_name == "warm"
     executor = prepared.executor(grace=grace)
     source = ExecutorSource(executor, options=prepared.options, parallelism=prepared.parallelism)
     app = BackfillApp(source, closes_when_done=exit_when_succeeded)

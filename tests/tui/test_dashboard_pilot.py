@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from engine.store.status import Status
-from tests.backfills import alive, child_command
+from tests.backfills import alive, child_command, records
 from tests.tui.live import screen_text, start_live, wait_until
 from tui.app.widgets.details import PartitionDetails
 from tui.app.widgets.log_view import LogView
@@ -433,3 +433,24 @@ def test_no_children_left_after_the_app_closes(work):
     live.finish()
     assert not any(alive(pid) for pid in pids)
     assert os.path.isdir(live.prepared.store.directory)
+
+
+def test_a_pipeline_backfill_shows_its_warm_runners_and_each_attempts_runner_pid(work, shop):
+    """The header says the partitions run in warm runners; the details pane names the runner's PID."""
+    live = start_live(shop, "", "2024-01-01", "2024-01-03", target=str(shop / "pipeline"), exit_when_succeeded=False)
+
+    async def scenario():
+        async with live.app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: live.executor.snapshot().counts["succeeded"] == 3)
+            await pilot.press("enter")
+            details = live.screen.query_one(PartitionDetails)
+            await wait_until(pilot, lambda: details.display and details.index is not None)
+            [record] = [r for r in records(live.prepared.store.directory) if r["index"] == details.index]
+            screen = screen_text(live.app)
+            assert "16 workers  warm runners" in screen
+            assert f"      warm runner pid {record['attempts'][-1]['pid']}\n" in screen, screen
+
+    try:
+        run(scenario())
+    finally:
+        live.finish()

@@ -137,8 +137,9 @@ class PartitionDetails(Vertical):
             exit_text = f"exit {attempt.exit_code}" if attempt.exit_code is not None else ""
             text.append(f" {_clock(attempt.started_at)} → {_clock(attempt.finished_at)} {duration:>8} {exit_text:>8}")
             text.append(f"  {attempt.run_id}", style="grey58")
-            if attempt.pid:
-                text.append(f"  {'runner ' if attempt.launcher == 'warm' else ''}pid {attempt.pid}", style="grey58")
+            if chosen and attempt.pid:  # on a line of its own: the run ID above already fills 120 columns
+                who = "warm runner pid" if attempt.launcher == "warm" else "pid"
+                text.append(f"\n      {who} {attempt.pid}", style="grey58")
             if attempt.error and attempt is not latest:
                 text.append(f"\n      {attempt.error}", style="red1" if attempt.status == "failed" else "yellow3")
             text.append("\n")
