@@ -153,3 +153,82 @@ def test_a_requested_stop_cancels_what_runs_and_launches_nothing_more(work):
         (0, "cancelled", "cancelled: operator said so"),
         (1, "cancelled", "cancelled: operator said so"),
     ]
+
+
+def test_a_running_record_says_what_runs_where_before_the_child_ends(work):
+    """While a child runs, its record holds the interval, the attempt with its PID and process start time (so
+    a reused PID is never signalled), its log, the executor's generation and the launcher."""
+    import psutil
+
+    prepared = prepare(work, child_command("--sleep", "30"), 1)
+    executor = prepared.executor(grace=5)
+    thread = threading.Thread(target=executor.run)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        found: list[dict] = []
+        while not found and time.monotonic() < deadline:
+            found = [r for r in records(prepared.store.directory) if r["status"] == "running"]
+            time.sleep(0.02)
+        [record] = found
+        [attempt] = record["attempts"]
+        interval = prepared.spec.plan.interval(0)
+        assert (record["start"], record["end"]) == ("2024-01-01T00:00:00Z", "2024-01-02T00:00:00Z")
+        assert (record["start_us"], record["end_us"]) == (interval.start, interval.end)
+        run_id = f"{prepared.store.id}-p0-a1"
+        assert (attempt["run_id"], attempt["status"], attempt["log"]) == (run_id, "running", f"children/{run_id}.log")
+        assert attempt["started_at"] and attempt["finished_at"] is None and attempt["launcher"] == "exec"
+        assert attempt["generation"] == prepared.takeover.generation.number == 1
+        child = psutil.Process(attempt["pid"])
+        assert attempt["pid_started"] == child.create_time() and child.is_running()
+        assert executor.snapshot().running[0].pid == attempt["pid"]
+    finally:
+        executor.request_stop("test over")
+        thread.join(30)
+
+
+def test_a_program_gone_before_its_launch_fails_the_partition_with_the_reason(work):
+    """The program existed when the backfill was planned and is gone when its partition starts: the attempt
+    fails with "cannot start", the retry is still made, and the log says why."""
+    program = work / "job.sh"
+    program.write_text("#!/bin/sh\nexit 0\n")
+    program.chmod(0o755)
+    prepared = prepare(work, f"{program} {{start}}", 2, retries=1, on_failure="continue")
+    program.unlink()
+    outcome = prepared.executor(grace=5).run()
+    assert (outcome.status, sorted(outcome.failed_in_run)) == ("failed", [0, 1])
+    for record in records(prepared.store.directory):
+        assert [(a["status"], a["error"]) for a in record["attempts"]] == [
+            ("failed", f"cannot start '{program}': No such file or directory")
+        ] * 2
+        assert record["status"] == "failed"
+    log = prepared.store.log_path(f"{prepared.store.id}-p0-a1").read_text()
+    assert log == f"backfill: cannot start '{program}': No such file or directory\n"
+
+
+def test_a_resume_appends_attempts_and_never_reuses_a_run_id_whose_log_exists(work):
+    """A second executor over the same store reruns the failed partition as attempt 2 (attempt 1 kept); a log
+    already named like attempt 2 (a start record lost to a crash) pushes the new attempt to 3."""
+    from engine.execute.backfill import load_backfill, prepare_resume
+    from engine.execute.rerun import PartitionSelection
+
+    marker = work / "fail"
+    marker.touch()
+    outcome, prepared = run(work, 3, "--fail-on", "2024-01-02", "--fail-while", str(marker), on_failure="continue")
+    assert outcome.failed_in_run == [1]
+    marker.unlink()
+    store = prepared.store
+    store.log_path(f"{store.id}-p1-a2").write_text("an earlier attempt's log\n")
+    loaded = load_backfill(store.id, str(work / "states"), work)
+    resumed = prepare_resume(loaded, prepared.options, PartitionSelection("failed"))
+    executor = resumed.executor(grace=5)
+    assert executor.run().status == "succeeded"
+    second = records(store.directory)[1]
+    assert [(a["run_id"][-2:], a["status"], a["generation"]) for a in second["attempts"]] == [
+        ("a1", "failed", 1),
+        ("a3", "succeeded", 2),
+    ]
+    assert store.log_path(f"{store.id}-p1-a2").read_text() == "an earlier attempt's log\n"
+    assert [r["status"] for r in records(store.directory)] == ["succeeded"] * 3
+    started = [e.run_id for e in executor.snapshot().events if e.kind == "started"]
+    assert started == [f"{store.id}-p1-a3"]
