@@ -258,3 +258,68 @@ def test_python_assets_run_as_their_own_processes_with_the_partitions_environmen
     assert [line["start"][:10] for line in lines] == ["2024-01-01", "2024-01-02", "2024-01-03"]
     assert [line["partition"] for line in lines] == [r["id"] for r in finished]
     assert all(line["pid"] not in runner and line["ppid"] in runner and line["id"] == backfill.name for line in lines)
+
+
+@pytest.fixture
+def readers(tmp_path) -> Repo:
+    """Pipeline `p` on a read-only DuckDB file: nothing caps parallelism. `s.q` is a plain query; on 2024-01-01
+    it fails after 1 s, on 2024-01-02 it runs for minutes, elsewhere it is instant."""
+    repo = Repo(tmp_path / "repo")
+    duckdb.connect(str(repo.database)).close()
+    repo.write(
+        ".bruin.yml",
+        "default_environment: dev\nenvironments:\n  dev:\n    connections:\n      duckdb:\n"
+        "        - {name: db, path: warehouse.duckdb, read_only: true}\n",
+    )
+    repo.sql(
+        "s.q",
+        "SELECT {% if start_date == '2024-01-01' %}error('planted failure') FROM (SELECT count(*) FROM "
+        "range(3000000000)){% elif start_date == '2024-01-02' and run_id.endswith('-a1') %}"
+        "(SELECT count(*) FROM range(1000000) a, range(1000000) b){% else %}1{% endif %} AS n",
+    )
+    return repo
+
+
+def test_one_runner_per_parallel_slot_each_serving_several_partitions(readers, home):
+    """Six quick partitions three at a time: at most three runners, some serving more than one partition."""
+    result = run_backfill(
+        "p", "--start-date", "2024-01-03", "--end-date", "2024-01-08", "--max-parallel", "3", cwd=readers.root, env=home
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0].endswith("3 at a time, in warm runners")
+    [backfill] = state_dirs(readers.root / "logs" / "backfills")
+    pids = [r["attempts"][-1]["pid"] for r in records(backfill)]
+    assert 1 <= len(set(pids)) <= 3 and len(set(pids)) < len(pids)
+    assert not runners_of(backfill.name)
+
+
+def test_fail_fast_interrupts_the_sibling_query_in_its_runner(readers, home):
+    """Jan 1 fails while Jan 2's query runs in another runner: fail-fast cancels Jan 2 at once (its query
+    interrupted, not waited for), the command exits 1 within seconds, and no runner is left."""
+    started = time.monotonic()
+    result = run_backfill(
+        "p", *FIVE_DAYS, "--max-parallel", "2", "--on-failure", "fail-fast", cwd=readers.root, env=home, timeout=120
+    )
+    assert result.returncode == 1, result.stderr
+    assert time.monotonic() - started < 25
+    [backfill] = state_dirs(readers.root / "logs" / "backfills")
+    first, second = records(backfill)[:2]
+    assert first["status"] == "failed" and "planted failure" in first["attempts"][-1]["error"]
+    assert (second["status"], second["attempts"][-1]["error"]) == (
+        "cancelled",
+        "cancelled: fail-fast after partition 0 failed",
+    )
+    assert not runners_of(backfill.name)
+
+
+def test_a_resume_may_switch_the_launcher(slow, home):
+    """The launcher is an execution control: a --continue with --launcher exec runs its attempts in new
+    processes, and the attempts say which launcher ran them."""
+    first = run_backfill("p", "--start-date", "2024-01-01", "--end-date", "2024-01-02", cwd=slow.root, env=home)
+    assert first.returncode == 0, first.stderr
+    [backfill] = state_dirs(slow.root / "logs" / "backfills")
+    again = run_backfill("--continue", backfill.name, "--rerun", "all", "--launcher", "exec", cwd=slow.root, env=home)
+    assert again.returncode == 0, again.stderr
+    assert not again.stdout.splitlines()[0].endswith("in warm runners")
+    for record in records(backfill):
+        assert [a["launcher"] for a in record["attempts"]] == ["warm", "exec"]
