@@ -109,8 +109,9 @@ def test_a_full_disk_leaves_no_temporary_file_and_the_old_file_whole(tmp_path):
 
 
 def test_stale_temporaries_of_dead_writers_are_removed_and_live_ones_kept(tmp_path):
-    """A writer killed before its rename leaves `.name.PID.TID.tmp`: removed once that PID is gone; the file of a
-    live writer (this process) and every other file stay."""
+    """A writer killed before its rename leaves `.name.PID.TID.tmp`: every such file whose PID is gone is removed
+    (names with more dots, or a one-word name, included), whatever order the directory lists them in; files of
+    live writers (this process) and every other file stay."""
     import subprocess
     import sys
 
@@ -118,12 +119,23 @@ def test_stale_temporaries_of_dead_writers_are_removed_and_live_ones_kept(tmp_pa
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead_pid = int(dead.stdout)
-    stale = tmp_path / f".a.json.{dead_pid}.140000.tmp"
-    live = temporary_name(tmp_path / "b.json")
-    for path in (stale, live, tmp_path / "c.json", tmp_path / "notes.tmp", tmp_path / ".d.json.x.1.tmp"):
+    stale = [tmp_path / f".{name}.{dead_pid}.140000.tmp" for name in ("a.json", "b", "summary.cache.json", "c.json")]
+    live = [temporary_name(tmp_path / name) for name in ("d.json", "e", "f.cache.json")]
+    others = [tmp_path / name for name in ("g.json", "notes.tmp", ".h.json.x.1.tmp", f".{dead_pid}.1.tmp")]
+    for index, path in enumerate([*live[:1], *stale[:2], *live[1:], *stale[2:], *others]):
         path.write_text("{}")
-    assert remove_stale_temporaries(tmp_path) == [stale]
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, "c.json", "notes.tmp", ".d.json.x.1.tmp"])
+        os.utime(path, (index, index))
+    assert sorted(remove_stale_temporaries(tmp_path)) == sorted(stale)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in [*live, *others])
+
+
+def test_directories_made_on_the_way_get_the_mode_asked_for(tmp_path):
+    """ensure_directory(path, mode) gives every directory it creates that mode, parents included."""
+    from engine.base.atomic import ensure_directory
+
+    ensure_directory(tmp_path / "a" / "b" / "c", 0o750)
+    modes = [(tmp_path / p).stat().st_mode & 0o777 for p in ("a", "a/b", "a/b/c")]
+    assert modes == [0o750, 0o750, 0o750]
 
 
 def test_files_and_directories_are_private_whatever_the_umask(tmp_path):
