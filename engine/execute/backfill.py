@@ -17,7 +17,7 @@ from engine.execute.executor import Executor, ExecutorHooks
 from engine.execute.launcher import ForkExecLauncher, Launcher
 from engine.execute.rerun import PartitionSelection
 from engine.execute.takeover import Takeover, take_over
-from engine.execute.warm_launcher import WarmLauncher
+from engine.execute.warm_launcher import RUNNER_PARTITIONS, WarmLauncher
 from engine.pipeline.config import find_config_file, load_config
 from engine.pipeline.repository import repository_root, resolve_target
 from engine.pipeline.validation import check_pipeline
@@ -58,7 +58,7 @@ class Prepared:
         return "warm" if self.options.launcher == "warm" and not self.spec.target.is_command else "exec"
 
     def launcher(self) -> Launcher:
-        return WarmLauncher() if self.launcher_name == "warm" else ForkExecLauncher()
+        return WarmLauncher(runner_partitions()) if self.launcher_name == "warm" else ForkExecLauncher()
 
     def executor(
         self, *, launcher: Launcher | None = None, hooks: ExecutorHooks | None = None, grace: float | None = None
@@ -95,11 +95,30 @@ def stop_grace() -> float:
     return value
 
 
+MAX_RUNNER_PARTITIONS = 1_000_000
+
+
+def runner_partitions() -> int:
+    """Partitions a warm runner serves before it is replaced: RUNNER_PARTITIONS, or
+    ``BACKFILL_RUNNER_PARTITIONS`` (for tests, and for pipelines whose runs grow memory faster)."""
+    raw = os.environ.get("BACKFILL_RUNNER_PARTITIONS")
+    if not raw:
+        return RUNNER_PARTITIONS
+    value = int(raw) if raw.isascii() and raw.isdecimal() else 0
+    if not 1 <= value <= MAX_RUNNER_PARTITIONS:
+        raise BadInput(
+            f"BACKFILL_RUNNER_PARTITIONS {raw!r} is not a whole number of partitions "
+            f"from 1 to {MAX_RUNNER_PARTITIONS:,}"
+        )
+    return value
+
+
 def create_backfill(planned: Planned, *, state_dir: str | None, cwd: Path) -> Prepared:
     """Save a new backfill (manifest, directories, .gitignore) and take it over."""
     spec = planned.spec
     check_plan_size(len(spec.plan))  # before anything is written: a store it could never load helps no one
     grace = stop_grace()  # a bad BACKFILL_STOP_GRACE is refused before anything is saved too
+    runner_partitions()  # and a bad BACKFILL_RUNNER_PARTITIONS
     root, repository = state_root_for(spec, state_dir, cwd)
     store = StateStore(root / new_backfill_id())
     manifest = manifest_of(spec, backfill_id=store.id, working_directory=str(cwd), options=planned.options)
@@ -211,6 +230,7 @@ def resume_parallelism(spec: BackfillSpec, options: ExecutionOptions, *, validat
 def prepare_resume(loaded: Loaded, options: ExecutionOptions, selection: PartitionSelection) -> Prepared:
     """Take a saved backfill over for another invocation (the path shared by --continue and the rerun form)."""
     check_execution_options(options)
+    runner_partitions()  # a bad BACKFILL_RUNNER_PARTITIONS is refused before the takeover
     parallelism = resume_parallelism(loaded.spec, options)
     spec = loaded.spec
     takeover = take_over(

@@ -323,3 +323,31 @@ def test_a_resume_may_switch_the_launcher(slow, home):
     assert not again.stdout.splitlines()[0].endswith("in warm runners")
     for record in records(backfill):
         assert [a["launcher"] for a in record["attempts"]] == ["warm", "exec"]
+
+
+def test_runners_are_recycled_after_serving_their_share_of_partitions(shop, home):
+    """With BACKFILL_RUNNER_PARTITIONS=3, seven partitions are served by three runners in turn (3, 3, 1): each
+    retired runner has left before its successor opens the DuckDB file, and every partition succeeds."""
+    env = {**home, "BACKFILL_RUNNER_PARTITIONS": "3"}
+    result = run_backfill("pipeline", "--start-date", "2024-01-01", "--end-date", "2024-01-07", cwd=shop, env=env)
+    assert result.returncode == 0, result.stderr
+    [backfill] = state_dirs(shop / "logs" / "backfills")
+    pids = [r["attempts"][-1]["pid"] for r in records(backfill)]
+    assert [pids.count(pid) for pid in dict.fromkeys(pids)] == [3, 3, 1]
+    assert [r["status"] for r in records(backfill)] == ["succeeded"] * 7
+    assert not runners_of(backfill.name)
+
+
+@pytest.mark.parametrize("value", ["0", "x", "١٠", "1000001", ""])
+def test_a_bad_runner_partitions_setting_is_refused_before_anything_is_saved(shop, home, value):
+    """BACKFILL_RUNNER_PARTITIONS outside 1..1,000,000 (or not ASCII digits): one line, exit 2, no store."""
+    result = run_backfill("pipeline", *FIVE_DAYS, cwd=shop, env={**home, "BACKFILL_RUNNER_PARTITIONS": value})
+    if value == "":
+        assert result.returncode == 0, result.stderr  # unset in effect: the default
+        return
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"backfill: error: BACKFILL_RUNNER_PARTITIONS {value!r} is not a whole number of partitions "
+        "from 1 to 1,000,000\n"
+    )
+    assert not (shop / "logs" / "backfills").exists() or not list((shop / "logs" / "backfills").iterdir())
