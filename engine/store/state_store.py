@@ -61,12 +61,9 @@ def add_to_gitignore(repository: Path, root: Path) -> None:
     existing = gitignore.read_text(encoding="utf-8") if gitignore.exists() else ""
     wanted = relative.as_posix()
     for line in existing.splitlines():
+        # A comment or a negation never equals a path, so no line needs telling apart before comparing.
         pattern = line.strip().strip("/")
-        if (
-            pattern
-            and not line.lstrip().startswith(("#", "!"))
-            and (wanted == pattern or wanted.startswith(pattern + "/"))
-        ):
+        if pattern and (wanted == pattern or wanted.startswith(pattern + "/")):
             return  # already ignored, by this path or a parent directory
     prefix = "" if not existing or existing.endswith("\n") else "\n"
     with open(gitignore, "a", encoding="utf-8") as handle:

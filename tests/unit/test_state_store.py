@@ -198,3 +198,106 @@ def test_backfill_ids_sort_by_creation_and_do_not_repeat():
     ids = {new_backfill_id() for _ in range(200)}
     assert len(ids) == 200
     assert all(re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{6}", i) for i in ids)
+
+
+def test_outside_a_repository_the_state_lives_in_the_users_state_directory(monkeypatch, tmp_path):
+    """No repository: <XDG_STATE_HOME>/backfill/backfills, as platformdirs names it."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    assert default_state_root(None) == tmp_path / "state" / "backfill" / "backfills"
+
+
+def test_backfill_ids_use_utc_whatever_the_machines_zone(monkeypatch):
+    """A machine in Tokyo names backfills by UTC time, so IDs sort the same everywhere."""
+    import time
+
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        before = time.strftime("%Y%m%d-%H", time.gmtime())
+        identifier = new_backfill_id()
+        after = time.strftime("%Y%m%d-%H", time.gmtime())
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    assert identifier[:11] in (before, after)
+
+
+def test_store_files_have_the_documented_names(tmp_path):
+    """The names docs/state.md gives, which other tools and operators rely on."""
+    store = StateStore(tmp_path / "b1")
+    names = [p.name for p in (store.lock_path, store.children_lock_path, store.generation_path, store.partitions)]
+    assert names == [".lock", ".children.lock", ".generation.json", "partitions"]
+    assert store.log_path("r1") == tmp_path / "b1" / "children" / "r1.log"
+
+
+def test_a_long_state_path_is_named_in_120_characters(tmp_path):
+    """Messages cut a path to its first 120 characters; a store that cannot be made is named too."""
+    deep = tmp_path / ("d" * 100) / ("e" * 100)
+    deep.parent.mkdir()
+    deep.write_text("")  # a file where the state root should be
+    with pytest.raises(BadInput) as raised:
+        StateStore(deep / "b1").create({"format": 1})
+    assert str(raised.value) == f"state directory {str(deep)[:120]!r} is not a writable directory: give one that is"
+    taken = tmp_path / "root"
+    (taken / "b1").mkdir(parents=True)  # the backfill's own directory exists already
+    with pytest.raises(BadInput) as raised:
+        StateStore(taken / "b1").create({"format": 1})
+    assert (
+        str(raised.value) == f"state directory {str(taken)!r} cannot hold backfills (File exists): give a writable one"
+    )
+
+
+def test_record_files_are_exactly_the_visible_json_files(tmp_path):
+    """Hidden files (temporaries, `.x.json`) and anything not `.json` are not records."""
+    store = StateStore(tmp_path / "b1")
+    store.create({"format": 1})
+    for name in ("a.json", "b.json", ".hidden.json", "README", ".a.json.1.2.tmp", "c.json.bak"):
+        (store.partitions / name).write_text("{}")
+    assert sorted(p.name for p in store.record_files()) == ["a.json", "b.json"]
+
+
+def test_an_unreadable_manifest_and_missing_records_get_their_whole_message(tmp_path):
+    """A manifest that is a directory cannot be read; a missing partitions/ says what to do."""
+    store = StateStore(tmp_path / "b1")
+    (store.directory / "manifest.json").mkdir(parents=True)
+    with pytest.raises(StateUnreadable) as raised:
+        store.read_manifest()
+    assert str(raised.value) == f"manifest {store.directory / 'manifest.json'} cannot be read (Is a directory)"
+    with pytest.raises(StateUnreadable) as raised:
+        store.load_board(PLAN, id_of)
+    assert str(raised.value) == (
+        f"{store.partitions} is missing: the records of backfill b1 are gone, so which partitions ran is unknown; "
+        "restore the directory, or start a new backfill"
+    )
+
+
+def test_a_durable_record_write_is_fsynced_and_a_quick_one_is_not(tmp_path, monkeypatch):
+    """write_record(durable=True) fsyncs the file and the directory; durable=False neither."""
+    from engine.base import atomic
+
+    store = StateStore(tmp_path / "b1")
+    store.create({"format": 1})
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(atomic.os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    store.write_record(record(1, "running", ["running"]), durable=False)
+    assert synced == []
+    store.write_record(record(1, "succeeded", ["succeeded"]), durable=True)
+    assert len(synced) == 2
+
+
+def test_the_gitignore_entry_goes_on_a_line_of_its_own(tmp_path):
+    """After a file ending with a newline, no blank line is added; the host in a generation is this machine's."""
+    import socket
+
+    repository = tmp_path / "repo"
+    repository.mkdir()
+    (repository / ".gitignore").write_text("*.pyc\n")
+    add_to_gitignore(repository, default_state_root(repository))
+    assert (repository / ".gitignore").read_text() == (
+        "*.pyc\n# backfill state (manifests, partition records, child logs)\n/logs/backfills/\n"
+    )
+    store = StateStore(tmp_path / "b1")
+    store.create({"format": 1})
+    assert store.write_generation(1, 1, 0.0, "").host == socket.gethostname()
+    assert store.read_generation().host == socket.gethostname()
