@@ -53,8 +53,11 @@ def children_of_backfill(backfill_id: str) -> list[psutil.Process]:
     return found
 
 
-def stop_at_random(process: subprocess.Popen[str], work: Path, rng: random.Random, how: str, seed: int) -> None:
-    """Wait a random moment, then stop the executor the way ``how`` says and reap it."""
+def stop_at_random(
+    process: subprocess.Popen[str], work: Path, rng: random.Random, how: str, seed: int, earlier: set[int]
+) -> None:
+    """Wait a random moment, then stop the executor the way ``how`` says and reap it. ``earlier``: children of
+    executors killed before this one started (this one may be stopped before its takeover stops them)."""
     time.sleep(rng.uniform(0.05, 1.5))
     signum = {"SIGTERM": signal.SIGTERM, "SIGINT": signal.SIGINT}.get(how, signal.SIGKILL)
     if process.poll() is None:
@@ -63,8 +66,9 @@ def stop_at_random(process: subprocess.Popen[str], work: Path, rng: random.Rando
     stores = list((work / "logs" / "backfills").glob("*/"))
     assert all((store / "manifest.json").exists() for store in stores), f"seed {seed}: a store without manifest"
     for backfill in state_dirs(work / "logs" / "backfills"):
-        if signum != signal.SIGKILL:  # a stop, not a kill: every child was waited for
-            assert not children_of_backfill(backfill.name), f"seed {seed}: children outlived {how}"
+        if signum != signal.SIGKILL:  # a stop, not a kill: every child it started was waited for
+            outlived = {child.pid for child in children_of_backfill(backfill.name)} - earlier
+            assert not outlived, f"seed {seed}: children {outlived} outlived {how}"
         elif how.endswith("delete .children.lock"):
             (backfill / ".children.lock").unlink(missing_ok=True)
 
@@ -83,7 +87,7 @@ def run_trial(seed: int, root: Path, home: dict[str, str]) -> None:
 
     first = start_background(*plan, "--max-parallel", parallel, cwd=work, env=env)
     how = rng.choice(STOPS)
-    stop_at_random(first, work, rng, how, seed)
+    stop_at_random(first, work, rng, how, seed, set())
     found = state_dirs(work / "logs" / "backfills")
     if not found:  # stopped before the store was made: nothing to resume, nothing may run
         assert not list(locks.glob("*.lock")), f"seed {seed}: children ran without a store"
@@ -92,8 +96,9 @@ def run_trial(seed: int, root: Path, home: dict[str, str]) -> None:
     stops = [how]
     while rng.random() < 0.5 and len(stops) < 4:  # the resume is stopped too, sometimes more than once
         how = rng.choice(STOPS)
+        earlier = {child.pid for child in children_of_backfill(backfill.name)}
         resume = start_background("--continue", backfill.name, cwd=work, env=env)
-        stop_at_random(resume, work, rng, how, seed)
+        stop_at_random(resume, work, rng, how, seed, earlier)
         stops.append(how)
     final = run_backfill("--continue", backfill.name, cwd=work, env=env, timeout=300)
     context = f"seed {seed}, {days} days × {parallel}, stops {stops}:\n{final.stdout}\n{final.stderr}"
