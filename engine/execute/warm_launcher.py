@@ -26,7 +26,7 @@ SHUTDOWN_SECONDS = 10.0  # a runner closing its databases at the end of the run 
 # A runner is replaced after serving this many partitions: DuckDB's native memory grows with the runs one
 # process has served (about 6 % per 1 000 runs of the example; Python objects do not grow), so recycling
 # keeps a runner's memory flat at the cost of one start-up per RUNNER_PARTITIONS partitions.
-RUNNER_PARTITIONS = 250
+RUNNER_PARTITIONS = 100
 
 
 class _Runner:
