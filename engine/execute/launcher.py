@@ -95,22 +95,28 @@ class ForkExecLauncher:
     def launch(self, spec: ChildSpec) -> Child:
         log = os.open(spec.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
         try:
-            process = subprocess.Popen(
-                spec.argv,
-                cwd=spec.cwd,
-                env=spec.env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                pass_fds=spec.inherit_fds,
-            )
+            process = start_in_own_session(spec.argv, spec, log, spec.inherit_fds)
         except OSError as error:
             os.write(log, f"backfill: cannot start {spec.argv[0]!r}: {error.strerror}\n".encode())
             raise
         finally:
             os.close(log)
         return _PopenChild(process)
+
+
+def start_in_own_session(argv: list[str], spec: ChildSpec, log: int, pass_fds: tuple[int, ...]) -> subprocess.Popen:
+    """Start ``argv`` as a child is started: in its own session and process group, in the spec's directory and
+    environment, stdin closed, stdout and stderr appended to ``log``."""
+    return subprocess.Popen(
+        argv,
+        cwd=spec.cwd,
+        env=spec.env,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        pass_fds=pass_fds,
+    )
 
 
 def describe_exit(code: int) -> str:

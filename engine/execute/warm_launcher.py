@@ -19,7 +19,7 @@ import orjson
 
 from engine.base.atomic import FILE_MODE
 from engine.execute.children import backfill_program
-from engine.execute.launcher import ChildSpec, signal_group
+from engine.execute.launcher import ChildSpec, signal_group, start_in_own_session
 
 RUNNER_VERB = "__warm-runner"
 SHUTDOWN_SECONDS = 10.0  # a runner closing its databases at the end of the run gets this long before SIGKILL
@@ -39,16 +39,7 @@ class _Runner:
         try:
             argv = [*backfill_program(), RUNNER_VERB, str(requests_read), str(replies_write), str(os.getpid())]
             # Whatever the runner says before its first partition (an import failure) lands in that log.
-            self.process = subprocess.Popen(
-                argv,
-                cwd=spec.cwd,
-                env=spec.env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                pass_fds=(requests_read, replies_write, *spec.inherit_fds),
-            )
+            self.process = start_in_own_session(argv, spec, log, (requests_read, replies_write, *spec.inherit_fds))
         except OSError:
             for fd in (self.requests, self.replies):
                 os.close(fd)

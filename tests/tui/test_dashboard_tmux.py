@@ -146,7 +146,7 @@ def test_sigterm_ends_the_process_whatever_the_front_end(tmp_path, home, front_e
         assert run_backfill("--command", "true", *days, cwd=work, env=home).returncode == 0
         argv = [*backfill_argv(), "show", next((work / "logs" / "backfills").iterdir()).name]
     pidfile = work / "pid"
-    command = shlex.join(["sh", "-c", f'echo $$ > {shlex.quote(str(pidfile))}; exec "$@"', "sh", *argv])
+    command = writing_its_pid(argv, pidfile)
     tmux = Tmux(120, 40, command, work, {**home, "TERM": "xterm-256color"})
     try:
         tmux.wait_for("▶ running" if front_end == "dashboard" else "✓ succeeded")
@@ -182,6 +182,11 @@ def test_the_summary_duration_is_the_runs_not_the_time_the_dashboard_stayed_open
         tmux.close()
 
 
+def writing_its_pid(argv: list[str], pidfile) -> str:
+    """A shell line that runs ``argv`` as the same process after writing its PID to ``pidfile``."""
+    return shlex.join(["sh", "-c", f'echo $$ > {shlex.quote(str(pidfile))}; exec "$@"', "sh", *argv])
+
+
 @pytest.mark.parametrize("moment", ["running", "finished"])
 def test_a_closed_terminal_ends_the_dashboard_and_leaves_nothing_running(tmp_path, home, moment):
     """The terminal disappears (tmux killed, like a closed window or a dropped SSH connection) while children run,
@@ -193,7 +198,7 @@ def test_a_closed_terminal_ends_the_dashboard_and_leaves_nothing_running(tmp_pat
     days = ["--start-date", "2024-01-01", "--end-date", "2024-01-05"]
     argv = [*backfill_argv(), "--command", child, *days, "--max-parallel", "2"]
     pidfile = work / "pid"
-    command = shlex.join(["sh", "-c", f'echo $$ > {shlex.quote(str(pidfile))}; exec "$@"', "sh", *argv])
+    command = writing_its_pid(argv, pidfile)
     tmux = Tmux(120, 40, command, work, {**home, "TERM": "xterm-256color"})
     try:
         tmux.wait_for("▶ running" if moment == "running" else "Backfill failed")
