@@ -202,7 +202,8 @@ def test_opening_the_details_pane_keeps_the_selected_row_on_screen(work):
             await pilot.pause(0.2)
             top = int(live.table.scroll_offset.y)
             assert top <= live.table.cursor_row < top + live.table.size.height
-            assert any(line.lstrip().startswith("▸") and " 90 " in line for line in screen_text(live.app).splitlines())
+            lines = lambda: screen_text(live.app).splitlines()  # noqa: E731
+            await wait_until(pilot, lambda: any(line.lstrip().startswith("▸") and " 90 " in line for line in lines()))
 
     try:
         run(scenario())
@@ -322,7 +323,7 @@ def test_q_asks_before_cancelling_running_children_and_any_other_key_keeps_them(
     async def scenario():
         async with live.app.run_test(size=(120, 40)) as pilot:
             await wait_until(pilot, lambda: len(live.executor.snapshot().running) == 2)
-            assert "q Stop" in screen_text(live.app)
+            await wait_until(pilot, lambda: "q Stop" in screen_text(live.app))
             pids = [r.pid for r in live.executor.snapshot().running]
             await pilot.press("q")
             await wait_until(pilot, lambda: "Stop the backfill? 2 running children" in screen_text(live.app))
