@@ -14,9 +14,17 @@ from tests.conftest import run_backfill
 
 
 class Repo:
-    """A git-like repository with ``.bruin.yml`` and one pipeline ``p`` on DuckDB connection ``db``."""
+    """A git-like repository with ``.bruin.yml`` and one pipeline ``p`` on DuckDB connection ``db``
+    (``sandbox`` guardrails unless told otherwise: see tests/guard_flags.py)."""
 
-    def __init__(self, root: Path, *, max_concurrent_assets: int | None = None, pipeline: dict | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        max_concurrent_assets: int | None = None,
+        pipeline: dict | None = None,
+        guardrails: str = "sandbox",
+    ) -> None:
         self.root = root
         (root / ".git").mkdir(parents=True)
         connection: dict[str, Any] = {"name": "db", "path": "warehouse.duckdb"}
@@ -25,7 +33,10 @@ class Repo:
         self.write(
             ".bruin.yml",
             yaml.safe_dump(
-                {"default_environment": "dev", "environments": {"dev": {"connections": {"duckdb": [connection]}}}}
+                {
+                    "default_environment": "dev",
+                    "environments": {"dev": {"guardrails": guardrails, "connections": {"duckdb": [connection]}}},
+                }
             ),
         )
         self.pipeline_dir = root / "p"

@@ -10,7 +10,8 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_REFUSED = 3
-EXIT_STATE_UNREADABLE = 4
+EXIT_STATE_UNREADABLE = 5
+EXIT_NEEDS_APPROVAL = 4  # the verdict needs approval the invocation did not give
 EXIT_CANCELLED = 130
 
 

@@ -51,6 +51,8 @@ class Prepared:
     takeover: Takeover
     state_root: Path
     working_directory: str
+    reason: str | None = None  # why this backfill runs: saved, recorded, and BACKFILL_REASON for children
+    hooks: ExecutorHooks | None = None  # the guardrails' verification, once the pre-flight has run
 
     @property
     def launcher_name(self) -> str:
@@ -73,8 +75,9 @@ class Prepared:
             effective_parallel=self.parallelism.effective,
             working_directory=self.working_directory,
             launcher=launcher or self.launcher(),
-            hooks=hooks,
+            hooks=hooks or self.hooks,
             grace=grace if grace is not None else stop_grace(),
+            reason=self.reason,
         )
 
 
@@ -113,8 +116,11 @@ def runner_partitions() -> int:
     return value
 
 
-def create_backfill(planned: Planned, *, state_dir: str | None, cwd: Path) -> Prepared:
-    """Save a new backfill (manifest, directories, .gitignore) and take it over."""
+def create_backfill(
+    planned: Planned, *, state_dir: str | None, cwd: Path, extra: dict[str, Any] | None = None
+) -> Prepared:
+    """Save a new backfill (manifest, directories, .gitignore) and take it over; ``extra`` adds manifest fields
+    (the reason and guardrail choices)."""
     spec = planned.spec
     check_plan_size(len(spec.plan))  # before anything is written: a store it could never load helps no one
     grace = stop_grace()  # a bad BACKFILL_STOP_GRACE is refused before anything is saved too
@@ -122,6 +128,7 @@ def create_backfill(planned: Planned, *, state_dir: str | None, cwd: Path) -> Pr
     root, repository = state_root_for(spec, state_dir, cwd)
     store = StateStore(root / new_backfill_id())
     manifest = manifest_of(spec, backfill_id=store.id, working_directory=str(cwd), options=planned.options)
+    manifest.update(extra or {})
     store.create(manifest)
     if repository is not None:
         add_to_gitignore(repository, root)
@@ -138,6 +145,7 @@ def create_backfill(planned: Planned, *, state_dir: str | None, cwd: Path) -> Pr
         takeover,
         root,
         str(cwd),
+        manifest.get("reason"),
     )
 
 
@@ -227,7 +235,9 @@ def resume_parallelism(spec: BackfillSpec, options: ExecutionOptions, *, validat
     return effective_parallelism(options.max_parallel, options.workers, environment)
 
 
-def prepare_resume(loaded: Loaded, options: ExecutionOptions, selection: PartitionSelection) -> Prepared:
+def prepare_resume(
+    loaded: Loaded, options: ExecutionOptions, selection: PartitionSelection, *, reason: str | None = None
+) -> Prepared:
     """Take a saved backfill over for another invocation (the path shared by --continue and the rerun form)."""
     check_execution_options(options)
     runner_partitions()  # a bad BACKFILL_RUNNER_PARTITIONS is refused before the takeover
@@ -252,6 +262,7 @@ def prepare_resume(loaded: Loaded, options: ExecutionOptions, selection: Partiti
         takeover,
         loaded.root,
         working_directory,
+        reason or loaded.manifest.get("reason"),
     )
 
 

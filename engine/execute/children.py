@@ -36,6 +36,7 @@ class ChildFactory:
         working_directory: str,
         workers: int,
         inherit_fds: tuple[int, ...],
+        reason: str | None = None,
     ) -> None:
         self.spec = spec
         self.backfill_id = backfill_id
@@ -49,6 +50,9 @@ class ChildFactory:
         if annotations and not spec.target.is_command:
             base["BRUIN_QUERY_ANNOTATIONS"] = orjson.dumps(annotations).decode()
         base["BACKFILL_ID"] = backfill_id
+        base.pop("BACKFILL_REASON", None)
+        if reason is not None:
+            base["BACKFILL_REASON"] = reason
         self.base_environment = base
         self.prefix = self._pipeline_prefix() if not spec.target.is_command else []
 

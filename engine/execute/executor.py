@@ -19,6 +19,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine.base.errors import StateWriteFailed
 from engine.dates.durations import format_duration
@@ -47,6 +48,9 @@ class ExecutorHooks:
 
     before_first_launch: Callable[[], None] = lambda: None
     after_partition: Callable[[int, Attempt], None] = lambda index, attempt: None
+    # After a child exits 0, before the attempt is recorded succeeded: a verification (``status``,
+    # ``detail``, ``fails_partition``, ``to_json()``) or None. One that fails the partition stops the backfill.
+    verify: Callable[[int, Interval, Attempt], Any] = lambda index, interval, attempt: None
 
 
 @dataclass
@@ -101,6 +105,7 @@ class Executor:
         launcher: Launcher | None = None,
         hooks: ExecutorHooks | None = None,
         grace: float = 30.0,
+        reason: str | None = None,
     ) -> None:
         self.spec = spec
         self.store = store
@@ -120,6 +125,7 @@ class Executor:
             working_directory=working_directory,
             workers=options.workers,
             inherit_fds=(takeover.children_lock.fd,) if takeover.children_lock.fd is not None else (),
+            reason=reason,
         )
         self._selected = selection.count(board)
         self._queue: Iterator[int] = selection.iterate(board, reverse=options.reverse)
@@ -144,6 +150,7 @@ class Executor:
         self._storage_error: OSError | None = None  # the store could not be written: stop, wait, report
         self._leftovers: dict[int, float] = {}  # process groups of ended attempts still alive → SIGKILL deadline
         self._summary_written = 0.0
+        self._verification_failed = False  # set by _reap for the attempt _finish records next
 
     # ---------------------------------------------------------------- front-end API
 
@@ -375,6 +382,12 @@ class Executor:
                 attempt.status, attempt.error = active.stop_status, active.stop_reason
             elif code == 0:
                 attempt.status = "succeeded"
+                verification = self.hooks.verify(index, active.interval, attempt)
+                if verification is not None:
+                    attempt.verification = verification.to_json()
+                    if verification.fails_partition:
+                        attempt.status, attempt.error = "failed", f"verification: {verification.detail}"
+                        self._verification_failed = True
             else:
                 log_path = self.store.log_path(attempt.run_id)
                 attempt.status, attempt.error = "failed", failure_reason(self.spec, attempt.run_id, log_path, code)
@@ -392,7 +405,14 @@ class Executor:
         attempt.duration = round(time.time() - started_wall, 6) if started_wall is not None else 0.0
         record.status = attempt.status
         self._write(self.store.record_path(record.id), record.to_bytes(), durable=True)
-        retry = attempt.status == "failed" and attempts_left > 1 and self._stop_reason is None and not self._halted
+        verification_failed, self._verification_failed = self._verification_failed, False
+        retry = (
+            attempt.status == "failed"
+            and attempts_left > 1
+            and self._stop_reason is None
+            and not self._halted
+            and not verification_failed  # the same data would fail the same way: stop and report instead
+        )
         with self._lock:
             self.board.set(index, Status.parse(attempt.status))
             self.board.set_attempts(index, len(record.attempts))
@@ -409,7 +429,9 @@ class Executor:
         if attempt.status == "failed":
             self._failed.append(index)
             policy = self.options.on_failure
-            if policy == "stop":
+            if verification_failed:
+                self._halted = True  # whatever --on-failure says: running children finish, nothing new starts
+            elif policy == "stop":
                 self._halted = True
             elif policy == "fail-fast":
                 self._halted = True

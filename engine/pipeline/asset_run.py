@@ -24,7 +24,7 @@ from engine.pipeline.assets import Asset
 from engine.pipeline.checks import CheckResult, run_checks
 from engine.pipeline.duckdb_pool import DuckDBPool
 from engine.pipeline.interval_modifiers import apply_modifiers
-from engine.pipeline.materialization import Database, load_seed, materialize
+from engine.pipeline.materialization import Database, RunStopped, load_seed, materialize, quote_name, window_predicate
 from engine.pipeline.templating import TemplateProblem, Window, render
 
 SUCCEEDED, FAILED, UPSTREAM_FAILED = "succeeded", "failed", "upstream_failed"
@@ -41,6 +41,7 @@ class AssetResult:
     checks: list[CheckResult] = field(default_factory=list)
     error: str | None = None
     window: Window | None = None  # when interval modifiers moved it
+    rows_in_interval: int | None = None  # rows whose incremental key falls in the window, after the run
 
     @property
     def duration(self) -> float | None:
@@ -187,6 +188,7 @@ class AssetRun:
             self.result.rows = materialize(
                 db, asset, query, window, full_refresh=self.settings.full_refresh, pre_hooks=pre, post_hooks=post
             )
+            self.result.rows_in_interval = _rows_in_window(db, asset, window)
         finally:
             self._release(db)
 
@@ -238,6 +240,20 @@ class AssetRun:
             raise RuntimeError(self._stopped)
         if code != 0:
             raise RuntimeError(f"python exited with code {code}" + (f": {last_line}" if last_line else ""))
+
+
+def _rows_in_window(db: Database, asset: Asset, window: Window) -> int | None:
+    """What verification compares with history: the table's rows in the run's window (by incremental key)."""
+    m = asset.materialization
+    if m.type != "table" or not m.incremental_key:
+        return None
+    try:
+        predicate = window_predicate(db, asset, window)
+        return db.count(f"SELECT count(*) FROM {quote_name(asset.name)} WHERE {predicate}")
+    except RunStopped:
+        raise
+    except Exception:  # a count that cannot be taken leaves verification without a number
+        return None
 
 
 def _first_line(error: BaseException) -> str:

@@ -189,7 +189,7 @@ def materialize(
             db.execute(f"DROP TABLE {staged}")
             return rows
         if strategy == "time_interval":
-            db.execute(f"DELETE FROM {target} WHERE {_window_predicate(db, asset, window)}")
+            db.execute(f"DELETE FROM {target} WHERE {window_predicate(db, asset, window)}")
             return db.count(f"INSERT INTO {target} BY NAME {query}")
         raise ValueError(f"unsupported strategy {strategy}")
 
@@ -212,7 +212,7 @@ def _merge_statement(asset: Asset, target: str, query: str) -> str:
     )
 
 
-def _window_predicate(db: Database, asset: Asset, window: Window) -> str:
+def window_predicate(db: Database, asset: Asset, window: Window) -> str:
     """Rows of the run's window: inclusive dates for ``date``, ``[start, end]`` for ``timestamp``."""
     key = quote_identifier(asset.materialization.incremental_key or "")
     start, end = to_datetime(window.start, window.zone), to_datetime(window.end, window.zone)

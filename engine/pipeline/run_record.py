@@ -77,6 +77,7 @@ def record_json(result: RunResult) -> dict[str, Any]:
                 "finished_at": _seconds(r.finished_at),
                 "duration_seconds": round(r.duration, 6) if r.duration is not None else None,
                 "rows_written": r.rows,
+                "rows_in_interval": r.rows_in_interval,
                 "checks": [c.to_json() for c in r.checks],
                 "error": r.error,
                 "interval": _window_json(r.window) if r.window else None,

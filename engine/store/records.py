@@ -36,6 +36,7 @@ class Attempt:
     generation: int = 0
     duration: float | None = None  # seconds, once finished
     launcher: str = "exec"  # "warm": ``pid`` is the runner that served this attempt (and others)
+    verification: dict[str, Any] | None = None  # what verification found after the child exited 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -51,6 +52,7 @@ class Attempt:
             "generation": self.generation,
             "duration": self.duration,
             "launcher": self.launcher,
+            "verification": self.verification,
         }
 
     @classmethod
@@ -68,6 +70,7 @@ class Attempt:
             generation=data.get("generation", 0),
             duration=data.get("duration"),
             launcher=data.get("launcher", "exec"),
+            verification=data.get("verification") if isinstance(data.get("verification"), dict) else None,
         )
 
 

@@ -18,6 +18,7 @@ import os
 import secrets
 import shutil
 import socket
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,6 +44,25 @@ def default_state_root(repository: Path | None) -> Path:
     import platformdirs
 
     return Path(platformdirs.user_state_dir("backfill")) / "backfills"
+
+
+def check_state_root(root: Path) -> None:
+    """The state root exists (made if missing) and is a writable directory, or the error says what is wrong."""
+    try:
+        ensure_directory(root, DIRECTORY_MODE)
+        usable = root.is_dir() and os.access(root, os.W_OK | os.X_OK)
+    except OSError as error:
+        raise BadInput(
+            f"state directory {str(root)[:120]!r} cannot be used ({error.strerror}): give a writable directory"
+        ) from None
+    if not usable:
+        raise BadInput(f"state directory {str(root)[:120]!r} is not a writable directory: give one that is")
+    try:  # /proc and read-only mounts pass the access test and refuse the directory itself
+        os.rmdir(tempfile.mkdtemp(prefix=".probe-", dir=root))
+    except OSError as error:
+        raise BadInput(
+            f"state directory {str(root)[:120]!r} cannot hold backfills ({error.strerror}): give a writable one"
+        ) from None
 
 
 def new_backfill_id() -> str:
@@ -98,15 +118,7 @@ class StateStore:
         """Make the backfill's directory with its manifest, or nothing at all: a directory without a
         manifest would be a backfill no command can read."""
         root = self.directory.parent
-        try:
-            ensure_directory(root, DIRECTORY_MODE)
-            usable = root.is_dir() and os.access(root, os.W_OK | os.X_OK)
-        except OSError as error:
-            raise BadInput(
-                f"state directory {str(root)[:120]!r} cannot be used ({error.strerror}): give a writable directory"
-            ) from None
-        if not usable:
-            raise BadInput(f"state directory {str(root)[:120]!r} is not a writable directory: give one that is")
+        check_state_root(root)
         try:
             os.mkdir(self.directory, DIRECTORY_MODE)
         except OSError as error:  # nothing exists yet: the state directory is unusable (/proc, read-only, ...)

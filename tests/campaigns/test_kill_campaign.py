@@ -29,6 +29,7 @@ import pytest
 
 from tests.backfills import child_command, records, start_background, state_dirs
 from tests.conftest import run_backfill
+from tests.guard_flags import GUARD
 
 CI_TRIALS = 10
 SLOW_TRIALS = int(os.environ.get("BACKFILL_CAMPAIGN_TRIALS", "200"))
@@ -85,7 +86,7 @@ def run_trial(seed: int, root: Path, home: dict[str, str]) -> None:
     plan = ["--command", command, "--start-date", "2024-01-01", "--end-date", f"2024-01-{days:02d}"]
     env = {**home, "CHILD_SLEEP": f"{rng.uniform(0.05, 0.8):.2f}", "BACKFILL_STOP_GRACE": "5"}
 
-    first = start_background(*plan, "--max-parallel", parallel, cwd=work, env=env)
+    first = start_background(*GUARD, *plan, "--max-parallel", parallel, cwd=work, env=env)
     how = rng.choice(STOPS)
     stop_at_random(first, work, rng, how, seed, set())
     found = state_dirs(work / "logs" / "backfills")

@@ -11,6 +11,7 @@ import pytest
 
 from tests.backfills import child_command, max_overlap, read_spans, records, state_dirs, statuses
 from tests.conftest import run_backfill
+from tests.guard_flags import GUARD, REASON
 
 JANUARY_6 = ("--start-date", "2024-01-01", "--end-date", "2024-01-06")
 
@@ -25,6 +26,7 @@ def test_all_partitions_succeed_with_placeholders_environment_and_process_groups
     and its own process group; the summary and records say succeeded."""
     spans = work / "spans.jsonl"
     result = run_backfill(
+        *GUARD,
         "--command",
         child_command("--spans", str(spans)),
         *JANUARY_6,
@@ -54,12 +56,12 @@ def test_all_partitions_succeed_with_placeholders_environment_and_process_groups
 
 def test_id_and_resume_command_are_printed_before_the_first_child(work, home):
     """The backfill ID and the exact resume command come first (stderr when the output is JSON)."""
-    text = run_backfill("--command", "true", *JANUARY_6, cwd=work, env=home)
+    text = run_backfill(*GUARD, "--command", "true", *JANUARY_6, cwd=work, env=home)
     backfill = only_backfill(work).name
     first_lines = text.stdout.splitlines()[:3]
     assert first_lines[0].startswith(f"backfill {backfill}: 6 of 6 partitions to run")
     assert first_lines[2] == f"  resume  backfill --continue {backfill}"
-    as_json = run_backfill("--command", "true", *JANUARY_6, "--output", "json", cwd=work, env=home)
+    as_json = run_backfill(*GUARD, "--command", "true", *JANUARY_6, "--output", "json", cwd=work, env=home)
     assert json.loads(as_json.stdout)["summary"]["succeeded"] == 6
     assert "resume  backfill --continue" in as_json.stderr
 
@@ -69,6 +71,7 @@ def test_a_failing_partition_succeeds_on_retry_and_keeps_both_attempts(work, hom
     markers = work / "markers"
     markers.mkdir()
     result = run_backfill(
+        *GUARD,
         "--command",
         child_command("--fail-first-attempt", str(markers)),
         *JANUARY_6,
@@ -91,7 +94,7 @@ def test_a_failing_partition_succeeds_on_retry_and_keeps_both_attempts(work, hom
 
 def test_on_failure_stop_lets_active_runs_finish_and_launches_nothing_more(work, home):
     """stop (the default): after 2024-01-02 fails, nothing new starts; exit 1; the rest stay queued."""
-    result = run_backfill("--command", child_command("--fail-on", "2024-01-02"), *JANUARY_6, cwd=work, env=home)
+    result = run_backfill(*GUARD, "--command", child_command("--fail-on", "2024-01-02"), *JANUARY_6, cwd=work, env=home)
     assert result.returncode == 1
     assert statuses(only_backfill(work)) == {0: "succeeded", 1: "failed"}
     assert "partitions  6: 4 queued, 1 succeeded, 1 failed" in result.stdout
@@ -101,6 +104,7 @@ def test_on_failure_stop_lets_active_runs_finish_and_launches_nothing_more(work,
 def test_on_failure_continue_runs_everything_else(work, home):
     """continue: the failure is recorded and every other partition still runs; exit 1."""
     result = run_backfill(
+        *GUARD,
         "--command",
         child_command("--fail-on", "2024-01-02", "--fail-on", "2024-01-05"),
         *JANUARY_6,
@@ -127,6 +131,7 @@ def test_on_failure_fail_fast_cancels_active_children(work, home):
     script.write_text('case "$1" in 2024-01-01*) exec sleep 60;; 2024-01-02*) exit 3;; *) exit 0;; esac\n')
     started = time.monotonic()
     result = run_backfill(
+        *GUARD,
         "--command",
         f"sh {script} {{start}}",
         *JANUARY_6,
@@ -148,7 +153,7 @@ def test_on_failure_fail_fast_cancels_active_children(work, home):
 def test_reverse_runs_newest_first(work, home):
     """--reverse starts partitions from the newest."""
     spans = work / "spans.jsonl"
-    run_backfill("--command", child_command("--spans", str(spans)), *JANUARY_6, "--reverse", cwd=work, env=home)
+    run_backfill(*GUARD, "--command", child_command("--spans", str(spans)), *JANUARY_6, "--reverse", cwd=work, env=home)
     started = [s["start"][:10] for s in sorted(read_spans(spans), key=lambda s: s["began"])]
     assert started == ["2024-01-06", "2024-01-05", "2024-01-04", "2024-01-03", "2024-01-02", "2024-01-01"]
 
@@ -158,6 +163,7 @@ def test_max_parallel_is_never_exceeded_as_seen_by_the_children(work, home, para
     """Children's own start/end times never overlap more than --max-parallel (and do reach it)."""
     spans = work / "spans.jsonl"
     result = run_backfill(
+        *GUARD,
         "--command",
         child_command("--spans", str(spans), "--sleep", "0.3"),
         "--start-date",
@@ -179,6 +185,7 @@ def test_timeout_stops_the_child_and_records_a_failure(work, home):
     """--timeout: a child over its time is stopped like a cancel and recorded failed, 'timed out after …'."""
     started = time.monotonic()
     result = run_backfill(
+        *GUARD,
         "--command",
         "sleep 60",
         "--start-date",
@@ -200,7 +207,9 @@ def test_timeout_stops_the_child_and_records_a_failure(work, home):
 def test_pipeline_backfill_of_the_example_fills_the_tables(shop, home):
     """A week of the example pipeline: each child is `backfill run`, records carry the backfill ID and count,
     and the mart holds one row per day and category."""
-    result = run_backfill("pipeline", "--start-date", "2024-02-01", "--end-date", "2024-02-07", cwd=shop, env=home)
+    result = run_backfill(
+        *REASON, "pipeline", "--start-date", "2024-02-01", "--end-date", "2024-02-07", cwd=shop, env=home
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     backfill = only_backfill(shop)
     with duckdb.connect(str(shop / "warehouse.duckdb"), read_only=True) as connection:
@@ -215,6 +224,7 @@ def test_pipeline_backfill_of_the_example_fills_the_tables(shop, home):
 def test_progress_lines_are_coalesced_for_many_fast_partitions(work, home):
     """Thousands of fast partitions do not produce thousands of lines: successes are summed per update."""
     result = run_backfill(
+        *GUARD,
         "--command",
         "true",
         "--start-date",
@@ -241,7 +251,9 @@ def test_invalid_pipeline_is_refused_before_anything_is_saved(shop, home):
     asset = shop / "pipeline" / "assets" / "mart" / "daily_revenue.sql"
     original = asset.read_text()
     asset.write_text(original.replace("strategy: merge", "strategy: upsert"))
-    result = run_backfill("pipeline", "--start-date", "2024-02-01", "--end-date", "2024-02-03", cwd=shop, env=home)
+    result = run_backfill(
+        *REASON, "pipeline", "--start-date", "2024-02-01", "--end-date", "2024-02-03", cwd=shop, env=home
+    )
     assert result.returncode == 2
     assert f"{asset}:" in result.stderr and "unknown strategy 'upsert'" in result.stderr
     assert not (shop / "logs").exists()
@@ -255,7 +267,16 @@ def test_invalid_pipeline_is_refused_before_anything_is_saved(shop, home):
         )
         assert refused.returncode == 2 and message in refused.stderr
     failing = run_backfill(
-        "pipeline", "--start-date", "2024-02-01", "--end-date", "2024-02-03", "--timeout", "1us", cwd=shop, env=home
+        *REASON,
+        "pipeline",
+        "--start-date",
+        "2024-02-01",
+        "--end-date",
+        "2024-02-03",
+        "--timeout",
+        "1us",
+        cwd=shop,
+        env=home,
     )
     assert failing.returncode == 1
     backfill = only_backfill(shop)

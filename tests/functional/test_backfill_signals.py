@@ -15,6 +15,7 @@ import pytest
 
 from tests.backfills import alive, child_command, records, start_background, state_dirs, statuses, wait_for
 from tests.conftest import run_backfill
+from tests.guard_flags import GUARD
 
 SIX_DAYS = ("--start-date", "2024-01-01", "--end-date", "2024-01-06")
 
@@ -40,7 +41,14 @@ def test_signal_cancels_children_then_resume_completes(work, home, signum, reaso
     """SIGINT or SIGTERM mid-run: children stopped and waited for, partitions cancelled, exit 130;
     --continue then runs everything not yet succeeded."""
     process = start_background(
-        "--command", child_command(), *SIX_DAYS, "--max-parallel", "2", cwd=work, env={**home, "CHILD_SLEEP": "30"}
+        *GUARD,
+        "--command",
+        child_command(),
+        *SIX_DAYS,
+        "--max-parallel",
+        "2",
+        cwd=work,
+        env={**home, "CHILD_SLEEP": "30"},
     )
     backfill = backfill_dir(work)
     pids = running_pids(backfill, 2)
@@ -60,6 +68,7 @@ def test_signal_cancels_children_then_resume_completes(work, home, signum, reaso
 def test_stubborn_children_are_killed_after_the_grace_period(work, home):
     """A child ignoring SIGINT and SIGTERM is SIGKILLed once the grace period is over; the parent waits."""
     process = start_background(
+        *GUARD,
         "--command",
         child_command("--ignore-signals", "--sleep", "60"),
         *SIX_DAYS,
@@ -86,7 +95,7 @@ def test_sigkill_of_the_parent_then_continue_loses_nothing_and_never_overlaps(wo
     locks.mkdir()
     template = child_command("--exclusive-dir", str(locks))
     process = start_background(  # children outlive every wait of the takeover: they must be stopped, not awaited
-        "--command", template, *SIX_DAYS, "--max-parallel", "2", cwd=work, env={**home, "CHILD_SLEEP": "300"}
+        *GUARD, "--command", template, *SIX_DAYS, "--max-parallel", "2", cwd=work, env={**home, "CHILD_SLEEP": "300"}
     )
     backfill = backfill_dir(work)
     orphans = running_pids(backfill, 2)
@@ -107,7 +116,7 @@ def test_sigkill_of_the_parent_then_continue_loses_nothing_and_never_overlaps(wo
 def test_orphan_found_by_its_environment_is_stopped_before_resuming(work, home):
     """A live process holding the children lock with this BACKFILL_ID (a child whose attempt was never
     recorded) is found through its environment and stopped before anything runs."""
-    result = run_backfill("--command", "true", *SIX_DAYS, "--on-failure", "stop", cwd=work, env=home)
+    result = run_backfill(*GUARD, "--command", "true", *SIX_DAYS, "--on-failure", "stop", cwd=work, env=home)
     assert result.returncode == 0
     backfill = backfill_dir(work)
     holder = subprocess.Popen(
@@ -132,7 +141,9 @@ def test_orphan_found_by_its_environment_is_stopped_before_resuming(work, home):
 
 def test_a_second_executor_of_the_same_backfill_is_refused(work, home):
     """While one executor runs a backfill, another --continue of it is refused at once (exit 3)."""
-    process = start_background("--command", child_command(), *SIX_DAYS, cwd=work, env={**home, "CHILD_SLEEP": "30"})
+    process = start_background(
+        *GUARD, "--command", child_command(), *SIX_DAYS, cwd=work, env={**home, "CHILD_SLEEP": "30"}
+    )
     backfill = backfill_dir(work)
     running_pids(backfill, 1)
     started = time.monotonic()
@@ -156,6 +167,7 @@ def test_a_deleted_children_lock_never_lets_new_attempts_run_beside_live_orphans
     locks = work / "locks"
     locks.mkdir()
     process = start_background(
+        *GUARD,
         "--command",
         child_command("--exclusive-dir", str(locks)),
         *SIX_DAYS,
@@ -186,7 +198,9 @@ def test_an_attempt_whose_start_record_was_lost_never_shares_its_run_id(work, ho
     """SIGKILL before a start record reaches disk (simulated: the record removed, the child alive, its log kept):
     --continue finds the child through its environment, stops it, and the new attempt gets a new run ID and
     log; the old log is kept as it was."""
-    process = start_background("--command", child_command(), *SIX_DAYS, cwd=work, env={**home, "CHILD_SLEEP": "300"})
+    process = start_background(
+        *GUARD, "--command", child_command(), *SIX_DAYS, cwd=work, env={**home, "CHILD_SLEEP": "300"}
+    )
     backfill = backfill_dir(work)
     [orphan] = running_pids(backfill, 1)
     old_log = backfill / "children" / f"{backfill.name}-p0-a1.log"
@@ -211,6 +225,7 @@ def test_a_child_receives_one_cancellation_signal_then_sigkill_after_the_grace(w
     else before SIGKILL at the end of the grace period; the executor waits and exits 130."""
     log = work / "signals"
     process = start_background(
+        *GUARD,
         "--command",
         child_command("--record-signals", str(log), "--sleep", "60"),
         *SIX_DAYS,
@@ -238,7 +253,14 @@ def test_a_resume_never_writes_back_records_it_read_before_taking_the_lock(work,
     for key, value in home.items():
         monkeypatch.setenv(key, value)
     process = start_background(
-        "--command", child_command(), *SIX_DAYS, "--max-parallel", "2", cwd=work, env={**home, "CHILD_SLEEP": "300"}
+        *GUARD,
+        "--command",
+        child_command(),
+        *SIX_DAYS,
+        "--max-parallel",
+        "2",
+        cwd=work,
+        env={**home, "CHILD_SLEEP": "300"},
     )
     backfill = backfill_dir(work)
     orphans = running_pids(backfill, 2)

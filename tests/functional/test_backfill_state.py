@@ -11,6 +11,7 @@ import pytest
 
 from tests.backfills import child_command, records, state_dirs, statuses
 from tests.conftest import run_backfill
+from tests.guard_flags import GUARD
 
 SIX_DAYS = ("--start-date", "2024-01-01", "--end-date", "2024-01-06")
 
@@ -18,6 +19,7 @@ SIX_DAYS = ("--start-date", "2024-01-01", "--end-date", "2024-01-06")
 def finished_backfill(work: Path, home, *extra: str) -> Path:
     """A backfill where 2024-01-03 failed and the others succeeded (on-failure continue)."""
     run_backfill(
+        *GUARD,
         "--command",
         child_command("--fail-on", "2024-01-03"),
         *SIX_DAYS,
@@ -32,13 +34,13 @@ def finished_backfill(work: Path, home, *extra: str) -> Path:
 
 
 def test_corrupt_partition_file_is_named_and_nothing_is_touched(work, home):
-    """A partition file that is not JSON stops --continue with exit 4 naming it; no file changes."""
+    """A partition file that is not JSON stops --continue with exit 5 naming it; no file changes."""
     backfill = finished_backfill(work, home)
     victim = backfill / "partitions" / f"{records(backfill)[1]['id']}.json"
     victim.write_text("{ not json")
     before = {p: p.read_bytes() for p in (backfill / "partitions").iterdir()}
     result = run_backfill("--continue", backfill.name, cwd=work, env=home)
-    assert result.returncode == 4
+    assert result.returncode == 5
     assert f"partition file {victim} is not valid JSON" in result.stderr
     assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr
     assert {p: p.read_bytes() for p in (backfill / "partitions").iterdir()} == before
@@ -59,13 +61,14 @@ def test_foreign_or_unknown_partition_files_are_errors(work, home, change, messa
     path = backfill / "partitions" / f"{records(backfill)[0]['id']}.json"
     path.write_bytes(orjson.dumps(change(orjson.loads(path.read_bytes()))))
     result = run_backfill("--continue", backfill.name, "--dry-run", cwd=work, env=home)
-    assert result.returncode == 4
+    assert result.returncode == 5
     assert str(path) in result.stderr and message in result.stderr
 
 
 def test_executed_json_has_ids_statuses_attempts_and_pages(work, home):
     """--output json after running: backfill.id and state_dir, every attempt, pagination, only JSON on stdout."""
     result = run_backfill(
+        *GUARD,
         "--command",
         child_command("--fail-on", "2024-01-03"),
         *SIX_DAYS,
@@ -140,7 +143,7 @@ def test_rerun_modes_and_ids(work, home):
 
 def test_default_resume_runs_everything_not_succeeded(work, home):
     """Without --rerun, --continue retries failed and runs queued partitions, skipping successes."""
-    run_backfill("--command", child_command("--fail-on", "2024-01-03"), *SIX_DAYS, cwd=work, env=home)
+    run_backfill(*GUARD, "--command", child_command("--fail-on", "2024-01-03"), *SIX_DAYS, cwd=work, env=home)
     [backfill] = state_dirs(work / "logs" / "backfills")
     assert statuses(backfill) == {0: "succeeded", 1: "succeeded", 2: "failed"}
     result = run_backfill("--continue", backfill.name, "--on-failure", "continue", cwd=work, env=home)
@@ -180,7 +183,7 @@ def test_gitignore_gets_the_state_root_once(work, home):
     """The store's path is added to the repository's .gitignore once, keeping what was there."""
     (work / ".gitignore").write_text("*.pyc")
     finished_backfill(work, home)
-    run_backfill("--command", "true", *SIX_DAYS, cwd=work, env=home)
+    run_backfill(*GUARD, "--command", "true", *SIX_DAYS, cwd=work, env=home)
     text = (work / ".gitignore").read_text()
     assert text.startswith("*.pyc\n") and text.count("/logs/backfills/") == 1
 
@@ -205,7 +208,14 @@ def test_state_dir_override_and_resume_hint(work, home, tmp_path):
     """--state-dir puts the store elsewhere; the resume command repeats it; without it the ID is not found."""
     root = tmp_path / "states"
     result = run_backfill(
-        "--command", child_command("--fail-on", "2024-01-02"), *SIX_DAYS, "--state-dir", str(root), cwd=work, env=home
+        *GUARD,
+        "--command",
+        child_command("--fail-on", "2024-01-02"),
+        *SIX_DAYS,
+        "--state-dir",
+        str(root),
+        cwd=work,
+        env=home,
     )
     [backfill] = state_dirs(root)
     assert f"resume      backfill --continue {backfill.name} --state-dir {root}" in result.stdout
@@ -224,12 +234,12 @@ def test_outside_a_repository_the_user_state_directory_is_used(tmp_path, home):
     """With no git repository around, backfills live under the user state directory (XDG_STATE_HOME)."""
     outside = tmp_path / "plain"
     outside.mkdir()
-    assert run_backfill("--command", "true", *SIX_DAYS, cwd=outside, env=home).returncode == 0
+    assert run_backfill(*GUARD, "--command", "true", *SIX_DAYS, cwd=outside, env=home).returncode == 0
     assert len(state_dirs(Path(home["XDG_STATE_HOME"]) / "backfill" / "backfills")) == 1
 
 
 def test_full_refresh_is_refused_for_backfills(work, home):
     """--full-refresh would rebuild every table once per partition: refused with exit 2."""
-    result = run_backfill("--command", "true", *SIX_DAYS, "--full-refresh", cwd=work, env=home)
+    result = run_backfill(*GUARD, "--command", "true", *SIX_DAYS, "--full-refresh", cwd=work, env=home)
     assert result.returncode == 2 and "--full-refresh is not supported for backfills" in result.stderr
     assert not (work / "logs").exists()

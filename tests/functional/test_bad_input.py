@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import run_backfill
+from tests.guard_flags import GUARD, REASON
 
 DAY = ("--start-date", "2024-01-01", "--end-date", "2024-01-02")
 
 
 def refused(work, home, *args, env=None) -> str:
-    result = run_backfill(*args, cwd=work, env={**home, **(env or {})})
+    result = run_backfill(*REASON, *args, cwd=work, env={**home, **(env or {})})
     assert result.returncode == 2, result.stdout + result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
@@ -68,7 +69,7 @@ def test_pipeline_options_mean_nothing_for_a_command_and_are_refused(work, home,
 @pytest.mark.parametrize("option", [("--launcher", "warm"), ("--workers", "4")])
 def test_pipeline_controls_are_refused_when_resuming_a_command_backfill(work, home, option):
     """--continue of a command backfill with --launcher or --workers: one line, exit 2, nothing run."""
-    assert run_backfill("--command", "true", *DAY, cwd=work, env=home).returncode == 0
+    assert run_backfill(*GUARD, "--command", "true", *DAY, cwd=work, env=home).returncode == 0
     [backfill] = list((work / "logs" / "backfills").iterdir())
     result = run_backfill("--continue", backfill.name, "--rerun", "all", *option, cwd=work, env=home)
     assert result.returncode == 2
@@ -95,7 +96,7 @@ def test_bruin_vars_in_the_environment_do_not_change_a_command_backfills_partiti
 def test_a_stop_grace_that_would_disable_sigkill_is_refused(work, home, grace):
     """BACKFILL_STOP_GRACE nan/inf would never SIGKILL; out of range or non-ASCII is refused before saving."""
     if grace == "":
-        result = run_backfill("--command", "true", *DAY, cwd=work, env={**home, "BACKFILL_STOP_GRACE": ""})
+        result = run_backfill(*GUARD, "--command", "true", *DAY, cwd=work, env={**home, "BACKFILL_STOP_GRACE": ""})
         assert result.returncode == 0  # unset or empty: the default 30 s
         return
     line = refused(work, home, "--command", "true", *DAY, env={"BACKFILL_STOP_GRACE": grace})
@@ -157,7 +158,7 @@ def test_unusable_files_and_paths_are_one_line_not_a_traceback(work, home, shop,
         assert line.startswith("backfill: error: state directory ") and "writable" in line
     line = refused(work, home, "p" * 5000, *DAY, "--dry-run")
     assert "is not a usable path (File name too long)" in line and len(line) < 400
-    assert run_backfill("--command", "false", *DAY, cwd=work, env=home).returncode == 1
+    assert run_backfill(*GUARD, "--command", "false", *DAY, cwd=work, env=home).returncode == 1
     backfill = next((work / "logs" / "backfills").iterdir()).name
     ids = run_backfill("--continue", backfill, "--ids-from", str(binary), cwd=work, env=home)
     assert ids.returncode == 2 and ids.stderr.strip().endswith(

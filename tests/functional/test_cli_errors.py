@@ -6,6 +6,7 @@ import pytest
 
 from tests.backfills import state_dirs
 from tests.conftest import run_backfill
+from tests.guard_flags import GUARD, REASON
 
 DAY = ("--start-date", "2024-01-01", "--end-date", "2024-01-02")
 
@@ -18,7 +19,7 @@ def one_line(result) -> str:
 
 def test_a_mistyped_verb_is_named_with_a_suggestion_unless_such_a_path_exists(work, home):
     """backfill lst → did you mean 'list'; a directory really called lst is a target, not a typo."""
-    result = run_backfill("lst", cwd=work, env=home)
+    result = run_backfill("lst", *REASON, cwd=work, env=home)
     assert result.returncode == 2
     assert one_line(result) == (
         "backfill: error: unknown command 'lst' — did you mean 'list'? (a target must be an existing path)"
@@ -31,7 +32,7 @@ def test_a_mistyped_verb_is_named_with_a_suggestion_unless_such_a_path_exists(wo
 @pytest.mark.parametrize(("flag", "suggestion"), [("--partiton", "--partition"), ("--max-paralel", "--max-parallel")])
 def test_a_mistyped_flag_gets_the_flag_it_resembles(work, home, flag, suggestion):
     """An unknown option names itself and the closest real one."""
-    result = run_backfill("--command", "true", *DAY, flag, "daily", cwd=work, env=home)
+    result = run_backfill(*GUARD, "--command", "true", *DAY, flag, "daily", cwd=work, env=home)
     assert result.returncode == 2
     assert one_line(result) == f"backfill: error: unknown option {flag} — did you mean {suggestion}?"
 
@@ -49,7 +50,7 @@ def test_a_mistyped_flag_gets_the_flag_it_resembles(work, home, flag, suggestion
 )
 def test_bad_counts_are_one_clean_line(work, home, value, problem):
     """No 'argument --max-parallel: --max-parallel' repetition, no traceback, non-ASCII digits refused."""
-    result = run_backfill("--command", "true", *DAY, "--max-parallel", value, cwd=work, env=home)
+    result = run_backfill(*GUARD, "--command", "true", *DAY, "--max-parallel", value, cwd=work, env=home)
     assert result.returncode == 2
     assert one_line(result) == f"backfill: error: {problem}"
 
@@ -58,7 +59,10 @@ def test_show_searches_every_store_and_lists_candidates(work, home):
     """A prefix found only in --state-dir is not found without it: the error names the stores searched and
     the most recent backfills; an ambiguous prefix lists the candidates; with --state-dir it is found."""
     for _ in range(2):
-        assert run_backfill("--command", "true", *DAY, "--state-dir", "elsewhere", cwd=work, env=home).returncode == 0
+        assert (
+            run_backfill(*GUARD, "--command", "true", *DAY, "--state-dir", "elsewhere", cwd=work, env=home).returncode
+            == 0
+        )
     names = sorted(p.name for p in state_dirs(work / "elsewhere"))
     result = run_backfill("show", "2", "--output", "text", cwd=work, env=home)
     assert result.returncode == 2
@@ -74,11 +78,11 @@ def test_show_searches_every_store_and_lists_candidates(work, home):
 
 def test_the_printed_resume_command_names_the_state_dir_when_continue_would_not_find_it(work, home):
     """Started with --state-dir: the summary's resume command carries it (absolute); run as printed, it works."""
-    failing = run_backfill("--command", "false", *DAY, "--state-dir", "elsewhere", cwd=work, env=home)
+    failing = run_backfill(*GUARD, "--command", "false", *DAY, "--state-dir", "elsewhere", cwd=work, env=home)
     [backfill] = state_dirs(work / "elsewhere")
     expected = f"backfill --continue {backfill.name} --state-dir {work / 'elsewhere'}"
     assert f"  resume      {expected}" in failing.stdout
-    default = run_backfill("--command", "false", *DAY, cwd=work, env=home)
+    default = run_backfill(*GUARD, "--command", "false", *DAY, cwd=work, env=home)
     [own] = state_dirs(work / "logs" / "backfills")
     assert f"  resume      backfill --continue {own.name}\n" in default.stdout
 
@@ -86,7 +90,17 @@ def test_the_printed_resume_command_names_the_state_dir_when_continue_would_not_
 def test_every_saved_execution_control_can_be_undone_on_resume(work, home):
     """--reverse and --timeout saved at the start are undone with --no-reverse and --timeout none."""
     first = run_backfill(
-        "--command", "false", *DAY, "--reverse", "--timeout", "10m", "--on-failure", "continue", cwd=work, env=home
+        *GUARD,
+        "--command",
+        "false",
+        *DAY,
+        "--reverse",
+        "--timeout",
+        "10m",
+        "--on-failure",
+        "continue",
+        cwd=work,
+        env=home,
     )
     [backfill] = state_dirs(work / "logs" / "backfills")
     assert first.returncode == 1
@@ -104,7 +118,7 @@ def test_every_saved_execution_control_can_be_undone_on_resume(work, home):
 def test_list_text_fits_100_columns(work, home):
     """backfill list as text: every line within 100 columns, names cut with an ellipsis, times relative."""
     for name in ("a very long name for a backfill that would never fit in any sensible column at all", "short"):
-        assert run_backfill("--command", "true", *DAY, "--name", name, cwd=work, env=home).returncode == 0
+        assert run_backfill(*GUARD, "--command", "true", *DAY, "--name", name, cwd=work, env=home).returncode == 0
     result = run_backfill("list", "--output", "text", cwd=work, env=home)
     lines = [line for line in result.stdout.splitlines() if " under " not in line]  # the store's path is a path
     assert all(len(line) <= 100 for line in lines), lines

@@ -9,12 +9,13 @@ import orjson
 
 from tests.backfills import records, state_dirs
 from tests.conftest import run_backfill
+from tests.guard_flags import GUARD, REASON
 
 DAYS = ("--start-date", "2024-01-01", "--end-date", "2024-01-04")
 
 
 def saved(work, home, command: str = "true"):
-    result = run_backfill("--command", command, *DAYS, "--on-failure", "continue", cwd=work, env=home)
+    result = run_backfill(*GUARD, "--command", command, *DAYS, "--on-failure", "continue", cwd=work, env=home)
     [backfill] = state_dirs(work / "logs" / "backfills")
     return result, backfill
 
@@ -27,25 +28,25 @@ def one_error(result) -> str:
 
 
 def test_a_deleted_partitions_directory_is_an_error_not_a_rerun_of_everything(work, home):
-    """partitions/ removed: --continue and show refuse (exit 4) naming the directory; nothing reruns."""
+    """partitions/ removed: --continue and show refuse (exit 5) naming the directory; nothing reruns."""
     _, backfill = saved(work, home)
     shutil.rmtree(backfill / "partitions")
     for args in (("--continue", backfill.name), ("show", backfill.name, "--output", "text")):
-        result = run_backfill(*args, cwd=work, env=home)
-        assert result.returncode == 4
+        result = run_backfill(*REASON, *args, cwd=work, env=home)
+        assert result.returncode == 5
         assert f"{backfill / 'partitions'} is missing" in one_error(result)
     assert not (backfill / "partitions").exists()
 
 
 def test_a_record_without_attempts_is_refused(work, home):
-    """A partition file lacking its attempts is unreadable state (exit 4), as the docs say."""
+    """A partition file lacking its attempts is unreadable state (exit 5), as the docs say."""
     _, backfill = saved(work, home)
     path = next((backfill / "partitions").glob("*.json"))
     data = orjson.loads(path.read_bytes())
     del data["attempts"]
     path.write_bytes(orjson.dumps(data))
     result = run_backfill("--continue", backfill.name, "--rerun", "all", cwd=work, env=home)
-    assert result.returncode == 4 and "lacks the field 'attempts'" in one_error(result)
+    assert result.returncode == 5 and "lacks the field 'attempts'" in one_error(result)
 
 
 def test_a_garbled_generation_file_is_an_error_not_a_reset(work, home):
@@ -55,7 +56,7 @@ def test_a_garbled_generation_file_is_an_error_not_a_reset(work, home):
     for content in (b'{"generation": "x", "pid": 1, "pid_started": 0, "host": "h", "started_at": "t"}', b"\x00\xff"):
         generation.write_bytes(content)
         result = run_backfill("--continue", backfill.name, "--rerun", "all", cwd=work, env=home)
-        assert result.returncode == 4, result.stderr
+        assert result.returncode == 5, result.stderr
         assert str(generation) in one_error(result)
 
 
@@ -89,7 +90,7 @@ def test_list_does_not_trust_a_forged_counts_cache(work, home):
 
 def test_manifest_fields_of_the_wrong_type_and_lock_files_that_are_directories(work, home):
     """partition: 5, timezone: 5, run_options: [], a non-integer timeout, start_us: "x"; manifest.json, .lock or
-    .children.lock being directories: show and --continue say which (exit 4) before launching anything, and
+    .children.lock being directories: show and --continue say which (exit 5) before launching anything, and
     list keeps listing."""
     _, backfill = saved(work, home)
     original = (backfill / "manifest.json").read_bytes()
@@ -104,8 +105,8 @@ def test_manifest_fields_of_the_wrong_type_and_lock_files_that_are_directories(w
         data[field] = value
         (backfill / "manifest.json").write_bytes(orjson.dumps(data))
         for args in (("show", backfill.name, "--output", "text"), ("--continue", backfill.name, "--rerun", "all")):
-            result = run_backfill(*args, cwd=work, env=home)
-            assert result.returncode == 4 and says in one_error(result), (field, result.stderr)
+            result = run_backfill(*REASON, *args, cwd=work, env=home)
+            assert result.returncode == 5 and says in one_error(result), (field, result.stderr)
         assert run_backfill("list", "--output", "text", cwd=work, env=home).returncode == 0
     (backfill / "manifest.json").write_bytes(original)
     before = [r["attempts"] for r in records(backfill)]
@@ -113,10 +114,10 @@ def test_manifest_fields_of_the_wrong_type_and_lock_files_that_are_directories(w
         (backfill / name).unlink(missing_ok=True)
         (backfill / name).mkdir()
         result = run_backfill("--continue", backfill.name, "--rerun", "all", cwd=work, env=home)
-        assert result.returncode == 4 and "cannot be used as a lock file (Is a directory)" in one_error(result)
+        assert result.returncode == 5 and "cannot be used as a lock file (Is a directory)" in one_error(result)
         (backfill / name).rmdir()
     assert [r["attempts"] for r in records(backfill)] == before, "nothing was launched"
     (backfill / "manifest.json").unlink()
     (backfill / "manifest.json").mkdir()
     result = run_backfill("show", backfill.name, "--output", "text", cwd=work, env=home)
-    assert result.returncode == 4 and "cannot be read (Is a directory)" in one_error(result)
+    assert result.returncode == 5 and "cannot be read (Is a directory)" in one_error(result)

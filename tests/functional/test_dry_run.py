@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_backfill
+from tests.guard_flags import REASON
 
 PIPELINE = "pipeline"
 SUMMARY_KEYS = ["total", "queued", "running", "succeeded", "failed", "cancelled", "skipped"]
@@ -50,7 +51,7 @@ def test_json_document_has_every_documented_field(shop, home):
         cwd=shop,
         env=home,
     )
-    assert list(doc) == ["backfill", "options", "summary", "partitions", "page", "has_more"]
+    assert list(doc) == ["backfill", "options", "preflight", "summary", "partitions", "page", "has_more"]
     backfill = doc["backfill"]
     assert backfill["target"] == str((shop / PIPELINE).resolve())
     assert backfill["name"] == "shop" and backfill["environment"] == "default"
@@ -326,6 +327,6 @@ def test_production_needs_force(shop, home):
     )
     (shop / ".bruin.yml").write_text(config.replace("default_environment: default", "default_environment: production"))
     args = (PIPELINE, "--start-date", "2024-01-01", "--end-date", "2024-01-02", "--dry-run")
-    refused = run_backfill(*args, cwd=shop, env=home)
+    refused = run_backfill(*REASON, *args, cwd=shop, env=home)
     assert refused.returncode == 3 and "looks like production: pass --force" in refused.stderr
-    assert run_backfill(*args, "--force", cwd=shop, env=home).returncode == 0
+    assert run_backfill(*REASON, *args, "--force", cwd=shop, env=home).returncode == 0

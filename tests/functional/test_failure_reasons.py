@@ -8,6 +8,7 @@ import sys
 
 from tests.backfills import records, state_dirs
 from tests.conftest import run_backfill
+from tests.guard_flags import GUARD, REASON
 
 SQL_ERROR = 'staging.order_lines failed: Parser Error: syntax error at or near "SELEC"'
 
@@ -17,7 +18,9 @@ def test_a_pipeline_failure_names_the_asset_and_its_error_in_every_front_end(sho
     'staging.order_lines failed: Parser Error: …' instead of 'exited with code 1'."""
     sql = shop / "pipeline" / "assets" / "staging" / "order_lines.sql"
     sql.write_text(sql.read_text().replace("\nSELECT", "\nSELEC", 1))
-    result = run_backfill("pipeline", "--start-date", "2024-01-01", "--end-date", "2024-01-02", cwd=shop, env=home)
+    result = run_backfill(
+        *REASON, "pipeline", "--start-date", "2024-01-01", "--end-date", "2024-01-02", cwd=shop, env=home
+    )
     assert result.returncode == 1, result.stderr
     [backfill] = state_dirs(shop / "logs" / "backfills")
     [failed] = [r for r in records(backfill) if r["status"] == "failed"]
@@ -50,6 +53,7 @@ def test_a_command_failure_is_its_last_line_and_a_killed_child_names_the_signal(
     )
     command = shlex.join([sys.executable, "-c", script, "{start}"])
     result = run_backfill(
+        *GUARD,
         "--command",
         command,
         "--start-date",

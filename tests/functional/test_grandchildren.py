@@ -6,6 +6,7 @@ import psutil
 
 from tests.backfills import state_dirs
 from tests.conftest import run_backfill
+from tests.guard_flags import GUARD
 
 DAYS = ("--start-date", "2024-01-01", "--end-date", "2024-01-03")
 
@@ -23,7 +24,7 @@ def with_backfill_id(backfill_id: str) -> list[int]:
 
 def test_a_background_grandchild_is_stopped_when_its_attempt_ends(work, home):
     """`sleep 300 &` in a child that exits at once: the backfill succeeds and no sleep is left behind."""
-    result = run_backfill("--command", "sh -c 'sleep 300 & echo started'", *DAYS, cwd=work, env=home)
+    result = run_backfill(*GUARD, "--command", "sh -c 'sleep 300 & echo started'", *DAYS, cwd=work, env=home)
     assert result.returncode == 0, result.stderr
     [backfill] = state_dirs(work / "logs" / "backfills")
     assert with_backfill_id(backfill.name) == []
@@ -32,6 +33,7 @@ def test_a_background_grandchild_is_stopped_when_its_attempt_ends(work, home):
 def test_a_grandchild_ignoring_sigterm_is_killed_after_the_grace(work, home):
     """A grandchild that ignores SIGTERM is SIGKILLed once the grace period is over; the backfill waits for it."""
     result = run_backfill(
+        *GUARD,
         "--command",
         'sh -c "sh -c \'trap \\"\\" TERM; sleep 300\' & echo started"',
         *DAYS,

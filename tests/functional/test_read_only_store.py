@@ -11,6 +11,7 @@ import pytest
 
 from tests.backfills import state_dirs
 from tests.conftest import run_backfill
+from tests.guard_flags import GUARD
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a read-only bind mount needs root (CI runs as root)")
 
@@ -33,6 +34,7 @@ def test_list_and_show_read_a_read_only_store(work, home, read_only):
     and write nothing."""
     source, view = read_only
     result = run_backfill(
+        *GUARD,
         "--command",
         "false",
         "--start-date",

@@ -6,6 +6,7 @@ import pytest
 
 from tests.backfills import records, state_dirs
 from tests.conftest import run_backfill
+from tests.guard_flags import GUARD
 
 TEN_DAYS = ("--start-date", "2024-01-01", "--end-date", "2024-01-10")
 
@@ -14,7 +15,7 @@ TEN_DAYS = ("--start-date", "2024-01-01", "--end-date", "2024-01-10")
 def test_a_missing_program_is_bad_input_before_anything_is_saved(work, home, dry_run):
     """--command naming a program not on PATH: one line naming it, exit 2, no backfill saved (dry run or not)."""
     extra = ("--dry-run",) if dry_run else ()
-    result = run_backfill("--command", "etl-that-does-not-exist {start}", *TEN_DAYS, *extra, cwd=work, env=home)
+    result = run_backfill(*GUARD, "--command", "etl-that-does-not-exist {start}", *TEN_DAYS, *extra, cwd=work, env=home)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "backfill: error: --command program 'etl-that-does-not-exist' is not on PATH: give its path, "
@@ -38,7 +39,7 @@ def test_start_failures_honour_the_failure_policy(work, home, policy, attempted)
     script = work / "etl.sh"
     script.write_text("#!/bin/sh\nexit 1\n")
     script.chmod(0o755)
-    first = run_backfill("--command", "./etl.sh {start}", *TEN_DAYS, cwd=work, env=home)
+    first = run_backfill(*GUARD, "--command", "./etl.sh {start}", *TEN_DAYS, cwd=work, env=home)
     assert first.returncode == 1
     script.unlink()
     [backfill] = state_dirs(work / "logs" / "backfills")

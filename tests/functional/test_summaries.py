@@ -8,6 +8,7 @@ import sys
 
 from tests.backfills import records, state_dirs
 from tests.conftest import run_backfill
+from tests.guard_flags import GUARD
 
 FAIL_ALL = shlex.join(
     [sys.executable, "-c", "import sys; print('no data for', sys.argv[1][:10]); sys.exit(4)", "{start}"]
@@ -18,6 +19,7 @@ def test_the_summary_lists_the_first_ten_failures_with_reasons_and_the_rerun_com
     """12 failures: the summary names the first 10 (index, start, reason), counts the rest with the show
     command for them, and prints the exact --continue … --rerun failed command."""
     result = run_backfill(
+        *GUARD,
         "--command",
         FAIL_ALL,
         "--start-date",
@@ -46,7 +48,7 @@ def test_a_partial_continue_that_fails_again_reports_the_whole_backfill(work, ho
     """--continue --ids of the failed partition, failing again: 'failed', the counts on disk (4 still queued),
     what this run did, and both the resume and rerun-failed commands."""
     first = run_backfill(
-        "--command", "false", "--start-date", "2024-01-01", "--end-date", "2024-01-05", cwd=work, env=home
+        *GUARD, "--command", "false", "--start-date", "2024-01-01", "--end-date", "2024-01-05", cwd=work, env=home
     )
     assert first.returncode == 1  # stops after the first failure: 4 queued
     [backfill] = state_dirs(work / "logs" / "backfills")
@@ -67,7 +69,7 @@ def test_a_successful_partial_run_is_incomplete_with_exit_0(work, home):
     marker.write_text("on")
     child = shlex.join([sys.executable, "-c", f"import os, sys; sys.exit(1 if os.path.exists({str(marker)!r}) else 0)"])
     first = run_backfill(
-        "--command", child, "--start-date", "2024-01-01", "--end-date", "2024-01-04", cwd=work, env=home
+        *GUARD, "--command", child, "--start-date", "2024-01-01", "--end-date", "2024-01-04", cwd=work, env=home
     )
     assert first.returncode == 1
     marker.unlink()

@@ -17,6 +17,7 @@ import pytest
 from tests.backfills import alive, records, start_background, state_dirs, wait_for
 from tests.builder import Repo
 from tests.conftest import run_backfill
+from tests.guard_flags import REASON
 
 MONTH = ("--start-date", "2024-01-01", "--end-date", "2024-01-30")
 # 10^12 rows: minutes of DuckDB work, for the first attempt of 2024-01-03 only (a resumed attempt is quick).
@@ -86,7 +87,9 @@ def test_warm_and_exec_leave_identical_tables_records_and_logs(shop, home, tmp_p
     other = tmp_path / "shop-exec"
     shutil.copytree(shop, other)
     for repository, launcher in ((shop, "warm"), (other, "exec")):
-        result = run_backfill("pipeline", *MONTH, "--launcher", launcher, "--no-progress", cwd=repository, env=home)
+        result = run_backfill(
+            *REASON, "pipeline", *MONTH, "--launcher", launcher, "--no-progress", cwd=repository, env=home
+        )
         assert result.returncode == 0, result.stderr
         first_line = result.stdout.splitlines()[0]
         assert first_line.endswith(", in warm runners") == (launcher == "warm"), first_line
@@ -140,7 +143,7 @@ def backfill_of(root: Path) -> Path:
 def test_ctrl_c_mid_query_rolls_the_partition_back_and_leaves_no_runner(slow, home):
     """SIGINT while the runner is deep in 2024-01-03's query: the query is interrupted, the partition recorded
     cancelled, the table holds Jan 1–2 only, the command exits 130 within seconds and no runner is left."""
-    process = start_background("p", *FIVE_DAYS, "--no-progress", cwd=slow.root, env=home)
+    process = start_background(*REASON, "p", *FIVE_DAYS, "--no-progress", cwd=slow.root, env=home)
     backfill = backfill_of(slow.root)
     running_record(backfill, 2)
     time.sleep(1.0)  # well inside the minutes-long query
@@ -157,7 +160,9 @@ def test_ctrl_c_mid_query_rolls_the_partition_back_and_leaves_no_runner(slow, ho
 def test_a_timeout_interrupts_the_query_and_the_runner_serves_the_next_partitions(slow, home):
     """--timeout 2s on the slow day: it fails "timed out after 2s" with nothing written, and the same runner goes
     on with Jan 4 and 5 (on-failure continue)."""
-    result = run_backfill("p", *FIVE_DAYS, "--timeout", "2s", "--on-failure", "continue", cwd=slow.root, env=home)
+    result = run_backfill(
+        *REASON, "p", *FIVE_DAYS, "--timeout", "2s", "--on-failure", "continue", cwd=slow.root, env=home
+    )
     assert result.returncode == 1, result.stderr
     [backfill] = state_dirs(slow.root / "logs" / "backfills")
     finished = records(backfill)
@@ -170,7 +175,9 @@ def test_a_timeout_interrupts_the_query_and_the_runner_serves_the_next_partition
 def test_a_runner_killed_mid_partition_fails_only_that_partition(slow, home):
     """SIGKILL to the runner while it runs Jan 3: that partition fails (killed by SIGKILL), a fresh runner
     takes Jan 4 and 5, and the table has no row of Jan 3."""
-    process = start_background("p", *FIVE_DAYS, "--on-failure", "continue", "--no-progress", cwd=slow.root, env=home)
+    process = start_background(
+        *REASON, "p", *FIVE_DAYS, "--on-failure", "continue", "--no-progress", cwd=slow.root, env=home
+    )
     backfill = backfill_of(slow.root)
     first = running_record(backfill, 2)["attempts"][-1]["pid"]
     time.sleep(0.5)
@@ -188,7 +195,7 @@ def test_a_runner_killed_mid_partition_fails_only_that_partition(slow, home):
 def test_the_runner_dies_with_a_killed_executor_and_continue_completes(slow, home):
     """SIGKILL to the executor mid-query: its runner dies with it (parent-death signal), nothing of Jan 3 was
     written, and --continue records it cancelled ("previous executor interrupted") and runs it again."""
-    process = start_background("p", *FIVE_DAYS, "--no-progress", cwd=slow.root, env=home)
+    process = start_background(*REASON, "p", *FIVE_DAYS, "--no-progress", cwd=slow.root, env=home)
     backfill = backfill_of(slow.root)
     runner = running_record(backfill, 2)["attempts"][-1]["pid"]
     time.sleep(0.5)
@@ -220,7 +227,7 @@ def test_an_asset_edited_mid_backfill_is_read_again_for_the_next_partition(tmp_p
         f"while os.environ['BACKFILL_START'].startswith('2024-01-02') and not os.path.exists({str(marker)!r}):\n"
         "    time.sleep(0.05)\n",
     )
-    process = start_background("p", *FIVE_DAYS, "--no-progress", cwd=repo.root, env=home)
+    process = start_background(*REASON, "p", *FIVE_DAYS, "--no-progress", cwd=repo.root, env=home)
     backfill = backfill_of(repo.root)
     running_record(backfill, 1)
     asset.write_text(asset.read_text().replace("'old'", "'new'"))
@@ -248,7 +255,9 @@ def test_python_assets_run_as_their_own_processes_with_the_partitions_environmen
         "    out.write(json.dumps({'pid': os.getpid(), 'ppid': os.getppid(), 'start': os.environ['BACKFILL_START'],"
         " 'partition': os.environ['BACKFILL_PARTITION_ID'], 'id': os.environ['BACKFILL_ID']}) + '\\n')\n",
     )
-    result = run_backfill("p", "--start-date", "2024-01-01", "--end-date", "2024-01-03", cwd=repo.root, env=home)
+    result = run_backfill(
+        *REASON, "p", "--start-date", "2024-01-01", "--end-date", "2024-01-03", cwd=repo.root, env=home
+    )
     assert result.returncode == 0, result.stderr
     [backfill] = state_dirs(repo.root / "logs" / "backfills")
     lines = [orjson.loads(line) for line in seen.read_text().splitlines()]
@@ -283,7 +292,16 @@ def readers(tmp_path) -> Repo:
 def test_one_runner_per_parallel_slot_each_serving_several_partitions(readers, home):
     """Six quick partitions three at a time: at most three runners, some serving more than one partition."""
     result = run_backfill(
-        "p", "--start-date", "2024-01-03", "--end-date", "2024-01-08", "--max-parallel", "3", cwd=readers.root, env=home
+        *REASON,
+        "p",
+        "--start-date",
+        "2024-01-03",
+        "--end-date",
+        "2024-01-08",
+        "--max-parallel",
+        "3",
+        cwd=readers.root,
+        env=home,
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[0].endswith("3 at a time, in warm runners")
@@ -298,7 +316,16 @@ def test_fail_fast_interrupts_the_sibling_query_in_its_runner(readers, home):
     interrupted, not waited for), the command exits 1 within seconds, and no runner is left."""
     started = time.monotonic()
     result = run_backfill(
-        "p", *FIVE_DAYS, "--max-parallel", "2", "--on-failure", "fail-fast", cwd=readers.root, env=home, timeout=120
+        *REASON,
+        "p",
+        *FIVE_DAYS,
+        "--max-parallel",
+        "2",
+        "--on-failure",
+        "fail-fast",
+        cwd=readers.root,
+        env=home,
+        timeout=120,
     )
     assert result.returncode == 1, result.stderr
     assert time.monotonic() - started < 25
@@ -315,7 +342,9 @@ def test_fail_fast_interrupts_the_sibling_query_in_its_runner(readers, home):
 def test_a_resume_may_switch_the_launcher(slow, home):
     """The launcher is an execution control: a --continue with --launcher exec runs its attempts in new
     processes, and the attempts say which launcher ran them."""
-    first = run_backfill("p", "--start-date", "2024-01-01", "--end-date", "2024-01-02", cwd=slow.root, env=home)
+    first = run_backfill(
+        *REASON, "p", "--start-date", "2024-01-01", "--end-date", "2024-01-02", cwd=slow.root, env=home
+    )
     assert first.returncode == 0, first.stderr
     [backfill] = state_dirs(slow.root / "logs" / "backfills")
     again = run_backfill("--continue", backfill.name, "--rerun", "all", "--launcher", "exec", cwd=slow.root, env=home)
@@ -329,7 +358,9 @@ def test_runners_are_recycled_after_serving_their_share_of_partitions(shop, home
     """With BACKFILL_RUNNER_PARTITIONS=3, seven partitions are served by three runners in turn (3, 3, 1): each
     retired runner has left before its successor opens the DuckDB file, and every partition succeeds."""
     env = {**home, "BACKFILL_RUNNER_PARTITIONS": "3"}
-    result = run_backfill("pipeline", "--start-date", "2024-01-01", "--end-date", "2024-01-07", cwd=shop, env=env)
+    result = run_backfill(
+        *REASON, "pipeline", "--start-date", "2024-01-01", "--end-date", "2024-01-07", cwd=shop, env=env
+    )
     assert result.returncode == 0, result.stderr
     [backfill] = state_dirs(shop / "logs" / "backfills")
     pids = [r["attempts"][-1]["pid"] for r in records(backfill)]
@@ -341,7 +372,7 @@ def test_runners_are_recycled_after_serving_their_share_of_partitions(shop, home
 @pytest.mark.parametrize("value", ["0", "x", "١٠", "1000001", ""])
 def test_a_bad_runner_partitions_setting_is_refused_before_anything_is_saved(shop, home, value):
     """BACKFILL_RUNNER_PARTITIONS outside 1..1,000,000 (or not ASCII digits): one line, exit 2, no store."""
-    result = run_backfill("pipeline", *FIVE_DAYS, cwd=shop, env={**home, "BACKFILL_RUNNER_PARTITIONS": value})
+    result = run_backfill(*REASON, "pipeline", *FIVE_DAYS, cwd=shop, env={**home, "BACKFILL_RUNNER_PARTITIONS": value})
     if value == "":
         assert result.returncode == 0, result.stderr  # unset in effect: the default
         return

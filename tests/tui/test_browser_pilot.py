@@ -11,6 +11,7 @@ import pytest
 
 from tests.backfills import child_command, records, start_background, state_dirs, wait_for
 from tests.conftest import run_backfill
+from tests.guard_flags import GUARD
 from tests.tui.live import screen_text, wait_until
 from tui.app.backfill_app import BackfillApp
 from tui.app.screens.backfill_list import BackfillListScreen
@@ -38,7 +39,7 @@ def failed_backfill(work: Path, home, broken: Path) -> Path:
     broken.write_text("the bug")
     template = child_command("--fail-on", "2024-01-03", "--fail-on", "2024-01-06", "--fail-while", str(broken))
     result = run_backfill(
-        "--command", template, *EIGHT_DAYS, "--retries", "1", "--on-failure", "continue", cwd=work, env=home
+        *GUARD, "--command", template, *EIGHT_DAYS, "--retries", "1", "--on-failure", "continue", cwd=work, env=home
     )
     assert result.returncode == 1, result.stderr
     [backfill] = state_dirs(work / "logs" / "backfills")
@@ -147,7 +148,7 @@ def test_marked_partitions_can_be_rerun(work, home):
 def test_a_backfill_running_elsewhere_is_watched_live_and_cannot_be_rerun(work, home):
     """Opened while another process runs it: rows update from the state files, and the form says it cannot
     be resumed here (Run disabled)."""
-    process = start_background("--command", child_command("--sleep", "0.4"), *EIGHT_DAYS, cwd=work, env=home)
+    process = start_background(*GUARD, "--command", child_command("--sleep", "0.4"), *EIGHT_DAYS, cwd=work, env=home)
     try:
         backfill = wait_for(lambda: (state_dirs(work / "logs" / "backfills") or [None])[0])
         wait_for(lambda: any(r["status"] == "running" for r in records(backfill)))

@@ -6,6 +6,7 @@ import shlex
 
 from tests.backfills import child_command, records, state_dirs
 from tests.conftest import backfill_argv, run_backfill
+from tests.guard_flags import GUARD
 from tests.tui.tmux import Tmux
 
 
@@ -18,6 +19,7 @@ def test_show_then_rerun_failed_from_the_form(tmp_path, home):
     broken.write_text("bug")
     template = child_command("--fail-on", "2024-01-02", "--fail-on", "2024-01-04", "--fail-while", str(broken))
     result = run_backfill(
+        *GUARD,
         "--command",
         template,
         "--start-date",

@@ -7,6 +7,7 @@ import shlex
 import sys
 
 from tests.conftest import backfill_argv, run_backfill
+from tests.guard_flags import GUARD
 from tests.tui.tmux import Tmux
 
 GREYS_256 = {0, 7, 8, 15, 16, 231, *range(232, 256)}
@@ -41,7 +42,7 @@ def colour_codes(screen: str) -> list[str]:
 
 def saved_backfill(work, home) -> str:
     result = run_backfill(
-        "--command", "true", "--start-date", "2024-01-01", "--end-date", "2024-01-05", cwd=work, env=home
+        *GUARD, "--command", "true", "--start-date", "2024-01-01", "--end-date", "2024-01-05", cwd=work, env=home
     )
     assert result.returncode == 0, result.stderr
     return next((work / "logs" / "backfills").iterdir()).name

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import orjson
 
+from tests.guard_flags import GUARD
 from tests.tui.tmux import Tmux
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,7 +54,7 @@ def test_a_crashed_browser_says_so_in_one_line_and_exits_non_zero(work, home):
     from tests.conftest import run_backfill
 
     result = run_backfill(
-        "--command", "true", "--start-date", "2024-01-01", "--end-date", "2024-01-03", cwd=work, env=home
+        *GUARD, "--command", "true", "--start-date", "2024-01-01", "--end-date", "2024-01-03", cwd=work, env=home
     )
     assert result.returncode == 0, result.stderr
     [backfill] = list((work / "logs" / "backfills").iterdir())

@@ -13,6 +13,7 @@ import pytest
 
 from tests.backfills import alive
 from tests.conftest import backfill_argv
+from tests.guard_flags import GUARD
 from tests.tui.tmux import Tmux
 
 
@@ -143,7 +144,7 @@ def test_sigterm_ends_the_process_whatever_the_front_end(tmp_path, home, front_e
     days = ["--start-date", "2024-01-01", "--end-date", "2024-01-05"]
     argv = [*backfill_argv(), "--command", child, *days, "--max-parallel", "2"]
     if front_end == "browser":
-        assert run_backfill("--command", "true", *days, cwd=work, env=home).returncode == 0
+        assert run_backfill(*GUARD, "--command", "true", *days, cwd=work, env=home).returncode == 0
         argv = [*backfill_argv(), "show", next((work / "logs" / "backfills").iterdir()).name]
     pidfile = work / "pid"
     command = writing_its_pid(argv, pidfile)

@@ -224,6 +224,19 @@ def backfill_parser() -> Parser:
         "or exec, a new process each",
     )
     parser.add_argument("--force", action="store_true", help="allow production environments")
+    guard = parser.add_argument_group("guardrails (docs/guardrails.md)")
+    guard.add_argument("--reason", help="why this backfill runs (required to run; saved and recorded)")
+    guard.add_argument("--approve", metavar="DIGEST", help="run a plan needing approval: its digest (≥ 8 characters)")
+    guard.add_argument(
+        "--allow-long-range", action="store_true", help="a range over the human-only limit needs approval instead"
+    )
+    guard.add_argument("--reversible", action="store_true", help="--command: state that you can undo what it does")
+    guard.add_argument("--guardrails", metavar="LEVEL", help="--command: sandbox, standard (default) or production")
+    guard.add_argument("--no-snapshot", action="store_true", help="pipelines: take no snapshot before the run")
+    guard.add_argument("--verify", metavar="MODE", help="on (default: stop at a bad partition), warn or off")
+    guard.add_argument(
+        "--verify-command", metavar="TEMPLATE", help="--command: run after each partition; non-zero fails it"
+    )
     parser.add_argument("--dry-run", action="store_true", help="show the plan; run and save nothing")
     parser.add_argument("--state-dir", help="root of the state store (default <repository>/logs/backfills)")
     parser.add_argument("--continue", dest="resume", metavar="ID", help="resume a saved backfill")

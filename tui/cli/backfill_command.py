@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
+from pathlib import Path
 from typing import Any
 
 from engine.base.errors import BadInput
+from engine.guardrails.preflight import Preflight, check_digest_prefix
+from engine.guardrails.request import GuardOptions, check_reason, check_verify_mode
+from engine.guardrails.settings import check_level
 from engine.spec.backfill_spec import ExecutionOptions, Planned
 from engine.spec.partitions import PartitionDescriber
 from engine.spec.planning import plan_request
@@ -22,11 +27,95 @@ def backfill_command(argv: list[str]) -> int:
 
         return resume_command(args)
     planned = _plan_new(args)
-    if args.dry_run:
-        return print_dry_run(planned, args)
-    from tui.cli.execute import execute_new
+    guard = guard_options(args, planned.spec.target.is_command)
+    reason = check_reason(args.reason)
+    if not args.dry_run:
+        if reason is None:
+            raise BadInput(
+                "--reason is required to run a backfill: say why it runs, e.g. --reason 'schema fix for "
+                "view_count' (a --dry-run needs none)"
+            )
+        if args.approve is not None:
+            check_digest_prefix(args.approve)
+        from engine.execute.backfill import runner_partitions, stop_grace
+        from engine.store.status import check_plan_size
 
-    return execute_new(planned, args)
+        check_plan_size(len(planned.spec.plan))  # bad input is refused before the pre-flight judges anything
+        stop_grace()
+        runner_partitions()
+        from engine.execute.backfill import state_root_for
+        from engine.store.state_store import check_state_root
+
+        check_state_root(state_root_for(planned.spec, args.state_dir, Path.cwd())[0])
+    from engine.execute.guarding import request_for_new
+    from engine.guardrails.preflight import run_preflight
+
+    request = request_for_new(planned, guard, reason=reason, state_dir=args.state_dir, cwd=Path.cwd())
+    preflight = run_preflight(request)
+    if args.dry_run:  # writes nothing, not even the cache of what the digest covered
+        return print_dry_run(planned, args, preflight)
+    from tui.cli.execute import execute_new, guard_decision
+
+    approval = guard_decision(preflight, args, reason, hint=_hint(args))
+    return execute_new(planned, args, request=request, preflight=preflight, approval=approval, reason=reason)
+
+
+def _hint(args: argparse.Namespace) -> str:
+    """The command the operator ran, without its guardrail flags (for "next: …")."""
+    return "backfill " + " ".join(shlex.quote(word) for word in _without_guard_flags(sys.argv[1:]))
+
+
+def _without_guard_flags(argv: list[str]) -> list[str]:
+    kept, skip = [], False
+    for word in argv:
+        if skip:
+            skip = False
+            continue
+        name = word.split("=", 1)[0]
+        if name in ("--reason", "--approve"):
+            skip = "=" not in word
+            continue
+        if name == "--dry-run":
+            continue
+        kept.append(word)
+    return kept
+
+
+def guard_options(args: argparse.Namespace, is_command: bool) -> GuardOptions:
+    """The guardrail flags, each refused where it means nothing for this target."""
+    command_only = (
+        ("--reversible", args.reversible),
+        ("--guardrails", args.guardrails),
+        ("--verify-command", args.verify_command),
+    )
+    pipeline_only = (("--no-snapshot", args.no_snapshot),)
+    wrong = [flag for flag, value in (pipeline_only if is_command else command_only) if value not in (None, False)]
+    if wrong:
+        kind = "--command" if is_command else "pipeline"
+        where = (
+            "the pipeline's environment sets guardrails in .bruin.yml"
+            if not is_command
+            else "a command has no snapshot"
+        )
+        raise UsageError(
+            f"{', '.join(wrong)} mean{'s' if len(wrong) == 1 else ''} nothing for a {kind} backfill ({where})"
+        )
+    if args.verify_command is not None:
+        from engine.spec.command_template import check_placeholders
+
+        if not args.verify_command.strip():
+            raise BadInput("--verify-command '' is empty: give a program and its arguments, e.g. 'check.sh {start}'")
+        check_placeholders(args.verify_command)
+    if args.guardrails is not None:
+        check_level(args.guardrails)
+    return GuardOptions(
+        level=args.guardrails,
+        allow_long_range=args.allow_long_range,
+        reversible=args.reversible,
+        snapshot=not args.no_snapshot,
+        verify=check_verify_mode(args.verify) if args.verify is not None else "on",
+        verify_command=args.verify_command,
+    )
 
 
 PIPELINE_ONLY = (
@@ -101,7 +190,7 @@ def _plan_new(args: argparse.Namespace) -> Planned:
     )
 
 
-def print_dry_run(planned: Planned, args: argparse.Namespace) -> int:
+def print_dry_run(planned: Planned, args: argparse.Namespace, preflight: Preflight) -> int:
     """The plan of a new backfill: every partition queued; nothing runs, nothing is written."""
     spec = planned.spec
     total = len(spec.plan)
@@ -125,6 +214,7 @@ def print_dry_run(planned: Planned, args: argparse.Namespace) -> int:
             stop=stop,
             offset=args.offset,
             limit=args.limit,
+            extra={"preflight": preflight.to_json()},
         )
         sys.stdout.buffer.flush()
     else:
@@ -139,4 +229,8 @@ def print_dry_run(planned: Planned, args: argparse.Namespace) -> int:
             limit=args.limit,
             next_page_hint="repeat with",
         )
+        from tui.cli.preflight_text import write_report
+
+        sys.stdout.write("\n")
+        write_report(sys.stdout, preflight, hint=_hint(args))
     return 0

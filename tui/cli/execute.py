@@ -8,10 +8,17 @@ import sys
 import threading
 from pathlib import Path
 
-from engine.base.errors import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
+import orjson
+
+from engine.base.errors import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, Refused
 from engine.execute.backfill import Prepared, create_backfill
 from engine.execute.executor import Executor, Outcome
+from engine.execute.guarding import append_invocation, manifest_guardrails, verification_hooks
+from engine.guardrails.preflight import Approval, NeedsApproval, Preflight, decide, remember
+from engine.guardrails.request import GuardRequest
 from engine.spec.backfill_spec import Planned
+from engine.store.manifest import now_text
+from tui.cli.preflight_text import verdict_line, write_report
 from tui.cli.progress import ProgressLines
 from tui.cli.state_output import write_state_json
 from tui.cli.stop_signals import install_stop_handlers, restore_handlers
@@ -21,12 +28,41 @@ from tui.cli.terminal import Paint, colors_enabled, dashboard_possible
 EXIT_BY_OUTCOME = {"succeeded": EXIT_OK, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED}
 
 
-def execute_new(planned: Planned, args: argparse.Namespace) -> int:
-    prepared = create_backfill(planned, state_dir=args.state_dir, cwd=Path.cwd())
-    return run_prepared(prepared, args)
+def guard_decision(preflight: Preflight, args: argparse.Namespace, reason: str | None, *, hint: str) -> Approval:
+    """Run only what the verdict allows: the report goes to stdout (or the JSON document), then ``never`` is
+    refused (exit 3) and an unapproved approval or human-only verdict is held (exit 4)."""
+    try:
+        approval = decide(
+            preflight, approve=args.approve, interactive_approval=False, reason=reason, now_text=now_text()
+        )
+    except (Refused, NeedsApproval):
+        remember(preflight)
+        if args.output == "json":
+            sys.stdout.buffer.write(orjson.dumps({"preflight": preflight.to_json()}) + b"\n")
+            sys.stdout.flush()
+        else:
+            write_report(sys.stdout, preflight, hint=hint)
+        raise
+    return approval
 
 
-def run_prepared(prepared: Prepared, args: argparse.Namespace) -> int:
+def execute_new(
+    planned: Planned,
+    args: argparse.Namespace,
+    *,
+    request: GuardRequest,
+    preflight: Preflight,
+    approval: Approval,
+    reason: str | None,
+) -> int:
+    extra = {"reason": reason, "guardrails": manifest_guardrails(request, preflight)}
+    prepared = create_backfill(planned, state_dir=args.state_dir, cwd=Path.cwd(), extra=extra)
+    append_invocation(prepared.store, mode=request.mode, reason=reason, preflight=preflight, approval=approval)
+    prepared.hooks = verification_hooks(prepared, preflight)
+    return run_prepared(prepared, args, preflight=preflight)
+
+
+def run_prepared(prepared: Prepared, args: argparse.Namespace, *, preflight: Preflight | None = None) -> int:
     as_json = args.output == "json"
     announce = sys.stderr if as_json else sys.stdout
     selected_mask = prepared.selection.mask(prepared.board) if as_json else None
@@ -40,6 +76,7 @@ def run_prepared(prepared: Prepared, args: argparse.Namespace) -> int:
         f"backfill {prepared.store.id}: {selected} of {len(prepared.spec.plan)} partitions to run, "
         f"{parallelism.effective} at a time{capped}{runners}\n"
         f"  state   {prepared.store.directory}\n  resume  {hint}\n"
+        + (verdict_line(preflight) + "\n" if preflight is not None else "")
     )
     announce.flush()
     use_dashboard = dashboard_possible(no_progress=args.no_progress, json_output=as_json)
@@ -72,6 +109,7 @@ def run_prepared(prepared: Prepared, args: argparse.Namespace) -> int:
             skipped=len(prepared.spec.plan) - outcome.selected,
             offset=args.offset,
             limit=args.limit,
+            extra={"preflight": preflight.to_json()} if preflight is not None else None,
         )
         sys.stdout.buffer.flush()
     return EXIT_BY_OUTCOME[outcome.status]

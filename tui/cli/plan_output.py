@@ -75,13 +75,16 @@ def write_json(
     offset: int,
     limit: int,
     listed_total: int | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> None:
-    """``{backfill, options, summary, partitions, page, has_more}``, streamed.
+    """``{backfill, options, [preflight, record,] summary, partitions, page, has_more}``, streamed.
 
     ``listed_total`` is how many partitions the listing pages through when it is filtered
     (default: all of them).
     """
     out.write(b'{"backfill":' + orjson.dumps(backfill) + b',"options":' + orjson.dumps(options))
+    for key, value in (extra or {}).items():
+        out.write(b',"' + key.encode() + b'":' + orjson.dumps(value))
     out.write(b',"summary":' + orjson.dumps(summary) + b',"partitions":[')
     chunk: list[dict[str, Any]] = []
     first = True

@@ -14,7 +14,10 @@ from pathlib import Path
 
 from engine.base.errors import BadInput
 from engine.execute.backfill import Loaded, load_backfill, prepare_resume, resume_parallelism
+from engine.execute.guarding import append_invocation, request_for_resume, reruns_succeeded, verification_hooks
 from engine.execute.rerun import PartitionSelection
+from engine.guardrails.preflight import check_digest_prefix, run_preflight
+from engine.guardrails.request import RERUN, check_reason
 from engine.spec.backfill_spec import ExecutionOptions, check_execution_options
 from engine.store.manifest import initial_options
 from tui.cli.arguments import UsageError, timeout_arg
@@ -37,6 +40,12 @@ PLAN_INPUTS = {
     "only": "--only",
     "var": "--var",
     "apply_interval_modifiers": "--apply-interval-modifiers",
+    "allow_long_range": "--allow-long-range",
+    "reversible": "--reversible",
+    "guardrails": "--guardrails",
+    "no_snapshot": "--no-snapshot",
+    "verify": "--verify",
+    "verify_command": "--verify-command",
 }
 
 
@@ -125,11 +134,30 @@ def selection_of(args: argparse.Namespace, loaded: Loaded) -> PartitionSelection
 
 def resume_command(args: argparse.Namespace) -> int:
     _check_no_plan_inputs(args)
+    reason = check_reason(args.reason)
+    if args.approve is not None and not args.dry_run:
+        check_digest_prefix(args.approve)
     loaded = load_backfill(args.resume, args.state_dir, Path.cwd())
     options = resumed_options(args, loaded)
     selection = selection_of(args, loaded)
+    if not args.dry_run and reason is None:
+        if reruns_succeeded(loaded, selection):
+            raise BadInput(
+                f"--reason is required to run succeeded partitions of backfill {loaded.store.id} again: say why "
+                "(the backfill's own reason covered its first run)"
+            )
+        if loaded.manifest.get("reason") is None:
+            raise BadInput(
+                f"--reason is required: backfill {loaded.store.id} was saved without one (before guardrails); "
+                "say why it runs"
+            )
+    parallelism = resume_parallelism(loaded.spec, options)
+    runs_something = selection.count(loaded.board) > 0  # a --continue that runs something is judged
+    preflight = None
+    if args.dry_run and runs_something:
+        request = request_for_resume(loaded, options, selection, reason=reason, parallel=parallelism.effective)
+        preflight = run_preflight(request)
     if args.dry_run:
-        parallelism = resume_parallelism(loaded.spec, options)
         selected = selection.count(loaded.board)
         if args.output == "json":
             write_state_json(
@@ -143,6 +171,7 @@ def resume_command(args: argparse.Namespace) -> int:
                 skipped=len(loaded.spec.plan) - selected,
                 offset=args.offset,
                 limit=args.limit,
+                extra={"preflight": preflight.to_json()} if preflight is not None else None,
             )
             sys.stdout.buffer.flush()
         else:
@@ -157,8 +186,27 @@ def resume_command(args: argparse.Namespace) -> int:
                 args.limit,
                 title=f"backfill {loaded.store.id} (dry run: {selected} partitions would run)",
             )
-        return 0
-    prepared = prepare_resume(loaded, options, selection)
-    from tui.cli.execute import run_prepared
+            if preflight is not None:
+                from tui.cli.preflight_text import write_report
 
-    return run_prepared(prepared, args)
+                sys.stdout.write("\n")
+                write_report(sys.stdout, preflight, hint=f"backfill --continue {loaded.store.id}")
+        return 0
+    from tui.cli.execute import guard_decision, run_prepared
+
+    # Judged after the takeover: orphans of a crashed executor (which may hold the DuckDB file) are stopped first.
+    prepared = prepare_resume(loaded, options, selection, reason=reason)
+    if runs_something:
+        try:
+            request = request_for_resume(loaded, options, selection, reason=reason, parallel=parallelism.effective)
+            preflight = run_preflight(request)
+            approval = guard_decision(preflight, args, reason, hint=f"backfill --continue {loaded.store.id}")
+            append_invocation(
+                prepared.store, mode=RERUN, reason=reason or prepared.reason, preflight=preflight, approval=approval
+            )
+        except BaseException:
+            prepared.takeover.children_lock.release()
+            prepared.takeover.lock.release()
+            raise
+        prepared.hooks = verification_hooks(prepared, preflight)
+    return run_prepared(prepared, args, preflight=preflight)

@@ -45,6 +45,7 @@ def write_state_json(
     limit: int,
     indices: list[int] | None = None,
     extra_backfill: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> None:
     """``{backfill, options, summary, partitions, page, has_more}`` with statuses and attempts.
 
@@ -82,4 +83,5 @@ def write_state_json(
         offset=offset,
         limit=limit,
         listed_total=universe,
+        extra=extra,
     )

@@ -4,7 +4,7 @@ type: duckdb.sql
 description: Orders priced with the catalogue, one row per order.
 depends:
   - raw.orders
-  - raw.products
+  - ref.products
 tags:
   - staging
 materialization:
@@ -32,12 +32,12 @@ custom_checks:
 
 SELECT
     o.order_id,
-    CAST(o.ordered_at AS DATE) AS order_date,
+    o.order_date,
     o.ordered_at,
     o.product_id,
     p.category,
     o.quantity,
     o.quantity * p.unit_price AS revenue
 FROM raw.orders AS o
-LEFT JOIN raw.products AS p USING (product_id)
-WHERE CAST(o.ordered_at AS DATE) BETWEEN DATE '{{ start_date }}' AND DATE '{{ end_date }}'
+LEFT JOIN ref.products AS p USING (product_id)
+WHERE o.order_date BETWEEN DATE '{{ start_date }}' AND DATE '{{ end_date }}'

@@ -1,0 +1,203 @@
+"""Guardrails around creating and resuming backfills: the pre-flight request of an invocation, what the
+manifest and ``guardrails.json`` keep of it, and the reason children see as ``BACKFILL_REASON``.
+
+A new backfill is judged before anything is saved; a ``--continue`` before its takeover. The
+verdict, the checks, the digest and the approval of every invocation are appended to
+``guardrails.json`` in the backfill's state directory.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from engine.base.atomic import write_atomic
+from engine.base.errors import BadInput, StateUnreadable
+from engine.execute.backfill import Loaded, Prepared, state_root_for
+from engine.execute.children import ChildFactory
+from engine.execute.executor import ExecutorHooks
+from engine.execute.rerun import PartitionSelection
+from engine.guardrails.preflight import Approval, Preflight
+from engine.guardrails.request import RERUN, TRIGGER, GuardOptions, GuardRequest
+from engine.guardrails.settings import GuardrailSettings
+from engine.guardrails.verification import CommandVerifier, PipelineVerifier, Verification
+from engine.pipeline.config import find_config_file, load_config
+from engine.pipeline.repository import logs_root, resolve_target
+from engine.spec.backfill_spec import ExecutionOptions, Planned
+from engine.store.state_store import StateStore
+from engine.store.status import Status
+
+GUARDRAILS_FILE = "guardrails.json"
+
+
+def request_for_new(
+    planned: Planned, guard: GuardOptions, *, reason: str | None, state_dir: str | None, cwd: Path
+) -> GuardRequest:
+    spec = planned.spec
+    root, _ = state_root_for(spec, state_dir, cwd)
+    size = len(spec.plan)
+    return GuardRequest(
+        spec,
+        planned.options,
+        guard,
+        planned.parallelism.effective,
+        TRIGGER,
+        size,
+        lambda: iter(range(size)),
+        root,
+        cwd,
+        planned.config,
+        planned.environment,
+        reason=reason,
+        now=int(time.time() * 1_000_000),
+        bounds=(0, size - 1) if size else None,
+    )
+
+
+def saved_guard(manifest: dict[str, Any]) -> tuple[GuardOptions, str | None, GuardrailSettings | None]:
+    """The guardrail choices, reason and (command targets) settings a backfill was created with."""
+    saved = manifest.get("guardrails")
+    if saved is None:  # a backfill from before guardrails: judged by today's defaults
+        return GuardOptions(), None, None
+    if not isinstance(saved, dict):
+        raise StateUnreadable(f"manifest of backfill {manifest.get('id')!r}: guardrails is not a mapping")
+    settings = GuardrailSettings.from_json(saved["settings"]) if isinstance(saved.get("settings"), dict) else None
+    return GuardOptions.from_json(saved.get("options")), manifest.get("reason"), settings
+
+
+def reruns_succeeded(loaded: Loaded, selection: PartitionSelection) -> bool:
+    """Whether this invocation would run a partition that has succeeded (it needs its own --reason)."""
+    board = loaded.board
+    if selection.indices is not None:
+        return any(board.status(index) is Status.SUCCEEDED for index in selection.indices)
+    return selection.wants(Status.SUCCEEDED) and board.count(Status.SUCCEEDED) > 0
+
+
+def request_for_resume(
+    loaded: Loaded, options: ExecutionOptions, selection: PartitionSelection, *, reason: str | None, parallel: int
+) -> GuardRequest:
+    spec = loaded.spec
+    guard, saved_reason, settings = saved_guard(loaded.manifest)
+    config = environment = None
+    if not spec.target.is_command:
+        target = resolve_target(spec.target.path or "")
+        config = load_config(find_config_file(target, spec.run_options.config_file))
+        environment = config.environment(spec.environment)
+    board = loaded.board
+    return GuardRequest(
+        spec,
+        options,
+        guard,
+        parallel,
+        RERUN,
+        selection.count(board),
+        lambda: selection.iterate(board, reverse=False),
+        loaded.root,
+        Path(loaded.manifest.get("working_directory") or Path.cwd()),
+        config,
+        environment,
+        backfill_id=loaded.store.id,
+        reason=reason or saved_reason,
+        now=int(time.time() * 1_000_000),
+        settings_override=settings,
+        selection_key=_selection_key(loaded, selection),
+    )
+
+
+def _selection_key(loaded: Loaded, selection: PartitionSelection) -> str:
+    import hashlib
+
+    if selection.indices is not None:
+        return "ids:" + ",".join(str(i) for i in sorted(selection.indices))
+    return f"{selection.mode}:" + hashlib.sha256(selection.mask(loaded.board)).hexdigest()
+
+
+def manifest_guardrails(request: GuardRequest, preflight: Preflight) -> dict[str, Any]:
+    """What the manifest keeps: the choices, and for a command the settings (it has no environment)."""
+    saved: dict[str, Any] = {"options": request.guard.to_json()}
+    if request.spec.target.is_command:
+        saved["settings"] = preflight.settings.to_json()
+    return saved
+
+
+def append_invocation(
+    store: StateStore, *, mode: str, reason: str | None, preflight: Preflight, approval: Approval
+) -> None:
+    """Add this invocation's pre-flight and approval to ``guardrails.json`` (atomically rewritten)."""
+    path = store.directory / GUARDRAILS_FILE
+    document = read_guardrails(store)
+    document.setdefault("invocations", []).append(
+        {
+            "mode": mode,
+            "reason": reason,
+            "at": approval.at,
+            "preflight": preflight.to_json(),
+            "approval": approval.to_json(),
+        }
+    )
+    write_atomic(path, orjson.dumps(document, option=orjson.OPT_INDENT_2))
+
+
+def read_guardrails(store: StateStore) -> dict[str, Any]:
+    path = store.directory / GUARDRAILS_FILE
+    try:
+        data = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        return {"format": 1, "invocations": []}
+    except (OSError, orjson.JSONDecodeError) as error:
+        raise StateUnreadable(f"{path} cannot be read ({error}): move it away to resume without its history") from None
+    if not isinstance(data, dict) or not isinstance(data.get("invocations", []), list):
+        raise StateUnreadable(f"{path} is not a guardrails document")
+    return data
+
+
+def latest_preflight(store: StateStore) -> dict[str, Any] | None:
+    try:
+        invocations = read_guardrails(store).get("invocations") or []
+    except StateUnreadable:
+        return None
+    return invocations[-1]["preflight"] if invocations else None
+
+
+def verification_hooks(prepared: Prepared, preflight: Preflight) -> ExecutorHooks:
+    """The executor hook that verifies each partition as the pre-flight's choices say (none with --verify off)."""
+    guard = preflight.facts.request.guard
+    spec = prepared.spec
+    if guard.verify == "off":
+        return ExecutorHooks()
+    if not spec.target.is_command:
+        target = resolve_target(spec.target.path or "")
+        verifier = PipelineVerifier(preflight.facts, logs_root(target.repository) / "runs", guard.verify)
+        return ExecutorHooks(verify=lambda index, interval, attempt: verifier.verify(index, interval, attempt.run_id))
+    if guard.verify_command is None:
+        return ExecutorHooks()
+    factory = ChildFactory(
+        spec,
+        backfill_id=prepared.store.id,
+        working_directory=prepared.working_directory,
+        workers=prepared.options.workers,
+        inherit_fds=(),
+        reason=prepared.reason,
+    )
+    command = CommandVerifier(guard.verify_command, guard.verify, factory.values)
+    total = len(spec.plan)
+
+    def verify(index: int, interval, attempt) -> Verification:
+        partition_id = spec.ids.of(interval.start, interval.end)
+        log = prepared.store.log_path(attempt.run_id)
+        child = factory.child(interval, partition_id, attempt.run_id, log, total)
+        return command.verify(interval, partition_id, attempt.run_id, cwd=child.cwd, env=child.env, log=log)
+
+    return ExecutorHooks(verify=verify)
+
+
+def require_reason(reason: str | None, why: str) -> str:
+    if reason is None:
+        raise BadInput(f"--reason is required {why}: say why, e.g. --reason 'schema fix for view_count'")
+    return reason
+
+
+__all__ = ["Prepared"]

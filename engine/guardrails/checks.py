@@ -1,0 +1,524 @@
+"""The pre-flight checks. Each judges the gathered facts and returns a status, the tier it demands, one line
+of detail and its evidence. All of them always run, so the operator sees every problem at once."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+from engine.dates.durations import format_duration
+from engine.dates.instants import format_instant
+from engine.guardrails.asset_risk import KNOWN_STRATEGIES, NOT_DELETING, REBUILDING
+from engine.guardrails.facts import Facts
+from engine.guardrails.history import missing_spans
+from engine.guardrails.tiers import (
+    APPROVAL,
+    AUTO,
+    HUMAN_ONLY,
+    NEVER,
+    PRODUCTION,
+    CheckResult,
+    failed,
+    highest,
+    not_applicable,
+    passed,
+    warned,
+)
+
+DAY = 86_400_000_000
+GIB = 1024**3
+
+
+def _days(micros: int) -> float:
+    return micros / DAY
+
+
+def _names(items) -> str:
+    names = sorted(items)
+    return ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+
+
+def target_valid(facts: Facts) -> CheckResult:
+    name = "target_valid"
+    spec = facts.request.spec
+    if facts.is_command:
+        template = spec.target.template or ""
+        program = shlex.split(template)[0] if template.strip() else ""
+        if "{" in program:
+            return warned(name, f"the program {program!r} is chosen per partition: it cannot be checked now")
+        found = shutil.which(program) if "/" not in program else None
+        if "/" in program:
+            path = Path(program) if Path(program).is_absolute() else facts.request.working_directory / program
+            found = str(path) if path.is_file() and os.access(path, os.X_OK) else None
+        if found is None:
+            return failed(name, NEVER, f"the program {program!r} does not exist or is not executable", program=program)
+        return passed(name, f"the program {program} exists and is executable", program=found)
+    assert facts.pipeline is not None
+    selected = len(facts.selected)
+    return passed(
+        name,
+        f"pipeline {facts.pipeline.name!r} validates: {len(facts.pipeline.assets)} assets, {selected} selected",
+        assets=len(facts.pipeline.assets),
+        selected=sorted(a.asset.name for a in facts.selected),
+    )
+
+
+def history_exists(facts: Facts) -> CheckResult:
+    name = "history_exists"
+    if facts.is_command:
+        succeeded = [run for run in facts.history.runs if run.status == "succeeded"]
+        if not succeeded:
+            return not_applicable(name, "no earlier backfill of this command: nothing to compare with")
+        backfills = sorted({run.backfill_id for run in succeeded if run.backfill_id})
+        return passed(name, f"{len(succeeded)} succeeded partitions in earlier backfills", backfills=backfills)
+    done = facts.history.succeeded_assets()
+    never_run = [a.asset.name for a in facts.selected if a.asset.name not in done]
+    runs = len(facts.history.runs)
+    if never_run:
+        return failed(
+            name,
+            HUMAN_ONLY,
+            f"never succeeded: {_names(never_run)}; there is no back to fill: run it once with `backfill run` first",
+            never_succeeded=sorted(never_run),
+            run_records=runs,
+        )
+    return passed(name, f"every selected asset has succeeded before ({runs} run records)", run_records=runs)
+
+
+def range_size(facts: Facts) -> CheckResult:
+    name = "range_size"
+    limits = facts.settings.limits
+    days = _days(facts.span[1] - facts.span[0])
+    evidence = {
+        "days": round(days, 3),
+        "approval_days": limits.approval_days,
+        "human_only_days": limits.human_only_days,
+    }
+    shown = f"{days:g} days" if days >= 1 else format_duration(facts.span[1] - facts.span[0])
+    if days > limits.human_only_days:
+        if facts.request.guard.allow_long_range:
+            return failed(
+                name, APPROVAL, f"{shown} > {limits.human_only_days:g} days (--allow-long-range given)", **evidence
+            )
+        return failed(
+            name,
+            HUMAN_ONLY,
+            f"{shown} > {limits.human_only_days:g} days: split it, or pass --allow-long-range to make it approval",
+            **evidence,
+        )
+    if days > limits.approval_days:
+        return failed(name, APPROVAL, f"{shown} > {limits.approval_days:g} days", **evidence)
+    return passed(name, f"{shown} ≤ {limits.approval_days:g} days", **evidence)
+
+
+def range_in_past(facts: Facts) -> CheckResult:
+    name = "range_in_past"
+    spec = facts.request.spec
+    end = facts.span[1]
+    if end > facts.request.now:
+        plan = spec.plan
+        current = plan.index_containing(facts.request.now) if facts.request.now > spec.start else 0
+        future = len(plan) - (current if current is not None else len(plan))
+        return failed(
+            name,
+            NEVER,
+            f"the range ends {format_instant(end, spec.zone)}, after now: backfilling the future is always a mistake",
+            end=format_instant(end, spec.zone),
+            future_partitions=future,
+        )
+    return passed(
+        name, f"the range ends {format_instant(end, spec.zone)}, in the past", end=format_instant(end, spec.zone)
+    )
+
+
+def interval_semantics(facts: Facts) -> CheckResult:
+    name = "interval_semantics"
+    if facts.is_command:
+        template = facts.request.spec.target.template or ""
+        if any("{" + p + "}" in template for p in ("start", "end", "end_exclusive", "start_date", "end_date")):
+            return passed(name, "the command template receives the interval")
+        return warned(
+            name,
+            "the command template has no interval placeholder: it must read BACKFILL_START/BACKFILL_END itself",
+        )
+    without = [a.asset.name for a in facts.selected if not a.uses_interval]
+    if len(without) == len(facts.selected):
+        return failed(
+            name,
+            HUMAN_ONLY,
+            "no selected asset uses the interval: every partition would compute the same thing, slicing is meaningless",
+            without_interval=sorted(without),
+        )
+    if without:
+        return warned(
+            name,
+            f"{_names(without)} ignore{'s' if len(without) == 1 else ''} the interval: rerun once per partition "
+            "for nothing; select them out (--exclude-tag, --selector)",
+            without_interval=sorted(without),
+        )
+    return passed(name, "every selected asset uses the interval")
+
+
+def materialization(facts: Facts) -> CheckResult:
+    name = "materialization"
+    if facts.is_command:
+        return not_applicable(name, "a command's effect on data is not known to backfill")
+    partitions = facts.request.selected_count
+    findings: list[tuple[str, str]] = []  # (tier, text)
+    rebuilt: list[str] = []
+    strategies: dict[str, dict] = {}
+    for asset_facts in facts.assets.values():
+        entry = strategies[asset_facts.asset.name] = {
+            "strategy": asset_facts.strategy,
+            "selected": asset_facts.selected,
+        }
+        if asset_facts.selected:
+            finding = _strategy_finding(asset_facts, partitions)
+            if finding == "rebuilt":
+                rebuilt.append(asset_facts.asset.name)
+            elif finding is not None:
+                findings.append(finding)
+                if asset_facts.rows_in_range:
+                    entry["rows_in_range"] = asset_facts.rows_in_range
+    if rebuilt:
+        text = f"{_names(rebuilt)} rebuilt {partitions} times (they ignore the interval): run once or select out"
+        findings.append((AUTO, text))
+    evidence = {"assets": strategies, "partitions": partitions, "findings": [text for _, text in findings]}
+    blocking = [tier for tier, _ in findings if tier != AUTO]
+    if blocking:
+        tier = highest(blocking)
+        return failed(name, tier, "; ".join(text for t, text in findings if t == tier), **evidence)
+    if findings:
+        return warned(name, findings[0][1], **evidence)
+    shown = ", ".join(sorted({a.strategy for a in facts.selected}))
+    return passed(name, f"strategies safe per partition: {shown}", **evidence)
+
+
+def _strategy_finding(facts_of, partitions: int) -> tuple[str, str] | str | None:
+    """What one selected asset's strategy risks: (tier, why), ``"rebuilt"`` (safe, repeated) or None."""
+    asset, strategy = facts_of.asset, facts_of.strategy
+    label = f"{asset.name} ({strategy})"
+    if strategy in REBUILDING:
+        if partitions <= 1:
+            return None
+        if not facts_of.uses_interval:
+            return "rebuilt"
+        return NEVER, f"{label} rebuilds its table from one partition's slice: only the last partition would survive"
+    if strategy == "append":
+        if facts_of.rows_in_range:
+            return APPROVAL, f"{label} would duplicate {facts_of.rows_in_range:,} rows already in the range"
+        if facts_of.table_rows and not asset.materialization.incremental_key:
+            rows = f"{facts_of.table_rows:,}"
+            return HUMAN_ONLY, f"{label} has {rows} rows and no incremental_key: cannot tell which are in the range"
+        return None
+    if strategy == "merge" and not asset.primary_key:
+        return HUMAN_ONLY, f"{label} has no primary_key column: what it would overwrite is unclear"
+    if strategy == "delete+insert" and not asset.materialization.incremental_key:
+        return HUMAN_ONLY, f"{label} has no incremental_key: what it would delete is unclear"
+    if strategy == "none":
+        what = "script" if asset.kind == "python" else "SQL"
+        return HUMAN_ONLY, f"{asset.name} runs its {what} as written: its effect on data cannot be judged"
+    if strategy not in KNOWN_STRATEGIES or strategy.startswith(("scd2", "datavault")):
+        return HUMAN_ONLY, f"{label}: a strategy the runner does not understand"
+    return None
+
+
+def reversibility(facts: Facts) -> CheckResult:
+    name = "reversibility"
+    guard = facts.request.guard
+    if facts.is_command:
+        if guard.reversible:
+            return passed(name, "stated reversible by the operator (--reversible)", stated_by="operator")
+        return failed(name, APPROVAL, "no restore path known for a command: pass --reversible if you can undo it")
+    changing = [a for a in facts.selected if a.changes_data]
+    if not changing:
+        return passed(name, "nothing selected changes data (views and DDL only)")
+    if not guard.snapshot:
+        return failed(name, APPROVAL, f"--no-snapshot: no restore path for {_names(a.asset.name for a in changing)}")
+    cost = snapshot_cost(facts)
+    return passed(
+        name,
+        f"a snapshot of {len(changing)} table{'s' if len(changing) != 1 else ''} is taken before the first "
+        f"partition (~{cost['rows']:,} rows, ~{_bytes(cost['bytes'])})",
+        **cost,
+    )
+
+
+def snapshot_cost(facts: Facts) -> dict[str, int]:
+    """Rows the snapshot copies (rows in range for time_interval and delete+insert, else whole tables), and
+    their share of the database files' bytes."""
+    rows = total_rows = 0
+    for a in facts.selected:
+        if not a.changes_data or a.table_rows is None:
+            continue
+        partial = a.strategy in ("time_interval", "delete+insert") and a.rows_in_range is not None
+        rows += a.rows_in_range if partial else a.table_rows  # type: ignore[operator]
+    for a in facts.assets.values():
+        total_rows += a.table_rows or 0
+    database = sum(facts.database_bytes.values())
+    return {"rows": rows, "bytes": int(database * rows / total_rows) if total_rows else 0}
+
+
+def _bytes(value: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
+
+
+def layer_risk(facts: Facts) -> CheckResult:
+    name = "layer_risk"
+    if facts.is_command:
+        return not_applicable(name, "a command's tables are not known to backfill")
+    layers = {a.asset.name: {"layer": a.layer, "from": a.layer_source} for a in facts.selected}
+    deleting = [a.asset.name for a in facts.selected if a.layer == "raw" and a.strategy not in NOT_DELETING]
+    appending = [a.asset.name for a in facts.selected if a.layer == "raw" and a.strategy == "append"]
+    if deleting:
+        return failed(
+            name,
+            NEVER,
+            f"{_names(deleting)}: raw layer with a delete-style strategy (source data is never deleted or rebuilt)",
+            layers=layers,
+        )
+    if appending:
+        return failed(name, APPROVAL, f"{_names(appending)}: appends to the raw layer", layers=layers)
+    return passed(name, "no raw asset is deleted or rebuilt", layers=layers)
+
+
+def upstream_coverage(facts: Facts) -> CheckResult:
+    name = "upstream_coverage"
+    if facts.is_command:
+        return not_applicable(name, "a command's inputs are not known to backfill")
+    gates = facts.settings.dependency_gates
+    if gates == "off":
+        return not_applicable(name, "dependency_gates: off", gate_bypass="all")
+    assert facts.pipeline is not None
+    selected = {a.asset.name for a in facts.selected}
+    upstream = sorted({u for a in facts.selected for u in facts.pipeline.upstream(a.asset.name) if u not in selected})
+    if not upstream:
+        return passed(name, "every upstream asset is in the selection")
+    spec = facts.request.spec
+    missing: dict[str, list[str]] = {}
+    for name_up in upstream:
+        gaps = missing_spans(facts.span[0], facts.span[1], facts.history.coverage(name_up))
+        if gaps:
+            missing[name_up] = [_span_text(start, end, spec.zone) for start, end in gaps]
+    if not missing:
+        return passed(name, f"{_names(upstream)} succeeded over the whole range", upstream=upstream)
+    summary = "; ".join(f"{n}: {', '.join(spans[:3])}{' …' if len(spans) > 3 else ''}" for n, spans in missing.items())
+    if gates == "warn":
+        return warned(
+            name,
+            f"missing upstream intervals (dependency_gates: warn): {summary}",
+            missing=missing,
+            gate_bypass=missing,
+        )
+    return failed(name, NEVER, f"missing upstream intervals: {summary}", missing=missing)
+
+
+def _span_text(start: int, end: int, zone) -> str:
+    return f"{format_instant(start, zone)} → {format_instant(end, zone)}"
+
+
+def downstream_awareness(facts: Facts) -> CheckResult:
+    name = "downstream_awareness"
+    spec = facts.request.spec
+    downstream = sorted(a.asset.name for a in facts.downstream)
+    blockers = []
+    for other in facts.backfills:
+        if not other.running:
+            continue
+        if facts.is_command:
+            if other.target_identity == spec.target.identity:
+                blockers.append(f"backfill {other.id} of the same command is running: wait for it to finish")
+            continue
+        if _same_pipeline(facts, other):
+            blockers.append(f"backfill {other.id} of this pipeline is running: wait for backfill {other.id} to finish")
+    for held in facts.held:
+        blockers.append(f"{held.path} is open for writing by {held.holder} (a `backfill run`?): wait for it to finish")
+    evidence = {"downstream": downstream}
+    if blockers:
+        return failed(name, NEVER, "; ".join(blockers), **evidence, blockers=blockers)
+    if facts.is_command:
+        return passed(name, "no other backfill of this command is running")
+    shown = (
+        f"downstream not selected: {_names(downstream)}" if downstream else "no downstream asset outside the selection"
+    )
+    return passed(name, f"nothing else is running on these assets; {shown}", **evidence)
+
+
+def _same_pipeline(facts: Facts, other) -> bool:
+    """Whether a running backfill runs assets of our pipeline (the same pipeline directory)."""
+    if other.target_identity.get("kind") not in ("pipeline", "asset") or not other.target_path:
+        return False
+    from engine.pipeline.repository import resolve_target
+
+    try:
+        theirs = resolve_target(other.target_path).pipeline_dir
+    except Exception:  # a pipeline that is gone runs nothing of ours
+        return False
+    return facts.pipeline is not None and theirs == facts.pipeline.directory
+
+
+def size_and_duration(facts: Facts) -> CheckResult:
+    name = "size_and_duration"
+    limits = facts.settings.limits
+    median = facts.history.median_duration()
+    partitions = facts.request.selected_count
+    parallel = max(1, facts.request.effective_parallel)
+    database = sum(facts.database_bytes.values())
+    evidence: dict = {"partitions": partitions, "parallel": parallel, "database_bytes": database}
+    if median is None:
+        return not_applicable(name, f"no succeeded run to estimate from; tables now {_bytes(database)}", **evidence)
+    seconds = median * partitions / parallel
+    evidence.update(median_seconds=round(median, 3), estimate_seconds=round(seconds, 1))
+    total = format_duration(int(seconds * 1_000_000)) if seconds >= 1 else f"{seconds:.2f}s"
+    estimate = f"~{total} ({partitions} × median {median:.2f}s ÷ {parallel}); tables {_bytes(database)}"
+    if seconds > limits.max_hours * 3600 or database > limits.max_gib * GIB:
+        return failed(
+            name, APPROVAL, f"large: {estimate} (limits {limits.max_hours:g} h, {limits.max_gib:g} GiB)", **evidence
+        )
+    return passed(name, estimate, **evidence)
+
+
+def row_count_sanity(facts: Facts) -> CheckResult:
+    name = "row_count_sanity"
+    if facts.is_command:
+        return not_applicable(name, "a command's output is not known to backfill")
+    sql = [a for a in facts.selected if a.asset.kind == "sql" and a.asset.materialization.type == "table"]
+    if not sql:
+        return not_applicable(name, "no selected SQL table asset to sample")
+    ratio = facts.settings.limits.row_ratio
+    partitions = facts.request.selected_count
+    undecided, too_many, fine = [], [], []
+    evidence = {}
+    for a in sql:
+        asset_name = a.asset.name
+        if a.sample_rows is None:
+            undecided.append(f"{asset_name}: sample failed ({a.sample_error})")
+            evidence[asset_name] = {"sample_error": a.sample_error}
+            continue
+        estimate = a.sample_rows * partitions
+        entry = {"sample_rows": a.sample_rows, "estimated_rows": estimate}
+        if not a.past_rows:
+            undecided.append(f"{asset_name}: no history to compare its sample of {a.sample_rows:,} rows with")
+        else:
+            mean = sum(a.past_rows) / len(a.past_rows)
+            entry["historical_mean"] = round(mean, 3)
+            if a.sample_rows > ratio * max(mean, 1):
+                too_many.append(
+                    f"{asset_name}: {a.sample_rows:,} rows per partition vs {mean:,.0f} before (> {ratio:g}×)"
+                )
+            else:
+                fine.append(asset_name)
+        evidence[asset_name] = entry
+    if too_many:
+        return failed(name, APPROVAL, "; ".join(too_many), assets=evidence)
+    if undecided:
+        return failed(name, HUMAN_ONLY, "could not decide: " + "; ".join(undecided), assets=evidence)
+    return passed(name, f"samples within {ratio:g}× of history for {_names(fine)}", assets=evidence)
+
+
+def connector_quotas(facts: Facts) -> CheckResult:
+    name = "connector_quotas"
+    quotas = facts.settings.quotas
+    if facts.is_command or not quotas:
+        return not_applicable(name, "no connection declares a daily_run_quota")
+    used_connections = {a.connection.name for a in facts.selected if a.connection is not None}
+    zone = facts.request.spec.zone
+    today = datetime.fromtimestamp(facts.request.now / 1_000_000, zone).date()
+    environment = facts.request.environment.name if facts.request.environment else None
+    runs_today = sum(
+        1
+        for run in facts.history.runs
+        if run.environment == environment and datetime.fromtimestamp(run.started_at / 1e6, zone).date() == today
+    )
+    problems, evidence = [], {}
+    for connection, quota in sorted(quotas.items()):
+        if connection not in used_connections:
+            continue
+        planned = runs_today + facts.request.selected_count
+        evidence[connection] = {"quota": quota, "runs_today": runs_today, "this_backfill": facts.request.selected_count}
+        if planned > quota:
+            problems.append(f"{connection}: {runs_today} runs today + {facts.request.selected_count} > quota {quota}")
+    if problems:
+        return failed(name, NEVER, "would exhaust the day's quota: " + "; ".join(problems), quotas=evidence)
+    if not evidence:
+        return not_applicable(name, "no selected asset uses a connection with a quota")
+    return passed(name, "within the daily quotas", quotas=evidence)
+
+
+def environment_level(facts: Facts) -> CheckResult:
+    name = "environment"
+    settings = facts.settings
+    where = facts.request.environment.name if facts.request.environment else "command"
+    evidence = {"level": settings.level, "from": settings.level_source}
+    if settings.level == PRODUCTION:
+        return failed(name, APPROVAL, f"{where}: production guardrails: every run needs approval", **evidence)
+    return passed(name, f"{where}: {settings.level} guardrails ({settings.level_source})", **evidence)
+
+
+def verification_mode(facts: Facts) -> CheckResult:
+    name = "verification"
+    guard = facts.request.guard
+    if guard.verify == "off":
+        return failed(name, APPROVAL, "--verify off: partitions are not verified")
+    if facts.is_command:
+        if guard.verify_command:
+            return passed(name, f"--verify-command runs after each partition ({guard.verify})")
+        return warned(name, "no --verify-command: a command's partitions are verified by exit code only")
+    return passed(name, f"each partition verified against its run record and history ({guard.verify})")
+
+
+CHECK_NAMES = {"environment_level": "environment", "verification_mode": "verification"}
+CHECKS: tuple[Callable[[Facts], CheckResult], ...] = (
+    target_valid,
+    history_exists,
+    range_size,
+    range_in_past,
+    interval_semantics,
+    materialization,
+    reversibility,
+    layer_risk,
+    upstream_coverage,
+    downstream_awareness,
+    size_and_duration,
+    row_count_sanity,
+    connector_quotas,
+    environment_level,
+    verification_mode,
+)
+
+
+def run_checks(facts: Facts) -> list[CheckResult]:
+    """Every check, whatever the others found; one that errors or was left without facts is human-only."""
+    results = []
+    for check in CHECKS:
+        name = CHECK_NAMES.get(check.__name__, check.__name__)
+        try:
+            result = check(facts)
+        except Exception as error:  # an error while checking is uncertainty, never a pass
+            text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            result = failed(name, HUMAN_ONLY, f"could not decide: {text}")
+        missing = facts.errors.get(result.name)
+        if missing and result.status not in ("fail",):
+            result = failed(result.name, HUMAN_ONLY, f"could not decide: {missing}", **result.evidence)
+        results.append(result)
+    undecided = [r.name for r in results if r.tier == HUMAN_ONLY and r.detail.startswith("could not decide")]
+    if undecided:
+        results.append(
+            failed(
+                "certainty",
+                HUMAN_ONLY,
+                f"{len(undecided)} check(s) could not decide: {', '.join(undecided)}",
+                undecided=undecided,
+            )
+        )
+    else:
+        results.append(passed("certainty", "every check could decide"))
+    return results

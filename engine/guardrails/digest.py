@@ -1,0 +1,115 @@
+"""The plan digest: a SHA-256 over everything an approval vouches for.
+
+It is built from named components (the plan inputs, the partition IDs, each
+asset file and ``pipeline.yml``, the environment's connection settings without
+secrets, each check's evidence), each hashed on its own, so that an approval
+that no longer holds can say which of them changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from engine.guardrails.facts import Facts
+from engine.guardrails.tiers import CheckResult
+
+MIN_PREFIX = 8
+MAX_HASHED_IDS = 200_000  # beyond, the selection (not each ID) is hashed: a million hashes cost seconds
+SHOWN = 12
+
+
+def _hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _canonical(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+
+
+def components_of(facts: Facts, results: list[CheckResult]) -> dict[str, str]:
+    request = facts.request
+    spec = request.spec
+    parts: dict[str, str] = {}
+    parts["plan inputs"] = _hash(
+        _canonical(
+            {
+                "spec": spec.to_json(),
+                "mode": request.mode,
+                "execution": request.options.to_json(),
+                "guardrails": request.guard.to_json(),
+                "selected": request.selected_count,
+            }
+        )
+    )
+    ids = hashlib.sha256()
+    plan = spec.plan
+    if request.selected_count <= MAX_HASHED_IDS:
+        for index in request.selected():
+            interval = plan.interval(index)
+            ids.update(spec.ids.of(interval.start, interval.end).encode() + b"\n")
+    else:  # the IDs are a function of the plan inputs and of which partitions are selected
+        ids.update(f"{request.selection_key}\n{request.selected_count}".encode())
+    parts["partition IDs"] = ids.hexdigest()
+    if facts.pipeline is not None:
+        files = {facts.pipeline.file} | {a.asset.path for a in facts.assets.values()}
+        files |= {a.asset.seed_path for a in facts.assets.values() if a.asset.seed_path is not None}
+        base = facts.pipeline.directory
+        for path in sorted(files):
+            parts[f"file {_relative(path, base)}"] = _file_hash(path)
+    environment = request.environment
+    parts["environment"] = _hash(
+        _canonical(
+            {
+                "name": environment.name if environment else None,
+                "connections": [
+                    {
+                        "kind": c.kind,
+                        "name": c.name,
+                        "path": str(c.path) if c.path else None,
+                        "read_only": c.read_only,
+                        "max_concurrent_assets": c.max_concurrent_assets,
+                    }
+                    for c in (environment.connections if environment else ())
+                ],
+                "guardrails": facts.settings.to_json(),
+            }
+        )
+    )
+    for result in results:
+        parts[f"evidence of {result.name}"] = _hash(_canonical(result.to_json()))
+    return parts
+
+
+def digest_of(components: dict[str, str]) -> str:
+    return _hash("".join(f"{name}={value}\n" for name, value in sorted(components.items())).encode())
+
+
+def changed_components(before: dict[str, str], now: dict[str, str]) -> list[str]:
+    """What differs between two component sets, as phrases ("file assets/x.sql changed")."""
+    changes = []
+    for name in sorted(set(before) | set(now)):
+        if name not in now:
+            changes.append(f"{name} is gone")
+        elif name not in before:
+            changes.append(f"{name} is new")
+        elif before[name] != now[name]:
+            changes.append(f"{name} changed")
+    return changes
+
+
+def _relative(path: Path, base: Path) -> str:
+    try:
+        return path.relative_to(base).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _file_hash(path: Path) -> str:
+    try:
+        return _hash(path.read_bytes())
+    except OSError as error:
+        return f"unreadable: {error.strerror}"

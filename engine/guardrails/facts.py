@@ -1,0 +1,226 @@
+"""Everything the pre-flight checks judge, gathered once: the pipeline and its assets, the history, the
+warehouse as it is now, the other backfills of the repository.
+
+Gathering never raises for what it finds: a question it could not answer is kept
+in ``errors`` under the check that needed it, and that check becomes human-only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.dates.plan import Interval
+from engine.guardrails.asset_risk import changes_data, layer_of, strategy_of, uses_interval
+from engine.guardrails.history import EarlierBackfill, History, command_history, earlier_backfills, read_run_history
+from engine.guardrails.request import GuardRequest
+from engine.guardrails.settings import GuardrailSettings, settings_for_command, settings_of_environment
+from engine.guardrails.warehouse import Held, Warehouse, whole_range_window
+from engine.pipeline.assets import Asset
+from engine.pipeline.config import Connection
+from engine.pipeline.loading import Pipeline
+from engine.pipeline.repository import logs_root, resolve_target
+from engine.pipeline.templating import Window
+
+
+@dataclass
+class AssetFacts:
+    asset: Asset
+    selected: bool
+    strategy: str
+    uses_interval: bool
+    layer: str
+    layer_source: str
+    connection: Connection | None
+    table_rows: int | None = None  # None: no table (yet)
+    rows_in_range: int | None = None
+    sample_rows: int | None = None
+    sample_error: str | None = None
+    past_rows: list[int] = field(default_factory=list)  # rows written by past succeeded runs
+
+    @property
+    def changes_data(self) -> bool:
+        return changes_data(self.asset)
+
+
+@dataclass
+class Facts:
+    request: GuardRequest
+    settings: GuardrailSettings
+    span: tuple[int, int]  # the selected partitions' extent, [start, end)
+    first: Interval | None  # the first selected partition (the row-count sample)
+    pipeline: Pipeline | None = None
+    variables: dict[str, Any] = field(default_factory=dict)
+    assets: dict[str, AssetFacts] = field(default_factory=dict)  # selected and affected downstream
+    history: History = field(default_factory=History)
+    backfills: list[EarlierBackfill] = field(default_factory=list)
+    held: list[Held] = field(default_factory=list)
+    database_bytes: dict[str, int] = field(default_factory=dict)  # file → size
+    errors: dict[str, str] = field(default_factory=dict)  # check name → why it could not be decided
+
+    @property
+    def selected(self) -> list[AssetFacts]:
+        return [a for a in self.assets.values() if a.selected]
+
+    @property
+    def downstream(self) -> list[AssetFacts]:
+        return [a for a in self.assets.values() if not a.selected]
+
+    @property
+    def is_command(self) -> bool:
+        return self.request.spec.target.is_command
+
+    def range_window(self) -> Window:
+        return whole_range_window(self.span[0], self.span[1], self.request.spec.zone)
+
+
+def gather(request: GuardRequest) -> Facts:
+    spec = request.spec
+    plan = spec.plan
+    bounds = request.bounds or _first_and_last(request)
+    if bounds is None:
+        span, first = (spec.start, spec.start), None
+    else:
+        first = plan.interval(bounds[0])
+        span = (first.start, plan.interval(bounds[1]).end)
+    if spec.target.is_command:
+        settings = request.settings_override or settings_for_command(request.guard.level)
+        facts = Facts(request, settings, span, first)
+        facts.backfills = earlier_backfills(request.state_root, exclude=request.backfill_id)
+        facts.history = command_history(facts.backfills, spec.target.identity)
+        return facts
+    assert request.config is not None and request.environment is not None
+    environment = request.environment
+    settings = settings_of_environment(
+        environment.name, request.config.raw_environments.get(environment.name), request.config.path
+    )
+    facts = Facts(request, settings, span, first)
+    _gather_pipeline(facts)
+    return facts
+
+
+def _first_and_last(request: GuardRequest) -> tuple[int, int] | None:
+    indices = request.selected()
+    first = next(indices, None)
+    if first is None:
+        return None
+    last = first
+    for last in indices:  # noqa: B007 - the last one is what we want
+        pass
+    return first, last
+
+
+def _gather_pipeline(facts: Facts) -> None:
+    from engine.pipeline.validation import check_pipeline
+
+    request = facts.request
+    spec = request.spec
+    target = resolve_target(spec.target.path or "")
+    assert request.config is not None and request.environment is not None
+    checked = check_pipeline(target, request.config, request.environment, spec.run_options)
+    pipeline = facts.pipeline = checked.pipeline
+    facts.variables = checked.variables
+    affected = _downstream_of(pipeline, checked.selected)
+    for name in sorted(checked.selected | affected):
+        asset = pipeline.assets[name]
+        layer, source = layer_of(asset)
+        connection_name = pipeline.connection_of(asset)
+        facts.assets[name] = AssetFacts(
+            asset,
+            name in checked.selected,
+            strategy_of(asset),
+            uses_interval(asset, pipeline),
+            layer,
+            source,
+            request.environment.connection(connection_name) if connection_name else None,
+        )
+    facts.history = read_run_history(logs_root(target.repository) / "runs", pipeline.name, target.pipeline_dir)
+    for name, facts_of in facts.assets.items():
+        facts_of.past_rows = [
+            a.rows_in_interval if a.rows_in_interval is not None else a.rows_written
+            for run in facts.history.runs
+            if (a := run.assets.get(name)) is not None
+            and a.status == "succeeded"
+            and (a.rows_in_interval is not None or a.rows_written is not None)
+        ]
+    facts.backfills = earlier_backfills(request.state_root, exclude=request.backfill_id)
+    _look_into_warehouses(facts)
+
+
+def _downstream_of(pipeline: Pipeline, selected: set[str]) -> set[str]:
+    found: set[str] = set()
+    frontier = list(selected)
+    while frontier:
+        name = frontier.pop()
+        for child in pipeline.downstream.get(name, []):
+            if child not in selected and child not in found:
+                found.add(child)
+                frontier.append(child)
+    return found
+
+
+def _look_into_warehouses(facts: Facts) -> None:
+    by_file: dict[Path, list[AssetFacts]] = {}
+    for asset_facts in facts.assets.values():
+        connection = asset_facts.connection
+        if connection is not None and connection.kind == "duckdb" and connection.path is not None:
+            by_file.setdefault(connection.path, []).append(asset_facts)
+    for path, assets in by_file.items():
+        try:
+            warehouse = Warehouse.open(path)
+        except Held as held:
+            facts.held.append(held)
+            facts.errors.setdefault("row_count_sanity", f"{held}")
+            continue
+        except Exception as error:  # a file we cannot read: a question we cannot answer
+            facts.errors.setdefault("size_and_duration", f"cannot open {path}: {error}")
+            continue
+        try:
+            facts.database_bytes[str(path)] = warehouse.size_bytes
+            for asset_facts in assets:
+                _inspect_table(facts, warehouse, asset_facts)
+        finally:
+            warehouse.close()
+
+
+def _inspect_table(facts: Facts, warehouse: Warehouse, asset_facts: AssetFacts) -> None:
+    asset = asset_facts.asset
+    try:
+        asset_facts.table_rows = warehouse.rows(asset.name)
+        if asset_facts.table_rows is not None and asset.materialization.incremental_key:
+            asset_facts.rows_in_range = warehouse.rows_in_window(asset, facts.range_window())
+    except Exception as error:
+        facts.errors.setdefault("materialization", f"cannot read table {asset.name}: {_first_line(error)}")
+    if asset_facts.selected and asset.kind == "sql" and facts.first is not None:
+        try:
+            asset_facts.sample_rows = (
+                warehouse.sample_count(_sample_query(facts, asset)) if warehouse.connection else None
+            )
+            if warehouse.connection is None:
+                asset_facts.sample_error = f"{warehouse.path} does not exist yet"
+        except Exception as error:
+            asset_facts.sample_error = _first_line(error)
+
+
+def _sample_query(facts: Facts, asset: Asset) -> str:
+    from engine.pipeline.interval_modifiers import apply_modifiers
+    from engine.pipeline.materialization import strip_statement
+    from engine.pipeline.templating import base_context, render
+
+    assert facts.first is not None and facts.pipeline is not None
+    spec = facts.request.spec
+    window = Window(facts.first.start, facts.first.end - 1, spec.zone)
+    context = base_context(
+        window, run_id="preflight", pipeline=facts.pipeline.name, variables=facts.variables, full_refresh=False
+    )
+    context["this"] = asset.name
+    if spec.run_options.apply_interval_modifiers:
+        moved = apply_modifiers(window, asset.interval_modifiers or facts.pipeline.default_interval_modifiers, context)
+        context.update(moved.variables())
+    return strip_statement(render(asset.body, context, first_line=asset.body_line))
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:300] if text else type(error).__name__

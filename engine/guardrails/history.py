@@ -1,0 +1,230 @@
+"""What has run before: our own run records (``logs/runs/``) and the backfills saved in the state root.
+
+Intervals are half-open ``[start, end)`` in integer microseconds (a run record's
+inclusive end plus one microsecond).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+import orjson
+
+from engine.store.catalog import is_running
+from engine.store.manifest import spec_of
+from engine.store.state_store import MANIFEST, StateStore
+
+EPOCH = datetime.fromisoformat("1970-01-01T00:00:00+00:00")
+
+
+def instant_of(text: str) -> int:
+    """An ISO instant with its offset (``Z`` or ``±hh:mm``) as microseconds since the epoch."""
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    delta = moment - EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+@dataclass(frozen=True)
+class AssetRun:
+    status: str
+    start: int  # the asset's own interval (modifiers applied), half-open
+    end: int
+    rows_in_interval: int | None
+    rows_written: int | None = None
+
+
+@dataclass(frozen=True)
+class PastRun:
+    run_id: str
+    status: str
+    started_at: int
+    duration: float
+    environment: str | None
+    backfill_id: str | None
+    start: int
+    end: int
+    assets: dict[str, AssetRun]
+
+
+@dataclass
+class History:
+    runs: list[PastRun] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)  # record files that could not be read
+
+    def succeeded_assets(self) -> set[str]:
+        return {name for run in self.runs for name, a in run.assets.items() if a.status == "succeeded"}
+
+    def coverage(self, asset: str) -> list[tuple[int, int]]:
+        """The merged intervals over which ``asset`` has succeeded."""
+        spans = [
+            (a.start, a.end)
+            for run in self.runs
+            if (a := run.assets.get(asset)) is not None and a.status == "succeeded"
+        ]
+        return merge_spans(spans)
+
+    def median_duration(self) -> float | None:
+        durations = [run.duration for run in self.runs if run.status == "succeeded"]
+        return median(durations) if durations else None
+
+
+def merge_spans(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def missing_spans(start: int, end: int, covered: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of ``[start, end)`` that ``covered`` (merged, sorted) leaves out."""
+    missing, cursor = [], start
+    for low, high in covered:
+        if high <= cursor:
+            continue
+        if low >= end:
+            break
+        if low > cursor:
+            missing.append((cursor, min(low, end)))
+        cursor = max(cursor, high)
+        if cursor >= end:
+            break
+    if cursor < end:
+        missing.append((cursor, end))
+    return missing
+
+
+def read_run_history(runs_directory: Path, pipeline_name: str, pipeline_dir: Path) -> History:
+    """The run records of one pipeline (matched by name and by a target inside its directory)."""
+    history = History()
+    try:
+        names = os.listdir(runs_directory)
+    except OSError:
+        return history
+    inside = str(pipeline_dir)
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        path = runs_directory / name
+        try:
+            data = orjson.loads(path.read_bytes())
+            if data.get("pipeline") != pipeline_name or not str(data.get("target", "")).startswith(inside):
+                continue
+            history.runs.append(_past_run(data))
+        except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+            history.unreadable.append(str(path))
+    history.runs.sort(key=lambda run: run.started_at)
+    return history
+
+
+def _past_run(data: dict[str, Any]) -> PastRun:
+    interval = data["interval"]
+    start, end = instant_of(interval["start"]), instant_of(interval["end"]) + 1
+    assets = {}
+    for entry in data.get("assets") or []:
+        window = entry.get("interval") or interval
+        assets[entry["name"]] = AssetRun(
+            entry["status"],
+            instant_of(window["start"]),
+            instant_of(window["end"]) + 1,
+            entry.get("rows_in_interval"),
+            entry.get("rows_written"),
+        )
+    return PastRun(
+        data["run_id"],
+        data["status"],
+        instant_of(data["started_at"]) if data.get("started_at") else 0,
+        float(data.get("duration_seconds") or 0.0),
+        data.get("environment"),
+        data.get("backfill_id"),
+        start,
+        end,
+        assets,
+    )
+
+
+@dataclass(frozen=True)
+class EarlierBackfill:
+    id: str
+    running: bool
+    target_identity: dict[str, Any]
+    target_path: str | None
+    environment: str | None
+    run_options: dict[str, Any]
+    start: int
+    end: int
+    directory: Path
+
+
+def earlier_backfills(state_root: Path, *, exclude: str | None = None) -> list[EarlierBackfill]:
+    """Every saved backfill of the state root (newest first), whether it is running now."""
+    found = []
+    try:
+        directories = sorted((p for p in state_root.iterdir() if (p / MANIFEST).is_file()), reverse=True)
+    except OSError:
+        return []
+    for directory in directories:
+        if directory.name == exclude:
+            continue
+        store = StateStore(directory)
+        try:
+            manifest = store.read_manifest()
+            spec = spec_of(manifest)
+        except Exception:  # an unreadable neighbour is not our backfill's problem
+            continue
+        found.append(
+            EarlierBackfill(
+                store.id,
+                is_running(store),
+                spec.target.identity,
+                spec.target.path,
+                spec.environment,
+                spec.run_options.to_json(),
+                spec.start,
+                spec.end,
+                directory,
+            )
+        )
+    return found
+
+
+def command_history(backfills: list[EarlierBackfill], identity: dict[str, Any], *, limit: int = 1000) -> History:
+    """Succeeded partitions of earlier backfills of the same command, as past runs (durations, coverage)."""
+    history = History()
+    for backfill in backfills:
+        if backfill.target_identity != identity:
+            continue
+        partitions = backfill.directory / "partitions"
+        try:
+            files = sorted(os.listdir(partitions))[:limit]
+        except OSError:
+            continue
+        for name in files:
+            try:
+                record = orjson.loads((partitions / name).read_bytes())
+                last = record["attempts"][-1]
+                history.runs.append(
+                    PastRun(
+                        last["run_id"],
+                        record["status"],
+                        0,
+                        float(last.get("duration") or 0.0),
+                        backfill.environment,
+                        backfill.id,
+                        int(record["start_us"]) if "start_us" in record else instant_of(record["start"]),
+                        int(record["end_us"]) if "end_us" in record else instant_of(record["end"]),
+                        {},
+                    )
+                )
+            except (OSError, orjson.JSONDecodeError, KeyError, IndexError, TypeError, ValueError):
+                history.unreadable.append(str(partitions / name))
+        if len(history.runs) >= limit:
+            break
+    return history

@@ -1,0 +1,74 @@
+"""Check results, risk tiers, guardrail levels and the verdict they add up to."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+AUTO, APPROVAL, HUMAN_ONLY, NEVER = "auto", "approval", "human-only", "never"
+TIERS = (AUTO, APPROVAL, HUMAN_ONLY, NEVER)
+PASS, WARN, FAIL, NOT_APPLICABLE = "pass", "warn", "fail", "n/a"
+STATUSES = (PASS, WARN, FAIL, NOT_APPLICABLE)
+SANDBOX, STANDARD, PRODUCTION = "sandbox", "standard", "production"
+LEVELS = (SANDBOX, STANDARD, PRODUCTION)
+
+
+def rank(tier: str) -> int:
+    return TIERS.index(tier)
+
+
+def highest(tiers: Iterable[str]) -> str:
+    return max(tiers, key=rank, default=AUTO)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One pre-flight check: its status, the tier it demands, one line of detail and its evidence."""
+
+    name: str
+    status: str
+    tier: str
+    detail: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+    demanded: str | None = None  # the tier before the guardrail level changed it (sandbox), else None
+
+    def to_json(self) -> dict[str, Any]:
+        data = {"name": self.name, "status": self.status, "tier": self.tier, "detail": self.detail}
+        data["evidence"] = self.evidence
+        if self.demanded is not None:
+            data["demanded"] = self.demanded
+        return data
+
+
+def passed(name: str, detail: str, **evidence: Any) -> CheckResult:
+    return CheckResult(name, PASS, AUTO, detail, evidence)
+
+
+def not_applicable(name: str, detail: str, **evidence: Any) -> CheckResult:
+    return CheckResult(name, NOT_APPLICABLE, AUTO, detail, evidence)
+
+
+def warned(name: str, detail: str, **evidence: Any) -> CheckResult:
+    return CheckResult(name, WARN, AUTO, detail, evidence)
+
+
+def failed(name: str, tier: str, detail: str, **evidence: Any) -> CheckResult:
+    return CheckResult(name, FAIL, tier, detail, evidence)
+
+
+def apply_level(results: list[CheckResult], level: str) -> list[CheckResult]:
+    """``sandbox``: approval and human-only become warnings (shown, recorded, not blocking); never stays."""
+    if level != SANDBOX:
+        return results
+    adjusted = []
+    for result in results:
+        if result.tier in (APPROVAL, HUMAN_ONLY):
+            result = replace(result, status=WARN, tier=AUTO, demanded=result.tier)
+        adjusted.append(result)
+    return adjusted
+
+
+def verdict_of(results: list[CheckResult]) -> str:
+    """The highest tier any check demands."""
+    return highest(result.tier for result in results)

@@ -1,0 +1,120 @@
+"""Read-only looks into a pipeline's DuckDB files at pre-flight: tables, rows, sizes, past periods.
+
+Every file is opened ``read_only``, so no pre-flight query can change data; a
+file another process holds for writing is reported as held (by whom), not waited for.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+from engine.dates.instants import to_datetime
+from engine.pipeline.assets import Asset
+from engine.pipeline.materialization import Database, quote_identifier, quote_name, window_predicate
+from engine.pipeline.templating import Window
+
+
+class Held(Exception):
+    """The file is open for writing in another process."""
+
+    def __init__(self, path: Path, holder: str) -> None:
+        super().__init__(f"{path} is held by {holder}")
+        self.path, self.holder = path, holder
+
+
+@dataclass
+class Warehouse:
+    """One DuckDB file, opened read-only (or absent: every table is absent)."""
+
+    path: Path
+    connection: Any | None
+
+    @classmethod
+    def open(cls, path: Path) -> Warehouse:
+        import duckdb
+
+        if not path.exists():
+            return cls(path, None)
+        try:
+            return cls(path, duckdb.connect(str(path), read_only=True))
+        except duckdb.IOException as error:
+            text = str(error)
+            if "lock" in text.lower():
+                holder = re.search(r"\(PID (\d+)\)", text)
+                raise Held(path, f"process {holder.group(1)}" if holder else "another process") from None
+            raise
+
+    def close(self) -> None:
+        if self.connection is not None:
+            self.connection.close()
+            self.connection = None
+
+    @property
+    def size_bytes(self) -> int:
+        try:
+            return self.path.stat().st_size
+        except OSError:
+            return 0
+
+    def database(self) -> Database:
+        assert self.connection is not None
+        return Database(self.connection.cursor(), lambda sql: sql)
+
+    def exists(self, name: str) -> bool:
+        return self.connection is not None and self.database().table_exists(name)
+
+    def rows(self, name: str) -> int | None:
+        """The table's rows, or None when it does not exist."""
+        if not self.exists(name):
+            return None
+        return int(self.database().scalar(f"SELECT count(*) FROM {quote_name(name)}"))
+
+    def rows_in_window(self, asset: Asset, window: Window) -> int | None:
+        """Rows whose time key falls in ``window`` (inclusive end), or None without table or key."""
+        if not asset.materialization.incremental_key or not self.exists(asset.name):
+            return None
+        db = self.database()
+        predicate = window_predicate(db, asset, window)
+        return int(db.scalar(f"SELECT count(*) FROM {quote_name(asset.name)} WHERE {predicate}"))
+
+    def sample_count(self, query: str) -> int:
+        """How many rows a query returns, counted by DuckDB without fetching them."""
+        return int(self.database().scalar(f"SELECT count(*) FROM ({query})"))
+
+    def period_counts(self, asset: Asset, period: str, window: Window) -> dict[datetime | date, int]:
+        """Rows per local ``period`` (hour, day, week, month, year) outside ``window``, by period start."""
+        key = asset.materialization.incremental_key
+        if not key or not self.exists(asset.name):
+            return {}
+        db = self.database()
+        column_type = (db.column_type(asset.name, key) or "").upper()
+        column = quote_identifier(key)
+        if "TIME ZONE" in column_type:
+            zone = getattr(window.zone, "key", "UTC")
+            column = f"timezone('{zone}', {column})"
+        elif column_type == "DATE" and period == "hour":
+            return {}
+        predicate = window_predicate(db, asset, window)
+        trunc = "isodow" if period == "week" else period
+        if period == "week":
+            expression = f"CAST(date_trunc('week', {column}) AS TIMESTAMP)"
+        else:
+            expression = f"CAST(date_trunc('{trunc}', {column}) AS TIMESTAMP)"
+        rows = db.execute(
+            f"SELECT {expression} AS period, count(*) FROM {quote_name(asset.name)} "
+            f"WHERE {column} IS NOT NULL AND NOT ({predicate}) GROUP BY ALL"
+        ).fetchall()
+        return {period_start: int(count) for period_start, count in rows if period_start is not None}
+
+
+def whole_range_window(start: int, end: int, zone) -> Window:
+    """The window covering a whole backfill ``[start, end)`` (inclusive end, as runs see it)."""
+    return Window(start, end - 1, zone)
+
+
+def local_start(instant: int, zone) -> datetime:
+    return to_datetime(instant, zone).replace(tzinfo=None)

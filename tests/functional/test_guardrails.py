@@ -1,0 +1,285 @@
+"""Guardrails on real DuckDB pipelines: every check's tier, the verdict's exit codes, approval bound to the plan
+digest, and verification that stops a backfill at the first bad partition."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tests.backfills import child_command, records, state_dirs
+from tests.builder import Repo
+from tests.conftest import run_backfill
+
+TIME_INTERVAL = {"type": "table", "strategy": "time_interval", "incremental_key": "day", "time_granularity": "date"}
+WEEK = ("--start-date", "2024-01-08", "--end-date", "2024-01-12")
+
+
+def digest_of(text: str) -> str:
+    return re.search(r"plan digest ([0-9a-f]{12})", text).group(1)
+
+
+def check_row(text: str, name: str) -> str:
+    return next(line for line in text.splitlines() if re.search(rf"\s{name}\s", line))
+
+
+@pytest.fixture
+def daily(tmp_path: Path) -> Repo:
+    """A standard-guardrails pipeline: raw.events (a view), mid.daily (time_interval on day), with five weeks of
+    history (2023-12-01 to 2024-01-07)."""
+    repo = Repo(tmp_path / "repo", guardrails="standard")
+    repo.sql("raw.events", "SELECT 1 AS x", materialization={"type": "view"})
+    repo.sql(
+        "mid.daily",
+        "SELECT CAST(range AS DATE) AS day, n FROM range(DATE '{{ start_date }}', DATE '{{ end_date }}' + "
+        "INTERVAL 1 DAY, INTERVAL 1 DAY), range(10) AS t(n)",
+        depends=["raw.events"],
+        materialization=TIME_INTERVAL,
+    )
+    repo.run_ok("--start-date", "2023-12-01", "--end-date", "2024-01-07")
+    return repo
+
+
+def test_a_safe_week_with_history_runs_automatically_with_its_reason(daily, home):
+    """Every check passes for a week of a time_interval table with history: exit 0, verdict auto in the output,
+    the reason saved in the manifest and handed to each child as BACKFILL_REASON."""
+    result = run_backfill("p", *WEEK, "--reason", "fix for n", "--no-progress", cwd=daily.root, env=home)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "guard   auto (standard guardrails" in result.stdout
+    [backfill] = state_dirs(daily.root / "logs" / "backfills")
+    assert json.loads((backfill / "manifest.json").read_text())["reason"] == "fix for n"
+    invocation = json.loads((backfill / "guardrails.json").read_text())["invocations"][0]
+    assert invocation["preflight"]["verdict"] == "auto" and invocation["approval"]["how"] == "auto"
+    assert [r["attempts"][-1]["verification"]["status"] for r in records(backfill)] == ["verified"] * 5
+
+
+def test_a_backfill_without_reason_is_bad_input(daily, home):
+    """No --reason: one line on stderr naming the flag, exit 2, nothing saved; a dry run needs none."""
+    result = run_backfill("p", *WEEK, "--no-progress", cwd=daily.root, env=home)
+    assert result.returncode == 2
+    assert result.stderr.startswith("backfill: error: --reason is required") and len(result.stderr.splitlines()) == 1
+    assert state_dirs(daily.root / "logs" / "backfills") == []
+    assert run_backfill("p", *WEEK, "--dry-run", cwd=daily.root, env=home).returncode == 0
+    empty = run_backfill("p", *WEEK, "--reason", " ", cwd=daily.root, env=home)
+    assert empty.returncode == 2 and "--reason '' is empty" in empty.stderr
+
+
+def test_a_range_ending_in_the_future_is_refused(daily, home):
+    """A range that ends after now is never allowed: exit 3, range_in_past named, nothing saved."""
+    result = run_backfill(
+        "p", "--start-date", "2024-01-08", "--end-date", "2099-01-01", "--partition", "yearly", "--reason", "r",
+        "--allow-long-range", cwd=daily.root, env=home,
+    )  # fmt: skip
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "✗ fail  never" in check_row(result.stdout, "range_in_past")
+    assert "range_in_past" in result.stderr and state_dirs(daily.root / "logs" / "backfills") == []
+
+
+def test_a_raw_table_rebuilt_per_partition_is_never_allowed(tmp_path, home):
+    """raw.orders with create+replace using the interval: layer risk and materialization both say never (exit 3),
+    with every failing check in the report."""
+    repo = Repo(tmp_path / "repo", guardrails="standard")
+    repo.sql("raw.orders", "SELECT DATE '{{ start_date }}' AS day", materialization={"type": "table"})
+    repo.run_ok("--start-date", "2024-01-01", "--end-date", "2024-01-01")
+    result = run_backfill("p", *WEEK, "--reason", "r", cwd=repo.root, env=home)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "never" in check_row(result.stdout, "layer_risk") and "raw layer" in check_row(result.stdout, "layer_risk")
+    assert "only the last partition would survive" in check_row(result.stdout, "materialization")
+    assert "verdict: never" in result.stdout
+
+
+def test_append_over_existing_rows_needs_approval_and_the_digest_runs_it(daily, home):
+    """An append asset whose table already holds rows of the range: approval (exit 4) with the row count; the
+    printed digest given to --approve runs it (exit 0) and the approval is saved."""
+    daily.sql(
+        "mid.log",
+        "SELECT CAST(range AS DATE) AS day FROM range(DATE '{{ start_date }}', DATE '{{ end_date }}' + INTERVAL 1 DAY,"
+        " INTERVAL 1 DAY)",
+        depends=["mid.daily"],
+        materialization={"type": "table", "strategy": "append", "incremental_key": "day"},
+    )
+    daily.run_ok("--start-date", "2024-01-01", "--end-date", "2024-01-12")
+    held = run_backfill("p", *WEEK, "--reason", "r", cwd=daily.root, env=home)
+    assert held.returncode == 4, held.stdout + held.stderr
+    row = check_row(held.stdout, "materialization")
+    assert "approval" in row and "would duplicate 5 rows already in the range" in row
+    assert "needs approval" in held.stderr and state_dirs(daily.root / "logs" / "backfills") == []
+    digest = digest_of(held.stdout)
+    approved = run_backfill("p", *WEEK, "--reason", "r", "--approve", digest[:8], cwd=daily.root, env=home)
+    assert approved.returncode == 0, approved.stdout + approved.stderr
+    [backfill] = state_dirs(daily.root / "logs" / "backfills")
+    approval = json.loads((backfill / "guardrails.json").read_text())["invocations"][0]["approval"]
+    assert approval["digest"].startswith(digest) and approval["tier"] == "approval" and "@" in approval["by"]
+
+
+def test_an_approval_no_longer_holds_once_an_asset_file_or_the_evidence_changes(daily, home):
+    """--approve with the digest of a held plan: after editing an asset file the approval is refused (exit 4)
+    naming the file; after new upstream rows (a run of the week) it is refused naming the evidence."""
+    daily.sql(
+        "mid.log",
+        "SELECT CAST(range AS DATE) AS day FROM range(DATE '{{ start_date }}', DATE '{{ end_date }}' + INTERVAL 1 DAY,"
+        " INTERVAL 1 DAY)",
+        depends=["mid.daily"],
+        materialization={"type": "table", "strategy": "append", "incremental_key": "day"},
+    )
+    daily.run_ok("--start-date", "2024-01-01", "--end-date", "2024-01-09")
+    held = run_backfill("p", *WEEK, "--reason", "r", cwd=daily.root, env=home)
+    assert held.returncode == 4
+    digest = digest_of(held.stdout)
+    asset = daily.pipeline_dir / "assets" / "mid.daily.sql"
+    original = asset.read_text()
+    asset.write_text(original + "\n-- reviewed\n")
+    edited = run_backfill("p", *WEEK, "--reason", "r", "--approve", digest, cwd=daily.root, env=home)
+    assert edited.returncode == 4
+    assert (
+        "the plan changed since it was approved" in edited.stderr
+        and "file assets/mid.daily.sql changed" in edited.stderr
+    )
+    asset.write_text(original)
+    daily.run_ok("--start-date", "2024-01-10", "--end-date", "2024-01-10")  # new rows in the range
+    moved = run_backfill("p", *WEEK, "--reason", "r", "--approve", digest, cwd=daily.root, env=home)
+    assert moved.returncode == 4 and "evidence of materialization changed" in moved.stderr, moved.stderr
+    assert state_dirs(daily.root / "logs" / "backfills") == []
+
+
+def test_sql_run_as_written_is_human_only_and_approve_in_a_pipe_is_refused(daily, home):
+    """An asset without materialization runs its SQL as written (its effect cannot be judged): human-only, and
+    even the right digest in a pipe is refused (exit 4). (A merge without primary key or a delete+insert without
+    incremental_key never gets this far: the pipeline does not validate, exit 2.)"""
+    daily.sql("mid.adhoc", "CREATE TABLE IF NOT EXISTS mid.adhoc_log AS SELECT DATE '{{ start_date }}' AS day")
+    daily.run_ok("--start-date", "2024-01-01", "--end-date", "2024-01-07")
+    held = run_backfill("p", *WEEK, "--reason", "r", cwd=daily.root, env=home)
+    assert held.returncode == 4, held.stdout + held.stderr
+    row = check_row(held.stdout, "materialization")
+    assert "human-only" in row and "mid.adhoc runs its SQL as written" in row
+    again = run_backfill("p", *WEEK, "--reason", "r", "--approve", digest_of(held.stdout), cwd=daily.root, env=home)
+    assert again.returncode == 4 and "human-only" in again.stderr and "--approve is not enough" in again.stderr
+
+
+def test_missing_upstream_intervals_are_listed_and_refused(daily, home):
+    """Selecting mid.daily alone over 2024-01-05..14 while raw.events succeeded only up to Jan 7: never (exit 3),
+    the missing interval listed as one compact range."""
+    result = run_backfill(
+        "p", "--selector", "mid.daily", "--start-date", "2024-01-05", "--end-date", "2024-01-14",
+        "--reason", "r", cwd=daily.root, env=home,
+    )  # fmt: skip
+    assert result.returncode == 3, result.stdout + result.stderr
+    row = check_row(result.stdout, "upstream_coverage")
+    assert "raw.events: 2024-01-08T00:00:00Z → 2024-01-15T00:00:00Z" in row
+
+
+def test_a_process_holding_the_duckdb_file_blocks_the_backfill(daily, home):
+    """While another process has the warehouse open for writing, the backfill is refused (exit 3) naming it."""
+    holder = duckdb.connect(str(daily.database))
+    try:
+        result = run_backfill("p", *WEEK, "--reason", "r", cwd=daily.root, env=home)
+    finally:
+        holder.close()
+    assert result.returncode == 3, result.stdout + result.stderr
+    row = check_row(result.stdout, "downstream_awareness")
+    assert "is open for writing by process" in row and str(daily.database) in row
+
+
+def test_a_row_count_anomaly_stops_the_backfill_at_that_partition(daily, home):
+    """Jan 10 lands 100 rows where every past Wednesday had 10: that partition fails verification with the
+    numbers in its attempt and the backfill stops there (even with --on-failure continue)."""
+    sql = daily.pipeline_dir / "assets" / "mid.daily.sql"
+    sql.write_text(
+        sql.read_text().replace(
+            "range(10) AS t(n)",
+            "range(CASE WHEN DATE '{{ start_date }}' = DATE '2024-01-10' THEN 100 ELSE 10 END) AS t(n)",
+        )
+    )
+    daily.run_ok("--start-date", "2023-11-01", "--end-date", "2023-11-30")  # history of the new file too
+    result = run_backfill(
+        "p", *WEEK, "--reason", "r", "--on-failure", "continue", "--no-progress", cwd=daily.root, env=home
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    [backfill] = state_dirs(daily.root / "logs" / "backfills")
+    by_start = {r["start"][:10]: r for r in records(backfill)}
+    failed = by_start["2024-01-10"]
+    assert failed["status"] == "failed"
+    error = failed["attempts"][-1]["error"]
+    assert error.startswith("verification: mid.daily: 100 rows, outside 5–20 (Wednesday mean 10"), error
+    assert failed["attempts"][-1]["verification"]["assets"][0]["status"] == "outside"
+    assert sorted(by_start) == ["2024-01-08", "2024-01-09", "2024-01-10"], "nothing starts after the bad partition"
+
+
+def test_verify_command_failure_fails_the_partition_and_stops(work, home):
+    """--verify-command runs after each successful partition with its placeholders; its non-zero exit fails that
+    partition ("verification: …") and no later partition starts."""
+    check = work / "check.sh"
+    check.write_text('#!/bin/sh\necho "checking $1"\ntest "$1" != 2024-01-03\n')
+    check.chmod(0o755)
+    result = run_backfill(
+        "--command", child_command(), "--start-date", "2024-01-01", "--end-date", "2024-01-06", "--reason", "r",
+        "--reversible", "--verify-command", f"{check} {{start_date}}", "--no-progress", cwd=work, env=home,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    statuses = {r["start"][:10]: r["status"] for r in records(backfill)}
+    assert statuses == {"2024-01-01": "succeeded", "2024-01-02": "succeeded", "2024-01-03": "failed"}
+    third = records(backfill)[2]["attempts"][-1]
+    assert third["error"].startswith("verification: --verify-command exited 1")
+    assert "checking 2024-01-03" in (backfill / third["log"]).read_text()
+
+
+def test_a_command_without_restore_path_needs_approval_unless_stated_reversible(work, home):
+    """A command backfill is approval (no restore path) until --reversible; sandbox turns it into a warning."""
+    base = ("--command", "true", "--start-date", "2024-01-01", "--end-date", "2024-01-02", "--reason", "r")
+    held = run_backfill(*base, cwd=work, env=home)
+    assert held.returncode == 4 and "approval" in check_row(held.stdout, "reversibility")
+    assert run_backfill(*base, "--reversible", "--no-progress", cwd=work, env=home).returncode == 0
+    sandboxed = run_backfill(*base, "--guardrails", "sandbox", "--no-progress", cwd=work, env=home)
+    assert sandboxed.returncode == 0 and "guard   auto (sandbox guardrails, 3 warnings)" in sandboxed.stdout
+
+
+def test_guardrail_flags_that_mean_nothing_for_the_target_are_bad_input(daily, work, home):
+    """--reversible, --guardrails and --verify-command on a pipeline, --no-snapshot on a command, an unknown
+    --verify mode or level, and a malformed --approve: one line each, exit 2."""
+    for flags in (("--reversible",), ("--guardrails", "sandbox"), ("--verify-command", "true")):
+        result = run_backfill("p", *WEEK, "--reason", "r", *flags, cwd=daily.root, env=home)
+        assert result.returncode == 2 and f"{flags[0]} means nothing for a pipeline backfill" in result.stderr
+    command = ("--command", "true", "--start-date", "2024-01-01", "--end-date", "2024-01-02", "--reason", "r")
+    assert "--no-snapshot means nothing" in run_backfill(*command, "--no-snapshot", cwd=work, env=home).stderr
+    for flags, says in (
+        (("--verify", "maybe"), "--verify 'maybe' is not a verification mode"),
+        (("--guardrails", "lax"), "--guardrails 'lax' is not a guardrail level"),
+        (("--approve", "xyz"), "--approve 'xyz' is not a plan digest"),
+        (("--approve", "١٢٣٤٥٦٧٨"), "is not a plan digest"),
+    ):
+        result = run_backfill(*command, *flags, cwd=work, env=home)
+        assert result.returncode == 2 and says in result.stderr and len(result.stderr.splitlines()) == 1, result.stderr
+
+
+def test_a_continue_that_reruns_succeeded_partitions_needs_its_own_reason(work, home):
+    """--continue --rerun all over succeeded partitions without --reason: exit 2; with one it runs and the
+    invocation is recorded as a rerun with that reason."""
+    args = ("--command", "true", "--start-date", "2024-01-01", "--end-date", "2024-01-02", "--reason", "first")
+    assert run_backfill(*args, "--reversible", "--no-progress", cwd=work, env=home).returncode == 0
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    refused = run_backfill("--continue", backfill.name, "--rerun", "all", cwd=work, env=home)
+    assert refused.returncode == 2 and "--reason is required to run succeeded partitions" in refused.stderr
+    again = run_backfill(
+        "--continue", backfill.name, "--rerun", "all", "--reason", "again", "--no-progress", cwd=work, env=home
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+    invocations = json.loads((backfill / "guardrails.json").read_text())["invocations"]
+    assert [(i["mode"], i["reason"]) for i in invocations] == [("trigger", "first"), ("rerun", "again")]
+
+
+def test_dry_run_json_carries_the_preflight_and_exits_zero_whatever_the_verdict(daily, home):
+    """A dry run of a never-allowed plan exits 0 and its JSON has preflight.verdict, digest and every check."""
+    result = run_backfill(
+        "p", "--start-date", "2024-01-08", "--end-date", "2099-01-01", "--partition", "yearly", "--dry-run",
+        "--output", "json", cwd=daily.root, env=home,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    preflight = json.loads(result.stdout)["preflight"]
+    assert preflight["verdict"] == "never" and len(preflight["digest"]) == 64
+    names = [check["name"] for check in preflight["checks"]]
+    assert names[:4] == ["target_valid", "history_exists", "range_size", "range_in_past"] and names[-1] == "certainty"
+    assert all(set(check) >= {"name", "status", "tier", "detail", "evidence"} for check in preflight["checks"])
