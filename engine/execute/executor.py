@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.base.errors import StateWriteFailed
+from engine.base.errors import BackfillError, StateWriteFailed
 from engine.dates.durations import format_duration
 from engine.dates.plan import Interval
 from engine.execute.children import ChildFactory
@@ -51,6 +51,8 @@ class ExecutorHooks:
     # After a child exits 0, before the attempt is recorded succeeded: a verification (``status``,
     # ``detail``, ``fails_partition``, ``to_json()``) or None. One that fails the partition stops the backfill.
     verify: Callable[[int, Interval, Attempt], Any] = lambda index, interval, attempt: None
+    # Once every child has been waited for, with the backfill still locked: the path of the record written.
+    after_run: Callable[[Outcome], str | None] = lambda outcome: None
 
 
 @dataclass
@@ -84,6 +86,9 @@ class Outcome:
     failed_in_run: list[int] = field(default_factory=list)
     started_at: float = 0.0  # Unix seconds: the run's own span, whatever a front end did before or after
     finished_at: float = 0.0
+    attempts: list[Attempt] = field(default_factory=list)  # every attempt this run made, in the order they ended
+    record: str | None = None  # the backfill record the guardrails wrote, if any
+    record_error: str | None = None  # why it could not be written (the run then does not report success)
 
     @property
     def seconds(self) -> float:
@@ -151,6 +156,8 @@ class Executor:
         self._leftovers: dict[int, float] = {}  # process groups of ended attempts still alive → SIGKILL deadline
         self._summary_written = 0.0
         self._verification_failed = False  # set by _reap for the attempt _finish records next
+        self._ended: list[Attempt] = []
+        self.record: str | None = None  # the backfill record written at the end, once it is
 
     # ---------------------------------------------------------------- front-end API
 
@@ -191,10 +198,15 @@ class Executor:
 
     def run(self) -> Outcome:
         self._started_at = time.time()
+        setup_error: BackfillError | None = None
         try:
-            self.hooks.before_first_launch()
+            try:
+                self.hooks.before_first_launch()
+            except BackfillError as error:  # a snapshot that could not be taken: launch nothing, say why
+                setup_error = error
+                self._halted = True
             self._set_state(RUNNING)
-            while True:
+            while setup_error is None:
                 stopping = self._stop_reason is not None
                 if stopping and self._state != STOPPING:
                     self._begin_cancel_all()
@@ -218,13 +230,31 @@ class Executor:
             except OSError as error:
                 self._storage_failed(error)
             self._maybe_write_summary(force=True)
-        outcome = self._decide_outcome()
+        status = self._decide_outcome()
+        result = Outcome(
+            status,
+            self.board.counts(),
+            self._selected,
+            list(self._failed),
+            self._started_at,
+            self._finished_at,
+            list(self._ended),
+        )
+        if setup_error is None and self._storage_error is None:
+            try:
+                result.record = self.record = self.hooks.after_run(result)
+            except (OSError, BackfillError) as error:
+                result.record_error = str(error) if isinstance(error, BackfillError) else (error.strerror or str(error))
+                if result.status == "succeeded":
+                    result.status = status = "failed"
         with self._lock:
-            self._outcome = outcome
+            self._outcome = status
             self._state = FINISHED
             self._version += 1
         self.takeover.children_lock.release()
         self.takeover.lock.release()
+        if setup_error is not None:
+            raise setup_error
         if self._storage_error is not None:
             error = self._storage_error
             raise StateWriteFailed(
@@ -232,9 +262,7 @@ class Executor:
                 f"every child was stopped and waited for; free space or fix the disk, then "
                 f"backfill --continue {self.store.id}"
             )
-        return Outcome(
-            outcome, self.board.counts(), self._selected, list(self._failed), self._started_at, self._finished_at
-        )
+        return result
 
     def _maybe_write_summary(self, *, force: bool = False) -> None:
         """Refresh the counts cache that `backfill list` reads, at most every SUMMARY_SECONDS."""
@@ -417,11 +445,13 @@ class Executor:
             self.board.set(index, Status.parse(attempt.status))
             self.board.set_attempts(index, len(record.attempts))
             self.board.set_duration(index, attempt.duration)
+            self.board.set_verification(index, attempt.verification)
             self._event(attempt.status, index, attempt.run_id, attempt.duration, attempt.error)
             if retry:
                 self._event("retrying", index, attempt.run_id)
             else:
                 self._finished += 1
+        self._ended.append(attempt)
         self.hooks.after_partition(index, attempt)
         if retry:
             self._retries.appendleft(_Pending(index, attempts_left - 1, record))

@@ -23,6 +23,7 @@ from engine.execute.rerun import PartitionSelection
 from engine.guardrails.preflight import Approval, Preflight
 from engine.guardrails.request import RERUN, TRIGGER, GuardOptions, GuardRequest
 from engine.guardrails.settings import GuardrailSettings
+from engine.guardrails.snapshot import read_snapshot, take_snapshot
 from engine.guardrails.verification import CommandVerifier, PipelineVerifier, Verification
 from engine.pipeline.config import find_config_file, load_config
 from engine.pipeline.repository import logs_root, resolve_target
@@ -162,18 +163,82 @@ def latest_preflight(store: StateStore) -> dict[str, Any] | None:
     return invocations[-1]["preflight"] if invocations else None
 
 
-def verification_hooks(prepared: Prepared, preflight: Preflight) -> ExecutorHooks:
-    """The executor hook that verifies each partition as the pre-flight's choices say (none with --verify off)."""
+def guard_hooks(prepared: Prepared, preflight: Preflight, approval: Approval | None) -> ExecutorHooks:
+    """The executor hooks of the guardrails: the snapshot before the first launch (pipelines, unless
+    --no-snapshot), verification of each partition (unless --verify off), and the record at the end."""
+    hooks = ExecutorHooks(
+        before_first_launch=lambda: snapshot_once(prepared, preflight),
+        after_run=lambda outcome: write_backfill_record(prepared, preflight, approval, outcome),
+    )
+    verify = verifier_of(prepared, preflight)
+    if verify is not None:
+        hooks.verify = verify
+    return hooks
+
+
+def write_backfill_record(prepared: Prepared, preflight: Preflight, approval: Approval | None, outcome) -> str:
+    """Write the YAML record of this invocation (and its copy in the state directory); its path."""
+    from engine.guardrails.record import (
+        build_record,
+        checks_after_range,
+        is_table,
+        record_path,
+        row_counts_now,
+        write_record,
+    )
+    from engine.pipeline.repository import repository_root
+
+    facts = preflight.facts
+    spec = prepared.spec
+    is_pipeline = not spec.target.is_command
+    before = {a.asset.name: a.table_rows for a in facts.selected if is_table(a.asset)}
+    record = build_record(
+        backfill_id=prepared.store.id,
+        preflight=preflight,
+        approval=approval,
+        reason=prepared.reason,
+        counts=outcome.counts,
+        total=len(spec.plan),
+        attempts=outcome.attempts,
+        status=outcome.status,
+        seconds=outcome.seconds,
+        before=before if is_pipeline else {},
+        after=row_counts_now(facts) if is_pipeline else {},
+        snapshot=read_snapshot(prepared.store.directory),
+        after_range=checks_after_range(facts) if is_pipeline and outcome.attempts else [],
+        state_directory=prepared.store.directory,
+    )
+    anchor = Path(spec.target.path) if spec.target.path else Path(prepared.working_directory)
+    repository = repository_root(anchor)
+    now = outcome.finished_at or time.time()
+    path = record_path(repository, prepared.store.directory, spec.target.name.split("/")[0], now)
+    copy = prepared.store.directory / "records" / path.name
+    return str(write_record(record, path, copy))
+
+
+def snapshot_once(prepared: Prepared, preflight: Preflight) -> None:
+    """Take the backfill's snapshot unless it has one (a resume keeps the state from before the backfill)."""
+    guard = preflight.facts.request.guard
+    if prepared.spec.target.is_command or not guard.snapshot:
+        return
+    if not any(a.changes_data for a in preflight.facts.selected):
+        return
+    if read_snapshot(prepared.store.directory) is None:
+        take_snapshot(preflight.facts, prepared.store.directory)
+
+
+def verifier_of(prepared: Prepared, preflight: Preflight):
+    """The verification hook as the pre-flight's choices say, or None (--verify off, or nothing to verify)."""
     guard = preflight.facts.request.guard
     spec = prepared.spec
     if guard.verify == "off":
-        return ExecutorHooks()
+        return None
     if not spec.target.is_command:
         target = resolve_target(spec.target.path or "")
         verifier = PipelineVerifier(preflight.facts, logs_root(target.repository) / "runs", guard.verify)
-        return ExecutorHooks(verify=lambda index, interval, attempt: verifier.verify(index, interval, attempt.run_id))
+        return lambda index, interval, attempt: verifier.verify(index, interval, attempt.run_id)
     if guard.verify_command is None:
-        return ExecutorHooks()
+        return None
     factory = ChildFactory(
         spec,
         backfill_id=prepared.store.id,
@@ -191,7 +256,32 @@ def verification_hooks(prepared: Prepared, preflight: Preflight) -> ExecutorHook
         child = factory.child(interval, partition_id, attempt.run_id, log, total)
         return command.verify(interval, partition_id, attempt.run_id, cwd=child.cwd, env=child.env, log=log)
 
-    return ExecutorHooks(verify=verify)
+    return verify
+
+
+def restore_backfill(store: StateStore, reason: str) -> list[str]:
+    """Put back what the backfill's snapshot holds, under the backfill's lock (refused while it runs); the
+    restore is appended to ``guardrails.json``."""
+    from engine.base.errors import Refused
+    from engine.guardrails.preflight import operator
+    from engine.guardrails.snapshot import restore_snapshot
+    from engine.store.locks import FileLock
+    from engine.store.manifest import now_text
+
+    lock = FileLock(store.lock_path)
+    if not lock.try_acquire():
+        raise Refused(f"backfill {store.id} is running: restore it once it has stopped")
+    try:
+        done = restore_snapshot(store.directory)
+        path = store.directory / GUARDRAILS_FILE
+        document = read_guardrails(store)
+        document.setdefault("invocations", []).append(
+            {"mode": "restore", "reason": reason, "at": now_text(), "by": operator(), "restored": done}
+        )
+        write_atomic(path, orjson.dumps(document, option=orjson.OPT_INDENT_2))
+        return done
+    finally:
+        lock.release()
 
 
 def require_reason(reason: str | None, why: str) -> str:

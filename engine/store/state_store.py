@@ -193,6 +193,7 @@ class StateStore:
             board.set_attempts(record.index, len(record.attempts))
             if record.attempts:
                 board.set_duration(record.index, record.attempts[-1].duration)
+                board.set_verification(record.index, record.attempts[-1].verification)
             if status is Status.RUNNING:
                 running.append(record)
         return board, running

@@ -30,6 +30,8 @@ class Status(IntEnum):
 
 
 STATUS_NAMES = tuple(status.label for status in Status)
+# What verification said of a partition's latest attempt (0: nothing).
+VERIFICATION_CODES = {"verified": 1, "warning": 2, "failed": 3, "insufficient history": 4}
 FINISHED = frozenset({Status.SUCCEEDED, Status.FAILED, Status.CANCELLED})
 
 
@@ -54,6 +56,7 @@ class StatusBoard:
         self._status = bytearray(size)  # Status.QUEUED is 0
         self._attempts: array[int] | None = None
         self._durations: array[float] | None = None  # seconds of the latest attempt
+        self._verification: bytearray | None = None  # VERIFICATION_CODES of the latest attempt, once any
         self._counts = [0] * len(Status)
         self._counts[Status.QUEUED] = size
 
@@ -63,6 +66,7 @@ class StatusBoard:
         self._status[:] = other._status
         self._attempts = other._attempts
         self._durations = other._durations
+        self._verification = other._verification
         self._counts = list(other._counts)
 
     def status(self, index: int) -> Status:
@@ -102,6 +106,17 @@ class StatusBoard:
                 return
             self._durations = array("f", [-1.0]) * self.size
         self._durations[index] = -1.0 if seconds is None else seconds
+
+    def verification(self, index: int) -> int:
+        return self._verification[index] if self._verification is not None else 0
+
+    def set_verification(self, index: int, verification: dict | None) -> None:
+        code = VERIFICATION_CODES.get((verification or {}).get("status", ""), 0)
+        if self._verification is None:
+            if code == 0:
+                return
+            self._verification = bytearray(self.size)
+        self._verification[index] = code
 
     def count(self, status: Status) -> int:
         return self._counts[status]

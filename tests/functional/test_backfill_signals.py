@@ -15,7 +15,7 @@ import pytest
 
 from tests.backfills import alive, child_command, records, start_background, state_dirs, statuses, wait_for
 from tests.conftest import run_backfill
-from tests.guard_flags import GUARD
+from tests.guard_flags import GUARD, REASON
 
 SIX_DAYS = ("--start-date", "2024-01-01", "--end-date", "2024-01-06")
 
@@ -133,7 +133,7 @@ def test_orphan_found_by_its_environment_is_stopped_before_resuming(work, home):
         start_new_session=True,
     )
     assert holder.stdout.readline().strip() == "locked"
-    resumed = run_backfill("--continue", backfill.name, "--rerun", "all", cwd=work, env=home)
+    resumed = run_backfill(*REASON, "--continue", backfill.name, "--rerun", "all", cwd=work, env=home)
     holder.wait(timeout=10)
     assert resumed.returncode == 0, resumed.stderr
     assert holder.returncode == -signal.SIGTERM

@@ -11,7 +11,7 @@ import pytest
 
 from tests.backfills import child_command, records, state_dirs, statuses
 from tests.conftest import run_backfill
-from tests.guard_flags import GUARD
+from tests.guard_flags import GUARD, REASON
 
 SIX_DAYS = ("--start-date", "2024-01-01", "--end-date", "2024-01-06")
 
@@ -131,13 +131,16 @@ def test_rerun_modes_and_ids(work, home):
     assert run_backfill("--continue", backfill.name, "--rerun", "failed", cwd=work, env=home).returncode == 1
     assert attempts() == [1, 1, 2, 1, 1, 1]
     third = records(backfill)[4]["id"]
-    assert run_backfill("--continue", backfill.name, "--ids", third[:10], cwd=work, env=home).returncode == 0
+    assert run_backfill(*REASON, "--continue", backfill.name, "--ids", third[:10], cwd=work, env=home).returncode == 0
     assert attempts() == [1, 1, 2, 1, 2, 1]
     ids_file = work / "ids.txt"
     ids_file.write_text(f"# two partitions\n{records(backfill)[0]['id']}\n{records(backfill)[5]['id']}\n")
-    assert run_backfill("--continue", backfill.name, "--ids-from", str(ids_file), cwd=work, env=home).returncode == 0
+    assert (
+        run_backfill(*REASON, "--continue", backfill.name, "--ids-from", str(ids_file), cwd=work, env=home).returncode
+        == 0
+    )
     assert attempts() == [2, 1, 2, 1, 2, 2]
-    missing = run_backfill("--continue", backfill.name, "--ids", "abcdef0123", cwd=work, env=home)
+    missing = run_backfill(*REASON, "--continue", backfill.name, "--ids", "abcdef0123", cwd=work, env=home)
     assert missing.returncode == 2 and "--ids 'abcdef0123' matches no partition" in missing.stderr
 
 

@@ -71,7 +71,7 @@ def test_pipeline_controls_are_refused_when_resuming_a_command_backfill(work, ho
     """--continue of a command backfill with --launcher or --workers: one line, exit 2, nothing run."""
     assert run_backfill(*GUARD, "--command", "true", *DAY, cwd=work, env=home).returncode == 0
     [backfill] = list((work / "logs" / "backfills").iterdir())
-    result = run_backfill("--continue", backfill.name, "--rerun", "all", *option, cwd=work, env=home)
+    result = run_backfill(*REASON, "--continue", backfill.name, "--rerun", "all", *option, cwd=work, env=home)
     assert result.returncode == 2
     assert result.stderr == (
         f"backfill: error: {option[0]} means nothing for a --command backfill (pipeline partitions only): "
@@ -160,7 +160,7 @@ def test_unusable_files_and_paths_are_one_line_not_a_traceback(work, home, shop,
     assert "is not a usable path (File name too long)" in line and len(line) < 400
     assert run_backfill(*GUARD, "--command", "false", *DAY, cwd=work, env=home).returncode == 1
     backfill = next((work / "logs" / "backfills").iterdir()).name
-    ids = run_backfill("--continue", backfill, "--ids-from", str(binary), cwd=work, env=home)
+    ids = run_backfill(*REASON, "--continue", backfill, "--ids-from", str(binary), cwd=work, env=home)
     assert ids.returncode == 2 and ids.stderr.strip().endswith(
         "is not text: give a file of partition IDs, one per line"
     )

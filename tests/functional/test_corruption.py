@@ -45,7 +45,7 @@ def test_a_record_without_attempts_is_refused(work, home):
     data = orjson.loads(path.read_bytes())
     del data["attempts"]
     path.write_bytes(orjson.dumps(data))
-    result = run_backfill("--continue", backfill.name, "--rerun", "all", cwd=work, env=home)
+    result = run_backfill(*REASON, "--continue", backfill.name, "--rerun", "all", cwd=work, env=home)
     assert result.returncode == 5 and "lacks the field 'attempts'" in one_error(result)
 
 
@@ -55,7 +55,7 @@ def test_a_garbled_generation_file_is_an_error_not_a_reset(work, home):
     generation = backfill / ".generation.json"
     for content in (b'{"generation": "x", "pid": 1, "pid_started": 0, "host": "h", "started_at": "t"}', b"\x00\xff"):
         generation.write_bytes(content)
-        result = run_backfill("--continue", backfill.name, "--rerun", "all", cwd=work, env=home)
+        result = run_backfill(*REASON, "--continue", backfill.name, "--rerun", "all", cwd=work, env=home)
         assert result.returncode == 5, result.stderr
         assert str(generation) in one_error(result)
 
@@ -113,7 +113,7 @@ def test_manifest_fields_of_the_wrong_type_and_lock_files_that_are_directories(w
     for name in (".lock", ".children.lock"):
         (backfill / name).unlink(missing_ok=True)
         (backfill / name).mkdir()
-        result = run_backfill("--continue", backfill.name, "--rerun", "all", cwd=work, env=home)
+        result = run_backfill(*REASON, "--continue", backfill.name, "--rerun", "all", cwd=work, env=home)
         assert result.returncode == 5 and "cannot be used as a lock file (Is a directory)" in one_error(result)
         (backfill / name).rmdir()
     assert [r["attempts"] for r in records(backfill)] == before, "nothing was launched"

@@ -8,7 +8,7 @@ import sys
 
 from tests.backfills import records, state_dirs
 from tests.conftest import run_backfill
-from tests.guard_flags import GUARD
+from tests.guard_flags import GUARD, REASON
 
 FAIL_ALL = shlex.join(
     [sys.executable, "-c", "import sys; print('no data for', sys.argv[1][:10]); sys.exit(4)", "{start}"]
@@ -53,7 +53,7 @@ def test_a_partial_continue_that_fails_again_reports_the_whole_backfill(work, ho
     assert first.returncode == 1  # stops after the first failure: 4 queued
     [backfill] = state_dirs(work / "logs" / "backfills")
     [failed] = [r for r in records(backfill) if r["status"] == "failed"]
-    again = run_backfill("--continue", backfill.name, "--ids", failed["id"][:10], cwd=work, env=home)
+    again = run_backfill(*REASON, "--continue", backfill.name, "--ids", failed["id"][:10], cwd=work, env=home)
     assert again.returncode == 1
     assert f"backfill {backfill.name} failed after" in again.stdout
     assert "partitions  5: 4 queued, 1 failed" in again.stdout
@@ -75,7 +75,7 @@ def test_a_successful_partial_run_is_incomplete_with_exit_0(work, home):
     marker.unlink()
     [backfill] = state_dirs(work / "logs" / "backfills")
     [failed] = [r for r in records(backfill) if r["status"] == "failed"]
-    result = run_backfill("--continue", backfill.name, "--ids", failed["id"][:10], cwd=work, env=home)
+    result = run_backfill(*REASON, "--continue", backfill.name, "--ids", failed["id"][:10], cwd=work, env=home)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"backfill {backfill.name} incomplete after" in result.stdout
     assert "partitions  4: 3 queued, 1 succeeded" in result.stdout

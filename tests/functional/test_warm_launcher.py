@@ -347,7 +347,9 @@ def test_a_resume_may_switch_the_launcher(slow, home):
     )
     assert first.returncode == 0, first.stderr
     [backfill] = state_dirs(slow.root / "logs" / "backfills")
-    again = run_backfill("--continue", backfill.name, "--rerun", "all", "--launcher", "exec", cwd=slow.root, env=home)
+    again = run_backfill(
+        *REASON, "--continue", backfill.name, "--rerun", "all", "--launcher", "exec", cwd=slow.root, env=home
+    )
     assert again.returncode == 0, again.stderr
     assert not again.stdout.splitlines()[0].endswith("in warm runners")
     for record in records(backfill):

@@ -139,8 +139,13 @@ class BackfillApp(App[str | None]):
         self.push_screen(DashboardScreen(source, self.clock))
 
     def start_rerun(self, source: BackfillSource, options, selection) -> None:
-        """Resume a saved backfill on an engine thread, exactly as `backfill --continue` does,
-        and show it in a live dashboard instead of the browsed one."""
+        """Resume a saved backfill on an engine thread, exactly as `backfill --continue` does (pre-flight
+        included: the pre-flight screen asks when a person must answer), and show it in a live dashboard
+        instead of the browsed one."""
+        from engine.execute.guarding import request_for_resume, reruns_succeeded
+        from engine.guardrails.preflight import run_preflight
+        from engine.guardrails.tiers import AUTO, NEVER
+
         store = source.store
         try:
             manifest = store.read_manifest()
@@ -150,6 +155,54 @@ class BackfillApp(App[str | None]):
         except BackfillError as error:
             self.notify(str(error), title="cannot rerun", severity="error", timeout=10)
             return
+        try:
+            parallel = prepared.parallelism.effective
+            preflight = run_preflight(request_for_resume(loaded, options, selection, reason=None, parallel=parallel))
+        except BackfillError as error:
+            self._release(prepared)
+            self.notify(str(error), title="cannot rerun", severity="error", timeout=10)
+            return
+        own_reason = reruns_succeeded(loaded, selection) or manifest.get("reason") is None
+        reason = None if own_reason else prepared.reason
+        if preflight.verdict == NEVER:
+            self._release(prepared)
+            failing = "; ".join(f"{c.name}: {c.detail}" for c in preflight.blocking)
+            self.notify(failing, title="refused by the pre-flight (never allowed)", severity="error", timeout=15)
+            return
+        if preflight.verdict == AUTO and reason is not None:
+            self._launch_rerun(prepared, preflight, reason, typed=False)
+            return
+        from tui.app.screens.preflight import PreflightScreen
+
+        def answered(answer) -> None:
+            if answer is None:
+                self._release(prepared)
+                self.notify("nothing ran", title="not approved", timeout=6)
+                return
+            self._launch_rerun(prepared, preflight, answer.reason, typed=answer.approved)
+
+        self.push_screen(PreflightScreen(preflight, f"backfill {store.id} · rerun", reason), callback=answered)
+
+    @staticmethod
+    def _release(prepared: Prepared) -> None:
+        prepared.takeover.children_lock.release()
+        prepared.takeover.lock.release()
+
+    def _launch_rerun(self, prepared: Prepared, preflight, reason: str, *, typed: bool) -> None:
+        from engine.execute.guarding import append_invocation, guard_hooks
+        from engine.guardrails.preflight import decide
+        from engine.guardrails.request import RERUN
+        from engine.store.manifest import now_text
+
+        try:
+            approval = decide(preflight, approve=None, interactive_approval=typed, reason=reason, now_text=now_text())
+            prepared.reason = reason
+            append_invocation(prepared.store, mode=RERUN, reason=reason, preflight=preflight, approval=approval)
+        except BackfillError as error:
+            self._release(prepared)
+            self.notify(str(error), title="cannot rerun", severity="error", timeout=10)
+            return
+        prepared.hooks = guard_hooks(prepared, preflight, approval)
         executor = prepared.executor()
         run = StartedRun(prepared, executor, threading.Thread(), time.monotonic())
 

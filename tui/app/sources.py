@@ -87,6 +87,11 @@ class ExecutorSource:
     def stop(self, reason: str) -> None:
         self.executor.request_stop(reason)
 
+    @property
+    def record(self) -> str | None:
+        """The backfill record the run wrote when it ended (guardrails), if any."""
+        return self.executor.record
+
 
 class SavedSource:
     """A saved backfill read once from disk (nothing runs it)."""

@@ -14,8 +14,21 @@ from typing import NoReturn
 
 from engine.pipeline.options import RunOptions, environ_run_inputs, parse_annotations, parse_variables
 
-VERBS = ("run", "list", "show", "mark", "cancel", "pause", "resume", "rerun", "validate")
-IMPLEMENTED_VERBS = ("run", "list", "show")
+VERBS = (
+    "run",
+    "list",
+    "show",
+    "restore",
+    "mark",
+    "cancel",
+    "pause",
+    "resume",
+    "rerun",
+    "reconcile",
+    "audit",
+    "validate",
+)
+IMPLEMENTED_VERBS = ("run", "list", "show", "restore")
 
 
 class UsageError(Exception):
@@ -278,6 +291,14 @@ def list_parser() -> Parser:
     parser.add_argument(
         "--output", choices=("text", "json"), default=None, help="text or JSON (default: TUI on a terminal)"
     )
+    return parser
+
+
+def restore_parser() -> Parser:
+    parser = Parser(prog="backfill restore", description="put back what a backfill's snapshot holds")
+    parser.add_argument("id", help="backfill ID (or a unique prefix)")
+    parser.add_argument("--reason", help="why (required; recorded)")
+    parser.add_argument("--state-dir", help="root of the state store")
     return parser
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.base.errors import BadInput
+from engine.dates.instants import format_instant
 from engine.guardrails.preflight import Preflight, check_digest_prefix
 from engine.guardrails.request import GuardOptions, check_reason, check_verify_mode
 from engine.guardrails.settings import check_level
@@ -17,6 +18,7 @@ from engine.spec.partitions import PartitionDescriber
 from engine.spec.planning import plan_request
 from tui.cli.arguments import UsageError, backfill_parser, run_options_from, timeout_arg
 from tui.cli.plan_output import header_lines, options_json, page_bounds, page_rows, summary_json, write_json, write_text
+from tui.cli.terminal import dashboard_possible
 
 
 def backfill_command(argv: list[str]) -> int:
@@ -29,8 +31,9 @@ def backfill_command(argv: list[str]) -> int:
     planned = _plan_new(args)
     guard = guard_options(args, planned.spec.target.is_command)
     reason = check_reason(args.reason)
+    interactive = dashboard_possible(no_progress=args.no_progress, json_output=args.output == "json")
     if not args.dry_run:
-        if reason is None:
+        if reason is None and not interactive:  # on a terminal the pre-flight screen asks for it
             raise BadInput(
                 "--reason is required to run a backfill: say why it runs, e.g. --reason 'schema fix for "
                 "view_count' (a --dry-run needs none)"
@@ -56,7 +59,10 @@ def backfill_command(argv: list[str]) -> int:
         return print_dry_run(planned, args, preflight)
     from tui.cli.execute import execute_new, guard_decision
 
-    approval = guard_decision(preflight, args, reason, hint=_hint(args))
+    spec = planned.spec
+    title = f"{spec.target.name} · {format_instant(spec.start, spec.zone)} → {format_instant(spec.end, spec.zone)}"
+    approval, reason = guard_decision(preflight, args, reason, hint=_hint(args), title=title)
+    request.reason = reason
     return execute_new(planned, args, request=request, preflight=preflight, approval=approval, reason=reason)
 
 

@@ -100,6 +100,18 @@ def show_command(argv: list[str]) -> int:
     return 0
 
 
+def _guardrails_json(loaded: Loaded) -> dict[str, Any]:
+    """The reason, the latest pre-flight and the latest record of a saved backfill (``show`` documents)."""
+    from engine.execute.guarding import latest_preflight
+
+    records = sorted((loaded.store.directory / "records").glob("*.yml"))
+    return {
+        "reason": loaded.manifest.get("reason"),
+        "preflight": latest_preflight(loaded.store),
+        "record": str(records[-1]) if records else None,
+    }
+
+
 def write_show_json(loaded: Loaded, statuses: frozenset[Status] | None, offset: int, limit: int) -> None:
     options = initial_options(loaded.manifest)
     summary = summarize(loaded.store, loaded.manifest, counts=loaded.board.counts())
@@ -119,6 +131,7 @@ def write_show_json(loaded: Loaded, statuses: frozenset[Status] | None, offset: 
         skipped=0,
         offset=offset,
         limit=limit,
+        extra=_guardrails_json(loaded),
         indices=loaded.board.indices_with(statuses) if statuses is not None else None,
         extra_backfill=extra,
     )

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import orjson
 
-from engine.base.errors import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, Refused
+from engine.base.errors import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, BadInput, Refused
 from engine.execute.backfill import Prepared, create_backfill
 from engine.execute.executor import Executor, Outcome
-from engine.execute.guarding import append_invocation, manifest_guardrails, verification_hooks
+from engine.execute.guarding import append_invocation, guard_hooks, manifest_guardrails
 from engine.guardrails.preflight import Approval, NeedsApproval, Preflight, decide, remember
 from engine.guardrails.request import GuardRequest
+from engine.guardrails.tiers import APPROVAL, AUTO, HUMAN_ONLY, NEVER
 from engine.spec.backfill_spec import Planned
 from engine.store.manifest import now_text
 from tui.cli.preflight_text import verdict_line, write_report
@@ -28,12 +29,26 @@ from tui.cli.terminal import Paint, colors_enabled, dashboard_possible
 EXIT_BY_OUTCOME = {"succeeded": EXIT_OK, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED}
 
 
-def guard_decision(preflight: Preflight, args: argparse.Namespace, reason: str | None, *, hint: str) -> Approval:
-    """Run only what the verdict allows: the report goes to stdout (or the JSON document), then ``never`` is
-    refused (exit 3) and an unapproved approval or human-only verdict is held (exit 4)."""
+def guard_decision(
+    preflight: Preflight, args: argparse.Namespace, reason: str | None, *, hint: str, title: str
+) -> tuple[Approval, str]:
+    """Run only what the verdict allows, and say why it runs. On a terminal, the pre-flight screen asks for a
+    missing reason and, when the verdict needs a person, for the digest typed back. Elsewhere the report goes to
+    stdout (or the JSON document), ``never`` is refused (exit 3) and an unapproved verdict is held (exit 4)."""
+    interactive = dashboard_possible(no_progress=args.no_progress, json_output=args.output == "json")
+    typed = False
+    if interactive and preflight.verdict != NEVER and _needs_a_person(preflight, args.approve, reason):
+        from tui.app.preflight_app import PreflightApp
+
+        answer = PreflightApp(preflight, title, reason).run()
+        if answer is None:
+            if preflight.verdict == AUTO:
+                raise BadInput("--reason is required to run a backfill: none was given on the pre-flight screen")
+            raise NeedsApproval(f"not approved on the pre-flight screen (plan {preflight.short_digest}): nothing ran")
+        reason, typed = answer.reason, answer.approved
     try:
         approval = decide(
-            preflight, approve=args.approve, interactive_approval=False, reason=reason, now_text=now_text()
+            preflight, approve=args.approve, interactive_approval=typed, reason=reason, now_text=now_text()
         )
     except (Refused, NeedsApproval):
         remember(preflight)
@@ -43,7 +58,15 @@ def guard_decision(preflight: Preflight, args: argparse.Namespace, reason: str |
         else:
             write_report(sys.stdout, preflight, hint=hint)
         raise
-    return approval
+    if reason is None:
+        raise BadInput("--reason is required to run a backfill: say why it runs (a --dry-run needs none)")
+    return approval, reason
+
+
+def _needs_a_person(preflight: Preflight, approve: str | None, reason: str | None) -> bool:
+    if reason is None or preflight.verdict == HUMAN_ONLY:
+        return True
+    return preflight.verdict == APPROVAL and not (approve and preflight.digest.startswith(approve.lower()))
 
 
 def execute_new(
@@ -58,7 +81,7 @@ def execute_new(
     extra = {"reason": reason, "guardrails": manifest_guardrails(request, preflight)}
     prepared = create_backfill(planned, state_dir=args.state_dir, cwd=Path.cwd(), extra=extra)
     append_invocation(prepared.store, mode=request.mode, reason=reason, preflight=preflight, approval=approval)
-    prepared.hooks = verification_hooks(prepared, preflight)
+    prepared.hooks = guard_hooks(prepared, preflight, approval)
     return run_prepared(prepared, args, preflight=preflight)
 
 
@@ -109,7 +132,11 @@ def run_prepared(prepared: Prepared, args: argparse.Namespace, *, preflight: Pre
             skipped=len(prepared.spec.plan) - outcome.selected,
             offset=args.offset,
             limit=args.limit,
-            extra={"preflight": preflight.to_json()} if preflight is not None else None,
+            extra=(
+                {"preflight": preflight.to_json(), "record": outcome.record, "record_error": outcome.record_error}
+                if preflight is not None
+                else None
+            ),
         )
         sys.stdout.buffer.flush()
     return EXIT_BY_OUTCOME[outcome.status]

@@ -58,7 +58,11 @@ def _verb(verb: str, args: list[str]) -> int:
         from tui.cli.browse_command import show_command
 
         return show_command(args)
-    raise UsageError(f"'{verb}' is reserved for a later version; available verbs: run, list, show")
+    if verb == "restore":
+        from tui.cli.restore_command import restore_command
+
+        return restore_command(args)
+    raise UsageError(f"'{verb}' is reserved for a later version; available verbs: run, list, show, restore")
 
 
 def _check_not_a_mistyped_verb(word: str) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from engine.base.errors import BadInput
 from engine.execute.backfill import Loaded, load_backfill, prepare_resume, resume_parallelism
-from engine.execute.guarding import append_invocation, request_for_resume, reruns_succeeded, verification_hooks
+from engine.execute.guarding import append_invocation, guard_hooks, request_for_resume, reruns_succeeded
 from engine.execute.rerun import PartitionSelection
 from engine.guardrails.preflight import check_digest_prefix, run_preflight
 from engine.guardrails.request import RERUN, check_reason
@@ -22,6 +22,7 @@ from engine.spec.backfill_spec import ExecutionOptions, check_execution_options
 from engine.store.manifest import initial_options
 from tui.cli.arguments import UsageError, timeout_arg
 from tui.cli.state_output import write_state_json
+from tui.cli.terminal import dashboard_possible
 
 PLAN_INPUTS = {
     "target": "TARGET",
@@ -140,7 +141,8 @@ def resume_command(args: argparse.Namespace) -> int:
     loaded = load_backfill(args.resume, args.state_dir, Path.cwd())
     options = resumed_options(args, loaded)
     selection = selection_of(args, loaded)
-    if not args.dry_run and reason is None:
+    interactive = dashboard_possible(no_progress=args.no_progress, json_output=args.output == "json")
+    if not args.dry_run and reason is None and not interactive:
         if reruns_succeeded(loaded, selection):
             raise BadInput(
                 f"--reason is required to run succeeded partitions of backfill {loaded.store.id} again: say why "
@@ -200,13 +202,19 @@ def resume_command(args: argparse.Namespace) -> int:
         try:
             request = request_for_resume(loaded, options, selection, reason=reason, parallel=parallelism.effective)
             preflight = run_preflight(request)
-            approval = guard_decision(preflight, args, reason, hint=f"backfill --continue {loaded.store.id}")
-            append_invocation(
-                prepared.store, mode=RERUN, reason=reason or prepared.reason, preflight=preflight, approval=approval
+            needs_own = reruns_succeeded(loaded, selection) or loaded.manifest.get("reason") is None
+            approval, reason = guard_decision(
+                preflight,
+                args,
+                reason if (reason is not None or needs_own) else prepared.reason,
+                hint=f"backfill --continue {loaded.store.id}",
+                title=f"backfill {loaded.store.id} · --continue",
             )
+            prepared.reason = reason
+            append_invocation(prepared.store, mode=RERUN, reason=reason, preflight=preflight, approval=approval)
         except BaseException:
             prepared.takeover.children_lock.release()
             prepared.takeover.lock.release()
             raise
-        prepared.hooks = verification_hooks(prepared, preflight)
+        prepared.hooks = guard_hooks(prepared, preflight, approval)
     return run_prepared(prepared, args, preflight=preflight)

@@ -41,7 +41,23 @@ def print_state_text(
             row["reason"] = record.attempts[-1].error if record and record.attempts else None
 
     rows = page_rows(PartitionDescriber(spec), range(begin, stop) if indices is None else indices[begin:stop], decorate)
-    header = header_lines(Planned(spec, options, parallelism), [("state", str(loaded.store.directory))])
+    extra = [("state", str(loaded.store.directory))]
+    reason = loaded.manifest.get("reason")
+    if reason:
+        extra.append(("reason", reason))
+    from engine.execute.guarding import latest_preflight
+
+    preflight = latest_preflight(loaded.store)
+    if preflight:
+        warnings = sum(1 for check in preflight["checks"] if check["status"] == "warn")
+        extra.append(
+            (
+                "pre-flight",
+                f"{preflight['verdict']} ({preflight['level']} guardrails, {warnings} warnings), "
+                f"plan {preflight['digest'][:12]}",
+            )
+        )
+    header = header_lines(Planned(spec, options, parallelism), extra)
     write_text(
         sys.stdout,
         title=title,

@@ -72,6 +72,10 @@ def summary_lines(
                 f"              … and {failed - FAILURES_LISTED} more: backfill show {store.id} --status failed"
             )
     lines.append(f"  logs        {store.children}")
+    if outcome.record:
+        lines.append(f"  record      {outcome.record}")
+    if outcome.record_error:
+        lines.append(paint(f"  record      not written: {outcome.record_error}", "red"))
     if resume and status != "succeeded":
         lines.append(f"  resume      {resume}")
     if resume and failed:

@@ -145,6 +145,9 @@ class DashboardScreen(Screen[None]):
             failed = state.counts.get("failed", 0)
             if failed:
                 text.append(f" — {failed} failed: n jumps to the next one", style="red1")
+            record = getattr(self.source, "record", None)
+            if record:
+                text.append(f" · record {record}", style="grey70")
             text.append(" · q to quit", style="grey70")
         elif state.state == IDLE:
             text.append("saved backfill (nothing runs it) · q leaves", style="grey70")

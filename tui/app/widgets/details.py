@@ -23,6 +23,26 @@ from tui.app.widgets.log_view import LogView
 ATTEMPT_STYLES = {"succeeded": "green3", "failed": "red1", "cancelled": "yellow3", "running": "dodger_blue1"}
 
 
+VERIFICATION_STYLES = {"verified": "green3", "warning": "yellow3", "failed": "red1"}
+
+
+def verification_text(verification: dict) -> str:
+    """``verification: verified · staging.order_lines 44 rows in 23–92 (Friday mean 46 over 4)``."""
+    parts = []
+    for asset in verification.get("assets") or []:
+        rows = asset.get("rows")
+        if "mean" in asset:
+            parts.append(
+                f"{asset['asset']} {rows:,} rows {'in' if asset['status'] == 'inside' else 'outside'} "
+                f"{asset['low']:,.0f}–{asset['high']:,.0f} ({asset['bucket']} mean {asset['mean']:,.0f} over "
+                f"{asset['values']})"
+            )
+        elif rows is not None:
+            parts.append(f"{asset['asset']} {rows:,} rows ({asset['status']}: {asset.get('values', 0)} past values)")
+    detail = " · ".join(parts) if parts else verification.get("detail", "")
+    return f"verification: {verification.get('status')} · {detail}"
+
+
 def _clock(text: str | None) -> str:
     """``2026-11-29T09:45:13.002Z`` → ``2026-11-29 09:45:13``."""
     return text[:19].replace("T", " ") if text else "—"
@@ -140,6 +160,11 @@ class PartitionDetails(Vertical):
             if chosen and attempt.pid:  # on a line of its own: the run ID above already fills 120 columns
                 who = "warm runner pid" if attempt.launcher == "warm" else "pid"
                 text.append(f"\n      {who} {attempt.pid}", style="grey58")
+            if chosen and attempt.verification:
+                text.append(
+                    "\n      " + verification_text(attempt.verification),
+                    style=VERIFICATION_STYLES.get(attempt.verification.get("status"), "grey58"),
+                )
             if attempt.error and attempt is not latest:
                 text.append(f"\n      {attempt.error}", style="red1" if attempt.status == "failed" else "yellow3")
             text.append("\n")

@@ -49,6 +49,15 @@ DIM = Style(color="grey58")
 PLAIN = Style()
 
 
+# Verification of the latest attempt, drawn in the status column's last two cells (codes of the status board).
+VERIFICATION_MARKS = {
+    1: ("✓", Style(color="green")),
+    2: ("!", Style(color="yellow", bold=True)),
+    3: ("✗", Style(color="red", bold=True)),
+    4: ("?", Style(dim=True)),
+}
+
+
 def compact(text: str) -> str:
     """``2024-03-10T00:00:00-05:00`` → ``2024-03-10 00:00-05``; ``Z`` is dropped (the zone is in the header),
     zero seconds too, and whole-hour offsets lose their minutes."""
@@ -163,6 +172,7 @@ class PartitionTable(ScrollView, can_focus=True):
             self.board.attempts(index),
             self.board.duration(index),
             elapsed,
+            self.board.verification(index),
             row == self.cursor_row,
             index in self.marked,
             self.reason(index, status, self.board.attempts(index)),
@@ -206,7 +216,7 @@ class PartitionTable(ScrollView, can_focus=True):
             return Strip.blank(width, PLAIN)
         signature = self._signature(row)
         self._painted[row] = signature
-        index, status_code, attempts, duration, elapsed, is_cursor, is_marked, reason = signature
+        index, status_code, attempts, duration, elapsed, verification, is_cursor, is_marked, reason = signature
         status = Status(status_code)
         if elapsed is not None:
             time_text = human.duration(elapsed) if elapsed >= 10 else f"{elapsed}s"
@@ -224,7 +234,10 @@ class PartitionTable(ScrollView, can_focus=True):
             Segment("●" if is_marked else " ", base + MARK),
             Segment(str(index).rjust(self._index_width) + "  ", base + DIM),
             Segment(self._interval_text(index).ljust(self._interval_width) + "  ", base),
-            Segment(f"{symbol} {label:<11}", base + style),
+            Segment(f"{symbol} {label[:9]:<9}", base + style),
+            Segment(f" {VERIFICATION_MARKS[verification][0]}", base + VERIFICATION_MARKS[verification][1])
+            if verification and len(label) <= 9
+            else Segment(f"{label[9:]:<2}" if len(label) > 9 else "  ", base + style),
             Segment(f"{attempts if attempts else '':>3}  {time_text:>8}", base),
         ]
         room = width - sum(len(segment.text) for segment in segments) - 2

@@ -1,0 +1,189 @@
+"""The backfill record: a YAML file, written when a backfill invocation ends, saying what was done.
+
+It goes to ``<repository>/.context/backfill-<name>-<UTC timestamp>.yml`` (outside a
+repository: the backfill's state directory), with a copy in the state directory.
+A backfill whose record cannot be written does not report success.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from engine.base.atomic import write_atomic
+from engine.dates.durations import format_duration
+from engine.dates.instants import format_instant
+from engine.guardrails.facts import Facts
+from engine.guardrails.preflight import Approval, Preflight
+from engine.guardrails.warehouse import Held, Warehouse
+
+RUNS_LISTED = 1000  # a record names at most this many runs (and says how many there were)
+
+
+def record_path(repository: Path | None, state_directory: Path, name: str, now: float) -> Path:
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "backfill"
+    base = repository / ".context" if repository is not None else state_directory
+    return base / f"backfill-{safe}-{stamp}.yml"
+
+
+def is_table(asset) -> bool:
+    """Assets whose rows the record counts: tables and seeds."""
+    return asset.kind == "seed" or asset.materialization.type == "table"
+
+
+def row_counts_now(facts: Facts) -> dict[str, int | None]:
+    """Rows of every selected table now (None: no table, or the file could not be read)."""
+    counts: dict[str, int | None] = {}
+    by_file: dict[Path, list[str]] = {}
+    for a in facts.selected:
+        if a.connection is not None and a.connection.path is not None and is_table(a.asset):
+            by_file.setdefault(a.connection.path, []).append(a.asset.name)
+    for path, names in by_file.items():
+        try:
+            warehouse = Warehouse.open(path)
+        except (Held, Exception):  # held or unreadable: the record says unknown
+            counts.update(dict.fromkeys(names))
+            continue
+        try:
+            for name in names:
+                counts[name] = warehouse.rows(name)
+        finally:
+            warehouse.close()
+    return counts
+
+
+def checks_after_range(facts: Facts) -> list[dict[str, Any]]:
+    """The selected assets' checks, run once over the whole tables now that the range has landed."""
+    from engine.pipeline.checks import run_checks
+    from engine.pipeline.templating import base_context
+
+    results = []
+    if facts.pipeline is None:
+        return results
+    window = facts.range_window()
+    context = base_context(
+        window, run_id="after-range", pipeline=facts.pipeline.name, variables=facts.variables, full_refresh=False
+    )
+    for a in facts.selected:
+        if not a.asset.has_checks or a.connection is None or a.connection.path is None:
+            continue
+        try:
+            warehouse = Warehouse.open(a.connection.path)
+        except Exception as error:  # the record says why the checks could not run
+            results.append({"asset": a.asset.name, "check": "*", "passed": False, "detail": str(error)})
+            continue
+        try:
+            if warehouse.connection is None or not warehouse.exists(a.asset.name):
+                continue
+            for check in run_checks(warehouse.database(), a.asset, {**context, "this": a.asset.name}):
+                results.append(
+                    {"asset": a.asset.name, "check": check.name, "passed": check.passed, "detail": check.detail}
+                )
+        finally:
+            warehouse.close()
+    return results
+
+
+def build_record(
+    *,
+    backfill_id: str,
+    preflight: Preflight,
+    approval: Approval | None,
+    reason: str | None,
+    counts: dict[str, int],
+    total: int,
+    attempts: list[Any],
+    status: str,
+    seconds: float,
+    before: dict[str, int | None],
+    after: dict[str, int | None],
+    snapshot: dict[str, Any] | None,
+    after_range: list[dict[str, Any]],
+    state_directory: Path,
+) -> dict[str, Any]:
+    facts = preflight.facts
+    request = facts.request
+    spec = request.spec
+    selected = facts.selected
+    verifications = Counter((a.verification or {}).get("status", "none") for a in attempts if a.status != "running")
+    failures = [
+        {"run_id": a.run_id, "detail": a.verification.get("detail")}
+        for a in attempts
+        if a.verification and a.verification.get("status") in ("failed", "warning")
+    ]
+    succeeded_any = any(a.status == "succeeded" for a in attempts)
+    row_counts = {}
+    for name in sorted(set(before) | set(after)):
+        b, n = before.get(name), after.get(name)
+        delta = None if not b or n is None else round((n - b) * 100 / b, 2)
+        row_counts[name] = {"before": b, "after": n, "delta_pct": delta}
+    return {
+        "backfill_id": backfill_id,
+        "status": status,
+        "asset": sorted(a.asset.name for a in selected) if selected else spec.target.name,
+        "pipeline": facts.pipeline.name if facts.pipeline else None,
+        "command": spec.target.template,
+        "environment": spec.environment,
+        "range": f"{format_instant(spec.start, spec.zone)} to {format_instant(spec.end, spec.zone)} (end exclusive)",
+        "partition": f"{spec.unit.name} in {getattr(spec.zone, 'key', 'UTC')}",
+        "reason": reason,
+        "mode": request.mode,
+        "materialization_strategy": {a.asset.name: a.strategy for a in selected} or None,
+        "layer": {a.asset.name: a.layer for a in selected} or None,
+        "intervals_attempted": total - counts.get("queued", 0),
+        "intervals_succeeded": counts.get("succeeded", 0),
+        "intervals_failed": counts.get("failed", 0),
+        "intervals_cancelled": counts.get("cancelled", 0),
+        "partial": counts.get("succeeded", 0) != total,
+        "runs": [
+            {"run_id": a.run_id, "status": a.status, "log": str(state_directory / a.log) if a.log else None}
+            for a in attempts[:RUNS_LISTED]
+        ],
+        "runs_total": len(attempts),
+        "row_counts": row_counts,
+        "duration_total": format_duration(max(1, round(seconds, 1)) * 1_000_000 if seconds >= 1 else 100_000),
+        "verified": request.guard.verify != "off"
+        and not failures
+        and succeeded_any
+        and set(verifications) <= {"verified", "insufficient history", "none"},
+        "verification": dict(verifications),
+        "verification_failures": failures,
+        "checks_after_range": after_range,
+        "preflight": {
+            "verdict": preflight.verdict,
+            "digest": preflight.digest,
+            "level": preflight.settings.level,
+            "checks": [
+                {"name": c.name, "status": c.status, "tier": c.tier, "detail": c.detail} for c in preflight.checks
+            ],
+        },
+        "approval": approval.to_json() if approval else None,
+        "snapshot": _snapshot_summary(snapshot, state_directory),
+        "downstream_blocked_until_rerun": sorted(a.asset.name for a in facts.downstream) if succeeded_any else [],
+    }
+
+
+def _snapshot_summary(snapshot: dict[str, Any] | None, state_directory: Path) -> dict[str, Any] | None:
+    if snapshot is None:
+        return None
+    return {
+        "taken_at": snapshot.get("taken_at"),
+        "bytes": snapshot.get("bytes"),
+        "tables": [t["name"] for f in snapshot.get("files", []) for t in f.get("tables", [])],
+        "restore": f"backfill restore {state_directory.name} --reason TEXT",
+    }
+
+
+def write_record(record: dict[str, Any], path: Path, copy: Path) -> Path:
+    """Write the record and its copy (both atomically); any failure is an OSError for the caller to report."""
+    text = yaml.safe_dump(record, sort_keys=False, allow_unicode=True, width=120).encode()
+    write_atomic(path, text)
+    if copy != path:
+        write_atomic(copy, text)
+    return path

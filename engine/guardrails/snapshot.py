@@ -1,0 +1,195 @@
+"""Snapshots, the restore path: before the first partition, everything the backfill can change is copied into
+DuckDB files under the backfill's state directory, and ``backfill restore`` puts it back.
+
+``time_interval`` and ``delete+insert`` tables keep only the rows inside the range
+(what the backfill can delete or replace); every other table is copied whole. A
+table that did not exist is restored by dropping it. Views and DDL change no data
+and are not copied.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from engine.base.atomic import write_atomic
+from engine.base.errors import BackfillError, BadInput
+from engine.guardrails.facts import Facts
+from engine.pipeline.materialization import Database, quote_identifier, quote_name, window_predicate
+
+SNAPSHOT_INDEX = "snapshot.json"
+PARTIAL = ("time_interval", "delete+insert")
+
+
+class SnapshotFailed(BackfillError):
+    """The snapshot could not be taken: nothing was run (exit 1)."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class SnapshotTable:
+    name: str
+    existed: bool
+    scope: str  # "whole" or "range"
+    predicate: str | None
+    rows: int
+    copy: str  # the table's name inside the snapshot file
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "existed": self.existed,
+            "scope": self.scope,
+            "predicate": self.predicate,
+            "rows": self.rows,
+            "copy": self.copy,
+        }
+
+
+def _copy_name(name: str) -> str:
+    return quote_identifier(name.replace(".", "__"))
+
+
+def take_snapshot(facts: Facts, directory: Path) -> dict[str, Any]:
+    """Copy what the selected data-changing assets may change; returns (and saves) the snapshot index."""
+    import duckdb
+
+    started = time.time()
+    by_file: dict[Path, list] = {}
+    for asset_facts in facts.selected:
+        connection = asset_facts.connection
+        if asset_facts.changes_data and connection is not None and connection.path is not None:
+            by_file.setdefault(connection.path, []).append(asset_facts)
+    files = []
+    for number, (path, assets) in enumerate(sorted(by_file.items())):
+        target = directory / f"snapshot-{number}.duckdb"
+        target.unlink(missing_ok=True)
+        tables: list[SnapshotTable] = []
+        try:
+            connection = duckdb.connect(str(path))
+        except duckdb.Error as error:
+            raise SnapshotFailed(f"cannot open {path} to snapshot it ({error}): nothing was run") from None
+        try:
+            connection.execute(f"ATTACH '{_sql_text(str(target))}' AS snap")
+            db = Database(connection.cursor(), lambda sql: sql)
+            window = facts.range_window()
+            for asset_facts in assets:
+                asset = asset_facts.asset
+                copy = _copy_name(asset.name)
+                if not db.table_exists(asset.name):
+                    tables.append(SnapshotTable(asset.name, False, "whole", None, 0, copy))
+                    continue
+                partial = asset_facts.strategy in PARTIAL and asset.materialization.incremental_key
+                predicate = window_predicate(db, asset, window) if partial else None
+                where = f" WHERE {predicate}" if predicate else ""
+                db.execute(f"CREATE TABLE snap.{copy} AS SELECT * FROM {quote_name(asset.name)}{where}")
+                rows = int(db.scalar(f"SELECT count(*) FROM snap.{copy}"))
+                tables.append(SnapshotTable(asset.name, True, "range" if predicate else "whole", predicate, rows, copy))
+            connection.execute("DETACH snap")
+        except duckdb.Error as error:
+            raise SnapshotFailed(f"cannot snapshot {path} into {target} ({error}): nothing was run") from None
+        finally:
+            connection.close()
+        files.append({"database": str(path), "snapshot": target.name, "tables": [t.to_json() for t in tables]})
+    index = {
+        "format": 1,
+        "taken_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "seconds": round(time.time() - started, 3),
+        "bytes": sum((directory / f["snapshot"]).stat().st_size for f in files if (directory / f["snapshot"]).exists()),
+        "files": files,
+    }
+    write_atomic(directory / SNAPSHOT_INDEX, orjson.dumps(index, option=orjson.OPT_INDENT_2))
+    return index
+
+
+def read_snapshot(directory: Path) -> dict[str, Any] | None:
+    try:
+        return orjson.loads((directory / SNAPSHOT_INDEX).read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, orjson.JSONDecodeError) as error:
+        raise BadInput(f"{directory / SNAPSHOT_INDEX} cannot be read ({error}): the snapshot is unusable") from None
+
+
+def restore_snapshot(directory: Path) -> list[str]:
+    """Put every snapshotted table back as it was, one transaction per database file; what was done, per table."""
+    import duckdb
+
+    index = read_snapshot(directory)
+    if index is None:
+        raise BadInput(f"backfill {directory.name} has no snapshot (it was run with --no-snapshot, or changed no data)")
+    done = []
+    for entry in index["files"]:
+        snapshot = directory / entry["snapshot"]
+        if entry["tables"] and any(t["existed"] for t in entry["tables"]) and not snapshot.exists():
+            raise BadInput(f"snapshot file {snapshot} is missing: nothing was restored")
+        connection = duckdb.connect(entry["database"])
+        try:
+            if snapshot.exists():
+                connection.execute(f"ATTACH '{_sql_text(str(snapshot))}' AS snap (READ_ONLY)")
+            db = Database(connection.cursor(), lambda sql: sql)
+            connection.execute("BEGIN TRANSACTION")
+            for table in entry["tables"]:
+                done.append(_restore_table(db, table))
+            connection.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(duckdb.Error):
+                connection.execute("ROLLBACK")
+            raise
+        finally:
+            connection.close()
+    return done
+
+
+def _restore_table(db: Database, table: dict[str, Any]) -> str:
+    name, copy = table["name"], table["copy"]
+    target = quote_name(name)
+    if not table["existed"]:
+        db.execute(f"DROP TABLE IF EXISTS {target}")
+        return f"{name}: dropped (it did not exist before the backfill)"
+    exists = db.table_exists(name)
+    if table["scope"] == "range" and exists:
+        db.execute(f"DELETE FROM {target} WHERE {table['predicate']}")
+        db.execute(f"INSERT INTO {target} BY NAME SELECT * FROM snap.{copy}")
+        return f"{name}: {table['rows']:,} rows of the range put back"
+    if exists and _columns(db, f"main.{name}" if "." not in name else name) == _snapshot_columns(db, copy):
+        db.execute(f"DELETE FROM {target}")
+        db.execute(f"INSERT INTO {target} SELECT * FROM snap.{copy}")
+    else:
+        db.execute(f"DROP TABLE IF EXISTS {target}")
+        db.execute(f"CREATE TABLE {target} AS SELECT * FROM snap.{copy}")
+    return f"{name}: {table['rows']:,} rows put back"
+
+
+def _columns(db: Database, name: str) -> list[tuple[str, str]]:
+    schema, table = name.split(".", 1)
+    return [
+        tuple(row)
+        for row in db.execute(
+            "SELECT column_name, data_type FROM information_schema.columns WHERE table_catalog = current_database() "
+            "AND table_schema = ? AND table_name = ? ORDER BY ordinal_position",
+            [schema, table],
+        ).fetchall()
+    ]
+
+
+def _snapshot_columns(db: Database, copy: str) -> list[tuple[str, str]]:
+    plain = copy.strip('"').replace('""', '"')
+    return [
+        tuple(row)
+        for row in db.execute(
+            "SELECT column_name, data_type FROM information_schema.columns WHERE table_catalog = 'snap' "
+            "AND table_name = ? ORDER BY ordinal_position",
+            [plain],
+        ).fetchall()
+    ]
+
+
+def _sql_text(text: str) -> str:
+    return text.replace("'", "''")
