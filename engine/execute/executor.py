@@ -243,8 +243,10 @@ class Executor:
         if setup_error is None and self._storage_error is None:
             try:
                 result.record = self.record = self.hooks.after_run(result)
-            except (OSError, BackfillError) as error:
-                result.record_error = str(error) if isinstance(error, BackfillError) else (error.strerror or str(error))
+            except Exception as error:  # not written, whatever the cause: the run must not report success
+                result.record_error = (
+                    error.strerror or str(error) if isinstance(error, OSError) else f"{type(error).__name__}: {error}"
+                )
                 if result.status == "succeeded":
                     result.status = status = "failed"
         with self._lock:

@@ -147,7 +147,7 @@ def build_record(
         ],
         "runs_total": len(attempts),
         "row_counts": row_counts,
-        "duration_total": format_duration(max(1, round(seconds, 1)) * 1_000_000 if seconds >= 1 else 100_000),
+        "duration_total": format_duration(int(round(seconds, 1) * 1_000_000) or 100_000),
         "verified": request.guard.verify != "off"
         and not failures
         and succeeded_any

@@ -12,16 +12,18 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import backfill_argv
+from tests.guard_flags import GUARD
 
 RANGE = ("--start-date", "2024-01-01", "--end-date", "2024-01-03")
 
 
 def run_in_pty(args: list[str], cwd: Path, env: dict[str, str], *, stdout_to_pty: bool = True) -> tuple[int, str]:
-    """Run backfill with stdin and stderr (and stdout unless told) on a pty; return exit code and pty output."""
+    """Run backfill with stdin and stderr (and stdout unless told) on a pty; return exit code and pty output.
+    A new command backfill gets the guardrail flags of tests/guard_flags.py (a reason, sandbox)."""
     controller, terminal = pty.openpty()
     os.set_blocking(controller, False)
     process = subprocess.Popen(
-        [*backfill_argv(), *args],
+        [*backfill_argv(), *(GUARD if "--command" in args else ()), *args],
         cwd=cwd,
         env={**os.environ, **env},
         stdin=terminal,

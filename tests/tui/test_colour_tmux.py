@@ -80,6 +80,7 @@ def test_no_color_flag_gives_a_colourless_dashboard_and_browser(work, home):
         [*backfill_argv(), "show", backfill, "--no-color"],
         [
             *backfill_argv(),
+            *GUARD,
             "--command",
             shlex.join([sys.executable, "-c", "import time; time.sleep(60)"]),
             "--start-date",

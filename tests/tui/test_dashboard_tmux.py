@@ -26,6 +26,7 @@ def test_dashboard_in_a_real_terminal(tmp_path, home):
     command = shlex.join(
         [
             *backfill_argv(),
+            *GUARD,
             "--command",
             child,
             "--start-date",
@@ -98,6 +99,7 @@ def test_every_row_on_the_terminal_matches_the_records_when_the_run_ends(tmp_pat
     command = shlex.join(
         [
             *backfill_argv(),
+            *GUARD,
             "--command",
             child,
             "--start-date",
@@ -142,7 +144,7 @@ def test_sigterm_ends_the_process_whatever_the_front_end(tmp_path, home, front_e
     (work / ".git").mkdir(parents=True)
     child = shlex.join([sys.executable, "-c", "import time; time.sleep(60)"])
     days = ["--start-date", "2024-01-01", "--end-date", "2024-01-05"]
-    argv = [*backfill_argv(), "--command", child, *days, "--max-parallel", "2"]
+    argv = [*backfill_argv(), *GUARD, "--command", child, *days, "--max-parallel", "2"]
     if front_end == "browser":
         assert run_backfill(*GUARD, "--command", "true", *days, cwd=work, env=home).returncode == 0
         argv = [*backfill_argv(), "show", next((work / "logs" / "backfills").iterdir()).name]
@@ -169,7 +171,7 @@ def test_the_summary_duration_is_the_runs_not_the_time_the_dashboard_stayed_open
     work = tmp_path / "work"
     (work / ".git").mkdir(parents=True)
     command = shlex.join(
-        [*backfill_argv(), "--command", "false", "--start-date", "2024-01-01", "--end-date", "2024-01-01"]
+        [*backfill_argv(), *GUARD, "--command", "false", "--start-date", "2024-01-01", "--end-date", "2024-01-01"]
     )
     tmux = Tmux(100, 30, command, work, {**home, "TERM": "xterm-256color"})
     try:
@@ -197,7 +199,7 @@ def test_a_closed_terminal_ends_the_dashboard_and_leaves_nothing_running(tmp_pat
     (work / ".git").mkdir(parents=True)
     child = "sleep 60" if moment == "running" else "false"
     days = ["--start-date", "2024-01-01", "--end-date", "2024-01-05"]
-    argv = [*backfill_argv(), "--command", child, *days, "--max-parallel", "2"]
+    argv = [*backfill_argv(), *GUARD, "--command", child, *days, "--max-parallel", "2"]
     pidfile = work / "pid"
     command = writing_its_pid(argv, pidfile)
     tmux = Tmux(120, 40, command, work, {**home, "TERM": "xterm-256color"})

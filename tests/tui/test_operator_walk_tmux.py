@@ -9,6 +9,7 @@ import sys
 import orjson
 
 from tests.conftest import backfill_argv
+from tests.guard_flags import GUARD
 from tests.tui.tmux import Tmux
 
 
@@ -30,6 +31,7 @@ def test_failure_to_reason_to_rerun_at_80x24(work, home):
     command = shlex.join(
         [
             *backfill_argv(),
+            *GUARD,
             "--command",
             child,
             "--start-date",

@@ -47,6 +47,8 @@ def summary_lines(
     succeeded over a backfill with queued partitions reports it incomplete, with the resume command."""
     counts = board.counts()
     status = backfill_status(counts, outcome.status)
+    if outcome.record_error and status == "succeeded":
+        status = "not recorded"  # every partition succeeded, but without its record the backfill is not done
     shown = paint(status, OUTCOME_STYLES.get(status, "bold"))
     lines = [f"backfill {store.id} {shown} after {human.duration(outcome.seconds)}"]
     lines.append(
