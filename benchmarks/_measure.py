@@ -11,6 +11,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_PIPELINE = ROOT / "examples" / "shop" / "pipeline"
+# A command backfill in a benchmark runs as a user's scratch run would: a reason, sandbox guardrails.
+GUARD_FLAGS = ("--reason", "benchmark", "--guardrails", "sandbox")
 
 
 def backfill_argv() -> list[str]:

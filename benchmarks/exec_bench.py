@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _measure import backfill_argv, median, timed_run, verdict
+from _measure import GUARD_FLAGS, backfill_argv, median, timed_run, verdict
 
 
 def scratch_repository(base: Path) -> Path:
@@ -31,6 +31,7 @@ def scratch_repository(base: Path) -> Path:
 def bench_ratio(work: Path, runs: int) -> None:
     backfill = [
         *backfill_argv(),
+        *GUARD_FLAGS,
         "--command",
         "true",
         "--start-date",
@@ -58,6 +59,7 @@ def bench_ratio(work: Path, runs: int) -> None:
 def bench_million(work: Path, seconds: float) -> None:
     argv = [
         *backfill_argv(),
+        *GUARD_FLAGS,
         "--command",
         "true",
         "--start-date",
@@ -85,6 +87,7 @@ def bench_million(work: Path, seconds: float) -> None:
 def bench_resume_dry_run(work: Path, runs: int) -> None:
     setup = [
         *backfill_argv(),
+        *GUARD_FLAGS,
         "--command",
         "true",
         "--start-date",

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 import orjson
-from _measure import backfill_argv, first_paint_seconds, median_of_fresh_processes
+from _measure import GUARD_FLAGS, backfill_argv, first_paint_seconds, median_of_fresh_processes
 from _terminal import Terminal
 
 ONE_MILLION = ("--start-date", "2024-01-01T00:00:00Z", "--end-date", "2024-01-12T13:46:40Z", "--partition", "1s")
@@ -61,7 +61,7 @@ def environment(base: Path) -> dict[str, str]:
 
 
 def launch(base: Path, command: str, parallel: int) -> Terminal:
-    argv = [*backfill_argv(), "--command", command, *ONE_MILLION, "--max-parallel", str(parallel)]
+    argv = [*backfill_argv(), *GUARD_FLAGS, "--command", command, *ONE_MILLION, "--max-parallel", str(parallel)]
     return Terminal(argv, cols=120, rows=40, cwd=base, env=environment(base))
 
 

@@ -6,6 +6,7 @@ under the dashboard, and saves:
 
   screenshots/dashboard.svg   the dashboard mid-run
   screenshots/details.svg     the details pane of a finished partition with its child's log
+  screenshots/preflight.svg   the pre-flight screen of a human-only backfill of examples/guarded
 
 Usage: python screenshots/make.py
 """
@@ -75,6 +76,44 @@ def main() -> None:
             executor.request_stop("screenshots taken")
             thread.join()
     print(f"wrote {HERE / 'dashboard.svg'} and {HERE / 'details.svg'}")
+    preflight_screenshot()
+
+
+def preflight_screenshot() -> None:
+    """The pre-flight screen of examples/guarded after one run of January: safe assets plus one that runs its
+    SQL as written (human-only), a reason typed, waiting for the digest."""
+    import subprocess
+    import sys
+
+    from engine.execute.guarding import request_for_new
+    from engine.guardrails.preflight import run_preflight
+    from engine.guardrails.request import GuardOptions
+    from tui.app.preflight_app import PreflightApp
+
+    with tempfile.TemporaryDirectory() as scratch:
+        repository = Path(scratch) / "guarded"
+        shutil.copytree(HERE.parent / "examples" / "guarded", repository, ignore=shutil.ignore_patterns("*.duckdb"))
+        (repository / ".git").mkdir()
+        pipeline = str(repository / "pipeline")
+        first = [sys.executable, "-m", "tui", "run", pipeline, "--start-date", "2024-01-01", "--end-date", "2024-01-31"]
+        subprocess.run(first, cwd=repository, check=True, capture_output=True)
+        planned = plan_request(
+            target=pipeline, command=None, name=None, start="2024-02-01", end="2024-02-05", timezone="UTC",
+            partition="daily", environment=None, config_file=None,
+            run_options=RunOptions(tags=("safe", "adhoc")), options=ExecutionOptions(), force=False, cwd=repository,
+        )  # fmt: skip
+        preflight = run_preflight(request_for_new(planned, GuardOptions(), reason=None, state_dir=None, cwd=repository))
+        app = PreflightApp(preflight, "guarded · 2024-02-01 → 2024-02-06", None)
+
+        async def shoot_preflight() -> None:
+            async with app.run_test(size=(120, 34)) as pilot:
+                await pilot.pause(0.3)
+                await pilot.press(*"cleanup rule fixed", "enter")
+                await pilot.pause(0.3)
+                app.save_screenshot("preflight.svg", path=str(HERE))
+
+        asyncio.run(shoot_preflight())
+    print(f"wrote {HERE / 'preflight.svg'}")
 
 
 if __name__ == "__main__":

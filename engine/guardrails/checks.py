@@ -86,7 +86,8 @@ def history_exists(facts: Facts) -> CheckResult:
             never_succeeded=sorted(never_run),
             run_records=runs,
         )
-    return passed(name, f"every selected asset has succeeded before ({runs} run records)", run_records=runs)
+    plural = "s" if runs != 1 else ""
+    return passed(name, f"every selected asset has succeeded before ({runs} run record{plural})", run_records=runs)
 
 
 def range_size(facts: Facts) -> CheckResult:
@@ -157,7 +158,7 @@ def interval_semantics(facts: Facts) -> CheckResult:
         return warned(
             name,
             f"{_names(without)} ignore{'s' if len(without) == 1 else ''} the interval: rerun once per partition "
-            "for nothing; select them out (--exclude-tag, --selector)",
+            f"for nothing; select {'it' if len(without) == 1 else 'them'} out (--exclude-tag, --selector)",
             without_interval=sorted(without),
         )
     return passed(name, "every selected asset uses the interval")
@@ -377,7 +378,7 @@ def size_and_duration(facts: Facts) -> CheckResult:
         return not_applicable(name, f"no succeeded run to estimate from; tables now {_bytes(database)}", **evidence)
     seconds = median * partitions / parallel
     evidence.update(median_seconds=round(median, 3), estimate_seconds=round(seconds, 1))
-    total = format_duration(int(seconds * 1_000_000)) if seconds >= 1 else f"{seconds:.2f}s"
+    total = format_duration(round(seconds) * 1_000_000) if seconds >= 60 else f"{seconds:.1f}s"
     estimate = f"~{total} ({partitions} × median {median:.2f}s ÷ {parallel}); tables {_bytes(database)}"
     if seconds > limits.max_hours * 3600 or database > limits.max_gib * GIB:
         return failed(

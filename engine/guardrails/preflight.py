@@ -149,7 +149,8 @@ def _held_message(preflight: Preflight) -> str:
         if preflight.verdict == HUMAN_ONLY
         else f"review the report (--dry-run), then run again with --approve {preflight.short_digest}"
     )
-    return f"needs {preflight.verdict} (plan {preflight.short_digest}): {listing}; {how}"
+    needs = "approval" if preflight.verdict == APPROVAL else "a person at a terminal (human-only)"
+    return f"needs {needs} (plan {preflight.short_digest}): {listing}; {how}"
 
 
 # ------------------------------------------------------------------ pending approvals (what a digest covered)

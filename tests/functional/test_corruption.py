@@ -32,7 +32,7 @@ def test_a_deleted_partitions_directory_is_an_error_not_a_rerun_of_everything(wo
     _, backfill = saved(work, home)
     shutil.rmtree(backfill / "partitions")
     for args in (("--continue", backfill.name), ("show", backfill.name, "--output", "text")):
-        result = run_backfill(*REASON, *args, cwd=work, env=home)
+        result = run_backfill(*args, cwd=work, env=home)
         assert result.returncode == 5
         assert f"{backfill / 'partitions'} is missing" in one_error(result)
     assert not (backfill / "partitions").exists()
@@ -105,7 +105,7 @@ def test_manifest_fields_of_the_wrong_type_and_lock_files_that_are_directories(w
         data[field] = value
         (backfill / "manifest.json").write_bytes(orjson.dumps(data))
         for args in (("show", backfill.name, "--output", "text"), ("--continue", backfill.name, "--rerun", "all")):
-            result = run_backfill(*REASON, *args, cwd=work, env=home)
+            result = run_backfill(*args, cwd=work, env=home)
             assert result.returncode == 5 and says in one_error(result), (field, result.stderr)
         assert run_backfill("list", "--output", "text", cwd=work, env=home).returncode == 0
     (backfill / "manifest.json").write_bytes(original)

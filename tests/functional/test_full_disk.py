@@ -13,7 +13,7 @@ import pytest
 
 from tests.backfills import state_dirs
 from tests.conftest import run_backfill
-from tests.guard_flags import GUARD, REASON
+from tests.guard_flags import GUARD
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root (CI runs as root)")
 
@@ -46,7 +46,7 @@ def test_enospc_stops_and_waits_for_children_and_stays_resumable(work, home, sma
     once space is back, --continue completes every partition."""
     child = shlex.join([sys.executable, "-c", "import time; print('x' * 4000); time.sleep(0.3)"])
     args = ("--command", child, "--start-date", "2024-01-01", "--end-date", "2024-12-31", "--max-parallel", "3")
-    result = run_backfill(*REASON, *args, "--state-dir", str(small_disk), cwd=work, env=home, timeout=300)
+    result = run_backfill(*GUARD, *args, "--state-dir", str(small_disk), cwd=work, env=home, timeout=300)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     [backfill] = state_dirs(small_disk)

@@ -27,8 +27,10 @@ class PreflightAnswer:
 
 
 def checks_text(preflight: Preflight, width: int = 120) -> Text:
+    """One line per check, the detail cut to ``width`` (the details are in the report and the JSON)."""
     text = Text(no_wrap=True, overflow="ellipsis")
     name_width = max(len(check.name) for check in preflight.checks)
+    room = max(20, width - (3 + 5 + 17 + name_width + 2))
     for check in preflight.checks:
         icon, style = ICONS[check.status]
         tier = check.tier if check.demanded is None else f"{check.demanded}→warn"
@@ -36,7 +38,8 @@ def checks_text(preflight: Preflight, width: int = 120) -> Text:
         text.append(f"{check.status:<4} ", style=style)
         text.append(f"{tier:<16} ", style=TIER_STYLES.get(check.demanded or check.tier, ""))
         text.append(f"{check.name.ljust(name_width)}  ", style="bold")
-        text.append(check.detail + "\n")
+        detail = check.detail if len(check.detail) <= room else check.detail[: room - 1] + "…"
+        text.append(detail + "\n")
     return text
 
 
@@ -55,7 +58,7 @@ class PreflightScreen(Screen[PreflightAnswer | None]):
         with Vertical(id="preflight"):
             yield Static(Text(f"Pre-flight · {self.heading}", style="bold"), id="preflight-title")
             with VerticalScroll(id="preflight-checks"):
-                yield Static(checks_text(preflight))
+                yield Static(checks_text(preflight, self.app.size.width - 4))
             verdict = Text("verdict ", style="bold")
             verdict.append(preflight.verdict, style=TIER_STYLES.get(preflight.verdict, "") + " bold")
             verdict.append(f"  ·  {preflight.settings.level} guardrails  ·  plan digest ")

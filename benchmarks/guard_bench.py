@@ -1,0 +1,184 @@
+"""Guardrails benchmark: what the pre-flight and per-partition verification cost.
+
+A 10-asset pipeline (a chain of `time_interval` tables on one DuckDB file, sandbox guardrails so that
+every variant runs) with 60 days of real data and 1,000 run records of history (one real run's record
+copied with shifted intervals and IDs). In one run, medians of ``--runs``:
+
+- pre-flight: `backfill PIPELINE` over 2 years of daily partitions as a dry run (what a user runs: the
+  plan, the pre-flight, the report), and the pre-flight alone in-process (gather, checks, digest).
+  Goal: pre-flight ≤ 1 s.
+- verification: a backfill of ``--days`` partitions with `--verify on` and with `--verify off`, and the
+  difference per partition; plus one partition's verification in-process. Goal: ≤ 20 ms per partition.
+
+Usage: python benchmarks/guard_bench.py [--runs N] [--days N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date, timedelta
+from pathlib import Path
+
+from _measure import ROOT, backfill_argv, installed_environment, median
+
+ASSETS = 10
+SQL = """/* @bruin
+name: mid.t{n}
+type: duckdb.sql
+{depends}materialization:
+  type: table
+  strategy: time_interval
+  incremental_key: day
+  time_granularity: date
+@bruin */
+
+SELECT CAST(range AS DATE) AS day, n AS value
+FROM range(DATE '{{{{ start_date }}}}', DATE '{{{{ end_date }}}}' + INTERVAL 1 DAY, INTERVAL 1 DAY), range(20) AS t(n)
+"""
+
+
+def make_repository(root: Path) -> Path:
+    (root / ".git").mkdir(parents=True)
+    (root / ".bruin.yml").write_text(
+        "default_environment: dev\nenvironments:\n  dev:\n    guardrails: sandbox\n    connections:\n"
+        "      duckdb:\n        - name: db\n          path: warehouse.duckdb\n"
+    )
+    assets = root / "p" / "assets"
+    assets.mkdir(parents=True)
+    (root / "p" / "pipeline.yml").write_text("name: p\ndefault_connections:\n  duckdb: db\n")
+    for n in range(ASSETS):
+        depends = f"depends:\n  - mid.t{n - 1}\n" if n else ""
+        (assets / f"t{n}.sql").write_text(SQL.format(n=n, depends=depends))
+    return root
+
+
+def run(argv: list[str], cwd: Path) -> float:
+    started = time.perf_counter()
+    result = subprocess.run(argv, cwd=cwd, env=installed_environment(), capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({result.returncode}): {result.stderr[-2000:]}")
+    return time.perf_counter() - started
+
+
+def seed_history(repository: Path, records: int) -> None:
+    """60 real days in the tables; then the last run record copied into ``records`` records of earlier days."""
+    run([*backfill_argv(), "run", "p", "--start-date", "2021-11-01", "--end-date", "2021-12-30"], repository)
+    runs = repository / "logs" / "runs"
+    template = json.loads(next(runs.glob("*.json")).read_text())
+    first = date(2019, 1, 1)
+    for n in range(records):
+        day = (first + timedelta(days=n)).isoformat()
+        record = json.loads(json.dumps(template))
+        record["run_id"] = f"history-{n:05d}"
+        record["interval"]["start"] = f"{day}T00:00:00.000000Z"
+        record["interval"]["end"] = f"{day}T23:59:59.999999Z"
+        for asset in record["assets"]:
+            asset["interval"] = None
+            asset["rows_in_interval"] = 20
+        (runs / f"history-{n:05d}.json").write_text(json.dumps(record))
+
+
+PREFLIGHT = """
+import sys, time
+from pathlib import Path
+from engine.execute.guarding import request_for_new
+from engine.guardrails.preflight import run_preflight
+from engine.guardrails.request import GuardOptions
+from engine.pipeline.options import RunOptions
+from engine.spec.backfill_spec import ExecutionOptions
+from engine.spec.planning import plan_request
+root = Path(sys.argv[1])
+times = []
+for _ in range(int(sys.argv[2])):
+    planned = plan_request(target=str(root / "p"), command=None, name=None, start="2022-01-01", end="2023-12-31",
+                           timezone="UTC", partition="daily", environment=None, config_file=None,
+                           run_options=RunOptions(), options=ExecutionOptions(), force=False, cwd=root)
+    started = time.perf_counter()
+    preflight = run_preflight(request_for_new(planned, GuardOptions(), reason="b", state_dir=None, cwd=root))
+    times.append(time.perf_counter() - started)
+assert len(preflight.checks) == 16
+print(sorted(times)[len(times) // 2])
+"""
+
+VERIFY = """
+import sys, time
+from pathlib import Path
+from engine.execute.guarding import request_for_new
+from engine.guardrails.preflight import run_preflight
+from engine.guardrails.request import GuardOptions
+from engine.guardrails.verification import PipelineVerifier
+from engine.pipeline.options import RunOptions
+from engine.spec.backfill_spec import ExecutionOptions
+from engine.spec.planning import plan_request
+root = Path(sys.argv[1])
+planned = plan_request(target=str(root / "p"), command=None, name=None, start="2021-12-01", end="2021-12-30",
+                       timezone="UTC", partition="daily", environment=None, config_file=None,
+                       run_options=RunOptions(), options=ExecutionOptions(), force=False, cwd=root)
+preflight = run_preflight(request_for_new(planned, GuardOptions(), reason="b", state_dir=None, cwd=root))
+verifier = PipelineVerifier(preflight.facts, root / "logs" / "runs", "on")
+record = sorted((root / "logs" / "runs").glob("run-*.json"))[0].stem
+interval = planned.spec.plan.interval(0)
+times = []
+for _ in range(200):
+    started = time.perf_counter()
+    verifier.verify(0, interval, record)
+    times.append(time.perf_counter() - started)
+print(sorted(times)[len(times) // 2])
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--days", type=int, default=30)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        repository = make_repository(Path(scratch) / "repo")
+        seed_history(repository, 1000)
+        dry = [*backfill_argv(), "p", "--start-date", "2022-01-01", "--end-date", "2023-12-31", "--dry-run"]
+        dry_times = [run([*dry, "--limit", "1"], repository) for _ in range(args.runs)]
+        check = subprocess.run(
+            [sys.executable, "-c", PREFLIGHT, str(repository), str(args.runs)],
+            cwd=ROOT, env=installed_environment(), capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        preflight_alone = float(check.stdout)
+        print(f"pre-flight, 10 assets × {730} daily partitions, 1,000 run records of history:")
+        print(f"  `backfill --dry-run` (plan + pre-flight + report)  median {median(dry_times):.3f} s")
+        print(f"  pre-flight alone (in-process)                      median {preflight_alone:.3f} s  (goal ≤ 1 s)")
+        end = (date(2021, 12, 1) + timedelta(days=args.days - 1)).isoformat()
+        per_mode = {}
+        for mode in ("on", "off"):
+            seconds = []
+            for n in range(args.runs):
+                copy = Path(scratch) / f"repo-{mode}-{n}"
+                shutil.copytree(repository, copy)
+                backfill = [*backfill_argv(), "p", "--start-date", "2021-12-01", "--end-date", end]
+                seconds.append(run([*backfill, "--verify", mode, "--reason", "b", "--no-progress"], copy))
+                shutil.rmtree(copy)
+            per_mode[mode] = median(seconds)
+        overhead = (per_mode["on"] - per_mode["off"]) / args.days * 1000
+        verify_alone = float(
+            subprocess.run(
+                [sys.executable, "-c", VERIFY, str(repository)],
+                cwd=ROOT,
+                env=installed_environment(),
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
+        print(f"verification, a backfill of {args.days} daily partitions of the 10 assets:")
+        print(f"  --verify on   median {per_mode['on']:.3f} s")
+        print(f"  --verify off  median {per_mode['off']:.3f} s")
+        print(f"  difference per partition {overhead:+.1f} ms  (goal ≤ 20 ms)")
+        print(f"  one partition's verification in-process: median {verify_alone * 1000:.2f} ms")
+
+
+if __name__ == "__main__":
+    main()

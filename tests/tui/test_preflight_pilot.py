@@ -1,0 +1,106 @@
+"""The pre-flight screen (Pilot) and, in a real terminal (tmux), the backfill it lets run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+from engine.execute.guarding import request_for_new
+from engine.guardrails.preflight import run_preflight
+from engine.guardrails.request import GuardOptions
+from engine.pipeline.options import RunOptions
+from engine.spec.backfill_spec import ExecutionOptions
+from engine.spec.planning import plan_request
+from tests.backfills import state_dirs
+from tests.builder import Repo
+from tests.conftest import backfill_argv
+from tests.tui.live import screen_text, wait_until
+from tests.tui.tmux import Tmux
+from tui.app.preflight_app import PreflightApp
+from tui.app.screens.preflight import PreflightAnswer
+
+WEEK = ("2024-01-08", "2024-01-12")
+
+
+def human_only_repo(root: Path) -> Repo:
+    """A standard pipeline whose only asset runs its SQL as written: human-only."""
+    repo = Repo(root, guardrails="standard")
+    repo.sql("mid.adhoc", "CREATE TABLE IF NOT EXISTS adhoc_log AS SELECT DATE '{{ start_date }}' AS day")
+    repo.run_ok("--start-date", "2023-12-01", "--end-date", "2024-01-07")
+    return repo
+
+
+@pytest.fixture
+def preflight(tmp_path, home, monkeypatch):
+    for key, value in home.items():
+        monkeypatch.setenv(key, value)
+    repo = human_only_repo(tmp_path / "repo")
+    planned = plan_request(
+        target=str(repo.pipeline_dir), command=None, name=None, start=WEEK[0], end=WEEK[1], timezone="UTC",
+        partition="daily", environment=None, config_file=None, run_options=RunOptions(), options=ExecutionOptions(),
+        force=False, cwd=repo.root,
+    )  # fmt: skip
+    return run_preflight(request_for_new(planned, GuardOptions(), reason=None, state_dir=None, cwd=repo.root))
+
+
+def test_the_digest_must_be_typed_back_to_approve_a_human_only_plan(preflight):
+    """The screen lists the checks and the verdict; Enter without a reason says so; a wrong digest is refused
+    on screen; the right prefix (8 characters) approves with the reason typed."""
+    app = PreflightApp(preflight, "p · a week", None)
+    answers: list = []
+
+    async def scenario():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: "verdict human-only" in screen_text(app))
+            text = screen_text(app)
+            assert "mid.adhoc runs its SQL as written" in text and f"plan digest {preflight.short_digest}" in text
+            await pilot.press("enter")
+            await wait_until(pilot, lambda: "Give a reason" in screen_text(app))
+            await pilot.press(*"fix the log", "enter")
+            await pilot.press(*"deadbeef", "enter")
+            await wait_until(pilot, lambda: "That is not this plan's digest" in screen_text(app))
+            assert app.is_running
+            await pilot.press(*["backspace"] * 8, *preflight.digest[:8], "enter")
+            await pilot.pause(0.2)
+        answers.append(app.return_value)
+
+    asyncio.run(scenario())
+    assert answers == [PreflightAnswer("fix the log", True)]
+
+
+def test_escape_runs_nothing(preflight):
+    """Esc leaves the screen without an answer (the command then exits 4, nothing saved)."""
+    app = PreflightApp(preflight, "p · a week", "r")
+
+    async def scenario():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: "verdict human-only" in screen_text(app))
+            await pilot.press("escape")
+            await pilot.pause(0.2)
+
+    asyncio.run(scenario())
+    assert app.return_value is None
+
+
+def test_a_human_only_backfill_runs_once_the_digest_is_typed_in_a_real_terminal(tmp_path, home):
+    """In tmux: no --reason, human-only plan; the pre-flight screen asks for both, the backfill then runs in
+    the dashboard, and the approval is saved as typed at the terminal by user@host."""
+    repo = human_only_repo(tmp_path / "repo")
+    command = shlex.join([*backfill_argv(), "p", "--start-date", WEEK[0], "--end-date", WEEK[1]])
+    tmux = Tmux(120, 40, command, repo.root, {**home, "TERM": "xterm-256color"})
+    try:
+        screen = tmux.wait_for("verdict human-only")
+        digest = screen.split("plan digest ", 1)[1].split()[0]
+        tmux.keys("fix the log", "Enter")
+        tmux.keys(digest[:10], "Enter")
+        tmux.wait_for("partitions  5: 5 succeeded", timeout=60)
+    finally:
+        tmux.close()
+    [backfill] = state_dirs(repo.root / "logs" / "backfills")
+    invocation = json.loads((backfill / "guardrails.json").read_text())["invocations"][0]
+    assert invocation["reason"] == "fix the log"
+    assert invocation["approval"]["how"] == "typed at the terminal" and invocation["approval"]["tier"] == "human-only"
