@@ -283,3 +283,29 @@ def test_dry_run_json_carries_the_preflight_and_exits_zero_whatever_the_verdict(
     names = [check["name"] for check in preflight["checks"]]
     assert names[:4] == ["target_valid", "history_exists", "range_size", "range_in_past"] and names[-1] == "certainty"
     assert all(set(check) >= {"name", "status", "tier", "detail", "evidence"} for check in preflight["checks"])
+
+
+def test_another_running_backfill_of_the_pipeline_blocks_a_new_one(tmp_path, home):
+    """While a backfill of the pipeline runs (a slow Python asset), a second one is refused (exit 3) naming the
+    running backfill; the first is then stopped and waited for."""
+    import signal
+
+    from tests.backfills import start_background, wait_for
+
+    repo = Repo(tmp_path / "repo")
+    repo.python("slow.sleep", "import time\ntime.sleep(60)\n")
+    first = start_background(
+        "p", "--start-date", "2024-01-01", "--end-date", "2024-01-02", "--reason", "first", "--no-progress",
+        cwd=repo.root, env=home,
+    )  # fmt: skip
+    try:
+        backfill = wait_for(lambda: (state_dirs(repo.root / "logs" / "backfills") or [None])[0])
+        wait_for(lambda: any(r["status"] == "running" for r in records(backfill)) or None)
+        second = run_backfill("p", *WEEK, "--reason", "second", cwd=repo.root, env=home)
+        assert second.returncode == 3, second.stdout + second.stderr
+        row = check_row(second.stdout, "downstream_awareness")
+        assert f"backfill {backfill.name} of this pipeline is running" in row
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.communicate(timeout=60)
+    assert first.returncode == 130
