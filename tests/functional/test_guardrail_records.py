@@ -191,6 +191,7 @@ def test_a_cancelled_backfill_still_writes_its_record(tmp_path, home):
     stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr
     record = load_record(record_line(stdout))
+    assert list(record) == RECORD_FIELDS
     assert record["status"] == "cancelled" and record["partial"] is True
     assert record["intervals_cancelled"] == 2 and record["intervals_succeeded"] == 0
 
