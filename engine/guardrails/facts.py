@@ -37,7 +37,7 @@ class AssetFacts:
     rows_in_range: int | None = None
     sample_rows: int | None = None
     sample_error: str | None = None
-    past_rows: list[int] = field(default_factory=list)  # rows written by past succeeded runs
+    past_rows: list[int] = field(default_factory=list)  # rows past succeeded runs wrote, per partition length
 
     @property
     def changes_data(self) -> bool:
@@ -136,14 +136,22 @@ def _gather_pipeline(facts: Facts) -> None:
             request.environment.connection(connection_name) if connection_name else None,
         )
     facts.history = read_run_history(logs_root(target.repository) / "runs", pipeline.name, target.pipeline_dir)
+    length = facts.first.end - facts.first.start if facts.first is not None else None
     for name, facts_of in facts.assets.items():
-        facts_of.past_rows = [
-            a.rows_in_interval if a.rows_in_interval is not None else a.rows_written
-            for run in facts.history.runs
-            if (a := run.assets.get(name)) is not None
-            and a.status == "succeeded"
-            and (a.rows_in_interval is not None or a.rows_written is not None)
-        ]
+        facts_of.past_rows = []
+        for run in facts.history.runs:
+            past = run.assets.get(name)
+            rows = (
+                None
+                if past is None
+                else past.rows_in_interval
+                if past.rows_in_interval is not None
+                else past.rows_written
+            )
+            if past is None or past.status != "succeeded" or rows is None or past.end <= past.start:
+                continue
+            # Per partition: a run over a week counts as a seventh of its rows per daily partition.
+            facts_of.past_rows.append(round(rows * length / (past.end - past.start)) if length else rows)
     facts.backfills = earlier_backfills(request.state_root, exclude=request.backfill_id)
     _look_into_warehouses(facts)
 

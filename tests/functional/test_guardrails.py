@@ -309,3 +309,72 @@ def test_another_running_backfill_of_the_pipeline_blocks_a_new_one(tmp_path, hom
         first.send_signal(signal.SIGTERM)
         first.communicate(timeout=60)
     assert first.returncode == 130
+
+
+def configure(repo: Repo, **environment) -> None:
+    """Rewrite the repository's .bruin.yml: environment ``dev`` with these guardrail keys (and ``db``'s quota)."""
+    import yaml
+
+    quota = environment.pop("daily_run_quota", None)
+    connection = {"name": "db", "path": "warehouse.duckdb", **({"daily_run_quota": quota} if quota else {})}
+    dev = {**environment, "connections": {"duckdb": [connection]}}
+    repo.write(".bruin.yml", yaml.safe_dump({"default_environment": "dev", "environments": {"dev": dev}}))
+
+
+def dry_checks(repo: Repo, home, *flags: str, start: str = "2024-01-08", end: str = "2024-01-12") -> dict:
+    result = run_backfill(
+        "p", "--start-date", start, "--end-date", end, *flags, "--dry-run", "--output", "json", cwd=repo.root, env=home
+    )
+    assert result.returncode == 0, result.stderr
+    preflight = json.loads(result.stdout)["preflight"]
+    return {"verdict": preflight["verdict"], **{c["name"]: c for c in preflight["checks"]}}
+
+
+def test_levels_limits_quotas_and_gates_from_the_environment(daily, home):
+    """Each configuration key changes what the checks demand: production makes a safe week approval; a tiny
+    max_hours makes size approval; a quota of 1 run a day is never; a 100-day range is human-only until
+    --allow-long-range; dependency_gates: warn turns missing upstream intervals into a warning."""
+    assert dry_checks(daily, home)["verdict"] == "auto"
+    configure(daily, guardrails="production")
+    checks = dry_checks(daily, home)
+    assert checks["verdict"] == "approval" and checks["environment"]["tier"] == "approval"
+    configure(daily, guardrail_limits={"max_hours": 0.000001})
+    assert dry_checks(daily, home)["size_and_duration"]["tier"] == "approval"
+    configure(daily, daily_run_quota=1)
+    quota = dry_checks(daily, home)["connector_quotas"]
+    assert quota["tier"] == "never" and quota["evidence"]["quotas"]["db"]["runs_today"] >= 1
+    configure(daily)
+    assert dry_checks(daily, home, end="2024-04-30")["range_size"]["tier"] == "human-only"
+    assert dry_checks(daily, home, "--allow-long-range", end="2024-04-30")["range_size"]["tier"] == "approval"
+    configure(daily, dependency_gates="warn")
+    gated = dry_checks(daily, home, "--selector", "mid.daily", start="2024-01-05", end="2024-01-14")
+    assert gated["upstream_coverage"]["status"] == "warn" and gated["upstream_coverage"]["evidence"]["gate_bypass"]
+    configure(daily, guardrails="sandbox", guardrail_limits={"approval_days": 1})
+    sandboxed = dry_checks(daily, home)
+    assert sandboxed["verdict"] == "auto"
+    assert sandboxed["range_size"]["status"] == "warn" and sandboxed["range_size"]["demanded"] == "approval"
+    configure(daily, guardrails="lenient")
+    bad = run_backfill("p", *WEEK, "--dry-run", cwd=daily.root, env=home)
+    assert bad.returncode == 2 and "guardrails is 'lenient': use sandbox, standard or production" in bad.stderr
+
+
+def test_interval_semantics_and_a_row_count_far_above_history(daily, home):
+    """An asset that never reads its interval next to one that does: a warning naming it; alone, human-only.
+    A query now returning 100× the rows its past runs wrote: row-count sanity asks for approval."""
+    daily.sql(
+        "mid.lookup",
+        "SELECT 1 AS id, 'x' AS label",
+        materialization={"type": "table", "strategy": "merge"},
+        columns=[{"name": "id", "type": "integer", "primary_key": True}, {"name": "label", "type": "varchar"}],
+    )
+    daily.run_ok("--start-date", "2024-01-01", "--end-date", "2024-01-07")
+    both = dry_checks(daily, home)
+    assert both["interval_semantics"]["status"] == "warn"
+    assert both["interval_semantics"]["evidence"]["without_interval"] == ["mid.lookup", "raw.events"]
+    alone = dry_checks(daily, home, "--selector", "mid.lookup")
+    assert alone["interval_semantics"]["tier"] == "human-only"
+    sql = daily.pipeline_dir / "assets" / "mid.daily.sql"
+    sql.write_text(sql.read_text().replace("range(10) AS t(n)", "range(1000) AS t(n)"))
+    grown = dry_checks(daily, home, "--selector", "mid.daily")
+    row = grown["row_count_sanity"]
+    assert row["tier"] == "approval" and "mid.daily: 1,000 rows per partition vs 10 before" in row["detail"]
