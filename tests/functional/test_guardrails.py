@@ -378,3 +378,21 @@ def test_interval_semantics_and_a_row_count_far_above_history(daily, home):
     grown = dry_checks(daily, home, "--selector", "mid.daily")
     row = grown["row_count_sanity"]
     assert row["tier"] == "approval" and "mid.daily: 1,000 rows per partition vs 10 before" in row["detail"]
+
+
+def test_children_see_the_reason_of_the_invocation(work, home):
+    """Each child gets BACKFILL_REASON: the backfill's reason, and a rerun's own reason on that rerun."""
+    args = (
+        "--command",
+        "sh -c 'echo reason=$BACKFILL_REASON'",
+        "--start-date",
+        "2024-01-01",
+        "--end-date",
+        "2024-01-01",
+    )
+    assert run_backfill(*args, "--reason", "first pass", "--reversible", cwd=work, env=home).returncode == 0
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    rerun = ("--continue", backfill.name, "--rerun", "all", "--reason", "second pass")
+    assert run_backfill(*rerun, cwd=work, env=home).returncode == 0
+    logs = [(backfill / a["log"]).read_text().strip() for a in records(backfill)[0]["attempts"]]
+    assert logs == ["reason=first pass", "reason=second pass"]
