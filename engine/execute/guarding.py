@@ -221,7 +221,9 @@ def snapshot_once(prepared: Prepared, preflight: Preflight) -> None:
     guard = preflight.facts.request.guard
     if prepared.spec.target.is_command or not guard.snapshot:
         return
-    if not any(a.changes_data for a in preflight.facts.selected):
+    if not any(
+        a.changes_data and a.connection is not None and not a.connection.read_only for a in preflight.facts.selected
+    ):
         return
     if read_snapshot(prepared.store.directory) is None:
         take_snapshot(preflight.facts, prepared.store.directory)

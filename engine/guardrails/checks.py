@@ -235,7 +235,7 @@ def reversibility(facts: Facts) -> CheckResult:
         if guard.reversible:
             return passed(name, "stated reversible by the operator (--reversible)", stated_by="operator")
         return failed(name, APPROVAL, "no restore path known for a command: pass --reversible if you can undo it")
-    changing = [a for a in facts.selected if a.changes_data]
+    changing = [a for a in facts.selected if a.changes_data and not (a.connection and a.connection.read_only)]
     if not changing:
         return passed(name, "nothing selected changes data (views and DDL only)")
     if not guard.snapshot:

@@ -64,7 +64,12 @@ def take_snapshot(facts: Facts, directory: Path) -> dict[str, Any]:
     by_file: dict[Path, list] = {}
     for asset_facts in facts.selected:
         connection = asset_facts.connection
-        if asset_facts.changes_data and connection is not None and connection.path is not None:
+        if (
+            asset_facts.changes_data
+            and connection is not None
+            and connection.path is not None
+            and not connection.read_only
+        ):
             by_file.setdefault(connection.path, []).append(asset_facts)
     files = []
     for number, (path, assets) in enumerate(sorted(by_file.items())):

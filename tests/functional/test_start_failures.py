@@ -34,19 +34,32 @@ def test_a_program_that_is_not_executable_is_bad_input(work, home):
 
 @pytest.mark.parametrize(("policy", "attempted"), [("stop", 1), ("fail-fast", 1), ("continue", 10)])
 def test_start_failures_honour_the_failure_policy(work, home, policy, attempted):
-    """The program vanishes after planning: under stop and fail-fast one partition fails to start and the rest
-    stay queued; under continue each one is tried."""
+    """A program chosen per partition (``./etl-{start_date}.sh``) cannot be checked before it is substituted;
+    none exists: under stop and fail-fast one partition fails to start and the rest stay queued; under
+    continue each one is tried."""
+    result = run_backfill(
+        *GUARD, "--command", "./etl-{start_date}.sh {start}", *TEN_DAYS, "--on-failure", policy, cwd=work, env=home
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    started = [r for r in records(backfill) if any("cannot start" in (a["error"] or "") for a in r["attempts"])]
+    assert len(started) == attempted
+    assert "cannot start './etl-2024-01-01.sh'" in started[0]["attempts"][-1]["error"]
+    queued = 9 if policy != "continue" else 0
+    assert f"{queued} queued" in result.stdout if queued else "queued" not in result.stdout.split("partitions")[1]
+
+
+def test_a_program_gone_before_a_continue_is_refused_by_the_preflight(work, home):
+    """The program vanishes after the first run: the --continue is refused (exit 3) by target_valid, naming
+    it, and nothing is attempted again."""
     script = work / "etl.sh"
     script.write_text("#!/bin/sh\nexit 1\n")
     script.chmod(0o755)
-    first = run_backfill(*GUARD, "--command", "./etl.sh {start}", *TEN_DAYS, cwd=work, env=home)
-    assert first.returncode == 1
+    assert run_backfill(*GUARD, "--command", "./etl.sh {start}", *TEN_DAYS, cwd=work, env=home).returncode == 1
     script.unlink()
     [backfill] = state_dirs(work / "logs" / "backfills")
-    result = run_backfill("--continue", backfill.name, "--on-failure", policy, cwd=work, env=home)
-    assert result.returncode == 1
-    started = [r for r in records(backfill) if any("cannot start" in (a["error"] or "") for a in r["attempts"])]
-    assert len(started) == attempted
-    assert "cannot start './etl.sh'" in started[0]["attempts"][-1]["error"]
-    queued = 9 if policy != "continue" else 0  # partition 0 failed first time; it is retried first
-    assert f"{queued} queued" in result.stdout if queued else "queued" not in result.stdout.split("partitions")[1]
+    before = records(backfill)
+    result = run_backfill("--continue", backfill.name, cwd=work, env=home)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "target_valid: the program './etl.sh' does not exist or is not executable" in result.stderr
+    assert records(backfill) == before

@@ -277,8 +277,8 @@ def readers(tmp_path) -> Repo:
     duckdb.connect(str(repo.database)).close()
     repo.write(
         ".bruin.yml",
-        "default_environment: dev\nenvironments:\n  dev:\n    connections:\n      duckdb:\n"
-        "        - {name: db, path: warehouse.duckdb, read_only: true}\n",
+        "default_environment: dev\nenvironments:\n  dev:\n    guardrails: sandbox\n    connections:\n"
+        "      duckdb:\n        - {name: db, path: warehouse.duckdb, read_only: true}\n",
     )
     repo.sql(
         "s.q",

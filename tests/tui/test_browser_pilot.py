@@ -137,12 +137,18 @@ def test_marked_partitions_can_be_rerun(work, home):
             await pilot.click("#which-marked")
             await pilot.pause(0.1)
             await pilot.press("ctrl+s")
+            # Partition 0 succeeded: running it again needs its own reason, asked on the pre-flight screen.
+            await wait_until(pilot, lambda: "verdict auto" in screen_text(app))
+            await pilot.press(*"rerun two", "enter")
+            await wait_until(pilot, lambda: len(app.started_runs) == 1)
             live = dashboard(app)
             await wait_until(pilot, lambda: live.source.poll().outcome is not None)
 
     asyncio.run(scenario())
     app.stop_started_runs()
     assert [len(r["attempts"]) for r in records(backfill)] == [2, 1, 2, 2, 1, 2, 1, 1]
+    invocations = json.loads((backfill / "guardrails.json").read_text())["invocations"]
+    assert [(i["mode"], i["reason"]) for i in invocations] == [("trigger", "test"), ("rerun", "rerun two")]
 
 
 def test_a_backfill_running_elsewhere_is_watched_live_and_cannot_be_rerun(work, home):

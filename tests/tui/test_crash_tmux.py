@@ -22,6 +22,7 @@ def test_a_crashed_dashboard_restores_the_terminal_and_the_backfill_runs_to_its_
         [
             sys.executable,
             str(ROOT / "tests" / "tui" / "crashing_dashboard.py"),
+            *GUARD,
             "--command",
             child,
             "--start-date",
