@@ -193,7 +193,12 @@ def _look_into_warehouses(facts: Facts) -> None:
 
 
 def _inspect_table(facts: Facts, warehouse: Warehouse, asset_facts: AssetFacts) -> None:
+    """Rows of a table (or seed) asset, those in the range, and the first partition's sample. Views are left
+    alone: counting one runs its whole query (a view over a source can be costly) and it stores no rows."""
     asset = asset_facts.asset
+    is_table = asset.kind == "seed" or asset.materialization.type == "table"
+    if not is_table:
+        return
     try:
         asset_facts.table_rows = warehouse.rows(asset.name)
         if asset_facts.table_rows is not None and asset.materialization.incremental_key:
@@ -201,12 +206,11 @@ def _inspect_table(facts: Facts, warehouse: Warehouse, asset_facts: AssetFacts) 
     except Exception as error:
         facts.errors.setdefault("materialization", f"cannot read table {asset.name}: {_first_line(error)}")
     if asset_facts.selected and asset.kind == "sql" and facts.first is not None:
+        if warehouse.connection is None:
+            asset_facts.sample_error = f"{warehouse.path} does not exist yet"
+            return
         try:
-            asset_facts.sample_rows = (
-                warehouse.sample_count(_sample_query(facts, asset)) if warehouse.connection else None
-            )
-            if warehouse.connection is None:
-                asset_facts.sample_error = f"{warehouse.path} does not exist yet"
+            asset_facts.sample_rows = warehouse.sample_count(_sample_query(facts, asset))
         except Exception as error:
             asset_facts.sample_error = _first_line(error)
 

@@ -91,16 +91,21 @@ def test_a_raw_table_rebuilt_per_partition_is_never_allowed(tmp_path, home):
     assert "verdict: never" in result.stdout
 
 
-def test_append_over_existing_rows_needs_approval_and_the_digest_runs_it(daily, home):
-    """An append asset whose table already holds rows of the range: approval (exit 4) with the row count; the
-    printed digest given to --approve runs it (exit 0) and the approval is saved."""
-    daily.sql(
+def add_append_log(repo: Repo) -> None:
+    """mid.log: one row per day appended (append on its day), after mid.daily."""
+    repo.sql(
         "mid.log",
         "SELECT CAST(range AS DATE) AS day FROM range(DATE '{{ start_date }}', DATE '{{ end_date }}' + INTERVAL 1 DAY,"
         " INTERVAL 1 DAY)",
         depends=["mid.daily"],
         materialization={"type": "table", "strategy": "append", "incremental_key": "day"},
     )
+
+
+def test_append_over_existing_rows_needs_approval_and_the_digest_runs_it(daily, home):
+    """An append asset whose table already holds rows of the range: approval (exit 4) with the row count; the
+    printed digest given to --approve runs it (exit 0) and the approval is saved."""
+    add_append_log(daily)
     daily.run_ok("--start-date", "2024-01-01", "--end-date", "2024-01-12")
     held = run_backfill("p", *WEEK, "--reason", "r", cwd=daily.root, env=home)
     assert held.returncode == 4, held.stdout + held.stderr
@@ -118,13 +123,7 @@ def test_append_over_existing_rows_needs_approval_and_the_digest_runs_it(daily, 
 def test_an_approval_no_longer_holds_once_an_asset_file_or_the_evidence_changes(daily, home):
     """--approve with the digest of a held plan: after editing an asset file the approval is refused (exit 4)
     naming the file; after new upstream rows (a run of the week) it is refused naming the evidence."""
-    daily.sql(
-        "mid.log",
-        "SELECT CAST(range AS DATE) AS day FROM range(DATE '{{ start_date }}', DATE '{{ end_date }}' + INTERVAL 1 DAY,"
-        " INTERVAL 1 DAY)",
-        depends=["mid.daily"],
-        materialization={"type": "table", "strategy": "append", "incremental_key": "day"},
-    )
+    add_append_log(daily)
     daily.run_ok("--start-date", "2024-01-01", "--end-date", "2024-01-09")
     held = run_backfill("p", *WEEK, "--reason", "r", cwd=daily.root, env=home)
     assert held.returncode == 4
