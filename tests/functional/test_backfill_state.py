@@ -100,7 +100,16 @@ def test_executed_json_has_ids_statuses_attempts_and_pages(work, home):
     failed = document["partitions"][0]
     assert failed["status"] == "failed" and failed["skipped"] is False
     [attempt] = failed["attempts"]
-    assert set(attempt) == {"run_id", "status", "started_at", "finished_at", "exit_code", "error", "log"}
+    assert set(attempt) == {
+        "run_id",
+        "status",
+        "started_at",
+        "finished_at",
+        "exit_code",
+        "error",
+        "log",
+        "verification",
+    }
     assert attempt["exit_code"] == 3 and attempt["error"] == "failing 2024-01-03 on purpose"
     assert failed["reason"] == "failing 2024-01-03 on purpose"
     assert Path(attempt["log"]).read_text().startswith("child ")

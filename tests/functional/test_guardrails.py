@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import duckdb
@@ -182,9 +183,8 @@ def test_a_process_holding_the_duckdb_file_blocks_the_backfill(daily, home):
     assert "is open for writing by process" in row and str(daily.database) in row
 
 
-def test_a_row_count_anomaly_stops_the_backfill_at_that_partition(daily, home):
-    """Jan 10 lands 100 rows where every past Wednesday had 10: that partition fails verification with the
-    numbers in its attempt and the backfill stops there (even with --on-failure continue)."""
+def anomaly_backfill(daily: Repo, home) -> tuple[subprocess.CompletedProcess, Path]:
+    """The week backfilled with Jan 10 landing 100 rows where every past Wednesday had 10."""
     sql = daily.pipeline_dir / "assets" / "mid.daily.sql"
     sql.write_text(
         sql.read_text().replace(
@@ -196,8 +196,17 @@ def test_a_row_count_anomaly_stops_the_backfill_at_that_partition(daily, home):
     result = run_backfill(
         "p", *WEEK, "--reason", "r", "--on-failure", "continue", "--no-progress", cwd=daily.root, env=home
     )
-    assert result.returncode == 1, result.stdout + result.stderr
     [backfill] = state_dirs(daily.root / "logs" / "backfills")
+    return result, backfill
+
+
+def test_a_row_count_anomaly_stops_the_backfill_at_that_partition(daily, home):
+    """Jan 10 lands 100 rows where every past Wednesday had 10: that partition fails verification with the
+    numbers in its attempt and in the progress lines, and the backfill stops there (even with --on-failure
+    continue)."""
+    result, backfill = anomaly_backfill(daily, home)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "verification: mid.daily: 100 rows, outside 5–20" in result.stderr
     by_start = {r["start"][:10]: r for r in records(backfill)}
     failed = by_start["2024-01-10"]
     assert failed["status"] == "failed"
@@ -268,6 +277,22 @@ def test_a_continue_that_reruns_succeeded_partitions_needs_its_own_reason(work, 
     assert again.returncode == 0, again.stdout + again.stderr
     invocations = json.loads((backfill / "guardrails.json").read_text())["invocations"]
     assert [(i["mode"], i["reason"]) for i in invocations] == [("trigger", "first"), ("rerun", "again")]
+
+
+def test_run_and_show_json_carry_the_preflight_the_record_and_each_verification(daily, home):
+    """--output json after a run: preflight, record and per attempt verification; show --output json: the
+    reason, the latest pre-flight and the record's copy."""
+    result = run_backfill("p", *WEEK, "--reason", "json", "--output", "json", cwd=daily.root, env=home)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert list(document)[:5] == ["backfill", "options", "preflight", "record", "record_error"]
+    assert document["preflight"]["verdict"] == "auto" and Path(document["record"]).exists()
+    assert {p["attempts"][-1]["verification"]["status"] for p in document["partitions"]} == {"verified"}
+    shown = json.loads(
+        run_backfill("show", document["backfill"]["id"], "--output", "json", cwd=daily.root, env=home).stdout
+    )
+    assert shown["reason"] == "json" and shown["preflight"]["digest"] == document["preflight"]["digest"]
+    assert Path(shown["record"]).read_text() == Path(document["record"]).read_text()
 
 
 def test_dry_run_json_carries_the_preflight_and_exits_zero_whatever_the_verdict(daily, home):

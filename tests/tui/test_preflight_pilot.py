@@ -104,3 +104,45 @@ def test_a_human_only_backfill_runs_once_the_digest_is_typed_in_a_real_terminal(
     invocation = json.loads((backfill / "guardrails.json").read_text())["invocations"][0]
     assert invocation["reason"] == "fix the log"
     assert invocation["approval"]["how"] == "typed at the terminal" and invocation["approval"]["tier"] == "human-only"
+
+
+def test_verification_marks_and_numbers_reach_the_screen(tmp_path, home, monkeypatch):
+    """Browsing the anomaly backfill: verified rows show ✓ after their status, the failed one ✗ with the
+    verification reason, and its details pane the rows, bounds and bucket mean."""
+    from tests.functional.test_guardrails import anomaly_backfill
+    from tui.app.backfill_app import BackfillApp
+
+    for key, value in home.items():
+        monkeypatch.setenv(key, value)
+    repo = Repo(tmp_path / "repo", guardrails="standard")
+    repo.sql("raw.events", "SELECT 1 AS x", materialization={"type": "view"})
+    repo.sql(
+        "mid.daily",
+        "SELECT CAST(range AS DATE) AS day, n FROM range(DATE '{{ start_date }}', DATE '{{ end_date }}' + "
+        "INTERVAL 1 DAY, INTERVAL 1 DAY), range(10) AS t(n)",
+        depends=["raw.events"],
+        materialization={
+            "type": "table",
+            "strategy": "time_interval",
+            "incremental_key": "day",
+            "time_granularity": "date",
+        },
+    )
+    repo.run_ok("--start-date", "2023-12-01", "--end-date", "2024-01-07")
+    _, backfill = anomaly_backfill(repo, home)
+    app = BackfillApp(root=backfill.parent)
+
+    async def scenario():
+        async with app.run_test(size=(140, 44)) as pilot:
+            await pilot.press("enter")
+            await wait_until(pilot, lambda: "2024-01-10 00:00" in screen_text(app))
+            lines = screen_text(app).splitlines()
+            row = lambda day: next(line for line in lines if f"{day} 00:00 →" in line)  # noqa: E731
+            assert "✓ succeeded ✓" in row("2024-01-08") and "✓ succeeded ✓" in row("2024-01-09")
+            assert "✗ failed    ✗" in row("2024-01-10") and "verification: mid.daily: 100 rows" in row("2024-01-10")
+            assert "· queued" in row("2024-01-11")
+            await pilot.press("home", "down", "down", "enter")
+            await wait_until(pilot, lambda: "verification: failed" in screen_text(app))
+            assert "mid.daily 100 rows outside 5–20 (Wednesday mean 10 over" in screen_text(app)
+
+    asyncio.run(scenario())

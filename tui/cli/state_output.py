@@ -22,6 +22,7 @@ def attempts_json(store: StateStore, record_attempts) -> list[dict[str, Any]]:
             "exit_code": a.exit_code,
             "error": a.error,
             "log": str(store.directory / a.log) if a.log else None,
+            "verification": a.verification,
         }
         for a in record_attempts
     ]

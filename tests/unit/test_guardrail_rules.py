@@ -1,0 +1,80 @@
+"""Guardrail rules that a real pipeline cannot reach (the pipeline would not validate) or that read only
+configuration: strategy findings and environment levels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.base.errors import BadInput
+from engine.guardrails.checks import _strategy_finding
+from engine.guardrails.facts import AssetFacts
+from engine.guardrails.settings import settings_of_environment
+from engine.pipeline.assets import Asset, Column, Materialization
+
+
+def facts_of(strategy: str, *, key: str | None = None, primary: bool = False, uses_interval: bool = True, rows=None):
+    columns = (Column("id", "integer", primary, False, None, ()),)
+    asset = Asset(
+        "mid.t",
+        "duckdb.sql",
+        Path("t.sql"),
+        "t.sql",
+        1,
+        materialization=Materialization("table", strategy, key, None),
+        columns=columns,
+    )
+    return AssetFacts(
+        asset,
+        True,
+        strategy,
+        uses_interval,
+        "mid",
+        "schema mid",
+        None,
+        table_rows=rows,
+        rows_in_range=rows if key else None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("strategy", "kwargs", "tier"),
+    [
+        ("merge", {}, "human-only"),  # no primary key: what it overwrites is unclear
+        ("merge", {"primary": True}, None),
+        ("delete+insert", {}, "human-only"),  # no incremental key
+        ("delete+insert", {"key": "day"}, None),
+        ("scd2_by_time", {"key": "day"}, "human-only"),
+        ("datavault_hub", {}, "human-only"),
+        ("upsert", {}, "human-only"),
+        ("append", {"key": "day", "rows": 3}, "approval"),
+        ("append", {"rows": 3}, "human-only"),
+        ("time_interval", {"key": "day"}, None),
+    ],
+)
+def test_each_strategy_demands_its_tier(strategy, kwargs, tier):
+    """The materialization rules per strategy, including those a validating pipeline never reaches."""
+    finding = _strategy_finding(facts_of(strategy, **kwargs), partitions=5)
+    assert (finding[0] if isinstance(finding, tuple) else finding) == tier
+
+
+def test_create_replace_is_never_when_it_uses_the_interval_and_only_repeated_otherwise():
+    """Only the last partition would survive a per-partition rebuild; a rebuild that ignores the interval is
+    merely repeated; one partition is fine either way."""
+    assert _strategy_finding(facts_of("create+replace"), partitions=2)[0] == "never"
+    assert _strategy_finding(facts_of("create+replace", uses_interval=False), partitions=2) == "rebuilt"
+    assert _strategy_finding(facts_of("truncate+insert"), partitions=1) is None
+
+
+def test_levels_come_from_the_environment_or_its_name():
+    """No key: standard, or production for a name containing prod; an explicit level wins; a bad value names
+    the file and line."""
+    path = Path("/repo/.bruin.yml")
+    assert settings_of_environment("dev", {}, path).level == "standard"
+    assert settings_of_environment("prod-eu", {}, path).level == "production"
+    assert settings_of_environment("prod-eu", {"guardrails": "sandbox"}, path).level == "sandbox"
+    with pytest.raises(BadInput, match="dependency_gates is 'maybe'"):
+        settings_of_environment("dev", {"dependency_gates": "maybe"}, path)
+    with pytest.raises(BadInput, match="verify_low must be below 1"):
+        settings_of_environment("dev", {"guardrail_limits": {"verify_low": 1.5}}, path)
