@@ -53,16 +53,21 @@ def check_state_root(root: Path) -> None:
         usable = root.is_dir() and os.access(root, os.W_OK | os.X_OK)
     except OSError as error:
         raise BadInput(
-            f"state directory {str(root)[:120]!r} cannot be used ({error.strerror}): give a writable directory"
+            f"state directory {_shown(root)} cannot be used ({error.strerror}): give a writable directory"
         ) from None
     if not usable:
-        raise BadInput(f"state directory {str(root)[:120]!r} is not a writable directory: give one that is")
+        raise BadInput(f"state directory {_shown(root)} is not a writable directory: give one that is")
     try:  # /proc and read-only mounts pass the access test and refuse the directory itself
         os.rmdir(tempfile.mkdtemp(prefix=".probe-", dir=root))
     except OSError as error:
         raise BadInput(
-            f"state directory {str(root)[:120]!r} cannot hold backfills ({error.strerror}): give a writable one"
+            f"state directory {_shown(root)} cannot hold backfills ({error.strerror}): give a writable one"
         ) from None
+
+
+def _shown(root: Path) -> str:
+    """A state directory in a message: quoted, and cut at 120 characters (a path can be thousands long)."""
+    return repr(str(root)[:120])
 
 
 def new_backfill_id() -> str:
@@ -123,7 +128,7 @@ class StateStore:
             os.mkdir(self.directory, DIRECTORY_MODE)
         except OSError as error:  # nothing exists yet: the state directory is unusable (/proc, read-only, ...)
             raise BadInput(
-                f"state directory {str(root)[:120]!r} cannot hold backfills ({error.strerror}): give a writable one"
+                f"state directory {_shown(root)} cannot hold backfills ({error.strerror}): give a writable one"
             ) from None
         try:
             os.chmod(self.directory, DIRECTORY_MODE)

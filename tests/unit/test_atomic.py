@@ -187,3 +187,17 @@ def test_the_original_error_survives_a_failed_cleanup(tmp_path, monkeypatch):
         write_atomic(tmp_path / "record.json", b"{}")
     assert raised.value.errno == errno.ENOSPC
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_temporary_whose_pid_is_written_in_other_digits_is_kept(tmp_path):
+    """A PID field in Arabic-Indic digits is not a PID we wrote: such a file is kept even when int() of it names
+    a dead process (only ASCII PIDs of dead writers are removed)."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    arabic = "".join(chr(0x0660 + int(d)) for d in str(dead.pid))
+    odd = tmp_path / f".x.json.{arabic}.1.tmp"
+    plain = tmp_path / f".y.json.{dead.pid}.1.tmp"
+    odd.write_text("")
+    plain.write_text("")
+    assert atomic.remove_stale_temporaries(tmp_path) == [plain]
+    assert odd.exists() and not plain.exists()

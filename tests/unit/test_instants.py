@@ -95,3 +95,18 @@ def test_unknown_zone_says_how_to_find_valid_ones(name):
 def test_utc_spellings():
     """UTC is accepted in any case and printed with Z."""
     assert instant("2024-01-01", "utc") == "2024-01-01T00:00:00Z"
+
+
+def test_the_transition_is_found_exactly_from_any_bracket():
+    """The bisection for the first instant after a gap ends on the transition second whatever bracket it starts
+    from — brackets of 2, 3 and more seconds around New York's 2024-03-10 07:00:00 UTC included."""
+    from zoneinfo import ZoneInfo
+
+    from engine.dates.instants import _first_instant_after_gap
+
+    zone = ZoneInfo("America/New_York")
+    transition = 1_710_054_000  # 2024-03-10T07:00:00Z, seconds
+    for before in range(1, 6):
+        for after in range(1, 6):
+            found = _first_instant_after_gap((transition - before) * 1_000_000, (transition + after) * 1_000_000, zone)
+            assert found == transition * 1_000_000, (before, after)

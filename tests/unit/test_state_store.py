@@ -301,3 +301,16 @@ def test_the_gitignore_entry_goes_on_a_line_of_its_own(tmp_path):
     store.create({"format": 1})
     assert store.write_generation(1, 1, 0.0, "").host == socket.gethostname()
     assert store.read_generation().host == socket.gethostname()
+
+
+def test_a_long_state_directory_is_cut_at_120_characters_in_messages(tmp_path):
+    """A path of 300 characters is shown by its first 120, quoted, in every state-directory message."""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    long_root = blocker / ("x" * 300)
+    with pytest.raises(BadInput) as raised:
+        StateStore(long_root / "b1").create({"format": 1})
+    assert f"state directory {str(long_root)[:120]!r} cannot be used" in str(raised.value)
+    with pytest.raises(BadInput) as raised:
+        StateStore(blocker / "b1").create({"format": 1})  # the root is the file itself
+    assert str(raised.value).startswith(f"state directory {str(blocker)[:120]!r} is not a writable directory")
