@@ -105,11 +105,8 @@ class Plan:
         object.__setattr__(self, "_last_key", last)
         object.__setattr__(self, "_empty", empty)
         object.__setattr__(self, "_count", count)
-        if count <= 0:
-            raise BadInput(
-                f"the range {format_instant(self.start, self.zone)} .. {format_instant(self.end, self.zone)} "
-                f"yields no {self.unit.name} partition in {zone_name(self.zone)}: widen the range"
-            )
+        # count >= 1: the start's own period is never an empty one (period_of passes over them), and empty
+        # periods are only counted strictly between the first and the last.
 
     def __len__(self) -> int:
         return self._count
