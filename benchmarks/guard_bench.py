@@ -9,6 +9,8 @@ copied with shifted intervals and IDs). In one run, medians of ``--runs``:
   Goal: pre-flight ≤ 1 s.
 - verification: a backfill of ``--days`` partitions with `--verify on` and with `--verify off`, and the
   difference per partition; plus one partition's verification in-process. Goal: ≤ 20 ms per partition.
+- snapshot: the rows per second a backfill's snapshot copied (one day of a 2-million-row table, read from
+  `snapshot.json`), the rate the pre-flight's time estimate rests on.
 
 Usage: python benchmarks/guard_bench.py [--runs N] [--days N]
 """
@@ -133,6 +135,40 @@ print(sorted(times)[len(times) // 2])
 """
 
 
+BIG = """/* @bruin
+name: mid.big
+type: duckdb.sql
+materialization:
+  type: table
+  strategy: time_interval
+  incremental_key: day
+  time_granularity: date
+@bruin */
+
+SELECT DATE '{{ start_date }}' AS day, range AS n, CAST(range AS VARCHAR) AS label FROM range(2000000)
+"""
+
+
+def snapshot_rate(scratch: Path, runs: int) -> tuple[float, int]:
+    """Rows per second the snapshot copied, read from ``snapshot.json`` of real backfills through the CLI: one
+    day of a 2-million-row table, backfilled again (the snapshot copies that day's rows first)."""
+    root = Path(scratch) / "big"
+    make_repository(root)
+    for asset in (root / "p" / "assets").iterdir():
+        asset.unlink()
+    (root / "p" / "assets" / "big.sql").write_text(BIG)
+    run([*backfill_argv(), "run", "p", "--start-date", "2024-01-01", "--end-date", "2024-01-01"], root)
+    rates, rows = [], 0
+    for _ in range(runs):
+        run([*backfill_argv(), "p", "--start-date", "2024-01-01", "--end-date", "2024-01-01", "--reason", "b",
+             "--no-progress"], root)  # fmt: skip
+        newest = sorted((root / "logs" / "backfills").iterdir())[-1]
+        index = json.loads((newest / "snapshot.json").read_text())
+        rows = sum(table["rows"] for entry in index["files"] for table in entry["tables"])
+        rates.append(rows / max(index["seconds"], 1e-6))
+    return median(rates), rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -178,6 +214,8 @@ def main() -> None:
         print(f"  --verify off  median {per_mode['off']:.3f} s")
         print(f"  difference per partition {overhead:+.1f} ms  (goal ≤ 20 ms)")
         print(f"  one partition's verification in-process: median {verify_alone * 1000:.2f} ms")
+        rate, rows = snapshot_rate(Path(scratch), args.runs)
+        print(f"snapshot: {rows:,} rows copied before the first partition, median {rate / 1e6:.2f} M rows/s")
 
 
 if __name__ == "__main__":

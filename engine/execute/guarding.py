@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from engine.base.atomic import write_atomic
-from engine.base.errors import BadInput, StateUnreadable
+from engine.base.errors import StateUnreadable
 from engine.execute.backfill import Loaded, Prepared, state_root_for
 from engine.execute.children import ChildFactory
 from engine.execute.executor import ExecutorHooks
@@ -180,10 +180,9 @@ def write_backfill_record(prepared: Prepared, preflight: Preflight, approval: Ap
     """Write the YAML record of this invocation (and its copy in the state directory); its path."""
     from engine.guardrails.record import (
         build_record,
-        checks_after_range,
         is_table,
         record_path,
-        row_counts_now,
+        tables_after_run,
         write_record,
     )
     from engine.pipeline.repository import repository_root
@@ -192,6 +191,7 @@ def write_backfill_record(prepared: Prepared, preflight: Preflight, approval: Ap
     spec = prepared.spec
     is_pipeline = not spec.target.is_command
     before = {a.asset.name: a.table_rows for a in facts.selected if is_table(a.asset)}
+    after, after_range = tables_after_run(facts, with_checks=bool(outcome.attempts)) if is_pipeline else ({}, [])
     record = build_record(
         backfill_id=prepared.store.id,
         preflight=preflight,
@@ -203,9 +203,9 @@ def write_backfill_record(prepared: Prepared, preflight: Preflight, approval: Ap
         status=outcome.status,
         seconds=outcome.seconds,
         before=before if is_pipeline else {},
-        after=row_counts_now(facts) if is_pipeline else {},
+        after=after,
         snapshot=read_snapshot(prepared.store.directory),
-        after_range=checks_after_range(facts) if is_pipeline and outcome.attempts else [],
+        after_range=after_range,
         state_directory=prepared.store.directory,
     )
     anchor = Path(spec.target.path) if spec.target.path else Path(prepared.working_directory)
@@ -221,9 +221,7 @@ def snapshot_once(prepared: Prepared, preflight: Preflight) -> None:
     guard = preflight.facts.request.guard
     if prepared.spec.target.is_command or not guard.snapshot:
         return
-    if not any(
-        a.changes_data and a.connection is not None and not a.connection.read_only for a in preflight.facts.selected
-    ):
+    if not preflight.facts.by_file([a for a in preflight.facts.selected if a.changes_data]):
         return
     if read_snapshot(prepared.store.directory) is None:
         take_snapshot(preflight.facts, prepared.store.directory)
@@ -284,12 +282,3 @@ def restore_backfill(store: StateStore, reason: str) -> list[str]:
         return done
     finally:
         lock.release()
-
-
-def require_reason(reason: str | None, why: str) -> str:
-    if reason is None:
-        raise BadInput(f"--reason is required {why}: say why, e.g. --reason 'schema fix for view_count'")
-    return reason
-
-
-__all__ = ["Prepared"]

@@ -41,7 +41,9 @@ class AssetFacts:
 
     @property
     def changes_data(self) -> bool:
-        return changes_data(self.asset)
+        """Whether running it writes rows the backfill can be asked to undo (not on a read-only connection)."""
+        read_only = self.connection is not None and self.connection.read_only
+        return changes_data(self.asset) and not read_only
 
 
 @dataclass
@@ -66,6 +68,15 @@ class Facts:
     @property
     def downstream(self) -> list[AssetFacts]:
         return [a for a in self.assets.values() if not a.selected]
+
+    def by_file(self, assets: list[AssetFacts]) -> dict[Path, list[AssetFacts]]:
+        """``assets`` grouped by the DuckDB file they live in (those on other connections left out)."""
+        grouped: dict[Path, list[AssetFacts]] = {}
+        for asset_facts in assets:
+            connection = asset_facts.connection
+            if connection is not None and connection.kind == "duckdb" and connection.path is not None:
+                grouped.setdefault(connection.path, []).append(asset_facts)
+        return grouped
 
     @property
     def is_command(self) -> bool:
@@ -169,12 +180,7 @@ def _downstream_of(pipeline: Pipeline, selected: set[str]) -> set[str]:
 
 
 def _look_into_warehouses(facts: Facts) -> None:
-    by_file: dict[Path, list[AssetFacts]] = {}
-    for asset_facts in facts.assets.values():
-        connection = asset_facts.connection
-        if connection is not None and connection.kind == "duckdb" and connection.path is not None:
-            by_file.setdefault(connection.path, []).append(asset_facts)
-    for path, assets in by_file.items():
+    for path, assets in facts.by_file(list(facts.assets.values())).items():
         try:
             warehouse = Warehouse.open(path)
         except Held as held:

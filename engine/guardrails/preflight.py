@@ -14,7 +14,7 @@ import orjson
 
 from engine.base.atomic import write_atomic
 from engine.base.errors import EXIT_NEEDS_APPROVAL, BackfillError, BadInput, Refused
-from engine.guardrails.checks import run_checks, snapshot_cost
+from engine.guardrails.checks import run_checks
 from engine.guardrails.digest import MIN_PREFIX, SHOWN, changed_components, components_of, digest_of
 from engine.guardrails.facts import Facts, gather
 from engine.guardrails.request import GuardRequest
@@ -56,9 +56,6 @@ class Preflight:
             "level": self.settings.level,
             "checks": [check.to_json() for check in self.checks],
         }
-
-    def snapshot_cost(self) -> dict[str, int]:
-        return snapshot_cost(self.facts)
 
 
 def run_preflight(request: GuardRequest) -> Preflight:
@@ -187,6 +184,3 @@ def _changed_message(preflight: Preflight, prefix: str) -> str:
         f"the plan changed since it was approved: {what}. Approved {prefix}, now {preflight.short_digest}: review "
         f"the report again (--dry-run) before approving it"
     )
-
-
-__all__ = ["APPROVAL", "Approval", "NeedsApproval", "Preflight", "decide", "remember", "run_preflight"]

@@ -37,57 +37,42 @@ def is_table(asset) -> bool:
     return asset.kind == "seed" or asset.materialization.type == "table"
 
 
-def row_counts_now(facts: Facts) -> dict[str, int | None]:
-    """Rows of every selected table now (None: no table, or the file could not be read)."""
-    counts: dict[str, int | None] = {}
-    by_file: dict[Path, list[str]] = {}
-    for a in facts.selected:
-        if a.connection is not None and a.connection.path is not None and is_table(a.asset):
-            by_file.setdefault(a.connection.path, []).append(a.asset.name)
-    for path, names in by_file.items():
-        try:
-            warehouse = Warehouse.open(path)
-        except (Held, Exception):  # held or unreadable: the record says unknown
-            counts.update(dict.fromkeys(names))
-            continue
-        try:
-            for name in names:
-                counts[name] = warehouse.rows(name)
-        finally:
-            warehouse.close()
-    return counts
-
-
-def checks_after_range(facts: Facts) -> list[dict[str, Any]]:
-    """The selected assets' checks, run once over the whole tables now that the range has landed."""
+def tables_after_run(facts: Facts, *, with_checks: bool) -> tuple[dict[str, int | None], list[dict[str, Any]]]:
+    """Rows of every selected table now (None: no table, or the file could not be read) and, with
+    ``with_checks``, the selected assets' checks run once over the whole tables: one open per file."""
     from engine.pipeline.checks import run_checks
     from engine.pipeline.templating import base_context
 
-    results = []
-    if facts.pipeline is None:
-        return results
-    window = facts.range_window()
-    context = base_context(
-        window, run_id="after-range", pipeline=facts.pipeline.name, variables=facts.variables, full_refresh=False
-    )
-    for a in facts.selected:
-        if not a.asset.has_checks or a.connection is None or a.connection.path is None:
+    counts: dict[str, int | None] = {}
+    checks: list[dict[str, Any]] = []
+    context: dict[str, Any] = {}
+    if with_checks and facts.pipeline is not None:
+        context = base_context(
+            facts.range_window(), run_id="after-range", pipeline=facts.pipeline.name, variables=facts.variables,
+            full_refresh=False,
+        )  # fmt: skip
+    for path, assets in facts.by_file(facts.selected).items():
+        tables = [a for a in assets if is_table(a.asset)]
+        checked = [a for a in assets if context and a.asset.has_checks]
+        try:
+            warehouse = Warehouse.open(path)
+        except (Held, Exception) as error:  # held or unreadable: the record says unknown, and why checks did not run
+            counts.update(dict.fromkeys(a.asset.name for a in tables))
+            checks += [{"asset": a.asset.name, "check": "*", "passed": False, "detail": str(error)} for a in checked]
             continue
         try:
-            warehouse = Warehouse.open(a.connection.path)
-        except Exception as error:  # the record says why the checks could not run
-            results.append({"asset": a.asset.name, "check": "*", "passed": False, "detail": str(error)})
-            continue
-        try:
-            if warehouse.connection is None or not warehouse.exists(a.asset.name):
-                continue
-            for check in run_checks(warehouse.database(), a.asset, {**context, "this": a.asset.name}):
-                results.append(
-                    {"asset": a.asset.name, "check": check.name, "passed": check.passed, "detail": check.detail}
-                )
+            for a in tables:
+                counts[a.asset.name] = warehouse.rows(a.asset.name)
+            for a in checked:
+                if warehouse.connection is None or not warehouse.exists(a.asset.name):
+                    continue
+                for check in run_checks(warehouse.database(), a.asset, {**context, "this": a.asset.name}):
+                    checks.append(
+                        {"asset": a.asset.name, "check": check.name, "passed": check.passed, "detail": check.detail}
+                    )
         finally:
             warehouse.close()
-    return results
+    return counts, checks
 
 
 def build_record(

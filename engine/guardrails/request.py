@@ -4,7 +4,7 @@ guardrail choices (saved with the backfill, so a resume is judged by the same ru
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +76,5 @@ class GuardRequest:
     reason: str | None = None
     now: int = 0  # microseconds since the epoch
     settings_override: Any = None  # a GuardrailSettings saved with the backfill (command targets)
-    extra: dict[str, Any] = field(default_factory=dict)
     bounds: tuple[int, int] | None = None  # first and last selected index, when known without iterating
     selection_key: str = "all"  # what selects the partitions (hashed instead of their IDs when there are many)

@@ -61,17 +61,8 @@ def take_snapshot(facts: Facts, directory: Path) -> dict[str, Any]:
     import duckdb
 
     started = time.time()
-    by_file: dict[Path, list] = {}
-    for asset_facts in facts.selected:
-        connection = asset_facts.connection
-        if (
-            asset_facts.changes_data
-            and connection is not None
-            and connection.path is not None
-            and not connection.read_only
-        ):
-            by_file.setdefault(connection.path, []).append(asset_facts)
     files = []
+    by_file = facts.by_file([a for a in facts.selected if a.changes_data])
     for number, (path, assets) in enumerate(sorted(by_file.items())):
         target = directory / f"snapshot-{number}.duckdb"
         target.unlink(missing_ok=True)

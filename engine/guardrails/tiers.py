@@ -9,7 +9,6 @@ from typing import Any
 AUTO, APPROVAL, HUMAN_ONLY, NEVER = "auto", "approval", "human-only", "never"
 TIERS = (AUTO, APPROVAL, HUMAN_ONLY, NEVER)
 PASS, WARN, FAIL, NOT_APPLICABLE = "pass", "warn", "fail", "n/a"
-STATUSES = (PASS, WARN, FAIL, NOT_APPLICABLE)
 SANDBOX, STANDARD, PRODUCTION = "sandbox", "standard", "production"
 LEVELS = (SANDBOX, STANDARD, PRODUCTION)
 

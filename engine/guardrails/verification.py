@@ -121,15 +121,11 @@ def baselines(facts: Facts) -> dict[str, dict[int, list[int]]]:
     spec = facts.request.spec
     kind = bucket_kind(spec.unit)
     period = truncation_of(spec.unit)
-    result: dict[str, dict[int, list[int]]] = {}
     keyed = [
         a for a in facts.selected if a.asset.materialization.type == "table" and a.asset.materialization.incremental_key
     ]
-    by_file: dict[Path, list] = {}
-    for asset_facts in keyed:
-        result[asset_facts.asset.name] = {}
-        if asset_facts.connection is not None and asset_facts.connection.path is not None and period is not None:
-            by_file.setdefault(asset_facts.connection.path, []).append(asset_facts)
+    result: dict[str, dict[int, list[int]]] = {a.asset.name: {} for a in keyed}
+    by_file = facts.by_file(keyed) if period is not None else {}
     seen: dict[str, set] = {name: set() for name in result}  # period starts (local, naive) already counted
     window = facts.range_window()
     for path, assets in by_file.items():

@@ -99,11 +99,7 @@ class Warehouse:
         elif column_type == "DATE" and period == "hour":
             return {}
         predicate = window_predicate(db, asset, window)
-        trunc = "isodow" if period == "week" else period
-        if period == "week":
-            expression = f"CAST(date_trunc('week', {column}) AS TIMESTAMP)"
-        else:
-            expression = f"CAST(date_trunc('{trunc}', {column}) AS TIMESTAMP)"
+        expression = f"CAST(date_trunc('{period}', {column}) AS TIMESTAMP)"
         rows = db.execute(
             f"SELECT {expression} AS period, count(*) FROM {quote_name(asset.name)} "
             f"WHERE {column} IS NOT NULL AND NOT ({predicate}) GROUP BY ALL"

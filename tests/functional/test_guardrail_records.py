@@ -55,6 +55,7 @@ def two_tables(tmp_path: Path) -> Repo:
         "SELECT CAST(range AS DATE) AS day, n, 'v1' AS version FROM range(DATE '{{ start_date }}', "
         "DATE '{{ end_date }}' + INTERVAL 1 DAY, INTERVAL 1 DAY), range(10) AS t(n)",
         materialization=TIME_INTERVAL,
+        columns=[{"name": "n", "type": "bigint", "checks": [{"name": "not_null"}]}],
     )
     repo.sql(
         "mart.totals",
@@ -156,7 +157,9 @@ def test_a_full_backfill_writes_a_record_with_every_field(tmp_path, home):
     assert record["preflight"]["verdict"] == "auto" and record["approval"]["how"] == "auto"
     assert record["snapshot"]["tables"] == ["mart.totals", "mid.daily"]
     assert len(record["runs"]) == 5 and all(Path(run["log"]).exists() for run in record["runs"])
-    assert all(check["passed"] for check in record["checks_after_range"])
+    assert record["checks_after_range"] == [
+        {"asset": "mid.daily", "check": "not_null(n)", "passed": True, "detail": "ok"}
+    ]
 
 
 def test_a_partial_backfill_says_so(tmp_path, home):

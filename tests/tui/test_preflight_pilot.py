@@ -18,6 +18,7 @@ from engine.spec.planning import plan_request
 from tests.backfills import state_dirs
 from tests.builder import Repo
 from tests.conftest import backfill_argv
+from tests.functional.test_guardrails import anomaly_backfill, daily  # noqa: F401 - daily is a fixture
 from tests.tui.live import screen_text, wait_until
 from tests.tui.tmux import Tmux
 from tui.app.preflight_app import PreflightApp
@@ -106,30 +107,14 @@ def test_a_human_only_backfill_runs_once_the_digest_is_typed_in_a_real_terminal(
     assert invocation["approval"]["how"] == "typed at the terminal" and invocation["approval"]["tier"] == "human-only"
 
 
-def test_verification_marks_and_numbers_reach_the_screen(tmp_path, home, monkeypatch):
+def test_verification_marks_and_numbers_reach_the_screen(daily, home, monkeypatch):  # noqa: F811 - the fixture
     """Browsing the anomaly backfill: verified rows show ✓ after their status, the failed one ✗ with the
     verification reason, and its details pane the rows, bounds and bucket mean."""
-    from tests.functional.test_guardrails import anomaly_backfill
     from tui.app.backfill_app import BackfillApp
 
     for key, value in home.items():
         monkeypatch.setenv(key, value)
-    repo = Repo(tmp_path / "repo", guardrails="standard")
-    repo.sql("raw.events", "SELECT 1 AS x", materialization={"type": "view"})
-    repo.sql(
-        "mid.daily",
-        "SELECT CAST(range AS DATE) AS day, n FROM range(DATE '{{ start_date }}', DATE '{{ end_date }}' + "
-        "INTERVAL 1 DAY, INTERVAL 1 DAY), range(10) AS t(n)",
-        depends=["raw.events"],
-        materialization={
-            "type": "table",
-            "strategy": "time_interval",
-            "incremental_key": "day",
-            "time_granularity": "date",
-        },
-    )
-    repo.run_ok("--start-date", "2023-12-01", "--end-date", "2024-01-07")
-    _, backfill = anomaly_backfill(repo, home)
+    _, backfill = anomaly_backfill(daily, home)
     app = BackfillApp(root=backfill.parent)
 
     async def scenario():
