@@ -157,7 +157,7 @@ def take_over(
             "or stopped: find processes with BACKFILL_ID=" + store.id + " in their environment and stop them"
         )
     # A writer killed between creating its temporary file and renaming it leaves the file behind.
-    for directory in (store.directory, store.partitions):
+    for directory in (store.directory, store.partitions, store.directory / "records"):
         remove_stale_temporaries(directory)
     # Logs are evidence, not state: a deleted children/ is made again (old logs are gone) rather than
     # failing every new attempt with a misleading "cannot start".

@@ -184,11 +184,14 @@ def test_a_deleted_children_lock_never_lets_new_attempts_run_beside_live_orphans
     # What a record write cut by the SIGKILL leaves: a temporary file named after the dead executor.
     litter = backfill / "partitions" / f".{'0' * 64}.json.{process.pid}.140000.tmp"
     litter.write_text("{")
+    (backfill / "records").mkdir(exist_ok=True)  # and what a backfill record's copy cut by it leaves
+    record_litter = backfill / "records" / f".backfill-x-20240101T000000Z.yml.{process.pid}.140000.tmp"
+    record_litter.write_text("backfill_id:")
     resumed = run_backfill(
         "--continue", backfill.name, "--max-parallel", "2", cwd=work, env={**home, "CHILD_SLEEP": "0"}
     )
     assert resumed.returncode == 0, resumed.stderr
-    assert not litter.exists()
+    assert not litter.exists() and not record_litter.exists()
     assert not any(alive(pid) for pid in orphans)
     assert not (locks / "OVERLAP").exists()
     assert [r["status"] for r in records(backfill)] == ["succeeded"] * 6
