@@ -14,6 +14,7 @@ Directories are 0700 and files 0600: they hold variable overrides.
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import shutil
@@ -27,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from engine.base.atomic import DIRECTORY_MODE, ensure_directory, write_atomic
+from engine.base.atomic import DIRECTORY_MODE, ensure_directory, sync_directory, write_atomic
 from engine.base.errors import BadInput, StateUnreadable, StateWriteFailed
 from engine.dates.plan import Plan
 from engine.store.records import PartitionRecord, read_record, status_of
@@ -58,11 +59,33 @@ def check_state_root(root: Path) -> None:
     if not usable:
         raise BadInput(f"state directory {_shown(root)} is not a writable directory: give one that is")
     try:  # /proc and read-only mounts pass the access test and refuse the directory itself
-        os.rmdir(tempfile.mkdtemp(prefix=".probe-", dir=root))
+        os.rmdir(tempfile.mkdtemp(prefix=f"{BUILD_PREFIX}{os.getpid()}.probe.", dir=root))
     except OSError as error:
         raise BadInput(
             f"state directory {_shown(root)} cannot hold backfills ({error.strerror}): give a writable one"
         ) from None
+
+
+BUILD_PREFIX = ".building-"
+
+
+def remove_stale_builds(root: Path) -> None:
+    """Remove backfill directories whose builder was killed before renaming them into place (see ``create``)."""
+    try:
+        names = [entry.name for entry in os.scandir(root) if entry.name.startswith(BUILD_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(BUILD_PREFIX) :].split(".")[0]
+        if not (pid.isascii() and pid.isdecimal()):
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # its builder lives (or belongs to another user)
+        except ProcessLookupError:
+            shutil.rmtree(root / name, ignore_errors=True)
+        except OSError:
+            continue
 
 
 def _shown(root: Path) -> str:
@@ -121,27 +144,36 @@ class StateStore:
 
     def create(self, manifest: dict[str, Any]) -> None:
         """Make the backfill's directory with its manifest, or nothing at all: a directory without a
-        manifest would be a backfill no command can read."""
+        manifest would be a backfill no command can read. It is built under a hidden name and renamed into
+        place, so a stop at any moment (Ctrl+C, SIGKILL) leaves either the whole backfill or no backfill."""
         root = self.directory.parent
         check_state_root(root)
+        remove_stale_builds(root)
         try:
-            os.mkdir(self.directory, DIRECTORY_MODE)
+            building = Path(tempfile.mkdtemp(prefix=f"{BUILD_PREFIX}{os.getpid()}.", dir=root))
         except OSError as error:  # nothing exists yet: the state directory is unusable (/proc, read-only, ...)
             raise BadInput(
                 f"state directory {_shown(root)} cannot hold backfills ({error.strerror}): give a writable one"
             ) from None
         try:
-            os.chmod(self.directory, DIRECTORY_MODE)
-            for sub in (self.partitions, self.children):
-                os.mkdir(sub, DIRECTORY_MODE)
-                os.chmod(sub, DIRECTORY_MODE)
-            write_atomic(self.directory / MANIFEST, orjson.dumps(manifest, option=orjson.OPT_INDENT_2) + b"\n")
+            os.chmod(building, DIRECTORY_MODE)
+            for sub in (self.partitions.name, self.children.name):
+                os.mkdir(building / sub, DIRECTORY_MODE)
+                os.chmod(building / sub, DIRECTORY_MODE)
+            write_atomic(building / MANIFEST, orjson.dumps(manifest, option=orjson.OPT_INDENT_2) + b"\n")
+            if self.directory.exists():
+                raise FileExistsError(errno.EEXIST, "a backfill with this ID exists")
+            os.rename(building, self.directory)
+            sync_directory(root)
         except OSError as error:
-            shutil.rmtree(self.directory, ignore_errors=True)
+            shutil.rmtree(building, ignore_errors=True)
             raise StateWriteFailed(
                 f"cannot save backfill {self.id} under {self.directory.parent} ({error.strerror or error}): "
                 "nothing was started"
             ) from None
+        except BaseException:  # Ctrl+C while building: leave nothing behind
+            shutil.rmtree(building, ignore_errors=True)
+            raise
 
     def read_manifest(self) -> dict[str, Any]:
         path = self.directory / MANIFEST

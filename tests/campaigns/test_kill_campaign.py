@@ -64,8 +64,10 @@ def stop_at_random(
     if process.poll() is None:
         os.kill(process.pid, signum)
     process.communicate(timeout=120)
-    stores = list((work / "logs" / "backfills").glob("*/"))
+    stores = [p for p in (work / "logs" / "backfills").glob("*/") if not p.name.startswith(".")]
     assert all((store / "manifest.json").exists() for store in stores), f"seed {seed}: a store without manifest"
+    if not how.startswith("SIGKILL"):  # a stop, not a kill: no half-built store is left behind either
+        assert not list((work / "logs" / "backfills").glob(".building-*")), f"seed {seed}: a build left"
     for backfill in state_dirs(work / "logs" / "backfills"):
         if signum != signal.SIGKILL:  # a stop, not a kill: every child it started was waited for
             outlived = {child.pid for child in children_of_backfill(backfill.name)} - earlier

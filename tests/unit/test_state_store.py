@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import subprocess
 
 import orjson
 import pytest
@@ -74,6 +75,33 @@ def test_a_store_that_cannot_be_completed_leaves_nothing(tmp_path):
         str(raised.value) == f"cannot save backfill b1 under {tmp_path} (No space left on device): nothing was started"
     )
     assert not store.directory.exists()
+
+
+def test_a_stop_while_the_store_is_built_leaves_no_backfill_and_a_killed_build_is_swept(tmp_path):
+    """Ctrl+C while the manifest is written leaves no directory at all; a build left by a killed process
+    (dead PID) is removed by the next creation, a live one's is kept."""
+    root = tmp_path / "root"
+    store = StateStore(root / "b1")
+    import engine.store.state_store as state_store
+
+    original_write = state_store.write_atomic
+
+    def interrupted_write(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    state_store.write_atomic = interrupted_write
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            store.create({"format": 1})
+    finally:
+        state_store.write_atomic = original_write
+    assert os.listdir(root) == []
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (root / f".building-{dead.pid}.x").mkdir()
+    (root / f".building-{os.getpid()}.y").mkdir()
+    StateStore(root / "b2").create({"format": 1})
+    assert sorted(os.listdir(root)) == [f".building-{os.getpid()}.y", "b2"]
 
 
 def test_an_unusable_state_directory_is_bad_input(tmp_path):
@@ -240,11 +268,12 @@ def test_a_long_state_path_is_named_in_120_characters(tmp_path):
     assert str(raised.value) == f"state directory {str(deep)[:120]!r} is not a writable directory: give one that is"
     taken = tmp_path / "root"
     (taken / "b1").mkdir(parents=True)  # the backfill's own directory exists already
-    with pytest.raises(BadInput) as raised:
+    with pytest.raises(StateWriteFailed) as raised:
         StateStore(taken / "b1").create({"format": 1})
-    assert (
-        str(raised.value) == f"state directory {str(taken)!r} cannot hold backfills (File exists): give a writable one"
+    assert str(raised.value) == (
+        f"cannot save backfill b1 under {taken} (a backfill with this ID exists): nothing was started"
     )
+    assert sorted(os.listdir(taken)) == ["b1"]
 
 
 def test_record_files_are_exactly_the_visible_json_files(tmp_path):
