@@ -12,6 +12,7 @@ EXIT_BAD_INPUT = 2
 EXIT_REFUSED = 3
 EXIT_STATE_UNREADABLE = 5
 EXIT_NEEDS_APPROVAL = 4  # the verdict needs approval the invocation did not give
+EXIT_PAUSED = 22  # an operator paused the backfill: running children finished, the rest waits (INCOMPLETE)
 EXIT_CANCELLED = 130
 
 

@@ -75,10 +75,18 @@ class Prepared:
             effective_parallel=self.parallelism.effective,
             working_directory=self.working_directory,
             launcher=launcher or self.launcher(),
-            hooks=hooks or self.hooks,
+            hooks=with_requests(hooks or self.hooks or ExecutorHooks()),
             grace=grace if grace is not None else stop_grace(),
             reason=self.reason,
         )
+
+
+def with_requests(hooks: ExecutorHooks) -> ExecutorHooks:
+    """Every executor picks up operators' requests (cancel, pause, mark) from the state directory."""
+    from engine.execute.intervening import RequestPoller
+
+    hooks.poll = RequestPoller()
+    return hooks
 
 
 MAX_STOP_GRACE = 3600.0  # an hour: beyond, a "graceful" stop is a hang

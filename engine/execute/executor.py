@@ -53,6 +53,8 @@ class ExecutorHooks:
     verify: Callable[[int, Interval, Attempt], Any] = lambda index, interval, attempt: None
     # Once every child has been waited for, with the backfill still locked: the path of the record written.
     after_run: Callable[[Outcome], str | None] = lambda outcome: None
+    # Called on every turn of the loop (at least every 0.25 s): picks up operators' requests (interventions).
+    poll: Callable[[Executor], None] = lambda executor: None
 
 
 @dataclass
@@ -80,7 +82,7 @@ class _Pending:
 
 @dataclass
 class Outcome:
-    status: str  # succeeded, failed, cancelled
+    status: str  # succeeded, failed, cancelled, paused (an operator paused it: exit 22)
     counts: dict[str, int]
     selected: int
     failed_in_run: list[int] = field(default_factory=list)
@@ -89,6 +91,7 @@ class Outcome:
     attempts: list[Attempt] = field(default_factory=list)  # every attempt this run made, in the order they ended
     record: str | None = None  # the backfill record the guardrails wrote, if any
     record_error: str | None = None  # why it could not be written (the run then does not report success)
+    intervention: str | None = None  # who stopped, paused or ended it and why (an operator, not a signal)
 
     @property
     def seconds(self) -> float:
@@ -158,6 +161,9 @@ class Executor:
         self._verification_failed = False  # set by _reap for the attempt _finish records next
         self._ended: list[Attempt] = []
         self.record: str | None = None  # the backfill record written at the end, once it is
+        self._paused: str | None = None  # why an operator paused it: running children finish, none start
+        self._intervention: str | None = None  # an operator's cancel, pause or end, in their words
+        self._ended_as: str | None = None  # the status an operator's mark ended the backfill with
 
     # ---------------------------------------------------------------- front-end API
 
@@ -170,6 +176,49 @@ class Executor:
                 self._stop_reason = reason
                 self._stop_signal = signum
                 self._version += 1
+
+    # ---------------------------------------------------------------- interventions (called from hooks.poll)
+
+    def running_indices(self) -> frozenset[int]:
+        with self._lock:
+            return frozenset(self._active)
+
+    def flush_records(self) -> None:
+        """Wait until every record queued is on disk (a mark reads them next)."""
+        try:
+            self._writer.drain()
+        except OSError as error:
+            self._storage_failed(error)
+
+    def apply_marks(self, changes: list[tuple[int, Status, int]]) -> None:
+        """Partitions an operator marked: the board shows them, and a retry waiting for one is dropped."""
+        marked = {index for index, _, _ in changes}
+        with self._lock:
+            for index, status, attempts in changes:
+                self.board.set(index, status)
+                self.board.set_attempts(index, attempts)
+            self._version += 1
+        self._retries = deque(pending for pending in self._retries if pending.index not in marked)
+
+    def cancel_for(self, message: str) -> None:
+        """An operator's cancel: every running child is stopped (the usual sequence), nothing more starts."""
+        self._intervention = message
+        self.request_stop(message.removeprefix("cancelled "))  # each child's error reads "cancelled: by …"
+
+    def pause_for(self, message: str | None) -> None:
+        """Pause (``message``) or resume (None): while paused, running children finish and none start."""
+        with self._lock:
+            self._paused = message
+            self._intervention = message
+            self._version += 1
+
+    def end_for(self, status: str, message: str) -> None:
+        """An operator's mark of the whole backfill (no child runs): launch nothing more and end as ``status``."""
+        self._intervention, self._ended_as, self._halted = message, status, True
+
+    @property
+    def paused(self) -> str | None:
+        return self._paused
 
     def snapshot(self) -> Snapshot:
         with self._lock:
@@ -192,6 +241,7 @@ class Executor:
                 stop_reason=self._stop_reason,
                 outcome=self._outcome,
                 board=self.board,
+                intervention=self._intervention,
             )
 
     # ---------------------------------------------------------------- the loop
@@ -207,12 +257,13 @@ class Executor:
                 self._halted = True
             self._set_state(RUNNING)
             while setup_error is None:
+                self.hooks.poll(self)
                 stopping = self._stop_reason is not None
                 if stopping and self._state != STOPPING:
                     self._begin_cancel_all()
-                if not stopping and not self._halted:
+                if not stopping and not self._halted and self._paused is None:
                     self._launch_available()
-                if not self._active and (stopping or self._halted or self._exhausted):
+                if not self._active and (stopping or self._halted or self._exhausted or self._paused is not None):
                     break
                 self._wait_for_exits(self._next_wakeup())
                 self._reap()
@@ -239,6 +290,7 @@ class Executor:
             self._started_at,
             self._finished_at,
             list(self._ended),
+            intervention=self._intervention,
         )
         if setup_error is None and self._storage_error is None:
             try:
@@ -293,6 +345,10 @@ class Executor:
             self._version += 1
 
     def _decide_outcome(self) -> str:
+        if self._ended_as is not None:
+            return self._ended_as
+        if self._paused is not None and self._stop_reason is None:
+            return "paused"
         if self._stop_reason is not None:
             return "cancelled"
         if self._failed:
@@ -313,7 +369,12 @@ class Executor:
         return _Pending(index, self.options.retries + 1)
 
     def _launch_available(self) -> None:
-        while len(self._active) < self.parallel and not self._halted and self._stop_reason is None:
+        while (
+            len(self._active) < self.parallel
+            and not self._halted
+            and self._stop_reason is None
+            and self._paused is None
+        ):
             pending = self._next_pending()
             if pending is None:
                 return

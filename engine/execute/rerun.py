@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from engine.store.status import Status, StatusBoard
+from engine.store.status import DONE, Status, StatusBoard
 
 MODES = ("default", "failed", "missing", "all")
 
 
 @dataclass(frozen=True)
 class PartitionSelection:
-    """``mode``: default (everything not succeeded), failed, missing (queued or interrupted), all;
+    """``mode``: default (everything not succeeded or skipped), failed, missing (queued or interrupted), all;
     or exactly ``indices`` when given."""
 
     mode: str = "default"
@@ -25,7 +25,7 @@ class PartitionSelection:
             return status is Status.FAILED
         if self.mode == "missing":
             return status in (Status.QUEUED, Status.CANCELLED, Status.RUNNING)
-        return status is not Status.SUCCEEDED
+        return status not in DONE
 
     def count(self, board: StatusBoard) -> int:
         if self.indices is not None:

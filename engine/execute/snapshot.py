@@ -50,5 +50,6 @@ class Snapshot:
     started_at: float
     state: str
     stop_reason: str | None
-    outcome: str | None  # succeeded, failed or cancelled once finished
+    outcome: str | None  # succeeded, failed, cancelled or paused once finished
     board: StatusBoard
+    intervention: str | None = None  # an operator's cancel, pause or mark: who and why

@@ -21,13 +21,15 @@ import orjson
 
 from engine.base.atomic import write_atomic
 from engine.base.errors import StateUnreadable
+from engine.store import audit
+from engine.store.control import Control, read_control
 from engine.store.locks import FileLock
 from engine.store.manifest import spec_of
 from engine.store.state_store import MANIFEST, StateStore
 from engine.store.status import STATUS_NAMES, Status, StatusBoard
 
 SUMMARY = ".summary.json"
-COMPLETE, INCOMPLETE, RUNNING_NOW = "complete", "incomplete", "running"
+COMPLETE, INCOMPLETE, RUNNING_NOW, PAUSED = "complete", "incomplete", "running", "paused"
 
 
 def partitions_stamp(store: StateStore) -> int:
@@ -99,8 +101,10 @@ class BackfillSummary:
     last_activity: str
     total: int
     counts: dict[str, int]
-    state: str  # complete, incomplete, running
+    state: str  # complete, incomplete, running, paused, cancelled, marked-succeeded, marked-failed
     error: str | None = None  # why this backfill could not be summarized
+    interventions: int = 0  # lines in its audit log
+    decision: str | None = None  # who paused, cancelled or marked it, when and why
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -119,6 +123,8 @@ class BackfillSummary:
             "counts": self.counts,
             "state": self.state,
             "error": self.error,
+            "interventions": self.interventions,
+            "decision": self.decision,
         }
 
 
@@ -146,9 +152,18 @@ def summarize(
             counts, error = {name: 0 for name in STATUS_NAMES}, str(problem)
     total = manifest.get("partition_count", 0)
     total = total if isinstance(total, int) and not isinstance(total, bool) else 0
+    try:
+        control = read_control(store.directory)
+    except StateUnreadable as problem:
+        control, error = Control(), error or str(problem)
+    decision = control.paused or control.ended
     if is_running(store):
-        state = RUNNING_NOW
-    elif counts.get(Status.SUCCEEDED.label, 0) == total and error is None:
+        state = RUNNING_NOW if control.paused is None else PAUSED
+    elif control.paused is not None:
+        state = PAUSED
+    elif control.ended is not None:
+        state = control.ended.status if control.ended.status == "cancelled" else f"marked-{control.ended.status}"
+    elif counts.get(Status.SUCCEEDED.label, 0) + counts.get(Status.SKIPPED.label, 0) == total and error is None:
         state = COMPLETE
     else:
         state = INCOMPLETE
@@ -169,6 +184,8 @@ def summarize(
         counts=counts,
         state=state,
         error=error,
+        interventions=audit.count(store.directory),
+        decision=decision.sentence() if decision else None,
     )
 
 

@@ -19,7 +19,10 @@ from engine.dates.plan import Plan
 from engine.store.status import Status
 
 RECORD_FORMAT = 1
-ATTEMPT_STATUSES = ("running", "succeeded", "failed", "cancelled")
+ATTEMPT_STATUSES = ("running", "succeeded", "failed", "cancelled", "skipped", "lost")
+PARTITION_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "skipped")
+# ``lost``: an attempt whose executor's lease expired while it ran: its outcome is uncertain (its work may
+# have committed). ``skipped``: only a mark gives it. A ``mark`` attempt has no child: an operator said so.
 
 
 @dataclass
@@ -37,9 +40,14 @@ class Attempt:
     duration: float | None = None  # seconds, once finished
     launcher: str = "exec"  # "warm": ``pid`` is the runner that served this attempt (and others)
     verification: dict[str, Any] | None = None  # what verification found after the child exited 0
+    kind: str = "run"  # "mark": an operator's mark, no child ran
+    rows: int | None = None  # a mark's rows loaded by hand (--rows)
+    asset: str | None = None  # a mark of one asset of a pipeline partition (--asset)
+    by: str | None = None  # who marked (user@host)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        extra = {"kind": self.kind, "rows": self.rows, "asset": self.asset, "by": self.by} if self.kind != "run" else {}
+        return extra | {
             "run_id": self.run_id,
             "status": self.status,
             "started_at": self.started_at,
@@ -71,6 +79,10 @@ class Attempt:
             duration=data.get("duration"),
             launcher=data.get("launcher", "exec"),
             verification=data.get("verification") if isinstance(data.get("verification"), dict) else None,
+            kind=data.get("kind", "run"),
+            rows=data.get("rows"),
+            asset=data.get("asset"),
+            by=data.get("by"),
         )
 
 
@@ -131,10 +143,9 @@ def read_record(path: Path, plan: Plan, partition_id_of) -> PartitionRecord:
             f"partition file {path} does not belong to this backfill's plan (its interval or ID does not match "
             f"partition {index})"
         )
-    if status not in ("succeeded", "failed", "cancelled", "running", "queued"):
+    if status not in PARTITION_STATUSES:
         raise StateUnreadable(
-            f"partition file {path} has unknown status {status!r} (known: queued, running, succeeded, failed, "
-            "cancelled)"
+            f"partition file {path} has unknown status {status!r} (known: {', '.join(PARTITION_STATUSES)})"
         )
     for attempt in attempts:
         if attempt.status not in ATTEMPT_STATUSES:

@@ -19,6 +19,7 @@ class Status(IntEnum):
     SUCCEEDED = 2
     FAILED = 3
     CANCELLED = 4
+    SKIPPED = 5  # marked skipped by an operator: done, like succeeded, without data
 
     @property
     def label(self) -> str:
@@ -32,7 +33,8 @@ class Status(IntEnum):
 STATUS_NAMES = tuple(status.label for status in Status)
 # What verification said of a partition's latest attempt (0: nothing).
 VERIFICATION_CODES = {"verified": 1, "warning": 2, "failed": 3, "insufficient history": 4}
-FINISHED = frozenset({Status.SUCCEEDED, Status.FAILED, Status.CANCELLED})
+FINISHED = frozenset({Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.SKIPPED})
+DONE = frozenset({Status.SUCCEEDED, Status.SKIPPED})  # never run again unless asked (--rerun all, --ids)
 
 
 MAX_PARTITIONS = 50_000_000  # 7 bytes each at most (status, attempts, duration): 350 MB of arrays
@@ -141,8 +143,8 @@ def backfill_status(counts: dict[str, int], run_outcome: str | None) -> str:
     """The whole backfill's status after an invocation, from the counts on disk: ``cancelled`` when the
     invocation was stopped, ``failed`` while any partition is failed, ``incomplete`` while any is left to run,
     else ``succeeded``. An invocation that ran only some partitions never makes the backfill look done."""
-    if run_outcome == "cancelled":
-        return "cancelled"
+    if run_outcome in ("cancelled", "paused"):
+        return run_outcome
     if counts.get("failed"):
         return "failed"
     if any(counts.get(name) for name in ("queued", "running", "cancelled")):

@@ -95,10 +95,11 @@ def test_executed_json_has_ids_statuses_attempts_and_pages(work, home):
         "failed": 1,
         "cancelled": 0,
         "skipped": 0,
+        "not_selected": 0,
     }
     assert [p["index"] for p in document["partitions"]] == [2, 3]
     failed = document["partitions"][0]
-    assert failed["status"] == "failed" and failed["skipped"] is False
+    assert failed["status"] == "failed" and failed["not_selected"] is False
     [attempt] = failed["attempts"]
     assert set(attempt) == {
         "run_id",
@@ -127,8 +128,8 @@ def test_continue_dry_run_shows_saved_progress_without_running(work, home):
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["summary"]["succeeded"] == 5 and document["summary"]["failed"] == 1
-    assert document["summary"]["skipped"] == 5
-    assert [p["skipped"] for p in document["partitions"]] == [True, True, False, True, True, True]
+    assert document["summary"]["not_selected"] == 5
+    assert [p["not_selected"] for p in document["partitions"]] == [True, True, False, True, True, True]
     assert all(len(p["attempts"]) == 1 for p in document["partitions"])
     assert {p.name: p.read_bytes() for p in (backfill / "partitions").iterdir()} == before
 

@@ -12,7 +12,7 @@ from tests.conftest import run_backfill
 from tests.guard_flags import REASON
 
 PIPELINE = "pipeline"
-SUMMARY_KEYS = ["total", "queued", "running", "succeeded", "failed", "cancelled", "skipped"]
+SUMMARY_KEYS = ["total", "queued", "running", "succeeded", "failed", "cancelled", "skipped", "not_selected"]
 
 
 def dry_json(*args: str, cwd: Path, env: dict[str, str] | None = None) -> dict:
@@ -79,6 +79,7 @@ def test_json_document_has_every_documented_field(shop, home):
         "failed": 0,
         "cancelled": 0,
         "skipped": 0,
+        "not_selected": 0,
     }
     spring = doc["partitions"][1]
     assert spring["index"] == 1

@@ -246,7 +246,7 @@ class WatchedSource(SavedSource):
                 self._version += 1
         counts = self.board.counts()
         state = IDLE if self._idle else RUNNING_ELSEWHERE
-        finished = counts["succeeded"] + counts["failed"] + counts["cancelled"]
+        finished = counts["succeeded"] + counts["failed"] + counts["cancelled"] + counts["skipped"]
         return SourceState(
             self._version,
             counts,

@@ -28,7 +28,7 @@ VERBS = (
     "audit",
     "validate",
 )
-IMPLEMENTED_VERBS = ("run", "list", "show", "restore")
+IMPLEMENTED_VERBS = ("run", "list", "show", "restore", "mark", "cancel", "pause", "resume", "audit")
 
 
 class UsageError(Exception):

@@ -206,7 +206,7 @@ def print_dry_run(planned: Planned, args: argparse.Namespace, preflight: Preflig
     def decorate(row: dict[str, Any]) -> None:
         row["status"] = "queued"
         row["attempts"] = []
-        row["skipped"] = False
+        row["not_selected"] = False
 
     rows = page_rows(PartitionDescriber(spec), range(begin, stop), decorate)
     if args.output == "json":

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from engine.execute.backfill import Loaded, load_backfill, shown_parallelism, state_root_of_cwd
-from engine.store.catalog import BackfillSummary, list_backfills, summarize
+from engine.store.catalog import COMPLETE, BackfillSummary, list_backfills, summarize
 from engine.store.manifest import initial_options
 from engine.store.status import Status
 from tui import human
@@ -17,7 +17,15 @@ from tui.cli.arguments import list_parser, show_parser
 from tui.cli.state_output import write_state_json
 from tui.cli.terminal import Paint, colors_enabled, dashboard_possible
 
-STATE_STYLES = {"complete": "green", "incomplete": "yellow", "running": "blue"}
+STATE_STYLES = {
+    "complete": "green",
+    "incomplete": "yellow",
+    "running": "blue",
+    "paused": "magenta",
+    "cancelled": "yellow",
+    "marked-failed": "red",
+    "marked-succeeded": "green",
+}
 
 
 def list_command(argv: list[str]) -> int:
@@ -36,7 +44,14 @@ def list_command(argv: list[str]) -> int:
     return 0
 
 
-COUNT_SYMBOLS = (("succeeded", "✓"), ("failed", "✗"), ("running", "▶"), ("cancelled", "⊘"), ("queued", "·"))
+COUNT_SYMBOLS = (
+    ("succeeded", "✓"),
+    ("failed", "✗"),
+    ("running", "▶"),
+    ("cancelled", "⊘"),
+    ("skipped", "↷"),
+    ("queued", "·"),
+)
 LIST_WIDTH = 100  # the text listing fits a 100-column terminal or log viewer
 
 
@@ -56,15 +71,19 @@ def print_list(summaries: list[BackfillSummary], root: Path, paint: Paint, now: 
         return
     rows = [("ID", "STATE", "ACTIVITY", "UNIT", "PARTITIONS", "NAME")]
     for s in summaries:
-        rows.append((s.id, s.state, human.relative_time(s.last_activity, now), s.partition, counts_text(s), s.name))
+        state = s.state + (f" ✎{s.interventions}" if s.interventions else "")  # ✎: operators stepped in
+        rows.append((s.id, state, human.relative_time(s.last_activity, now), s.partition, counts_text(s), s.name))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     room = max(8, LIST_WIDTH - sum(widths) - 2 * len(widths))
     for number, row in enumerate(rows):
         cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
         if number:
-            cells[1] = paint(cells[1], STATE_STYLES.get(row[1], "bold"))
+            cells[1] = paint(cells[1], STATE_STYLES.get(row[1].split(" ")[0], "bold"))
         name = row[-1] if len(row[-1]) <= room else row[-1][: room - 1] + "…"
         print("  ".join([*cells, name]).rstrip())
+    for s in summaries:
+        if s.decision and s.state != COMPLETE:
+            print(f"{s.id}: {s.decision}")
     broken = [s for s in summaries if s.error]
     for s in broken:
         print(f"warning: {s.id}: {s.error}", file=sys.stderr)
@@ -112,6 +131,22 @@ def _guardrails_json(loaded: Loaded) -> dict[str, Any]:
     }
 
 
+def interventions_json(directory: Path) -> dict[str, Any]:
+    """The pause or end in force, the audit log's size, and its last lines as stored."""
+    from engine.store import audit
+    from engine.store.control import read_control
+
+    control = read_control(directory)
+    log = audit.read(directory)
+    return {
+        "paused": control.paused.to_json() if control.paused else None,
+        "ended": control.ended.to_json() if control.ended else None,
+        "count": len(log.entries),
+        "torn_lines": log.torn,
+        "last": log.entries[-5:],
+    }
+
+
 def write_show_json(loaded: Loaded, statuses: frozenset[Status] | None, offset: int, limit: int) -> None:
     options = initial_options(loaded.manifest)
     summary = summarize(loaded.store, loaded.manifest, counts=loaded.board.counts())
@@ -119,6 +154,7 @@ def write_show_json(loaded: Loaded, statuses: frozenset[Status] | None, offset: 
         "state": summary.state,
         "created_at": summary.created_at,
         "last_activity": summary.last_activity,
+        "interventions": interventions_json(loaded.store.directory),
     }
     write_state_json(
         sys.stdout.buffer,

@@ -6,14 +6,12 @@ import signal
 import sys
 from pathlib import Path
 
-from engine.base.errors import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
+from engine.base.errors import EXIT_FAILED, EXIT_OK
 from engine.execute.backfill import locate_backfill
 from tui.app.backfill_app import BackfillApp
 from tui.cli.crash import report_crash
-from tui.cli.summary import resume_hint, summary_lines
+from tui.cli.summary import exit_code_of, resume_hint, summary_lines
 from tui.cli.terminal import Paint, colors_enabled
-
-EXIT_BY_OUTCOME = {"succeeded": EXIT_OK, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED}
 
 
 def browse(*, root: Path | None, backfill_id: str | None, state_dir: str | None, no_color: bool = False) -> int:
@@ -51,5 +49,5 @@ def browse(*, root: Path | None, backfill_id: str | None, state_dir: str | None,
             paint=paint,
         )
         print("\n".join(lines))
-        code = EXIT_BY_OUTCOME.get(run.outcome.status, EXIT_FAILED)
+        code = exit_code_of(run.outcome)
     return EXIT_FAILED if app.crash is not None and code == EXIT_OK else code

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import orjson
 
-from engine.base.errors import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, BadInput, Refused
+from engine.base.errors import BadInput, Refused
 from engine.execute.backfill import Prepared, create_backfill
 from engine.execute.executor import Executor, Outcome
 from engine.execute.guarding import append_invocation, guard_hooks, manifest_guardrails
@@ -23,10 +23,8 @@ from tui.cli.preflight_text import verdict_line, write_report
 from tui.cli.progress import ProgressLines
 from tui.cli.state_output import write_state_json
 from tui.cli.stop_signals import install_stop_handlers, restore_handlers
-from tui.cli.summary import resume_hint, summary_lines
+from tui.cli.summary import exit_code_of, resume_hint, summary_lines
 from tui.cli.terminal import Paint, colors_enabled, dashboard_possible
-
-EXIT_BY_OUTCOME = {"succeeded": EXIT_OK, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED}
 
 
 def guard_decision(
@@ -139,7 +137,7 @@ def run_prepared(prepared: Prepared, args: argparse.Namespace, *, preflight: Pre
             ),
         )
         sys.stdout.buffer.flush()
-    return EXIT_BY_OUTCOME[outcome.status]
+    return exit_code_of(outcome)
 
 
 def _run_with_progress_lines(executor: Executor, prepared: Prepared, *, no_color: bool) -> Outcome:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from engine.base.errors import EXIT_BAD_INPUT, EXIT_CANCELLED, BackfillError
 from engine.execute.warm_launcher import RUNNER_VERB
-from tui.cli.arguments import VERBS, UsageError
+from tui.cli.arguments import IMPLEMENTED_VERBS, VERBS, UsageError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -62,7 +62,15 @@ def _verb(verb: str, args: list[str]) -> int:
         from tui.cli.restore_command import restore_command
 
         return restore_command(args)
-    raise UsageError(f"'{verb}' is reserved for a later version; available verbs: run, list, show, restore")
+    if verb in ("mark", "cancel", "pause", "resume"):
+        from tui.cli.intervene_command import intervene_command
+
+        return intervene_command(verb, args)
+    if verb == "audit":
+        from tui.cli.audit_command import audit_command
+
+        return audit_command(args)
+    raise UsageError(f"'{verb}' is reserved for a later version; available verbs: {', '.join(IMPLEMENTED_VERBS)}")
 
 
 def _check_not_a_mistyped_verb(word: str) -> None:

@@ -18,7 +18,7 @@ from engine.spec.backfill_spec import Planned
 from engine.spec.partitions import PartitionDescriber
 from engine.store.status import STATUS_NAMES
 
-SUMMARY_KEYS = ("total", *STATUS_NAMES, "skipped")
+SUMMARY_KEYS = ("total", *STATUS_NAMES, "not_selected")
 _CHUNK = 4096
 
 
@@ -47,8 +47,8 @@ def _timeout_text(timeout: int | None) -> str | None:
     return format_duration(timeout) if timeout else None
 
 
-def summary_json(total: int, counts: dict[str, int], skipped: int) -> dict[str, int]:
-    return {"total": total, **{name: counts.get(name, 0) for name in STATUS_NAMES}, "skipped": skipped}
+def summary_json(total: int, counts: dict[str, int], not_selected: int) -> dict[str, int]:
+    return {"total": total, **{name: counts.get(name, 0) for name in STATUS_NAMES}, "not_selected": not_selected}
 
 
 def page_rows(
@@ -118,7 +118,7 @@ def write_text(
     lines = [title]
     width = max(len(label) for label, _ in header)
     lines += [f"  {label.ljust(width)}  {value}" for label, value in header]
-    counts = ", ".join(f"{name} {summary[name]}" for name in SUMMARY_KEYS[1:] if summary[name])
+    counts = ", ".join(f"{name.replace('_', ' ')} {summary[name]}" for name in SUMMARY_KEYS[1:] if summary[name])
     lines.append(f"partitions: {summary['total']}" + (f" ({counts})" if counts else ""))
     out.write("\n".join(lines) + "\n\n")
     index_width = max(1, len(str(max(stop - 1, 0))))

@@ -8,6 +8,7 @@ keep the values of the initial invocation.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -18,7 +19,10 @@ from engine.execute.guarding import append_invocation, guard_hooks, request_for_
 from engine.execute.rerun import PartitionSelection
 from engine.guardrails.preflight import check_digest_prefix, run_preflight
 from engine.guardrails.request import RERUN, check_reason
+from engine.interventions.apply import reopen_for_continue
+from engine.interventions.who import requester
 from engine.spec.backfill_spec import ExecutionOptions, check_execution_options
+from engine.store.control import Decision, read_control
 from engine.store.manifest import initial_options
 from tui.cli.arguments import UsageError, timeout_arg
 from tui.cli.state_output import write_state_json
@@ -99,13 +103,13 @@ def _read_ids(args: argparse.Namespace) -> list[str]:
     return ids
 
 
-def resolve_ids(loaded: Loaded, texts: list[str]) -> frozenset[int]:
+def resolve_ids(loaded: Loaded, texts: list[str], *, flag: str = "--ids") -> frozenset[int]:
     """Partition indices for full IDs or unique prefixes (at least 6 characters)."""
     wanted = {}
     for text in texts:
         value = text.strip().lower()
         if len(value) < 6 or any(c not in "0123456789abcdef" for c in value):
-            raise BadInput(f"--ids {text!r} is not a partition ID: give the hex ID (at least its first 6 characters)")
+            raise BadInput(f"{flag} {text!r} is not a partition ID: give the hex ID (at least its first 6 characters)")
         wanted[value] = text
     found: dict[str, list[int]] = {value: [] for value in wanted}
     plan, ids = loaded.spec.plan, loaded.spec.ids
@@ -117,9 +121,9 @@ def resolve_ids(loaded: Loaded, texts: list[str]) -> frozenset[int]:
     indices = set()
     for value, matches in found.items():
         if not matches:
-            raise BadInput(f"--ids {wanted[value]!r} matches no partition of backfill {loaded.store.id}")
+            raise BadInput(f"{flag} {wanted[value]!r} matches no partition of backfill {loaded.store.id}")
         if len(matches) > 1:
-            raise BadInput(f"--ids {wanted[value]!r} matches {len(matches)} partitions: give more characters")
+            raise BadInput(f"{flag} {wanted[value]!r} matches {len(matches)} partitions: give more characters")
         indices.add(matches[0])
     return frozenset(indices)
 
@@ -133,12 +137,28 @@ def selection_of(args: argparse.Namespace, loaded: Loaded) -> PartitionSelection
     return PartitionSelection(mode=args.rerun or "default")
 
 
+def _say_paused(backfill_id: str, paused: Decision) -> int:
+    """A paused backfill starts nothing, and a scheduler calling --continue raises no alarm: exit 0."""
+    sys.stdout.write(
+        f"backfill {backfill_id} is {paused.sentence()}; nothing started "
+        f"(backfill resume {backfill_id} --reason TEXT lets it go on)\n"
+    )
+    return 0
+
+
 def resume_command(args: argparse.Namespace) -> int:
     _check_no_plan_inputs(args)
     reason = check_reason(args.reason)
     if args.approve is not None and not args.dry_run:
         check_digest_prefix(args.approve)
     loaded = load_backfill(args.resume, args.state_dir, Path.cwd())
+    control = read_control(loaded.store.directory)
+    if not args.dry_run and control.paused is not None:
+        return _say_paused(loaded.store.id, control.paused)
+    if not args.dry_run and control.ended is not None and reason is None:
+        raise BadInput(
+            f"backfill {loaded.store.id} was {control.ended.sentence()}; --continue needs its own --reason to go on"
+        )
     options = resumed_options(args, loaded)
     selection = selection_of(args, loaded)
     interactive = dashboard_possible(no_progress=args.no_progress, json_output=args.output == "json")
@@ -198,6 +218,24 @@ def resume_command(args: argparse.Namespace) -> int:
 
     # Judged after the takeover: orphans of a crashed executor (which may hold the DuckDB file) are stopped first.
     prepared = prepare_resume(loaded, options, selection, reason=reason)
+    try:  # read again under the lock: a pause or cancel may have been applied since
+        control = read_control(loaded.store.directory)
+        if control.paused is None and control.ended is not None and reason is not None:
+            reopen_for_continue(loaded.store, reason, requester(), f"backfill --continue (PID {os.getpid()})")
+    except BaseException:
+        prepared.takeover.children_lock.release()
+        prepared.takeover.lock.release()
+        raise
+    if control.paused is not None:
+        prepared.takeover.children_lock.release()
+        prepared.takeover.lock.release()
+        return _say_paused(loaded.store.id, control.paused)
+    if control.ended is not None and reason is None:
+        prepared.takeover.children_lock.release()
+        prepared.takeover.lock.release()
+        raise BadInput(
+            f"backfill {loaded.store.id} was {control.ended.sentence()}; --continue needs its own --reason to go on"
+        )
     if runs_something:
         try:
             request = request_for_resume(loaded, options, selection, reason=reason, parallel=parallelism.effective)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 from engine.execute.backfill import Loaded
@@ -12,6 +13,35 @@ from engine.spec.parallelism import Parallelism
 from engine.spec.partitions import PartitionDescriber
 from engine.store.status import Status
 from tui.cli.plan_output import header_lines, page_bounds, page_rows, summary_json, write_text
+
+LAST_INTERVENTIONS = 3
+
+
+def intervention_lines(directory: Path) -> list[tuple[str, str]]:
+    """The pause or end in force, how many interventions the audit log holds, and the last few."""
+    from engine.store import audit
+    from engine.store.control import read_control
+
+    lines = []
+    control = read_control(directory)
+    for decision in (control.paused, control.ended):
+        if decision is not None:
+            lines.append(("stepped in", decision.sentence()))
+    log = audit.read(directory)
+    if log.entries or log.torn:
+        torn = f", {len(log.torn)} torn line(s)" if log.torn else ""
+        lines.append(("audit", f"{len(log.entries)} intervention(s){torn}: backfill audit {directory.name}"))
+        for entry in log.entries[-LAST_INTERVENTIONS:]:
+            what = entry.get("partition_id") or "backfill"
+            lines.append(
+                (
+                    "",
+                    f"{str(entry.get('applied_at'))[:19]}Z {entry.get('action')} {str(what)[:12]} "
+                    f"{entry.get('from_status')} → {entry.get('to_status') or '—'} "
+                    f"by {entry.get('requested_by')}: {entry.get('reason')}",
+                )
+            )
+    return lines
 
 
 def print_state_text(
@@ -57,6 +87,7 @@ def print_state_text(
                 f"plan {preflight['digest'][:12]}",
             )
         )
+    extra += intervention_lines(loaded.store.directory)
     header = header_lines(Planned(spec, options, parallelism), extra)
     write_text(
         sys.stdout,

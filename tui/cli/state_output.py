@@ -69,7 +69,7 @@ def write_state_json(
                 attempts = attempts_json(store, record.attempts)
         row["attempts"] = attempts
         row["reason"] = attempts[-1]["error"] if attempts and row["status"] in ("failed", "cancelled") else None
-        row["skipped"] = selected is not None and not selected[index]
+        row["not_selected"] = selected is not None and not selected[index]
 
     rows = page_rows(describer, range(begin, stop) if listing is None else listing[begin:stop], decorate)
     planned = Planned(spec, options, parallelism)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from engine.base.errors import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_PAUSED
 from engine.dates.instants import format_instant, zone_name
 from engine.execute.backfill import Prepared, searched_roots
 from engine.execute.executor import Outcome
@@ -16,7 +17,23 @@ from tui import human
 from tui.cli.terminal import STATUS_STYLE, Paint
 
 FAILURES_LISTED = 10
-OUTCOME_STYLES = {"succeeded": "green", "failed": "red", "cancelled": "yellow", "incomplete": "yellow"}
+EXIT_BY_OUTCOME = {"succeeded": EXIT_OK, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED, "paused": EXIT_PAUSED}
+
+
+def exit_code_of(outcome: Outcome) -> int:
+    """An operator's cancel is a failure of the run (exit 1), not an interrupt of this terminal (130)."""
+    if outcome.status == "cancelled" and outcome.intervention:
+        return EXIT_FAILED
+    return EXIT_BY_OUTCOME[outcome.status]
+
+
+OUTCOME_STYLES = {
+    "succeeded": "green",
+    "failed": "red",
+    "cancelled": "yellow",
+    "incomplete": "yellow",
+    "paused": "yellow",
+}
 
 
 def resume_command(store: StateStore, state_root: Path, cwd: Path | None = None) -> str:
@@ -49,6 +66,8 @@ def summary_lines(
     status = backfill_status(counts, outcome.status)
     if outcome.record_error and status == "succeeded":
         status = "not recorded"  # every partition succeeded, but without its record the backfill is not done
+    if outcome.intervention and outcome.intervention.startswith("marked"):
+        status = outcome.status  # an operator ended it so, whatever its partitions say
     shown = paint(status, OUTCOME_STYLES.get(status, "bold"))
     lines = [f"backfill {store.id} {shown} after {human.duration(outcome.seconds)}"]
     lines.append(
@@ -73,6 +92,8 @@ def summary_lines(
             lines.append(
                 f"              … and {failed - FAILURES_LISTED} more: backfill show {store.id} --status failed"
             )
+    if outcome.intervention:
+        lines.append(paint(f"  stepped in  {outcome.intervention}", "yellow"))
     lines.append(f"  logs        {store.children}")
     if outcome.record:
         lines.append(f"  record      {outcome.record}")

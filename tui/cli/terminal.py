@@ -47,6 +47,7 @@ STATUS_STYLE = {
     "succeeded": "green",
     "failed": "red",
     "cancelled": "yellow",
+    "skipped": "dim",
     "running": "blue",
     "queued": "dim",
     "retrying": "magenta",

@@ -19,6 +19,7 @@ COUNT_STYLES = (
     ("failed", "✗", "red1"),
     ("running", "▶", "dodger_blue1"),
     ("cancelled", "⊘", "yellow3"),
+    ("skipped", "↷", "grey58"),
     ("queued", "·", "grey58"),
 )
 REFRESH_SECONDS = 2.0

@@ -15,6 +15,7 @@ COUNT_STYLES = (
     ("failed", "✗", "red1"),
     ("running", "▶", "dodger_blue1"),
     ("cancelled", "⊘", "yellow3"),
+    ("skipped", "↷", "grey58"),
     ("queued", "·", "grey58"),
 )
 

@@ -20,7 +20,14 @@ from tui import human
 from tui.app.sources import BackfillSource
 from tui.app.widgets.log_view import LogView
 
-ATTEMPT_STYLES = {"succeeded": "green3", "failed": "red1", "cancelled": "yellow3", "running": "dodger_blue1"}
+ATTEMPT_STYLES = {
+    "succeeded": "green3",
+    "failed": "red1",
+    "cancelled": "yellow3",
+    "running": "dodger_blue1",
+    "skipped": "grey58",
+    "lost": "magenta",
+}
 
 
 VERIFICATION_STYLES = {"verified": "green3", "warning": "yellow3", "failed": "red1"}

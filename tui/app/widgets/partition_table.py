@@ -33,6 +33,7 @@ SYMBOLS = {
     Status.SUCCEEDED: "✓",
     Status.FAILED: "✗",
     Status.CANCELLED: "⊘",
+    Status.SKIPPED: "↷",
 }
 STATUS_STYLES = {
     Status.QUEUED: Style(color="grey50"),
@@ -40,6 +41,7 @@ STATUS_STYLES = {
     Status.SUCCEEDED: Style(color="green3"),
     Status.FAILED: Style(color="red1", bold=True),
     Status.CANCELLED: Style(color="yellow3"),
+    Status.SKIPPED: Style(color="grey58"),
 }
 INTERRUPTED = Style(color="yellow3")
 REASON_STYLES = {Status.FAILED: Style(color="red1"), Status.CANCELLED: Style(color="yellow3")}

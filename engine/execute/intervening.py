@@ -1,0 +1,82 @@
+"""The live executor's side of interventions: it picks up requests from the backfill's ``requests/`` folder
+at most every half second (well within the 2 s operators are promised) and applies them as their holder."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from engine.execute.executor import Executor
+from engine.interventions import requests
+from engine.interventions.apply import apply
+from engine.interventions.requests import Result
+from engine.spec.backfill_spec import BackfillSpec
+from engine.store.state_store import StateStore
+from engine.store.status import Status, StatusBoard
+
+POLL_SECONDS = 0.5
+
+
+@dataclass
+class ExecutorHolder:
+    """The running executor as the holder of its backfill while it applies a request."""
+
+    executor: Executor
+
+    @property
+    def store(self) -> StateStore:
+        return self.executor.store
+
+    @property
+    def spec(self) -> BackfillSpec:
+        return self.executor.spec
+
+    @property
+    def board(self) -> StatusBoard:
+        return self.executor.board
+
+    @property
+    def applied_by(self) -> str:
+        generation = self.executor.takeover.generation
+        return f"executor generation {generation.number} (PID {generation.pid} on {generation.host})"
+
+    def running(self) -> frozenset[int]:
+        return self.executor.running_indices()
+
+    def flush(self) -> None:
+        self.executor.flush_records()
+
+    def update(self, changes: list[tuple[int, Status, int]]) -> None:
+        self.executor.apply_marks(changes)
+
+    def cancel(self, message: str) -> None:
+        self.executor.cancel_for(message)
+
+    def pause(self, paused: bool, message: str) -> None:
+        self.executor.pause_for(message if paused else None)
+
+    def end(self, status: str, message: str) -> None:
+        self.executor.end_for(status, message)
+
+
+class RequestPoller:
+    """``ExecutorHooks.poll``: apply every waiting request, oldest first, at most every POLL_SECONDS."""
+
+    def __init__(self) -> None:
+        self._next = 0.0
+
+    def __call__(self, executor: Executor) -> None:
+        now = time.monotonic()
+        if now < self._next:
+            return
+        self._next = now + POLL_SECONDS
+        directory = executor.store.directory
+        for request_id in requests.pending(directory):
+            request = requests.claim(directory, request_id)
+            if request is None:
+                continue
+            try:
+                result = apply(request, ExecutorHolder(executor))
+            except OSError as error:  # the store cannot be written: the request is refused, said why
+                result = Result(1, f"the request could not be applied ({error.strerror or error}): nothing changed")
+            requests.answer(directory, request_id, result)

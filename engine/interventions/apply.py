@@ -1,0 +1,332 @@
+"""Applying a request to a backfill held by its executor or, with no executor live, by the command itself.
+
+Both hold the backfill's lock while they apply, so records, ``control.json`` and the audit log change under
+one writer. Nothing is erased: a mark is a new attempt-like entry in the partition's history, and the audit
+line keeps the status and message the partition had before.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from engine.base.atomic import sync_directory
+from engine.base.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_REFUSED
+from engine.dates.formatting import InstantFormatter
+from engine.interventions.requests import Request, Result
+from engine.spec.backfill_spec import BackfillSpec
+from engine.store import audit
+from engine.store.control import Control, Decision, read_control, write_control
+from engine.store.manifest import now_text
+from engine.store.records import Attempt, PartitionRecord
+from engine.store.state_store import StateStore
+from engine.store.status import Status, StatusBoard
+
+MARK_STATUSES = ("succeeded", "failed", "skipped")
+BACKFILL_MARK_STATUSES = ("succeeded", "failed")
+DURABLE_ONE_BY_ONE = 64  # more marks than this are written, then made durable by one sync
+
+
+class Holder(Protocol):
+    """Whoever holds the backfill's lock while a request is applied: the live executor or a command."""
+
+    store: StateStore
+    spec: BackfillSpec
+    board: StatusBoard
+    applied_by: str
+
+    def running(self) -> frozenset[int]: ...
+
+    def flush(self) -> None: ...
+
+    def update(self, changes: list[tuple[int, Status, int]]) -> None: ...
+
+    def cancel(self, message: str) -> None: ...
+
+    def pause(self, paused: bool, message: str) -> None: ...
+
+    def end(self, status: str, message: str) -> None: ...
+
+
+@dataclass
+class CommandHolder:
+    """A command holding the lock of a backfill no executor runs: nothing runs, nothing to tell."""
+
+    store: StateStore
+    spec: BackfillSpec
+    board: StatusBoard
+    applied_by: str
+
+    def running(self) -> frozenset[int]:
+        """Partitions still recorded running: an executor that is gone left them so (a later takeover or
+        reconcile settles them); a mark must not write over an attempt whose child may still live."""
+        return frozenset(self.board.indices_with(frozenset({Status.RUNNING})))
+
+    def flush(self) -> None:
+        pass
+
+    def update(self, changes: list[tuple[int, Status, int]]) -> None:
+        for index, status, attempts in changes:
+            self.board.set(index, status)
+            self.board.set_attempts(index, attempts)
+
+    def cancel(self, message: str) -> None:
+        pass
+
+    def pause(self, paused: bool, message: str) -> None:
+        pass
+
+    def end(self, status: str, message: str) -> None:
+        pass
+
+
+def apply(request: Request, holder: Holder) -> Result:
+    """Carry out ``request``; a refusal changes nothing and says why (exit code 3, or 2 for a bad request)."""
+    handler = {
+        "mark": _mark,
+        "mark_backfill": _mark_backfill,
+        "cancel": _cancel,
+        "pause": _pause,
+        "resume": _resume,
+    }.get(request.action)
+    if handler is None:
+        return Result(EXIT_BAD_INPUT, f"unknown request {request.action!r}")
+    return handler(request, holder)
+
+
+def _line(request: Request, holder: Holder, **values) -> dict:
+    return audit.entry(
+        backfill_id=holder.store.id,
+        reason=request.reason,
+        requested_by=request.requested_by,
+        requested_at=request.requested_at,
+        applied_at=now_text(),
+        applied_by=holder.applied_by,
+        **values,
+    )
+
+
+def _reopen(request: Request, holder: Holder, control: Control) -> list[dict]:
+    """A backfill ended by a mark or a cancel is opened again by a change to its partitions."""
+    if control.ended is None:
+        return []
+    write_control(holder.store.directory, replace(control, ended=None))
+    return [_line(request, holder, action="REOPEN", from_status=control.ended.status, to_status=None)]
+
+
+def selected_indices(request: Request, holder: Holder) -> list[int]:
+    """The partitions a mark names: exact indices, or every partition whose status is in the filter now."""
+    params = request.params
+    if params.get("indices") is not None:
+        return sorted(int(index) for index in params["indices"])
+    wanted = frozenset(Status.parse(name) for name in params.get("status_filter") or ())
+    return holder.board.indices_with(wanted)
+
+
+def _mark(request: Request, holder: Holder) -> Result:
+    to = request.params.get("to")
+    if to not in MARK_STATUSES:
+        return Result(EXIT_BAD_INPUT, f"--status {to!r} cannot be marked: give one of {', '.join(MARK_STATUSES)}")
+    holder.flush()
+    indices = selected_indices(request, holder)
+    busy = sorted(holder.running().intersection(indices))
+    if busy:
+        shown = ", ".join(holder.spec.ids.of(*_bounds(holder, index)) for index in busy[:3])
+        more = f" and {len(busy) - 3} more" if len(busy) > 3 else ""
+        return Result(
+            EXIT_REFUSED,
+            f"partition {shown}{more} of backfill {holder.store.id} is running: cancel the backfill first, or wait",
+        )
+    if not indices:
+        return Result(EXIT_OK, "no partition matches: nothing was marked")
+    asset, rows = request.params.get("asset"), request.params.get("rows")
+    message = f"marked {to} by {request.requested_by}: {request.reason}"
+    store, plan, ids = holder.store, holder.spec.plan, holder.spec.ids
+    formatter = InstantFormatter(holder.spec.zone)
+    changes: list[tuple[int, Status, int]] = []
+    lines: list[dict] = []
+    durable = len(indices) <= DURABLE_ONE_BY_ONE
+    for index in indices:
+        interval = plan.interval(index)
+        partition_id = ids.of(interval.start, interval.end)
+        record = store.read_record(partition_id, plan, ids.of) if holder.board.attempts(index) else None
+        if record is None:
+            record = PartitionRecord(
+                partition_id,
+                index,
+                formatter.format(interval.start),
+                formatter.format(interval.end),
+                interval.start,
+                interval.end,
+                "queued",
+            )
+        before = record.status
+        previous = record.attempts[-1].error if record.attempts else None
+        if before == to and asset is None:
+            continue  # already so: no entry, nothing changes
+        now = now_text()
+        record.attempts.append(
+            Attempt(
+                f"{store.id}-p{index}-m{len(record.attempts) + 1}",
+                to,
+                now,
+                finished_at=now,
+                error=message,
+                duration=0.0,
+                generation=0,
+                launcher="none",
+                kind="mark",
+                rows=rows,
+                asset=asset,
+                by=request.requested_by,
+            )
+        )
+        if asset is None:
+            record.status = to
+        store.write_record(record, durable=durable)
+        changes.append((index, Status.parse(record.status), len(record.attempts)))
+        lines.append(
+            _line(
+                request,
+                holder,
+                partition_id=partition_id,
+                asset=asset,
+                action="MARK",
+                from_status=before,
+                to_status=to,
+                target_count=rows,
+                previous_message=previous,
+            )
+        )
+    if not changes:
+        return Result(EXIT_OK, f"every selected partition is {to} already: nothing was marked")
+    if not durable:
+        os.sync()  # one sync for every record written above
+    sync_directory(store.partitions)
+    lines += _reopen(request, holder, read_control(store.directory))
+    audit.append(store.directory, lines)
+    holder.update(changes)
+    what = f"asset {asset} of " if asset else ""
+    return Result(
+        EXIT_OK, f"marked {what}{len(changes)} partition{'s' if len(changes) != 1 else ''} {to}", len(changes)
+    )
+
+
+def _bounds(holder: Holder, index: int) -> tuple[int, int]:
+    interval = holder.spec.plan.interval(index)
+    return interval.start, interval.end
+
+
+def _mark_backfill(request: Request, holder: Holder) -> Result:
+    to = request.params.get("to")
+    if to not in BACKFILL_MARK_STATUSES:
+        return Result(
+            EXIT_BAD_INPUT,
+            f"--status {to!r} cannot end a backfill: give {' or '.join(BACKFILL_MARK_STATUSES)}",
+        )
+    if holder.running():
+        return Result(
+            EXIT_REFUSED, f"backfill {holder.store.id} has a child running: cancel the backfill first, or wait"
+        )
+    control = read_control(holder.store.directory)
+    before = control.ended.status if control.ended else "open"
+    decision = Decision(to, request.requested_by, now_text(), request.reason)
+    write_control(holder.store.directory, replace(control, ended=decision))
+    audit.append(
+        holder.store.directory,
+        [_line(request, holder, action="MARK", from_status=before, to_status=to, previous_message=_said(control))],
+    )
+    holder.end(to, f"marked {to} by {request.requested_by}: {request.reason}")
+    return Result(EXIT_OK, f"backfill {holder.store.id} marked {to}; its partitions keep their statuses", 1)
+
+
+def _said(control: Control) -> str | None:
+    decision = control.ended or control.paused
+    return decision.sentence() if decision else None
+
+
+def _cancel(request: Request, holder: Holder) -> Result:
+    control = read_control(holder.store.directory)
+    if control.ended is not None and control.ended.status == "cancelled" and not holder.running():
+        return Result(EXIT_OK, f"backfill {holder.store.id} is cancelled already ({control.ended.sentence()})")
+    decision = Decision("cancelled", request.requested_by, now_text(), request.reason)
+    write_control(holder.store.directory, replace(control, ended=decision))
+    before = control.ended.status if control.ended else "running" if holder.running() else "open"
+    audit.append(
+        holder.store.directory,
+        [
+            _line(
+                request,
+                holder,
+                action="CANCEL",
+                from_status=before,
+                to_status="cancelled",
+                previous_message=_said(control),
+            )
+        ],
+    )
+    running = len(holder.running())
+    holder.cancel(f"cancelled by {request.requested_by}: {request.reason}")
+    stopped = f"; {running} running child{'ren' if running != 1 else ''} stopped" if running else ""
+    return Result(EXIT_OK, f"backfill {holder.store.id} cancelled{stopped}", 1)
+
+
+def _pause(request: Request, holder: Holder) -> Result:
+    control = read_control(holder.store.directory)
+    if control.paused is not None:
+        return Result(EXIT_OK, f"backfill {holder.store.id} is paused already ({control.paused.sentence()})")
+    decision = Decision("paused", request.requested_by, now_text(), request.reason)
+    write_control(holder.store.directory, replace(control, paused=decision))
+    audit.append(
+        holder.store.directory, [_line(request, holder, action="PAUSE", from_status="open", to_status="paused")]
+    )
+    holder.pause(True, f"paused by {request.requested_by}: {request.reason}")
+    running = len(holder.running())
+    finishing = f"; {running} running child{'ren' if running != 1 else ''} will finish" if running else ""
+    return Result(EXIT_OK, f"backfill {holder.store.id} paused{finishing}", 1)
+
+
+def _resume(request: Request, holder: Holder) -> Result:
+    control = read_control(holder.store.directory)
+    if control.paused is None:
+        return Result(EXIT_OK, f"backfill {holder.store.id} is not paused: nothing to resume")
+    write_control(holder.store.directory, replace(control, paused=None))
+    audit.append(
+        holder.store.directory,
+        [
+            _line(
+                request,
+                holder,
+                action="RESUME",
+                from_status="paused",
+                to_status="open",
+                previous_message=control.paused.sentence(),
+            )
+        ],
+    )
+    holder.pause(False, "")
+    return Result(EXIT_OK, f"backfill {holder.store.id} resumed: backfill --continue {holder.store.id} goes on", 1)
+
+
+def reopen_for_continue(store: StateStore, reason: str, requested_by: str, applied_by: str) -> Iterable[str]:
+    """A ``--continue`` given its own reason opens a backfill ended by a mark or a cancel (under the lock)."""
+    control = read_control(store.directory)
+    if control.ended is None:
+        return []
+    write_control(store.directory, replace(control, ended=None))
+    now = now_text()
+    line = audit.entry(
+        backfill_id=store.id,
+        action="REOPEN",
+        from_status=control.ended.status,
+        previous_message=control.ended.sentence(),
+        reason=reason,
+        requested_by=requested_by,
+        requested_at=now,
+        applied_at=now,
+        applied_by=applied_by,
+    )
+    audit.append(store.directory, [line])
+    return [control.ended.sentence()]

@@ -1,0 +1,137 @@
+"""``audit.jsonl``: every intervention, one JSON object per line, appended and fsynced, never rewritten.
+
+Appends from several processes are serialized by an ``flock`` on the file itself, so none is lost or
+interleaved. A line torn by a crash mid-append is never dropped or rewritten: the next append starts on a
+new line after it, and every reader reports it with its line number.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import secrets
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from engine.base.atomic import FILE_MODE
+
+AUDIT = "audit.jsonl"
+ACTIONS = (
+    "MARK",
+    "STAND_IN",
+    "CANCEL",
+    "PAUSE",
+    "RESUME",
+    "REOPEN",
+    "RESET",
+    "RERUN",
+    "IGNORE_DEPENDENCIES",
+    "GATE_BYPASS",
+    "RECONCILE_LOST",
+    "RESTORE",
+)
+FIELDS = (
+    "id",
+    "backfill_id",
+    "partition_id",
+    "asset",
+    "action",
+    "from_status",
+    "to_status",
+    "target_count",
+    "previous_message",
+    "reason",
+    "requested_by",
+    "requested_at",
+    "applied_at",
+    "applied_by",
+)
+
+
+def new_entry_id() -> str:
+    """Sortable by time, unique across processes: ``1764540000123456-3fa2c1``."""
+    return f"{time.time_ns() // 1000}-{secrets.token_hex(3)}"
+
+
+def entry(**values: Any) -> dict[str, Any]:
+    """An audit line with every field present (None where it does not apply) and a fresh ``id``."""
+    unknown = set(values) - set(FIELDS)
+    if unknown:
+        raise ValueError(f"unknown audit fields: {sorted(unknown)}")
+    if values.get("action") not in ACTIONS:
+        raise ValueError(f"unknown audit action {values.get('action')!r}")
+    line = dict.fromkeys(FIELDS)
+    line.update(values)
+    line["id"] = line["id"] or new_entry_id()
+    return line
+
+
+def append(directory: Path, entries: Iterable[dict[str, Any]]) -> int:
+    """Append ``entries`` to ``directory/audit.jsonl`` in one locked write, fsynced; returns how many."""
+    data = b"".join(orjson.dumps(line) + b"\n" for line in entries)
+    if not data:
+        return 0
+    descriptor = os.open(directory / AUDIT, os.O_RDWR | os.O_APPEND | os.O_CREAT, FILE_MODE)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        size = os.fstat(descriptor).st_size
+        if size and os.pread(descriptor, 1, size - 1) != b"\n":
+            data = b"\n" + data  # a torn last line stays as it is: ours starts on a line of its own
+        view = memoryview(data)
+        while view:
+            view = view[os.write(descriptor, view) :]
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)  # releases the lock
+    return data.count(b"\n") - (1 if data.startswith(b"\n") else 0)
+
+
+@dataclass
+class AuditLog:
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    torn: list[int] = field(default_factory=list)  # 1-based numbers of lines that are not whole JSON objects
+
+    def problem(self, path: Path) -> str | None:
+        if not self.torn:
+            return None
+        lines = ", ".join(str(number) for number in self.torn[:5])
+        return (
+            f"{path}: line{'s' if len(self.torn) > 1 else ''} {lines} {'are' if len(self.torn) > 1 else 'is'} "
+            "torn (a crash while appending); kept as written, every other line is read"
+        )
+
+
+def read(directory: Path) -> AuditLog:
+    """Every line of the audit log (none when it does not exist); torn lines are counted, not dropped."""
+    try:
+        data = (directory / AUDIT).read_bytes()
+    except FileNotFoundError:
+        return AuditLog()
+    log = AuditLog()
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            log.torn.append(number)
+            continue
+        if isinstance(value, dict):
+            log.entries.append(value)
+        else:
+            log.torn.append(number)
+    return log
+
+
+def count(directory: Path) -> int:
+    """Lines in the audit log (a torn one included), without parsing any."""
+    try:
+        data = (directory / AUDIT).read_bytes()
+    except FileNotFoundError:
+        return 0
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)

@@ -1,0 +1,315 @@
+"""Stepping in from another process: cancel, pause and resume, marks, and the audit line each one leaves."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.backfills import alive, child_command, records, start_background, state_dirs, statuses, wait_for
+from tests.conftest import backfill_argv, run_backfill
+from tests.guard_flags import GUARD
+
+WHO = f"{getpass.getuser()}@{socket.gethostname()}"
+
+
+def plan(days: int = 5) -> tuple[str, ...]:
+    return ("--command", child_command(), "--start-date", "2024-01-01", "--end-date", f"2024-01-{days:02d}")
+
+
+def audit_lines(backfill: Path) -> list[dict]:
+    path = backfill / "audit.jsonl"
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()] if path.exists() else []
+
+
+def running_pids(backfill: Path, count: int) -> list[int]:
+    """Wait until ``count`` partitions are recorded running; their children's PIDs."""
+
+    def found():
+        pids = [r["attempts"][-1]["pid"] for r in records(backfill) if r["status"] == "running"]
+        return pids if len(pids) >= count else None
+
+    return wait_for(found, timeout=30)
+
+
+def started(work: Path, *args: str, env: dict[str, str]) -> tuple[subprocess.Popen[str], Path]:
+    process = start_background(*GUARD, *args, "--no-progress", cwd=work, env=env)
+    backfill = wait_for(lambda: (state_dirs(work / "logs" / "backfills") or [None])[0], timeout=30)
+    return process, backfill
+
+
+@pytest.fixture
+def env(home) -> dict[str, str]:
+    return {**home, "CHILD_SLEEP": "30", "BACKFILL_STOP_GRACE": "5"}
+
+
+def test_cancel_from_another_process_stops_children_exits_1_and_says_who_and_why(work, env):
+    """`backfill cancel` while children run: each is stopped within the grace, the executor exits 1 and prints
+    who cancelled and why; records say cancelled by whom; one CANCEL audit line; --continue then needs a reason."""
+    process, backfill = started(work, *plan(), "--max-parallel", "2", env=env)
+    pids = running_pids(backfill, 2)
+    asked = time.monotonic()
+    cancel = run_backfill("cancel", backfill.name, "--reason", "the source resent the file", cwd=work, env=env)
+    assert cancel.returncode == 0, cancel.stderr
+    assert cancel.stdout == f"backfill {backfill.name} cancelled; 2 running children stopped\n"
+    out, err = process.communicate(timeout=30)
+    assert time.monotonic() - asked < 5 + 2.5  # seen within 2 s, children gone within the grace
+    assert process.returncode == 1, err
+    assert f"stepped in  cancelled by {WHO}: the source resent the file" in out
+    assert not [pid for pid in pids if alive(pid)]
+    cancelled = [r for r in records(backfill) if r["status"] == "cancelled"]
+    assert len(cancelled) == 2
+    assert {r["attempts"][-1]["error"] for r in cancelled} == {f"cancelled: by {WHO}: the source resent the file"}
+    [line] = audit_lines(backfill)
+    assert line["action"] == "CANCEL" and line["partition_id"] is None and line["backfill_id"] == backfill.name
+    assert (line["from_status"], line["to_status"], line["reason"]) == (
+        "running",
+        "cancelled",
+        "the source resent the file",
+    )
+    assert line["requested_by"] == WHO and line["applied_by"].startswith("executor generation 1 (PID ")
+    again = run_backfill("--continue", backfill.name, cwd=work, env=env)
+    assert again.returncode == 2
+    assert f"was cancelled by {WHO} at " in again.stderr
+    assert "--continue needs its own --reason to go on" in again.stderr
+    quick = {**env, "CHILD_SLEEP": "0"}
+    done = run_backfill("--continue", backfill.name, "--reason", "resent file is in", cwd=work, env=quick)
+    assert done.returncode == 0, done.stderr
+    assert set(statuses(backfill).values()) == {"succeeded"}
+    assert [line["action"] for line in audit_lines(backfill)] == ["CANCEL", "REOPEN"]
+
+
+def test_cancel_without_a_live_executor_marks_the_backfill_cancelled(work, env):
+    """With no executor running, cancel is applied by the command itself: the list shows it cancelled."""
+    quick = {**env, "CHILD_SLEEP": "0"}
+    first = run_backfill(*GUARD, *plan(3), "--no-progress", cwd=work, env=quick)
+    assert first.returncode == 0, first.stderr
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    cancel = run_backfill("cancel", backfill.name, "--reason", "wrong range", cwd=work, env=env)
+    assert cancel.returncode == 0 and cancel.stdout == f"backfill {backfill.name} cancelled\n"
+    listed = orjson.loads(run_backfill("list", "--output", "json", cwd=work, env=env).stdout)
+    [summary] = listed["backfills"]
+    assert summary["state"] == "cancelled" and summary["interventions"] == 1
+    assert summary["decision"].startswith(f"cancelled by {WHO} at ") and summary["decision"].endswith(": wrong range")
+    [line] = audit_lines(backfill)
+    assert line["applied_by"].startswith("backfill cancel (PID ")
+
+
+def test_pause_lets_running_children_finish_exits_22_then_continue_holds_until_resume(work, env):
+    """pause: running children finish, nothing more starts, exit 22; --continue starts nothing and exits 0 with
+    who/when/why; resume lets --continue complete. PAUSE and RESUME are audited, list shows paused."""
+    slow = {**env, "CHILD_SLEEP": "2"}
+    process, backfill = started(work, *plan(6), "--max-parallel", "2", env=slow)
+    running_pids(backfill, 2)
+    pause = run_backfill("pause", backfill.name, "--reason", "CRM migration", cwd=work, env=env)
+    assert pause.returncode == 0, pause.stderr
+    assert pause.stdout == f"backfill {backfill.name} paused; 2 running children will finish\n"
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 22, err
+    assert f"stepped in  paused by {WHO}: CRM migration" in out
+    after_pause = statuses(backfill)
+    assert sorted(after_pause.values()) == ["succeeded", "succeeded"]  # the two that ran finished; none started
+    listed = orjson.loads(run_backfill("list", "--output", "json", cwd=work, env=env).stdout)
+    assert listed["backfills"][0]["state"] == "paused"
+    held = run_backfill("--continue", backfill.name, cwd=work, env=slow)
+    assert held.returncode == 0, held.stderr
+    assert held.stdout.startswith(f"backfill {backfill.name} is paused by {WHO} at ")
+    assert ": CRM migration; nothing started" in held.stdout
+    assert statuses(backfill) == after_pause
+    resume = run_backfill("resume", backfill.name, "--reason", "migration done", cwd=work, env=env)
+    assert resume.returncode == 0, resume.stderr
+    done = run_backfill("--continue", backfill.name, cwd=work, env={**env, "CHILD_SLEEP": "0"})
+    assert done.returncode == 0, done.stderr
+    assert list(statuses(backfill).values()) == ["succeeded"] * 6
+    lines = audit_lines(backfill)
+    assert [(x["action"], x["from_status"], x["to_status"], x["reason"]) for x in lines] == [
+        ("PAUSE", "open", "paused", "CRM migration"),
+        ("RESUME", "paused", "open", "migration done"),
+    ]
+
+
+def test_mark_of_a_running_partition_is_refused_and_changes_nothing(work, env):
+    """A mark naming a running partition: exit 3, 'cancel the backfill first, or wait', no record or audit line."""
+    process, backfill = started(work, *plan(3), "--max-parallel", "1", env=env)
+    running_pids(backfill, 1)
+    [running] = [r for r in records(backfill) if r["status"] == "running"]
+    mark = run_backfill(
+        "mark", backfill.name, running["id"][:8], "--status", "succeeded", "--reason", "x", cwd=work, env=env
+    )
+    assert mark.returncode == 3
+    assert mark.stderr == (
+        f"backfill: error: partition {running['id']} of backfill {backfill.name} is running: "
+        "cancel the backfill first, or wait\n"
+    )
+    assert [r["status"] for r in records(backfill) if r["id"] == running["id"]] == ["running"]
+    assert audit_lines(backfill) == []
+    os.killpg(process.pid, 2)
+    process.communicate(timeout=30)
+
+
+def test_marks_decide_what_continue_runs_and_keep_every_attempt(work, env):
+    """mark failed → rerun by --continue; mark succeeded / skipped → not rerun. Each mark is a new entry in the
+    partition's history (kind mark, who and why) and one MARK audit line with the previous status and message."""
+    quick = {**env, "CHILD_SLEEP": "0"}
+    first = run_backfill(
+        *GUARD,
+        "--command",
+        child_command("--fail-on", "2024-01-02"),
+        "--start-date",
+        "2024-01-01",
+        "--end-date",
+        "2024-01-04",
+        "--on-failure",
+        "continue",
+        cwd=work,
+        env=quick,
+    )
+    assert first.returncode == 1
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    by_index = {r["index"]: r for r in records(backfill)}
+    failed_id, ok_id = by_index[1]["id"], by_index[0]["id"]
+    previous_error = by_index[1]["attempts"][-1]["error"]
+    marked = run_backfill(
+        "mark",
+        backfill.name,
+        failed_id,
+        "--status",
+        "succeeded",
+        "--rows",
+        "1200",
+        "--reason",
+        "loaded by hand",
+        cwd=work,
+        env=env,
+    )
+    assert marked.returncode == 0 and marked.stdout == "marked 1 partition succeeded\n", marked.stderr
+    skip = run_backfill(
+        "mark", backfill.name, by_index[2]["id"], "--status", "skipped", "--reason", "holiday", cwd=work, env=env
+    )
+    assert skip.returncode == 0, skip.stderr
+    again = run_backfill("mark", backfill.name, ok_id, "--status", "failed", "--reason", "bad data", cwd=work, env=env)
+    assert again.returncode == 0, again.stderr
+    record = {r["index"]: r for r in records(backfill)}
+    mark = record[1]["attempts"][-1]
+    assert len(record[1]["attempts"]) == 2 and record[1]["attempts"][0]["status"] == "failed"  # nothing erased
+    assert (mark["kind"], mark["status"], mark["rows"], mark["by"], mark["pid"]) == (
+        "mark",
+        "succeeded",
+        1200,
+        WHO,
+        None,
+    )
+    assert mark["error"] == f"marked succeeded by {WHO}: loaded by hand"
+    resumed = run_backfill("--continue", backfill.name, cwd=work, env=quick)
+    assert resumed.returncode == 0, resumed.stderr
+    after = {r["index"]: r for r in records(backfill)}
+    assert [len(after[i]["attempts"]) for i in range(4)] == [3, 2, 2, 1]  # only the one marked failed ran again
+    assert [after[i]["status"] for i in range(4)] == ["succeeded", "succeeded", "skipped", "succeeded"]
+    lines = audit_lines(backfill)
+    assert [(x["action"], x["partition_id"], x["from_status"], x["to_status"], x["target_count"]) for x in lines] == [
+        ("MARK", failed_id, "failed", "succeeded", 1200),
+        ("MARK", by_index[2]["id"], "queued", "skipped", None)
+        if False
+        else ("MARK", by_index[2]["id"], "succeeded", "skipped", None),
+        ("MARK", ok_id, "succeeded", "failed", None),
+    ]
+    assert lines[0]["previous_message"] == previous_error
+
+
+def test_marking_an_ended_backfill_reopens_it(work, env):
+    """A backfill marked failed (ended) is opened again by a mark of its partitions: REOPEN, and the list derives
+    its state from the partitions again."""
+    quick = {**env, "CHILD_SLEEP": "0"}
+    assert run_backfill(*GUARD, *plan(2), cwd=work, env=quick).returncode == 0
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    ended = run_backfill("mark", backfill.name, "--status", "failed", "--reason", "numbers wrong", cwd=work, env=env)
+    assert ended.returncode == 0, ended.stderr
+
+    def state():
+        return orjson.loads(run_backfill("list", "--output", "json", cwd=work, env=env).stdout)["backfills"][0]
+
+    assert state()["state"] == "marked-failed"
+    first = records(backfill)[0]["id"]
+    run_backfill("mark", backfill.name, first, "--status", "failed", "--reason", "redo", cwd=work, env=env)
+    assert state()["state"] == "incomplete"
+    assert [x["action"] for x in audit_lines(backfill)] == ["MARK", "MARK", "REOPEN"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--status", "succeeded"], "--reason is required to mark a backfill"),
+        (["--status", "done", "--reason", "x"], "--status 'done' cannot end a backfill: give succeeded or failed"),
+        (["--status-filter", "late", "--status", "failed", "--reason", "x"], "--status-filter 'late' is not a status"),
+        (
+            ["--status-filter", "failed", "--status", "failed", "--rows", "5", "--reason", "x"],
+            "--rows means nothing for a partition marked failed",
+        ),
+        (["--status-filter", "failed", "--status", "succeeded", "--rows", "٣", "--reason", "x"], "--rows"),
+        (["--status", "succeeded", "--asset", "a", "--reason", "x"], "--asset means nothing for a mark of the whole"),
+        (
+            ["--status-filter", "failed", "--status", "succeeded", "--asset", "a", "--reason", "x"],
+            "--asset means nothing for a --command backfill",
+        ),
+        (["zzzzzz", "--status", "failed", "--reason", "x"], "partition 'zzzzzz' is not a partition ID"),
+        (["--status", "succeeded", "--reason", ""], "--reason '' is empty"),
+    ],
+)
+def test_bad_marks_are_one_line_and_exit_2(work, env, args, message):
+    """Each bad mark is one line on stderr naming the bad value, exit 2, and nothing is written."""
+    assert run_backfill(*GUARD, *plan(2), cwd=work, env={**env, "CHILD_SLEEP": "0"}).returncode == 0
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    result = run_backfill("mark", backfill.name, *args, cwd=work, env=env)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("backfill: error: ") and message in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert not (backfill / "audit.jsonl").exists()
+
+
+def test_concurrent_marks_from_four_processes_lose_no_audit_line(work, env):
+    """Four processes mark different partitions at once (each takes the lock in turn): 4 MARK lines, 4 marks."""
+    assert run_backfill(*GUARD, *plan(4), cwd=work, env={**env, "CHILD_SLEEP": "0"}).returncode == 0
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    ids = [r["id"] for r in records(backfill)]
+    environment = {**os.environ, "NO_COLOR": "1", **env}
+    marks = [
+        subprocess.Popen(
+            [*backfill_argv(), "mark", backfill.name, partition, "--status", "failed", "--reason", f"r{n}"],
+            cwd=work,
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n, partition in enumerate(ids)
+    ]
+    for process in marks:
+        process.communicate(timeout=60)
+    assert [process.returncode for process in marks] == [0, 0, 0, 0]
+    lines = audit_lines(backfill)
+    assert sorted(x["partition_id"] for x in lines) == sorted(ids) and len({x["id"] for x in lines}) == 4
+    assert set(statuses(backfill).values()) == {"failed"}
+
+
+def test_a_torn_audit_line_is_reported_and_later_appends_still_work(work, env):
+    """A crash mid-append leaves half a line: audit reports it by line number on stderr, a later mark appends
+    on a new line, and both whole lines are read."""
+    assert run_backfill(*GUARD, *plan(2), cwd=work, env={**env, "CHILD_SLEEP": "0"}).returncode == 0
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    first, second = (r["id"] for r in records(backfill))
+    run_backfill("mark", backfill.name, first, "--status", "failed", "--reason", "one", cwd=work, env=env)
+    with open(backfill / "audit.jsonl", "ab") as handle:
+        handle.write(b'{"id": "torn-by-a-cr')
+    run_backfill("mark", backfill.name, second, "--status", "failed", "--reason", "two", cwd=work, env=env)
+    shown = run_backfill("audit", backfill.name, "--output", "json", cwd=work, env=env)
+    assert shown.returncode == 0
+    assert [orjson.loads(line)["reason"] for line in shown.stdout.splitlines()] == ["one", "two"]
+    assert "line 2 is torn (a crash while appending)" in shown.stderr
+    text = run_backfill("audit", backfill.name, cwd=work, env=env)
+    assert "2 interventions" in text.stdout and "line 2 is torn" in text.stderr

@@ -1,0 +1,51 @@
+"""Command-line grammar of the verbs that step in on a backfill: mark, cancel, pause, resume, audit."""
+
+from __future__ import annotations
+
+from tui.cli.arguments import Parser, non_negative_int
+
+MAX_ROWS = 10**15  # rows loaded by hand: beyond this it is a typo
+
+
+def _common(parser: Parser) -> Parser:
+    parser.add_argument("id", help="backfill ID (or a unique prefix)")
+    parser.add_argument("--reason", help="why (required; recorded with who and when)")
+    parser.add_argument("--state-dir", help="root of the state store")
+    return parser
+
+
+def mark_parser() -> Parser:
+    parser = Parser(
+        prog="backfill mark",
+        description="Set partitions (or the backfill itself) succeeded, failed or skipped, with a reason.",
+    )
+    _common(parser)
+    parser.add_argument("partitions", nargs="*", metavar="PARTITION", help="partition IDs or unique prefixes")
+    parser.add_argument(
+        "--status-filter",
+        action="append",
+        default=[],
+        metavar="STATUS",
+        help="mark every partition with this status (repeatable)",
+    )
+    parser.add_argument("--status", help="succeeded, failed or skipped (the backfill itself: succeeded or failed)")
+    parser.add_argument(
+        "--rows",
+        type=non_negative_int("--rows", MAX_ROWS),
+        help="rows loaded by hand (a marked success then satisfies row-count checks)",
+    )
+    parser.add_argument("--asset", help="mark one asset of each pipeline partition")
+    return parser
+
+
+def simple_parser(verb: str, description: str) -> Parser:
+    return _common(Parser(prog=f"backfill {verb}", description=description))
+
+
+def audit_parser() -> Parser:
+    parser = Parser(prog="backfill audit", description="Every intervention on a backfill, oldest first.")
+    parser.add_argument("id", help="backfill ID (or a unique prefix)")
+    parser.add_argument("--state-dir", help="root of the state store")
+    parser.add_argument("--output", choices=("text", "json"), default=None, help="text (default) or JSON lines")
+    parser.add_argument("--no-color", action="store_true", help="no colours (also NO_COLOR, TERM=dumb)")
+    return parser

@@ -1,0 +1,110 @@
+"""``backfill mark | cancel | pause | resume ID --reason TEXT``: step in on a backfill from any terminal.
+
+The request goes to the backfill's live executor through its state directory, or, when none is live, is
+applied here under the backfill's lock (see ``engine.interventions``). Either way one line says what
+happened; a refusal is one line on stderr with exit code 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+from pathlib import Path
+
+from engine.base.errors import EXIT_OK, BadInput, Refused
+from engine.execute.backfill import Loaded, load_backfill
+from engine.guardrails.request import check_reason
+from engine.interventions.apply import BACKFILL_MARK_STATUSES, MARK_STATUSES, CommandHolder
+from engine.interventions.deliver import deliver
+from engine.interventions.requests import Request
+from engine.interventions.who import requester
+from engine.store.manifest import now_text
+from engine.store.records import PARTITION_STATUSES
+from tui.cli.intervene_arguments import mark_parser, simple_parser
+from tui.cli.resume import resolve_ids
+
+DESCRIPTIONS = {
+    "cancel": "Stop a backfill now: running children are stopped, nothing more starts.",
+    "pause": "Hold a backfill: running children finish, nothing more starts until resume.",
+    "resume": "Let a paused backfill go on (backfill --continue ID).",
+}
+
+
+def intervene_command(verb: str, argv: list[str]) -> int:
+    if verb == "mark":
+        args = mark_parser().parse_args(argv)
+    else:
+        args = simple_parser(verb, DESCRIPTIONS[verb]).parse_args(argv)
+    reason = check_reason(args.reason)
+    if reason is None:
+        raise BadInput(f"--reason is required to {verb} a backfill: say why (it is recorded with who and when)")
+    loaded = load_backfill(args.id, args.state_dir, Path.cwd())
+    action, params = _mark_request(args, loaded) if verb == "mark" else (verb, {})
+    request = Request(action, reason, requester(), now_text(), params)
+    applied_by = f"backfill {verb} (PID {os.getpid()} on {socket.gethostname()})"
+    spec = loaded.spec
+
+    def hold() -> CommandHolder:
+        board, _ = loaded.store.load_board(spec.plan, spec.ids.of)
+        return CommandHolder(loaded.store, spec, board, applied_by)
+
+    result = deliver(loaded.store, request, hold)
+    if result.exit_code != EXIT_OK:
+        error = Refused(result.message) if result.exit_code == Refused.exit_code else BadInput(result.message)
+        error.exit_code = result.exit_code
+        raise error
+    sys.stdout.write(result.message + "\n")
+    return EXIT_OK
+
+
+def _mark_request(args: argparse.Namespace, loaded: Loaded) -> tuple[str, dict]:
+    """What a mark names: partitions (IDs or a status filter), or, with neither, the backfill itself."""
+    status = args.status
+    if status is None:
+        raise BadInput("--status is required: give succeeded, failed or skipped")
+    for name in args.status_filter:
+        if name not in PARTITION_STATUSES:
+            raise BadInput(f"--status-filter {name!r} is not a status: give one of {', '.join(PARTITION_STATUSES)}")
+    if args.partitions and args.status_filter:
+        raise BadInput("partition IDs and --status-filter select partitions in two ways: give one of them")
+    if not args.partitions and not args.status_filter:
+        if status not in BACKFILL_MARK_STATUSES:
+            raise BadInput(
+                f"--status {status!r} cannot end a backfill: give succeeded or failed "
+                "(or name partitions to mark them skipped)"
+            )
+        for flag, value in (("--rows", args.rows), ("--asset", args.asset)):
+            if value is not None:
+                raise BadInput(
+                    f"{flag} means nothing for a mark of the whole backfill: name partitions, or leave it out"
+                )
+        return "mark_backfill", {"to": status}
+    if status not in MARK_STATUSES:
+        raise BadInput(f"--status {status!r} cannot be marked: give one of {', '.join(MARK_STATUSES)}")
+    if args.rows is not None and status != "succeeded":
+        raise BadInput(f"--rows means nothing for a partition marked {status}: only a success loaded rows")
+    if args.asset is not None:
+        _check_asset(args.asset, loaded)
+    params: dict = {"to": status, "rows": args.rows, "asset": args.asset}
+    if args.partitions:
+        params["indices"] = sorted(resolve_ids(loaded, args.partitions, flag="partition"))
+    else:
+        params["status_filter"] = sorted(set(args.status_filter))
+    return "mark", params
+
+
+def _check_asset(name: str, loaded: Loaded) -> None:
+    if loaded.spec.target.is_command:
+        raise BadInput("--asset means nothing for a --command backfill (pipeline partitions only): leave it out")
+    from engine.pipeline.loading import load_pipeline
+    from engine.pipeline.repository import resolve_target
+
+    try:
+        pipeline = load_pipeline(resolve_target(loaded.spec.target.path or "").pipeline_dir)
+    except BadInput as error:
+        raise BadInput(f"--asset {name!r} cannot be checked: the pipeline does not load ({error})") from None
+    names = sorted(pipeline.assets)
+    if name not in names:
+        raise BadInput(f"--asset {name!r} is not an asset of this pipeline: give one of {', '.join(names[:10])}")
