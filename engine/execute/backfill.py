@@ -18,11 +18,13 @@ from engine.execute.launcher import ForkExecLauncher, Launcher
 from engine.execute.rerun import PartitionSelection
 from engine.execute.takeover import Takeover, take_over
 from engine.execute.warm_launcher import RUNNER_PARTITIONS, WarmLauncher
+from engine.interventions.leasing import LeaseKeeper
 from engine.pipeline.config import find_config_file, load_config
 from engine.pipeline.repository import repository_root, resolve_target
 from engine.pipeline.validation import check_pipeline
 from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions, Planned, check_execution_options
 from engine.spec.parallelism import Parallelism, effective_parallelism
+from engine.store.lease import lease_timing
 from engine.store.manifest import manifest_of, spec_of
 from engine.store.records import PartitionRecord
 from engine.store.state_store import MANIFEST, StateStore, add_to_gitignore, default_state_root, new_backfill_id
@@ -78,6 +80,7 @@ class Prepared:
             hooks=with_requests(hooks or self.hooks or ExecutorHooks()),
             grace=grace if grace is not None else stop_grace(),
             reason=self.reason,
+            lease=LeaseKeeper(self.store, self.takeover.generation.number),
         )
 
 
@@ -132,6 +135,7 @@ def create_backfill(
     spec = planned.spec
     check_plan_size(len(spec.plan))  # before anything is written: a store it could never load helps no one
     grace = stop_grace()  # a bad BACKFILL_STOP_GRACE is refused before anything is saved too
+    lease_timing()  # and bad lease timings
     runner_partitions()  # and a bad BACKFILL_RUNNER_PARTITIONS
     root, repository = state_root_for(spec, state_dir, cwd)
     store = StateStore(root / new_backfill_id())
@@ -249,6 +253,7 @@ def prepare_resume(
     """Take a saved backfill over for another invocation (the path shared by --continue and the rerun form)."""
     check_execution_options(options)
     runner_partitions()  # a bad BACKFILL_RUNNER_PARTITIONS is refused before the takeover
+    lease_timing()
     parallelism = resume_parallelism(loaded.spec, options)
     spec = loaded.spec
     takeover = take_over(

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.base.errors import BackfillError, StateWriteFailed
+from engine.base.processes import process_started
 from engine.dates.durations import format_duration
 from engine.dates.plan import Interval
 from engine.execute.children import ChildFactory
@@ -29,9 +30,11 @@ from engine.execute.failure_reason import failure_reason
 from engine.execute.launcher import Child, ForkExecLauncher, Launcher, group_alive, signal_group
 from engine.execute.rerun import PartitionSelection
 from engine.execute.snapshot import FINISHED, RUNNING, STARTING, STOPPING, Event, RunningPartition, Snapshot
-from engine.execute.takeover import Takeover, process_started
+from engine.execute.takeover import Takeover
+from engine.interventions.leasing import LeaseKeeper
 from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions
 from engine.store.catalog import partitions_stamp, write_summary
+from engine.store.lease import LeasedAttempt
 from engine.store.manifest import now_text
 from engine.store.record_writer import RecordWriter
 from engine.store.records import Attempt, PartitionRecord
@@ -114,6 +117,7 @@ class Executor:
         hooks: ExecutorHooks | None = None,
         grace: float = 30.0,
         reason: str | None = None,
+        lease: LeaseKeeper | None = None,
     ) -> None:
         self.spec = spec
         self.store = store
@@ -125,6 +129,8 @@ class Executor:
         self.launcher = launcher or ForkExecLauncher()
         self.hooks = hooks or ExecutorHooks()
         self.grace = grace
+        self.lease = lease
+        self._fenced: str | None = None  # this executor lost its lease: it writes nothing more
         self.plan = spec.plan
         self.ids = spec.ids
         self.factory = ChildFactory(
@@ -216,6 +222,23 @@ class Executor:
         """An operator's mark of the whole backfill (no child runs): launch nothing more and end as ``status``."""
         self._intervention, self._ended_as, self._halted = message, status, True
 
+    def _leased_attempts(self) -> tuple[LeasedAttempt, ...]:
+        with self._lock:
+            return tuple(
+                LeasedAttempt(a.attempt.run_id, a.index, a.child.pid, a.attempt.pid_started)
+                for a in self._active.values()
+            )
+
+    def _fenced_out(self, message: str) -> None:
+        """Our lease lapsed or was taken away (a reconcile marked our attempts lost): stop every child and
+        write nothing more, whatever they do."""
+        self._fenced = message
+        self._intervention = f"stopped itself without recording anything: {message}"
+        self.request_stop(f"lease lost: {message}")
+
+    def _owns(self) -> bool:
+        return self.lease is None or self.lease.owns()
+
     @property
     def paused(self) -> str | None:
         return self._paused
@@ -249,6 +272,8 @@ class Executor:
     def run(self) -> Outcome:
         self._started_at = time.time()
         setup_error: BackfillError | None = None
+        if self.lease is not None:
+            self.lease.start(self._leased_attempts, self._fenced_out)
         try:
             try:
                 self.hooks.before_first_launch()
@@ -273,6 +298,8 @@ class Executor:
         finally:
             # Whatever happened (a full disk, a bug of ours), no child outlives this loop unwaited.
             self._stop_everything_and_wait()
+            if self.lease is not None:
+                self.lease.stop()
             self.launcher.shutdown()
             self._finished_at = time.time()
             self._selector.close()
@@ -292,7 +319,9 @@ class Executor:
             list(self._ended),
             intervention=self._intervention,
         )
-        if setup_error is None and self._storage_error is None:
+        if self._fenced is not None:
+            result.status = status = "failed"
+        elif setup_error is None and self._storage_error is None:
             try:
                 result.record = self.record = self.hooks.after_run(result)
             except Exception as error:  # not written, whatever the cause: the run must not report success
@@ -321,14 +350,16 @@ class Executor:
     def _maybe_write_summary(self, *, force: bool = False) -> None:
         """Refresh the counts cache that `backfill list` reads, at most every SUMMARY_SECONDS."""
         now = time.monotonic()
+        if self._fenced is not None:
+            return
         if force or now - self._summary_written >= SUMMARY_SECONDS:
             self._summary_written = now
             write_summary(self.store, self.board, partitions_stamp(self.store))  # a cache: never fails the run
 
     def _write(self, path, data: bytes, *, durable: bool) -> None:
         """Queue a record; once the store cannot be written, stop the run instead of crashing out of it."""
-        if self._storage_error is not None:
-            return
+        if self._storage_error is not None or not self._owns():
+            return  # fenced: a reconcile decided these partitions' fate; our late word would overwrite it
         try:
             self._writer.put(path, data, durable=durable)
         except OSError as error:

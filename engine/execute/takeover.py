@@ -14,15 +14,18 @@
 from __future__ import annotations
 
 import os
-import signal
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import psutil
 
 from engine.base.atomic import ensure_directory, remove_stale_temporaries
 from engine.base.errors import Refused
+from engine.base.processes import process_started, same_process, stop_orphans
+from engine.store.lease import OTHER_HOST_GRACE, read_lease
 from engine.store.locks import FileLock
 from engine.store.manifest import now_text
 from engine.store.records import PartitionRecord
@@ -40,43 +43,12 @@ class Takeover:
     stopped_orphans: list[int]
 
 
-_BOOT_TIME: float | None = None
-
-
-def process_started(pid: int) -> float | None:
-    """The start time of a live process, as psutil computes it (boot time + start ticks), or None.
-
-    On Linux the boot time is read once and ``/proc/<pid>/stat`` once per call: this runs for
-    every child the executor starts.
-    """
-    global _BOOT_TIME
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            fields = handle.read().rsplit(b")", 1)[1].split()
-        if _BOOT_TIME is None:
-            _BOOT_TIME = psutil.boot_time()
-        return _BOOT_TIME + int(fields[19]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        pass
-    try:
-        return psutil.Process(pid).create_time()
-    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-        return None
-
-
-def _same_process(pid: int | None, started: float | None) -> bool:
-    if pid is None or started is None:
-        return False
-    actual = process_started(pid)
-    return actual is not None and abs(actual - started) < 0.01
-
-
 def find_orphans(store: StateStore, running: list[PartitionRecord]) -> set[int]:
     """PIDs of live children of an earlier executor of this backfill."""
     found = set()
     for record in running:
         for attempt in record.attempts:
-            if attempt.status == "running" and _same_process(attempt.pid, attempt.pid_started):
+            if attempt.status == "running" and same_process(attempt.pid, attempt.pid_started):
                 found.add(attempt.pid)
     me = os.getpid()
     for process in psutil.process_iter(["pid"]):
@@ -90,34 +62,19 @@ def find_orphans(store: StateStore, running: list[PartitionRecord]) -> set[int]:
     return found
 
 
-def _signal(pid: int, signum: int) -> None:
-    try:
-        if os.getpgid(pid) == pid:
-            os.killpg(pid, signum)
-        else:
-            os.kill(pid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def alive(pid: int) -> bool:
-    """Running (or stopped), not a zombie: an exited child nobody reaped yet is dead for our purposes."""
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return False
-
-
-def stop_orphans(pids: set[int], grace: float) -> None:
-    """SIGTERM to each orphan's group, SIGKILL to whatever still lives after ``grace``."""
-    for pid in pids:
-        _signal(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(alive(pid) for pid in pids):
-        time.sleep(0.05)
-    for pid in pids:
-        if alive(pid):
-            _signal(pid, signal.SIGKILL)
+def check_not_owned_elsewhere(store: StateStore) -> None:
+    """Our lock only excludes executors on this host: one on another host sharing the state directory owns
+    the backfill while its lease runs, and for OTHER_HOST_GRACE seconds after (it may only be slow)."""
+    lease = read_lease(store.directory)
+    if lease is None or lease.host is None or lease.host == socket.gethostname():
+        return
+    until = lease.expires_at + OTHER_HOST_GRACE
+    if time.time() < until:
+        when = datetime.fromtimestamp(until, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+        raise Refused(
+            f"backfill {store.id} is owned by executor PID {lease.pid} on {lease.host} (its lease runs, with "
+            f"another host's grace, until {when}): wait for it, or cancel it from here (backfill cancel)"
+        )
 
 
 def take_over(
@@ -136,6 +93,11 @@ def take_over(
         holder = store.read_generation()
         who = f" by executor PID {holder.pid} on {holder.host} since {holder.started_at}" if holder else ""
         raise Refused(f"backfill {store.id} is already running{who}: wait for it, or stop it with Ctrl+C there")
+    try:
+        check_not_owned_elsewhere(store)
+    except BaseException:
+        lock.release()
+        raise
     if reload is not None:
         try:
             fresh, running = reload()

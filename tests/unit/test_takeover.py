@@ -7,7 +7,7 @@ import time
 
 import psutil
 
-from engine.execute.takeover import alive, stop_orphans
+from engine.base.processes import alive, stop_orphans
 
 
 def test_a_zombie_is_not_alive_and_stopping_it_does_not_wait_for_the_grace():

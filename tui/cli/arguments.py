@@ -28,7 +28,7 @@ VERBS = (
     "audit",
     "validate",
 )
-IMPLEMENTED_VERBS = ("run", "list", "show", "restore", "mark", "cancel", "pause", "resume", "audit")
+IMPLEMENTED_VERBS = ("run", "list", "show", "restore", "mark", "cancel", "pause", "resume", "reconcile", "audit")
 
 
 class UsageError(Exception):

@@ -97,7 +97,9 @@ def show_command(argv: list[str]) -> int:
         from tui.cli.browser import browse
 
         return browse(root=None, backfill_id=args.id, state_dir=args.state_dir, no_color=args.no_color)
-    loaded = load_backfill(args.id, args.state_dir, Path.cwd())
+    from tui.cli.reconcile_command import settle_if_expired
+
+    loaded = settle_if_expired(load_backfill(args.id, args.state_dir, Path.cwd()), "show")
     statuses = frozenset(Status.parse(s) for s in args.status) if args.status else None
     if args.output == "json":
         write_show_json(loaded, statuses, args.offset, args.limit)

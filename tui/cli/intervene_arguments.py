@@ -42,6 +42,14 @@ def simple_parser(verb: str, description: str) -> Parser:
     return _common(Parser(prog=f"backfill {verb}", description=description))
 
 
+def reconcile_parser() -> Parser:
+    parser = Parser(prog="backfill reconcile", description="Settle backfills whose executor's lease expired.")
+    parser.add_argument("id", nargs="?", help="backfill ID (or a unique prefix); all backfills without it")
+    parser.add_argument("--reason", help="why (recorded; default: lease expired)")
+    parser.add_argument("--state-dir", help="root of the state store")
+    return parser
+
+
 def audit_parser() -> Parser:
     parser = Parser(prog="backfill audit", description="Every intervention on a backfill, oldest first.")
     parser.add_argument("id", help="backfill ID (or a unique prefix)")

@@ -23,6 +23,7 @@ from engine.interventions.who import requester
 from engine.store.manifest import now_text
 from engine.store.records import PARTITION_STATUSES
 from tui.cli.intervene_arguments import mark_parser, simple_parser
+from tui.cli.reconcile_command import settle_if_expired
 from tui.cli.resume import resolve_ids
 
 DESCRIPTIONS = {
@@ -41,6 +42,8 @@ def intervene_command(verb: str, argv: list[str]) -> int:
     if reason is None:
         raise BadInput(f"--reason is required to {verb} a backfill: say why (it is recorded with who and when)")
     loaded = load_backfill(args.id, args.state_dir, Path.cwd())
+    if verb == "mark":
+        loaded = settle_if_expired(loaded, "mark")
     action, params = _mark_request(args, loaded) if verb == "mark" else (verb, {})
     request = Request(action, reason, requester(), now_text(), params)
     applied_by = f"backfill {verb} (PID {os.getpid()} on {socket.gethostname()})"

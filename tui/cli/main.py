@@ -66,6 +66,10 @@ def _verb(verb: str, args: list[str]) -> int:
         from tui.cli.intervene_command import intervene_command
 
         return intervene_command(verb, args)
+    if verb == "reconcile":
+        from tui.cli.reconcile_command import reconcile_command
+
+        return reconcile_command(args)
     if verb == "audit":
         from tui.cli.audit_command import audit_command
 

@@ -25,6 +25,7 @@ from engine.spec.backfill_spec import ExecutionOptions, check_execution_options
 from engine.store.control import Decision, read_control
 from engine.store.manifest import initial_options
 from tui.cli.arguments import UsageError, timeout_arg
+from tui.cli.reconcile_command import settle_if_expired
 from tui.cli.state_output import write_state_json
 from tui.cli.terminal import dashboard_possible
 
@@ -151,7 +152,7 @@ def resume_command(args: argparse.Namespace) -> int:
     reason = check_reason(args.reason)
     if args.approve is not None and not args.dry_run:
         check_digest_prefix(args.approve)
-    loaded = load_backfill(args.resume, args.state_dir, Path.cwd())
+    loaded = settle_if_expired(load_backfill(args.resume, args.state_dir, Path.cwd()), "--continue")
     control = read_control(loaded.store.directory)
     if not args.dry_run and control.paused is not None:
         return _say_paused(loaded.store.id, control.paused)

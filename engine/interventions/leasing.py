@@ -1,0 +1,95 @@
+"""The executor's lease, kept by a thread of its own so that a long hook (a snapshot, a verification query)
+never lets it lapse, while a stopped process (SIGSTOP, a frozen VM) lets it lapse as it should."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from engine.base.processes import process_started
+from engine.store.lease import Lease, LeasedAttempt, lease_timing, read_lease, write_lease
+from engine.store.state_store import StateStore
+
+
+class LeaseKeeper:
+    """Writes the backfill's lease, renews it, and fences its executor out when it is no longer the owner:
+    its own renewal came too late (the lease expired while it was stopped), or someone reconciled it."""
+
+    def __init__(self, store: StateStore, generation: int) -> None:
+        self.store = store
+        self.seconds, self.renew = lease_timing()
+        previous = read_lease(store.directory)
+        self.epoch = max(generation, (previous.epoch + 1) if previous else 0)
+        self.host = socket.gethostname()
+        self.pid = os.getpid()
+        self.valid_until = 0.0  # Unix seconds: past this, nothing may be written as this backfill's owner
+        self.fenced: str | None = None
+        self._running: Callable[[], tuple[LeasedAttempt, ...]] = tuple
+        self._on_fenced: Callable[[str], None] = lambda message: None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, running: Callable[[], tuple[LeasedAttempt, ...]], on_fenced: Callable[[str], None]) -> None:
+        self._running, self._on_fenced = running, on_fenced
+        self._write(time.time())
+        self._thread = threading.Thread(target=self._work, name="lease", daemon=True)
+        self._thread.start()
+
+    def owns(self) -> bool:
+        """Whether this executor may write an outcome now (checked right before each write)."""
+        if self.fenced is None and time.time() > self.valid_until:
+            self._fence(f"its lease expired at {_when(self.valid_until)} before it was renewed (was it stopped?)")
+        return self.fenced is None
+
+    def stop(self) -> None:
+        """The run ended: stop renewing and leave the lease unowned (unless someone else owns it now)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self.owns():
+            try:
+                current = read_lease(self.store.directory)
+            except Exception:  # a damaged lease file: the next owner replaces it
+                current = None
+            if current is None or current.epoch == self.epoch:
+                write_lease(self.store.directory, Lease(self.epoch, None, None, None, time.time(), (), "ended"))
+
+    def _write(self, now: float) -> None:
+        write_lease(
+            self.store.directory,
+            Lease(self.epoch, self.host, self.pid, process_started(self.pid), now + self.seconds, self._running()),
+        )
+        self.valid_until = now + self.seconds
+
+    def _work(self) -> None:
+        while not self._stop.wait(min(self.renew, 1.0)):
+            now = time.time()
+            if not self.owns():
+                return
+            if now + self.seconds - self.valid_until < self.renew:
+                continue  # not due yet (checks every second, renews every `renew` seconds)
+            try:
+                current = read_lease(self.store.directory)
+            except Exception:
+                current = None
+            if current is None or current.epoch != self.epoch or current.host != self.host or current.pid != self.pid:
+                what = current.note if current is not None and current.note else "another owner took it"
+                self._fence(f"its lease was taken away ({what})")
+                return
+            try:
+                self._write(now)
+            except OSError:
+                continue  # retried on the next turn; past the expiry the executor fences itself
+
+    def _fence(self, message: str) -> None:
+        if self.fenced is None:
+            self.fenced = message
+            self._on_fenced(message)
+
+
+def _when(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")

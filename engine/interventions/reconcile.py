@@ -1,0 +1,134 @@
+"""Reconcile: settle what an executor whose lease expired left running.
+
+An expired attempt on this host becomes ``lost`` (its outcome is uncertain: its work may have committed) and
+its partition ``failed``, after its child — verified by PID *and* start time, never a reused PID — and that
+child's descendants are stopped. An owner on another host gets ``OTHER_HOST_GRACE`` more seconds past its
+expiry, since we cannot see its processes. The lease is then left unowned with a higher epoch, which fences
+the old owner out: if it wakes up (SIGCONT), it writes nothing and stops itself.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import psutil
+
+from engine.base.processes import same_process, stop_orphans
+from engine.dates.plan import Plan
+from engine.store import audit
+from engine.store.lease import OTHER_HOST_GRACE, Lease, read_lease, write_lease
+from engine.store.manifest import now_text
+from engine.store.records import PartitionRecord
+from engine.store.state_store import StateStore
+from engine.store.status import Status
+
+LOST_GRACE = 10.0  # seconds a lost attempt's child gets between SIGTERM and SIGKILL
+
+
+@dataclass
+class Reconciled:
+    backfill_id: str
+    verdict: str  # "no lease", "live", "in grace", "lost", "unowned"
+    message: str
+    lost: list[str] = field(default_factory=list)  # partition IDs whose attempt became lost
+    stopped: list[int] = field(default_factory=list)  # PIDs stopped
+
+
+def _when(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def reconcile(
+    store: StateStore,
+    plan: Plan,
+    id_of,
+    *,
+    requested_by: str,
+    reason: str,
+    applied_by: str,
+    now: float | None = None,
+) -> Reconciled:
+    """Settle the backfill's expired lease, if it has one; say what was found either way."""
+    now = time.time() if now is None else now
+    lease = read_lease(store.directory)
+    if lease is None or lease.host is None:
+        note = f" ({lease.note})" if lease is not None and lease.note else ""
+        return Reconciled(store.id, "unowned", f"backfill {store.id}: no executor owns it{note}")
+    owner = f"executor PID {lease.pid} on {lease.host}"
+    if now < lease.expires_at:
+        return Reconciled(
+            store.id, "live", f"backfill {store.id}: {owner} holds its lease until {_when(lease.expires_at)}"
+        )
+    here = lease.host == socket.gethostname()
+    if not here and now < lease.expires_at + OTHER_HOST_GRACE:
+        return Reconciled(
+            store.id,
+            "in grace",
+            f"backfill {store.id}: the lease of {owner} expired at {_when(lease.expires_at)}; another host gets "
+            f"{OTHER_HOST_GRACE:g} s more, until {_when(lease.expires_at + OTHER_HOST_GRACE)}",
+        )
+    board, running = store.load_board(plan, id_of)
+    stopped = _stop_lost_children(lease, running) if here else []
+    # The old owner is fenced out before anything is written: from here on, none of its writes is valid.
+    write_lease(
+        store.directory,
+        Lease(lease.epoch + 1, None, None, None, now, (), f"reconciled at {_when(now)}: {owner}'s lease expired"),
+    )
+    finished = now_text()
+    message = (
+        f"lost: the lease of {owner} expired at {_when(lease.expires_at)} while it ran; its outcome is uncertain "
+        "(its work may have committed): check the target before running it again"
+    )
+    lines = []
+    for record in running:
+        for attempt in record.attempts:
+            if attempt.status == "running":
+                attempt.status, attempt.finished_at, attempt.error = "lost", finished, message
+        record.status = "failed"
+        store.write_record(record, durable=True)
+        board.set(record.index, Status.FAILED)
+        lines.append(
+            audit.entry(
+                backfill_id=store.id,
+                partition_id=record.id,
+                action="RECONCILE_LOST",
+                from_status="running",
+                to_status="failed",
+                previous_message=None,
+                reason=reason,
+                requested_by=requested_by,
+                requested_at=finished,
+                applied_at=finished,
+                applied_by=applied_by,
+            )
+        )
+    audit.append(store.directory, lines)
+    lost = [record.id for record in running]
+    stopped_text = f", stopped PIDs {', '.join(map(str, stopped))}" if stopped else ""
+    return Reconciled(
+        store.id,
+        "lost" if lost else "unowned",
+        f"backfill {store.id}: the lease of {owner} expired at {_when(lease.expires_at)}; "
+        f"{len(lost)} running attempt{'s' if len(lost) != 1 else ''} marked lost{stopped_text}; "
+        "it can be resumed",
+        lost,
+        stopped,
+    )
+
+
+def _stop_lost_children(lease: Lease, running: list[PartitionRecord]) -> list[int]:
+    """Stop each child of the expired owner that is verifiably still alive, with its descendants."""
+    candidates = {(a.pid, a.pid_started) for a in lease.attempts}
+    candidates |= {(a.pid, a.pid_started) for r in running for a in r.attempts if a.status == "running"}
+    verified = {pid for pid, started in candidates if pid is not None and same_process(pid, started)}
+    family = set(verified)
+    for pid in verified:
+        try:
+            family |= {child.pid for child in psutil.Process(pid).children(recursive=True)}
+        except psutil.Error:
+            continue
+    stop_orphans(family, LOST_GRACE)
+    return sorted(family)

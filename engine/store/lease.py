@@ -1,0 +1,111 @@
+"""``lease.json``: who owns a backfill across hosts sharing its state directory, and until when.
+
+The executor writes it when it takes the backfill over and renews it every 15 s with an expiry 60 s ahead
+(``BACKFILL_LEASE_RENEW_SECONDS``, ``BACKFILL_LEASE_SECONDS``). It lists the attempts it supervises, each
+with the PID and start time of its child, so that a reconcile on the same host can stop exactly those
+processes. ``epoch`` grows with every owner; a reconcile raises it and clears the owner, which fences the
+old owner out: it may no longer write an outcome.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from engine.base.atomic import write_atomic
+from engine.base.errors import BadInput, StateUnreadable
+
+LEASE = "lease.json"
+DEFAULT_SECONDS, DEFAULT_RENEW_SECONDS = 60.0, 15.0
+OTHER_HOST_GRACE = 120.0  # an owner on another host may only be slow to renew: wait this long past expiry
+MAX_LEASE_SECONDS = 3600.0
+
+
+@dataclass(frozen=True)
+class LeasedAttempt:
+    run_id: str
+    index: int
+    pid: int | None
+    pid_started: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "index": self.index, "pid": self.pid, "pid_started": self.pid_started}
+
+
+@dataclass(frozen=True)
+class Lease:
+    epoch: int
+    host: str | None  # None: unowned (ended, or reconciled)
+    pid: int | None
+    pid_started: float | None
+    expires_at: float  # Unix seconds
+    attempts: tuple[LeasedAttempt, ...] = field(default_factory=tuple)
+    note: str | None = None  # why it is unowned: "ended", or what a reconcile found
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": 1,
+            "epoch": self.epoch,
+            "host": self.host,
+            "pid": self.pid,
+            "pid_started": self.pid_started,
+            "expires_at": self.expires_at,
+            "attempts": [attempt.to_json() for attempt in self.attempts],
+            "note": self.note,
+        }
+
+
+def read_lease(directory: Path) -> Lease | None:
+    path = directory / LEASE
+    try:
+        data = orjson.loads(path.read_bytes())
+        attempts = tuple(
+            LeasedAttempt(str(a["run_id"]), int(a["index"]), a.get("pid"), a.get("pid_started"))
+            for a in data.get("attempts") or ()
+        )
+        return Lease(
+            int(data["epoch"]),
+            data.get("host"),
+            data.get("pid"),
+            data.get("pid_started"),
+            float(data["expires_at"]),
+            attempts,
+            data.get("note"),
+        )
+    except FileNotFoundError:
+        return None
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError) as error:
+        raise StateUnreadable(f"{path} is damaged ({error}): move it away if no executor runs this backfill") from None
+
+
+def write_lease(directory: Path, lease: Lease) -> None:
+    write_atomic(directory / LEASE, orjson.dumps(lease.to_json()), durable=False)
+
+
+def _seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw) if raw.strip().isascii() else float("nan")
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= MAX_LEASE_SECONDS:
+        raise BadInput(f"{name} {raw!r} is not a number of seconds above 0 and at most {MAX_LEASE_SECONDS:g}")
+    return value
+
+
+def lease_timing() -> tuple[float, float]:
+    """(lease seconds, renewal seconds), from the environment or 60 and 15; renewal must come well before expiry."""
+    seconds = _seconds("BACKFILL_LEASE_SECONDS", DEFAULT_SECONDS)
+    renew = _seconds("BACKFILL_LEASE_RENEW_SECONDS", min(DEFAULT_RENEW_SECONDS, seconds / 4))
+    if renew >= seconds:
+        raise BadInput(
+            f"BACKFILL_LEASE_RENEW_SECONDS {renew:g} must be below BACKFILL_LEASE_SECONDS {seconds:g}: "
+            "a lease must be renewed before it expires"
+        )
+    return seconds, renew

@@ -1,0 +1,94 @@
+"""Leases: an executor frozen past its lease is reconciled (its attempts lost, its children stopped) and, once
+thawed, stops itself writing nothing; an owner on another host keeps 120 s of grace."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import time
+
+import orjson
+
+from engine.store.lease import Lease, write_lease
+from tests.backfills import alive, child_command, records, start_background, state_dirs, wait_for
+from tests.conftest import run_backfill
+from tests.guard_flags import GUARD
+
+PLAN = ("--command", child_command(), "--start-date", "2024-01-01", "--end-date", "2024-01-04")
+
+
+def partition_bytes(backfill) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((backfill / "partitions").glob("*.json"))}
+
+
+def test_a_frozen_executor_is_reconciled_lost_and_stops_itself_writing_nothing_when_thawed(work, home):
+    """SIGSTOP past a 3 s lease: reconcile marks both running attempts lost (partition failed), stops their
+    children (verified PIDs), audits RECONCILE_LOST; SIGCONT: the executor exits 1 and writes no record;
+    --continue then completes, the lost attempts kept in each partition's history."""
+    env = {**home, "CHILD_SLEEP": "60", "BACKFILL_LEASE_SECONDS": "3", "BACKFILL_LEASE_RENEW_SECONDS": "1"}
+    process = start_background(*GUARD, *PLAN, "--max-parallel", "2", "--no-progress", cwd=work, env=env)
+    backfill = wait_for(lambda: (state_dirs(work / "logs" / "backfills") or [None])[0])
+
+    def two_running():
+        pids = [r["attempts"][-1]["pid"] for r in records(backfill) if r["status"] == "running"]
+        return pids if len(pids) == 2 else None
+
+    children = wait_for(two_running)
+    lease = orjson.loads((backfill / "lease.json").read_bytes())
+    assert (lease["host"], lease["pid"]) == (socket.gethostname(), process.pid)
+    process.send_signal(signal.SIGSTOP)
+    try:
+        early = run_backfill("reconcile", backfill.name, cwd=work, env=env)
+        assert early.returncode == 0 and "holds its lease until" in early.stdout  # not expired yet: untouched
+        time.sleep(3.5)
+        settled = run_backfill("reconcile", backfill.name, cwd=work, env=env)
+        assert settled.returncode == 0, settled.stderr
+        assert "2 running attempts marked lost" in settled.stdout and "it can be resumed" in settled.stdout
+        assert not [pid for pid in children if alive(pid)]
+        lost = [r for r in records(backfill) if r["attempts"] and r["attempts"][-1]["status"] == "lost"]
+        assert len(lost) == 2 and {r["status"] for r in lost} == {"failed"}
+        assert all("outcome is uncertain" in r["attempts"][-1]["error"] for r in lost)
+        lines = [orjson.loads(x) for x in (backfill / "audit.jsonl").read_bytes().splitlines()]
+        assert sorted(x["partition_id"] for x in lines) == sorted(r["id"] for r in lost)
+        assert {x["action"] for x in lines} == {"RECONCILE_LOST"}
+        before = partition_bytes(backfill)
+    finally:
+        process.send_signal(signal.SIGCONT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 1, err
+    assert "stopped itself without recording anything" in out
+    assert partition_bytes(backfill) == before  # the fenced executor wrote nothing
+    done = run_backfill("--continue", backfill.name, cwd=work, env={**env, "CHILD_SLEEP": "0"})
+    assert done.returncode == 0, done.stderr
+    final = records(backfill)
+    assert {r["status"] for r in final} == {"succeeded"}
+    assert sorted([a["status"] for a in r["attempts"]] for r in final if len(r["attempts"]) > 1) == [
+        ["lost", "succeeded"],
+        ["lost", "succeeded"],
+    ]
+
+
+def test_an_owner_on_another_host_keeps_120_seconds_of_grace(work, home):
+    """A lease of host 'elsewhere' expired 10 s ago: reconcile leaves its running partition alone and
+    --continue is refused (exit 3); expired 130 s ago: reconcile marks the attempt lost."""
+    env = {**home, "CHILD_SLEEP": "0"}
+    assert run_backfill(*GUARD, *PLAN, cwd=work, env=env).returncode == 0
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    path = sorted((backfill / "partitions").glob("*.json"))[0]
+    record = orjson.loads(path.read_bytes())
+    record["status"] = "running"
+    record["attempts"][-1].update(status="running", finished_at=None, pid=4242, pid_started=1.0)
+    path.write_bytes(orjson.dumps(record))
+    write_lease(backfill, Lease(7, "elsewhere", 4242, 1.0, time.time() - 10))
+    waiting = run_backfill("reconcile", backfill.name, cwd=work, env=env)
+    assert waiting.returncode == 0 and "another host gets 120 s more" in waiting.stdout
+    assert orjson.loads(path.read_bytes())["status"] == "running"
+    refused = run_backfill("--continue", backfill.name, "--reason", "x", cwd=work, env=env)
+    assert refused.returncode == 3, refused.stderr
+    assert "is owned by executor PID 4242 on elsewhere" in refused.stderr
+    write_lease(backfill, Lease(7, "elsewhere", 4242, 1.0, time.time() - 130))
+    settled = run_backfill("reconcile", backfill.name, cwd=work, env=env)
+    assert settled.returncode == 0 and "1 running attempt marked lost" in settled.stdout
+    after = orjson.loads(path.read_bytes())
+    assert after["status"] == "failed" and after["attempts"][-1]["status"] == "lost"
+    assert orjson.loads((backfill / "lease.json").read_bytes())["epoch"] == 8  # the old owner is fenced out
