@@ -49,7 +49,10 @@ def max_overlap(spans: list[tuple[float, float]]) -> int:
 
 
 def state_dirs(root: Path) -> list[Path]:
-    return sorted(p for p in root.iterdir() if (p / "manifest.json").exists()) if root.exists() else []
+    """Saved backfills (a hidden ``.building-*`` directory is one being made, not yet a backfill)."""
+    if not root.exists():
+        return []
+    return sorted(p for p in root.iterdir() if not p.name.startswith(".") and (p / "manifest.json").exists())
 
 
 def records(backfill: Path) -> list[dict[str, Any]]:

@@ -27,7 +27,14 @@ from engine.spec.parallelism import Parallelism, effective_parallelism
 from engine.store.lease import lease_timing
 from engine.store.manifest import manifest_of, spec_of
 from engine.store.records import PartitionRecord
-from engine.store.state_store import MANIFEST, StateStore, add_to_gitignore, default_state_root, new_backfill_id
+from engine.store.state_store import (
+    MANIFEST,
+    StateStore,
+    add_to_gitignore,
+    default_state_root,
+    new_backfill_id,
+    saved_backfill_dirs,
+)
 from engine.store.status import StatusBoard, check_plan_size
 
 
@@ -199,10 +206,7 @@ def locate_backfill(backfill_id: str, state_dir: str | None, cwd: Path) -> tuple
 
 
 def _backfill_dirs(root: Path) -> list[Path]:
-    try:
-        return [d for d in root.iterdir() if (d / MANIFEST).is_file()]
-    except OSError:
-        return []
+    return saved_backfill_dirs(root)
 
 
 def _candidate_line(directory: Path) -> str:

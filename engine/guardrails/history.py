@@ -17,7 +17,7 @@ import orjson
 
 from engine.store.catalog import is_running
 from engine.store.manifest import spec_of
-from engine.store.state_store import MANIFEST, StateStore
+from engine.store.state_store import StateStore, saved_backfill_dirs
 
 EPOCH = datetime.fromisoformat("1970-01-01T00:00:00+00:00")
 
@@ -166,10 +166,7 @@ class EarlierBackfill:
 def earlier_backfills(state_root: Path, *, exclude: str | None = None) -> list[EarlierBackfill]:
     """Every saved backfill of the state root (newest first), whether it is running now."""
     found = []
-    try:
-        directories = sorted((p for p in state_root.iterdir() if (p / MANIFEST).is_file()), reverse=True)
-    except OSError:
-        return []
+    directories = sorted(saved_backfill_dirs(state_root), reverse=True)
     for directory in directories:
         if directory.name == exclude:
             continue

@@ -25,7 +25,7 @@ from engine.store import audit
 from engine.store.control import Control, read_control
 from engine.store.locks import FileLock
 from engine.store.manifest import spec_of
-from engine.store.state_store import MANIFEST, StateStore
+from engine.store.state_store import StateStore, saved_backfill_dirs
 from engine.store.status import STATUS_NAMES, Status, StatusBoard
 
 SUMMARY = ".summary.json"
@@ -193,5 +193,5 @@ def list_backfills(root: Path) -> list[BackfillSummary]:
     """Every backfill under ``root``, newest first (IDs sort by creation time)."""
     if not root.is_dir():
         return []
-    directories = sorted((p for p in root.iterdir() if (p / MANIFEST).is_file()), key=lambda p: p.name, reverse=True)
+    directories = sorted(saved_backfill_dirs(root), key=lambda p: p.name, reverse=True)
     return [summarize(StateStore(directory)) for directory in directories]

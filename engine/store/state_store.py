@@ -69,6 +69,15 @@ def check_state_root(root: Path) -> None:
 BUILD_PREFIX = ".building-"
 
 
+def saved_backfill_dirs(root: Path) -> list[Path]:
+    """Every backfill directory under ``root`` (unsorted). A hidden ``.building-*`` one holds a manifest
+    too, but it is a backfill still being made, renamed into place in a moment: never one to read."""
+    try:
+        return [p for p in root.iterdir() if not p.name.startswith(".") and (p / MANIFEST).is_file()]
+    except OSError:
+        return []
+
+
 def remove_stale_builds(root: Path) -> None:
     """Remove backfill directories whose builder was killed before renaming them into place (see ``create``)."""
     try:

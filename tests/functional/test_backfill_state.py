@@ -110,7 +110,12 @@ def test_executed_json_has_ids_statuses_attempts_and_pages(work, home):
         "error",
         "log",
         "verification",
+        "kind",
+        "rows",
+        "asset",
+        "by",
     }
+    assert (attempt["kind"], attempt["rows"], attempt["by"]) == ("run", None, None)
     assert attempt["exit_code"] == 3 and attempt["error"] == "failing 2024-01-03 on purpose"
     assert failed["reason"] == "failing 2024-01-03 on purpose"
     assert Path(attempt["log"]).read_text().startswith("child ")

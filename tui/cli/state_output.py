@@ -23,6 +23,10 @@ def attempts_json(store: StateStore, record_attempts) -> list[dict[str, Any]]:
             "error": a.error,
             "log": str(store.directory / a.log) if a.log else None,
             "verification": a.verification,
+            "kind": a.kind,
+            "rows": a.rows,
+            "asset": a.asset,
+            "by": a.by,
         }
         for a in record_attempts
     ]
@@ -68,7 +72,9 @@ def write_state_json(
             if record is not None:
                 attempts = attempts_json(store, record.attempts)
         row["attempts"] = attempts
-        row["reason"] = attempts[-1]["error"] if attempts and row["status"] in ("failed", "cancelled") else None
+        row["reason"] = (
+            attempts[-1]["error"] if attempts and row["status"] in ("failed", "cancelled", "skipped") else None
+        )
         row["not_selected"] = selected is not None and not selected[index]
 
     rows = page_rows(describer, range(begin, stop) if listing is None else listing[begin:stop], decorate)
