@@ -35,6 +35,7 @@ class SourceState:
     stop_reason: str | None
     outcome: str | None
     started_at: float | None
+    intervention: str | None = None  # an operator's cancel, pause or mark of this run: who and why
 
 
 class BackfillSource(Protocol):
@@ -82,6 +83,7 @@ class ExecutorSource:
             snap.stop_reason,
             snap.outcome,
             snap.started_at,
+            snap.intervention,
         )
 
     def stop(self, reason: str) -> None:

@@ -29,6 +29,7 @@ OUTCOME_STYLES = {
     "failed": "bold red1",
     "cancelled": "bold yellow3",
     "incomplete": "bold yellow3",
+    "paused": "bold magenta",
 }
 
 
@@ -139,9 +140,21 @@ class DashboardScreen(Screen[None]):
             text.append(
                 f"Stopping… waiting for {active} active run{'s' if active != 1 else ''} to exit", style="bold yellow3"
             )
+            if state.intervention:
+                text.append(f" — {state.intervention}", style="yellow3")
+        elif state.intervention and state.state != FINISHED and state.intervention.startswith("paused"):
+            active = len(state.running)
+            text.append(f"{state.intervention[0].upper()}{state.intervention[1:]}", style="bold magenta")
+            text.append(
+                f" — {active} running child{'ren' if active != 1 else ''} finish, none start "
+                "(backfill resume ID lets it go on)",
+                style="magenta",
+            )
         elif state.state == FINISHED and state.outcome:
             status = backfill_status(state.counts, state.outcome)  # the whole backfill, not only this run
             text.append(f"Backfill {status}", style=OUTCOME_STYLES.get(status, "bold"))
+            if state.intervention:
+                text.append(f" — {state.intervention}", style="yellow3")
             failed = state.counts.get("failed", 0)
             if failed:
                 text.append(f" — {failed} failed: n jumps to the next one", style="red1")
