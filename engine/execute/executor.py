@@ -272,10 +272,10 @@ class Executor:
     def run(self) -> Outcome:
         self._started_at = time.time()
         setup_error: BackfillError | None = None
-        if self.lease is not None:
-            self.lease.start(self._leased_attempts, self._fenced_out)
         try:
             try:
+                if self.lease is not None:
+                    self.lease.start(self._leased_attempts, self._fenced_out)
                 self.hooks.before_first_launch()
             except BackfillError as error:  # a snapshot that could not be taken: launch nothing, say why
                 setup_error = error

@@ -8,6 +8,7 @@ verdict, the checks, the digest and the approval of every invocation are appende
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -25,9 +26,11 @@ from engine.guardrails.request import RERUN, TRIGGER, GuardOptions, GuardRequest
 from engine.guardrails.settings import GuardrailSettings
 from engine.guardrails.snapshot import read_snapshot, take_snapshot
 from engine.guardrails.verification import CommandVerifier, PipelineVerifier, Verification
+from engine.interventions.who import requester
 from engine.pipeline.config import find_config_file, load_config
 from engine.pipeline.repository import logs_root, resolve_target
 from engine.spec.backfill_spec import ExecutionOptions, Planned
+from engine.store import audit
 from engine.store.state_store import StateStore
 from engine.store.status import Status
 
@@ -140,6 +143,42 @@ def append_invocation(
         }
     )
     write_atomic(path, orjson.dumps(document, option=orjson.OPT_INDENT_2))
+    record_gate_bypasses(store, reason=reason, preflight=preflight, at=approval.at)
+
+
+def record_gate_bypasses(store: StateStore, *, reason: str | None, preflight: Preflight, at: str) -> None:
+    """One GATE_BYPASS audit line per upstream asset a run let through unchecked or uncovered (gates
+    ``warn`` or ``off``, or ``--ignore-dependencies``, which also leaves an IGNORE_DEPENDENCIES line)."""
+    check = next((c for c in preflight.checks if c.name == "upstream_coverage"), None)
+    bypassed = (check.evidence.get("gate_bypass") if check is not None else None) or {}
+    if not bypassed:
+        return
+    who = requester()
+    ignored = preflight.facts.request.guard.ignore_dependencies
+    how = "--ignore-dependencies" if ignored else f"dependency_gates: {preflight.settings.dependency_gates}"
+    common = {
+        "backfill_id": store.id,
+        "requested_by": who,
+        "requested_at": at,
+        "applied_at": at,
+        "applied_by": f"backfill (PID {os.getpid()})",
+    }
+    lines = []
+    if ignored:
+        lines.append(audit.entry(action="IGNORE_DEPENDENCIES", reason=reason, previous_message=how, **common))
+    for asset, spans in sorted(bypassed.items()):
+        let_through = f"{how}; let through {asset}: {', '.join(spans[:5])}{' …' if len(spans) > 5 else ''}"
+        lines.append(
+            audit.entry(
+                action="GATE_BYPASS",
+                asset=asset,
+                from_status="missing" if spans != ["not checked"] else "unchecked",
+                reason=f"{reason} ({let_through})" if reason else let_through,
+                previous_message=how,
+                **common,
+            )
+        )
+    audit.append(store.directory, lines)
 
 
 def read_guardrails(store: StateStore) -> dict[str, Any]:

@@ -303,13 +303,16 @@ def upstream_coverage(facts: Facts) -> CheckResult:
     if facts.is_command:
         return not_applicable(name, "a command's inputs are not known to backfill")
     gates = facts.settings.dependency_gates
-    if gates == "off":
-        return not_applicable(name, "dependency_gates: off", gate_bypass="all")
     assert facts.pipeline is not None
     selected = {a.asset.name for a in facts.selected}
     upstream = sorted({u for a in facts.selected for u in facts.pipeline.upstream(a.asset.name) if u not in selected})
     if not upstream:
         return passed(name, "every upstream asset is in the selection")
+    unchecked = {key: ["not checked"] for key in upstream}
+    if facts.request.guard.ignore_dependencies:
+        return not_applicable(name, "--ignore-dependencies: not checked", gate_bypass=unchecked)
+    if gates == "off":
+        return not_applicable(name, "dependency_gates: off", gate_bypass=unchecked)
     spec = facts.request.spec
     missing: dict[str, list[str]] = {}
     for name_up in upstream:

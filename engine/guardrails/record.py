@@ -21,6 +21,7 @@ from engine.dates.instants import format_instant
 from engine.guardrails.facts import Facts
 from engine.guardrails.preflight import Approval, Preflight
 from engine.guardrails.warehouse import Held, Warehouse
+from engine.store import audit
 
 RUNS_LISTED = 1000  # a record names at most this many runs (and says how many there were)
 
@@ -75,6 +76,9 @@ def tables_after_run(facts: Facts, *, with_checks: bool) -> tuple[dict[str, int 
     return counts, checks
 
 
+INTERVENTIONS_LISTED = 100
+
+
 def build_record(
     *,
     backfill_id: str,
@@ -125,7 +129,8 @@ def build_record(
         "intervals_succeeded": counts.get("succeeded", 0),
         "intervals_failed": counts.get("failed", 0),
         "intervals_cancelled": counts.get("cancelled", 0),
-        "partial": counts.get("succeeded", 0) != total,
+        "intervals_skipped": counts.get("skipped", 0),
+        "partial": counts.get("succeeded", 0) + counts.get("skipped", 0) != total,
         "runs": [
             {"run_id": a.run_id, "status": a.status, "log": str(state_directory / a.log) if a.log else None}
             for a in attempts[:RUNS_LISTED]
@@ -151,6 +156,34 @@ def build_record(
         "approval": approval.to_json() if approval else None,
         "snapshot": _snapshot_summary(snapshot, state_directory),
         "downstream_blocked_until_rerun": sorted(a.asset.name for a in facts.downstream) if succeeded_any else [],
+        "interventions": _interventions(state_directory),
+    }
+
+
+def _interventions(state_directory: Path) -> dict[str, Any]:
+    """Every intervention on the backfill so far (the first INTERVENTIONS_LISTED lines in full)."""
+    log = audit.read(state_directory)
+    return {
+        "count": len(log.entries),
+        "torn_lines": log.torn,
+        "entries": [
+            {
+                key: entry.get(key)
+                for key in (
+                    "action",
+                    "partition_id",
+                    "asset",
+                    "from_status",
+                    "to_status",
+                    "target_count",
+                    "reason",
+                    "requested_by",
+                    "applied_at",
+                )
+            }
+            for entry in log.entries[:INTERVENTIONS_LISTED]
+        ],
+        "all": f"backfill audit {state_directory.name}",
     }
 
 

@@ -27,6 +27,7 @@ class GuardOptions:
     snapshot: bool = True  # pipelines: copy what the backfill can change before the first partition
     verify: str = "on"
     verify_command: str | None = None
+    ignore_dependencies: bool = False  # --ignore-dependencies: upstream coverage is not checked (recorded)
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

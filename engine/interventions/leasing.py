@@ -3,6 +3,7 @@ never lets it lapse, while a stopped process (SIGSTOP, a frozen VM) lets it laps
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -10,6 +11,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from engine.base.errors import StateWriteFailed
 from engine.base.processes import process_started
 from engine.store.lease import Lease, LeasedAttempt, lease_timing, read_lease, write_lease
 from engine.store.state_store import StateStore
@@ -35,7 +37,13 @@ class LeaseKeeper:
 
     def start(self, running: Callable[[], tuple[LeasedAttempt, ...]], on_fenced: Callable[[str], None]) -> None:
         self._running, self._on_fenced = running, on_fenced
-        self._write(time.time())
+        try:
+            self._write(time.time())
+        except OSError as error:  # before anything runs: say so and start nothing
+            raise StateWriteFailed(
+                f"the lease of backfill {self.store.id} cannot be written ({error.strerror or error}): "
+                "nothing was started"
+            ) from None
         self._thread = threading.Thread(target=self._work, name="lease", daemon=True)
         self._thread.start()
 
@@ -56,7 +64,8 @@ class LeaseKeeper:
             except Exception:  # a damaged lease file: the next owner replaces it
                 current = None
             if current is None or current.epoch == self.epoch:
-                write_lease(self.store.directory, Lease(self.epoch, None, None, None, time.time(), (), "ended"))
+                with contextlib.suppress(OSError):  # a full disk: the lease just expires; nothing runs any more
+                    write_lease(self.store.directory, Lease(self.epoch, None, None, None, time.time(), (), "ended"))
 
     def _write(self, now: float) -> None:
         write_lease(

@@ -15,7 +15,7 @@ from engine.base.atomic import write_atomic
 from engine.dates.durations import format_duration
 from engine.dates.instants import format_instant
 from engine.pipeline.repository import logs_root
-from engine.pipeline.run_types import RunResult
+from engine.pipeline.run_types import PreparedRun, RunResult
 from engine.pipeline.templating import Window
 
 
@@ -92,3 +92,39 @@ def write_run_record(result: RunResult) -> Path:
     path = directory / f"{result.prepared.run_id}.json"
     write_atomic(path, orjson.dumps(record_json(result), option=orjson.OPT_INDENT_2) + b"\n")
     return path
+
+
+STAND_IN_STATUSES = ("succeeded", "skipped")
+
+
+def write_stand_in_record(
+    prepared: PreparedRun, *, status: str, rows: int | None, reason: str, requested_by: str, now: float
+) -> tuple[Path, dict[str, Any]]:
+    """Record a run that did not really run (an upstream that only runs in production, say): every selected
+    asset gets ``status`` over the interval, and the guardrails' coverage check judges it like any other run
+    (a ``skipped`` one covers nothing)."""
+    record = record_json(RunResult(prepared, [], now, now))
+    record["status"] = status
+    record["stand_in"] = True
+    record["reason"] = reason
+    record["requested_by"] = requested_by
+    record["assets"] = [
+        {
+            "name": name,
+            "type": prepared.pipeline.assets[name].kind,
+            "status": status,
+            "started_at": record["started_at"],
+            "finished_at": record["finished_at"],
+            "duration_seconds": 0.0,
+            "rows_written": rows,
+            "rows_in_interval": rows,
+            "checks": [],
+            "error": None,
+            "interval": None,
+        }
+        for name in sorted(prepared.selected)
+    ]
+    directory = logs_root(prepared.target.repository) / "runs"
+    path = directory / f"{prepared.run_id}.json"
+    write_atomic(path, orjson.dumps(record, option=orjson.OPT_INDENT_2) + b"\n")
+    return path, record

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+import yaml
 
 from tests.backfills import alive, child_command, records, start_background, state_dirs, statuses, wait_for
 from tests.conftest import backfill_argv, run_backfill
@@ -74,6 +75,10 @@ def test_cancel_from_another_process_stops_children_exits_1_and_says_who_and_why
         "the source resent the file",
     )
     assert line["requested_by"] == WHO and line["applied_by"].startswith("executor generation 1 (PID ")
+    [copy] = (backfill / "records").glob("*.yml")  # the backfill record carries its interventions
+    interventions = yaml.safe_load(copy.read_text())["interventions"]
+    assert interventions["count"] == 1 and interventions["entries"][0]["action"] == "CANCEL"
+    assert interventions["entries"][0]["reason"] == "the source resent the file"
     again = run_backfill("--continue", backfill.name, cwd=work, env=env)
     assert again.returncode == 2
     assert f"was cancelled by {WHO} at " in again.stderr

@@ -246,6 +246,11 @@ def backfill_parser() -> Parser:
     guard.add_argument("--reversible", action="store_true", help="--command: state that you can undo what it does")
     guard.add_argument("--guardrails", metavar="LEVEL", help="--command: sandbox, standard (default) or production")
     guard.add_argument("--no-snapshot", action="store_true", help="pipelines: take no snapshot before the run")
+    guard.add_argument(
+        "--ignore-dependencies",
+        action="store_true",
+        help="pipelines: do not check upstream coverage (each bypassed upstream is audited as GATE_BYPASS)",
+    )
     guard.add_argument("--verify", metavar="MODE", help="on (default: stop at a bad partition), warn or off")
     guard.add_argument(
         "--verify-command", metavar="TEMPLATE", help="--command: run after each partition; non-zero fails it"
@@ -281,6 +286,13 @@ def run_parser() -> Parser:
     parser.add_argument("--backfill-total", type=non_negative_int("--backfill-total"), help=argparse.SUPPRESS)
     parser.add_argument("--partition-id", help=argparse.SUPPRESS)
     parser.add_argument("--output", choices=("text", "json"), default="text", help="text (default) or JSON")
+    stand_in = parser.add_argument_group("stand-in runs (interventions.md)")
+    stand_in.add_argument(
+        "--stand-in", action="store_true", help="record a run that did not really run; nothing executes"
+    )
+    stand_in.add_argument("--status", help="--stand-in: succeeded or skipped")
+    stand_in.add_argument("--reason", help="--stand-in: why (required; recorded with who)")
+    stand_in.add_argument("--rows", type=non_negative_int("--rows", 10**15), help="--stand-in: rows loaded by hand")
     return parser
 
 

@@ -94,14 +94,14 @@ def guard_options(args: argparse.Namespace, is_command: bool) -> GuardOptions:
         ("--guardrails", args.guardrails),
         ("--verify-command", args.verify_command),
     )
-    pipeline_only = (("--no-snapshot", args.no_snapshot),)
+    pipeline_only = (("--no-snapshot", args.no_snapshot), ("--ignore-dependencies", args.ignore_dependencies))
     wrong = [flag for flag, value in (pipeline_only if is_command else command_only) if value not in (None, False)]
     if wrong:
         kind = "--command" if is_command else "pipeline"
         where = (
             "the pipeline's environment sets guardrails in .bruin.yml"
             if not is_command
-            else "a command has no snapshot"
+            else "a command has no snapshot and no known upstream"
         )
         raise UsageError(
             f"{', '.join(wrong)} mean{'s' if len(wrong) == 1 else ''} nothing for a {kind} backfill ({where})"
@@ -121,6 +121,7 @@ def guard_options(args: argparse.Namespace, is_command: bool) -> GuardOptions:
         snapshot=not args.no_snapshot,
         verify=check_verify_mode(args.verify) if args.verify is not None else "on",
         verify_command=args.verify_command,
+        ignore_dependencies=args.ignore_dependencies,
     )
 
 

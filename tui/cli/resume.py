@@ -50,6 +50,7 @@ PLAN_INPUTS = {
     "reversible": "--reversible",
     "guardrails": "--guardrails",
     "no_snapshot": "--no-snapshot",
+    "ignore_dependencies": "--ignore-dependencies",
     "verify": "--verify",
     "verify_command": "--verify-command",
 }

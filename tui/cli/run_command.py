@@ -8,8 +8,10 @@ from typing import Any
 
 import orjson
 
+from engine.base.errors import BadInput
+from engine.guardrails.request import check_reason
 from engine.pipeline.asset_run import SUCCEEDED, UPSTREAM_FAILED, AssetResult
-from engine.pipeline.run_record import record_json
+from engine.pipeline.run_record import STAND_IN_STATUSES, record_json, write_stand_in_record
 from engine.pipeline.run_types import RunRequest
 from engine.pipeline.runner import describe_window, execute_run, prepare_run
 from tui.cli.arguments import run_options_from, run_parser, timeout_arg
@@ -35,8 +37,11 @@ def run_command(argv: list[str]) -> int:
         backfill_total=args.backfill_total,
         partition_id=args.partition_id,
     )
+    _check_stand_in_flags(args)
     prepared = prepare_run(request)
     as_json = args.output == "json"
+    if args.stand_in:
+        return _stand_in(prepared, args, as_json)
     out = sys.stderr if as_json else sys.stdout
     lock = threading.Lock()
     width = max(len(name) for name in prepared.selected)
@@ -63,6 +68,46 @@ def run_command(argv: list[str]) -> int:
     else:
         _summary(out, result)
     return 0 if result.ok else 1
+
+
+def _check_stand_in_flags(args) -> None:
+    if not args.stand_in:
+        given = [f for f, v in (("--status", args.status), ("--reason", args.reason), ("--rows", args.rows)) if v]
+        if given:
+            raise BadInput(f"{', '.join(given)} mean{'s' if len(given) == 1 else ''} nothing without --stand-in")
+        return
+    if args.status not in STAND_IN_STATUSES:
+        shown = "missing" if args.status is None else repr(args.status)
+        raise BadInput(f"--status {shown}: a stand-in run is succeeded or skipped")
+    if check_reason(args.reason) is None:
+        raise BadInput("--reason is required for a stand-in run: say why it did not really run")
+    if args.rows is not None and args.status != "succeeded":
+        raise BadInput("--rows means nothing for a skipped stand-in: only a success loaded rows")
+
+
+def _stand_in(prepared, args, as_json: bool) -> int:
+    """Write the record of a run that did not run; the guardrails' coverage check judges it like any other."""
+    import time
+
+    from engine.interventions.who import requester
+
+    path, record = write_stand_in_record(
+        prepared,
+        status=args.status,
+        rows=args.rows,
+        reason=check_reason(args.reason) or "",
+        requested_by=requester(),
+        now=time.time(),
+    )
+    if as_json:
+        sys.stdout.buffer.write(orjson.dumps(record) + b"\n")
+        return 0
+    sys.stdout.write(
+        f"stand-in run {prepared.run_id}: {prepared.pipeline.name} ({prepared.environment.name}), "
+        f"{describe_window(prepared.window)}, {len(prepared.selected)} asset(s) recorded {args.status} "
+        f"without running; record {path}\n"
+    )
+    return 0
 
 
 def _asset_line(result: AssetResult, width: int) -> str:

@@ -1,0 +1,177 @@
+"""Interventions benchmark: how fast an operator's request takes effect, and what marking and auditing
+100,000 partitions cost. In one run, medians of ``--runs``, each a real `backfill` process:
+
+- cancel and pause latency: a backfill runs 2 children (sleeping 60 s) in the background; the time from
+  starting `backfill cancel` (or `pause`) to its return, which is when the executor has applied the request
+  (polled from `requests/`), and, for cancel, to the executor's exit with every child stopped. Goal ≤ 2.5 s.
+- mark: `backfill mark ID --status-filter queued --status skipped` over a backfill of ``--partitions``
+  hourly partitions whose first failed (so every other one is queued). Goal ≤ 5 s for 100,000.
+- audit: `backfill audit ID` over the 100,000 lines that mark wrote, in full (to /dev/null) and its first
+  screen (40 lines, through `head`). Goal: first screen ≤ 0.5 s.
+
+Usage: python benchmarks/intervene_bench.py [--runs N] [--partitions N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _measure import GUARD_FLAGS, backfill_argv, installed_environment, median, verdict
+
+SLEEPER = f"{sys.executable} -c 'import time; time.sleep(60)'"
+
+
+def state_dir(work: Path) -> Path:
+    while True:
+        found = [p for p in (work / "logs" / "backfills").glob("[!.]*") if (p / "manifest.json").exists()]
+        if found:
+            return found[0]
+        time.sleep(0.02)
+
+
+def running_children(backfill: Path, count: int) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        running = 0
+        for path in (backfill / "partitions").glob("*.json"):
+            with contextlib.suppress(OSError, ValueError):
+                running += json.loads(path.read_bytes())["status"] == "running"
+        if running >= count:
+            return
+        time.sleep(0.02)
+    raise SystemExit("the children never started")
+
+
+def latency(verb: str, root: Path, number: int) -> tuple[float, float]:
+    """Seconds until `backfill VERB` returned (applied), and until the executor exited."""
+    work = root / f"{verb}-{number}"
+    (work / ".git").mkdir(parents=True)
+    env = installed_environment()
+    argv = [
+        *backfill_argv(),
+        *GUARD_FLAGS,
+        "--command",
+        SLEEPER,
+        "--start-date",
+        "2024-01-01",
+        "--end-date",
+        "2024-01-10",
+        "--max-parallel",
+        "2",
+        "--no-progress",
+    ]
+    executor = subprocess.Popen(argv, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    backfill = state_dir(work)
+    running_children(backfill, 2)
+    started = time.perf_counter()
+    subprocess.run(
+        [*backfill_argv(), verb, backfill.name, "--reason", "benchmark"],
+        cwd=work,
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    applied = time.perf_counter() - started
+    if verb == "pause":  # the running children would finish in 60 s: stop them, the pause is measured
+        executor.send_signal(2)
+    executor.wait(timeout=120)
+    return applied, time.perf_counter() - started
+
+
+def mark_and_audit(root: Path, partitions: int, number: int) -> tuple[float, float, float, int]:
+    work = root / f"mark-{number}"
+    (work / ".git").mkdir(parents=True)
+    env = installed_environment()
+    hours = partitions
+    end = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(946684800 + (hours - 1) * 3600))
+    first = subprocess.run(
+        [
+            *backfill_argv(),
+            *GUARD_FLAGS,
+            "--command",
+            "false",
+            "--start-date",
+            "2000-01-01T00:00:00",
+            "--end-date",
+            end,
+            "--partition",
+            "hourly",
+            "--no-progress",
+            "--allow-long-range",
+        ],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if first.returncode != 1:
+        raise SystemExit(f"the setup backfill should fail its first partition: {first.stderr}")
+    backfill = state_dir(work)
+    started = time.perf_counter()
+    marked = subprocess.run(
+        [
+            *backfill_argv(),
+            "mark",
+            backfill.name,
+            "--status-filter",
+            "queued",
+            "--status",
+            "skipped",
+            "--reason",
+            "benchmark",
+        ],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    mark_seconds = time.perf_counter() - started
+    count = int(marked.stdout.split()[1])
+    started = time.perf_counter()
+    subprocess.run([*backfill_argv(), "audit", backfill.name], cwd=work, env=env, stdout=subprocess.DEVNULL, check=True)
+    full = time.perf_counter() - started
+    started = time.perf_counter()
+    subprocess.run(
+        f"{' '.join(backfill_argv())} audit {backfill.name} | head -n 40 > /dev/null",
+        shell=True,
+        cwd=work,
+        env=env,
+        check=True,
+    )
+    first_screen = time.perf_counter() - started
+    return mark_seconds, full, first_screen, count
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--partitions", type=int, default=100_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        for verb in ("cancel", "pause"):
+            results = [latency(verb, root, n) for n in range(args.runs)]
+            applied = median([r[0] for r in results])
+            print(f"{verb:7} request → applied   median {applied:.3f} s  ({verdict(applied, 2.5)}, goal ≤ 2.5 s)")
+            if verb == "cancel":
+                ended = median([r[1] for r in results])
+                print(f"{verb:7} request → all stopped median {ended:.3f} s")
+        results = [mark_and_audit(root, args.partitions, n) for n in range(max(1, args.runs // 2))]
+        count = results[0][3]
+        mark = median([r[0] for r in results])
+        print(f"mark    {count:,} partitions    median {mark:.3f} s  ({verdict(mark, 5.0)}, goal ≤ 5 s)")
+        print(f"audit   {count:,} lines, all    median {median([r[1] for r in results]):.3f} s")
+        first = median([r[2] for r in results])
+        print(f"audit   first screen (40 lines)  median {first:.3f} s  ({verdict(first, 0.5)}, goal ≤ 0.5 s)")
+
+
+if __name__ == "__main__":
+    main()
