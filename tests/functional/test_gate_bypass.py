@@ -1,0 +1,106 @@
+"""Dependency gates stepped around on a real DuckDB pipeline: stand-in runs judged by the coverage check,
+--ignore-dependencies and dependency_gates warn/off each leaving GATE_BYPASS lines in the audit log."""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+
+from tests.backfills import state_dirs
+from tests.conftest import run_backfill
+from tests.functional.test_guardrails import check_row, configure, daily  # noqa: F401 (fixture)
+
+LATE = ("--selector", "mid.daily", "--start-date", "2024-01-06", "--end-date", "2024-01-12")
+
+
+def audit_lines(repo) -> list[dict]:
+    [backfill] = state_dirs(repo.root / "logs" / "backfills")
+    path = backfill / "audit.jsonl"
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()] if path.exists() else []
+
+
+def stand_in(repo, home, status: str, *extra: str):
+    return run_backfill(
+        "run", "p/assets/raw.events.sql", "--start-date", "2024-01-08", "--end-date", "2024-01-14 23:59:59.999999",
+        "--stand-in", "--status", status, "--reason", "raw.events only runs in production", *extra,
+        cwd=repo.root, env=home,
+    )  # fmt: skip
+
+
+def test_a_succeeded_stand_in_satisfies_the_coverage_gate_and_a_skipped_one_does_not(daily, home):  # noqa: F811
+    """raw.events covers only up to Jan 7: a skipped stand-in for Jan 8–14 leaves mid.daily refused (exit 3); a
+    succeeded stand-in (with rows, who and why in its run record, nothing run) lets it run."""
+    skipped = stand_in(daily, home, "skipped")
+    assert skipped.returncode == 0, skipped.stderr
+    assert "recorded skipped without running" in skipped.stdout
+    refused = run_backfill("p", *LATE, "--reason", "r", cwd=daily.root, env=home)
+    assert refused.returncode == 3 and "raw.events: 2024-01-08T00:00:00Z" in check_row(
+        refused.stdout, "upstream_coverage"
+    )
+    done = stand_in(daily, home, "succeeded", "--rows", "50", "--output", "json")
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    assert record["stand_in"] is True and record["requested_by"].count("@") == 1
+    assert [(a["name"], a["status"], a["rows_in_interval"]) for a in record["assets"]] == [
+        ("raw.events", "succeeded", 50)
+    ]
+    ran = run_backfill("p", *LATE, "--reason", "r", "--no-progress", cwd=daily.root, env=home)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "guard   auto" in ran.stdout
+
+
+def test_bad_stand_ins_are_one_line_and_exit_2(daily, home):  # noqa: F811
+    """A stand-in without a status or a reason, a failed one, rows for a skip, a status without --stand-in."""
+    cases = [
+        (("--stand-in", "--reason", "x"), "--status missing: a stand-in run is succeeded or skipped"),
+        (("--stand-in", "--status", "failed", "--reason", "x"), "--status 'failed': a stand-in run is succeeded"),
+        (("--stand-in", "--status", "succeeded"), "--reason is required for a stand-in run"),
+        (("--stand-in", "--status", "skipped", "--reason", "x", "--rows", "5"), "--rows means nothing for a skipped"),
+        (("--status", "succeeded"), "--status means nothing without --stand-in"),
+    ]
+    for flags, message in cases:
+        result = run_backfill("run", "p", "--start-date", "2024-01-08", "--end-date", "2024-01-09", *flags,
+                              cwd=daily.root, env=home)  # fmt: skip
+        assert result.returncode == 2 and message in result.stderr, (flags, result.stderr)
+        assert result.stderr.count("\n") == 1
+
+
+def test_ignore_dependencies_runs_and_records_each_bypassed_upstream(daily, home):  # noqa: F811
+    """--ignore-dependencies: the coverage check is n/a, the backfill runs, and the audit log holds one
+    IGNORE_DEPENDENCIES line and one GATE_BYPASS line for raw.events (unchecked), with the reason."""
+    ran = run_backfill("p", *LATE, "--ignore-dependencies", "--reason", "raw is late, files in place",
+                       "--no-progress", cwd=daily.root, env=home)  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    lines = audit_lines(daily)
+    assert [(x["action"], x["asset"], x["from_status"]) for x in lines] == [
+        ("IGNORE_DEPENDENCIES", None, None),
+        ("GATE_BYPASS", "raw.events", "unchecked"),
+    ]
+    assert lines[1]["reason"].startswith("raw is late, files in place (--ignore-dependencies; let through raw.events")
+    command = run_backfill("--command", "true", "--start-date", "2024-01-01", "--end-date", "2024-01-02",
+                           "--ignore-dependencies", "--reason", "x", cwd=daily.root, env=home)  # fmt: skip
+    assert command.returncode == 2 and "--ignore-dependencies means nothing for a --command backfill" in command.stderr
+
+
+def test_gates_warn_and_off_record_what_they_let_through(daily, home):  # noqa: F811
+    """dependency_gates: warn runs with missing upstream intervals and names them in GATE_BYPASS; off checks
+    nothing and records the upstream as unchecked."""
+    configure(daily, dependency_gates="warn")
+    ran = run_backfill("p", *LATE, "--reason", "dev run", "--no-progress", cwd=daily.root, env=home)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    [line] = audit_lines(daily)
+    assert (line["action"], line["asset"], line["from_status"]) == ("GATE_BYPASS", "raw.events", "missing")
+    assert (
+        "dependency_gates: warn; let through raw.events: 2024-01-08T00:00:00Z → 2024-01-13T00:00:00Z" in line["reason"]
+    )
+    for backfill in state_dirs(daily.root / "logs" / "backfills"):
+        (backfill / "audit.jsonl").unlink()
+    configure(daily, dependency_gates="off")
+    again = run_backfill("p", *LATE, "--reason", "dev run", "--no-progress", cwd=daily.root, env=home)
+    assert again.returncode == 0, again.stdout + again.stderr
+    newest = sorted(state_dirs(daily.root / "logs" / "backfills"))[-1]
+    [line] = [orjson.loads(x) for x in (newest / "audit.jsonl").read_bytes().splitlines()]
+    assert (line["action"], line["from_status"], line["previous_message"]) == (
+        "GATE_BYPASS", "unchecked", "dependency_gates: off"
+    )  # fmt: skip
