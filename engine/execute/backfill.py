@@ -15,7 +15,7 @@ from typing import Any
 from engine.base.errors import BackfillError, BadInput
 from engine.execute.executor import Executor, ExecutorHooks
 from engine.execute.launcher import ForkExecLauncher, Launcher
-from engine.execute.rerun import PartitionSelection
+from engine.execute.rerun import AssetRerun, PartitionSelection
 from engine.execute.takeover import Takeover, take_over
 from engine.execute.warm_launcher import RUNNER_PARTITIONS, WarmLauncher
 from engine.interventions.leasing import LeaseKeeper
@@ -62,6 +62,7 @@ class Prepared:
     working_directory: str
     reason: str | None = None  # why this backfill runs: saved, recorded, and BACKFILL_REASON for children
     hooks: ExecutorHooks | None = None  # the guardrails' verification, once the pre-flight has run
+    rerun_asset: AssetRerun | None = None  # --asset: this invocation runs one asset (and downstream) again
 
     @property
     def launcher_name(self) -> str:
@@ -88,6 +89,7 @@ class Prepared:
             grace=grace if grace is not None else stop_grace(),
             reason=self.reason,
             lease=LeaseKeeper(self.store, self.takeover.generation.number),
+            rerun_asset=self.rerun_asset,
         )
 
 

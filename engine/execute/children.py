@@ -15,6 +15,7 @@ import orjson
 from engine.dates.formatting import InstantFormatter
 from engine.dates.plan import Interval
 from engine.execute.launcher import ChildSpec
+from engine.execute.rerun import AssetRerun
 from engine.spec.backfill_spec import BackfillSpec
 from engine.spec.command_template import split_template, substitute
 
@@ -37,8 +38,10 @@ class ChildFactory:
         workers: int,
         inherit_fds: tuple[int, ...],
         reason: str | None = None,
+        rerun_asset: AssetRerun | None = None,
     ) -> None:
         self.spec = spec
+        self.rerun_asset = rerun_asset
         self.backfill_id = backfill_id
         self.working_directory = working_directory
         self.workers = workers
@@ -63,6 +66,10 @@ class ChildFactory:
             argv += ["--environment", spec.environment]
         if options.config_file:
             argv += ["--config-file", options.config_file]
+        if self.rerun_asset is not None:  # an operator's rerun of one asset (and its downstream) instead
+            rerun = self.rerun_asset
+            argv += ["--selector", f"fqn:{rerun.name}" + ("+" if rerun.downstream else "")]
+            return argv + self._variable_flags()
         for selector in options.selector:
             argv += ["--selector", selector]
         for tag in options.tags:
@@ -73,6 +80,11 @@ class ChildFactory:
             argv.append("--downstream")
         if options.only:
             argv += ["--only", options.only]
+        return argv + self._variable_flags()
+
+    def _variable_flags(self) -> list[str]:
+        options = self.spec.run_options
+        argv = []
         for name, value in options.variables.items():
             argv += ["--var", f"{name}={orjson.dumps(value).decode()}"]
         if options.apply_interval_modifiers:

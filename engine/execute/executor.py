@@ -28,7 +28,7 @@ from engine.dates.plan import Interval
 from engine.execute.children import ChildFactory
 from engine.execute.failure_reason import failure_reason
 from engine.execute.launcher import Child, ForkExecLauncher, Launcher, group_alive, signal_group
-from engine.execute.rerun import PartitionSelection
+from engine.execute.rerun import AssetRerun, PartitionSelection
 from engine.execute.snapshot import FINISHED, RUNNING, STARTING, STOPPING, Event, RunningPartition, Snapshot
 from engine.execute.takeover import Takeover
 from engine.interventions.leasing import LeaseKeeper
@@ -118,6 +118,7 @@ class Executor:
         grace: float = 30.0,
         reason: str | None = None,
         lease: LeaseKeeper | None = None,
+        rerun_asset: AssetRerun | None = None,
     ) -> None:
         self.spec = spec
         self.store = store
@@ -130,6 +131,7 @@ class Executor:
         self.hooks = hooks or ExecutorHooks()
         self.grace = grace
         self.lease = lease
+        self.rerun_asset = rerun_asset
         self._fenced: str | None = None  # this executor lost its lease: it writes nothing more
         self.plan = spec.plan
         self.ids = spec.ids
@@ -140,6 +142,7 @@ class Executor:
             workers=options.workers,
             inherit_fds=(takeover.children_lock.fd,) if takeover.children_lock.fd is not None else (),
             reason=reason,
+            rerun_asset=rerun_asset,
         )
         self._selected = selection.count(board)
         self._queue: Iterator[int] = selection.iterate(board, reverse=options.reverse)
@@ -440,6 +443,8 @@ class Executor:
             generation=self.takeover.generation.number,
             launcher=self.launcher.name,
         )
+        if self.rerun_asset is not None:
+            attempt.kind, attempt.asset = "rerun", self.rerun_asset.name
         record.attempts.append(attempt)
         record.status = "running"
         child_spec = self.factory.child(interval, partition_id, run_id, log_path, len(self.plan))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,20 +18,21 @@ import orjson
 
 from engine.base.atomic import write_atomic
 from engine.base.errors import StateUnreadable
+from engine.base.who import requester
 from engine.execute.backfill import Loaded, Prepared, state_root_for
 from engine.execute.children import ChildFactory
 from engine.execute.executor import ExecutorHooks
-from engine.execute.rerun import PartitionSelection
+from engine.execute.rerun import AssetRerun, PartitionSelection
 from engine.guardrails.preflight import Approval, Preflight
 from engine.guardrails.request import RERUN, TRIGGER, GuardOptions, GuardRequest
 from engine.guardrails.settings import GuardrailSettings
 from engine.guardrails.snapshot import read_snapshot, take_snapshot
 from engine.guardrails.verification import CommandVerifier, PipelineVerifier, Verification
-from engine.interventions.who import requester
 from engine.pipeline.config import find_config_file, load_config
 from engine.pipeline.repository import logs_root, resolve_target
 from engine.spec.backfill_spec import ExecutionOptions, Planned
 from engine.store import audit
+from engine.store.manifest import now_text
 from engine.store.state_store import StateStore
 from engine.store.status import Status
 
@@ -81,10 +83,19 @@ def reruns_succeeded(loaded: Loaded, selection: PartitionSelection) -> bool:
 
 
 def request_for_resume(
-    loaded: Loaded, options: ExecutionOptions, selection: PartitionSelection, *, reason: str | None, parallel: int
+    loaded: Loaded,
+    options: ExecutionOptions,
+    selection: PartitionSelection,
+    *,
+    reason: str | None,
+    parallel: int,
+    ignore_dependencies: bool = False,
 ) -> GuardRequest:
+    """``ignore_dependencies``: an asset rerun's upstream is not checked (the rerun is the operator's call)."""
     spec = loaded.spec
     guard, saved_reason, settings = saved_guard(loaded.manifest)
+    if ignore_dependencies:
+        guard = replace(guard, ignore_dependencies=True)
     config = environment = None
     if not spec.target.is_command:
         target = resolve_target(spec.target.path or "")
@@ -144,6 +155,30 @@ def append_invocation(
     )
     write_atomic(path, orjson.dumps(document, option=orjson.OPT_INDENT_2))
     record_gate_bypasses(store, reason=reason, preflight=preflight, at=approval.at)
+
+
+def record_asset_rerun(store: StateStore, loaded: Loaded, indices: frozenset[int], asset: str, reason: str) -> None:
+    """One RERUN audit line per partition an asset rerun runs again (with the status it had)."""
+    now = now_text()
+    spec, board = loaded.spec, loaded.board
+    lines = []
+    for index in sorted(indices):
+        interval = spec.plan.interval(index)
+        lines.append(
+            audit.entry(
+                backfill_id=store.id,
+                partition_id=spec.ids.of(interval.start, interval.end),
+                asset=asset,
+                action="RERUN",
+                from_status=board.status(index).label,
+                reason=reason,
+                requested_by=requester(),
+                requested_at=now,
+                applied_at=now,
+                applied_by=f"backfill --continue (PID {os.getpid()})",
+            )
+        )
+    audit.append(store.directory, lines)
 
 
 def record_gate_bypasses(store: StateStore, *, reason: str | None, preflight: Preflight, at: str) -> None:
@@ -266,6 +301,20 @@ def snapshot_once(prepared: Prepared, preflight: Preflight) -> None:
         take_snapshot(preflight.facts, prepared.store.directory)
 
 
+def rerun_assets(preflight: Preflight, rerun: AssetRerun | None) -> set[str] | None:
+    """The assets an asset rerun runs: the asset, and with ``downstream`` everything that depends on it."""
+    if rerun is None:
+        return None
+    pipeline = preflight.facts.pipeline
+    found, todo = {rerun.name}, [rerun.name]
+    while rerun.downstream and pipeline is not None and todo:
+        for child in pipeline.downstream.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
 def verifier_of(prepared: Prepared, preflight: Preflight):
     """The verification hook as the pre-flight's choices say, or None (--verify off, or nothing to verify)."""
     guard = preflight.facts.request.guard
@@ -275,7 +324,8 @@ def verifier_of(prepared: Prepared, preflight: Preflight):
     if not spec.target.is_command:
         target = resolve_target(spec.target.path or "")
         verifier = PipelineVerifier(preflight.facts, logs_root(target.repository) / "runs", guard.verify)
-        return lambda index, interval, attempt: verifier.verify(index, interval, attempt.run_id)
+        only = rerun_assets(preflight, prepared.rerun_asset)
+        return lambda index, interval, attempt: verifier.verify(index, interval, attempt.run_id, only)
     if guard.verify_command is None:
         return None
     factory = ChildFactory(
@@ -302,7 +352,6 @@ def restore_backfill(store: StateStore, reason: str) -> list[str]:
     """Put back what the backfill's snapshot holds, under the backfill's lock (refused while it runs); the
     restore is appended to ``guardrails.json``."""
     from engine.base.errors import Refused
-    from engine.guardrails.preflight import operator
     from engine.guardrails.snapshot import restore_snapshot
     from engine.store.locks import FileLock
     from engine.store.manifest import now_text
@@ -315,9 +364,25 @@ def restore_backfill(store: StateStore, reason: str) -> list[str]:
         path = store.directory / GUARDRAILS_FILE
         document = read_guardrails(store)
         document.setdefault("invocations", []).append(
-            {"mode": "restore", "reason": reason, "at": now_text(), "by": operator(), "restored": done}
+            {"mode": "restore", "reason": reason, "at": now_text(), "by": requester(), "restored": done}
         )
         write_atomic(path, orjson.dumps(document, option=orjson.OPT_INDENT_2))
+        at = now_text()
+        audit.append(
+            store.directory,
+            [
+                audit.entry(
+                    backfill_id=store.id,
+                    action="RESTORE",
+                    reason=reason,
+                    previous_message="; ".join(done)[:300],
+                    requested_by=requester(),
+                    requested_at=at,
+                    applied_at=at,
+                    applied_by=f"backfill restore (PID {os.getpid()})",
+                )
+            ],
+        )
         return done
     finally:
         lock.release()

@@ -11,6 +11,15 @@ MODES = ("default", "failed", "missing", "all")
 
 
 @dataclass(frozen=True)
+class AssetRerun:
+    """``--continue --ids … --asset NAME [--with-downstream]``: those partitions run this asset (and what is
+    downstream of it) again, as new attempts of kind ``rerun``, without their upstream being checked."""
+
+    name: str
+    downstream: bool = False
+
+
+@dataclass(frozen=True)
 class PartitionSelection:
     """``mode``: default (everything not succeeded or skipped), failed, missing (queued or interrupted), all;
     or exactly ``indices`` when given."""

@@ -4,7 +4,6 @@ and decide whether this invocation may run (auto, or approved) — or why not.""
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +13,7 @@ import orjson
 
 from engine.base.atomic import write_atomic
 from engine.base.errors import EXIT_NEEDS_APPROVAL, BackfillError, BadInput, Refused
+from engine.base.who import requester
 from engine.guardrails.checks import run_checks
 from engine.guardrails.digest import MIN_PREFIX, SHOWN, changed_components, components_of, digest_of
 from engine.guardrails.facts import Facts, gather
@@ -87,17 +87,6 @@ class Approval:
         }
 
 
-def operator() -> str:
-    import getpass
-    import socket
-
-    try:
-        user = getpass.getuser()
-    except Exception:  # no user name for this uid
-        user = str(os.getuid())
-    return f"{user}@{socket.gethostname()}"
-
-
 def check_digest_prefix(prefix: str) -> str:
     text = prefix.strip()
     if len(text) < MIN_PREFIX or not text.isascii() or any(c not in "0123456789abcdef" for c in text.lower()):
@@ -123,9 +112,9 @@ def decide(
         listing = "; ".join(f"{c.name}: {c.detail}" for c in preflight.blocking)
         raise Refused(f"refused (never allowed): {listing}")
     if verdict == AUTO:
-        return Approval(preflight.digest, operator(), now_text, AUTO, reason, "auto")
+        return Approval(preflight.digest, requester(), now_text, AUTO, reason, "auto")
     if interactive_approval:
-        return Approval(preflight.digest, operator(), now_text, verdict, reason, "typed at the terminal")
+        return Approval(preflight.digest, requester(), now_text, verdict, reason, "typed at the terminal")
     if approve is None:
         raise NeedsApproval(_held_message(preflight))
     prefix = check_digest_prefix(approve)
@@ -136,7 +125,7 @@ def decide(
             f"human-only (plan {preflight.short_digest}): --approve is not enough; run it on a terminal and type the "
             "digest on the pre-flight screen"
         )
-    return Approval(preflight.digest, operator(), now_text, verdict, reason, "--approve")
+    return Approval(preflight.digest, requester(), now_text, verdict, reason, "--approve")
 
 
 def _held_message(preflight: Preflight) -> str:

@@ -104,3 +104,46 @@ def test_gates_warn_and_off_record_what_they_let_through(daily, home):  # noqa: 
     assert (line["action"], line["from_status"], line["previous_message"]) == (
         "GATE_BYPASS", "unchecked", "dependency_gates: off"
     )  # fmt: skip
+
+
+def test_an_asset_reruns_with_its_downstream_inside_chosen_partitions(daily, home):  # noqa: F811
+    """--continue --ids P --asset NAME runs only NAME again in P (a new attempt of kind rerun, its run record
+    listing that asset alone), --with-downstream adds what depends on it; each leaves a RERUN audit line; bad
+    combinations are one line, exit 2."""
+    week = ("--start-date", "2024-01-08", "--end-date", "2024-01-10")
+    assert run_backfill("p", *week, "--reason", "r", "--no-progress", cwd=daily.root, env=home).returncode == 0
+    [backfill] = state_dirs(daily.root / "logs" / "backfills")
+    first = sorted((orjson.loads(p.read_bytes()) for p in (backfill / "partitions").glob("*.json")),
+                   key=lambda r: r["index"])[0]  # fmt: skip
+    again = run_backfill("--continue", backfill.name, "--ids", first["id"][:8], "--asset", "mid.daily", "--reason",
+                         "source resent", "--no-progress", cwd=daily.root, env=home)  # fmt: skip
+    assert again.returncode == 0, again.stdout + again.stderr
+    both = run_backfill("--continue", backfill.name, "--ids", first["id"][:8], "--asset", "raw.events",
+                        "--with-downstream", "--reason", "view fixed", "--no-progress",
+                        cwd=daily.root, env=home)  # fmt: skip
+    assert both.returncode == 0, both.stdout + both.stderr
+    record = orjson.loads((backfill / "partitions" / f"{first['id']}.json").read_bytes())
+    attempts = record["attempts"]
+    assert [(a["status"], a.get("kind", "run"), a.get("asset")) for a in attempts] == [
+        ("succeeded", "run", None),
+        ("succeeded", "rerun", "mid.daily"),
+        ("succeeded", "rerun", "raw.events"),
+    ]
+    runs = daily.root / "logs" / "runs"
+    assets_run = [
+        sorted(a["name"] for a in orjson.loads((runs / f"{a['run_id']}.json").read_bytes())["assets"]) for a in attempts
+    ]
+    assert assets_run == [["mid.daily", "raw.events"], ["mid.daily"], ["mid.daily", "raw.events"]]
+    reruns = [x for x in audit_lines(daily) if x["action"] == "RERUN"]
+    assert [(x["partition_id"], x["asset"], x["reason"]) for x in reruns] == [
+        (first["id"], "mid.daily", "source resent"),
+        (first["id"], "raw.events", "view fixed"),
+    ]
+    for flags, message in [
+        (("--asset", "mid.daily", "--reason", "x"), "--asset needs --ids"),
+        (("--ids", first["id"][:8], "--with-downstream", "--reason", "x"), "--with-downstream means nothing without"),
+        (("--ids", first["id"][:8], "--asset", "nope", "--reason", "x"), "--asset 'nope' is not an asset"),
+        (("--ids", first["id"][:8], "--asset", "mid.daily"), "--reason is required to run asset mid.daily again"),
+    ]:
+        bad = run_backfill("--continue", backfill.name, *flags, "--no-progress", cwd=daily.root, env=home)
+        assert bad.returncode == 2 and message in bad.stderr, (flags, bad.stderr)

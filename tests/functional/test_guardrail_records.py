@@ -114,6 +114,8 @@ def test_restore_puts_back_exactly_what_the_snapshot_took(tmp_path, home):
 
     invocations = json.loads((backfill / "guardrails.json").read_text())["invocations"]
     assert invocations[-1]["mode"] == "restore" and invocations[-1]["reason"] == "v2 was wrong"
+    [restore_line] = [json.loads(x) for x in (backfill / "audit.jsonl").read_text().splitlines()]
+    assert (restore_line["action"], restore_line["reason"]) == ("RESTORE", "v2 was wrong")
     from engine.store.locks import FileLock
 
     lock = FileLock(backfill / ".lock")

@@ -268,6 +268,10 @@ def backfill_parser() -> Parser:
         help="with --continue: run exactly these partitions (IDs or unique prefixes)",
     )
     parser.add_argument("--ids-from", metavar="FILE", help="with --continue: partition IDs, one per line")
+    parser.add_argument(
+        "--asset", metavar="NAME", help="with --continue --ids: run only this asset again (its upstream unchecked)"
+    )
+    parser.add_argument("--with-downstream", action="store_true", help="with --asset: and everything downstream of it")
     parser.add_argument("--no-progress", action="store_true", help="compact progress lines, no dashboard")
     parser.add_argument("--no-color", action="store_true", help="no colours (also NO_COLOR, TERM=dumb)")
     _output_flags(parser, paged=True)

@@ -151,7 +151,13 @@ def _check_combinations(args: argparse.Namespace) -> None:
                 )
             )
     if args.resume is None:
-        for flag, given in (("--rerun", args.rerun), ("--ids", args.ids), ("--ids-from", args.ids_from)):
+        for flag, given in (
+            ("--rerun", args.rerun),
+            ("--ids", args.ids),
+            ("--ids-from", args.ids_from),
+            ("--asset", args.asset),
+            ("--with-downstream", args.with_downstream),
+        ):
             if given:
                 raise UsageError(f"{flag} is only accepted together with --continue ID")
     if args.full_refresh:

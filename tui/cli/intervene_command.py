@@ -14,17 +14,17 @@ import sys
 from pathlib import Path
 
 from engine.base.errors import EXIT_OK, BadInput, Refused
+from engine.base.who import requester
 from engine.execute.backfill import Loaded, load_backfill
 from engine.guardrails.request import check_reason
 from engine.interventions.apply import BACKFILL_MARK_STATUSES, MARK_STATUSES, CommandHolder
 from engine.interventions.deliver import deliver
 from engine.interventions.requests import Request
-from engine.interventions.who import requester
 from engine.store.manifest import now_text
 from engine.store.records import PARTITION_STATUSES
 from tui.cli.intervene_arguments import mark_parser, simple_parser
 from tui.cli.reconcile_command import settle_if_expired
-from tui.cli.resume import resolve_ids
+from tui.cli.resume import check_asset_name, resolve_ids
 
 DESCRIPTIONS = {
     "cancel": "Stop a backfill now: running children are stopped, nothing more starts.",
@@ -89,25 +89,10 @@ def _mark_request(args: argparse.Namespace, loaded: Loaded) -> tuple[str, dict]:
     if args.rows is not None and status != "succeeded":
         raise BadInput(f"--rows means nothing for a partition marked {status}: only a success loaded rows")
     if args.asset is not None:
-        _check_asset(args.asset, loaded)
+        check_asset_name(loaded, args.asset)
     params: dict = {"to": status, "rows": args.rows, "asset": args.asset}
     if args.partitions:
         params["indices"] = sorted(resolve_ids(loaded, args.partitions, flag="partition"))
     else:
         params["status_filter"] = sorted(set(args.status_filter))
     return "mark", params
-
-
-def _check_asset(name: str, loaded: Loaded) -> None:
-    if loaded.spec.target.is_command:
-        raise BadInput("--asset means nothing for a --command backfill (pipeline partitions only): leave it out")
-    from engine.pipeline.loading import load_pipeline
-    from engine.pipeline.repository import resolve_target
-
-    try:
-        pipeline = load_pipeline(resolve_target(loaded.spec.target.path or "").pipeline_dir)
-    except BadInput as error:
-        raise BadInput(f"--asset {name!r} cannot be checked: the pipeline does not load ({error})") from None
-    names = sorted(pipeline.assets)
-    if name not in names:
-        raise BadInput(f"--asset {name!r} is not an asset of this pipeline: give one of {', '.join(names[:10])}")

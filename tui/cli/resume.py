@@ -14,13 +14,19 @@ from dataclasses import replace
 from pathlib import Path
 
 from engine.base.errors import BadInput
+from engine.base.who import requester
 from engine.execute.backfill import Loaded, load_backfill, prepare_resume, resume_parallelism
-from engine.execute.guarding import append_invocation, guard_hooks, request_for_resume, reruns_succeeded
-from engine.execute.rerun import PartitionSelection
+from engine.execute.guarding import (
+    append_invocation,
+    guard_hooks,
+    record_asset_rerun,
+    request_for_resume,
+    reruns_succeeded,
+)
+from engine.execute.rerun import AssetRerun, PartitionSelection
 from engine.guardrails.preflight import check_digest_prefix, run_preflight
 from engine.guardrails.request import RERUN, check_reason
 from engine.interventions.apply import reopen_for_continue
-from engine.interventions.who import requester
 from engine.spec.backfill_spec import ExecutionOptions, check_execution_options
 from engine.store.control import Decision, read_control
 from engine.store.manifest import initial_options
@@ -139,6 +145,39 @@ def selection_of(args: argparse.Namespace, loaded: Loaded) -> PartitionSelection
     return PartitionSelection(mode=args.rerun or "default")
 
 
+def asset_rerun_of(
+    args: argparse.Namespace, loaded: Loaded, selection: PartitionSelection, reason: str | None
+) -> AssetRerun | None:
+    """``--asset NAME [--with-downstream]``: valid only for named partitions of a pipeline backfill, with a
+    reason of its own (it runs work that succeeded, and its upstream is not checked)."""
+    if args.asset is None:
+        if args.with_downstream:
+            raise BadInput("--with-downstream means nothing without --asset NAME: name the asset to run again")
+        return None
+    if selection.indices is None:
+        raise BadInput("--asset needs --ids (or --ids-from): name the partitions whose asset runs again")
+    check_asset_name(loaded, args.asset)
+    if reason is None and not args.dry_run:
+        raise BadInput(f"--reason is required to run asset {args.asset} again: say why")
+    return AssetRerun(args.asset, bool(args.with_downstream))
+
+
+def check_asset_name(loaded: Loaded, name: str) -> None:
+    """``--asset`` names an asset of this backfill's pipeline (a command backfill has none)."""
+    if loaded.spec.target.is_command:
+        raise BadInput("--asset means nothing for a --command backfill (pipeline partitions only): leave it out")
+    from engine.pipeline.loading import load_pipeline
+    from engine.pipeline.repository import resolve_target
+
+    try:
+        pipeline = load_pipeline(resolve_target(loaded.spec.target.path or "").pipeline_dir)
+    except BadInput as error:
+        raise BadInput(f"--asset {name!r} cannot be checked: the pipeline does not load ({error})") from None
+    names = sorted(pipeline.assets)
+    if name not in names:
+        raise BadInput(f"--asset {name!r} is not an asset of this pipeline: give one of {', '.join(names[:10])}")
+
+
 def _say_paused(backfill_id: str, paused: Decision) -> int:
     """A paused backfill starts nothing, and a scheduler calling --continue raises no alarm: exit 0."""
     sys.stdout.write(
@@ -163,6 +202,7 @@ def resume_command(args: argparse.Namespace) -> int:
         )
     options = resumed_options(args, loaded)
     selection = selection_of(args, loaded)
+    rerun_asset = asset_rerun_of(args, loaded, selection, reason)
     interactive = dashboard_possible(no_progress=args.no_progress, json_output=args.output == "json")
     if not args.dry_run and reason is None and not interactive:
         if reruns_succeeded(loaded, selection):
@@ -240,7 +280,14 @@ def resume_command(args: argparse.Namespace) -> int:
         )
     if runs_something:
         try:
-            request = request_for_resume(loaded, options, selection, reason=reason, parallel=parallelism.effective)
+            request = request_for_resume(
+                loaded,
+                options,
+                selection,
+                reason=reason,
+                parallel=parallelism.effective,
+                ignore_dependencies=rerun_asset is not None,
+            )
             preflight = run_preflight(request)
             needs_own = reruns_succeeded(loaded, selection) or loaded.manifest.get("reason") is None
             approval, reason = guard_decision(
@@ -252,6 +299,9 @@ def resume_command(args: argparse.Namespace) -> int:
             )
             prepared.reason = reason
             append_invocation(prepared.store, mode=RERUN, reason=reason, preflight=preflight, approval=approval)
+            if rerun_asset is not None and selection.indices is not None:
+                record_asset_rerun(prepared.store, loaded, selection.indices, rerun_asset.name, reason)
+                prepared.rerun_asset = rerun_asset
         except BaseException:
             prepared.takeover.children_lock.release()
             prepared.takeover.lock.release()

@@ -89,7 +89,7 @@ def _stand_in(prepared, args, as_json: bool) -> int:
     """Write the record of a run that did not run; the guardrails' coverage check judges it like any other."""
     import time
 
-    from engine.interventions.who import requester
+    from engine.base.who import requester
 
     path, record = write_stand_in_record(
         prepared,
