@@ -31,6 +31,7 @@ RECORD_FIELDS = [
     "intervals_succeeded",
     "intervals_failed",
     "intervals_cancelled",
+    "intervals_skipped",
     "partial",
     "runs",
     "runs_total",
@@ -44,6 +45,7 @@ RECORD_FIELDS = [
     "approval",
     "snapshot",
     "downstream_blocked_until_rerun",
+    "interventions",
 ]
 
 

@@ -190,7 +190,7 @@ def test_show_and_list_as_json_and_text(work, home):
     listed = json.loads(run_backfill("list", "--output", "json", cwd=work, env=home).stdout)
     [entry] = listed["backfills"]
     assert entry["id"] == backfill.name and entry["state"] == "incomplete" and entry["total"] == 8
-    assert entry["counts"] == {"queued": 0, "running": 0, "succeeded": 6, "failed": 2, "cancelled": 0}
+    assert entry["counts"] == {"queued": 0, "running": 0, "succeeded": 6, "failed": 2, "cancelled": 0, "skipped": 0}
     shown = json.loads(
         run_backfill("show", backfill.name[:15], "--output", "json", "--status", "failed", cwd=work, env=home).stdout
     )

@@ -40,7 +40,7 @@ class DashboardScreen(Screen[None]):
         Binding("escape", "close_details", "Close", show=False),
         Binding("slash", "jump", "Jump"),
         Binding("s", "filter", "Filter"),
-        Binding("n", "next_failed(1)", "Next failed"),
+        Binding("n", "next_failed(1)", "Next failed", show=False),  # the status line says so when any failed
         Binding("N", "next_failed(-1)", "Prev failed", show=False),
         Binding("left_square_bracket", "attempt(-1)", "Prev attempt", show=False),
         Binding("right_square_bracket", "attempt(1)", "Next attempt", show=False),
@@ -51,6 +51,11 @@ class DashboardScreen(Screen[None]):
         Binding("q", "stop_run", "Stop"),
         Binding("q", "quit_finished", "Quit"),
         Binding("q", "leave", "Leave"),
+        # Stepping in (after q and ?, which must stay in an 80-column footer; help lists these too):
+        Binding("m", "intervene_mark", "Mark"),
+        Binding("c", "intervene_cancel", "Cancel"),
+        Binding("p", "intervene_pause", "Pause"),
+        Binding("a", "audit", "Audit"),
     ]
 
     def __init__(self, source: BackfillSource, clock: Callable[[], float]) -> None:
@@ -201,6 +206,9 @@ class DashboardScreen(Screen[None]):
             return self.source.can_stop and not self._runs_here()
         if action == "leave":
             return not self.source.can_stop
+        if action == "intervene_cancel":  # only something running can be cancelled from here
+            state = self.last_state
+            return state is not None and state.state not in (FINISHED, IDLE)
         return True
 
     def action_stop_run(self) -> None:
@@ -326,6 +334,95 @@ class DashboardScreen(Screen[None]):
     def action_mark(self) -> None:
         """Mark or unmark the selected partition (the rerun form can run the marked ones)."""
         self.table.toggle_mark()
+
+    # ---------------------------------------------------------------- stepping in (interventions.md)
+
+    def _send(self, action: str, reason: str, params: dict | None = None) -> None:
+        """Send the request from a worker thread (a live executor answers within 2 s); say what came of it."""
+        from tui.app.intervening import send
+
+        def work() -> None:
+            result = send(self.source, action, reason, params)
+            self.app.call_from_thread(self._sent, result)
+
+        self.run_worker(work, thread=True, exclusive=False, group="intervene")
+
+    def _sent(self, result) -> None:
+        self.notify(result.message, severity="information" if result.exit_code == 0 else "error", timeout=6)
+        self.table.refresh()
+        self.refresh_from_source()
+        self.refresh_bindings()
+
+    def action_intervene_mark(self) -> None:
+        """m: mark the selected partition, or every partition the filter shows."""
+        from tui.app.screens.intervene_forms import MarkForm, MarkTarget
+
+        targets = []
+        index = self.table.selected_index
+        if index is not None:
+            interval = self.source.spec.plan.interval(index)
+            partition_id = self.source.spec.ids.of(interval.start, interval.end)
+            targets.append(MarkTarget("selected", f"the selected partition {index} ({partition_id[:12]})", (index,)))
+        rows = self.table.rows
+        label = self.query_one(StatusLine).filter_label
+        if rows.filtered and label:
+            targets.append(
+                MarkTarget("filter", f"every partition matching the filter '{label}'", tuple(rows.indices()))
+            )
+        if not targets:
+            self.notify("no partition to mark", severity="warning", timeout=2)
+            return
+        state = self.last_state
+        running = frozenset(p.index for p in state.running) if state is not None else frozenset()
+
+        def chosen(choice) -> None:
+            if choice is not None:
+                params = {"to": choice.to, "rows": choice.rows, "asset": None, "indices": list(choice.indices)}
+                self._send("mark", choice.reason, params)
+
+        self.app.push_screen(MarkForm(self.source.store.id, self.source.board, targets, running), chosen)
+
+    def action_intervene_cancel(self) -> None:
+        """c: cancel the run (here or in another process), after a reason."""
+        from tui.app.screens.intervene_forms import ReasonForm
+
+        active = len(self.last_state.running) if self.last_state is not None else 0
+        consequence = (
+            f"Every running child ({active}) is stopped now and nothing more starts; the backfill is recorded "
+            "cancelled, by you, with this reason. --continue needs a reason of its own to go on."
+        )
+
+        def chosen(reason) -> None:
+            if reason is not None:
+                self._send("cancel", reason)
+
+        self.app.push_screen(ReasonForm(f"Cancel backfill {self.source.store.id}", consequence, "Cancel it"), chosen)
+
+    def action_intervene_pause(self) -> None:
+        """p: pause the backfill, or resume it when it is paused."""
+        from tui.app.intervening import is_paused
+        from tui.app.screens.intervene_forms import ReasonForm
+
+        paused = is_paused(self.source)
+        verb = "resume" if paused else "pause"
+        consequence = (
+            "The backfill may go on: backfill --continue (or the rerun form) runs it again."
+            if paused
+            else "Running children finish; nothing more starts; --continue starts nothing until it is resumed."
+        )
+
+        def chosen(reason) -> None:
+            if reason is not None:
+                self._send(verb, reason)
+
+        title = f"{verb.capitalize()} backfill {self.source.store.id}"
+        self.app.push_screen(ReasonForm(title, consequence, verb.capitalize()), chosen)
+
+    def action_audit(self) -> None:
+        """a: every intervention on this backfill."""
+        from tui.app.screens.audit_view import AuditScreen
+
+        self.app.push_screen(AuditScreen(self.source.store.directory))
 
     def action_rerun(self) -> None:
         from tui.app.screens.rerun_form import RerunForm, partition_choices

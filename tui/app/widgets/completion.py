@@ -64,6 +64,8 @@ class CompletionBar(Static):
         text.append("\n")
         for name, symbol, style in COUNT_STYLES:
             count = counts.get(name, 0)
+            if name == "skipped" and not count:
+                continue  # only an operator's mark makes one: no room taken until then
             label = name
             if name == "running" and self.nobody_runs:
                 symbol, label, style = "↯", "interrupted", "yellow3"

@@ -1,0 +1,123 @@
+"""Pilot tests of stepping in from the screen: the mark form (preview, validation, what reaches the disk), and
+pause, resume and cancel of a live run from its dashboard."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.backfills import child_command, records, state_dirs
+from tests.conftest import run_backfill
+from tests.guard_flags import GUARD
+from tests.tui.live import screen_text, start_live, wait_until
+from tui.app.backfill_app import BackfillApp
+from tui.app.screens.audit_view import AuditScreen
+from tui.app.screens.intervene_forms import MarkForm, ReasonForm
+
+SLOW = f"{sys.executable} -c 'import time; time.sleep(30)'"
+
+
+@pytest.fixture
+def work(tmp_path: Path, home, monkeypatch) -> Path:
+    for key, value in home.items():
+        monkeypatch.setenv(key, value)
+    directory = tmp_path / "work"
+    (directory / ".git").mkdir(parents=True)
+    return directory
+
+
+def audit_actions(backfill: Path) -> list[str]:
+    path = backfill / "audit.jsonl"
+    return [orjson.loads(line)["action"] for line in path.read_bytes().splitlines()] if path.exists() else []
+
+
+def test_the_mark_form_previews_validates_and_marks_what_the_filter_shows(work, home):
+    """s → failed, m: the form offers the selected partition or the 2 the filter shows, previews '2 partitions
+    will be marked succeeded', refuses an empty reason and non-ASCII rows (Mark disabled, the error on screen),
+    then marks both: the disk has the marks, the audit 2 MARK lines, the audit view (a) lists them."""
+    template = child_command("--fail-on", "2024-01-03", "--fail-on", "2024-01-06")
+    result = run_backfill(*GUARD, "--command", template, "--start-date", "2024-01-01", "--end-date", "2024-01-08",
+                          "--on-failure", "continue", cwd=work, env=home)  # fmt: skip
+    assert result.returncode == 1
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    app = BackfillApp(root=work / "logs" / "backfills")
+
+    async def scenario():
+        async with app.run_test(size=(120, 40), notifications=True) as pilot:
+            await pilot.press("enter")  # open the only backfill of the list
+            await pilot.pause()
+            await pilot.press("s")
+            await pilot.pause()
+            await pilot.press("down", "down", "down", "down", "enter")  # all, queued, running, succeeded, failed
+            await pilot.pause()
+            await pilot.press("m")
+            await wait_until(pilot, lambda: isinstance(app.screen, MarkForm))
+            await pilot.click("#filter")
+            await pilot.pause()
+            shown = screen_text(app)
+            assert "every partition matching the filter 'failed' (2)" in shown
+            assert "2 partitions will be marked succeeded" in shown
+            assert "say why: the reason is recorded" in shown
+            assert app.screen.query_one("#submit").disabled
+            await pilot.click("#mark-rows")
+            await pilot.press(*"١٢")
+            await pilot.pause()
+            assert "is not a row count: give ASCII digits" in screen_text(app)
+            await pilot.press("backspace", "backspace", "1", "2")
+            await pilot.click("#mark-reason")
+            await pilot.press(*"loaded by hand")
+            await pilot.pause()
+            assert not app.screen.query_one("#submit").disabled
+            await pilot.press("ctrl+s")
+            await wait_until(pilot, lambda: audit_actions(backfill) == ["MARK", "MARK"])
+            await wait_until(pilot, lambda: "marked 2 partitions succeeded" in screen_text(app))
+            await pilot.press("a")
+            await wait_until(pilot, lambda: isinstance(app.screen, AuditScreen))
+            shown = screen_text(app)
+            assert "2 interventions" in shown and shown.count("failed → succeeded") == 2
+            await pilot.press("enter")
+            await pilot.pause()
+            assert "target_count  12" in screen_text(app)
+
+    asyncio.run(scenario())
+    marked = [r for r in records(backfill) if r["attempts"][-1].get("kind") == "mark"]
+    assert [(r["status"], r["attempts"][-1]["rows"]) for r in marked] == [("succeeded", 12), ("succeeded", 12)]
+
+
+def test_pause_resume_and_cancel_a_live_run_from_its_dashboard(work):
+    """p with a reason pauses the running executor (the status line says by whom; nothing new starts), p again
+    resumes it, c with a reason cancels it: children stopped, 'Backfill cancelled — cancelled by …' on screen,
+    and PAUSE, RESUME, CANCEL in the audit log."""
+    live = start_live(work, SLOW, "2024-01-01", "2024-01-20", max_parallel=2, exit_when_succeeded=False)
+    backfill = live.prepared.store.directory
+
+    async def reason(pilot, text: str) -> None:
+        await wait_until(pilot, lambda: isinstance(live.app.screen, ReasonForm))
+        await pilot.press(*text, "enter")
+
+    async def scenario():
+        async with live.app.run_test(size=(120, 40), notifications=True) as pilot:
+            await wait_until(pilot, lambda: len(live.executor.snapshot().running) == 2)
+            await pilot.press("p")
+            await reason(pilot, "migration")
+            await wait_until(pilot, lambda: live.executor.paused is not None)
+            await wait_until(pilot, lambda: "Paused by" in live.status_line() and "migration" in live.status_line())
+            assert len(live.executor.snapshot().running) == 2
+            await pilot.press("p")
+            await reason(pilot, "done")
+            await wait_until(pilot, lambda: live.executor.paused is None)
+            await pilot.press("c")
+            await reason(pilot, "wrong file")
+            await wait_until(pilot, lambda: "Backfill cancelled — cancelled by" in live.status_line(), timeout=60)
+            assert "wrong file" in screen_text(live.app)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        live.finish()
+    assert audit_actions(backfill) == ["PAUSE", "RESUME", "CANCEL"]
+    assert not [r for r in records(backfill) if r["status"] == "running"]
