@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from collections.abc import Callable
 
-from engine.base.errors import Refused
+from engine.base.errors import BadInput, Refused
 from engine.interventions import requests
 from engine.interventions.apply import Holder, apply
 from engine.interventions.requests import Request, Result
+from engine.store.lease import OTHER_HOST_GRACE, read_lease
 from engine.store.locks import FileLock
 from engine.store.state_store import StateStore
 
@@ -21,16 +24,17 @@ def deliver(
     request: Request,
     hold: Callable[[], Holder],
     *,
-    wait: float = WAIT_SECONDS,
+    wait: float | None = None,
 ) -> Result:
     """Apply ``request``: take the backfill's lock and apply it here (``hold`` reads the backfill under the
     lock), or hand it to the executor that holds the lock and wait for its answer. An executor that ends
     before claiming the request leaves the lock free, and the request is applied here after all."""
+    wait = request_wait() if wait is None else wait
     deadline = time.monotonic() + wait
     submitted = False
     while True:
         lock = FileLock(store.lock_path)
-        if lock.try_acquire():
+        if not owned_elsewhere(store) and lock.try_acquire():
             try:
                 if submitted and not requests.withdraw(store.directory, request):
                     return _await_answer(store, request, deadline)  # claimed just before the executor ended
@@ -52,6 +56,26 @@ def deliver(
                 )
             return _await_answer(store, request, time.monotonic() + wait)
         time.sleep(POLL_SECONDS)
+
+
+def owned_elsewhere(store: StateStore) -> bool:
+    """An executor on another host sharing the state directory owns the backfill (its lease, with the other
+    host's grace, runs): our flock cannot see it, so the request goes to it."""
+    lease = read_lease(store.directory)
+    if lease is None or lease.host is None or lease.host == socket.gethostname():
+        return False
+    return time.time() < lease.expires_at + OTHER_HOST_GRACE
+
+
+def request_wait() -> float:
+    """Seconds to wait for a live executor's answer: 15, or ``BACKFILL_REQUEST_WAIT_SECONDS`` (1 to 600)."""
+    raw = os.environ.get("BACKFILL_REQUEST_WAIT_SECONDS")
+    if not raw:
+        return WAIT_SECONDS
+    value = int(raw) if raw.isascii() and raw.isdecimal() else 0
+    if not 1 <= value <= 600:
+        raise BadInput(f"BACKFILL_REQUEST_WAIT_SECONDS {raw!r} is not a whole number of seconds from 1 to 600")
+    return float(value)
 
 
 def _await_answer(store: StateStore, request: Request, deadline: float) -> Result:

@@ -92,3 +92,22 @@ def test_an_owner_on_another_host_keeps_120_seconds_of_grace(work, home):
     after = orjson.loads(path.read_bytes())
     assert after["status"] == "failed" and after["attempts"][-1]["status"] == "lost"
     assert orjson.loads((backfill / "lease.json").read_bytes())["epoch"] == 8  # the old owner is fenced out
+
+
+def test_a_request_goes_to_the_owner_on_another_host_and_is_withdrawn_when_unanswered(work, home):
+    """While a lease of host 'elsewhere' runs, pause is not applied here under our lock (our flock cannot see
+    that executor): the request waits for it, and, unanswered, is withdrawn — exit 3, nothing changed, no
+    request left behind."""
+    env = {**home, "CHILD_SLEEP": "0", "BACKFILL_REQUEST_WAIT_SECONDS": "1"}
+    assert run_backfill(*GUARD, *PLAN, cwd=work, env=env).returncode == 0
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    write_lease(backfill, Lease(3, "elsewhere", 4242, 1.0, time.time() + 60))
+    paused = run_backfill("pause", backfill.name, "--reason", "migration", cwd=work, env=env)
+    assert paused.returncode == 3, paused.stderr
+    assert "did not take the request within 1 s: nothing changed" in paused.stderr
+    assert not (backfill / "control.json").exists() and not (backfill / "audit.jsonl").exists()
+    assert list((backfill / "requests").iterdir()) == []
+    bad = run_backfill(
+        "pause", backfill.name, "--reason", "m", cwd=work, env={**env, "BACKFILL_REQUEST_WAIT_SECONDS": "0"}
+    )
+    assert bad.returncode == 2 and "BACKFILL_REQUEST_WAIT_SECONDS '0'" in bad.stderr

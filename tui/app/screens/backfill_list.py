@@ -13,7 +13,15 @@ from textual.widgets import DataTable, Footer, Static
 from engine.store.catalog import BackfillSummary, list_backfills
 from tui import human
 
-STATE_STYLES = {"complete": "green3", "incomplete": "yellow3", "running": "dodger_blue1"}
+STATE_STYLES = {
+    "complete": "green3",
+    "incomplete": "yellow3",
+    "running": "dodger_blue1",
+    "paused": "magenta",
+    "cancelled": "yellow3",
+    "marked-succeeded": "green3",
+    "marked-failed": "red1",
+}
 COUNT_STYLES = (
     ("succeeded", "✓", "green3"),
     ("failed", "✗", "red1"),
@@ -110,7 +118,9 @@ class BackfillListScreen(Screen[None]):
         for s in self.summaries:
             row = [
                 s.id,
-                Text(s.state, style=STATE_STYLES.get(s.state, "")),
+                Text(
+                    s.state + (f" ✎{s.interventions}" if s.interventions else ""), style=STATE_STYLES.get(s.state, "")
+                ),
                 human.relative_time(s.last_activity, now),
                 Text.assemble(f"{human.count(s.total)} ", counts_text(s)) if wide else short_counts(s),
                 s.name,
