@@ -7,6 +7,7 @@ under the dashboard, and saves:
   screenshots/dashboard.svg   the dashboard mid-run
   screenshots/details.svg     the details pane of a finished partition with its child's log
   screenshots/preflight.svg   the pre-flight screen of a human-only backfill of examples/guarded
+  screenshots/mark-form.svg   the mark form over the failed partitions of a real command backfill
 
 Usage: python screenshots/make.py
 """
@@ -77,6 +78,7 @@ def main() -> None:
             thread.join()
     print(f"wrote {HERE / 'dashboard.svg'} and {HERE / 'details.svg'}")
     preflight_screenshot()
+    mark_form_screenshot()
 
 
 def preflight_screenshot() -> None:
@@ -114,6 +116,49 @@ def preflight_screenshot() -> None:
 
         asyncio.run(shoot_preflight())
     print(f"wrote {HERE / 'preflight.svg'}")
+
+
+def mark_form_screenshot() -> None:
+    """A command backfill whose partitions fail on two dates, browsed, filtered on failed, the mark form open
+    with status, reason and rows filled and its preview."""
+    import os
+    import subprocess
+    import sys
+
+    with tempfile.TemporaryDirectory() as scratch:
+        work = Path(scratch) / "orders"
+        (work / ".git").mkdir(parents=True)
+        failing = "import sys; sys.exit(1 if sys.argv[1] in ('2024-01-03', '2024-01-06') else 0)"
+        command = f'{sys.executable} -c "{failing}" {{start_date}}'
+        subprocess.run(
+            [sys.executable, "-m", "tui", "--reason", "orders resent", "--guardrails", "sandbox", "--command", command,
+             "--name", "orders etl", "--start-date", "2024-01-01", "--end-date", "2024-01-10", "--on-failure",
+             "continue", "--no-progress"],
+            cwd=work, capture_output=True, env={**os.environ, "HOME": scratch},
+        )  # fmt: skip
+        app = BackfillApp(root=work / "logs" / "backfills")
+
+        async def shoot_mark_form() -> None:
+            async with app.run_test(size=(120, 34)) as pilot:
+                await pilot.press("enter")
+                await pilot.pause(0.3)
+                await pilot.press("s")
+                await pilot.pause(0.3)
+                await pilot.press("down", "down", "down", "down", "enter")
+                await pilot.pause(0.3)
+                await pilot.press("m")
+                await pilot.pause(0.3)
+                await pilot.click("#filter")
+                await pilot.click("#mark-reason")
+                await pilot.press(*"loaded by hand from the 06:00 file")
+                await pilot.click("#mark-rows")
+                await pilot.press(*"1200")
+                await pilot.click("#mark-reason")
+                await pilot.pause(0.3)
+                app.save_screenshot("mark-form.svg", path=str(HERE))
+
+        asyncio.run(shoot_mark_form())
+    print(f"wrote {HERE / 'mark-form.svg'}")
 
 
 if __name__ == "__main__":
