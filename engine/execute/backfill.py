@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.base.errors import BackfillError, BadInput
+from engine.base.errors import BadInput
 from engine.execute.executor import Executor, ExecutorHooks
 from engine.execute.launcher import ForkExecLauncher, Launcher
 from engine.execute.rerun import AssetRerun, PartitionSelection
@@ -25,15 +25,14 @@ from engine.pipeline.validation import check_pipeline
 from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions, Planned, check_execution_options
 from engine.spec.parallelism import Parallelism, effective_parallelism
 from engine.store.lease import lease_timing
+from engine.store.locate import locate_backfill
 from engine.store.manifest import manifest_of, spec_of
 from engine.store.records import PartitionRecord
 from engine.store.state_store import (
-    MANIFEST,
     StateStore,
     add_to_gitignore,
     default_state_root,
     new_backfill_id,
-    saved_backfill_dirs,
 )
 from engine.store.status import StatusBoard, check_plan_size
 
@@ -168,57 +167,6 @@ def create_backfill(
         str(cwd),
         manifest.get("reason"),
     )
-
-
-def searched_roots(state_dir: str | None, cwd: Path) -> list[Path]:
-    """Where a backfill ID is looked for: --state-dir alone, else this repository's store and then the user
-    state directory."""
-    if state_dir:
-        return [(cwd / state_dir).resolve()]
-    repository = repository_root(cwd)
-    roots = [default_state_root(repository)]
-    if repository is not None:
-        roots.append(default_state_root(None))
-    return roots
-
-
-def locate_backfill(backfill_id: str, state_dir: str | None, cwd: Path) -> tuple[StateStore, Path]:
-    """Find a saved backfill by ID or unique prefix across every searched store. Not found or ambiguous: the
-    error names the stores searched and lists the candidates (ID, target, created, state)."""
-    if not backfill_id or "/" in backfill_id or backfill_id.startswith("."):
-        raise BadInput(f"{backfill_id!r} is not a backfill ID: use the ID printed when it started (backfill list)")
-    roots = searched_roots(state_dir, cwd)
-    for root in roots:  # an exact ID wins wherever it is
-        if (root / backfill_id / MANIFEST).exists():
-            return StateStore(root / backfill_id), root
-    matches = [(root, d) for root in roots for d in _backfill_dirs(root) if d.name.startswith(backfill_id)]
-    if len(matches) == 1:
-        root, directory = matches[0]
-        return StateStore(directory), root
-    searched = ", ".join(str(root) for root in roots)
-    if matches:
-        lines = [f"backfill ID {backfill_id!r} is ambiguous: give more characters. Searched {searched}; candidates:"]
-        lines += [_candidate_line(directory) for _, directory in matches[:10]]
-    else:
-        recent = sorted((d for root in roots for d in _backfill_dirs(root)), key=lambda d: d.name, reverse=True)
-        lines = [f"no backfill {backfill_id!r}. Searched {searched}" + ("; the most recent:" if recent else ".")]
-        lines += [_candidate_line(directory) for directory in recent[:5]]
-        lines.append("run from the repository it was started in, or pass the same --state-dir")
-    raise BadInput("\n".join(lines))
-
-
-def _backfill_dirs(root: Path) -> list[Path]:
-    return saved_backfill_dirs(root)
-
-
-def _candidate_line(directory: Path) -> str:
-    from engine.store.catalog import summarize
-
-    try:
-        summary = summarize(StateStore(directory))
-    except BackfillError:
-        return f"  {directory.name}  (unreadable)  {directory}"
-    return f"  {summary.id}  {summary.name}  created {summary.created_at[:16].replace('T', ' ')}  {summary.state}"
 
 
 @dataclass

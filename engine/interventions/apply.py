@@ -7,12 +7,11 @@ line keeps the status and message the partition had before.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from engine.base.atomic import sync_directory
+from engine.base.atomic import sync_directory, write_many
 from engine.base.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_REFUSED
 from engine.dates.formatting import InstantFormatter
 from engine.interventions.requests import Request, Result
@@ -147,7 +146,17 @@ def _mark(request: Request, holder: Holder) -> Result:
     formatter = InstantFormatter(holder.spec.zone)
     changes: list[tuple[int, Status, int]] = []
     lines: list[dict] = []
+    files: list[tuple[str, bytes]] = []
     durable = len(indices) <= DURABLE_ONE_BY_ONE
+    now, stem = now_text(), audit.new_entry_id()
+    common = {
+        "backfill_id": store.id,
+        "reason": request.reason,
+        "requested_by": request.requested_by,
+        "requested_at": request.requested_at,
+        "applied_at": now,
+        "applied_by": holder.applied_by,
+    }
     for index in indices:
         interval = plan.interval(index)
         partition_id = ids.of(interval.start, interval.end)
@@ -166,7 +175,6 @@ def _mark(request: Request, holder: Holder) -> Result:
         previous = record.attempts[-1].error if record.attempts else None
         if before == to and asset is None:
             continue  # already so: no entry, nothing changes
-        now = now_text()
         record.attempts.append(
             Attempt(
                 f"{store.id}-p{index}-m{len(record.attempts) + 1}",
@@ -185,12 +193,16 @@ def _mark(request: Request, holder: Holder) -> Result:
         )
         if asset is None:
             record.status = to
-        store.write_record(record, durable=durable)
+        if durable:
+            store.write_record(record, durable=True)
+        else:
+            files.append((store.record_path(partition_id).name, record.to_bytes()))
         changes.append((index, Status.parse(record.status), len(record.attempts)))
         lines.append(
-            _line(
-                request,
-                holder,
+            audit.bulk_entry(
+                common,
+                stem,
+                len(lines),
                 partition_id=partition_id,
                 asset=asset,
                 action="MARK",
@@ -202,8 +214,7 @@ def _mark(request: Request, holder: Holder) -> Result:
         )
     if not changes:
         return Result(EXIT_OK, f"every selected partition is {to} already: nothing was marked")
-    if not durable:
-        os.sync()  # one sync for every record written above
+    write_many(store.partitions, files)  # many marks: written together, made durable by one sync
     sync_directory(store.partitions)
     lines += _reopen(request, holder, read_control(store.directory))
     audit.append(store.directory, lines)

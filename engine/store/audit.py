@@ -71,6 +71,17 @@ def entry(**values: Any) -> dict[str, Any]:
     return line
 
 
+def bulk_entry(common: dict[str, Any], stem: str, number: int, **values: Any) -> dict[str, Any]:
+    """One of many lines made by one intervention at one moment: ``common`` holds the fields they share, and
+    the IDs share one stem from :func:`new_entry_id` (``<µs>-<6 hex>-<n>``), which keeps a mark of 100,000
+    partitions fast."""
+    line = dict.fromkeys(FIELDS)
+    line.update(common)
+    line.update(values)
+    line["id"] = f"{stem}-{number}"
+    return line
+
+
 def append(directory: Path, entries: Iterable[dict[str, Any]]) -> int:
     """Append ``entries`` to ``directory/audit.jsonl`` in one locked write, fsynced; returns how many."""
     data = b"".join(orjson.dumps(line) + b"\n" for line in entries)

@@ -317,4 +317,5 @@ def test_a_torn_audit_line_is_reported_and_later_appends_still_work(work, env):
     assert [orjson.loads(line)["reason"] for line in shown.stdout.splitlines()] == ["one", "two"]
     assert "line 2 is torn (a crash while appending)" in shown.stderr
     text = run_backfill("audit", backfill.name, cwd=work, env=env)
-    assert "2 interventions" in text.stdout and "line 2 is torn" in text.stderr
+    assert "3 lines in its audit log" in text.stdout and "line 2: torn (a crash while appending)" in text.stdout
+    assert "line 2 is torn" in text.stderr and text.stdout.count(" MARK ") == 2

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import orjson
 
-from engine.execute.backfill import locate_backfill
 from engine.store import audit
+from engine.store.locate import locate_backfill
 from tui.cli.intervene_arguments import audit_parser
 from tui.cli.terminal import Paint, colors_enabled
 
@@ -19,24 +19,45 @@ ACTION_STYLES = {"CANCEL": "yellow", "PAUSE": "yellow", "RESUME": "green", "RECO
 def audit_command(argv: list[str]) -> int:
     args = audit_parser().parse_args(argv)
     store, _ = locate_backfill(args.id, args.state_dir, Path.cwd())
-    log = audit.read(store.directory)
-    problem = log.problem(store.directory / audit.AUDIT)
-    if problem:
-        sys.stderr.write(f"backfill: warning: {problem}\n")
+    try:
+        data = (store.directory / audit.AUDIT).read_bytes()
+    except FileNotFoundError:
+        data = b""
+    lines = [line for line in data.split(b"\n") if line.strip()]
+    torn: list[int] = []
     if args.output == "json":
         out = sys.stdout.buffer
-        for line in log.entries:
-            out.write(orjson.dumps(line) + b"\n")
+        for number, line in enumerate(lines, start=1):
+            if _parse(line) is None:
+                torn.append(number)
+            else:
+                out.write(line + b"\n")
         out.flush()
-        return 0
-    paint = Paint(colors_enabled(sys.stdout, no_color_flag=args.no_color))
-    if not log.entries:
-        sys.stdout.write(f"backfill {store.id}: no intervention\n")
-        return 0
-    sys.stdout.write(f"backfill {store.id}: {len(log.entries)} intervention{'s' if len(log.entries) != 1 else ''}\n")
-    for line in log.entries:
-        sys.stdout.write(entry_text(line, paint) + "\n")
+    else:  # streamed: the first screen is out before the 100,000th line is parsed
+        paint = Paint(colors_enabled(sys.stdout, no_color_flag=args.no_color))
+        count = len(lines)
+        heading = f"{count} line{'s' if count != 1 else ''} in its audit log" if count else "no intervention"
+        sys.stdout.write(f"backfill {store.id}: {heading}\n")
+        for number, line in enumerate(lines, start=1):
+            entry = _parse(line)
+            if entry is None:
+                torn.append(number)
+                sys.stdout.write(paint(f"line {number}: torn (a crash while appending), kept as written", "red") + "\n")
+            else:
+                sys.stdout.write(entry_text(entry, paint) + "\n")
+        sys.stdout.flush()
+    problem = audit.AuditLog(torn=torn).problem(store.directory / audit.AUDIT)
+    if problem:
+        sys.stderr.write(f"backfill: warning: {problem}\n")
     return 0
+
+
+def _parse(line: bytes) -> dict | None:
+    try:
+        value = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def entry_text(line: dict, paint: Paint) -> str:

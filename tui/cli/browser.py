@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from engine.base.errors import EXIT_FAILED, EXIT_OK
-from engine.execute.backfill import locate_backfill
+from engine.store.locate import locate_backfill
 from tui.app.backfill_app import BackfillApp
 from tui.cli.crash import report_crash
 from tui.cli.summary import exit_code_of, resume_hint, summary_lines

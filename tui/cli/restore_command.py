@@ -6,9 +6,9 @@ import sys
 from pathlib import Path
 
 from engine.base.errors import BadInput
-from engine.execute.backfill import locate_backfill
 from engine.execute.guarding import restore_backfill
 from engine.guardrails.request import check_reason
+from engine.store.locate import locate_backfill
 from tui.cli.arguments import restore_parser
 
 

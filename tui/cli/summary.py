@@ -8,9 +8,10 @@ from pathlib import Path
 
 from engine.base.errors import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_PAUSED
 from engine.dates.instants import format_instant, zone_name
-from engine.execute.backfill import Prepared, searched_roots
+from engine.execute.backfill import Prepared
 from engine.execute.executor import Outcome
 from engine.spec.backfill_spec import BackfillSpec
+from engine.store.locate import searched_roots
 from engine.store.state_store import StateStore
 from engine.store.status import STATUS_NAMES, Status, StatusBoard, backfill_status
 from tui import human
