@@ -92,35 +92,3 @@ def write_atomic(
         raise
     if durable and sync_parent:
         sync_directory(path.parent)
-
-
-def write_many(directory: Path, files: list[tuple[str, bytes]]) -> None:
-    """Replace many files of one directory, each atomically (temporary file, rename), then make them all
-    durable at once (one ``sync``, then the directory): for a mark of 100,000 partitions, one fsync each
-    would cost minutes. One thread: several only contend for the directory's lock (measured: 3× slower).
-    On any error the files not yet renamed keep their old content and no temporary file is left."""
-    base = os.fspath(directory)
-    pid, mode = os.getpid(), FILE_MODE
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-    if not files:
-        return
-    ensure_directory(directory)
-    thread = threading.get_ident()
-    for name, data in files:
-        final = f"{base}/{name}"
-        temporary = f"{base}/.{name}.{pid}.{thread}.tmp"
-        try:
-            descriptor = os.open(temporary, flags, mode)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(descriptor, view) :]
-            finally:
-                os.close(descriptor)
-            os.replace(temporary, final)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
-    os.sync()
-    sync_directory(directory)

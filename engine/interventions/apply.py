@@ -11,12 +11,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from engine.base.atomic import sync_directory, write_many
+from engine.base.atomic import sync_directory
 from engine.base.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_REFUSED
 from engine.dates.formatting import InstantFormatter
 from engine.interventions.requests import Request, Result
 from engine.spec.backfill_spec import BackfillSpec
 from engine.store import audit
+from engine.store.bulk_marks import BulkMark, write_bulk_mark
 from engine.store.control import Control, Decision, read_control, write_control
 from engine.store.manifest import now_text
 from engine.store.records import Attempt, PartitionRecord
@@ -146,7 +147,6 @@ def _mark(request: Request, holder: Holder) -> Result:
     formatter = InstantFormatter(holder.spec.zone)
     changes: list[tuple[int, Status, int]] = []
     lines: list[dict] = []
-    files: list[tuple[str, bytes]] = []
     durable = len(indices) <= DURABLE_ONE_BY_ONE
     now, stem = now_text(), audit.new_entry_id()
     common = {
@@ -157,47 +157,51 @@ def _mark(request: Request, holder: Holder) -> Result:
         "applied_at": now,
         "applied_by": holder.applied_by,
     }
+    board = holder.board
+    numbers: dict[int, int] = {}  # a bulk mark: partition index → the number of its mark entry
     for index in indices:
         interval = plan.interval(index)
         partition_id = ids.of(interval.start, interval.end)
-        record = store.read_record(partition_id, plan, ids.of) if holder.board.attempts(index) else None
-        if record is None:
-            record = PartitionRecord(
-                partition_id,
-                index,
-                formatter.format(interval.start),
-                formatter.format(interval.end),
-                interval.start,
-                interval.end,
-                "queued",
-            )
-        before = record.status
-        previous = record.attempts[-1].error if record.attempts else None
+        attempted = board.attempts(index)
+        record = store.read_record(partition_id, plan, ids.of) if attempted else None
+        before = record.status if record is not None else board.status(index).label
+        previous = record.attempts[-1].error if record is not None and record.attempts else None
         if before == to and asset is None:
             continue  # already so: no entry, nothing changes
-        record.attempts.append(
-            Attempt(
-                f"{store.id}-p{index}-m{len(record.attempts) + 1}",
-                to,
-                now,
-                finished_at=now,
-                error=message,
-                duration=0.0,
-                generation=0,
-                launcher="none",
-                kind="mark",
-                rows=rows,
-                asset=asset,
-                by=request.requested_by,
-            )
-        )
-        if asset is None:
-            record.status = to
+        number = (len(record.attempts) if record is not None else 0) + 1
         if durable:
+            if record is None:
+                record = PartitionRecord(
+                    partition_id,
+                    index,
+                    formatter.format(interval.start),
+                    formatter.format(interval.end),
+                    interval.start,
+                    interval.end,
+                    "queued",
+                )
+            record.attempts.append(
+                Attempt(
+                    f"{store.id}-p{index}-m{number}",
+                    to,
+                    now,
+                    finished_at=now,
+                    error=message,
+                    duration=0.0,
+                    generation=0,
+                    launcher="none",
+                    kind="mark",
+                    rows=rows,
+                    asset=asset,
+                    by=request.requested_by,
+                )
+            )
+            if asset is None:
+                record.status = to
             store.write_record(record, durable=True)
         else:
-            files.append((store.record_path(partition_id).name, record.to_bytes()))
-        changes.append((index, Status.parse(record.status), len(record.attempts)))
+            numbers[index] = number
+        changes.append((index, Status.parse(to if asset is None else before), number))
         lines.append(
             audit.bulk_entry(
                 common,
@@ -214,8 +218,13 @@ def _mark(request: Request, holder: Holder) -> Result:
         )
     if not changes:
         return Result(EXIT_OK, f"every selected partition is {to} already: nothing was marked")
-    write_many(store.partitions, files)  # many marks: written together, made durable by one sync
-    sync_directory(store.partitions)
+    if numbers:  # one file for all of them, merged by every reader (engine.store.bulk_marks)
+        write_bulk_mark(
+            store.directory,
+            BulkMark(stem, to, message, now, request.requested_by, rows, asset, numbers),
+        )
+    else:
+        sync_directory(store.partitions)
     lines += _reopen(request, holder, read_control(store.directory))
     audit.append(store.directory, lines)
     holder.update(changes)

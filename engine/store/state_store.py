@@ -30,7 +30,9 @@ import orjson
 
 from engine.base.atomic import DIRECTORY_MODE, ensure_directory, sync_directory, write_atomic
 from engine.base.errors import BadInput, StateUnreadable, StateWriteFailed
+from engine.dates.formatting import InstantFormatter
 from engine.dates.plan import Plan
+from engine.store.bulk_marks import BULK_MARKS, BulkMark, merge, read_bulk_marks
 from engine.store.records import PartitionRecord, read_record, status_of
 from engine.store.status import Status, StatusBoard
 
@@ -144,6 +146,8 @@ class StateStore:
         self.lock_path = directory / ".lock"
         self.children_lock_path = directory / ".children.lock"
         self.generation_path = directory / ".generation.json"
+        self._bulk_cache: tuple[int, list[BulkMark]] | None = None
+        self._bulk_ids: tuple[list[BulkMark], dict[str, int]] | None = None
 
     @property
     def id(self) -> str:
@@ -207,10 +211,64 @@ class StateStore:
         write_atomic(self.record_path(record.id), record.to_bytes(), durable=durable)
 
     def read_record(self, partition_id: str, plan: Plan, id_of) -> PartitionRecord | None:
+        """The partition's record with any bulk mark it has not folded in yet (None: never attempted)."""
         path = self.record_path(partition_id)
+        marks = self.bulk_marks()
         if not path.exists():
-            return None
-        return read_record(path, plan, id_of)
+            if not marks:
+                return None
+            index = self._marked_ids(plan, id_of).get(partition_id)
+            if index is None:
+                return None
+            interval = plan.interval(index)
+            formatter = InstantFormatter(plan.zone)
+            record = PartitionRecord(
+                partition_id,
+                index,
+                formatter.format(interval.start),
+                formatter.format(interval.end),
+                interval.start,
+                interval.end,
+                "queued",
+            )
+            merged = merge(record, marks, self.id)
+            return merged if merged.attempts else None
+        return merge(read_record(path, plan, id_of), marks, self.id)
+
+    def _marked_ids(self, plan: Plan, id_of) -> dict[str, int]:
+        """Partition ID → index of every partition a bulk mark names (computed once per set of marks)."""
+        marks = self.bulk_marks()
+        if self._bulk_ids is None or self._bulk_ids[0] is not marks:
+            ids = {}
+            for mark in marks:
+                for index in mark.numbers:
+                    interval = plan.interval(index)
+                    ids[id_of(interval.start, interval.end)] = index
+            self._bulk_ids = (marks, ids)
+        return self._bulk_ids[1]
+
+    def bulk_marks(self) -> list[BulkMark]:
+        """The backfill's bulk marks, read again only when their folder changed."""
+        folder = self.directory / BULK_MARKS
+        try:
+            stamp = os.stat(folder).st_mtime_ns
+        except FileNotFoundError:
+            return []
+        if self._bulk_cache is None or self._bulk_cache[0] != stamp:
+            self._bulk_cache = (stamp, read_bulk_marks(self.directory))
+        return self._bulk_cache[1]
+
+    def apply_bulk_marks(self, board: StatusBoard) -> None:
+        """Show on ``board`` every bulk mark the records have not folded in (after reading the records)."""
+        for mark in self.bulk_marks():
+            status = Status.parse(mark.to)
+            for index, number in mark.numbers.items():
+                if board.attempts(index) < number:
+                    if mark.asset is None:
+                        board.set(index, status)
+                    board.set_attempts(index, number)
+                    board.set_duration(index, 0.0)
+                    board.set_verification(index, None)
 
     def record_files(self) -> Iterator[Path]:
         """Every partition file (temporary files of interrupted writes are ignored)."""
@@ -242,6 +300,7 @@ class StateStore:
                 board.set_verification(record.index, record.attempts[-1].verification)
             if status is Status.RUNNING:
                 running.append(record)
+        self.apply_bulk_marks(board)
         return board, running
 
     # ---------------------------------------------------------------- children and generations

@@ -319,3 +319,39 @@ def test_a_torn_audit_line_is_reported_and_later_appends_still_work(work, env):
     text = run_backfill("audit", backfill.name, cwd=work, env=env)
     assert "3 lines in its audit log" in text.stdout and "line 2: torn (a crash while appending)" in text.stdout
     assert "line 2 is torn" in text.stderr and text.stdout.count(" MARK ") == 2
+
+
+def test_a_mark_of_many_partitions_is_one_bulk_file_that_every_reader_merges(work, env):
+    """Marking 100 partitions (more than 64) writes one bulk mark, no partition file: list, show and the JSON
+    see the marks; --continue reruns only those marked failed, and each rerun's record keeps its mark entry."""
+    quick = {**env, "CHILD_SLEEP": "0"}
+    first = run_backfill(*GUARD, "--command", "false", "--start-date", "2024-01-01", "--end-date", "2024-04-10",
+                         "--no-progress", cwd=work, env=quick)  # fmt: skip
+    assert first.returncode == 1
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    files_before = sorted(p.name for p in (backfill / "partitions").glob("*.json"))
+    skip = run_backfill("mark", backfill.name, "--status-filter", "queued", "--status", "skipped", "--reason",
+                        "holidays", cwd=work, env=env)  # fmt: skip
+    assert skip.returncode == 0 and skip.stdout == "marked 100 partitions skipped\n", skip.stderr
+    assert sorted(p.name for p in (backfill / "partitions").glob("*.json")) == files_before
+    assert len(list((backfill / "bulk-marks").glob("*.json"))) == 1 and len(audit_lines(backfill)) == 100
+    listed = orjson.loads(run_backfill("list", "--output", "json", cwd=work, env=env).stdout)["backfills"][0]
+    assert listed["counts"]["skipped"] == 100 and listed["counts"]["failed"] == 1
+    redo = run_backfill("mark", backfill.name, "--status-filter", "skipped", "--status", "failed", "--reason",
+                        "not holidays after all", cwd=work, env=env)  # fmt: skip
+    assert redo.returncode == 0 and redo.stdout == "marked 100 partitions failed\n", redo.stderr
+    shown = orjson.loads(run_backfill("show", backfill.name, "--output", "json", "--limit", "0", cwd=work,
+                                      env=env).stdout)  # fmt: skip
+    second = shown["partitions"][1]
+    assert second["status"] == "failed"
+    assert [(a["kind"], a["status"], a["run_id"][-3:]) for a in second["attempts"]] == [
+        ("mark", "skipped", "-m1"),
+        ("mark", "failed", "-m2"),
+    ]
+    done = run_backfill("--continue", backfill.name, "--ids", second["id"][:10], "--no-progress", cwd=work, env=quick)
+    assert done.returncode == 1  # `false` fails again; what matters is what its record now holds
+    record = orjson.loads((backfill / "partitions" / f"{second['id']}.json").read_bytes())
+    assert [a.get("kind", "run") for a in record["attempts"]] == ["mark", "mark", "run"]
+    resumed = run_backfill("--continue", backfill.name, "--rerun", "failed", "--dry-run", "--output", "json",
+                           cwd=work, env=quick)  # fmt: skip
+    assert orjson.loads(resumed.stdout)["summary"]["not_selected"] == 0  # all 101 are failed now: all would run

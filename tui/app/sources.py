@@ -231,6 +231,9 @@ class WatchedSource(SavedSource):
                 else:
                     self._running_records.pop(record.index, None)
                 changed = True
+        if self.store.bulk_marks():  # a bulk mark is merged by readers, never written into the files
+            self.store.apply_bulk_marks(self.board)
+            changed = True
         if changed:
             self._version += 1
             self._running = running_partitions(sorted(self._running_records.values(), key=lambda r: r.index))
