@@ -13,7 +13,14 @@ from typing import Any
 
 from engine.dates.plan import Interval
 from engine.guardrails.asset_risk import changes_data, layer_of, strategy_of, uses_interval
-from engine.guardrails.history import EarlierBackfill, History, command_history, earlier_backfills, read_run_history
+from engine.guardrails.history import (
+    EarlierBackfill,
+    History,
+    command_history,
+    earlier_backfills,
+    marked_runs,
+    read_run_history,
+)
 from engine.guardrails.request import GuardRequest
 from engine.guardrails.settings import GuardrailSettings, settings_for_command, settings_of_environment
 from engine.guardrails.warehouse import Held, Warehouse, whole_range_window
@@ -147,6 +154,8 @@ def _gather_pipeline(facts: Facts) -> None:
             request.environment.connection(connection_name) if connection_name else None,
         )
     facts.history = read_run_history(logs_root(target.repository) / "runs", pipeline.name, target.pipeline_dir)
+    facts.backfills = earlier_backfills(request.state_root, exclude=request.backfill_id)
+    facts.history.runs += marked_runs(facts.backfills, facts.history, target.pipeline_dir)
     length = facts.first.end - facts.first.start if facts.first is not None else None
     for name, facts_of in facts.assets.items():
         facts_of.past_rows = []
@@ -163,7 +172,6 @@ def _gather_pipeline(facts: Facts) -> None:
                 continue
             # Per partition: a run over a week counts as a seventh of its rows per daily partition.
             facts_of.past_rows.append(round(rows * length / (past.end - past.start)) if length else rows)
-    facts.backfills = earlier_backfills(request.state_root, exclude=request.backfill_id)
     _look_into_warehouses(facts)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from engine.store import audit
 from engine.store.catalog import is_running
 from engine.store.manifest import spec_of
 from engine.store.state_store import StateStore, saved_backfill_dirs
@@ -69,7 +70,9 @@ class History:
         return merge_spans(spans)
 
     def median_duration(self) -> float | None:
-        durations = [run.duration for run in self.runs if run.status == "succeeded"]
+        durations = [
+            run.duration for run in self.runs if run.status == "succeeded" and not run.run_id.startswith("mark:")
+        ]
         return median(durations) if durations else None
 
 
@@ -225,3 +228,58 @@ def command_history(backfills: list[EarlierBackfill], identity: dict[str, Any], 
         if len(history.runs) >= limit:
             break
     return history
+
+
+def marked_runs(backfills: list[EarlierBackfill], history: History, pipeline_dir: Path) -> list[PastRun]:
+    """Partitions of saved backfills of this pipeline that an operator marked succeeded *with* ``--rows``,
+    as past runs: such a mark satisfies coverage and row-count checks like a run (one without rows does not).
+    A mark with ``--asset`` stands for that asset; one of the whole partition for the assets the backfill's
+    own runs ran."""
+    inside = str(pipeline_dir)
+    found: list[PastRun] = []
+    for backfill in backfills:
+        if not (backfill.target_path or "").startswith(inside):
+            continue
+        lines = [
+            line
+            for line in audit.read(backfill.directory).entries
+            if line.get("action") == "MARK"
+            and line.get("to_status") == "succeeded"
+            and isinstance(line.get("target_count"), int)
+            and line.get("partition_id")
+        ]
+        if not lines:
+            continue
+        try:
+            spec = spec_of(StateStore(backfill.directory).read_manifest())
+        except Exception:  # an unreadable neighbour is not our backfill's problem
+            continue
+        wanted = {line["partition_id"] for line in lines}
+        spans: dict[str, tuple[int, int]] = {}
+        for interval in spec.plan:
+            partition_id = spec.ids.of(interval.start, interval.end)
+            if partition_id in wanted:
+                spans[partition_id] = (interval.start, interval.end)
+                if len(spans) == len(wanted):
+                    break
+        ran = {name for run in history.runs if run.backfill_id == backfill.id for name in run.assets}
+        for line in lines:
+            span = spans.get(line["partition_id"])
+            if span is None:
+                continue
+            names = {line["asset"]} if line.get("asset") else ran
+            rows = line["target_count"]
+            found.append(
+                PastRun(
+                    f"mark:{line.get('id')}",
+                    "succeeded",
+                    instant_of(line["applied_at"]) if line.get("applied_at") else 0,
+                    0.0,
+                    backfill.environment,
+                    backfill.id,
+                    span[0],
+                    span[1],
+                    {name: AssetRun("succeeded", span[0], span[1], rows, rows) for name in names},
+                )
+            )
+    return found

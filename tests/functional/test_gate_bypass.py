@@ -147,3 +147,25 @@ def test_an_asset_reruns_with_its_downstream_inside_chosen_partitions(daily, hom
     ]:
         bad = run_backfill("--continue", backfill.name, *flags, "--no-progress", cwd=daily.root, env=home)
         assert bad.returncode == 2 and message in bad.stderr, (flags, bad.stderr)
+
+
+def test_an_asset_marked_succeeded_satisfies_the_gate_only_with_rows(daily, home):  # noqa: F811
+    """raw.events has no run over Jan 8–12. Marking it succeeded in an earlier backfill's partitions without
+    --rows leaves a backfill of mid.daily refused (exit 3); with --rows 5 the gate passes."""
+    first = run_backfill("p", *LATE, "--ignore-dependencies", "--reason", "files in place", "--no-progress",
+                         cwd=daily.root, env=home)  # fmt: skip
+    assert first.returncode == 0, first.stdout + first.stderr
+    [backfill] = state_dirs(daily.root / "logs" / "backfills")
+    ids = [orjson.loads(p.read_bytes())["id"] for p in (backfill / "partitions").glob("*.json")]
+
+    def mark(*rows: str):
+        result = run_backfill("mark", backfill.name, *ids, "--asset", "raw.events", "--status", "succeeded",
+                              *rows, "--reason", "raw loaded by hand", cwd=daily.root, env=home)  # fmt: skip
+        assert result.returncode == 0, result.stderr
+
+    mark()
+    refused = run_backfill("p", *LATE, "--reason", "r", "--dry-run", cwd=daily.root, env=home)
+    assert "✗ fail  never" in check_row(refused.stdout, "upstream_coverage")
+    mark("--rows", "5")
+    allowed = run_backfill("p", *LATE, "--reason", "r", "--dry-run", cwd=daily.root, env=home)
+    assert "✓ pass" in check_row(allowed.stdout, "upstream_coverage"), allowed.stdout
