@@ -239,10 +239,3 @@ def shown_parallelism(spec: BackfillSpec, options: ExecutionOptions) -> Parallel
         return resume_parallelism(spec, options, validate=False)
     except BadInput as error:
         return Parallelism(options.max_parallel, options.max_parallel, f"configuration not readable now: {error}")
-
-
-def state_root_of_cwd(state_dir: str | None, cwd: Path) -> Path:
-    """The state root `list` browses: --state-dir, else this repository's, else the user state directory."""
-    if state_dir:
-        return (cwd / state_dir).resolve()
-    return default_state_root(repository_root(cwd))

@@ -61,3 +61,10 @@ def _candidate_line(directory: Path) -> str:
     except BackfillError:
         return f"  {directory.name}  (unreadable)  {directory}"
     return f"  {summary.id}  {summary.name}  created {summary.created_at[:16].replace('T', ' ')}  {summary.state}"
+
+
+def state_root_of_cwd(state_dir: str | None, cwd: Path) -> Path:
+    """The state root `list` browses: --state-dir, else this repository's, else the user state directory."""
+    if state_dir:
+        return (cwd / state_dir).resolve()
+    return default_state_root(repository_root(cwd))

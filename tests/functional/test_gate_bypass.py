@@ -48,6 +48,12 @@ def test_a_succeeded_stand_in_satisfies_the_coverage_gate_and_a_skipped_one_does
     ran = run_backfill("p", *LATE, "--reason", "r", "--no-progress", cwd=daily.root, env=home)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "guard   auto" in ran.stdout
+    logged = run_backfill("audit", "--output", "json", cwd=daily.root, env=home)  # the state root's own log
+    stand_ins = [json.loads(line) for line in logged.stdout.splitlines()]
+    assert [(x["action"], x["asset"], x["to_status"], x["target_count"], x["backfill_id"]) for x in stand_ins] == [
+        ("STAND_IN", "raw.events", "skipped", None, None),
+        ("STAND_IN", "raw.events", "succeeded", 50, None),
+    ]
 
 
 def test_bad_stand_ins_are_one_line_and_exit_2(daily, home):  # noqa: F811

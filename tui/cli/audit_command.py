@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 
 from engine.store import audit
-from engine.store.locate import locate_backfill
+from engine.store.locate import locate_backfill, state_root_of_cwd
 from tui.cli.intervene_arguments import audit_parser
 from tui.cli.terminal import Paint, colors_enabled
 
@@ -18,9 +18,14 @@ ACTION_STYLES = {"CANCEL": "yellow", "PAUSE": "yellow", "RESUME": "green", "RECO
 
 def audit_command(argv: list[str]) -> int:
     args = audit_parser().parse_args(argv)
-    store, _ = locate_backfill(args.id, args.state_dir, Path.cwd())
+    if args.id is None:  # the state root's own log: interventions that belong to no backfill (stand-ins)
+        directory = state_root_of_cwd(args.state_dir, Path.cwd())
+        name = f"state directory {directory}"
+    else:
+        store, _ = locate_backfill(args.id, args.state_dir, Path.cwd())
+        directory, name = store.directory, f"backfill {store.id}"
     try:
-        data = (store.directory / audit.AUDIT).read_bytes()
+        data = (directory / audit.AUDIT).read_bytes()
     except FileNotFoundError:
         data = b""
     lines = [line for line in data.split(b"\n") if line.strip()]
@@ -37,7 +42,7 @@ def audit_command(argv: list[str]) -> int:
         paint = Paint(colors_enabled(sys.stdout, no_color_flag=args.no_color))
         count = len(lines)
         heading = f"{count} line{'s' if count != 1 else ''} in its audit log" if count else "no intervention"
-        sys.stdout.write(f"backfill {store.id}: {heading}\n")
+        sys.stdout.write(f"{name}: {heading}\n")
         for number, line in enumerate(lines, start=1):
             entry = _parse(line)
             if entry is None:
@@ -46,7 +51,7 @@ def audit_command(argv: list[str]) -> int:
             else:
                 sys.stdout.write(entry_text(entry, paint) + "\n")
         sys.stdout.flush()
-    problem = audit.AuditLog(torn=torn).problem(store.directory / audit.AUDIT)
+    problem = audit.AuditLog(torn=torn).problem(directory / audit.AUDIT)
     if problem:
         sys.stderr.write(f"backfill: warning: {problem}\n")
     return 0

@@ -8,8 +8,9 @@ from typing import Any
 
 import orjson
 
-from engine.execute.backfill import Loaded, load_backfill, shown_parallelism, state_root_of_cwd
+from engine.execute.backfill import Loaded, load_backfill, shown_parallelism
 from engine.store.catalog import COMPLETE, BackfillSummary, list_backfills, summarize
+from engine.store.locate import state_root_of_cwd
 from engine.store.manifest import initial_options
 from engine.store.status import Status
 from tui import human

@@ -52,7 +52,9 @@ def reconcile_parser() -> Parser:
 
 def audit_parser() -> Parser:
     parser = Parser(prog="backfill audit", description="Every intervention on a backfill, oldest first.")
-    parser.add_argument("id", help="backfill ID (or a unique prefix)")
+    parser.add_argument(
+        "id", nargs="?", help="backfill ID (or a unique prefix); without it, what belongs to no backfill (stand-ins)"
+    )
     parser.add_argument("--state-dir", help="root of the state store")
     parser.add_argument("--output", choices=("text", "json"), default=None, help="text (default) or JSON lines")
     parser.add_argument("--no-color", action="store_true", help="no colours (also NO_COLOR, TERM=dumb)")

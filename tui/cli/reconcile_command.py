@@ -11,11 +11,12 @@ from pathlib import Path
 
 from engine.base.errors import BackfillError
 from engine.base.who import requester
-from engine.execute.backfill import Loaded, load_backfill, state_root_of_cwd
+from engine.execute.backfill import Loaded, load_backfill
 from engine.guardrails.request import check_reason
 from engine.interventions.reconcile import Reconciled, reconcile
 from engine.store.catalog import list_backfills
 from engine.store.lease import read_lease
+from engine.store.locate import state_root_of_cwd
 from tui.cli.intervene_arguments import reconcile_parser
 
 AUTOMATIC = "lease expired (found by backfill {verb})"

@@ -90,15 +90,31 @@ def _stand_in(prepared, args, as_json: bool) -> int:
     import time
 
     from engine.base.who import requester
+    from engine.store import audit
+    from engine.store.manifest import now_text
+    from engine.store.state_store import check_state_root, default_state_root
 
+    reason, who = check_reason(args.reason) or "", requester()
     path, record = write_stand_in_record(
-        prepared,
-        status=args.status,
-        rows=args.rows,
-        reason=check_reason(args.reason) or "",
-        requested_by=requester(),
-        now=time.time(),
+        prepared, status=args.status, rows=args.rows, reason=reason, requested_by=who, now=time.time()
     )
+    # A stand-in belongs to no backfill: its audit line goes to the state root's own log.
+    root = default_state_root(prepared.target.repository)
+    check_state_root(root)
+    at = now_text()
+    line = audit.entry(
+        asset=next(iter(prepared.selected)) if len(prepared.selected) == 1 else None,
+        action="STAND_IN",
+        to_status=args.status,
+        target_count=args.rows,
+        previous_message=f"run record {path}",
+        reason=reason,
+        requested_by=who,
+        requested_at=at,
+        applied_at=at,
+        applied_by=f"backfill run --stand-in (run {prepared.run_id})",
+    )
+    audit.append(root, [line])
     if as_json:
         sys.stdout.buffer.write(orjson.dumps(record) + b"\n")
         return 0
