@@ -422,10 +422,7 @@ class Executor:
         if record is None and self.board.attempts(index):
             record = self.store.read_record(partition_id, self.plan, self.ids.of)
         if record is None:
-            fmt = self.factory.formatter.format
-            record = PartitionRecord(
-                partition_id, index, fmt(interval.start), fmt(interval.end), interval.start, interval.end, "running"
-            )
+            record = PartitionRecord.fresh(partition_id, interval, self.factory.formatter, "running")
         number = len(record.attempts) + 1
         run_id = f"{self.store.id}-p{index}-a{number}"
         log_path = self.store.log_path(run_id)

@@ -124,14 +124,8 @@ def take_over(
     # Logs are evidence, not state: a deleted children/ is made again (old logs are gone) rather than
     # failing every new attempt with a misleading "cannot start".
     ensure_directory(store.children)
-    finished_at = now_text()
     for record in running:
-        for attempt in record.attempts:
-            if attempt.status == "running":
-                attempt.status, attempt.finished_at, attempt.error = "cancelled", finished_at, INTERRUPTED
-        record.status = "cancelled"
-        store.write_record(record, durable=True)
-        board.set(record.index, Status.CANCELLED)
+        store.settle_running(record, board, attempt_status="cancelled", status=Status.CANCELLED, error=INTERRUPTED)
     previous = store.read_generation()
     me = os.getpid()
     generation = store.write_generation(

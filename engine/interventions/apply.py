@@ -7,7 +7,6 @@ line keeps the status and message the partition had before.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -26,7 +25,7 @@ from engine.store.status import Status, StatusBoard
 
 MARK_STATUSES = ("succeeded", "failed", "skipped")
 BACKFILL_MARK_STATUSES = ("succeeded", "failed")
-DURABLE_ONE_BY_ONE = 64  # more marks than this are written, then made durable by one sync
+DURABLE_ONE_BY_ONE = 64  # up to this many marks are written into each record; more go into one bulk mark
 
 
 class Holder(Protocol):
@@ -96,24 +95,36 @@ def apply(request: Request, holder: Holder) -> Result:
     return handler(request, holder)
 
 
-def _line(request: Request, holder: Holder, **values) -> dict:
+def _line(request: Request, store: StateStore, applied_by: str, **values) -> dict:
     return audit.entry(
-        backfill_id=holder.store.id,
+        backfill_id=store.id,
         reason=request.reason,
         requested_by=request.requested_by,
         requested_at=request.requested_at,
         applied_at=now_text(),
-        applied_by=holder.applied_by,
+        applied_by=applied_by,
         **values,
     )
 
 
-def _reopen(request: Request, holder: Holder, control: Control) -> list[dict]:
-    """A backfill ended by a mark or a cancel is opened again by a change to its partitions."""
+def _reopen(request: Request, store: StateStore, applied_by: str, control: Control) -> list[dict]:
+    """A backfill ended by a mark or a cancel is opened again by a change to its partitions, or by a
+    ``--continue`` with a reason of its own: the audit line keeps what ended it."""
     if control.ended is None:
         return []
-    write_control(holder.store.directory, replace(control, ended=None))
-    return [_line(request, holder, action="REOPEN", from_status=control.ended.status, to_status=None)]
+    write_control(store.directory, replace(control, ended=None))
+    ended = control.ended
+    return [
+        _line(
+            request,
+            store,
+            applied_by,
+            action="REOPEN",
+            from_status=ended.status,
+            to_status=None,
+            previous_message=ended.sentence(),
+        )
+    ]
 
 
 def selected_indices(request: Request, holder: Holder) -> list[int]:
@@ -171,15 +182,7 @@ def _mark(request: Request, holder: Holder) -> Result:
         number = (len(record.attempts) if record is not None else 0) + 1
         if durable:
             if record is None:
-                record = PartitionRecord(
-                    partition_id,
-                    index,
-                    formatter.format(interval.start),
-                    formatter.format(interval.end),
-                    interval.start,
-                    interval.end,
-                    "queued",
-                )
+                record = PartitionRecord.fresh(partition_id, interval, formatter, "queued")
             record.attempts.append(
                 Attempt(
                     f"{store.id}-p{index}-m{number}",
@@ -225,7 +228,7 @@ def _mark(request: Request, holder: Holder) -> Result:
         )
     else:
         sync_directory(store.partitions)
-    lines += _reopen(request, holder, read_control(store.directory))
+    lines += _reopen(request, store, holder.applied_by, read_control(store.directory))
     audit.append(store.directory, lines)
     holder.update(changes)
     what = f"asset {asset} of " if asset else ""
@@ -256,7 +259,17 @@ def _mark_backfill(request: Request, holder: Holder) -> Result:
     write_control(holder.store.directory, replace(control, ended=decision))
     audit.append(
         holder.store.directory,
-        [_line(request, holder, action="MARK", from_status=before, to_status=to, previous_message=_said(control))],
+        [
+            _line(
+                request,
+                holder.store,
+                holder.applied_by,
+                action="MARK",
+                from_status=before,
+                to_status=to,
+                previous_message=_said(control),
+            )
+        ],
     )
     holder.end(to, f"marked {to} by {request.requested_by}: {request.reason}")
     return Result(EXIT_OK, f"backfill {holder.store.id} marked {to}; its partitions keep their statuses", 1)
@@ -279,7 +292,8 @@ def _cancel(request: Request, holder: Holder) -> Result:
         [
             _line(
                 request,
-                holder,
+                holder.store,
+                holder.applied_by,
                 action="CANCEL",
                 from_status=before,
                 to_status="cancelled",
@@ -300,7 +314,8 @@ def _pause(request: Request, holder: Holder) -> Result:
     decision = Decision("paused", request.requested_by, now_text(), request.reason)
     write_control(holder.store.directory, replace(control, paused=decision))
     audit.append(
-        holder.store.directory, [_line(request, holder, action="PAUSE", from_status="open", to_status="paused")]
+        holder.store.directory,
+        [_line(request, holder.store, holder.applied_by, action="PAUSE", from_status="open", to_status="paused")],
     )
     holder.pause(True, f"paused by {request.requested_by}: {request.reason}")
     running = len(holder.running())
@@ -318,7 +333,8 @@ def _resume(request: Request, holder: Holder) -> Result:
         [
             _line(
                 request,
-                holder,
+                holder.store,
+                holder.applied_by,
                 action="RESUME",
                 from_status="paused",
                 to_status="open",
@@ -330,23 +346,7 @@ def _resume(request: Request, holder: Holder) -> Result:
     return Result(EXIT_OK, f"backfill {holder.store.id} resumed: backfill --continue {holder.store.id} goes on", 1)
 
 
-def reopen_for_continue(store: StateStore, reason: str, requested_by: str, applied_by: str) -> Iterable[str]:
+def reopen_for_continue(store: StateStore, reason: str, requested_by: str, applied_by: str) -> None:
     """A ``--continue`` given its own reason opens a backfill ended by a mark or a cancel (under the lock)."""
-    control = read_control(store.directory)
-    if control.ended is None:
-        return []
-    write_control(store.directory, replace(control, ended=None))
-    now = now_text()
-    line = audit.entry(
-        backfill_id=store.id,
-        action="REOPEN",
-        from_status=control.ended.status,
-        previous_message=control.ended.sentence(),
-        reason=reason,
-        requested_by=requested_by,
-        requested_at=now,
-        applied_at=now,
-        applied_by=applied_by,
-    )
-    audit.append(store.directory, [line])
-    return [control.ended.sentence()]
+    request = Request("reopen", reason, requested_by, now_text())
+    audit.append(store.directory, _reopen(request, store, applied_by, read_control(store.directory)))

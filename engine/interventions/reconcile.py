@@ -84,12 +84,7 @@ def reconcile(
     )
     lines = []
     for record in running:
-        for attempt in record.attempts:
-            if attempt.status == "running":
-                attempt.status, attempt.finished_at, attempt.error = "lost", finished, message
-        record.status = "failed"
-        store.write_record(record, durable=True)
-        board.set(record.index, Status.FAILED)
+        store.settle_running(record, board, attempt_status="lost", status=Status.FAILED, error=message)
         lines.append(
             audit.entry(
                 backfill_id=store.id,

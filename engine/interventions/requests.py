@@ -20,7 +20,6 @@ import orjson
 from engine.base.atomic import ensure_directory, write_atomic
 
 REQUESTS = "requests"
-ACTIONS = ("mark", "mark_backfill", "cancel", "pause", "resume")
 
 
 @dataclass
@@ -92,10 +91,6 @@ def withdraw(directory: Path, request: Request) -> bool:
     with contextlib.suppress(OSError):
         os.unlink(f"{base}.withdrawn")
     return True
-
-
-def claimed(directory: Path, request: Request) -> bool:
-    return (folder(directory) / f"{request.id}.claimed").exists()
 
 
 def take_result(directory: Path, request: Request) -> Result | None:

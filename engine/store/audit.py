@@ -139,10 +139,24 @@ def read(directory: Path) -> AuditLog:
     return log
 
 
+_COUNTED: dict[str, tuple[int, int, bool]] = {}  # path → (bytes counted, newlines in them, ends with one)
+
+
 def count(directory: Path) -> int:
-    """Lines in the audit log (a torn one included), without parsing any."""
+    """Lines in the audit log (a torn one included), without parsing any. The log is append-only, so only
+    the bytes added since the last count in this process are read: the browser lists every few seconds."""
+    path = directory / AUDIT
     try:
-        data = (directory / AUDIT).read_bytes()
+        size = os.stat(path).st_size
     except FileNotFoundError:
         return 0
-    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    counted, newlines, ends = _COUNTED.get(str(path), (0, 0, True))
+    if size < counted:  # not the file we counted (replaced by a restore of the directory): start again
+        counted, newlines, ends = 0, 0, True
+    if size > counted:
+        with open(path, "rb") as handle:
+            handle.seek(counted)
+            added = handle.read(size - counted)
+        counted, newlines, ends = counted + len(added), newlines + added.count(b"\n"), added.endswith(b"\n")
+        _COUNTED[str(path)] = (counted, newlines, ends)
+    return newlines + (0 if ends else 1)

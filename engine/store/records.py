@@ -15,7 +15,8 @@ from typing import Any
 import orjson
 
 from engine.base.errors import StateUnreadable
-from engine.dates.plan import Plan
+from engine.dates.formatting import InstantFormatter
+from engine.dates.plan import Interval, Plan
 from engine.store.status import Status
 
 RECORD_FORMAT = 1
@@ -96,6 +97,12 @@ class PartitionRecord:
     end_us: int
     status: str
     attempts: list[Attempt] = field(default_factory=list)
+
+    @classmethod
+    def fresh(cls, partition_id: str, interval: Interval, formatter: InstantFormatter, status: str) -> PartitionRecord:
+        """The record of a partition never attempted before (its first attempt or mark is appended next)."""
+        start, end = interval.start, interval.end
+        return cls(partition_id, interval.index, formatter.format(start), formatter.format(end), start, end, status)
 
     def to_bytes(self) -> bytes:
         return orjson.dumps(

@@ -33,6 +33,7 @@ from engine.base.errors import BadInput, StateUnreadable, StateWriteFailed
 from engine.dates.formatting import InstantFormatter
 from engine.dates.plan import Plan
 from engine.store.bulk_marks import BULK_MARKS, BulkMark, merge, read_bulk_marks
+from engine.store.manifest import now_text
 from engine.store.records import PartitionRecord, read_record, status_of
 from engine.store.status import Status, StatusBoard
 
@@ -221,16 +222,7 @@ class StateStore:
             if index is None:
                 return None
             interval = plan.interval(index)
-            formatter = InstantFormatter(plan.zone)
-            record = PartitionRecord(
-                partition_id,
-                index,
-                formatter.format(interval.start),
-                formatter.format(interval.end),
-                interval.start,
-                interval.end,
-                "queued",
-            )
+            record = PartitionRecord.fresh(partition_id, interval, InstantFormatter(plan.zone), "queued")
             merged = merge(record, marks, self.id)
             return merged if merged.attempts else None
         return merge(read_record(path, plan, id_of), marks, self.id)
@@ -246,6 +238,19 @@ class StateStore:
                     ids[id_of(interval.start, interval.end)] = index
             self._bulk_ids = (marks, ids)
         return self._bulk_ids[1]
+
+    def settle_running(
+        self, record: PartitionRecord, board: StatusBoard, *, attempt_status: str, status: Status, error: str
+    ) -> None:
+        """An owner that is gone left ``record`` running: its running attempts end as ``attempt_status`` with
+        ``error``, the partition as ``status``, written durably and shown on ``board``."""
+        finished_at = now_text()
+        for attempt in record.attempts:
+            if attempt.status == "running":
+                attempt.status, attempt.finished_at, attempt.error = attempt_status, finished_at, error
+        record.status = status.label
+        self.write_record(record, durable=True)
+        board.set(record.index, status)
 
     def bulk_marks(self) -> list[BulkMark]:
         """The backfill's bulk marks, read again only when their folder changed."""

@@ -13,6 +13,7 @@ import orjson
 import pytest
 import yaml
 
+from engine.store.locks import FileLock
 from tests.backfills import alive, child_command, records, start_background, state_dirs, statuses, wait_for
 from tests.conftest import backfill_argv, run_backfill
 from tests.guard_flags import GUARD
@@ -127,6 +128,9 @@ def test_pause_lets_running_children_finish_exits_22_then_continue_holds_until_r
     assert held.stdout.startswith(f"backfill {backfill.name} is paused by {WHO} at ")
     assert ": CRM migration; nothing started" in held.stdout
     assert statuses(backfill) == after_pause
+    shown = run_backfill("show", backfill.name, "--output", "text", cwd=work, env=env).stdout
+    assert f"stepped in   paused by {WHO} at " in shown and "audit        1 intervention(s)" in shown
+    assert f"PAUSE           backfill      open → paused  {WHO}: CRM migration" in shown
     resume = run_backfill("resume", backfill.name, "--reason", "migration done", cwd=work, env=env)
     assert resume.returncode == 0, resume.stderr
     done = run_backfill("--continue", backfill.name, cwd=work, env={**env, "CHILD_SLEEP": "0"})
@@ -278,11 +282,15 @@ def test_bad_marks_are_one_line_and_exit_2(work, env, args, message):
 
 
 def test_concurrent_marks_from_four_processes_lose_no_audit_line(work, env):
-    """Four processes mark different partitions at once (each takes the lock in turn): 4 MARK lines, 4 marks."""
+    """Four processes mark different partitions at once while the backfill's lock is held (as by a command
+    applying a request): all four wait with a request each; once it is free, each withdraws its request and
+    applies it in turn under the lock. 4 MARK lines, 4 marks, no request left."""
     assert run_backfill(*GUARD, *plan(4), cwd=work, env={**env, "CHILD_SLEEP": "0"}).returncode == 0
     [backfill] = state_dirs(work / "logs" / "backfills")
     ids = [r["id"] for r in records(backfill)]
     environment = {**os.environ, "NO_COLOR": "1", **env}
+    holder = FileLock(backfill / ".lock")
+    assert holder.try_acquire()
     marks = [
         subprocess.Popen(
             [*backfill_argv(), "mark", backfill.name, partition, "--status", "failed", "--reason", f"r{n}"],
@@ -294,8 +302,13 @@ def test_concurrent_marks_from_four_processes_lose_no_audit_line(work, env):
         )
         for n, partition in enumerate(ids)
     ]
+    try:
+        wait_for(lambda: len(list((backfill / "requests").glob("*.json"))) == 4)
+    finally:
+        holder.release()
     for process in marks:
         process.communicate(timeout=60)
+    assert list((backfill / "requests").iterdir()) == []
     assert [process.returncode for process in marks] == [0, 0, 0, 0]
     lines = audit_lines(backfill)
     assert sorted(x["partition_id"] for x in lines) == sorted(ids) and len({x["id"] for x in lines}) == 4

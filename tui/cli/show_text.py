@@ -21,6 +21,8 @@ def intervention_lines(directory: Path) -> list[tuple[str, str]]:
     """The pause or end in force, how many interventions the audit log holds, and the last few."""
     from engine.store import audit
     from engine.store.control import read_control
+    from tui.cli.audit_command import entry_text
+    from tui.cli.terminal import Paint
 
     lines = []
     control = read_control(directory)
@@ -32,15 +34,7 @@ def intervention_lines(directory: Path) -> list[tuple[str, str]]:
         torn = f", {len(log.torn)} torn line(s)" if log.torn else ""
         lines.append(("audit", f"{len(log.entries)} intervention(s){torn}: backfill audit {directory.name}"))
         for entry in log.entries[-LAST_INTERVENTIONS:]:
-            what = entry.get("partition_id") or "backfill"
-            lines.append(
-                (
-                    "",
-                    f"{str(entry.get('applied_at'))[:19]}Z {entry.get('action')} {str(what)[:12]} "
-                    f"{entry.get('from_status')} → {entry.get('to_status') or '—'} "
-                    f"by {entry.get('requested_by')}: {entry.get('reason')}",
-                )
-            )
+            lines.append(("", entry_text(entry, Paint(False))))
     return lines
 
 

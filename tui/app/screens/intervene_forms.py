@@ -54,7 +54,24 @@ def rows_problem(text: str) -> str | None:
     return None
 
 
-class MarkForm(ModalScreen[MarkChoice | None]):
+class InterveneForm(ModalScreen):
+    """What both forms share: the submit button submits (``action_submit``), any other button and Esc leave
+    without sending anything."""
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "submit":
+            self.action_submit()
+        else:
+            self.dismiss(None)
+
+    def action_submit(self) -> None:
+        raise NotImplementedError
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class MarkForm(InterveneForm):
     BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "submit", "Mark")]
 
     def __init__(self, backfill_id: str, board: StatusBoard, targets: list[MarkTarget], running: frozenset[int]):
@@ -137,22 +154,13 @@ class MarkForm(ModalScreen[MarkChoice | None]):
     def on_radio_set_changed(self, _event: RadioSet.Changed) -> None:
         self.validate()
 
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "submit":
-            self.action_submit()
-        else:
-            self.dismiss(None)
-
     def action_submit(self) -> None:
         choice = self.validate()
         if choice is not None:
             self.dismiss(choice)
 
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
-
-class ReasonForm(ModalScreen[str | None]):
+class ReasonForm(InterveneForm):
     """A reason, and a plain statement of what pressing Enter does: the confirmation of a cancel, pause or
     resume (Esc keeps things as they are)."""
 
@@ -189,12 +197,6 @@ class ReasonForm(ModalScreen[str | None]):
     def on_input_submitted(self, _event: Input.Submitted) -> None:
         self.action_submit()
 
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "submit":
-            self.action_submit()
-        else:
-            self.dismiss(None)
-
     def action_submit(self) -> None:
         reason = self.query_one("#reason", Input).value
         problem = reason_problem(reason)
@@ -202,6 +204,3 @@ class ReasonForm(ModalScreen[str | None]):
             self.query_one("#error-reason", Static).update(problem)
             return
         self.dismiss(reason.strip())
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
