@@ -77,6 +77,12 @@ class Repo:
         with duckdb.connect(str(self.database), read_only=True) as connection:
             return connection.execute(sql).fetchall()
 
+    def execute(self, *statements: str) -> None:
+        """Change the warehouse directly (a source that moved on between two runs)."""
+        with duckdb.connect(str(self.database)) as connection:
+            for statement in statements:
+                connection.execute(statement)
+
     def records(self) -> list[dict]:
         """Run records, oldest first."""
         records = [json.loads(p.read_text()) for p in (self.root / "logs" / "runs").glob("*.json")]

@@ -18,8 +18,31 @@ SQL_TYPES = ("duckdb.sql",)
 SEED_TYPES = ("duckdb.seed",)
 PYTHON_TYPES = ("python",)
 SUPPORTED_TYPES = (*SQL_TYPES, *SEED_TYPES, *PYTHON_TYPES)
-STRATEGIES = ("create+replace", "append", "merge", "delete+insert", "time_interval", "truncate+insert", "ddl")
-COLUMN_CHECKS = ("not_null", "unique", "positive", "non_negative", "negative", "accepted_values", "min", "max")
+STRATEGIES = (
+    "create+replace",
+    "append",
+    "merge",
+    "delete+insert",
+    "time_interval",
+    "truncate+insert",
+    "ddl",
+    "scd2_by_time",
+    "scd2_by_column",
+    "datavault_hub",
+    "datavault_link",
+    "datavault_satellite",
+)
+COLUMN_CHECKS = (
+    "not_null",
+    "unique",
+    "positive",
+    "non_negative",
+    "negative",
+    "accepted_values",
+    "min",
+    "max",
+    "relationships",
+)
 CHECKS_WITH_VALUE = ("accepted_values", "min", "max")
 
 # Fields Bruin defines for an asset. Those we do not act on are accepted and ignored (see docs/pipelines.md).
@@ -48,6 +71,8 @@ ASSET_FIELDS = {
     "extends",
     "full_refresh_restricted",
     "refresh_restricted",
+    "enabled",
+    "timeout",
 }
 MATERIALIZATION_FIELDS = {
     "type",
@@ -72,6 +97,7 @@ COLUMN_FIELDS = {
     "meta",
     "merge_sql",
     "extends",
+    "foreign_key",
 }
 CHECK_FIELDS = {"name", "value", "blocking", "description", "notifications"}
 CUSTOM_CHECK_FIELDS = {"name", "query", "value", "blocking", "description", "count", "notifications"}
@@ -112,6 +138,7 @@ class CustomCheck:
     value: Any
     blocking: bool
     line: int
+    count: int | None = None  # when given: the query's row count must equal it (instead of value)
 
 
 @dataclass(frozen=True)
@@ -123,6 +150,8 @@ class Column:
     nullable: bool | None
     checks: tuple[Check, ...]
     description: str | None = None
+    meta: dict[str, Any] | None = None
+    foreign_key: tuple[str, str] | None = None  # (table, column) the relationships check looks up
 
 
 @dataclass(frozen=True)
@@ -153,6 +182,10 @@ class Asset:
     body: str = ""
     body_line: int = 1
     seed_path: Path | None = None
+    enabled: Any = True  # a boolean, or a template rendered per run ("{{ var.with_snapshot }}")
+    timeout: int | None = None  # microseconds; the pipeline's default.timeout applies when None
+    secrets: tuple[tuple[str, str], ...] = ()  # (connection name, environment variable)
+    full_refresh_restricted: bool = False
 
     @property
     def kind(self) -> str:
@@ -258,6 +291,14 @@ def _build_asset(
     asset.custom_checks = _custom_checks(data, path, problems)
     asset.interval_modifiers = _interval_modifiers(data, path, problems)
     asset.hooks = _hooks(data, path, problems)
+    asset.enabled = _enabled(data, path, problems)
+    asset.timeout = parse_timeout(data, path, problems)
+    asset.secrets = parse_secrets(data, path, problems)
+    restricted = data.get("full_refresh_restricted", data.get("refresh_restricted", False))
+    if not isinstance(restricted, bool):
+        problems.add(path, line_of(data, "full_refresh_restricted"), "full_refresh_restricted must be true or false")
+    asset.full_refresh_restricted = restricted is True
+    check_start_date(data, path, problems, f"asset {name!r}")
     _check_strategy_needs(asset, data, problems)
     if asset.kind == "seed":
         parameters = data.get("parameters")
@@ -276,6 +317,83 @@ def _build_asset(
             "write to DuckDB from the script using BRUIN_DUCKDB_PATH",
         )
     return asset
+
+
+def _enabled(data: dict[str, Any], path: Path, problems: Problems) -> Any:
+    value = data.get("enabled", True)
+    if isinstance(value, bool) or (isinstance(value, str) and "{" in value):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    problems.add(path, line_of(data, "enabled"), f"enabled {value!r} must be true, false or a template")
+    return True
+
+
+def enabled_value(rendered: str) -> bool | None:
+    """What a rendered ``enabled`` template means: True, False, or None when it is neither."""
+    text = rendered.strip().lower()
+    return {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}.get(text)
+
+
+def parse_timeout(data: dict[str, Any], path: Path, problems: Problems, key: str = "timeout") -> int | None:
+    """A timeout in microseconds from a Go duration (``90s``, ``2h``) or whole seconds."""
+    from engine.dates.durations import parse_duration
+
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value * 1_000_000
+    if isinstance(value, str) and value.strip():
+        try:
+            micros = parse_duration(value.strip(), key)
+        except BadInput:
+            micros = 0
+        if micros > 0:
+            return micros
+    problems.add(path, line_of(data, key), f"{key} {value!r} must be a positive duration such as 90s, 30m or 2h")
+    return None
+
+
+def parse_secrets(data: dict[str, Any], path: Path, problems: Problems) -> tuple[tuple[str, str], ...]:
+    """``secrets: [{key, inject_as}]``: (connection name, environment variable name)."""
+    raw = data.get("secrets") or []
+    if not isinstance(raw, list):
+        problems.add(path, line_of(data, "secrets"), "secrets must be a list of {key, inject_as}")
+        return ()
+    found = []
+    for entry in raw:
+        line = line_of(entry) or line_of(data, "secrets")
+        key = entry.get("key") if isinstance(entry, dict) else None
+        inject_as = entry.get("inject_as", key) if isinstance(entry, dict) else None
+        if not isinstance(key, str) or not key or not isinstance(inject_as, str) or not inject_as:
+            problems.add(path, line, "each secret needs a key (a connection name) and optionally inject_as")
+            continue
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", inject_as):
+            problems.add(path, line, f"secret inject_as {inject_as!r} must be an environment variable name")
+            continue
+        found.append((key, inject_as))
+    return tuple(found)
+
+
+def check_start_date(data: dict[str, Any], path: Path, problems: Problems, owner: str) -> None:
+    value = data.get("start_date")
+    if value is None:
+        return
+    from datetime import date
+
+    text = value.isoformat() if isinstance(value, date) else str(value)
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text, re.ASCII):
+        problems.add(
+            path, line_of(data, "start_date"), f"start_date {value!r} of {owner} is not a date: use YYYY-MM-DD"
+        )
+        return
+    try:
+        date.fromisoformat(text)
+    except ValueError:
+        problems.add(
+            path, line_of(data, "start_date"), f"start_date {value!r} of {owner} is not a date: use YYYY-MM-DD"
+        )
 
 
 def _optional_str(data: dict[str, Any], key: str, path: Path, problems: Problems) -> str | None:
@@ -364,6 +482,25 @@ def _check_strategy_needs(asset: Asset, data: dict[str, Any], problems: Problems
             problems.add(asset.path, line, "strategy ddl creates the table from columns: declare them")
         if asset.body.strip():
             problems.add(asset.path, asset.body_line, "strategy ddl takes no query: remove the SQL after the header")
+    if m.strategy in ("scd2_by_time", "scd2_by_column"):
+        if not asset.primary_key:
+            problems.add(asset.path, line, f"strategy {m.strategy} needs columns marked primary_key: true")
+        if m.strategy == "scd2_by_time" and not m.incremental_key:
+            problems.add(asset.path, line, "strategy scd2_by_time needs materialization.incremental_key")
+        for column in asset.columns:
+            if column.name in ("_valid_from", "_valid_until", "_is_current"):
+                problems.add(asset.path, line, f"column name {column.name} is reserved by {m.strategy}")
+            if column.name == m.incremental_key and column.type and column.type.lower() not in ("timestamp", "date"):
+                problems.add(
+                    asset.path,
+                    line,
+                    f"incremental_key {column.name} is {column.type}: {m.strategy} needs TIMESTAMP or DATE",
+                )
+    if m.strategy and m.strategy.startswith("datavault_"):
+        from engine.pipeline.datavault import datavault_roles
+
+        for problem in datavault_roles(asset)[1]:
+            problems.add(asset.path, line, problem)
     if asset.kind == "sql" and m.strategy != "ddl" and not asset.body.strip():
         problems.add(asset.path, asset.body_line, "the asset has no SQL after its @bruin header")
 
@@ -406,6 +543,9 @@ def _columns(data: dict[str, Any], path: Path, problems: Problems) -> tuple[Colu
             if check["name"] in ("min", "max") and (isinstance(value, bool) or not isinstance(value, int | float)):
                 problems.add(path, check_line, f"check {check['name']} needs a number value")
                 continue
+            if check["name"] == "relationships" and not isinstance(entry.get("foreign_key"), dict):
+                problems.add(path, check_line, f"check relationships of column {entry['name']!r} needs foreign_key")
+                continue
             checks.append(Check(check["name"], value, bool(check.get("blocking", True)), check_line))
         columns.append(
             Column(
@@ -416,9 +556,22 @@ def _columns(data: dict[str, Any], path: Path, problems: Problems) -> tuple[Colu
                 nullable=entry.get("nullable"),
                 checks=tuple(checks),
                 description=entry.get("description"),
+                meta=entry.get("meta") if isinstance(entry.get("meta"), dict) else None,
+                foreign_key=_foreign_key(entry, path, problems),
             )
         )
     return tuple(columns)
+
+
+def _foreign_key(entry: dict[str, Any], path: Path, problems: Problems) -> tuple[str, str] | None:
+    raw = entry.get("foreign_key")
+    if raw is None:
+        return None
+    table, column = (raw.get("table"), raw.get("column")) if isinstance(raw, dict) else (None, None)
+    if not isinstance(table, str) or not table or not isinstance(column, str) or not column:
+        problems.add(path, line_of(entry, "foreign_key"), "foreign_key needs table (an asset name) and column")
+        return None
+    return table, column
 
 
 def _custom_checks(data: dict[str, Any], path: Path, problems: Problems) -> tuple[CustomCheck, ...]:
@@ -438,8 +591,19 @@ def _custom_checks(data: dict[str, Any], path: Path, problems: Problems) -> tupl
         for key in entry:
             if key not in CUSTOM_CHECK_FIELDS:
                 problems.add(path, line_of(entry, key), f"unknown field {key!r} in custom check {entry['name']!r}")
+        count = entry.get("count")
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
+            problems.add(
+                path, line_of(entry, "count"), f"count of custom check {entry['name']!r} must be a whole number"
+            )
+            continue
+        if count is not None and "value" in entry:
+            problems.add(path, line, f"custom check {entry['name']!r} takes value or count, not both")
+            continue
         checks.append(
-            CustomCheck(entry["name"], entry["query"], entry.get("value", 0), bool(entry.get("blocking", True)), line)
+            CustomCheck(
+                entry["name"], entry["query"], entry.get("value", 0), bool(entry.get("blocking", True)), line, count
+            )
         )
     return tuple(checks)
 

@@ -1,0 +1,116 @@
+"""One DuckDB cursor as the runner uses it: quoting, annotated statements that stop when the asset is stopped,
+and one transaction around everything an asset changes."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from typing import Any
+
+
+def quote_identifier(part: str) -> str:
+    return '"' + part.replace('"', '""') + '"'
+
+
+def quote_name(name: str) -> str:
+    """``raw.orders`` → ``"raw"."orders"``."""
+    return ".".join(quote_identifier(part) for part in name.split("."))
+
+
+def _schema_of(name: str) -> str | None:
+    parts = name.split(".")
+    return ".".join(quote_identifier(p) for p in parts[:-1]) if len(parts) > 1 else None
+
+
+def _table_parts(name: str) -> tuple[str, str]:
+    parts = name.split(".")
+    return (parts[-2] if len(parts) > 1 else "main"), parts[-1]
+
+
+def strip_statement(sql: str) -> str:
+    """The query without surrounding whitespace and trailing semicolons (it gets wrapped)."""
+    text = sql.strip()
+    while text.endswith(";"):
+        text = text[:-1].rstrip()
+    return text
+
+
+class RunStopped(Exception):
+    """The asset was stopped (cancel, timeout): no further statement runs, and nothing is committed."""
+
+
+class Database:
+    """Runs statements on one DuckDB cursor, prefixing the query annotation comment.
+
+    ``stopped`` says why the asset was stopped, if it was: an interrupt that lands between two statements
+    (where DuckDB has nothing to interrupt) must still keep the next one, and the COMMIT, from running.
+    """
+
+    def __init__(
+        self, cursor: Any, annotate: Callable[[str], str], stopped: Callable[[], str | None] = lambda: None
+    ) -> None:
+        self.cursor = cursor
+        self.annotate = annotate
+        self.stopped = stopped
+
+    def raise_if_stopped(self) -> None:
+        reason = self.stopped()
+        if reason is not None:
+            raise RunStopped(reason)
+
+    def execute(self, sql: str, parameters: list[Any] | None = None) -> Any:
+        self.raise_if_stopped()
+        return self.cursor.execute(self.annotate(sql), parameters or [])
+
+    def scalar(self, sql: str, parameters: list[Any] | None = None) -> Any:
+        row = self.execute(sql, parameters).fetchone()
+        return row[0] if row else None
+
+    def count(self, sql: str, parameters: list[Any] | None = None) -> int:
+        """Run a statement that reports an affected-row count."""
+        value = self.scalar(sql, parameters)
+        return int(value) if value is not None else 0
+
+    def table_exists(self, name: str) -> bool:
+        schema, table = _table_parts(name)
+        return bool(
+            self.scalar(
+                "SELECT count(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?",
+                [schema, table],
+            )
+        )
+
+    def column_type(self, name: str, column: str) -> str | None:
+        schema, table = _table_parts(name)
+        return self.scalar(
+            "SELECT data_type FROM information_schema.columns "
+            "WHERE table_schema = ? AND table_name = ? AND column_name = ?",
+            [schema, table, column],
+        )
+
+
+_SCHEMA_LOCK = threading.Lock()
+
+
+def ensure_schema(db: Database, name: str) -> None:
+    """Create the schema of ``schema.table`` if missing, one thread at a time (concurrent
+    CREATE SCHEMA statements in DuckDB transactions conflict with each other)."""
+    schema = _schema_of(name)
+    if schema:
+        with _SCHEMA_LOCK:
+            db.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+
+
+def run_in_transaction(db: Database, work: Callable[[], Any]) -> Any:
+    """``work()`` between BEGIN and COMMIT; ROLLBACK and re-raise on any failure."""
+    db.cursor.execute("BEGIN TRANSACTION")
+    try:
+        result = work()
+        db.raise_if_stopped()
+        db.cursor.execute("COMMIT")
+        return result
+    except BaseException:
+        with contextlib.suppress(Exception):
+            db.cursor.execute("ROLLBACK")
+        raise
