@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from engine.pipeline.assets import Asset, Check, CustomCheck
-from engine.pipeline.materialization import Database, quote_identifier, quote_name
+from engine.pipeline.database import Database, quote_identifier, quote_name, strip_statement
 from engine.pipeline.templating import render
 
 
@@ -29,7 +30,7 @@ def _literal(value: Any) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
-def _violations_query(table: str, column: str, check: Check) -> str:
+def _violations_query(table: str, column: str, check: Check, foreign_key: tuple[str, str] | None = None) -> str:
     col = quote_identifier(column)
     predicates = {
         "not_null": f"{col} IS NULL",
@@ -51,18 +52,29 @@ def _violations_query(table: str, column: str, check: Check) -> str:
         return f"SELECT count(*) FROM {table} WHERE {col} < {_literal(check.value)}"
     if check.name == "max":
         return f"SELECT count(*) FROM {table} WHERE {col} > {_literal(check.value)}"
+    if check.name == "relationships" and foreign_key is not None:
+        parent, parent_column = quote_name(foreign_key[0]), quote_identifier(foreign_key[1])
+        return (
+            f"SELECT count(*) FROM {table} AS child WHERE child.{col} IS NOT NULL AND NOT EXISTS "
+            f"(SELECT 1 FROM {parent} AS parent WHERE parent.{parent_column} = child.{col})"
+        )
     raise ValueError(check.name)
 
 
-def run_checks(db: Database, asset: Asset, context: dict[str, Any]) -> list[CheckResult]:
-    """Every column check and custom check of the asset; a check that errors counts as failed."""
+def run_checks(
+    db: Database, asset: Asset, context: dict[str, Any], table_of: Callable[[str], str] = lambda name: name
+) -> list[CheckResult]:
+    """Every column check and custom check of the asset; a check that errors counts as failed.
+
+    ``table_of`` maps an asset name to its table (the environment's schema prefix)."""
     results = []
-    table = quote_name(asset.name)
+    table = quote_name(table_of(asset.name))
     for column in asset.columns:
         for check in column.checks:
             label = f"{check.name}({column.name})"
             try:
-                violations = int(db.scalar(_violations_query(table, column.name, check)) or 0)
+                foreign_key = column.foreign_key and (table_of(column.foreign_key[0]), column.foreign_key[1])
+                violations = int(db.scalar(_violations_query(table, column.name, check, foreign_key)) or 0)
             except Exception as error:
                 results.append(CheckResult(label, False, check.blocking, _first_line(error)))
                 continue
@@ -75,7 +87,13 @@ def run_checks(db: Database, asset: Asset, context: dict[str, Any]) -> list[Chec
 
 def _run_custom(db: Database, check: CustomCheck, context: dict[str, Any]) -> CheckResult:
     try:
-        rows = db.execute(render(check.query, context)).fetchall()
+        query = render(check.query, context)
+        if check.count is not None:
+            rows = db.count(f"SELECT count(*) FROM ({strip_statement(query)})")
+            passed = rows == check.count
+            detail = "ok" if passed else f"returned {rows} row{'s' if rows != 1 else ''}, expected {check.count}"
+            return CheckResult(check.name, passed, check.blocking, detail)
+        rows = db.execute(query).fetchall()
     except Exception as error:
         return CheckResult(check.name, False, check.blocking, _first_line(error))
     actual = rows[0][0] if rows and rows[0] else None

@@ -220,6 +220,15 @@ def _check_graph(pipeline: Pipeline, problems: Problems) -> None:
             else:
                 downstream[dependency].append(asset.name)
     pipeline.downstream = downstream
+    for asset in pipeline.assets.values():
+        for column in asset.columns:
+            if column.foreign_key and column.foreign_key[0] not in pipeline.assets:
+                problems.add(
+                    asset.path,
+                    asset.line,
+                    f"foreign_key of column {column.name!r} names {column.foreign_key[0]!r}, not an asset of this "
+                    "pipeline",
+                )
     for cycle in _cycles(pipeline):
         first = pipeline.assets[cycle[0]]
         line = next((line for dep, line in first.depends if dep == cycle[1 % len(cycle)]), first.line)

@@ -126,3 +126,75 @@ def test_only_checks_and_only_main(repo):
     assert checks_only.returncode == 1 and "check max(id) failed" in checks_only.stdout
     assert repo.query("SELECT * FROM s.t") == [(5,)]
     assert repo.run("--var", "v=1", *DAY).returncode == 0
+
+
+def relationship_pipeline(repo: Repo, child_rows: str) -> None:
+    repo.sql("s.customers", "SELECT * FROM (VALUES (1), (2)) v(id)", materialization={"type": "table"})
+    repo.sql(
+        "s.orders",
+        f"SELECT * FROM (VALUES {child_rows}) v(order_id, customer_id)",
+        materialization={"type": "table"},
+        depends=["s.customers"],
+        columns=[
+            {
+                "name": "customer_id",
+                "foreign_key": {"table": "s.customers", "column": "id"},
+                "checks": [{"name": "relationships"}],
+            }
+        ],
+    )
+
+
+def test_relationships_passes_when_every_key_has_a_parent_and_ignores_nulls(repo):
+    """relationships: every non-NULL child key exists in the foreign_key column; NULLs are not violations."""
+    relationship_pipeline(repo, "(10, 1), (11, 2), (12, NULL)")
+    code, record = repo.run_json(*DAY)
+    assert code == 0
+    assert checks_of(record, "s.orders") == {"relationships(customer_id)": (True, "ok")}
+
+
+def test_relationships_fails_naming_how_many_child_rows_are_orphans(repo):
+    """A child key missing from the parent fails the (blocking) check with the number of orphan rows."""
+    relationship_pipeline(repo, "(10, 1), (11, 3), (12, 4)")
+    code, record = repo.run_json(*DAY)
+    assert code == 1
+    assert checks_of(record, "s.orders") == {"relationships(customer_id)": (False, "2 rows violate it")}
+
+
+def test_relationships_needs_a_foreign_key_to_an_asset_of_the_pipeline(repo):
+    """A relationships check without foreign_key, or a foreign_key to a table no asset makes, is a validation
+    error."""
+    repo.sql(
+        "s.orders",
+        "SELECT 1 AS a, 2 AS b",
+        materialization={"type": "table"},
+        columns=[
+            {"name": "a", "checks": [{"name": "relationships"}]},
+            {"name": "b", "foreign_key": {"table": "s.nowhere", "column": "id"}},
+        ],
+    )
+    result = repo.run(*DAY)
+    assert result.returncode == 2
+    assert "check relationships of column 'a' needs foreign_key" in result.stderr
+    assert "names 's.nowhere', not an asset of this pipeline" in result.stderr
+
+
+def test_custom_check_count_compares_the_number_of_rows_returned(repo):
+    """custom_checks[].count: the query's row count must equal count (not its first value)."""
+    repo.sql(
+        "s.t",
+        "SELECT * FROM (VALUES (1), (2), (3)) v(id)",
+        materialization={"type": "table"},
+        custom_checks=[
+            {"name": "two big", "query": "SELECT id FROM s.t WHERE id >= 2", "count": 2, "blocking": False},
+            {"name": "none negative", "query": "SELECT id FROM s.t WHERE id < 0;", "count": 0, "blocking": False},
+            {"name": "one small", "query": "SELECT id FROM s.t WHERE id < 3", "count": 1, "blocking": False},
+        ],
+    )
+    code, record = repo.run_json(*DAY)
+    assert code == 0
+    assert checks_of(record, "s.t") == {
+        "two big": (True, "ok"),
+        "none negative": (True, "ok"),
+        "one small": (False, "returned 2 rows, expected 1"),
+    }
