@@ -28,6 +28,12 @@ class BadInput(BackfillError):
     exit_code = EXIT_BAD_INPUT
 
 
+class NothingToRun(BackfillError):
+    """Valid, and there is nothing to do (a pipeline without assets): said on stdout, exit 0."""
+
+    exit_code = EXIT_OK
+
+
 class Refused(BackfillError):
     """A valid request we will not carry out (already running, production without --force)."""
 

@@ -89,6 +89,8 @@ class ChildFactory:
             argv += ["--var", f"{name}={orjson.dumps(value).decode()}"]
         if options.apply_interval_modifiers:
             argv.append("--apply-interval-modifiers")
+        if options.variant:
+            argv += ["--variant", options.variant]
         return argv
 
     def values(self, interval: Interval, partition_id: str, run_id: str) -> dict[str, str]:

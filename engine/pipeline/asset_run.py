@@ -20,14 +20,16 @@ from typing import Any
 
 import orjson
 
-from engine.pipeline.assets import Asset
+from engine.pipeline.assets import Asset, enabled_value
 from engine.pipeline.checks import CheckResult, run_checks
 from engine.pipeline.duckdb_pool import DuckDBPool
 from engine.pipeline.interval_modifiers import apply_modifiers
 from engine.pipeline.materialization import Database, RunStopped, load_seed, materialize, quote_name, window_predicate
+from engine.pipeline.schema_prefix import rewrite_references
 from engine.pipeline.templating import TemplateProblem, Window, render
 
-SUCCEEDED, FAILED, UPSTREAM_FAILED = "succeeded", "failed", "upstream_failed"
+SUCCEEDED, FAILED, UPSTREAM_FAILED, SKIPPED = "succeeded", "failed", "upstream_failed", "skipped"
+DONE = (SUCCEEDED, SKIPPED)  # what lets the downstream run and the run succeed
 
 
 @dataclass
@@ -69,6 +71,9 @@ class RunSettings:
     annotations: dict[str, Any] | None
     connection_of: Callable[[Asset], str | None]
     environment_vars: dict[str, str]
+    secret_of: Callable[[str], str] = lambda key: ""  # what a secrets: entry injects (see Connection.secret_text)
+    macros: str = ""
+    schema_prefix: str | None = None
 
 
 class AssetRun:
@@ -110,6 +115,10 @@ class AssetRun:
         result.started_at = time.time()
         try:
             context, window = self._context()
+            if not self._enabled(context):
+                result.status, result.error = SKIPPED, "disabled: its enabled field is false"
+                result.finished_at = time.time()
+                return result
             if window is not self.settings.window:
                 result.window = window
             if self.settings.only != "checks":
@@ -117,7 +126,7 @@ class AssetRun:
             if self._stopped is None and self.settings.only != "main" and self.asset.has_checks:
                 db = self._database()
                 try:
-                    result.checks = run_checks(db, self.asset, context)
+                    result.checks = run_checks(db, self.asset, context, rewrite=lambda sql: self._rewrite(db, sql))
                 finally:
                     self._release(db)
             failed_blocking = [c for c in result.checks if not c.passed and c.blocking]
@@ -138,14 +147,31 @@ class AssetRun:
         result.finished_at = time.time()
         return result
 
+    def _enabled(self, context: dict[str, Any]) -> bool:
+        """``enabled``: a boolean, or a template rendered with the run's variables (true/false)."""
+        value = self.asset.enabled
+        if isinstance(value, bool):
+            return value
+        meaning = enabled_value(render(value, context))
+        if meaning is None:
+            raise TemplateProblem(f"enabled {value!r} rendered to {render(value, context)!r}: expected true or false")
+        return meaning
+
+    def _rewrite(self, db: Database, sql: str) -> str:
+        """In a schema-prefixed environment, read prefixed copies of the tables that have one."""
+        prefix = self.settings.schema_prefix
+        return rewrite_references(sql, prefix, db) if prefix else sql
+
     def _context(self) -> tuple[dict[str, Any], Window]:
         s = self.settings
-        from engine.pipeline.templating import base_context
+        from engine.pipeline.templating import base_context, with_macros
 
         context = base_context(
             s.window, run_id=s.run_id, pipeline=s.pipeline, variables=s.variables, full_refresh=s.full_refresh
         )
         context["this"] = self.asset.name
+        if s.macros:
+            context = with_macros(s.macros, context)
         window = s.window
         if s.apply_interval_modifiers:
             window = apply_modifiers(window, self.asset.interval_modifiers or s.default_modifiers, context)
@@ -182,9 +208,9 @@ class AssetRun:
             if asset.kind == "seed":
                 self.result.rows = load_seed(db, asset)
                 return
-            pre = [render(hook, context) for hook in asset.hooks.get("pre", [])]
-            post = [render(hook, context) for hook in asset.hooks.get("post", [])]
-            query = render(asset.body, context, first_line=asset.body_line)
+            pre = [self._rewrite(db, render(hook, context)) for hook in asset.hooks.get("pre", [])]
+            post = [self._rewrite(db, render(hook, context)) for hook in asset.hooks.get("post", [])]
+            query = self._rewrite(db, render(asset.body, context, first_line=asset.body_line))
             self.result.rows = materialize(
                 db, asset, query, window, full_refresh=self.settings.full_refresh, pre_hooks=pre, post_hooks=post
             )
@@ -211,6 +237,8 @@ class AssetRun:
             "BRUIN_FULL_REFRESH": "1" if s.full_refresh else "",
             "PYTHONUNBUFFERED": "1",
         }
+        for key, variable in self.asset.secrets:
+            environment[variable] = s.secret_of(key)
         connection = s.connection_of(self.asset)
         if connection is not None:
             environment["BRUIN_CONNECTION"] = connection

@@ -149,10 +149,20 @@ class AssetScheduler:
             self._enforce_timeouts()
         return self.results
 
+    def _limit_of(self, run: AssetRun) -> tuple[int, str] | None:
+        """The shortest of the asset's timeout (or the pipeline's default.timeout) and the run's --timeout."""
+        limits = []
+        if run.asset.timeout is not None:
+            limits.append((run.asset.timeout, "the asset's timeout"))
+        elif self.pipeline.default_timeout is not None:
+            limits.append((self.pipeline.default_timeout, "the pipeline's default.timeout"))
+        if self.timeout is not None:
+            limits.append((self.timeout, "--timeout"))
+        return min(limits) if limits else None
+
     def _enforce_timeouts(self) -> None:
-        if self.timeout is None:
-            return
         now = time.monotonic()
         for run, started in list(self._active.values()):
-            if (now - started) * 1_000_000 >= self.timeout:
-                run.stop(f"timed out after {format_duration(self.timeout)}")
+            limit = self._limit_of(run)
+            if limit is not None and (now - started) * 1_000_000 >= limit[0]:
+                run.stop(f"timed out after {format_duration(limit[0])} ({limit[1]})")

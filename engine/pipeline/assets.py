@@ -290,7 +290,7 @@ def _build_asset(
     asset.columns = _columns(data, path, problems)
     asset.custom_checks = _custom_checks(data, path, problems)
     asset.interval_modifiers = _interval_modifiers(data, path, problems)
-    asset.hooks = _hooks(data, path, problems)
+    asset.hooks = parse_hooks(data, path, problems)
     asset.enabled = _enabled(data, path, problems)
     asset.timeout = parse_timeout(data, path, problems)
     asset.secrets = parse_secrets(data, path, problems)
@@ -496,11 +496,6 @@ def _check_strategy_needs(asset: Asset, data: dict[str, Any], problems: Problems
                     line,
                     f"incremental_key {column.name} is {column.type}: {m.strategy} needs TIMESTAMP or DATE",
                 )
-    if m.strategy and m.strategy.startswith("datavault_"):
-        from engine.pipeline.datavault import datavault_roles
-
-        for problem in datavault_roles(asset)[1]:
-            problems.add(asset.path, line, problem)
     if asset.kind == "sql" and m.strategy != "ddl" and not asset.body.strip():
         problems.add(asset.path, asset.body_line, "the asset has no SQL after its @bruin header")
 
@@ -618,7 +613,7 @@ def _interval_modifiers(data: dict[str, Any], path: Path, problems: Problems) ->
     return {key: str(value) for key, value in raw.items()}
 
 
-def _hooks(data: dict[str, Any], path: Path, problems: Problems) -> dict[str, list[str]]:
+def parse_hooks(data: dict[str, Any], path: Path, problems: Problems) -> dict[str, list[str]]:
     raw = data.get("hooks")
     if raw is None:
         return {}

@@ -62,32 +62,33 @@ def _violations_query(table: str, column: str, check: Check, foreign_key: tuple[
 
 
 def run_checks(
-    db: Database, asset: Asset, context: dict[str, Any], table_of: Callable[[str], str] = lambda name: name
+    db: Database, asset: Asset, context: dict[str, Any], rewrite: Callable[[str], str] = lambda sql: sql
 ) -> list[CheckResult]:
     """Every column check and custom check of the asset; a check that errors counts as failed.
 
-    ``table_of`` maps an asset name to its table (the environment's schema prefix)."""
+    ``rewrite`` is applied to custom check queries (a schema-prefixed environment's table references)."""
     results = []
-    table = quote_name(table_of(asset.name))
+    table = quote_name(asset.name)
     for column in asset.columns:
         for check in column.checks:
             label = f"{check.name}({column.name})"
             try:
-                foreign_key = column.foreign_key and (table_of(column.foreign_key[0]), column.foreign_key[1])
-                violations = int(db.scalar(_violations_query(table, column.name, check, foreign_key)) or 0)
+                violations = int(db.scalar(_violations_query(table, column.name, check, column.foreign_key)) or 0)
             except Exception as error:
                 results.append(CheckResult(label, False, check.blocking, _first_line(error)))
                 continue
             detail = "ok" if violations == 0 else f"{violations} row{'s' if violations != 1 else ''} violate it"
             results.append(CheckResult(label, violations == 0, check.blocking, detail))
     for custom in asset.custom_checks:
-        results.append(_run_custom(db, custom, context))
+        results.append(_run_custom(db, custom, context, rewrite))
     return results
 
 
-def _run_custom(db: Database, check: CustomCheck, context: dict[str, Any]) -> CheckResult:
+def _run_custom(
+    db: Database, check: CustomCheck, context: dict[str, Any], rewrite: Callable[[str], str]
+) -> CheckResult:
     try:
-        query = render(check.query, context)
+        query = rewrite(render(check.query, context))
         if check.count is not None:
             rows = db.count(f"SELECT count(*) FROM ({strip_statement(query)})")
             passed = rows == check.count

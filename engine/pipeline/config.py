@@ -29,12 +29,27 @@ class Connection:
     path: Path | None  # DuckDB: the database file, absolute
     read_only: bool
     max_concurrent_assets: int | None
+    value: str | None = None  # a generic connection's secret value
+    details: tuple[tuple[str, Any], ...] = ()  # every field as configured, for secrets
+
+    def secret_text(self) -> str:
+        """What an asset's ``secrets`` entry injects: a generic connection's value, else its details as JSON
+        (a DuckDB file's path made absolute)."""
+        if self.kind == "generic":
+            return self.value or ""
+        import orjson
+
+        details = {key: _expand(value, Path(f"connection {self.name!r}"), 0) for key, value in self.details}
+        if self.path is not None:
+            details["path"] = str(self.path)
+        return orjson.dumps(details).decode()
 
 
 @dataclass(frozen=True)
 class Environment:
     name: str
     connections: tuple[Connection, ...]
+    schema_prefix: str | None = None
 
     def connection(self, name: str) -> Connection | None:
         return next((c for c in self.connections if c.name == name), None)
@@ -132,7 +147,13 @@ def _parse_environment(name: str, raw: Any, path: Path) -> Environment:
     names = [c.name for c in connections]
     for duplicate in sorted({n for n in names if names.count(n) > 1}):
         raise BadInput(f"{path}: connection name {duplicate!r} is defined twice in environment {name!r}")
-    return Environment(name, tuple(connections))
+    prefix = raw.get("schema_prefix")
+    if prefix is not None and (not isinstance(prefix, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", prefix)):
+        raise BadInput(
+            f"{path}:{line_of(raw, 'schema_prefix')}: schema_prefix {prefix!r} of environment {name!r} must be "
+            "letters, digits and '_' (it starts schema names)"
+        )
+    return Environment(name, tuple(connections), prefix or None)
 
 
 def _parse_connection(kind: str, entry: Any, path: Path, fallback_line: int) -> Connection:
@@ -149,10 +170,16 @@ def _parse_connection(kind: str, entry: Any, path: Path, fallback_line: int) -> 
     read_only = entry.get("read_only", False)
     if not isinstance(read_only, bool):
         raise BadInput(f"{path}:{line_of(entry, 'read_only')}: read_only of {name!r} must be true or false")
+    value = None
+    if kind == "generic":
+        value = _expand(entry.get("value"), path, line_of(entry, "value"))
+        if not isinstance(value, str):
+            raise BadInput(f"{path}:{line}: generic connection {name!r} needs a 'value'")
     database: Path | None = None
     if kind == "duckdb":
         raw_path = _expand(entry.get("path"), path, line_of(entry, "path"))
         if not isinstance(raw_path, str) or not raw_path:
             raise BadInput(f"{path}:{line}: duckdb connection {name!r} needs a 'path' to its database file")
         database = (path.parent / os.path.expanduser(raw_path)).resolve()
-    return Connection(kind, name, database, read_only, limit)
+    details = tuple((str(k), v) for k, v in entry.items())  # ${VAR} expanded only when a secret injects them
+    return Connection(kind, name, database, read_only, limit, value, details)

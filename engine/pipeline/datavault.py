@@ -11,12 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from engine.pipeline.assets import Asset, Column
 from engine.pipeline.database import Database, quote_identifier, quote_name
-
-if TYPE_CHECKING:
-    from engine.pipeline.assets import Asset, Column
 
 DATAVAULT_STRATEGIES = ("datavault_hub", "datavault_link", "datavault_satellite")
 

@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from engine.base.errors import BadInput
-from engine.pipeline.assets import Asset, Problems, is_asset_file, read_asset
+from engine.pipeline.assets import (
+    Asset,
+    Problems,
+    check_start_date,
+    is_asset_file,
+    parse_hooks,
+    parse_secrets,
+    parse_timeout,
+    read_asset,
+)
+from engine.pipeline.datavault import datavault_roles
 from engine.pipeline.repository import pipeline_file
 from engine.pipeline.yamlfile import Located, line_of, parse_yaml
 
@@ -30,7 +41,21 @@ PIPELINE_FIELDS = {
     "owner",
     "description",
     "agent",
+    "variants",
+    "max_active_steps",
 }
+# What `default:` may hold; type, parameters, routing and rerun_cooldown are accepted and ignored (docs/pipelines.md).
+DEFAULT_FIELDS = {
+    "interval_modifiers",
+    "timeout",
+    "secrets",
+    "hooks",
+    "type",
+    "parameters",
+    "routing",
+    "rerun_cooldown",
+}
+VARIANT_NAME = re.compile(r"[A-Za-z0-9_-]+", re.ASCII)
 VARIABLE_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "array": list, "object": dict}
 
 
@@ -45,6 +70,44 @@ class Pipeline:
     default_interval_modifiers: dict[str, str] | None
     assets: dict[str, Asset] = field(default_factory=dict)
     downstream: dict[str, list[str]] = field(default_factory=dict)
+    variants: dict[str, dict[str, Any]] = field(default_factory=dict)
+    name_template: str | None = None  # a templated name ("{{ var.client }}_pipe"), rendered per run
+    default_timeout: int | None = None  # microseconds, for assets without their own
+    macros: str = ""  # every macros/*.sql, in name order
+    schema_prefix: str | None = None  # set by with_schema_prefix: asset names already carry it
+
+    def with_schema_prefix(self, prefix: str | None) -> Pipeline:
+        """The pipeline as a schema-prefixed environment runs it: every asset (and every reference to one in
+        depends and foreign keys) named with the prefix on its schema."""
+        if not prefix:
+            return self
+        from engine.pipeline.schema_prefix import prefixed_name
+
+        rename = {name: prefixed_name(name, prefix) for name in self.assets}
+        assets = {}
+        for name, asset in self.assets.items():
+            columns = tuple(
+                replace(c, foreign_key=(rename.get(c.foreign_key[0], c.foreign_key[0]), c.foreign_key[1]))
+                if c.foreign_key
+                else c
+                for c in asset.columns
+            )
+            depends = [(rename.get(dependency, dependency), line) for dependency, line in asset.depends]
+            assets[rename[name]] = replace(asset, name=rename[name], depends=depends, columns=columns)
+        downstream = {rename[name]: [rename[c] for c in children] for name, children in self.downstream.items()}
+        return replace(self, assets=assets, downstream=downstream, schema_prefix=prefix)
+
+    def with_variables(self, values: dict[str, Any]) -> Pipeline:
+        """The pipeline as one run sees it: templated identity fields rendered with the run's variables."""
+        if self.name_template is None:
+            return self
+        from engine.pipeline.templating import TemplateProblem, render
+
+        try:
+            name = render(self.name_template, {"var": values}).strip()
+        except TemplateProblem as error:
+            raise BadInput(f"{self.file}: name: {error}") from None
+        return replace(self, name=name or self.directory.name)
 
     def upstream(self, name: str) -> list[str]:
         return [dependency for dependency, _ in self.assets[name].depends]
@@ -55,9 +118,22 @@ class Pipeline:
             return asset.connection
         return asset.connection or self.default_connection
 
-    def resolve_variables(self, overrides: dict[str, Any]) -> dict[str, Any]:
-        """Declared defaults overlaid by overrides, each override checked against its declared schema."""
+    def resolve_variables(self, overrides: dict[str, Any], variant: str | None = None) -> dict[str, Any]:
+        """Declared defaults, overlaid by the variant's values, overlaid by overrides (each checked against its
+        declared schema)."""
         values = {name: schema.get("default") for name, schema in self.variables.items()}
+        if self.variants and variant is None:
+            names = ", ".join(sorted(self.variants))
+            raise BadInput(f"pipeline {self.name!r} declares variants ({names}): pick one with --variant")
+        if variant is not None:
+            if not self.variants:
+                raise BadInput(f"--variant {variant!r} means nothing: pipeline {self.name!r} declares no variants")
+            if variant not in self.variants:
+                raise BadInput(
+                    f"--variant {variant!r} is not a variant of pipeline {self.name!r} "
+                    f"(variants: {', '.join(sorted(self.variants))})"
+                )
+            values.update(self.variants[variant])
         for name, value in overrides.items():
             if name not in self.variables:
                 known = ", ".join(sorted(self.variables)) or "none"
@@ -176,20 +252,92 @@ def load_pipeline(directory: Path) -> Pipeline:
         if problem:
             problems.add(path, line, f"the default of variable {name!r} {problem}")
     default = data.get("default") or {}
-    modifiers = default.get("interval_modifiers") if isinstance(default, dict) else None
+    if not isinstance(default, dict):
+        problems.add(path, line_of(data, "default"), "default must be a mapping")
+        default = Located()
+        default.lines, default.line = {}, line_of(data, "default")
+    for key in default:
+        if key not in DEFAULT_FIELDS:
+            problems.add(path, line_of(default, key), f"unknown field 'default.{key}'")
+    modifiers = default.get("interval_modifiers")
+    check_start_date(data, path, problems, f"pipeline {str(data.get('name') or directory.name)!r}")
+    raw_name = str(data.get("name") or directory.name)
     pipeline = Pipeline(
-        name=str(data.get("name") or directory.name),
+        name=raw_name,
         directory=directory,
         file=path,
         default_connection=connections.get("duckdb") or "duckdb-default",
         tags=tuple(data.get("tags") or ()),
         variables=dict(variables),
         default_interval_modifiers={k: str(v) for k, v in modifiers.items()} if isinstance(modifiers, dict) else None,
+        variants=_variants(data, variables, path, problems),
+        name_template=raw_name if "{" in raw_name else None,
+        default_timeout=parse_timeout(default, path, problems),
+        macros=_macros(directory, problems),
     )
+    if pipeline.name_template is not None:
+        defaults = {name: schema.get("default") for name, schema in variables.items() if isinstance(schema, dict)}
+        try:
+            pipeline.name = pipeline.with_variables(defaults).name
+        except BadInput as error:
+            problems.items.append(str(error))
+    default_secrets = parse_secrets(default, path, problems)
+    default_hooks = parse_hooks(default, path, problems)
     _read_assets(pipeline, problems)
+    for asset in pipeline.assets.values():
+        # Defaults come first; pre and post hooks are inherited independently, as in Bruin.
+        asset.secrets = tuple(dict.fromkeys((*default_secrets, *asset.secrets)))
+        asset.hooks = {**default_hooks, **asset.hooks}
     _check_graph(pipeline, problems)
     problems.raise_if_any(f"pipeline {pipeline.name!r}")
     return pipeline
+
+
+def _variants(
+    data: dict[str, Any], variables: dict[str, Any], path: Path, problems: Problems
+) -> dict[str, dict[str, Any]]:
+    raw = data.get("variants") or {}
+    if not isinstance(raw, dict):
+        problems.add(path, line_of(data, "variants"), "variants must map names to variable values")
+        return {}
+    found: dict[str, dict[str, Any]] = {}
+    for name, values in raw.items():
+        line = line_of(raw, name)
+        if not isinstance(name, str) or not VARIANT_NAME.fullmatch(name):
+            problems.add(path, line, f"variant name {name!r} must be letters, digits, '_' and '-'")
+            continue
+        if values is None:
+            values = {}
+        if not isinstance(values, dict):
+            problems.add(path, line, f"variant {name!r} must map variable names to values")
+            continue
+        for variable, value in values.items():
+            if variable not in variables or not isinstance(variables[variable], dict):
+                problems.add(
+                    path,
+                    line_of(values, variable) or line,
+                    f"variant {name!r} references unknown variable {variable!r}",
+                )
+                continue
+            problem = schema_problem(value, variables[variable])
+            if problem:
+                problems.add(path, line_of(values, variable) or line, f"variant {name!r}: {variable} {problem}")
+        found[name] = dict(values)
+    return found
+
+
+def _macros(directory: Path, problems: Problems) -> str:
+    """The pipeline's ``macros/*.sql`` (any depth), loaded in name order so that later files may use earlier ones."""
+    folder = directory / "macros"
+    if not folder.is_dir():
+        return ""
+    texts = []
+    for path in sorted(folder.rglob("*.sql")):
+        try:
+            texts.append(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as error:
+            problems.add(path, 0, f"cannot read the macro file: {error}")
+    return "\n".join(texts)
 
 
 def _read_assets(pipeline: Pipeline, problems: Problems) -> None:
@@ -206,6 +354,9 @@ def _read_assets(pipeline: Pipeline, problems: Problems) -> None:
             )
             continue
         first_seen[asset.name] = asset
+        if (asset.materialization.strategy or "").startswith("datavault_"):
+            for problem in datavault_roles(asset)[1]:
+                problems.add(asset.path, asset.line, problem)
     pipeline.assets = first_seen
 
 

@@ -26,6 +26,7 @@ class RunOptions:
     apply_interval_modifiers: bool = False
     config_file: str | None = None
     query_annotations: dict[str, Any] | None = None
+    variant: str | None = None  # one of pipeline.yml's variants: a plan input like the variables
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -38,6 +39,7 @@ class RunOptions:
             "apply_interval_modifiers": self.apply_interval_modifiers,
             "config_file": self.config_file,
             "query_annotations": self.query_annotations,
+            "variant": self.variant,
         }
 
     def identity(self) -> dict[str, Any]:
@@ -45,6 +47,8 @@ class RunOptions:
         and the comment annotations added to queries."""
         data = self.to_json()
         del data["config_file"], data["query_annotations"]
+        if data["variant"] is None:
+            del data["variant"]  # backfills saved before variants existed keep their identity
         return data
 
     @classmethod
@@ -59,6 +63,7 @@ class RunOptions:
             apply_interval_modifiers=bool(data.get("apply_interval_modifiers", False)),
             config_file=data.get("config_file"),
             query_annotations=data.get("query_annotations"),
+            variant=data.get("variant"),
         )
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.pipeline.asset_run import SUCCEEDED, AssetResult
+from engine.pipeline.asset_run import DONE, AssetResult
 from engine.pipeline.config import Environment
 from engine.pipeline.loading import Pipeline
 from engine.pipeline.options import RunOptions
@@ -61,4 +61,4 @@ class RunResult:
 
     @property
     def ok(self) -> bool:
-        return self.error is None and all(r.status == SUCCEEDED for r in self.results)
+        return self.error is None and all(r.status in DONE for r in self.results)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from engine.base.errors import BadInput
 from engine.dates.instants import boundary_instant, format_instant, load_zone, local_day_start, parse_boundary
-from engine.pipeline.asset_run import SUCCEEDED, AssetResult, AssetRun, RunSettings
+from engine.pipeline.asset_run import DONE, AssetResult, AssetRun, RunSettings
 from engine.pipeline.asset_scheduler import AssetScheduler
 from engine.pipeline.config import find_config_file, load_config
 from engine.pipeline.duckdb_pool import DatabaseLocked, DuckDBPool
@@ -124,6 +124,9 @@ def execute_run(prepared: PreparedRun, emit) -> RunResult:
             annotations=request.options.query_annotations,
             connection_of=pipeline.connection_of,
             environment_vars=_backfill_environment(request),
+            secret_of=lambda key: _secret(prepared, key),
+            macros=pipeline.macros,
+            schema_prefix=pipeline.schema_prefix,
         )
         order: list[AssetResult] = []
 
@@ -151,11 +154,16 @@ def execute_run(prepared: PreparedRun, emit) -> RunResult:
     except DatabaseLocked as error:
         result.error = str(error)
     finally:
-        whole = not result.error and bool(result.results) and all(r.status == SUCCEEDED for r in result.results)
+        whole = not result.error and bool(result.results) and all(r.status in DONE for r in result.results)
         pool.close_all(park=whole)
         result.finished_at = time.time()
     result.record_path = write_run_record(result)
     return result
+
+
+def _secret(prepared: PreparedRun, key: str) -> str:
+    connection = prepared.environment.connection(key)
+    return connection.secret_text() if connection is not None else ""
 
 
 def _backfill_environment(request: RunRequest) -> dict[str, str]:

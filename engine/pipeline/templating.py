@@ -106,6 +106,18 @@ def render(text: str, context: dict[str, Any], *, first_line: int = 1) -> str:
         raise TemplateProblem(f"template: {error}") from None
 
 
+def with_macros(macros: str, context: dict[str, Any]) -> dict[str, Any]:
+    """``context`` plus every macro of the pipeline's ``macros/`` folder, callable from any template."""
+    try:
+        module = _ENVIRONMENT.from_string(macros).make_module(context)
+    except jinja2.TemplateSyntaxError as error:
+        raise TemplateProblem(f"macros/: line {error.lineno}: template syntax: {error.message}") from None
+    except jinja2.UndefinedError as error:
+        raise TemplateProblem(f"macros/: {error.message}") from None
+    exported = {name: getattr(module, name) for name in dir(module) if not name.startswith("_")}
+    return {**context, **exported}
+
+
 def base_context(
     window: Window, *, run_id: str, pipeline: str, variables: dict[str, Any], full_refresh: bool
 ) -> dict[str, Any]:

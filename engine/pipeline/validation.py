@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engine.base.errors import BadInput
+from engine.base.errors import BadInput, NothingToRun
 from engine.pipeline.assets import Problems
 from engine.pipeline.config import Config, Environment
 from engine.pipeline.loading import PIPELINES, Pipeline
@@ -33,7 +33,12 @@ class CheckedPipeline:
 def check_pipeline(target: Target, config: Config, environment: Environment, options: RunOptions) -> CheckedPipeline:
     """Load and validate the pipeline, the variable overrides, the selection and the connections it needs."""
     pipeline = PIPELINES.load(target.pipeline_dir)
-    resolved = pipeline.resolve_variables(options.variables)
+    resolved = pipeline.resolve_variables(options.variables, options.variant)
+    pipeline = pipeline.with_variables(resolved)
+    if not pipeline.assets and not target.is_asset:
+        given = options.selector or options.tags or options.exclude_tags
+        if not given:
+            raise NothingToRun(f"nothing to run: pipeline {pipeline.name!r} ({target.pipeline_dir}) has no assets")
     target_asset = None
     if target.is_asset:
         target_asset = next((n for n, a in pipeline.assets.items() if a.path == target.path), None)
@@ -50,6 +55,13 @@ def check_pipeline(target: Target, config: Config, environment: Environment, opt
     problems = Problems()
     for name in sorted(selected):
         asset = pipeline.assets[name]
+        for key, _variable in asset.secrets:
+            if environment.connection(key) is None:
+                problems.add(
+                    asset.path,
+                    asset.line,
+                    f"secret {key!r} is not a connection of environment {environment.name!r} of {config.path}",
+                )
         connection_name = pipeline.connection_of(asset)
         if asset.kind == "python" and connection_name is None:
             continue
@@ -68,6 +80,11 @@ def check_pipeline(target: Target, config: Config, environment: Environment, opt
                 "runs DuckDB only",
             )
     problems.raise_if_any(f"pipeline {pipeline.name!r}")
+    if environment.schema_prefix:
+        from engine.pipeline.schema_prefix import prefixed_name
+
+        pipeline = pipeline.with_schema_prefix(environment.schema_prefix)
+        selected = {prefixed_name(name, environment.schema_prefix) for name in selected}
     notes = []
     if not options.apply_interval_modifiers and (
         pipeline.default_interval_modifiers or any(pipeline.assets[n].interval_modifiers for n in selected)

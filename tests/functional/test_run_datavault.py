@@ -36,7 +36,8 @@ def test_hub_inserts_each_hash_key_once_keeping_its_earliest_row(repo):
         ],
     )
     repo.execute(
-        "CREATE TABLE stg.customers (customer_hk VARCHAR, customer_id VARCHAR, load_dts TIMESTAMP, record_source VARCHAR)",
+        "CREATE TABLE stg.customers "
+        "(customer_hk VARCHAR, customer_id VARCHAR, load_dts TIMESTAMP, record_source VARCHAR)",
         "INSERT INTO stg.customers VALUES ('h1', 'c1', '2024-01-02', 'crm'), ('h1', 'c1', '2024-01-01', 'erp'), "
         "('h2', 'c2', '2024-01-01', 'crm'), (NULL, 'c9', '2024-01-01', 'crm'), ('h3', NULL, '2024-01-01', 'crm')",
     )
@@ -77,7 +78,8 @@ def test_link_loads_each_relationship_once(repo):
     repo.execute(
         "CREATE TABLE stg.orders (customer_order_hk VARCHAR, customer_hk VARCHAR, order_hk VARCHAR, "
         "load_dts TIMESTAMP, record_source VARCHAR)",
-        "INSERT INTO stg.orders VALUES ('l1', 'h1', 'o1', '2024-01-01', 'shop'), ('l2', 'h1', NULL, '2024-01-01', 'shop')",
+        "INSERT INTO stg.orders VALUES ('l1', 'h1', 'o1', '2024-01-01', 'shop'), "
+        "('l2', 'h1', NULL, '2024-01-01', 'shop')",
     )
     repo.run_ok(*DAY)
     repo.execute("INSERT INTO stg.orders VALUES ('l3', 'h2', 'o3', '2024-01-02', 'shop')")

@@ -221,7 +221,7 @@ def test_timeouts_stop_sql_and_python_assets(tmp_path):
     result = repo.run(*DAY, "--timeout", "500ms")
     assert time.monotonic() - started < 30
     assert result.returncode == 1
-    assert result.stdout.count("error: timed out after 500ms") == 2
+    assert result.stdout.count("error: timed out after 500ms (--timeout)") == 2
     assert repo.query("SELECT count(*) FROM information_schema.tables WHERE table_name = 'slow'") == [(0,)]
 
 

@@ -157,6 +157,7 @@ def _run_option_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--apply-interval-modifiers", action="store_true", help="shift each asset's window by its interval_modifiers"
     )
+    parser.add_argument("--variant", help="run this variant of the pipeline (pipeline.yml variants:)")
     parser.add_argument("--full-refresh", action="store_true", help="drop and rebuild incremental tables")
     parser.add_argument(
         "--workers",
@@ -181,7 +182,18 @@ def run_options_from(args: argparse.Namespace) -> RunOptions:
         variables=parse_variables(args.var, environ_vars),
         apply_interval_modifiers=args.apply_interval_modifiers,
         query_annotations=parse_annotations(annotations),
+        variant=_variant(args.variant),
     )
+
+
+def _variant(text: str | None) -> str | None:
+    from engine.base.errors import BadInput
+
+    if text is None:
+        return None
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", text, re.ASCII):
+        raise BadInput(f"--variant {text!r} is not a variant name: use letters, digits, '_' and '-'")
+    return text
 
 
 def backfill_parser() -> Parser:

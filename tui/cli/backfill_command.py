@@ -135,6 +135,7 @@ PIPELINE_ONLY = (
     ("--only", "only"),
     ("--var", "var"),
     ("--apply-interval-modifiers", "apply_interval_modifiers"),
+    ("--variant", "variant"),
     ("--workers", "workers"),
     ("--launcher", "launcher"),
 )

@@ -10,7 +10,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from engine.base.errors import EXIT_BAD_INPUT, EXIT_CANCELLED, BackfillError
+from engine.base.errors import EXIT_BAD_INPUT, EXIT_CANCELLED, BackfillError, NothingToRun
 from engine.execute.warm_launcher import RUNNER_VERB
 from tui.cli.arguments import IMPLEMENTED_VERBS, VERBS, UsageError
 
@@ -33,6 +33,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as error:
         _fail(str(error))
         return EXIT_BAD_INPUT
+    except NothingToRun as error:
+        print(error)
+        return error.exit_code
     except BackfillError as error:
         _fail(str(error))
         return error.exit_code

@@ -52,6 +52,7 @@ PLAN_INPUTS = {
     "only": "--only",
     "var": "--var",
     "apply_interval_modifiers": "--apply-interval-modifiers",
+    "variant": "--variant",
     "allow_long_range": "--allow-long-range",
     "reversible": "--reversible",
     "guardrails": "--guardrails",

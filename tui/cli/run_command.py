@@ -10,13 +10,13 @@ import orjson
 
 from engine.base.errors import BadInput
 from engine.guardrails.request import check_reason
-from engine.pipeline.asset_run import SUCCEEDED, UPSTREAM_FAILED, AssetResult
+from engine.pipeline.asset_run import SKIPPED, SUCCEEDED, UPSTREAM_FAILED, AssetResult
 from engine.pipeline.run_record import STAND_IN_STATUSES, record_json, write_stand_in_record
 from engine.pipeline.run_types import RunRequest
 from engine.pipeline.runner import describe_window, execute_run, prepare_run
 from tui.cli.arguments import run_options_from, run_parser, timeout_arg
 
-SYMBOLS = {SUCCEEDED: "✓", "failed": "✗", UPSTREAM_FAILED: "-"}
+SYMBOLS = {SUCCEEDED: "✓", "failed": "✗", UPSTREAM_FAILED: "-", SKIPPED: "○"}
 
 
 def run_command(argv: list[str]) -> int:
@@ -140,9 +140,9 @@ def _asset_line(result: AssetResult, width: int) -> str:
         if not check.passed:
             kind = "blocking" if check.blocking else "non-blocking"
             extra.append(f"      check {check.name} failed ({kind}): {check.detail}")
-    if result.error and result.status != UPSTREAM_FAILED:
+    if result.error and result.status not in (UPSTREAM_FAILED, SKIPPED):
         extra.append(f"      error: {result.error}")
-    elif result.status == UPSTREAM_FAILED and result.error:
+    elif result.error:
         extra.append(f"      {result.error}")
     return "\n".join([line, *extra]) + "\n"
 
