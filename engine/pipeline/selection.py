@@ -51,12 +51,14 @@ def _method(pipeline: Pipeline, body: str, expression: str) -> set[str]:
         return {n for n, a in pipeline.assets.items() if any(fnmatchcase(t, pattern) for t in a.tags)}
     if body.startswith("path:"):
         pattern = body[5:]
+        folder = pattern.rstrip("/") + "/"  # a directory selects every asset under it
         return {
             n
             for n, a in pipeline.assets.items()
             if fnmatchcase(a.relative_path, pattern)
             or fnmatchcase(a.relative_path, f"assets/{pattern}")
             or fnmatchcase(a.path.name, pattern)
+            or a.relative_path.startswith((folder, f"assets/{folder}"))
         }
     if body.startswith("fqn:"):
         return {body[4:]} & set(pipeline.assets)

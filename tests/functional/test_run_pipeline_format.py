@@ -1,0 +1,260 @@
+"""The rest of Bruin's pipeline format on real runs: variants, enabled, timeouts, schema prefixes, secrets, macros,
+selection details."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from tests.builder import Repo
+from tests.conftest import run_backfill
+from tests.guard_flags import REASON
+
+DAY = ("--start-date", "2024-01-01", "--end-date", "2024-01-01")
+
+
+def pipeline_yml(**fields) -> dict:
+    return {"name": "p", "default_connections": {"duckdb": "db"}, **fields}
+
+
+def bruin_yml(repo: Repo, **environment) -> None:
+    """Rewrite .bruin.yml with one environment ``dev`` (connection ``db`` plus what is given)."""
+    connections = {"duckdb": [{"name": "db", "path": "warehouse.duckdb"}], **environment.pop("connections", {})}
+    repo.write(
+        ".bruin.yml",
+        yaml.safe_dump(
+            {
+                "default_environment": "dev",
+                "environments": {"dev": {"guardrails": "sandbox", "connections": connections, **environment}},
+            }
+        ),
+    )
+
+
+VARIANTS = pipeline_yml(
+    name="{{ var.client }}_pipe",
+    variables={"client": {"type": "string", "default": "a"}, "days": {"type": "integer", "default": 1}},
+    variants={"alpha": {"client": "alpha", "days": 7}, "beta": {"client": "beta"}},
+)
+
+
+def test_a_variant_sets_variables_and_the_templated_pipeline_name(tmp_path):
+    """--variant overlays its values on the defaults; --var still wins; the record names the rendered pipeline."""
+    repo = Repo(tmp_path / "repo", pipeline=VARIANTS)
+    repo.sql("s.t", "SELECT '{{ var.client }}' AS client, {{ var.days }} AS days", materialization={"type": "table"})
+    code, record = repo.run_json(*DAY, "--variant", "alpha")
+    assert code == 0
+    assert record["pipeline"] == "alpha_pipe"
+    assert repo.query("SELECT * FROM s.t") == [("alpha", 7)]
+    repo.run_ok(*DAY, "--variant", "beta", "--var", "days=3")
+    assert repo.query("SELECT * FROM s.t") == [("beta", 3)]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((), "declares variants (alpha, beta): pick one with --variant"),
+        (("--variant", "gamma"), "--variant 'gamma' is not a variant of pipeline"),
+        (("--variant", "al pha"), "--variant 'al pha' is not a variant name"),
+    ],
+)
+def test_variant_choice_is_checked(tmp_path, args, message):
+    """A pipeline with variants needs one of them, by a valid name."""
+    repo = Repo(tmp_path / "repo", pipeline=VARIANTS)
+    repo.sql("s.t", "SELECT 1 AS x", materialization={"type": "table"})
+    result = repo.run(*DAY, *args)
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_variant_means_nothing_without_variants_and_bad_variants_fail_validation(tmp_path):
+    """--variant on a pipeline without variants is bad input; a variant naming an undeclared variable or a value
+    of the wrong type is a validation error."""
+    repo = Repo(tmp_path / "repo")
+    repo.sql("s.t", "SELECT 1 AS x", materialization={"type": "table"})
+    result = repo.run(*DAY, "--variant", "alpha")
+    assert result.returncode == 2 and "declares no variants" in result.stderr
+    bad = pipeline_yml(
+        variables={"days": {"type": "integer", "default": 1}}, variants={"x": {"nope": 1}, "y": {"days": "seven"}}
+    )
+    repo.write("p/pipeline.yml", yaml.safe_dump(bad))
+    result = repo.run(*DAY, "--variant", "x")
+    assert result.returncode == 2
+    assert "variant 'x' references unknown variable 'nope'" in result.stderr
+    assert "variant 'y': days is not of the declared type integer" in result.stderr
+
+
+def test_a_backfill_saves_its_variant_and_every_child_runs_it(tmp_path):
+    """backfill --variant: a plan input passed to each partition's run, which cannot change on resume."""
+    repo = Repo(tmp_path / "repo", pipeline=VARIANTS)
+    repo.sql(
+        "s.t",
+        "SELECT DATE '{{ start_date }}' AS day, '{{ var.client }}' AS client",
+        materialization={
+            "type": "table",
+            "strategy": "time_interval",
+            "incremental_key": "day",
+            "time_granularity": "date",
+        },
+    )
+    result = run_backfill(
+        "p", "--start-date", "2024-01-01", "--end-date", "2024-01-03", "--variant", "beta", *REASON, cwd=repo.root
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert repo.query("SELECT day::VARCHAR, client FROM s.t ORDER BY 1") == [
+        ("2024-01-01", "beta"),
+        ("2024-01-02", "beta"),
+        ("2024-01-03", "beta"),
+    ]
+    listing = run_backfill("list", "--output", "json", cwd=repo.root)
+    backfill_id = json.loads(listing.stdout)["backfills"][0]["id"]
+    resumed = run_backfill("--continue", backfill_id, "--variant", "alpha", cwd=repo.root)
+    assert resumed.returncode == 2 and "--variant cannot change when resuming" in resumed.stderr
+
+
+def test_a_disabled_asset_is_skipped_and_its_downstream_runs(tmp_path):
+    """enabled: false (or a template rendering false) skips the asset, not a failure; its downstream still runs."""
+    repo = Repo(tmp_path / "repo", pipeline=pipeline_yml(variables={"on": {"type": "boolean", "default": False}}))
+    repo.sql("s.optional", "SELECT 1 AS x", materialization={"type": "table"}, enabled="{{ var.on }}")
+    repo.sql("s.off", "SELECT 1 AS x", materialization={"type": "table"}, enabled=False)
+    repo.sql("s.after", "SELECT 2 AS y", materialization={"type": "table"}, depends=["s.optional"])
+    code, record = repo.run_json(*DAY)
+    assert code == 0
+    statuses = {a["name"]: a["status"] for a in record["assets"]}
+    assert statuses == {"s.optional": "skipped", "s.off": "skipped", "s.after": "succeeded"}
+    assert repo.query("SELECT table_name FROM information_schema.tables ORDER BY 1") == [("after",)]
+    repo.run_ok(*DAY, "--var", "on=true")
+    assert repo.query("SELECT * FROM s.optional") == [(1,)]
+    repo.sql("s.bad", "SELECT 1 AS x", enabled="{{ 'maybe' }}")
+    code, record = repo.run_json(*DAY)
+    bad = next(a for a in record["assets"] if a["name"] == "s.bad")
+    assert code == 1 and bad["status"] == "failed" and "expected true or false" in bad["error"]
+
+
+def test_asset_and_default_timeouts_stop_an_asset_with_a_clear_message(tmp_path):
+    """An asset's timeout, else the pipeline's default.timeout, fails a slow asset naming which limit it hit."""
+    repo = Repo(tmp_path / "repo", pipeline=pipeline_yml(default={"timeout": "1s"}))
+    repo.python("slow_default", "import time\ntime.sleep(30)")
+    repo.python("slow_own", "import time\ntime.sleep(30)", timeout=2)
+    repo.python("quick", "print('ok')")
+    code, record = repo.run_json(*DAY)
+    assert code == 1
+    errors = {a["name"]: (a["status"], a.get("error")) for a in record["assets"]}
+    assert errors["slow_default"] == ("failed", "timed out after 1s (the pipeline's default.timeout)")
+    assert errors["slow_own"] == ("failed", "timed out after 2s (the asset's timeout)")
+    assert errors["quick"][0] == "succeeded"
+    repo.python("wrong", "print(1)", timeout="soon")
+    result = repo.run(*DAY)
+    assert result.returncode == 2 and "timeout 'soon' must be a positive duration" in result.stderr
+
+
+def test_schema_prefix_writes_prefixed_schemas_and_reads_prefixed_copies(tmp_path):
+    """schema_prefix: assets write to prefixed schemas (this and BRUIN_THIS follow); a source with a prefixed copy
+    is read from the copy, one without is read as is."""
+    repo = Repo(tmp_path / "repo")
+    bruin_yml(repo, schema_prefix="dev_")
+    repo.execute(
+        "CREATE SCHEMA ext",
+        "CREATE SCHEMA dev_ext",
+        "CREATE TABLE ext.orders AS SELECT 1 AS n",
+        "CREATE TABLE dev_ext.orders AS SELECT 100 AS n",
+        "CREATE TABLE ext.rates AS SELECT 2 AS r",
+    )
+    repo.sql("raw.orders", "SELECT n, '{{ this }}' AS me FROM ext.orders, ext.rates", materialization={"type": "table"})
+    repo.sql(
+        "mart.totals",
+        "SELECT sum(n) AS total FROM raw.orders",
+        materialization={"type": "table"},
+        depends=["raw.orders"],
+        custom_checks=[{"name": "one row", "query": "SELECT count(*) FROM mart.totals", "value": 1}],
+    )
+    repo.python(
+        "mart.report",
+        "import os\nprint('this=' + os.environ['BRUIN_THIS'])",
+        depends=["mart.totals"],
+    )
+    result = repo.run_ok(*DAY)
+    assert "this=dev_mart.report" in result.stdout
+    assert repo.query("SELECT * FROM dev_raw.orders") == [(100, "dev_raw.orders")]
+    assert repo.query("SELECT * FROM dev_mart.totals") == [(100,)]
+    schemas = {row[0] for row in repo.query("SELECT schema_name FROM information_schema.schemata")}
+    assert "raw" not in schemas and "mart" not in schemas
+
+
+def test_secrets_reach_a_python_asset(tmp_path):
+    """secrets: a generic connection injects its value, a DuckDB connection its details as JSON (absolute path);
+    default.secrets apply to every asset; an unknown key is a validation error."""
+    repo = Repo(tmp_path / "repo", pipeline=pipeline_yml(default={"secrets": [{"key": "TOKEN"}]}))
+    bruin_yml(repo, connections={"generic": [{"name": "TOKEN", "value": "s3cr3t"}, {"name": "API", "value": "k"}]})
+    repo.python(
+        "show",
+        "import json, os\n"
+        "print('token=' + os.environ['TOKEN'])\n"
+        "print('api=' + os.environ['API_KEY'])\n"
+        "print('db=' + json.loads(os.environ['db'])['path'])",
+        secrets=[{"key": "API", "inject_as": "API_KEY"}, {"key": "db"}],
+    )
+    result = repo.run_ok(*DAY)
+    assert "token=s3cr3t" in result.stdout and "api=k" in result.stdout
+    assert f"db={repo.database}" in result.stdout
+    repo.python("other", "print(1)", secrets=[{"key": "MISSING"}])
+    result = repo.run(*DAY)
+    assert result.returncode == 2 and "secret 'MISSING' is not a connection of environment 'dev'" in result.stderr
+
+
+def test_macros_are_available_to_every_sql_asset(tmp_path):
+    """Macros from macros/*.sql (a later file using an earlier one's macro) work in two assets and a check."""
+    repo = Repo(tmp_path / "repo")
+    repo.write("p/macros/a_base.sql", "{% macro numbers(n) -%}SELECT range AS x FROM range({{ n }}){%- endmacro %}\n")
+    repo.write(
+        "p/macros/b_more.sql", "{% macro doubled(n) -%}SELECT x * 2 AS x FROM ({{ numbers(n) }}){%- endmacro %}\n"
+    )
+    repo.sql("s.one", "{{ numbers(3) }}", materialization={"type": "table"})
+    repo.sql(
+        "s.two",
+        "{{ doubled(2) }}",
+        materialization={"type": "table"},
+        custom_checks=[{"name": "rows", "query": "SELECT count(*) FROM ({{ numbers(2) }})", "value": 2}],
+    )
+    repo.run_ok(*DAY)
+    assert repo.query("SELECT * FROM s.one ORDER BY 1") == [(0,), (1,), (2,)]
+    assert repo.query("SELECT * FROM s.two ORDER BY 1") == [(0,), (2,)]
+
+
+def test_path_selector_with_a_directory_selects_everything_under_it(tmp_path):
+    """--selector path:DIR (no glob) selects every asset below that directory."""
+    repo = Repo(tmp_path / "repo")
+    for name in ("raw.a", "raw.b", "mart.c"):
+        repo.write(
+            f"p/assets/{name.split('.')[0]}/{name.split('.')[1]}.sql", f"/* @bruin\nname: {name}\n@bruin */\nSELECT 1"
+        )
+    code, record = repo.run_json(*DAY, "--selector", "path:raw")
+    assert code == 0
+    assert sorted(a["name"] for a in record["assets"]) == ["raw.a", "raw.b"]
+    code, record = repo.run_json(*DAY, "--selector", "path:assets/mart/")
+    assert sorted(a["name"] for a in record["assets"]) == ["mart.c"]
+
+
+def test_a_pipeline_without_assets_is_nothing_to_run(tmp_path):
+    """Only helper files: backfill run and a backfill both say there is nothing to run and exit 0."""
+    repo = Repo(tmp_path / "repo")
+    repo.write("p/assets/helper.py", "VALUE = 1\n")
+    repo.write("p/assets/snippet.sql", "SELECT 1\n")
+    result = repo.run(*DAY)
+    assert result.returncode == 0, result.stderr
+    assert "nothing to run: pipeline 'p'" in result.stdout and result.stderr == ""
+    result = run_backfill("p", "--start-date", "2024-01-01", "--end-date", "2024-01-03", *REASON, cwd=repo.root)
+    assert result.returncode == 0 and "nothing to run" in result.stdout
+    assert not (repo.root / ".backfill").exists() or not any((repo.root / ".backfill").iterdir())
+
+
+def test_a_start_date_that_is_not_a_date_is_a_validation_error(tmp_path):
+    """start_date of an asset or of the pipeline must be YYYY-MM-DD; the error names the asset."""
+    repo = Repo(tmp_path / "repo", pipeline=pipeline_yml(start_date="yesterday"))
+    repo.sql("s.t", "SELECT 1", start_date="2024-13-01")
+    result = repo.run(*DAY)
+    assert result.returncode == 2
+    assert "start_date '2024-13-01' of asset 's.t' is not a date: use YYYY-MM-DD" in result.stderr
+    assert "start_date 'yesterday' of pipeline 'p' is not a date" in result.stderr
