@@ -4,28 +4,17 @@ from __future__ import annotations
 
 import re
 
-from engine.pipeline.assets import Asset
+from engine.pipeline.assets import STRATEGIES, Asset
+from engine.pipeline.datavault import DATAVAULT_STRATEGIES
 from engine.pipeline.loading import Pipeline
+from engine.pipeline.scd2 import SCD2_STRATEGIES
 
-# Every strategy of Bruin's format, and what the embedded runner can run today.
-KNOWN_STRATEGIES = (
-    "create+replace",
-    "view",
-    "append",
-    "merge",
-    "delete+insert",
-    "time_interval",
-    "truncate+insert",
-    "ddl",
-    "scd2_by_time",
-    "scd2_by_column",
-    "datavault_hub",
-    "datavault_link",
-    "datavault_satellite",
-    "none",
-)
+# What the runner runs: every table strategy it implements, a view, and SQL or a script run as written.
+KNOWN_STRATEGIES = (*STRATEGIES, "view", "none")
 REBUILDING = ("create+replace", "truncate+insert")  # the whole table from one run's query
-NOT_DELETING = ("append", "view", "ddl", "none")  # never delete rows that exist
+HISTORY = SCD2_STRATEGIES  # the query is the whole source: keys it lacks are closed
+INSERT_ONLY = DATAVAULT_STRATEGIES  # only new keys and changes are inserted; nothing is updated or deleted
+NOT_DELETING = ("append", "view", "ddl", "none", *INSERT_ONLY)  # never delete rows that exist
 RAW_SCHEMAS = ("raw", "source", "src", "landing")
 FINAL_SCHEMAS = ("mart", "marts", "report", "reporting", "dashboards")
 LAYERS = ("raw", "mid", "final")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from engine.dates.durations import format_duration
 from engine.dates.instants import format_instant
-from engine.guardrails.asset_risk import KNOWN_STRATEGIES, NOT_DELETING, REBUILDING
+from engine.guardrails.asset_risk import HISTORY, INSERT_ONLY, KNOWN_STRATEGIES, NOT_DELETING, REBUILDING
 from engine.guardrails.facts import Facts
 from engine.guardrails.history import missing_spans
 from engine.guardrails.tiers import (
@@ -225,7 +225,23 @@ def _strategy_finding(facts_of, partitions: int) -> tuple[str, str] | str | None
     if strategy == "none":
         what = "script" if asset.kind == "python" else "SQL"
         return HUMAN_ONLY, f"{asset.name} runs its {what} as written: its effect on data cannot be judged"
-    if strategy not in KNOWN_STRATEGIES or strategy.startswith(("scd2", "datavault")):
+    if strategy in HISTORY:
+        if partitions <= 1:
+            return None
+        if not facts_of.uses_interval:
+            return "rebuilt"
+        return NEVER, (
+            f"{label} treats each run's rows as the whole source: every partition would close the history of the "
+            "keys outside its slice"
+        )
+    if strategy == "datavault_satellite" and partitions > 1 and facts_of.uses_interval:
+        return AUTO, (
+            f"{label} compares each row with the latest one loaded: run the partitions in time order "
+            "(--max-parallel 1) or some unchanged rows are loaded again"
+        )
+    if strategy in INSERT_ONLY:
+        return None
+    if strategy not in KNOWN_STRATEGIES:
         return HUMAN_ONLY, f"{label}: a strategy the runner does not understand"
     return None
 

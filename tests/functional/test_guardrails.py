@@ -92,6 +92,21 @@ def test_a_raw_table_rebuilt_per_partition_is_never_allowed(tmp_path, home):
     assert "verdict: never" in result.stdout
 
 
+def test_an_scd2_asset_sliced_by_the_interval_is_never_backfilled(tmp_path, home):
+    """scd2_by_time over one partition's slice would close every key outside it: the materialization check says
+    never, from the strategy the runner really runs."""
+    repo = Repo(tmp_path / "repo", guardrails="standard")
+    repo.sql(
+        "mid.history",
+        "SELECT 1 AS id, DATE '{{ start_date }}' AS day",
+        materialization={"type": "table", "strategy": "scd2_by_time", "incremental_key": "day"},
+        columns=[{"name": "id", "type": "INTEGER", "primary_key": True}, {"name": "day", "type": "DATE"}],
+    )
+    result = run_backfill("p", *WEEK, "--reason", "r", cwd=repo.root, env=home)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "close the history of the keys outside its slice" in check_row(result.stdout, "materialization")
+
+
 def add_append_log(repo: Repo) -> None:
     """mid.log: one row per day appended (append on its day), after mid.daily."""
     repo.sql(

@@ -45,8 +45,11 @@ def facts_of(strategy: str, *, key: str | None = None, primary: bool = False, us
         ("merge", {"primary": True}, None),
         ("delete+insert", {}, "human-only"),  # no incremental key
         ("delete+insert", {"key": "day"}, None),
-        ("scd2_by_time", {"key": "day"}, "human-only"),
-        ("datavault_hub", {}, "human-only"),
+        ("scd2_by_time", {"key": "day"}, "never"),  # a slice per partition closes the other slices' keys
+        ("scd2_by_column", {"primary": True, "uses_interval": False}, "rebuilt"),  # the same snapshot each time
+        ("datavault_hub", {}, None),  # insert-only, new keys only
+        ("datavault_link", {}, None),
+        ("datavault_satellite", {}, "auto"),  # out of time order loads unchanged rows again
         ("upsert", {}, "human-only"),
         ("append", {"key": "day", "rows": 3}, "approval"),
         ("append", {"rows": 3}, "human-only"),
