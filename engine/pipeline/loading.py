@@ -21,6 +21,7 @@ from engine.pipeline.assets import (
 )
 from engine.pipeline.datavault import datavault_roles
 from engine.pipeline.repository import pipeline_file
+from engine.pipeline.templating import syntax_problem
 from engine.pipeline.yamlfile import Located, line_of, parse_yaml
 
 PIPELINE_FIELDS = {
@@ -334,9 +335,14 @@ def _macros(directory: Path, problems: Problems) -> str:
     texts = []
     for path in sorted(folder.rglob("*.sql")):
         try:
-            texts.append(path.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as error:
             problems.add(path, 0, f"cannot read the macro file: {error}")
+            continue
+        problem = syntax_problem(text)
+        if problem:
+            problems.add(path, *problem)
+        texts.append(text)
     return "\n".join(texts)
 
 

@@ -106,6 +106,15 @@ def render(text: str, context: dict[str, Any], *, first_line: int = 1) -> str:
         raise TemplateProblem(f"template: {error}") from None
 
 
+def syntax_problem(text: str) -> tuple[int, str] | None:
+    """(line, message) when ``text`` is not a valid template."""
+    try:
+        _ENVIRONMENT.parse(text)
+    except jinja2.TemplateSyntaxError as error:
+        return error.lineno or 1, f"template syntax: {error.message}"
+    return None
+
+
 def with_macros(macros: str, context: dict[str, Any]) -> dict[str, Any]:
     """``context`` plus every macro of the pipeline's ``macros/`` folder, callable from any template."""
     try:

@@ -223,6 +223,17 @@ def test_macros_are_available_to_every_sql_asset(tmp_path):
     assert repo.query("SELECT * FROM s.two ORDER BY 1") == [(0,), (2,)]
 
 
+def test_a_macro_file_with_a_syntax_error_fails_validation(tmp_path):
+    """A broken macro file is reported with its file and line before anything runs."""
+    repo = Repo(tmp_path / "repo")
+    repo.write("p/macros/broken.sql", "\n{% macro m() %}SELECT 1\n")
+    repo.sql("s.one", "SELECT 1 AS x", materialization={"type": "table"})
+    result = repo.run(*DAY)
+    assert result.returncode == 2
+    assert "macros/broken.sql:2: template syntax" in result.stderr
+    assert not repo.database.exists()
+
+
 def test_path_selector_with_a_directory_selects_everything_under_it(tmp_path):
     """--selector path:DIR (no glob) selects every asset below that directory."""
     repo = Repo(tmp_path / "repo")
