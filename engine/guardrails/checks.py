@@ -205,7 +205,12 @@ def _strategy_finding(facts_of, partitions: int) -> tuple[str, str] | str | None
     """What one selected asset's strategy risks: (tier, why), ``"rebuilt"`` (safe, repeated) or None."""
     asset, strategy = facts_of.asset, facts_of.strategy
     label = f"{asset.name} ({strategy})"
-    if strategy in REBUILDING:
+    always_refreshed = (
+        asset.always_full_refresh and not asset.full_refresh_restricted and strategy not in ("view", "none")
+    )
+    if always_refreshed:
+        label = f"{asset.name} ({strategy}, parameters.full_refresh)"
+    if strategy in REBUILDING or always_refreshed:
         if partitions <= 1:
             return None
         if not facts_of.uses_interval:

@@ -16,10 +16,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any
 
 import orjson
 
+from engine.dates.instants import local_day_start
 from engine.pipeline.assets import Asset, enabled_value
 from engine.pipeline.checks import CheckResult, run_checks
 from engine.pipeline.duckdb_pool import DuckDBPool
@@ -74,6 +76,7 @@ class RunSettings:
     secret_of: Callable[[str], str] = lambda key: ""  # what a secrets: entry injects (see Connection.secret_text)
     macros: str = ""
     schema_prefix: str | None = None
+    start_date: str | None = None  # the pipeline's start_date
 
 
 class AssetRun:
@@ -170,14 +173,33 @@ class AssetRun:
             s.window, run_id=s.run_id, pipeline=s.pipeline, variables=s.variables, full_refresh=s.full_refresh
         )
         context["this"] = self.asset.name
-        if s.macros:
-            context = with_macros(s.macros, context)
-        window = s.window
+        context["full_refresh"] = self._refreshing()
+        window = self._full_refresh_window()
+        if window is not s.window:
+            context.update(window.variables())
         if s.apply_interval_modifiers:
             window = apply_modifiers(window, self.asset.interval_modifiers or s.default_modifiers, context)
             if window is not s.window:
                 context.update(window.variables())
+        if s.macros:
+            context = with_macros(s.macros, context)
         return context, window
+
+    def _refreshing(self) -> bool:
+        """--full-refresh, or the asset's parameters.full_refresh, unless full_refresh_restricted."""
+        asset = self.asset
+        return (self.settings.full_refresh or asset.always_full_refresh) and not asset.full_refresh_restricted
+
+    def _full_refresh_window(self) -> Window:
+        """A full refresh processes from the asset's (else the pipeline's) start_date, as in Bruin."""
+        s, asset = self.settings, self.asset
+        start = asset.start_date or s.start_date
+        if not self._refreshing() or start is None:
+            return s.window
+        first = local_day_start(date.fromisoformat(start), s.window.zone)
+        if first > s.window.end:
+            raise TemplateProblem(f"start_date {start} is after the end of the run's interval")
+        return Window(first, s.window.end, s.window.zone)
 
     def _database(self) -> Database:
         name = self.settings.connection_of(self.asset)
@@ -234,7 +256,7 @@ class AssetRun:
             "BRUIN_PIPELINE": s.pipeline,
             "BRUIN_THIS": self.asset.name,
             "BRUIN_VARS": orjson.dumps(s.variables).decode(),
-            "BRUIN_FULL_REFRESH": "1" if s.full_refresh else "",
+            "BRUIN_FULL_REFRESH": "1" if self._refreshing() else "",
             "PYTHONUNBUFFERED": "1",
         }
         for key, variable in self.asset.secrets:

@@ -160,6 +160,7 @@ class Materialization:
     strategy: str | None
     incremental_key: str | None
     time_granularity: str | None
+    incremental_predicate: str | None = None  # merge: an extra condition on the match (aliases source, target)
 
 
 @dataclass
@@ -186,6 +187,8 @@ class Asset:
     timeout: int | None = None  # microseconds; the pipeline's default.timeout applies when None
     secrets: tuple[tuple[str, str], ...] = ()  # (connection name, environment variable)
     full_refresh_restricted: bool = False
+    always_full_refresh: bool = False  # parameters.full_refresh: true
+    start_date: str | None = None  # where a --full-refresh run's window starts (YYYY-MM-DD)
 
     @property
     def kind(self) -> str:
@@ -298,7 +301,15 @@ def _build_asset(
     if not isinstance(restricted, bool):
         problems.add(path, line_of(data, "full_refresh_restricted"), "full_refresh_restricted must be true or false")
     asset.full_refresh_restricted = restricted is True
-    check_start_date(data, path, problems, f"asset {name!r}")
+    if check_start_date(data, path, problems, f"asset {name!r}"):
+        start = data["start_date"]
+        asset.start_date = start.isoformat() if hasattr(start, "isoformat") else str(start)
+    parameters = data.get("parameters")
+    if isinstance(parameters, dict) and "full_refresh" in parameters:
+        flag = parameters["full_refresh"]
+        if not isinstance(flag, bool) and str(flag).lower() not in ("true", "false"):
+            problems.add(path, line_of(parameters, "full_refresh"), "parameters.full_refresh must be true or false")
+        asset.always_full_refresh = flag is True or str(flag).lower() == "true"
     _check_strategy_needs(asset, data, problems)
     if asset.kind == "seed":
         parameters = data.get("parameters")
@@ -376,24 +387,22 @@ def parse_secrets(data: dict[str, Any], path: Path, problems: Problems) -> tuple
     return tuple(found)
 
 
-def check_start_date(data: dict[str, Any], path: Path, problems: Problems, owner: str) -> None:
+def check_start_date(data: dict[str, Any], path: Path, problems: Problems, owner: str) -> bool:
+    """Whether ``start_date`` is given and is a date (a problem is added when it is given and is not)."""
     value = data.get("start_date")
     if value is None:
-        return
+        return False
     from datetime import date
 
     text = value.isoformat() if isinstance(value, date) else str(value)
-    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text, re.ASCII):
-        problems.add(
-            path, line_of(data, "start_date"), f"start_date {value!r} of {owner} is not a date: use YYYY-MM-DD"
-        )
-        return
+    message = f"start_date {value!r} of {owner} is not a date: use YYYY-MM-DD"
     try:
-        date.fromisoformat(text)
+        valid = bool(re.fullmatch(r"\d{4}-\d{2}-\d{2}", text, re.ASCII)) and bool(date.fromisoformat(text))
     except ValueError:
-        problems.add(
-            path, line_of(data, "start_date"), f"start_date {value!r} of {owner} is not a date: use YYYY-MM-DD"
-        )
+        valid = False
+    if not valid:
+        problems.add(path, line_of(data, "start_date"), message)
+    return valid
 
 
 def _optional_str(data: dict[str, Any], key: str, path: Path, problems: Problems) -> str | None:
@@ -464,7 +473,15 @@ def _materialization(data: dict[str, Any], path: Path, problems: Problems) -> Ma
         problems.add(
             path, line_of(raw, "time_granularity"), f"time_granularity {granularity!r} must be date or timestamp"
         )
-    return Materialization(kind, strategy, raw.get("incremental_key"), granularity)
+    predicate = raw.get("incremental_predicate")
+    if predicate is not None and (not isinstance(predicate, str) or not predicate.strip()):
+        problems.add(path, line_of(raw, "incremental_predicate"), "incremental_predicate must be an SQL expression")
+        predicate = None
+    if predicate and strategy != "merge":
+        problems.add(
+            path, line_of(raw, "incremental_predicate"), "incremental_predicate applies only to strategy merge"
+        )
+    return Materialization(kind, strategy, raw.get("incremental_key"), granularity, predicate)
 
 
 def _check_strategy_needs(asset: Asset, data: dict[str, Any], problems: Problems) -> None:

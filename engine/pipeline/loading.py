@@ -76,6 +76,7 @@ class Pipeline:
     default_timeout: int | None = None  # microseconds, for assets without their own
     macros: str = ""  # every macros/*.sql, in name order
     schema_prefix: str | None = None  # set by with_schema_prefix: asset names already carry it
+    start_date: str | None = None  # where a --full-refresh run's window starts, for assets without their own
 
     def with_schema_prefix(self, prefix: str | None) -> Pipeline:
         """The pipeline as a schema-prefixed environment runs it: every asset (and every reference to one in
@@ -261,7 +262,10 @@ def load_pipeline(directory: Path) -> Pipeline:
         if key not in DEFAULT_FIELDS:
             problems.add(path, line_of(default, key), f"unknown field 'default.{key}'")
     modifiers = default.get("interval_modifiers")
-    check_start_date(data, path, problems, f"pipeline {str(data.get('name') or directory.name)!r}")
+    start_date = None
+    if check_start_date(data, path, problems, f"pipeline {str(data.get('name') or directory.name)!r}"):
+        start = data["start_date"]
+        start_date = start.isoformat() if hasattr(start, "isoformat") else str(start)
     raw_name = str(data.get("name") or directory.name)
     pipeline = Pipeline(
         name=raw_name,
@@ -275,6 +279,7 @@ def load_pipeline(directory: Path) -> Pipeline:
         name_template=raw_name if "{" in raw_name else None,
         default_timeout=parse_timeout(default, path, problems),
         macros=_macros(directory, problems),
+        start_date=start_date,
     )
     if pipeline.name_template is not None:
         defaults = {name: schema.get("default") for name, schema in variables.items() if isinstance(schema, dict)}
@@ -349,6 +354,13 @@ def _macros(directory: Path, problems: Problems) -> str:
 def _read_assets(pipeline: Pipeline, problems: Problems) -> None:
     root = pipeline.directory / "assets"
     candidates = sorted(p for p in root.rglob("*") if p.is_file() and is_asset_file(p)) if root.is_dir() else []
+    for path in sorted(root.rglob("*.[rR]")) if root.is_dir() else []:
+        try:
+            declares = "@bruin" in path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            declares = False
+        if declares:
+            problems.add(path, 1, "R assets are not supported: the embedded runner runs DuckDB SQL, seeds and Python")
     first_seen: dict[str, Asset] = {}
     for path in candidates:
         asset = read_asset(path, pipeline.directory, problems)

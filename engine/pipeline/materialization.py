@@ -47,7 +47,7 @@ def materialize(
     target = quote_name(asset.name)
     query = strip_statement(query)
     # full_refresh_restricted: the table is never dropped; the strategy runs as on any other run.
-    full_refresh = full_refresh and not asset.full_refresh_restricted
+    full_refresh = (full_refresh or asset.always_full_refresh) and not asset.full_refresh_restricted
 
     if m.type is not None:
         ensure_schema(db, asset.name)
@@ -76,6 +76,10 @@ def materialize(
             if full_refresh:
                 db.execute(f"DROP TABLE IF EXISTS {target}")
             db.execute(f"CREATE TABLE IF NOT EXISTS {target} ({_column_definitions(asset)})")
+            for column in asset.columns:
+                if column.description:
+                    text = column.description.replace("'", "''")
+                    db.execute(f"COMMENT ON COLUMN {target}.{quote_identifier(column.name)} IS '{text}'")
             return 0
         if strategy == "create+replace" or (full_refresh and strategy in INCREMENTAL):
             if full_refresh:
@@ -116,6 +120,8 @@ def _merge_statement(asset: Asset, target: str, query: str) -> str:
         if updates
         else "DO NOTHING"
     )
+    if asset.materialization.incremental_predicate:
+        keys = f"{keys} AND ({asset.materialization.incremental_predicate})"
     return (
         f"MERGE INTO {target} AS target USING ({query}) AS source ON ({keys}) "
         f"WHEN MATCHED THEN {matched} WHEN NOT MATCHED THEN INSERT BY NAME"

@@ -127,6 +127,7 @@ def execute_run(prepared: PreparedRun, emit) -> RunResult:
             secret_of=lambda key: _secret(prepared, key),
             macros=pipeline.macros,
             schema_prefix=pipeline.schema_prefix,
+            start_date=pipeline.start_date,
         )
         order: list[AssetResult] = []
 

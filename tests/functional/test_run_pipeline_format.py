@@ -269,3 +269,53 @@ def test_a_start_date_that_is_not_a_date_is_a_validation_error(tmp_path):
     assert result.returncode == 2
     assert "start_date '2024-13-01' of asset 's.t' is not a date: use YYYY-MM-DD" in result.stderr
     assert "start_date 'yesterday' of pipeline 'p' is not a date" in result.stderr
+
+
+def test_merge_incremental_predicate_limits_the_rows_a_merge_can_match(tmp_path):
+    """incremental_predicate joins the merge's match: a target row outside it is not updated, its key is
+    inserted again (as Bruin documents)."""
+    repo = Repo(tmp_path / "repo", pipeline=pipeline_yml(variables={"v": {"type": "integer", "default": 1}}))
+    repo.sql(
+        "s.t",
+        "SELECT * FROM (VALUES (1, {{ var.v }}), (2, {{ var.v }})) v(id, val)",
+        materialization={"type": "table", "strategy": "merge", "incremental_predicate": "target.id > 1"},
+        columns=[{"name": "id", "primary_key": True}, {"name": "val", "update_on_merge": True}],
+    )
+    repo.run_ok(*DAY)
+    repo.run_ok(*DAY, "--var", "v=2")
+    assert repo.query("SELECT * FROM s.t ORDER BY ALL") == [(1, 1), (1, 2), (2, 2)]
+
+
+def test_full_refresh_fields_start_date_parameters_and_restriction(tmp_path):
+    """--full-refresh starts the window at start_date; parameters.full_refresh rebuilds on every run;
+    full_refresh_restricted keeps an asset's table through --full-refresh."""
+    repo = Repo(tmp_path / "repo", pipeline=pipeline_yml(start_date="2023-06-01"))
+    append = {"type": "table", "strategy": "append"}
+    repo.sql("s.window", "SELECT '{{ start_date }}' AS first, '{{ end_date }}' AS last", materialization=append)
+    repo.sql("s.own", "SELECT '{{ start_date }}' AS first", materialization=append, start_date="2023-12-25")
+    repo.sql("s.always", "SELECT 1 AS x", materialization=append, parameters={"full_refresh": True})
+    repo.sql("s.kept", "SELECT 1 AS x", materialization=append, full_refresh_restricted=True)
+    repo.run_ok(*DAY)
+    repo.run_ok(*DAY, "--full-refresh")
+    assert repo.query("SELECT * FROM s.window") == [("2023-06-01", "2024-01-01")]
+    assert repo.query("SELECT * FROM s.own") == [("2023-12-25",)]
+    assert repo.query("SELECT count(*) FROM s.always") == [(1,)]
+    assert repo.query("SELECT count(*) FROM s.kept") == [(2,)]
+    repo.run_ok(*DAY)
+    assert repo.query("SELECT count(*) FROM s.always") == [(1,)]
+
+
+def test_ddl_comments_its_columns_and_r_assets_are_reported(tmp_path):
+    """ddl writes column descriptions as comments; an R asset is a validation error, not silently skipped."""
+    repo = Repo(tmp_path / "repo")
+    repo.sql(
+        "s.products",
+        "",
+        materialization={"type": "table", "strategy": "ddl"},
+        columns=[{"name": "id", "type": "INTEGER", "description": "the product's id"}],
+    )
+    repo.run_ok(*DAY)
+    assert repo.query("SELECT comment FROM duckdb_columns() WHERE table_name = 'products'") == [("the product's id",)]
+    repo.write("p/assets/model.r", "# @bruin\n# name: s.model\n# @bruin\nprint(1)\n")
+    result = repo.run(*DAY)
+    assert result.returncode == 2 and "model.r:1: R assets are not supported" in result.stderr

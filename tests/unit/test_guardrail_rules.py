@@ -81,3 +81,13 @@ def test_levels_come_from_the_environment_or_its_name():
         settings_of_environment("dev", {"dependency_gates": "maybe"}, path)
     with pytest.raises(BadInput, match="verify_low must be below 1"):
         settings_of_environment("dev", {"guardrail_limits": {"verify_low": 1.5}}, path)
+
+
+def test_an_asset_refreshed_on_every_run_is_judged_as_rebuilding_its_table():
+    """parameters.full_refresh: true drops the table each run, so a sliced backfill would keep only one slice."""
+    facts = facts_of("append", key="day")
+    facts.asset.always_full_refresh = True
+    finding = _strategy_finding(facts, partitions=5)
+    assert finding[0] == "never" and "parameters.full_refresh" in finding[1]
+    facts.asset.full_refresh_restricted = True
+    assert _strategy_finding(facts, partitions=5)[0] == "approval"  # back to append over rows in range
