@@ -99,9 +99,10 @@ def test_a_backfill_saves_its_variant_and_every_child_runs_it(tmp_path):
             "time_granularity": "date",
         },
     )
-    result = run_backfill(
-        "p", "--start-date", "2024-01-01", "--end-date", "2024-01-03", "--variant", "beta", *REASON, cwd=repo.root
-    )
+    dates = ("--start-date", "2024-01-01", "--end-date", "2024-01-03")
+    dry = run_backfill("p", *dates, "--variant", "beta", "--dry-run", cwd=repo.root)
+    assert dry.returncode == 0 and "variant" in dry.stdout and "beta" in dry.stdout
+    result = run_backfill("p", *dates, "--variant", "beta", *REASON, cwd=repo.root)
     assert result.returncode == 0, result.stdout + result.stderr
     assert repo.query("SELECT day::VARCHAR, client FROM s.t ORDER BY 1") == [
         ("2024-01-01", "beta"),

@@ -171,6 +171,7 @@ def header_lines(planned: Planned, extra: list[tuple[str, str]] | None = None) -
         ("exclude tags", ", ".join(run_options.exclude_tags)),
         ("only", run_options.only or ""),
         ("variables", ", ".join(f"{k}={v!r}" for k, v in run_options.variables.items())),
+        ("variant", run_options.variant or ""),
     ):
         if value:
             lines.append((label, value))
