@@ -3,6 +3,7 @@ leftovers, a bug of ours in the loop, pauses and an operator's end."""
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from datetime import datetime
@@ -140,3 +141,79 @@ def test_an_operators_end_launches_nothing_more_and_ends_with_the_marked_status(
     outcome = with_poll(prepared.executor(grace=5), poll).run()
     assert (outcome.status, outcome.intervention) == ("succeeded", "marked succeeded by tester")
     assert [r["index"] for r in records(prepared.store.directory)] == [0]
+
+
+def test_a_stop_sends_the_signal_it_was_asked_for(work):
+    """request_stop with SIGTERM (the executor was terminated): children get SIGTERM, not SIGINT."""
+    signals = work / "signals"
+    prepared = prepare(work, child_command("--sleep", "30", "--record-signals", str(signals)), 1)
+    executor = prepared.executor(grace=5)
+    thread = threading.Thread(target=executor.run)
+    thread.start()
+    wait_until(lambda: len(executor.snapshot().running) == 1)
+    executor.request_stop("terminated", signal.SIGTERM)
+    thread.join(30)
+    assert signals.read_text().split() == ["SIGTERM"]
+    [record] = records(prepared.store.directory)
+    assert (record["status"], record["attempts"][-1]["error"]) == ("cancelled", "cancelled: terminated")
+
+
+def test_the_state_is_stopping_while_stubborn_children_finish(work):
+    """Between the stop and the SIGKILL of a child that ignores it, the executor reports "stopping"."""
+    prepared = prepare(work, child_command("--sleep", "30", "--ignore-signals"), 1)
+    executor = prepared.executor(grace=1.0)
+    thread = threading.Thread(target=executor.run)
+    thread.start()
+    wait_until(lambda: len(executor.snapshot().running) == 1)
+    executor.request_stop("operator said so")
+    wait_until(lambda: executor.snapshot().state != "running")
+    assert executor.snapshot().state == "stopping"
+    thread.join(30)
+    assert executor.snapshot().state == "finished"
+
+
+def test_a_setup_failure_launches_nothing_and_the_outcome_is_failed(work):
+    """A snapshot that cannot be taken before the first launch: run() raises it, no child started, and the
+    executor's outcome is failed (not succeeded: the partitions were never run)."""
+    from engine.base.errors import Refused
+
+    prepared = prepare(work, child_command(), 3)
+    executor = prepared.executor(grace=5)
+
+    def refuse() -> None:
+        raise Refused("no snapshot")
+
+    executor.hooks.before_first_launch = refuse
+    with pytest.raises(Refused, match="no snapshot"):
+        executor.run()
+    assert executor.snapshot().outcome == "failed"
+    assert records(prepared.store.directory) == []
+
+
+class _NoExitFd:
+    """A launcher whose children offer no exit descriptor (as on kernels without pidfds): the executor polls."""
+
+    name = "exec"
+
+    def __init__(self) -> None:
+        from engine.execute.launcher import ForkExecLauncher
+
+        self.inner = ForkExecLauncher()
+
+    def launch(self, spec):
+        child = self.inner.launch(spec)
+        child.close()  # the pidfd is not used
+        child.exit_fd = lambda: None
+        return child
+
+    def shutdown(self) -> None:
+        return None
+
+
+def test_children_without_an_exit_descriptor_are_polled_to_the_end(work, monkeypatch):
+    """Without pidfds the loop sleeps briefly between polls: every partition still runs and succeeds."""
+    monkeypatch.setenv("CHILD_SLEEP", "0.1")
+    prepared = prepare(work, child_command(), 3, max_parallel=2)
+    outcome = prepared.executor(grace=5, launcher=_NoExitFd()).run()
+    assert outcome.status == "succeeded"
+    assert [r["status"] for r in records(prepared.store.directory)] == ["succeeded"] * 3
