@@ -113,7 +113,7 @@ def test_processes_left_behind_by_a_finished_child_are_stopped(work):
 def test_a_pause_lets_running_children_finish_and_starts_none(work, monkeypatch):
     """pause_for while the first two of five run: those two succeed, nothing else starts, the outcome is
     paused; the rest stay queued."""
-    monkeypatch.setenv("CHILD_SLEEP", "0.3")
+    monkeypatch.setenv("CHILD_SLEEP", "1.5")  # still running on the loop's next turn, however loaded the machine
     prepared = prepare(work, child_command(), 5, max_parallel=2)
 
     def poll(executor: Executor) -> None:
@@ -131,7 +131,7 @@ def test_a_pause_lets_running_children_finish_and_starts_none(work, monkeypatch)
 def test_an_operators_end_launches_nothing_more_and_ends_with_the_marked_status(work, monkeypatch):
     """end_for (a mark of the whole backfill) after the first launch: the running child finishes, nothing else
     starts, and the outcome is the marked status even though partitions remain."""
-    monkeypatch.setenv("CHILD_SLEEP", "0.2")
+    monkeypatch.setenv("CHILD_SLEEP", "1.5")  # still running on the loop's next turn, however loaded the machine
     prepared = prepare(work, child_command(), 3, max_parallel=1)
 
     def poll(executor: Executor) -> None:
@@ -217,3 +217,86 @@ def test_children_without_an_exit_descriptor_are_polled_to_the_end(work, monkeyp
     outcome = prepared.executor(grace=5, launcher=_NoExitFd()).run()
     assert outcome.status == "succeeded"
     assert [r["status"] for r in records(prepared.store.directory)] == ["succeeded"] * 3
+
+
+class _Verdict:
+    """A verification as the guardrails return it: fails the partition when ``failing``."""
+
+    def __init__(self, failing: bool) -> None:
+        self.fails_partition = failing
+        self.detail = "2 rows, history says 100" if failing else "ok"
+
+    def to_json(self) -> dict:
+        return {"status": "failed" if self.fails_partition else "verified", "detail": self.detail}
+
+
+def test_a_failed_verification_fails_the_partition_and_stops_without_retrying(work):
+    """verify sees each succeeded partition with its interval; a failing verdict fails the partition with the
+    detail, is kept in the attempt, is not retried (the same data would fail again) and launches nothing more."""
+    prepared = prepare(work, child_command(), 3, max_parallel=1, retries=2, on_failure="continue")
+    seen: list[tuple[int, int, int]] = []
+    executor = prepared.executor(grace=5)
+
+    def verify(index, interval, attempt):
+        seen.append((index, interval.start, interval.end))
+        return _Verdict(failing=index == 1)
+
+    executor.hooks.verify = verify
+    outcome = executor.run()
+    plan = prepared.spec.plan
+    assert seen == [(i, plan.interval(i).start, plan.interval(i).end) for i in (0, 1)]
+    first, second = records(prepared.store.directory)
+    assert first["status"] == "succeeded" and first["attempts"][-1]["verification"]["status"] == "verified"
+    assert len(second["attempts"]) == 1
+    attempt = second["attempts"][-1]
+    assert (second["status"], attempt["status"], attempt["error"]) == (
+        "failed",
+        "failed",
+        "verification: 2 rows, history says 100",
+    )
+    assert attempt["verification"] == {"status": "failed", "detail": "2 rows, history says 100"}
+    assert outcome.status == "failed" and outcome.counts["queued"] == 1
+
+
+def test_an_attempt_records_how_long_its_child_ran_and_a_timeout_not_reached_changes_nothing(work, monkeypatch):
+    """A 0.3 s child under a 30 s timeout succeeds, and its attempt's duration covers its run."""
+    monkeypatch.setenv("CHILD_SLEEP", "0.3")
+    prepared = prepare(work, child_command(), 1, timeout=30_000_000)
+    assert prepared.executor(grace=5).run().status == "succeeded"
+    [record] = records(prepared.store.directory)
+    assert record["status"] == "succeeded" and record["attempts"][-1]["duration"] >= 0.3
+
+
+def test_a_failed_pipeline_partition_names_the_failing_asset_from_its_run_record(tmp_path):
+    """A pipeline child that fails: the attempt's error is read from its own run record (by run ID), naming the
+    asset and the database's error, not the child's last output line."""
+    from engine.execute.launcher import ForkExecLauncher
+    from engine.pipeline.options import RunOptions
+    from engine.spec.backfill_spec import ExecutionOptions
+    from engine.spec.planning import plan_request
+    from tests.builder import Repo
+
+    repo = Repo(tmp_path / "repo")
+    repo.sql("s.t", "SELECT * FROM nowhere", materialization={"type": "table"})
+    from engine.execute.backfill import create_backfill
+
+    planned = plan_request(
+        target="p",
+        command=None,
+        name=None,
+        start="2024-01-01",
+        end="2024-01-01",
+        timezone="UTC",
+        partition="daily",
+        environment=None,
+        config_file=None,
+        run_options=RunOptions(),
+        options=ExecutionOptions(),
+        force=False,
+        cwd=repo.root,
+    )
+    prepared = create_backfill(planned, state_dir=str(tmp_path / "states"), cwd=repo.root)
+    outcome = prepared.executor(grace=5, launcher=ForkExecLauncher()).run()
+    assert outcome.status == "failed"
+    [record] = records(prepared.store.directory)
+    assert record["attempts"][-1]["error"].startswith("s.t failed: Catalog Error: Table with name nowhere")
