@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.base.errors import BadInput
+from engine.pipeline.columns import Column, CustomCheck, parse_columns, parse_custom_checks
+from engine.pipeline.problems import Problems
 from engine.pipeline.yamlfile import Located, line_of, parse_yaml
 
 SQL_TYPES = ("duckdb.sql",)
@@ -32,19 +34,6 @@ STRATEGIES = (
     "datavault_link",
     "datavault_satellite",
 )
-COLUMN_CHECKS = (
-    "not_null",
-    "unique",
-    "positive",
-    "non_negative",
-    "negative",
-    "accepted_values",
-    "min",
-    "max",
-    "relationships",
-)
-CHECKS_WITH_VALUE = ("accepted_values", "min", "max")
-
 # Fields Bruin defines for an asset. Those we do not act on are accepted and ignored (see docs/pipelines.md).
 ASSET_FIELDS = {
     "name",
@@ -83,75 +72,8 @@ MATERIALIZATION_FIELDS = {
     "cluster_by",
     "incremental_predicate",
 }
-COLUMN_FIELDS = {
-    "name",
-    "type",
-    "description",
-    "primary_key",
-    "update_on_merge",
-    "nullable",
-    "checks",
-    "tags",
-    "owner",
-    "domains",
-    "meta",
-    "merge_sql",
-    "extends",
-    "foreign_key",
-}
-CHECK_FIELDS = {"name", "value", "blocking", "description", "notifications"}
-CUSTOM_CHECK_FIELDS = {"name", "query", "value", "blocking", "description", "count", "notifications"}
-
 _SQL_HEADER = re.compile(r"\A((?:\s*--[^\n]*\n)*\s*)/\*\s*@bruin(.*?)@bruin\s*\*/", re.S)
 _PY_HEADER = re.compile(r"\A(\s*(?:#[^\n]*\n\s*)*)(?:\"\"\"|''')\s*@bruin(.*?)@bruin\s*(?:\"\"\"|''')", re.S)
-
-
-@dataclass
-class Problems:
-    """Collected validation problems, each ``path:line: message``."""
-
-    items: list[str] = field(default_factory=list)
-
-    def add(self, path: Path | str, line: int, message: str) -> None:
-        self.items.append(f"{path}:{line}: {message}" if line else f"{path}: {message}")
-
-    def raise_if_any(self, what: str) -> None:
-        if self.items:
-            count = len(self.items)
-            plural = "problem" if count == 1 else "problems"
-            listing = "\n".join(f"  {item}" for item in self.items)
-            raise BadInput(f"{count} {plural} in {what} (nothing was run):\n{listing}")
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    value: Any
-    blocking: bool
-    line: int
-
-
-@dataclass(frozen=True)
-class CustomCheck:
-    name: str
-    query: str
-    value: Any
-    blocking: bool
-    line: int
-    count: int | None = None  # when given: the query's row count must equal it (instead of value)
-
-
-@dataclass(frozen=True)
-class Column:
-    name: str
-    type: str | None
-    primary_key: bool
-    update_on_merge: bool
-    nullable: bool | None
-    checks: tuple[Check, ...]
-    description: str | None = None
-    meta: dict[str, Any] | None = None
-    foreign_key: tuple[str, str] | None = None  # (table, column) the relationships check looks up
 
 
 @dataclass(frozen=True)
@@ -290,8 +212,8 @@ def _build_asset(
     asset.tags = tuple(_string_list(data, "tags", path, problems))
     asset.depends = _depends(data, path, problems)
     asset.materialization = _materialization(data, path, problems)
-    asset.columns = _columns(data, path, problems)
-    asset.custom_checks = _custom_checks(data, path, problems)
+    asset.columns = parse_columns(data, path, problems)
+    asset.custom_checks = parse_custom_checks(data, path, problems)
     asset.interval_modifiers = _interval_modifiers(data, path, problems)
     asset.hooks = parse_hooks(data, path, problems)
     asset.enabled = _enabled(data, path, problems)
@@ -515,109 +437,6 @@ def _check_strategy_needs(asset: Asset, data: dict[str, Any], problems: Problems
                 )
     if asset.kind == "sql" and m.strategy != "ddl" and not asset.body.strip():
         problems.add(asset.path, asset.body_line, "the asset has no SQL after its @bruin header")
-
-
-def _columns(data: dict[str, Any], path: Path, problems: Problems) -> tuple[Column, ...]:
-    raw = data.get("columns") or []
-    if not isinstance(raw, list):
-        problems.add(path, line_of(data, "columns"), "columns must be a list")
-        return ()
-    columns = []
-    for entry in raw:
-        line = line_of(entry) or line_of(data, "columns")
-        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-            problems.add(path, line, "every column needs a name")
-            continue
-        for key in entry:
-            if key not in COLUMN_FIELDS:
-                problems.add(path, line_of(entry, key), f"unknown field {key!r} in column {entry['name']!r}")
-        checks = []
-        for check in entry.get("checks") or []:
-            check_line = line_of(check) or line_of(entry, "checks")
-            if not isinstance(check, dict) or not isinstance(check.get("name"), str):
-                problems.add(path, check_line, f"every check of column {entry['name']!r} needs a name")
-                continue
-            for key in check:
-                if key not in CHECK_FIELDS:
-                    problems.add(path, line_of(check, key), f"unknown field {key!r} in check {check['name']!r}")
-            if check["name"] not in COLUMN_CHECKS:
-                problems.add(
-                    path, check_line, f"unknown check {check['name']!r} (supported: {', '.join(COLUMN_CHECKS)})"
-                )
-                continue
-            value = check.get("value")
-            if check["name"] in CHECKS_WITH_VALUE and value is None:
-                problems.add(path, check_line, f"check {check['name']} needs a value")
-                continue
-            if check["name"] == "accepted_values" and not isinstance(value, list):
-                problems.add(path, check_line, "check accepted_values needs a list value")
-                continue
-            if check["name"] in ("min", "max") and (isinstance(value, bool) or not isinstance(value, int | float)):
-                problems.add(path, check_line, f"check {check['name']} needs a number value")
-                continue
-            if check["name"] == "relationships" and not isinstance(entry.get("foreign_key"), dict):
-                problems.add(path, check_line, f"check relationships of column {entry['name']!r} needs foreign_key")
-                continue
-            checks.append(Check(check["name"], value, bool(check.get("blocking", True)), check_line))
-        columns.append(
-            Column(
-                name=entry["name"],
-                type=entry.get("type"),
-                primary_key=bool(entry.get("primary_key", False)),
-                update_on_merge=bool(entry.get("update_on_merge", False)),
-                nullable=entry.get("nullable"),
-                checks=tuple(checks),
-                description=entry.get("description"),
-                meta=entry.get("meta") if isinstance(entry.get("meta"), dict) else None,
-                foreign_key=_foreign_key(entry, path, problems),
-            )
-        )
-    return tuple(columns)
-
-
-def _foreign_key(entry: dict[str, Any], path: Path, problems: Problems) -> tuple[str, str] | None:
-    raw = entry.get("foreign_key")
-    if raw is None:
-        return None
-    table, column = (raw.get("table"), raw.get("column")) if isinstance(raw, dict) else (None, None)
-    if not isinstance(table, str) or not table or not isinstance(column, str) or not column:
-        problems.add(path, line_of(entry, "foreign_key"), "foreign_key needs table (an asset name) and column")
-        return None
-    return table, column
-
-
-def _custom_checks(data: dict[str, Any], path: Path, problems: Problems) -> tuple[CustomCheck, ...]:
-    raw = data.get("custom_checks") or []
-    if not isinstance(raw, list):
-        problems.add(path, line_of(data, "custom_checks"), "custom_checks must be a list")
-        return ()
-    checks = []
-    for entry in raw:
-        line = line_of(entry) or line_of(data, "custom_checks")
-        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-            problems.add(path, line, "every custom check needs a name")
-            continue
-        if not isinstance(entry.get("query"), str) or not entry["query"].strip():
-            problems.add(path, line, f"custom check {entry['name']!r} needs a query")
-            continue
-        for key in entry:
-            if key not in CUSTOM_CHECK_FIELDS:
-                problems.add(path, line_of(entry, key), f"unknown field {key!r} in custom check {entry['name']!r}")
-        count = entry.get("count")
-        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
-            problems.add(
-                path, line_of(entry, "count"), f"count of custom check {entry['name']!r} must be a whole number"
-            )
-            continue
-        if count is not None and "value" in entry:
-            problems.add(path, line, f"custom check {entry['name']!r} takes value or count, not both")
-            continue
-        checks.append(
-            CustomCheck(
-                entry["name"], entry["query"], entry.get("value", 0), bool(entry.get("blocking", True)), line, count
-            )
-        )
-    return tuple(checks)
 
 
 def _interval_modifiers(data: dict[str, Any], path: Path, problems: Problems) -> dict[str, str] | None:

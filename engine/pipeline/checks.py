@@ -6,7 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from engine.pipeline.assets import Asset, Check, CustomCheck
+from engine.pipeline.assets import Asset
+from engine.pipeline.columns import Check, CustomCheck
 from engine.pipeline.database import Database, quote_identifier, quote_name, strip_statement
 from engine.pipeline.templating import render
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine.pipeline.assets import Asset, Column
+from engine.pipeline.assets import Asset
+from engine.pipeline.columns import Column
 from engine.pipeline.database import Database, quote_identifier, quote_name
 
 DATAVAULT_STRATEGIES = ("datavault_hub", "datavault_link", "datavault_satellite")

@@ -11,7 +11,6 @@ from typing import Any
 from engine.base.errors import BadInput
 from engine.pipeline.assets import (
     Asset,
-    Problems,
     check_start_date,
     is_asset_file,
     parse_hooks,
@@ -20,6 +19,7 @@ from engine.pipeline.assets import (
     read_asset,
 )
 from engine.pipeline.datavault import datavault_roles
+from engine.pipeline.problems import Problems
 from engine.pipeline.repository import pipeline_file
 from engine.pipeline.templating import syntax_problem
 from engine.pipeline.yamlfile import Located, line_of, parse_yaml

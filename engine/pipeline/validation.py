@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine.base.errors import BadInput, NothingToRun
-from engine.pipeline.assets import Problems
 from engine.pipeline.config import Config, Environment
 from engine.pipeline.loading import PIPELINES, Pipeline
+from engine.pipeline.problems import Problems
 from engine.pipeline.repository import Target
 from engine.pipeline.selection import select_assets
 

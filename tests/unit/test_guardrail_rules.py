@@ -11,7 +11,8 @@ from engine.base.errors import BadInput
 from engine.guardrails.checks import _strategy_finding
 from engine.guardrails.facts import AssetFacts
 from engine.guardrails.settings import settings_of_environment
-from engine.pipeline.assets import Asset, Column, Materialization
+from engine.pipeline.assets import Asset, Materialization
+from engine.pipeline.columns import Column
 
 
 def facts_of(strategy: str, *, key: str | None = None, primary: bool = False, uses_interval: bool = True, rows=None):
