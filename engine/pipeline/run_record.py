@@ -56,6 +56,7 @@ def record_json(result: RunResult) -> dict[str, Any]:
             "downstream": request.options.downstream,
             "only": request.options.only,
             "variables": prepared.variables,
+            "variant": request.options.variant,
             "full_refresh": request.full_refresh,
             "apply_interval_modifiers": request.options.apply_interval_modifiers,
             "timeout": format_duration(request.timeout) if request.timeout else None,

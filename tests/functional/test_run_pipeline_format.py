@@ -47,6 +47,7 @@ def test_a_variant_sets_variables_and_the_templated_pipeline_name(tmp_path):
     code, record = repo.run_json(*DAY, "--variant", "alpha")
     assert code == 0
     assert record["pipeline"] == "alpha_pipe"
+    assert record["options"]["variant"] == "alpha" and record["options"]["variables"] == {"client": "alpha", "days": 7}
     assert repo.query("SELECT * FROM s.t") == [("alpha", 7)]
     repo.run_ok(*DAY, "--variant", "beta", "--var", "days=3")
     assert repo.query("SELECT * FROM s.t") == [("beta", 3)]
