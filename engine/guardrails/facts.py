@@ -24,7 +24,7 @@ from engine.guardrails.history import (
 from engine.guardrails.request import GuardRequest
 from engine.guardrails.settings import GuardrailSettings, settings_for_command, settings_of_environment
 from engine.guardrails.warehouse import Held, Warehouse, whole_range_window
-from engine.pipeline.assets import Asset
+from engine.pipeline.assets import Asset, enabled_by
 from engine.pipeline.config import Connection
 from engine.pipeline.loading import Pipeline
 from engine.pipeline.repository import logs_root, resolve_target
@@ -146,7 +146,7 @@ def _gather_pipeline(facts: Facts) -> None:
         connection_name = pipeline.connection_of(asset)
         facts.assets[name] = AssetFacts(
             asset,
-            name in checked.selected,
+            name in checked.selected and enabled_by(asset, checked.variables),  # a disabled asset does not run
             strategy_of(asset),
             uses_interval(asset, pipeline),
             layer,

@@ -268,6 +268,20 @@ def enabled_value(rendered: str) -> bool | None:
     return {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}.get(text)
 
 
+def enabled_by(asset: Asset, variables: dict[str, Any]) -> bool:
+    """Whether the asset runs with these variables, judged before any run (a template that needs more than the
+    variables counts as enabled: the run decides)."""
+    if isinstance(asset.enabled, bool):
+        return asset.enabled
+    from engine.pipeline.templating import TemplateProblem, render
+
+    try:
+        meaning = enabled_value(render(asset.enabled, {"var": variables}))
+    except TemplateProblem:
+        return True
+    return True if meaning is None else meaning
+
+
 def parse_timeout(data: dict[str, Any], path: Path, problems: Problems, key: str = "timeout") -> int | None:
     """A timeout in microseconds from a Go duration (``90s``, ``2h``) or whole seconds."""
     from engine.dates.durations import parse_duration

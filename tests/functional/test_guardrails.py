@@ -57,6 +57,15 @@ def test_a_safe_week_with_history_runs_automatically_with_its_reason(daily, home
     assert [r["attempts"][-1]["verification"]["status"] for r in records(backfill)] == ["verified"] * 5
 
 
+def test_a_disabled_asset_never_run_does_not_hold_the_backfill(daily, home):
+    """An asset with enabled: false has no history (it never runs): the pre-flight leaves it out instead of
+    holding the backfill for a human."""
+    daily.sql("mid.retired", "SELECT DATE '{{ start_date }}' AS day", materialization=TIME_INTERVAL, enabled=False)
+    result = run_backfill("p", *WEEK, "--reason", "fix for n", "--no-progress", cwd=daily.root, env=home)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "guard   auto (standard guardrails" in result.stdout
+
+
 def test_a_backfill_without_reason_is_bad_input(daily, home):
     """No --reason: one line on stderr naming the flag, exit 2, nothing saved; a dry run needs none."""
     result = run_backfill("p", *WEEK, "--no-progress", cwd=daily.root, env=home)
