@@ -27,7 +27,7 @@ from engine.pipeline.checks import CheckResult, run_checks
 from engine.pipeline.duckdb_pool import DuckDBPool
 from engine.pipeline.interval_modifiers import apply_modifiers
 from engine.pipeline.materialization import Database, RunStopped, load_seed, materialize, quote_name, window_predicate
-from engine.pipeline.schema_prefix import rewrite_references
+from engine.pipeline.schema_prefix import existing_tables, rewrite_references
 from engine.pipeline.templating import TemplateProblem, Window, render
 
 SUCCEEDED, FAILED, UPSTREAM_FAILED, SKIPPED = "succeeded", "failed", "upstream_failed", "skipped"
@@ -91,6 +91,7 @@ class AssetRun:
         self._stopped: str | None = None
         self._stopped_at = 0.0
         self._lock = threading.Lock()
+        self._tables: set[tuple[str, str]] | None = None  # schema-prefixed environments: the database's tables
 
     # ------------------------------------------------------------ control
 
@@ -126,6 +127,7 @@ class AssetRun:
                 result.window = window
             if self.settings.only != "checks":
                 self._main(context, window)
+                self._tables = None  # the checks read the tables again: this asset's own now exists
             if self._stopped is None and self.settings.only != "main" and self.asset.has_checks:
                 db = self._database()
                 try:
@@ -163,7 +165,11 @@ class AssetRun:
     def _rewrite(self, db: Database, sql: str) -> str:
         """In a schema-prefixed environment, read prefixed copies of the tables that have one."""
         prefix = self.settings.schema_prefix
-        return rewrite_references(sql, prefix, db) if prefix else sql
+        if not prefix:
+            return sql
+        if self._tables is None:  # read once for the main step (its upstream assets have all run), once for checks
+            self._tables = existing_tables(db)
+        return rewrite_references(sql, prefix, self._tables)
 
     def _context(self) -> tuple[dict[str, Any], Window]:
         s = self.settings

@@ -223,9 +223,7 @@ def _build_asset(
     if not isinstance(restricted, bool):
         problems.add(path, line_of(data, "full_refresh_restricted"), "full_refresh_restricted must be true or false")
     asset.full_refresh_restricted = restricted is True
-    if check_start_date(data, path, problems, f"asset {name!r}"):
-        start = data["start_date"]
-        asset.start_date = start.isoformat() if hasattr(start, "isoformat") else str(start)
+    asset.start_date = check_start_date(data, path, problems, f"asset {name!r}")
     parameters = data.get("parameters")
     if isinstance(parameters, dict) and "full_refresh" in parameters:
         flag = parameters["full_refresh"]
@@ -323,11 +321,11 @@ def parse_secrets(data: dict[str, Any], path: Path, problems: Problems) -> tuple
     return tuple(found)
 
 
-def check_start_date(data: dict[str, Any], path: Path, problems: Problems, owner: str) -> bool:
-    """Whether ``start_date`` is given and is a date (a problem is added when it is given and is not)."""
+def check_start_date(data: dict[str, Any], path: Path, problems: Problems, owner: str) -> str | None:
+    """``start_date`` as YYYY-MM-DD; None when absent, or when it is not a date (a problem is added then)."""
     value = data.get("start_date")
     if value is None:
-        return False
+        return None
     from datetime import date
 
     text = value.isoformat() if isinstance(value, date) else str(value)
@@ -338,7 +336,7 @@ def check_start_date(data: dict[str, Any], path: Path, problems: Problems, owner
         valid = False
     if not valid:
         problems.add(path, line_of(data, "start_date"), message)
-    return valid
+    return text if valid else None
 
 
 def _optional_str(data: dict[str, Any], key: str, path: Path, problems: Problems) -> str | None:

@@ -262,10 +262,7 @@ def load_pipeline(directory: Path) -> Pipeline:
         if key not in DEFAULT_FIELDS:
             problems.add(path, line_of(default, key), f"unknown field 'default.{key}'")
     modifiers = default.get("interval_modifiers")
-    start_date = None
-    if check_start_date(data, path, problems, f"pipeline {str(data.get('name') or directory.name)!r}"):
-        start = data["start_date"]
-        start_date = start.isoformat() if hasattr(start, "isoformat") else str(start)
+    start_date = check_start_date(data, path, problems, f"pipeline {str(data.get('name') or directory.name)!r}")
     raw_name = str(data.get("name") or directory.name)
     pipeline = Pipeline(
         name=raw_name,

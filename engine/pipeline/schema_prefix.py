@@ -61,12 +61,16 @@ def _code_spans(sql: str) -> Iterator[tuple[int, int]]:
     yield start, length
 
 
-def rewrite_references(sql: str, prefix: str, db: Database) -> str:
-    """``schema.table`` references (unquoted, two parts) that have a prefixed copy in the database read the copy."""
-    existing = {
+def existing_tables(db: Database) -> set[tuple[str, str]]:
+    """Every (schema, table) of the database, lowercase: what a prefixed reference may point to."""
+    return {
         (str(schema).lower(), str(table).lower())
         for schema, table in db.execute("SELECT table_schema, table_name FROM information_schema.tables").fetchall()
     }
+
+
+def rewrite_references(sql: str, prefix: str, existing: set[tuple[str, str]]) -> str:
+    """``schema.table`` references (unquoted, two parts) that have a prefixed copy in ``existing`` read the copy."""
     pieces: list[str] = []
     position = 0
     for begin, end in _code_spans(sql):

@@ -6,6 +6,7 @@ asset with the template's line instead of producing wrong SQL.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, tzinfo
@@ -115,10 +116,16 @@ def syntax_problem(text: str) -> tuple[int, str] | None:
     return None
 
 
+@functools.lru_cache(maxsize=8)
+def _macro_template(macros: str) -> jinja2.Template:
+    """The pipeline's macros compiled once (a warm runner renders them for every asset of every partition)."""
+    return _ENVIRONMENT.from_string(macros)
+
+
 def with_macros(macros: str, context: dict[str, Any]) -> dict[str, Any]:
     """``context`` plus every macro of the pipeline's ``macros/`` folder, callable from any template."""
     try:
-        module = _ENVIRONMENT.from_string(macros).make_module(context)
+        module = _macro_template(macros).make_module(context)
     except jinja2.TemplateSyntaxError as error:
         raise TemplateProblem(f"macros/: line {error.lineno}: template syntax: {error.message}") from None
     except jinja2.UndefinedError as error:

@@ -271,31 +271,11 @@ def test_a_failed_pipeline_partition_names_the_failing_asset_from_its_run_record
     """A pipeline child that fails: the attempt's error is read from its own run record (by run ID), naming the
     asset and the database's error, not the child's last output line."""
     from engine.execute.launcher import ForkExecLauncher
-    from engine.pipeline.options import RunOptions
-    from engine.spec.backfill_spec import ExecutionOptions
-    from engine.spec.planning import plan_request
     from tests.builder import Repo
 
     repo = Repo(tmp_path / "repo")
     repo.sql("s.t", "SELECT * FROM nowhere", materialization={"type": "table"})
-    from engine.execute.backfill import create_backfill
-
-    planned = plan_request(
-        target="p",
-        command=None,
-        name=None,
-        start="2024-01-01",
-        end="2024-01-01",
-        timezone="UTC",
-        partition="daily",
-        environment=None,
-        config_file=None,
-        run_options=RunOptions(),
-        options=ExecutionOptions(),
-        force=False,
-        cwd=repo.root,
-    )
-    prepared = create_backfill(planned, state_dir=str(tmp_path / "states"), cwd=repo.root)
+    prepared = prepare(repo.root, None, 1, target="p")
     outcome = prepared.executor(grace=5, launcher=ForkExecLauncher()).run()
     assert outcome.status == "failed"
     [record] = records(prepared.store.directory)

@@ -16,9 +16,10 @@ from engine.spec.planning import plan_request
 from tests.backfills import child_command, max_overlap, read_spans, records
 
 
-def prepare(work: Path, command: str, days: int, **options) -> Prepared:
+def prepare(work: Path, command: str | None, days: int, *, target: str | None = None, **options) -> Prepared:
+    """A backfill of ``command`` (or of the pipeline ``target``, relative to ``work``) over ``days`` days."""
     planned = plan_request(
-        target=None,
+        target=target,
         command=command,
         name=None,
         start="2024-01-01",
@@ -30,6 +31,7 @@ def prepare(work: Path, command: str, days: int, **options) -> Prepared:
         run_options=RunOptions(),
         options=ExecutionOptions(**options),
         force=False,
+        cwd=work,
     )
     return create_backfill(planned, state_dir=str(work / "states"), cwd=work)
 
