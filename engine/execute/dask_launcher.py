@@ -1,0 +1,221 @@
+"""``--launcher dask``: each attempt is one Dask task that runs the child on a worker (see ``dask_task``).
+
+The executor keeps deciding everything (what runs, how many at once, retries,
+records); Dask only places tasks on workers. Output comes back as events on the
+backfill's topic and is written to the attempt's log here, in order. Stopping
+signals the recorded process group on its worker (``client.run``), since a
+running task cannot be interrupted.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.base.errors import BadInput
+from engine.execute.launcher import ChildSpec
+
+START_WAIT = 60.0  # seconds a submitted attempt may take to report its child started
+BEAT_SECONDS = 1.0
+
+
+def _distributed() -> Any:
+    try:
+        import distributed
+    except ImportError:
+        raise BadInput(
+            "--launcher dask needs Dask distributed, which is not installed: pip install 'backfill[dask]'"
+        ) from None
+    return distributed
+
+
+@dataclass
+class _Stream:
+    """What the events of one attempt have told so far."""
+
+    log_path: str
+    started: threading.Event = field(default_factory=threading.Event)
+    info: dict[str, Any] = field(default_factory=dict)
+    pending: dict[int, bytes] = field(default_factory=dict)  # chunks that arrived before their predecessors
+    next_seq: int = 0
+    ended: threading.Event = field(default_factory=threading.Event)
+    start_error: str | None = None
+
+
+class DaskChild:
+    """One attempt's task, as the executor sees a child."""
+
+    def __init__(self, launcher: DaskLauncher, future: Any, stream: _Stream) -> None:
+        self._launcher = launcher
+        self._future = future
+        self._stream = stream
+        self.pid: int = stream.info["pid"]
+        self.pgid: int = stream.info["pgid"]
+        self.host: str = stream.info["host"]
+        self.worker: str = stream.info["worker"]
+        self.pid_started: float | None = stream.info.get("pid_started")
+        self.lost: str | None = None  # why the attempt's outcome is unknown (its worker died)
+        self._code: int | None = None
+
+    def poll(self) -> int | None:
+        if self._code is not None:
+            return self._code
+        if not self._future.done():
+            return None
+        if self._future.status == "finished":
+            code = int(self._future.result())
+            self._stream.ended.wait(5)  # the last output is written before the attempt is recorded
+            self._code = code
+        else:
+            error = self._future.exception()
+            self.lost = f"worker {self.worker} lost: {type(error).__name__}: {error}".strip()
+            self._code = -9
+        return self._code
+
+    def exit_fd(self) -> int | None:
+        return None
+
+    def signal_group(self, signum: int) -> None:
+        self._launcher.signal_remote(self.worker, self.pgid, signum)
+
+    def close(self) -> None:
+        self._launcher.forget(self._future.key)
+
+    def leftover_group(self) -> int | None:
+        return None  # the task clears its own group on its worker
+
+
+class DaskLauncher:
+    name = "dask"
+
+    def __init__(self, *, address: str | None, local_workers: int | None, backfill_id: str, grace: float) -> None:
+        distributed = _distributed()
+        self._cluster = None
+        if local_workers is not None:
+            self._cluster = distributed.LocalCluster(
+                n_workers=local_workers, threads_per_worker=1, processes=True, dashboard_address=None
+            )
+            address = self._cluster.scheduler_address
+        self.client = distributed.Client(address, set_as_default=False)
+        self.topic = f"backfill-{backfill_id}"
+        self.beat = f"backfill-beat-{backfill_id}"
+        self.grace = grace
+        self._streams: dict[str, _Stream] = {}
+        self._lock = threading.Lock()
+        self._beat_variable = distributed.Variable(self.beat, client=self.client)
+        self._beat_variable.set(time.time())
+        self._stop_beat = threading.Event()
+        self._beat_thread = threading.Thread(target=self._beat, name="dask heartbeat", daemon=True)
+        self._beat_thread.start()
+        self.client.subscribe_topic(self.topic, self._on_event)
+
+    # ------------------------------------------------------------ cluster
+
+    def describe(self) -> str:
+        workers = self.client.scheduler_info().get("workers", {})
+        threads = sum(int(w.get("nthreads", 0)) for w in workers.values())
+        return f"dask {self.client.scheduler.address}: {len(workers)} workers, {threads} threads"
+
+    def threads(self) -> int:
+        return sum(int(w.get("nthreads", 0)) for w in self.client.scheduler_info().get("workers", {}).values())
+
+    def check_target_visible(self, path: str) -> None:
+        """Before the first launch: every worker must see the pipeline at the same path (a shared filesystem)."""
+        from engine.execute.dask_task import can_see
+
+        seen = self.client.run(can_see, path)
+        blind = sorted(address for address, visible in seen.items() if not visible)
+        if blind:
+            raise BadInput(
+                f"worker {blind[0]} cannot see {path}: pipeline targets need the repository at the same path on "
+                "every worker (a shared filesystem)" + (f"; {len(blind) - 1} more" if len(blind) > 1 else "")
+            )
+
+    # ------------------------------------------------------------ attempts
+
+    def launch(self, spec: ChildSpec) -> DaskChild:
+        from engine.execute.dask_task import run_child
+
+        run_id = os.path.basename(spec.log_path)[: -len(".log")]
+        stream = _Stream(str(spec.log_path))
+        with self._lock:
+            self._streams[run_id] = stream
+        future = self.client.submit(
+            run_child,
+            spec.argv,
+            spec.cwd,
+            spec.env,
+            run_id,
+            self.topic,
+            self.beat,
+            self.grace,
+            self.grace,
+            key=run_id,
+            pure=False,
+            retries=0,
+        )
+        deadline = time.monotonic() + START_WAIT
+        while not stream.started.wait(0.05):
+            if future.done() and future.status != "finished":
+                raise OSError(f"the task failed before its child started: {future.exception()}")
+            if stream.start_error is not None:
+                future.cancel()
+                raise OSError(stream.start_error)
+            if time.monotonic() > deadline:
+                future.cancel()
+                raise OSError(f"no worker started the child within {START_WAIT:.0f}s")
+        return DaskChild(self, future, stream)
+
+    def signal_remote(self, worker: str, group: int, signum: int) -> None:
+        from engine.execute.dask_task import signal_group
+
+        try:
+            self.client.run(signal_group, group, signum, workers=[worker], on_error="ignore")
+        except Exception:  # a worker gone: its child is gone with it
+            return
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            self._streams.pop(key, None)
+
+    def _on_event(self, event: Any) -> None:
+        _, message = event if isinstance(event, tuple) else (None, event)
+        run_id = message.get("run_id")
+        with self._lock:
+            stream = self._streams.get(run_id)
+        if stream is None:
+            return
+        kind = message.get("kind")
+        if kind == "started":
+            stream.info = message
+            stream.started.set()
+        elif kind == "start_failed":
+            stream.start_error = message.get("error")
+        elif kind == "log":
+            stream.pending[int(message["seq"])] = message["data"]
+            self._flush(stream)
+        elif kind == "log_end":
+            self._flush(stream)
+            stream.ended.set()
+
+    def _flush(self, stream: _Stream) -> None:
+        with open(stream.log_path, "ab") as log:
+            while stream.next_seq in stream.pending:
+                log.write(stream.pending.pop(stream.next_seq))
+                stream.next_seq += 1
+
+    def _beat(self) -> None:
+        while not self._stop_beat.wait(BEAT_SECONDS):
+            try:
+                self._beat_variable.set(time.time())
+            except Exception:  # the scheduler is unreachable: its tasks see the silence and stop themselves
+                continue
+
+    def shutdown(self) -> None:
+        self._stop_beat.set()
+        self.client.close()
+        if self._cluster is not None:
+            self._cluster.close()
