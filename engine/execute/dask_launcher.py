@@ -10,6 +10,7 @@ running task cannot be interrupted.
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -20,6 +21,12 @@ from engine.execute.launcher import ChildSpec
 
 START_WAIT = 60.0  # seconds a submitted attempt may take to report its child started
 BEAT_SECONDS = 1.0
+
+
+def _allowed_failures() -> int:
+    import dask
+
+    return int(dask.config.get("distributed.scheduler.allowed-failures"))
 
 
 def _distributed() -> Any:
@@ -56,7 +63,12 @@ class DaskChild:
         self.pgid: int = stream.info["pgid"]
         self.host: str = stream.info["host"]
         self.worker: str = stream.info["worker"]
-        self.pid_started: float | None = stream.info.get("pid_started")
+        self.remote: dict[str, Any] = {
+            "worker": self.worker,
+            "host": self.host,
+            "pgid": self.pgid,
+            "pid_started": stream.info.get("pid_started"),
+        }
         self.lost: str | None = None  # why the attempt's outcome is unknown (its worker died)
         self._code: int | None = None
 
@@ -71,7 +83,8 @@ class DaskChild:
             self._code = code
         else:
             error = self._future.exception()
-            self.lost = f"worker {self.worker} lost: {type(error).__name__}: {error}".strip()
+            self.lost = f"worker {self.worker} lost ({type(error).__name__})"
+            self._launcher.stop_orphan(self.host, self.pgid)
             self._code = -9
         return self._code
 
@@ -95,11 +108,22 @@ class DaskLauncher:
         distributed = _distributed()
         self._cluster = None
         if local_workers is not None:
+            import dask
+
+            # We own retries and their records: the scheduler must never rerun an attempt on its own.
+            dask.config.set({"distributed.scheduler.allowed-failures": 0})
             self._cluster = distributed.LocalCluster(
                 n_workers=local_workers, threads_per_worker=1, processes=True, dashboard_address=None
             )
             address = self._cluster.scheduler_address
         self.client = distributed.Client(address, set_as_default=False)
+        retried = self.client.run_on_scheduler(_allowed_failures)
+        if retried != 0:
+            self.shutdown_client()
+            raise BadInput(
+                f"the Dask scheduler at {address} reruns a task whose worker died (allowed-failures {retried}): "
+                "backfill owns retries, so start it with distributed.scheduler.allowed-failures: 0"
+            )
         self.topic = f"backfill-{backfill_id}"
         self.beat = f"backfill-beat-{backfill_id}"
         self.grace = grace
@@ -177,6 +201,20 @@ class DaskLauncher:
         except Exception:  # a worker gone: its child is gone with it
             return
 
+    def stop_orphan(self, host: str, group: int) -> None:
+        """The worker of an attempt died: SIGKILL what may remain of its child through any worker on the same
+        host (a lost machine took the child with it)."""
+        from engine.execute.dask_task import signal_group
+
+        workers = self.client.scheduler_info().get("workers", {})
+        same_host = [address for address, info in workers.items() if info.get("host") == host]
+        same_host = same_host or [address for address in workers if address.split("//")[-1].startswith(host)]
+        if same_host:
+            try:
+                self.client.run(signal_group, group, signal.SIGKILL, workers=same_host[:1], on_error="ignore")
+            except Exception:
+                return
+
     def forget(self, key: str) -> None:
         with self._lock:
             self._streams.pop(key, None)
@@ -214,8 +252,11 @@ class DaskLauncher:
             except Exception:  # the scheduler is unreachable: its tasks see the silence and stop themselves
                 continue
 
-    def shutdown(self) -> None:
-        self._stop_beat.set()
+    def shutdown_client(self) -> None:
         self.client.close()
         if self._cluster is not None:
             self._cluster.close()
+
+    def shutdown(self) -> None:
+        self._stop_beat.set()
+        self.shutdown_client()

@@ -38,6 +38,7 @@ def run_child(
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_die_with_worker,
         )
     except OSError as error:
         worker.log_event(topic, {"run_id": run_id, "kind": "start_failed", "error": error.strerror or str(error)})
@@ -61,6 +62,15 @@ def run_child(
     reader.join()
     _clear_group(process.pid, grace)
     return code
+
+
+def _die_with_worker() -> None:
+    """In the child, before exec: SIGKILL it if the worker thread that started it dies (a worker killed or
+    lost), so a retry elsewhere never runs beside it (Linux; elsewhere the executor's signal must do)."""
+    import ctypes
+
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def _started(pid: int) -> float | None:

@@ -453,7 +453,9 @@ class Executor:
             self._finish(index, record, attempt, pending.attempts_left)
             return
         attempt.pid = child.pid
-        attempt.pid_started = process_started(child.pid)
+        remote = getattr(child, "remote", None)  # a child on another machine knows its own start time
+        attempt.pid_started = remote.pop("pid_started", None) if remote is not None else process_started(child.pid)
+        attempt.remote = remote
         self._write(self.store.record_path(partition_id), record.to_bytes(), durable=False)
         active = _Active(index, interval, record, attempt, child, time.monotonic(), time.time(), pending.attempts_left)
         fd = child.exit_fd()
@@ -502,7 +504,10 @@ class Executor:
             attempt = active.attempt
             attempt.exit_code = code
             attempt.finished_at = now_text()
-            if active.stop_reason is not None:
+            lost = getattr(active.child, "lost", None)
+            if lost is not None and active.stop_reason is None:
+                attempt.status, attempt.error = "lost", lost
+            elif active.stop_reason is not None:
                 attempt.status, attempt.error = active.stop_status, active.stop_reason
             elif code == 0:
                 attempt.status = "succeeded"
@@ -527,18 +532,19 @@ class Executor:
     ) -> None:
         """Record an ended attempt durably, then decide: done, retry, or apply the failure policy."""
         attempt.duration = round(time.time() - started_wall, 6) if started_wall is not None else 0.0
-        record.status = attempt.status
+        # A lost attempt (its worker died: outcome unknown) leaves its partition failed, as a reconcile does.
+        record.status = "failed" if attempt.status == "lost" else attempt.status
         self._write(self.store.record_path(record.id), record.to_bytes(), durable=True)
         verification_failed, self._verification_failed = self._verification_failed, False
         retry = (
-            attempt.status == "failed"
+            attempt.status in ("failed", "lost")
             and attempts_left > 1
             and self._stop_reason is None
             and not self._halted
             and not verification_failed  # the same data would fail the same way: stop and report instead
         )
         with self._lock:
-            self.board.set(index, Status.parse(attempt.status))
+            self.board.set(index, Status.parse(record.status))
             self.board.set_attempts(index, len(record.attempts))
             self.board.set_duration(index, attempt.duration)
             self.board.set_verification(index, attempt.verification)
@@ -552,7 +558,7 @@ class Executor:
         if retry:
             self._retries.appendleft(_Pending(index, attempts_left - 1, record))
             return
-        if attempt.status == "failed":
+        if record.status == "failed":
             self._failed.append(index)
             policy = self.options.on_failure
             if verification_failed:

@@ -45,9 +45,12 @@ class Attempt:
     rows: int | None = None  # a mark's rows loaded by hand (--rows)
     asset: str | None = None  # a mark of one asset of a pipeline partition (--asset)
     by: str | None = None  # who marked (user@host)
+    remote: dict[str, Any] | None = None  # a Dask attempt: {worker, host, pgid} where its child ran
 
     def to_json(self) -> dict[str, Any]:
         extra = {"kind": self.kind, "rows": self.rows, "asset": self.asset, "by": self.by} if self.kind != "run" else {}
+        if self.remote is not None:
+            extra = extra | self.remote
         return extra | {
             "run_id": self.run_id,
             "status": self.status,
@@ -84,6 +87,7 @@ class Attempt:
             rows=data.get("rows"),
             asset=data.get("asset"),
             by=data.get("by"),
+            remote={k: data[k] for k in ("worker", "host", "pgid") if k in data} or None,
         )
 
 
