@@ -65,15 +65,40 @@ class Prepared:
 
     @property
     def launcher_name(self) -> str:
-        """``warm`` for pipeline partitions unless ``--launcher exec``; a command is always exec'd."""
+        """``warm`` for pipeline partitions unless ``--launcher exec``; a command is always exec'd; ``dask`` on a
+        cluster, for any target."""
+        if self.options.launcher.startswith("dask"):
+            return "dask"
         return "warm" if self.options.launcher == "warm" and not self.spec.target.is_command else "exec"
 
     def launcher(self) -> Launcher:
+        if self.launcher_name == "dask":
+            return self._dask_launcher()
         return WarmLauncher(runner_partitions()) if self.launcher_name == "warm" else ForkExecLauncher()
+
+    def _dask_launcher(self) -> Launcher:
+        from engine.execute.dask_launcher import DaskLauncher, scheduler_address
+        from engine.spec.backfill_spec import local_dask_workers
+
+        local = local_dask_workers(self.options.launcher)
+        address = None if local is not None else scheduler_address(self.options.dask_scheduler)
+        launcher = DaskLauncher(address=address, local_workers=local, backfill_id=self.store.id, grace=stop_grace())
+        try:
+            if not self.spec.target.is_command and self.spec.target.path:
+                launcher.check_target_visible(self.spec.target.path)
+        except BaseException:
+            launcher.shutdown()
+            raise
+        return launcher
 
     def executor(
         self, *, launcher: Launcher | None = None, hooks: ExecutorHooks | None = None, grace: float | None = None
     ) -> Executor:
+        launcher = launcher or self.launcher()
+        parallel = self.parallelism.effective
+        threads = getattr(launcher, "threads", None)
+        if threads is not None:  # never submit more than the cluster can start: a queued attempt would wait
+            parallel = max(1, min(parallel, threads()))
         return Executor(
             self.spec,
             self.store,
@@ -81,9 +106,9 @@ class Prepared:
             self.options,
             self.selection,
             self.takeover,
-            effective_parallel=self.parallelism.effective,
+            effective_parallel=parallel,
             working_directory=self.working_directory,
-            launcher=launcher or self.launcher(),
+            launcher=launcher,
             hooks=with_requests(hooks or self.hooks or ExecutorHooks()),
             grace=grace if grace is not None else stop_grace(),
             reason=self.reason,

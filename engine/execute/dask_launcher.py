@@ -23,6 +23,25 @@ START_WAIT = 60.0  # seconds a submitted attempt may take to report its child st
 BEAT_SECONDS = 1.0
 
 
+def scheduler_address(given: str | None) -> str:
+    """--dask-scheduler, else DASK_SCHEDULER_ADDRESS, else Dask's ``scheduler-address`` configuration."""
+    if given:
+        return given
+    import os as _os
+
+    address = _os.environ.get("DASK_SCHEDULER_ADDRESS")
+    if not address:
+        import dask
+
+        address = dask.config.get("scheduler-address", None)
+    if not address:
+        raise BadInput(
+            "--launcher dask needs a scheduler: pass --dask-scheduler tcp://HOST:8786 (or set "
+            "DASK_SCHEDULER_ADDRESS), or use --launcher dask-local:N for a local cluster"
+        )
+    return str(address)
+
+
 def _allowed_failures() -> int:
     import dask
 

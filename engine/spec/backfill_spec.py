@@ -6,6 +6,7 @@ from. Execution controls may change between invocations of the same backfill.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from datetime import tzinfo
 from functools import cached_property
@@ -20,7 +21,8 @@ from engine.spec.identity import PartitionIds
 from engine.spec.parallelism import Parallelism
 
 ON_FAILURE = ("stop", "continue", "fail-fast")
-LAUNCHERS = ("warm", "exec")
+LAUNCHERS = ("warm", "exec", "dask")  # and dask-local:N, a local Dask cluster of N worker processes
+MAX_LOCAL_DASK_WORKERS = 256
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,8 @@ class ExecutionOptions:
     on_failure: str = "stop"
     reverse: bool = False
     timeout: int | None = None  # microseconds per child
-    launcher: str = "warm"  # pipeline partitions: "warm" runners or "exec" (a new process each)
+    launcher: str = "warm"  # pipeline partitions: "warm" runners or "exec" (a new process each); or dask
+    dask_scheduler: str | None = None  # --launcher dask: the scheduler's address (else Dask's own configuration)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -72,6 +75,7 @@ class ExecutionOptions:
             "on_failure": self.on_failure,
             "reverse": self.reverse,
             "timeout": self.timeout,
+            "dask_scheduler": self.dask_scheduler,
         }
 
     def with_changes(self, **changes: Any) -> ExecutionOptions:
@@ -86,11 +90,24 @@ def check_execution_options(options: ExecutionOptions) -> ExecutionOptions:
         raise BadInput(f"--workers {options.workers} is not allowed: use 1 or more")
     if options.retries < 0:
         raise BadInput(f"--retries {options.retries} is not allowed: use 0 or more")
-    if options.launcher not in LAUNCHERS:
-        raise BadInput(f"--launcher {options.launcher!r} is not a launcher: use warm or exec")
+    if options.launcher not in LAUNCHERS and local_dask_workers(options.launcher) is None:
+        raise BadInput(
+            f"--launcher {options.launcher!r} is not a launcher: use warm, exec, dask or dask-local:N "
+            f"(N from 1 to {MAX_LOCAL_DASK_WORKERS})"
+        )
+    if options.dask_scheduler is not None and options.launcher != "dask":
+        raise BadInput("--dask-scheduler means nothing without --launcher dask")
     if options.on_failure not in ON_FAILURE:
         raise BadInput(f"--on-failure {options.on_failure!r} is not a policy: use stop, continue or fail-fast")
     return options
+
+
+def local_dask_workers(launcher: str) -> int | None:
+    """N of ``dask-local:N`` (ASCII digits, 1 to 256), else None."""
+    match = re.fullmatch(r"dask-local:([0-9]{1,3})", launcher, re.ASCII)
+    if match is None or not 1 <= int(match.group(1)) <= MAX_LOCAL_DASK_WORKERS:
+        return None
+    return int(match.group(1))
 
 
 @dataclass(frozen=True)

@@ -89,6 +89,7 @@ def initial_options(manifest: dict[str, Any]) -> ExecutionOptions:
         reverse=saved.get("reverse", False),
         timeout=saved.get("timeout"),
         launcher=saved.get("launcher", "exec"),  # stores from before the warm launcher ran each partition fresh
+        dask_scheduler=saved.get("dask_scheduler"),
     )
     for field, value in options.to_json().items():  # checked before anything is launched with them
         wanted = bool if field == "reverse" else str if field in ("on_failure", "launcher") else int

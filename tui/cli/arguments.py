@@ -243,10 +243,16 @@ def backfill_parser() -> Parser:
     )
     parser.add_argument(
         "--launcher",
-        choices=("warm", "exec"),
         default=None,
         help="pipeline partitions: warm runners that serve one partition after another (default), "
-        "or exec, a new process each",
+        "or exec, a new process each; dask: each attempt a task on a Dask cluster (--dask-scheduler); "
+        "dask-local:N: a local cluster of N worker processes",
+    )
+    parser.add_argument(
+        "--dask-scheduler",
+        metavar="ADDRESS",
+        default=None,
+        help="--launcher dask: the scheduler (default: DASK_SCHEDULER_ADDRESS or Dask's configuration)",
     )
     parser.add_argument("--force", action="store_true", help="allow production environments")
     guard = parser.add_argument_group("guardrails (docs/guardrails.md)")

@@ -144,6 +144,8 @@ PIPELINE_ONLY = (
 def _check_combinations(args: argparse.Namespace) -> None:
     if args.command is not None:
         given = [flag for flag, attribute in PIPELINE_ONLY if getattr(args, attribute, None) not in (None, False, [])]
+        if args.launcher is not None and args.launcher.startswith("dask"):
+            given.remove("--launcher")  # a command's attempts run on a Dask cluster like a pipeline's
         if given:
             raise UsageError(
                 f"{', '.join(given)} mean{'s' if len(given) == 1 else ''} nothing for a --command backfill "
@@ -183,6 +185,7 @@ def execution_options(args: argparse.Namespace) -> ExecutionOptions:
         reverse=bool(args.reverse),
         timeout=timeout_arg(args.timeout)[1],
         launcher=args.launcher or "warm",
+        dask_scheduler=args.dask_scheduler,
     )
 
 

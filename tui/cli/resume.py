@@ -88,6 +88,7 @@ def resumed_options(args: argparse.Namespace, loaded: Loaded) -> ExecutionOption
         on_failure=args.on_failure,
         reverse=args.reverse,  # --reverse / --no-reverse; None keeps the saved order
         launcher=args.launcher,
+        dask_scheduler=args.dask_scheduler,
     )
     given, timeout = timeout_arg(args.timeout)
     if given:  # a duration, or `none` to drop a saved timeout
