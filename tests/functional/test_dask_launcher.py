@@ -1,0 +1,162 @@
+"""--launcher dask on real local Dask clusters of worker processes: records, logs, retries, stops, lost workers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.backfills import child_command, records, state_dirs
+from tests.conftest import backfill_argv, run_backfill
+from tests.guard_flags import GUARD
+
+DAYS = ("--start-date", "2024-01-01", "--end-date", "2024-02-09")  # 40 daily partitions
+
+
+@pytest.fixture
+def work(tmp_path) -> Path:
+    (tmp_path / ".git").mkdir()
+    return tmp_path
+
+
+def only_backfill(work: Path) -> Path:
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    return backfill
+
+
+def test_forty_partitions_run_on_a_local_cluster_with_records_and_logs(work):
+    """dask-local:2: 40 partitions succeed; each attempt names its worker, host, PID and process group, and its
+    log holds the child's own output, streamed back from the worker."""
+    command = child_command("--sleep", "0.05")
+    result = run_backfill(
+        "--command", command, *DAYS, "--launcher", "dask-local:2", "--max-parallel", "4", *GUARD, "--no-progress",
+        cwd=work,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    backfill = only_backfill(work)
+    found = records(backfill)
+    assert [r["status"] for r in found] == ["succeeded"] * 40
+    workers = set()
+    for record in found:
+        attempt = record["attempts"][-1]
+        assert attempt["launcher"] == "dask" and attempt["pid"] == attempt["pgid"]
+        assert attempt["worker"].startswith("tcp://") and attempt["host"]
+        workers.add(attempt["worker"])
+        log = (backfill / attempt["log"]).read_text()
+        assert f"start={record['start'].replace('Z', '.000000Z')}" in log
+    assert len(workers) == 2
+
+
+def test_a_failing_partition_is_retried_on_the_cluster(work):
+    """--retries 1: a partition whose first attempt fails runs again and succeeds; both attempts are kept."""
+    marker_dir = work / "first"
+    marker_dir.mkdir()
+    command = child_command("--fail-first-attempt", str(marker_dir))
+    result = run_backfill(
+        "--command", command, "--start-date", "2024-01-01", "--end-date", "2024-01-02", "--launcher", "dask-local:2",
+        "--retries", "1", *GUARD, "--no-progress", cwd=work,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    for record in records(only_backfill(work)):
+        assert [a["status"] for a in record["attempts"]] == ["failed", "succeeded"]
+
+
+def test_ctrl_c_stops_the_remote_children(work):
+    """SIGINT to the executor: every remote child is signalled through its worker and gone (checked by PID);
+    the partitions are cancelled and resumable."""
+    spans = work / "pids"
+    spans.mkdir()
+    command = child_command("--sleep", "60")
+    process = subprocess.Popen(
+        [*backfill_argv(), "--command", command, "--start-date", "2024-01-01", "--end-date", "2024-01-02",
+         "--launcher", "dask-local:2", "--max-parallel", "2", *GUARD, "--no-progress"],
+        cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 60
+    pids: list[int] = []
+    while len(pids) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        try:
+            pids = [r["attempts"][-1]["pid"] for r in records(only_backfill(work)) if r["status"] == "running"]
+        except ValueError:
+            pids = []
+    assert len(pids) == 2
+    process.send_signal(signal.SIGINT)
+    process.wait(60)
+    assert process.returncode == 130
+    assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids)
+    assert [r["status"] for r in records(only_backfill(work))] == ["cancelled", "cancelled"]
+
+
+def test_without_the_extra_the_error_names_it(work, tmp_path):
+    """Without Dask distributed installed: one line naming the extra to install, exit 2, nothing created."""
+    blocker = tmp_path / "block"
+    (blocker / "distributed").mkdir(parents=True)
+    (blocker / "distributed" / "__init__.py").write_text("raise ImportError('not installed')\n")
+    result = run_backfill(
+        "--command", "true", "--start-date", "2024-01-01", "--end-date", "2024-01-02", "--launcher", "dask-local:2",
+        *GUARD, cwd=work, env={"PYTHONPATH": str(blocker)},
+    )
+    assert result.returncode == 2
+    assert "pip install 'backfill[dask]'" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("value", ["dask-local:0", "dask-local:٣", "dask-local:", "dask-remote"])
+def test_a_launcher_that_is_not_one_is_bad_input(work, value):
+    """Launcher names are checked: dask-local needs 1 to 256 ASCII digits."""
+    result = run_backfill(
+        "--command", "true", "--start-date", "2024-01-01", "--end-date", "2024-01-02", "--launcher", value,
+        *GUARD, cwd=work,
+    )
+    assert result.returncode == 2 and f"--launcher {value!r} is not a launcher" in result.stderr
+
+
+def test_a_dead_worker_makes_its_attempt_lost_and_another_worker_runs_it(work, tmp_path):
+    """SIGKILL of the worker process running an attempt: the attempt is lost, --retries runs it on the other
+    worker, and no two children of the partition ever ran at once (a per-partition lock)."""
+    exclusive = work / "exclusive"
+    exclusive.mkdir()
+    cluster = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("dask_cluster.py")), str(tmp_path / "address")],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "address").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        address = (tmp_path / "address").read_text().strip()
+        command = child_command("--sleep", "4", "--exclusive-dir", str(exclusive))
+        process = subprocess.Popen(
+            [*backfill_argv(), "--command", command, "--start-date", "2024-01-01", "--end-date", "2024-01-01",
+             "--launcher", "dask", "--dask-scheduler", address, "--retries", "1", *GUARD, "--no-progress"],
+            cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        running = []
+        while not running and time.monotonic() < deadline:
+            time.sleep(0.2)
+            try:
+                running = [r for r in records(only_backfill(work)) if r["status"] == "running"]
+            except ValueError:
+                running = []
+        worker_pid = _worker_process(running[0]["attempts"][-1]["pid"])
+        os.kill(worker_pid, signal.SIGKILL)
+        out, err = process.communicate(timeout=90)
+        assert process.returncode == 0, out + err
+        [record] = records(only_backfill(work))
+        assert [a["status"] for a in record["attempts"]] == ["lost", "succeeded"]
+        assert record["attempts"][0]["worker"] != record["attempts"][1]["worker"]
+        assert not (exclusive / "OVERLAP").exists()
+    finally:
+        cluster.terminate()
+        cluster.wait(30)
+
+
+def _worker_process(child_pid: int) -> int:
+    """The Dask worker process whose task started this child (the child's parent)."""
+    return psutil.Process(child_pid).ppid()
