@@ -8,6 +8,7 @@ through the same code path.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,7 +83,13 @@ class Prepared:
 
         local = local_dask_workers(self.options.launcher)
         address = None if local is not None else scheduler_address(self.options.dask_scheduler)
-        launcher = DaskLauncher(address=address, local_workers=local, backfill_id=self.store.id, grace=stop_grace())
+        launcher = DaskLauncher(
+            address=address,
+            local_workers=local,
+            backfill_id=self.store.id,
+            generation=self.takeover.generation.number,
+            grace=stop_grace(),
+        )
         try:
             if not self.spec.target.is_command and self.spec.target.path:
                 launcher.check_target_visible(self.spec.target.path)
@@ -226,6 +233,19 @@ def resume_parallelism(spec: BackfillSpec, options: ExecutionOptions, *, validat
     return effective_parallelism(options.max_parallel, options.workers, environment)
 
 
+def _remote_stopper(options: ExecutionOptions) -> Callable[[list], None] | None:
+    """For a backfill on a Dask cluster: what stops an earlier executor's children on its workers."""
+    if options.launcher != "dask":
+        return None  # a local cluster's workers died with the executor that started them, and their children too
+
+    def stop(running: list) -> None:
+        from engine.execute.dask_launcher import scheduler_address, stop_remote_attempts
+
+        stop_remote_attempts(running, scheduler_address(options.dask_scheduler), stop_grace())
+
+    return stop
+
+
 def prepare_resume(
     loaded: Loaded, options: ExecutionOptions, selection: PartitionSelection, *, reason: str | None = None
 ) -> Prepared:
@@ -241,6 +261,7 @@ def prepare_resume(
         loaded.running,
         grace=stop_grace(),
         reload=lambda: loaded.store.load_board(spec.plan, spec.ids.of),
+        stop_remote=_remote_stopper(options),
     )
     working_directory = loaded.manifest.get("working_directory") or os.getcwd()
     return Prepared(

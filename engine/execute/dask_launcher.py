@@ -23,6 +23,51 @@ START_WAIT = 60.0  # seconds a submitted attempt may take to report its child st
 BEAT_SECONDS = 1.0
 
 
+def stop_remote_attempts(running: list[Any], address: str, grace: float) -> None:
+    """Before a new executor starts anything: every child an earlier one left running on a worker is stopped
+    (SIGTERM, SIGKILL after ``grace``) and confirmed gone through its worker; a worker no longer in the cluster
+    took its children with it. An unreachable scheduler refuses the takeover: never two live children."""
+    from engine.base.errors import Refused
+    from engine.execute.dask_task import signal_group
+
+    remote = [
+        a for record in running for a in record.attempts if a.status == "running" and a.remote and "pgid" in a.remote
+    ]
+    if not remote:
+        return
+    distributed = _distributed()
+    try:
+        client = distributed.Client(address, set_as_default=False, timeout=15)
+    except Exception as error:
+        raise Refused(
+            f"the Dask scheduler {address} that ran this backfill's attempts cannot be reached ({error}): their "
+            f"children stop themselves within {2 * grace:.0f}s of their executor's end; continue after that"
+        ) from None
+    try:
+        deadline = time.monotonic() + grace
+        signum = signal.SIGTERM
+        while remote:
+            workers = set(client.scheduler_info().get("workers", {}))
+            alive = []
+            for attempt in remote:
+                worker = attempt.remote["worker"]
+                if worker not in workers:
+                    continue
+                answer = client.run(signal_group, attempt.remote["pgid"], signum, workers=[worker], on_error="ignore")
+                if answer.get(worker):
+                    alive.append(attempt)
+            remote = alive
+            if remote:
+                time.sleep(0.2)
+                if time.monotonic() > deadline:
+                    signum = signal.SIGKILL
+                if time.monotonic() > deadline + 10:
+                    shown = ", ".join(f"PID {a.pid} on {a.remote['worker']}" for a in remote)
+                    raise Refused(f"children of an earlier executor could not be stopped: {shown}")
+    finally:
+        client.close()
+
+
 def scheduler_address(given: str | None) -> str:
     """--dask-scheduler, else DASK_SCHEDULER_ADDRESS, else Dask's ``scheduler-address`` configuration."""
     if given:
@@ -123,7 +168,9 @@ class DaskChild:
 class DaskLauncher:
     name = "dask"
 
-    def __init__(self, *, address: str | None, local_workers: int | None, backfill_id: str, grace: float) -> None:
+    def __init__(
+        self, *, address: str | None, local_workers: int | None, backfill_id: str, generation: int, grace: float
+    ) -> None:
         distributed = _distributed()
         self._cluster = None
         if local_workers is not None:
@@ -144,7 +191,9 @@ class DaskLauncher:
                 "backfill owns retries, so start it with distributed.scheduler.allowed-failures: 0"
             )
         self.topic = f"backfill-{backfill_id}"
-        self.beat = f"backfill-beat-{backfill_id}"
+        # One heartbeat per executor generation: a child of an executor that died stops itself even when a
+        # successor is already beating under the backfill's name.
+        self.beat = f"backfill-beat-{backfill_id}-g{generation}"
         self.grace = grace
         self._streams: dict[str, _Stream] = {}
         self._lock = threading.Lock()

@@ -84,6 +84,7 @@ def take_over(
     *,
     grace: float,
     reload: Callable[[], tuple[StatusBoard, list[PartitionRecord]]] | None = None,
+    stop_remote: Callable[[list[PartitionRecord]], None] | None = None,
 ) -> Takeover:
     """Become the one executor of a backfill. ``reload`` reads the records again once the lock is ours: what
     was read before may predate the last writes of an executor that died in between, and writing a stale
@@ -111,6 +112,12 @@ def take_over(
     # .children.lock must never let new attempts run beside live old ones.
     orphans = find_orphans(store, running)
     stop_orphans(orphans, grace)
+    if stop_remote is not None:  # children an earlier executor ran on other machines (the Dask launcher)
+        try:
+            stop_remote(running)
+        except BaseException:
+            lock.release()
+            raise
     stopped = sorted(orphans)
     if not children_lock.try_acquire() and not children_lock.acquire(timeout=grace + 5):
         lock.release()

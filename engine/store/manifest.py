@@ -92,8 +92,8 @@ def initial_options(manifest: dict[str, Any]) -> ExecutionOptions:
         dask_scheduler=saved.get("dask_scheduler"),
     )
     for field, value in options.to_json().items():  # checked before anything is launched with them
-        wanted = bool if field == "reverse" else str if field in ("on_failure", "launcher") else int
-        if field == "timeout" and value is None:
+        wanted = bool if field == "reverse" else str if field in ("on_failure", "launcher", "dask_scheduler") else int
+        if field in ("timeout", "dask_scheduler") and value is None:
             continue
         if not isinstance(value, wanted) or (wanted is int and isinstance(value, bool)):
             raise StateUnreadable(

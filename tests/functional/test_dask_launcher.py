@@ -35,7 +35,15 @@ def test_forty_partitions_run_on_a_local_cluster_with_records_and_logs(work):
     log holds the child's own output, streamed back from the worker."""
     command = child_command("--sleep", "0.05")
     result = run_backfill(
-        "--command", command, *DAYS, "--launcher", "dask-local:2", "--max-parallel", "4", *GUARD, "--no-progress",
+        "--command",
+        command,
+        *DAYS,
+        "--launcher",
+        "dask-local:2",
+        "--max-parallel",
+        "4",
+        *GUARD,
+        "--no-progress",
         cwd=work,
     )
     assert result.returncode == 0, result.stdout + result.stderr
@@ -59,8 +67,19 @@ def test_a_failing_partition_is_retried_on_the_cluster(work):
     marker_dir.mkdir()
     command = child_command("--fail-first-attempt", str(marker_dir))
     result = run_backfill(
-        "--command", command, "--start-date", "2024-01-01", "--end-date", "2024-01-02", "--launcher", "dask-local:2",
-        "--retries", "1", *GUARD, "--no-progress", cwd=work,
+        "--command",
+        command,
+        "--start-date",
+        "2024-01-01",
+        "--end-date",
+        "2024-01-02",
+        "--launcher",
+        "dask-local:2",
+        "--retries",
+        "1",
+        *GUARD,
+        "--no-progress",
+        cwd=work,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     for record in records(only_backfill(work)):
@@ -74,9 +93,25 @@ def test_ctrl_c_stops_the_remote_children(work):
     spans.mkdir()
     command = child_command("--sleep", "60")
     process = subprocess.Popen(
-        [*backfill_argv(), "--command", command, "--start-date", "2024-01-01", "--end-date", "2024-01-02",
-         "--launcher", "dask-local:2", "--max-parallel", "2", *GUARD, "--no-progress"],
-        cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            *backfill_argv(),
+            "--command",
+            command,
+            "--start-date",
+            "2024-01-01",
+            "--end-date",
+            "2024-01-02",
+            "--launcher",
+            "dask-local:2",
+            "--max-parallel",
+            "2",
+            *GUARD,
+            "--no-progress",
+        ],
+        cwd=work,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 60
     pids: list[int] = []
@@ -100,8 +135,17 @@ def test_without_the_extra_the_error_names_it(work, tmp_path):
     (blocker / "distributed").mkdir(parents=True)
     (blocker / "distributed" / "__init__.py").write_text("raise ImportError('not installed')\n")
     result = run_backfill(
-        "--command", "true", "--start-date", "2024-01-01", "--end-date", "2024-01-02", "--launcher", "dask-local:2",
-        *GUARD, cwd=work, env={"PYTHONPATH": str(blocker)},
+        "--command",
+        "true",
+        "--start-date",
+        "2024-01-01",
+        "--end-date",
+        "2024-01-02",
+        "--launcher",
+        "dask-local:2",
+        *GUARD,
+        cwd=work,
+        env={"PYTHONPATH": str(blocker)},
     )
     assert result.returncode == 2
     assert "pip install 'backfill[dask]'" in result.stderr and "Traceback" not in result.stderr
@@ -111,8 +155,16 @@ def test_without_the_extra_the_error_names_it(work, tmp_path):
 def test_a_launcher_that_is_not_one_is_bad_input(work, value):
     """Launcher names are checked: dask-local needs 1 to 256 ASCII digits."""
     result = run_backfill(
-        "--command", "true", "--start-date", "2024-01-01", "--end-date", "2024-01-02", "--launcher", value,
-        *GUARD, cwd=work,
+        "--command",
+        "true",
+        "--start-date",
+        "2024-01-01",
+        "--end-date",
+        "2024-01-02",
+        "--launcher",
+        value,
+        *GUARD,
+        cwd=work,
     )
     assert result.returncode == 2 and f"--launcher {value!r} is not a launcher" in result.stderr
 
@@ -124,7 +176,9 @@ def test_a_dead_worker_makes_its_attempt_lost_and_another_worker_runs_it(work, t
     exclusive.mkdir()
     cluster = subprocess.Popen(
         [sys.executable, str(Path(__file__).with_name("dask_cluster.py")), str(tmp_path / "address")],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
     try:
         deadline = time.monotonic() + 60
@@ -133,9 +187,27 @@ def test_a_dead_worker_makes_its_attempt_lost_and_another_worker_runs_it(work, t
         address = (tmp_path / "address").read_text().strip()
         command = child_command("--sleep", "4", "--exclusive-dir", str(exclusive))
         process = subprocess.Popen(
-            [*backfill_argv(), "--command", command, "--start-date", "2024-01-01", "--end-date", "2024-01-01",
-             "--launcher", "dask", "--dask-scheduler", address, "--retries", "1", *GUARD, "--no-progress"],
-            cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [
+                *backfill_argv(),
+                "--command",
+                command,
+                "--start-date",
+                "2024-01-01",
+                "--end-date",
+                "2024-01-01",
+                "--launcher",
+                "dask",
+                "--dask-scheduler",
+                address,
+                "--retries",
+                "1",
+                *GUARD,
+                "--no-progress",
+            ],
+            cwd=work,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         running = []
         while not running and time.monotonic() < deadline:
@@ -160,3 +232,68 @@ def test_a_dead_worker_makes_its_attempt_lost_and_another_worker_runs_it(work, t
 def _worker_process(child_pid: int) -> int:
     """The Dask worker process whose task started this child (the child's parent)."""
     return psutil.Process(child_pid).ppid()
+
+
+def test_a_killed_executor_leaves_no_remote_child_and_continue_completes(work, tmp_path):
+    """SIGKILL of the executor: its children on the cluster stop themselves once its heartbeat is silent (within
+    the grace); --continue then completes every partition, and no partition ever had two live children."""
+    exclusive = work / "exclusive"
+    exclusive.mkdir()
+    cluster = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("dask_cluster.py")), str(tmp_path / "address")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    env = {**os.environ, "BACKFILL_STOP_GRACE": "2", "NO_COLOR": "1"}
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "address").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        address = (tmp_path / "address").read_text().strip()
+        command = child_command("--exclusive-dir", str(exclusive))  # sleeps CHILD_SLEEP seconds
+        argv = ["--launcher", "dask", "--dask-scheduler", address, "--max-parallel", "2", "--no-progress"]
+        process = subprocess.Popen(
+            [
+                *backfill_argv(),
+                "--command",
+                command,
+                "--start-date",
+                "2024-01-01",
+                "--end-date",
+                "2024-01-03",
+                *argv,
+                *GUARD,
+            ],
+            cwd=work,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**env, "CHILD_SLEEP": "30"},
+        )
+        pids: list[int] = []
+        while len(pids) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            try:
+                pids = [r["attempts"][-1]["pid"] for r in records(only_backfill(work)) if r["status"] == "running"]
+            except ValueError:
+                pids = []
+        process.kill()
+        process.wait(30)
+        killed_at = time.monotonic()
+        while any(psutil.pid_exists(pid) for pid in pids) and time.monotonic() < killed_at + 30:
+            time.sleep(0.1)
+        assert not any(psutil.pid_exists(pid) for pid in pids)  # gone, without any executor to stop them
+        backfill_id = only_backfill(work).name
+        resumed = subprocess.run(
+            [*backfill_argv(), "--continue", backfill_id, "--no-progress"],
+            cwd=work,
+            env={**env, "CHILD_SLEEP": "0.1"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        assert [r["status"] for r in records(only_backfill(work))] == ["succeeded"] * 3
+        assert not (exclusive / "OVERLAP").exists()
+    finally:
+        cluster.terminate()
+        cluster.wait(30)
