@@ -209,7 +209,8 @@ class DaskLauncher:
     def describe(self) -> str:
         workers = self.client.scheduler_info().get("workers", {})
         threads = sum(int(w.get("nthreads", 0)) for w in workers.values())
-        return f"dask {self.client.scheduler.address}: {len(workers)} workers, {threads} threads"
+        where = "local cluster" if self._cluster is not None else self.client.scheduler.address
+        return f"dask {where}: {len(workers)} workers, {threads} threads"
 
     def threads(self) -> int:
         return sum(int(w.get("nthreads", 0)) for w in self.client.scheduler_info().get("workers", {}).values())

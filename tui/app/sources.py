@@ -64,6 +64,8 @@ class ExecutorSource:
 
     def __init__(self, executor: Executor, *, options: ExecutionOptions, parallelism: Parallelism) -> None:
         self.executor = executor
+        describe = getattr(executor.launcher, "describe", None)
+        self.cluster: str | None = describe() if describe is not None else None  # a Dask cluster, as it started
         self.spec = executor.spec
         self.store = executor.store
         self.board = executor.board

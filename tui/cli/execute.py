@@ -93,6 +93,9 @@ def run_prepared(prepared: Prepared, args: argparse.Namespace, *, preflight: Pre
     parallelism = prepared.parallelism
     capped = f" (capped: {parallelism.reason})" if parallelism.reason else ""
     runners = ", in warm runners" if prepared.launcher_name == "warm" else ""
+    describe = getattr(executor.launcher, "describe", None)
+    if describe is not None:
+        runners = f", on {describe()}"
     announce.write(
         f"backfill {prepared.store.id}: {selected} of {len(prepared.spec.plan)} partitions to run, "
         f"{parallelism.effective} at a time{capped}{runners}\n"

@@ -166,7 +166,10 @@ class PartitionDetails(Vertical):
             text.append(f"  {attempt.run_id}", style="grey58")
             if chosen and attempt.pid:  # on a line of its own: the run ID above already fills 120 columns
                 who = "warm runner pid" if attempt.launcher == "warm" else "pid"
-                text.append(f"\n      {who} {attempt.pid}", style="grey58")
+                where = (
+                    f" on worker {attempt.remote['worker']} ({attempt.remote.get('host')})" if attempt.remote else ""
+                )
+                text.append(f"\n      {who} {attempt.pid}{where}", style="grey58")
             if chosen and attempt.verification:
                 text.append(
                     "\n      " + verification_text(attempt.verification),

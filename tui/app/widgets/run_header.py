@@ -29,6 +29,9 @@ class RunHeader(Static):
         text.append(f"  {parallelism.effective} parallel")
         if not target.is_command:  # workers are assets at once inside a pipeline run: nothing for a command
             text.append(f" × {options.workers} workers")
+        if options.launcher.startswith("dask"):  # the cluster when this process runs it, else the saved choice
+            text.append(f"  {getattr(source, 'cluster', None) or options.launcher}", style="grey58")
+        elif not target.is_command:
             text.append(f"  {'warm runners' if options.launcher == 'warm' else 'exec'}", style="grey58")
         if parallelism.reason:
             text.append(f" (capped: {parallelism.short_reason or parallelism.reason})", style="yellow")
