@@ -57,6 +57,7 @@ def start_live(
     grace: float = 30.0,
     exit_when_succeeded: bool = True,
     target: str | None = None,
+    launcher: str = "warm",
 ) -> Live:
     """Create a backfill of ``command`` (or of the pipeline ``target``) under ``work`` and start executing it."""
     planned = plan_request(
@@ -70,7 +71,7 @@ def start_live(
         environment=None,
         config_file=None,
         run_options=RunOptions(),
-        options=ExecutionOptions(max_parallel=max_parallel, retries=retries, on_failure=on_failure),
+        options=ExecutionOptions(max_parallel=max_parallel, retries=retries, on_failure=on_failure, launcher=launcher),
         force=False,
     )
     prepared = create_backfill(planned, state_dir=str(work / "states"), cwd=work)

@@ -455,3 +455,29 @@ def test_a_pipeline_backfill_shows_its_warm_runners_and_each_attempts_runner_pid
         run(scenario())
     finally:
         live.finish()
+
+
+def test_on_a_dask_cluster_the_header_names_it_and_details_name_the_worker(work):
+    """dask-local:1: the header names the cluster (workers, threads); a running attempt's details name its
+    worker, and its log tails live although the child runs in the worker's process."""
+    script = work / "talk.py"
+    script.write_text("import time\nfor i in range(100):\n    print(f'line {i}', flush=True)\n    time.sleep(0.1)\n")
+    live = start_live(
+        work, f"{sys.executable} {script}", "2024-01-01", "2024-01-02", max_parallel=1, launcher="dask-local:1"
+    )
+
+    async def scenario():
+        async with live.app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: live.executor.snapshot().running)
+            assert "dask local cluster: 1 workers, 1 threads" in screen_text(live.app)
+            await pilot.press("enter")
+            details = live.screen.query_one(PartitionDetails)
+            await wait_until(pilot, lambda: details.display and details.index == 0)
+            await wait_until(pilot, lambda: "on worker tcp://" in screen_text(live.app))
+            log = live.screen.query_one(LogView)
+            await wait_until(pilot, lambda: log.index is not None and log.index.line_count >= 3)
+
+    try:
+        run(scenario())
+    finally:
+        live.finish()
