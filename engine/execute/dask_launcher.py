@@ -172,6 +172,11 @@ class DaskLauncher:
         self, *, address: str | None, local_workers: int | None, backfill_id: str, generation: int, grace: float
     ) -> None:
         distributed = _distributed()
+        import logging
+
+        # Dask reports on the executor's stderr (connections, slow event loops): the terminal is the dashboard's
+        # and the progress lines'. Only errors get through.
+        logging.getLogger("distributed").setLevel(logging.ERROR)
         self._cluster = None
         if local_workers is not None:
             import dask
@@ -179,7 +184,11 @@ class DaskLauncher:
             # We own retries and their records: the scheduler must never rerun an attempt on its own.
             dask.config.set({"distributed.scheduler.allowed-failures": 0})
             self._cluster = distributed.LocalCluster(
-                n_workers=local_workers, threads_per_worker=1, processes=True, dashboard_address=None
+                n_workers=local_workers,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                silence_logs=logging.ERROR,
             )
             address = self._cluster.scheduler_address
         self.client = distributed.Client(address, set_as_default=False)

@@ -297,3 +297,60 @@ def test_a_killed_executor_leaves_no_remote_child_and_continue_completes(work, t
     finally:
         cluster.terminate()
         cluster.wait(30)
+
+
+def test_a_worker_that_cannot_see_the_pipeline_is_an_error_before_any_launch(tmp_path):
+    """Two workers, one in a mount namespace where the repository is an empty tmpfs: the backfill refuses before
+    launching anything, naming that worker (exit 2)."""
+    from tests.builder import Repo
+
+    repo = Repo(tmp_path / "repo")
+    repo.sql("s.t", "SELECT 1 AS x", materialization={"type": "table"})
+    schedule = tmp_path / "scheduler.json"
+    env = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}
+    dask = [sys.executable, "-m", "dask"]
+    started = [
+        subprocess.Popen(
+            [*dask, "scheduler", "--scheduler-file", str(schedule), "--port", "0", "--dashboard-address", ":0"],
+            env=env,
+            stderr=subprocess.DEVNULL,
+        ),
+    ]
+    try:
+        deadline = time.monotonic() + 60
+        while not schedule.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        worker = [*dask, "worker", "--scheduler-file", str(schedule), "--nthreads", "1", "--no-dashboard"]
+        started.append(subprocess.Popen(worker, env=env, stderr=subprocess.DEVNULL))
+        blind = f"mount -t tmpfs none {repo.root} && exec {' '.join(worker)}"
+        started.append(subprocess.Popen(["unshare", "-m", "sh", "-c", blind], env=env, stderr=subprocess.DEVNULL))
+        import json
+
+        address = json.loads(schedule.read_text())["address"]
+        from distributed import Client
+
+        with Client(address, timeout=30) as client:
+            client.wait_for_workers(2, timeout=60)
+        result = run_backfill(
+            "p",
+            "--start-date",
+            "2024-01-01",
+            "--end-date",
+            "2024-01-02",
+            "--launcher",
+            "dask",
+            "--dask-scheduler",
+            address,
+            *GUARD,
+            cwd=repo.root,
+        )
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert "cannot see" in result.stderr and "shared filesystem" in result.stderr
+        assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+        assert not (repo.root / "logs" / "backfills").exists() or not list(
+            (repo.root / "logs" / "backfills").glob("*/partitions/*.json")
+        )
+    finally:
+        for process in reversed(started):
+            process.terminate()
+            process.wait(30)
