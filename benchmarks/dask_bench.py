@@ -12,10 +12,23 @@ pays it. Usage: python benchmarks/dask_bench.py [--runs N]
 from __future__ import annotations
 
 import argparse
+import subprocess
 import tempfile
+import time
 from pathlib import Path
 
-from _measure import GUARD_FLAGS, backfill_argv, median, timed_run, verdict
+from _measure import GUARD_FLAGS, backfill_argv, installed_environment, median, verdict
+
+
+def timed(argv: list[str], cwd: Path) -> float:
+    """Wall seconds of one run; its progress lines go to a file (a pipe nobody reads would fill and block it)."""
+    with open(cwd / "stderr.txt", "wb") as errors:
+        started = time.perf_counter()
+        code = subprocess.call(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=errors, env=installed_environment())
+        elapsed = time.perf_counter() - started
+    if code != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({code}): {(cwd / 'stderr.txt').read_text()[-2000:]}")
+    return elapsed
 
 
 def run(work: Path, command: str, end: str, parallel: int, launcher: list[str], runs: int) -> float:
@@ -39,7 +52,7 @@ def run(work: Path, command: str, end: str, parallel: int, launcher: list[str], 
     for index in range(runs):
         directory = work / f"{launcher[-1] if launcher else 'exec'}-{parallel}-{index}-{command[:4]}"
         (directory / ".git").mkdir(parents=True)
-        times.append(timed_run(argv, cwd=directory)[0])
+        times.append(timed(argv, directory))
     return median(times)
 
 
