@@ -123,32 +123,49 @@ class DaskChild:
         self._launcher = launcher
         self._future = future
         self._stream = stream
-        self.pid: int = stream.info["pid"]
-        self.pgid: int = stream.info["pgid"]
-        self.host: str = stream.info["host"]
-        self.worker: str = stream.info["worker"]
-        self.remote: dict[str, Any] = {
-            "worker": self.worker,
-            "host": self.host,
-            "pgid": self.pgid,
-            "pid_started": stream.info.get("pid_started"),
-        }
         self.lost: str | None = None  # why the attempt's outcome is unknown (its worker died)
         self._code: int | None = None
+
+    @property
+    def pid(self) -> int:
+        """The remote child's PID once its task reported it (0 before)."""
+        return int(self._stream.info.get("pid", 0))
+
+    @property
+    def worker(self) -> str | None:
+        return self._stream.info.get("worker")
+
+    @property
+    def remote(self) -> dict[str, Any] | None:
+        """Where the child runs, once its task reported it: the executor records it then (launches never wait)."""
+        info = self._stream.info
+        if not info:
+            return None
+        return {
+            "worker": info["worker"],
+            "host": info["host"],
+            "pgid": info["pgid"],
+            "pid_started": info.get("pid_started"),
+        }
 
     def poll(self) -> int | None:
         if self._code is not None:
             return self._code
         if not self._future.done():
             return None
+        if self._future.status == "cancelled":  # stopped before it started: no child ever ran
+            self._code = -signal.SIGKILL
+            return self._code
         if self._future.status == "finished":
             code = int(self._future.result())
             self._stream.ended.wait(5)  # the last output is written before the attempt is recorded
             self._code = code
         else:
             error = self._future.exception()
-            self.lost = f"worker {self.worker} lost ({type(error).__name__})"
-            self._launcher.stop_orphan(self.host, self.pgid)
+            self.lost = f"worker {self.worker or '?'} lost ({type(error).__name__})"
+            info = self._stream.info
+            if info:
+                self._launcher.stop_orphan(info["host"], info["pgid"])
             self._code = -9
         return self._code
 
@@ -156,7 +173,11 @@ class DaskChild:
         return None
 
     def signal_group(self, signum: int) -> None:
-        self._launcher.signal_remote(self.worker, self.pgid, signum)
+        info = self._stream.info
+        if info:
+            self._launcher.signal_remote(info["worker"], info["pgid"], signum)
+        elif signum == signal.SIGKILL or not self._future.done():
+            self._future.cancel()  # not started yet: it never will
 
     def close(self) -> None:
         self._launcher.forget(self._future.key)
@@ -259,16 +280,6 @@ class DaskLauncher:
             pure=False,
             retries=0,
         )
-        deadline = time.monotonic() + START_WAIT
-        while not stream.started.wait(0.05):
-            if future.done() and future.status != "finished":
-                raise OSError(f"the task failed before its child started: {future.exception()}")
-            if stream.start_error is not None:
-                future.cancel()
-                raise OSError(stream.start_error)
-            if time.monotonic() > deadline:
-                future.cancel()
-                raise OSError(f"no worker started the child within {START_WAIT:.0f}s")
         return DaskChild(self, future, stream)
 
     def signal_remote(self, worker: str, group: int, signum: int) -> None:
@@ -310,6 +321,9 @@ class DaskLauncher:
             stream.started.set()
         elif kind == "start_failed":
             stream.start_error = message.get("error")
+            with open(stream.log_path, "ab") as log:
+                log.write(f"backfill: cannot start the child on its worker: {stream.start_error}\n".encode())
+            stream.ended.set()
         elif kind == "log":
             stream.pending[int(message["seq"])] = message["data"]
             self._flush(stream)

@@ -99,11 +99,16 @@ def _watch_heartbeat(worker: Any, process: subprocess.Popen[bytes], beat: str, g
     been silent for ``silence`` seconds, SIGTERM the child's group, then SIGKILL after ``grace``."""
     from distributed import Variable, get_client
 
-    variable = Variable(beat, client=get_client())
+    variable = None  # made on the first half-second: a short child never needs it
     stopping_since: float | None = None
-    while process.poll() is None:
-        time.sleep(0.5)
+    while True:
         try:
+            process.wait(timeout=0.5)  # returns the moment the child exits: no task outlasts its child by a tick
+            return
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            variable = variable or Variable(beat, client=get_client())
             last = float(variable.get(timeout=2))
         except Exception:
             last = 0.0

@@ -74,6 +74,7 @@ class _Active:
     stop_status: str = "cancelled"
     stop_started: float = 0.0
     kill_sent: bool = False
+    identity_pending: bool = False  # a remote child whose PID and worker are not known yet
 
 
 @dataclass
@@ -452,12 +453,12 @@ class Executor:
             attempt.error = f"cannot start {child_spec.argv[0]!r}: {error.strerror or error}"
             self._finish(index, record, attempt, pending.attempts_left)
             return
-        attempt.pid = child.pid
-        remote = getattr(child, "remote", None)  # a child on another machine knows its own start time
-        attempt.pid_started = remote.pop("pid_started", None) if remote is not None else process_started(child.pid)
-        attempt.remote = remote
+        remoted = hasattr(child, "remote")  # a child on another machine: its identity arrives later
+        attempt.pid = child.pid or None
+        attempt.pid_started = None if remoted else process_started(child.pid)
         self._write(self.store.record_path(partition_id), record.to_bytes(), durable=False)
         active = _Active(index, interval, record, attempt, child, time.monotonic(), time.time(), pending.attempts_left)
+        active.identity_pending = remoted
         fd = child.exit_fd()
         if fd is not None:
             self._selector.register(fd, selectors.EVENT_READ, active)
@@ -487,8 +488,21 @@ class Executor:
         else:
             time.sleep(min(timeout, 0.01))
 
+    def _record_identity(self, active: _Active) -> None:
+        """A remote child's PID, start time and worker, recorded as soon as its task reports them."""
+        remote = getattr(active.child, "remote", None)
+        if remote is None:
+            return
+        active.identity_pending = False
+        attempt = active.attempt
+        attempt.pid, attempt.pid_started = active.child.pid, remote.pop("pid_started", None)
+        attempt.remote = remote
+        self._write(self.store.record_path(active.record.id), active.record.to_bytes(), durable=False)
+
     def _reap(self) -> None:
         for index, active in list(self._active.items()):
+            if active.identity_pending:
+                self._record_identity(active)
             code = active.child.poll()
             if code is None:
                 continue

@@ -14,7 +14,7 @@ import pytest
 
 from tests.backfills import child_command, records, state_dirs
 from tests.conftest import backfill_argv, run_backfill
-from tests.guard_flags import GUARD
+from tests.guard_flags import GUARD, REASON
 
 DAYS = ("--start-date", "2024-01-01", "--end-date", "2024-02-09")  # 40 daily partitions
 
@@ -118,7 +118,11 @@ def test_ctrl_c_stops_the_remote_children(work):
     while len(pids) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
         try:
-            pids = [r["attempts"][-1]["pid"] for r in records(only_backfill(work)) if r["status"] == "running"]
+            pids = [
+                r["attempts"][-1]["pid"]
+                for r in records(only_backfill(work))
+                if r["status"] == "running" and r["attempts"][-1]["pid"]  # once the task reported its child
+            ]
         except ValueError:
             pids = []
     assert len(pids) == 2
@@ -213,7 +217,9 @@ def test_a_dead_worker_makes_its_attempt_lost_and_another_worker_runs_it(work, t
         while not running and time.monotonic() < deadline:
             time.sleep(0.2)
             try:
-                running = [r for r in records(only_backfill(work)) if r["status"] == "running"]
+                running = [
+                    r for r in records(only_backfill(work)) if r["status"] == "running" and r["attempts"][-1]["pid"]
+                ]
             except ValueError:
                 running = []
         worker_pid = _worker_process(running[0]["attempts"][-1]["pid"])
@@ -273,7 +279,11 @@ def test_a_killed_executor_leaves_no_remote_child_and_continue_completes(work, t
         while len(pids) < 2 and time.monotonic() < deadline:
             time.sleep(0.2)
             try:
-                pids = [r["attempts"][-1]["pid"] for r in records(only_backfill(work)) if r["status"] == "running"]
+                pids = [
+                    r["attempts"][-1]["pid"]
+                    for r in records(only_backfill(work))
+                    if r["status"] == "running" and r["attempts"][-1]["pid"]  # once the task reported its child
+                ]
             except ValueError:
                 pids = []
         process.kill()
@@ -341,7 +351,7 @@ def test_a_worker_that_cannot_see_the_pipeline_is_an_error_before_any_launch(tmp
             "dask",
             "--dask-scheduler",
             address,
-            *GUARD,
+            *REASON,
             cwd=repo.root,
         )
         assert result.returncode == 2, result.stdout + result.stderr
