@@ -158,7 +158,8 @@ class DaskChild:
             return self._code
         if self._future.status == "finished":
             code = int(self._future.result())
-            self._stream.ended.wait(5)  # the last output is written before the attempt is recorded
+            if code != 0:  # the failure's reason is read from the log's last lines: wait for them
+                self._stream.ended.wait(5)
             self._code = code
         else:
             error = self._future.exception()
