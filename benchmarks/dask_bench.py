@@ -6,12 +6,20 @@
     10 %.
 
 Each figure is one run (the issue asks for one); the cluster's start-up is part of the Dask time, as a user
-pays it. Usage: python benchmarks/dask_bench.py [--runs N]
+pays it. Two more figures explain (a) and feed the scaling estimate in docs/distributed.md:
+
+- Dask's own floor: a no-op task (``int(0)``) kept 4 at a time on the same kind of local cluster, with no
+  backfill at all — what any launcher on Dask pays per task on this machine;
+- the executor process's own CPU per partition in (a) (executor, Dask client and, on dask-local, the scheduler,
+  which runs in it): how many partitions a second one core of the parent can drive.
+
+Usage: python benchmarks/dask_bench.py [--runs N]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import subprocess
 import tempfile
 import time
@@ -19,16 +27,63 @@ from pathlib import Path
 
 from _measure import GUARD_FLAGS, backfill_argv, installed_environment, median, verdict
 
+CPU_SECONDS: dict[str, float] = {}  # run directory → the executor process's own CPU seconds, last seen
+
 
 def timed(argv: list[str], cwd: Path) -> float:
-    """Wall seconds of one run; its progress lines go to a file (a pipe nobody reads would fill and block it)."""
+    """Wall seconds of one run; its progress lines go to a file (a pipe nobody reads would fill and block it).
+    The process's own CPU time is sampled until it ends (its children's is not counted)."""
+    import psutil
+
     with open(cwd / "stderr.txt", "wb") as errors:
         started = time.perf_counter()
-        code = subprocess.call(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=errors, env=installed_environment())
+        process = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=errors, env=installed_environment())
+        watched = psutil.Process(process.pid)
+        while process.poll() is None:
+            try:
+                times = watched.cpu_times()
+                CPU_SECONDS[str(cwd)] = times.user + times.system
+            except psutil.Error:
+                pass
+            time.sleep(0.05)
         elapsed = time.perf_counter() - started
-    if code != 0:
-        raise SystemExit(f"{' '.join(argv)} failed ({code}): {(cwd / 'stderr.txt').read_text()[-2000:]}")
+    if process.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({process.returncode}): {(cwd / 'stderr.txt').read_text()[-2000:]}")
     return elapsed
+
+
+def dask_floor(tasks: int = 1000, at_once: int = 4) -> float:
+    """Milliseconds per no-op task kept ``at_once`` in flight on a local cluster configured as dask-local's."""
+    import logging
+    import queue
+
+    import dask
+    from distributed import Client, LocalCluster
+
+    from engine.execute.local_cluster import LOCAL_CLUSTER_CONFIG
+
+    dask.config.set(LOCAL_CLUSTER_CONFIG)
+    cluster = LocalCluster(
+        n_workers=at_once, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.ERROR
+    )
+    client = Client(cluster, set_as_default=False)
+    done: queue.Queue = queue.Queue()
+    try:
+        client.submit(int, 0, pure=False).result()
+        started = time.perf_counter()
+        submitted = 0
+        for _ in range(at_once):
+            client.submit(int, 0, pure=False).add_done_callback(done.put)
+            submitted += 1
+        for _ in range(tasks):
+            done.get()
+            if submitted < tasks:
+                client.submit(int, 0, pure=False).add_done_callback(done.put)
+                submitted += 1
+        return (time.perf_counter() - started) / tasks * 1000
+    finally:
+        client.close()
+        cluster.close()
 
 
 def run(work: Path, command: str, end: str, parallel: int, launcher: list[str], runs: int) -> float:
@@ -70,6 +125,14 @@ def main() -> None:
             f"(a) 2000 × true at parallel 4: local {local:.2f} s ({local / 2000 * 1000:.1f} ms/partition), "
             f"dask-local:4 {dask:.2f} s ({dask / 2000 * 1000:.1f} ms/partition), ratio {ratio:.2f} "
             f"[{verdict(ratio, 2)} ≤ 2]"
+        )
+        parent_cpu = statistics.median(v for k, v in CPU_SECONDS.items() if "dask-local:4" in k) / 2000 * 1000
+        floor = dask_floor()
+        local_each = local / 2000 * 1000
+        print(
+            f"    Dask's own floor: a no-op task 4 at a time {floor:.1f} ms/task ({floor / local_each:.1f}× "
+            f"local's whole partition); executor process CPU {parent_cpu:.1f} ms/partition → one core drives "
+            f"{1000 / parent_cpu:.0f} partitions/s"
         )
         end_200 = "2024-01-01T03:20:00Z"  # 200 one-minute partitions
         sleeper = "sleep 1"

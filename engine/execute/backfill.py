@@ -30,6 +30,7 @@ from engine.store.locate import locate_backfill
 from engine.store.manifest import manifest_of, spec_of
 from engine.store.records import PartitionRecord
 from engine.store.state_store import (
+    Generation,
     StateStore,
     add_to_gitignore,
     default_state_root,
@@ -93,6 +94,8 @@ class Prepared:
         try:
             if not self.spec.target.is_command and self.spec.target.path:
                 launcher.check_target_visible(self.spec.target.path)
+            if address is not None:  # before the first launch: a successor must know where to look
+                self.takeover.generation = self.store.record_cluster(self.takeover.generation, address, stop_grace())
         except BaseException:
             launcher.shutdown()
             raise
@@ -233,15 +236,17 @@ def resume_parallelism(spec: BackfillSpec, options: ExecutionOptions, *, validat
     return effective_parallelism(options.max_parallel, options.workers, environment)
 
 
-def _remote_stopper(options: ExecutionOptions) -> Callable[[list], None] | None:
-    """For a backfill on a Dask cluster: what stops an earlier executor's children on its workers."""
-    if options.launcher != "dask":
-        return None  # a local cluster's workers died with the executor that started them, and their children too
+def _remote_stopper(backfill_id: str) -> Callable[[list, Generation | None], list[str]]:
+    """What stops the children an earlier executor left on a Dask cluster, found from its records and from the
+    scheduler its generation recorded (whatever launcher this invocation uses)."""
 
-    def stop(running: list) -> None:
-        from engine.execute.dask_launcher import scheduler_address, stop_remote_attempts
+    def stop(running: list, previous: Generation | None) -> list[str]:
+        on_cluster = any(a.launcher == "dask" for record in running for a in record.attempts)
+        if not on_cluster and (previous is None or previous.cluster is None):
+            return []  # nothing ran on a cluster: Dask is not even imported
+        from engine.execute.dask_launcher import stop_remote_attempts
 
-        stop_remote_attempts(running, scheduler_address(options.dask_scheduler), stop_grace())
+        return stop_remote_attempts(backfill_id, running, previous, stop_grace())
 
     return stop
 
@@ -261,7 +266,7 @@ def prepare_resume(
         loaded.running,
         grace=stop_grace(),
         reload=lambda: loaded.store.load_board(spec.plan, spec.ids.of),
-        stop_remote=_remote_stopper(options),
+        stop_remote=_remote_stopper(loaded.store.id),
     )
     working_directory = loaded.manifest.get("working_directory") or os.getcwd()
     return Prepared(

@@ -9,6 +9,7 @@ running task cannot be interrupted.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -18,52 +19,85 @@ from typing import Any
 
 from engine.base.errors import BadInput
 from engine.execute.launcher import ChildSpec
+from engine.execute.local_cluster import LocalCluster
 
-START_WAIT = 60.0  # seconds a submitted attempt may take to report its child started
 BEAT_SECONDS = 1.0
+CONNECT_TIMEOUT = 10  # seconds to reach a scheduler at takeover
+WATCH_SLACK = 3.0  # a task notices its executor's silence this late at most (its watch tick and variable read)
+LOG_END_WAIT = 5.0  # seconds a failed attempt waits for the rest of its output
 
 
-def stop_remote_attempts(running: list[Any], address: str, grace: float) -> None:
-    """Before a new executor starts anything: every child an earlier one left running on a worker is stopped
-    (SIGTERM, SIGKILL after ``grace``) and confirmed gone through its worker; a worker no longer in the cluster
-    took its children with it. An unreachable scheduler refuses the takeover: never two live children."""
+def stop_remote_attempts(backfill_id: str, running: list[Any], previous: Any, grace: float) -> list[str]:
+    """Before a new executor starts anything: every child an earlier one left on a Dask cluster is stopped
+    (SIGTERM, SIGKILL after ``grace``) and confirmed gone, on each scheduler its records or its generation name.
+
+    Each worker also fences the older generations off (no task of theirs starts a child any more) and stops
+    the children it knows of, so a child whose identity never reached the records is found as well. A scheduler
+    that cannot be reached is waited out: its tasks stop their children once their executor's heartbeat has
+    been silent for their grace (or cannot be read), which bounds the wait. Notes for the operator come back."""
+    by_scheduler: dict[str, list[Any]] = {}
+    for record in running:
+        for attempt in record.attempts:
+            if attempt.status == "running" and attempt.launcher == "dask" and (attempt.remote or {}).get("scheduler"):
+                by_scheduler.setdefault(attempt.remote["scheduler"], []).append(attempt)
+    children_grace = grace
+    if previous is not None and previous.cluster:
+        by_scheduler.setdefault(previous.cluster, [])
+        children_grace = max(grace, previous.cluster_grace)
+    below = (previous.number if previous is not None else 0) + 1
+    notes = []
+    for address, attempts in by_scheduler.items():
+        note = _stop_on_scheduler(address, attempts, backfill_id, below, grace, children_grace)
+        if note:
+            notes.append(note)
+    return notes
+
+
+def _stop_on_scheduler(
+    address: str, attempts: list[Any], backfill_id: str, below: int, grace: float, children_grace: float
+) -> str | None:
     from engine.base.errors import Refused
-    from engine.execute.dask_task import signal_group
+    from engine.execute.dask_task import signal_group, stop_generation
 
-    remote = [
-        a for record in running for a in record.attempts if a.status == "running" and a.remote and "pgid" in a.remote
-    ]
-    if not remote:
-        return
     distributed = _distributed()
     try:
-        client = distributed.Client(address, set_as_default=False, timeout=15)
+        client = distributed.Client(address, set_as_default=False, timeout=CONNECT_TIMEOUT)
     except Exception as error:
-        raise Refused(
-            f"the Dask scheduler {address} that ran this backfill's attempts cannot be reached ({error}): their "
-            f"children stop themselves within {2 * grace:.0f}s of their executor's end; continue after that"
-        ) from None
+        waited = 2 * children_grace + BEAT_SECONDS + WATCH_SLACK
+        time.sleep(waited)
+        return (
+            f"the Dask scheduler {address} of the previous executor cannot be reached ({type(error).__name__}): "
+            f"waited {waited:.0f}s for its children there to stop themselves"
+        )
     try:
         deadline = time.monotonic() + grace
         signum = signal.SIGTERM
-        while remote:
+        recorded = [a for a in attempts if "pgid" in a.remote]
+        while True:
             workers = set(client.scheduler_info().get("workers", {}))
-            alive = []
-            for attempt in remote:
+            alive: list[str] = []
+            for attempt in recorded:
                 worker = attempt.remote["worker"]
-                if worker not in workers:
-                    continue
-                answer = client.run(signal_group, attempt.remote["pgid"], signum, workers=[worker], on_error="ignore")
-                if answer.get(worker):
-                    alive.append(attempt)
-            remote = alive
-            if remote:
-                time.sleep(0.2)
-                if time.monotonic() > deadline:
-                    signum = signal.SIGKILL
-                if time.monotonic() > deadline + 10:
-                    shown = ", ".join(f"PID {a.pid} on {a.remote['worker']}" for a in remote)
-                    raise Refused(f"children of an earlier executor could not be stopped: {shown}")
+                if worker in workers:  # a worker gone took its children with it
+                    answer = client.run(
+                        signal_group, attempt.remote["pgid"], signum, workers=[worker], on_error="ignore"
+                    )
+                    if answer.get(worker) is True:
+                        alive.append(f"PID {attempt.pid} on {worker}")
+            swept = client.run(stop_generation, backfill_id, below, signum, on_error="ignore")
+            alive += [
+                f"process group {group} on {worker}"
+                for worker, groups in swept.items()
+                if isinstance(groups, list)
+                for group in groups
+            ]
+            if not alive:
+                return None
+            time.sleep(0.2)
+            if time.monotonic() > deadline:
+                signum = signal.SIGKILL
+            if time.monotonic() > deadline + 10:
+                raise Refused(f"children of an earlier executor could not be stopped: {', '.join(sorted(set(alive)))}")
     finally:
         client.close()
 
@@ -93,6 +127,13 @@ def _allowed_failures() -> int:
     return int(dask.config.get("distributed.scheduler.allowed-failures"))
 
 
+def _check_installed() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("distributed") is None:
+        _distributed()  # the error naming the extra
+
+
 def _distributed() -> Any:
     try:
         import distributed
@@ -108,16 +149,19 @@ class _Stream:
     """What the events of one attempt have told so far."""
 
     log_path: str
-    started: threading.Event = field(default_factory=threading.Event)
     info: dict[str, Any] = field(default_factory=dict)
     pending: dict[int, bytes] = field(default_factory=dict)  # chunks that arrived before their predecessors
     next_seq: int = 0
     ended: threading.Event = field(default_factory=threading.Event)
     start_error: str | None = None
+    code: int | None = None  # the child's exit status, as its task reported it
+    chunks: int | None = None  # how many chunks of output the child wrote in all, once its task reported it
+    on_end: Any = None  # called once the exit is known and the last of the output is written
 
 
 class DaskChild:
-    """One attempt's task, as the executor sees a child."""
+    """One attempt's task, as the executor sees a child. Its exit wakes the executor through a pipe that the
+    future's completion (and, for a failure, the last of its output) writes to: no polling."""
 
     def __init__(self, launcher: DaskLauncher, future: Any, stream: _Stream) -> None:
         self._launcher = launcher
@@ -125,6 +169,14 @@ class DaskChild:
         self._stream = stream
         self.lost: str | None = None  # why the attempt's outcome is unknown (its worker died)
         self._code: int | None = None
+        self._done_at: float | None = None
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_read, False)
+        os.set_blocking(self._wake_write, False)  # a full pipe already wakes the executor
+        self._closing = threading.Lock()
+        self._closed = False
+        stream.on_end = self._wake
+        future.add_done_callback(lambda _: self._wake())
 
     @property
     def pid(self) -> int:
@@ -136,42 +188,52 @@ class DaskChild:
         return self._stream.info.get("worker")
 
     @property
-    def remote(self) -> dict[str, Any] | None:
-        """Where the child runs, once its task reported it: the executor records it then (launches never wait)."""
+    def remote(self) -> dict[str, Any]:
+        """Where the child runs: the cluster from the start, the worker, host and process group once its task
+        reported them (launches never wait for that; the executor records them when they arrive)."""
+        where = dict(self._launcher.placement)
         info = self._stream.info
-        if not info:
-            return None
-        return {
-            "worker": info["worker"],
-            "host": info["host"],
-            "pgid": info["pgid"],
-            "pid_started": info.get("pid_started"),
-        }
+        if info:
+            where.update(worker=info["worker"], host=info["host"], pgid=info["pgid"])
+            where["pid_started"] = info.get("pid_started")
+        return where
+
+    def _wake(self) -> None:
+        with self._closing:  # a closed descriptor's number may already belong to another file: never write to it
+            if not self._closed:
+                with contextlib.suppress(BlockingIOError):
+                    os.write(self._wake_write, b"x")
 
     def poll(self) -> int | None:
         if self._code is not None:
             return self._code
-        if not self._future.done():
+        with contextlib.suppress(BlockingIOError):
+            os.read(self._wake_read, 64)  # what woke the executor is consumed: a later wake is a new event
+        stream = self._stream
+        if stream.ended.is_set():  # the task reported the exit, and every chunk of output is written
+            self._code = stream.code
+        elif not self._future.done():
             return None
-        if self._future.status == "cancelled":  # stopped before it started: no child ever ran
+        elif self._future.status == "cancelled":  # stopped before it started: no child ever ran
             self._code = -signal.SIGKILL
-            return self._code
-        if self._future.status == "finished":
-            code = int(self._future.result())
-            if code != 0:  # the failure's reason is read from the log's last lines: wait for them
-                self._stream.ended.wait(5)
-            self._code = code
+        elif self._future.status == "finished":
+            # Done, but the report of its exit has not arrived: wait for it (its arrival wakes the executor), not
+            # for ever.
+            self._done_at = self._done_at or time.monotonic()
+            if time.monotonic() - self._done_at < LOG_END_WAIT:
+                return None
+            self._code = int(self._future.result())
         else:
             error = self._future.exception()
             self.lost = f"worker {self.worker or '?'} lost ({type(error).__name__})"
-            info = self._stream.info
+            info = stream.info
             if info:
                 self._launcher.stop_orphan(info["host"], info["pgid"])
             self._code = -9
         return self._code
 
     def exit_fd(self) -> int | None:
-        return None
+        return self._wake_read
 
     def signal_group(self, signum: int) -> None:
         info = self._stream.info
@@ -182,6 +244,10 @@ class DaskChild:
 
     def close(self) -> None:
         self._launcher.forget(self._future.key)
+        with self._closing:
+            self._closed = True
+            os.close(self._wake_read)
+            os.close(self._wake_write)
 
     def leftover_group(self) -> int | None:
         return None  # the task clears its own group on its worker
@@ -193,27 +259,24 @@ class DaskLauncher:
     def __init__(
         self, *, address: str | None, local_workers: int | None, backfill_id: str, generation: int, grace: float
     ) -> None:
+        _check_installed()
+        self._cluster: LocalCluster | None = None
+        if local_workers is not None:
+            self._cluster = LocalCluster(local_workers)
         distributed = _distributed()
         import logging
 
         # Dask reports on the executor's stderr (connections, slow event loops): the terminal is the dashboard's
         # and the progress lines'. Only errors get through.
         logging.getLogger("distributed").setLevel(logging.ERROR)
-        self._cluster = None
-        if local_workers is not None:
-            import dask
-
-            # We own retries and their records: the scheduler must never rerun an attempt on its own.
-            dask.config.set({"distributed.scheduler.allowed-failures": 0})
-            self._cluster = distributed.LocalCluster(
-                n_workers=local_workers,
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=None,
-                silence_logs=logging.ERROR,
-            )
-            address = self._cluster.scheduler_address
-        self.client = distributed.Client(address, set_as_default=False)
+        try:
+            if self._cluster is not None:
+                address = self._cluster.scheduler_address()
+            self.client = distributed.Client(address, set_as_default=False)
+        except BaseException:
+            if self._cluster is not None:
+                self._cluster.close()
+            raise
         retried = self.client.run_on_scheduler(_allowed_failures)
         if retried != 0:
             self.shutdown_client()
@@ -221,6 +284,10 @@ class DaskLauncher:
                 f"the Dask scheduler at {address} reruns a task whose worker died (allowed-failures {retried}): "
                 "backfill owns retries, so start it with distributed.scheduler.allowed-failures: 0"
             )
+        self.backfill_id, self.generation = backfill_id, generation
+        # Recorded with every attempt from its launch: what a later executor reaches to stop it. A local cluster
+        # dies with its executor, and its workers' children with them.
+        self.placement = {"cluster": "local"} if self._cluster is not None else {"scheduler": address}
         self.topic = f"backfill-{backfill_id}"
         # One heartbeat per executor generation: a child of an executor that died stops itself even when a
         # successor is already beating under the backfill's name.
@@ -277,6 +344,8 @@ class DaskLauncher:
             self.beat,
             self.grace,
             self.grace,
+            self.backfill_id,
+            self.generation,
             key=run_id,
             pure=False,
             retries=0,
@@ -319,24 +388,35 @@ class DaskLauncher:
         kind = message.get("kind")
         if kind == "started":
             stream.info = message
-            stream.started.set()
         elif kind == "start_failed":
             stream.start_error = message.get("error")
             with open(stream.log_path, "ab") as log:
                 log.write(f"backfill: cannot start the child on its worker: {stream.start_error}\n".encode())
-            stream.ended.set()
+            stream.code = int(message.get("code", 127))
+            self._end(stream)
         elif kind == "log":
             stream.pending[int(message["seq"])] = message["data"]
             self._flush(stream)
-        elif kind == "log_end":
+        elif kind == "exit":
+            if not stream.info:  # it ended before it was reported started: its identity comes with its end
+                stream.info = message
+            stream.code, stream.chunks = int(message["code"]), int(message["chunks"])
             self._flush(stream)
-            stream.ended.set()
 
     def _flush(self, stream: _Stream) -> None:
-        with open(stream.log_path, "ab") as log:
-            while stream.next_seq in stream.pending:
-                log.write(stream.pending.pop(stream.next_seq))
-                stream.next_seq += 1
+        if stream.pending:
+            with open(stream.log_path, "ab") as log:
+                while stream.next_seq in stream.pending:
+                    log.write(stream.pending.pop(stream.next_seq))
+                    stream.next_seq += 1
+        if stream.chunks is not None and stream.next_seq >= stream.chunks and not stream.ended.is_set():
+            self._end(stream)
+
+    @staticmethod
+    def _end(stream: _Stream) -> None:
+        stream.ended.set()
+        if stream.on_end is not None:
+            stream.on_end()
 
     def _beat(self) -> None:
         while not self._stop_beat.wait(BEAT_SECONDS):

@@ -10,63 +10,125 @@ process group when it ends, and returns its exit status.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import select
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from typing import Any
 
 CHUNK = 64 * 1024  # at most this much output per event: nothing is buffered without bound
 BEAT_PREFIX = "backfill-beat-"
+QUIET_START = 0.05  # seconds a child may run before its task reports it started
+FENCED = 126  # what a task returns when a newer executor fenced its generation off before its child started
+
+# setpriv (util-linux) sets the parent-death signal without a preexec function, which would force a full fork of
+# the worker: 12 ms a child instead of 3 ms (measured in docs/performance.md).
+_SETPRIV = shutil.which("setpriv")
+
+# This worker process's children, by backfill: what a newer executor's takeover stops (``stop_generation``),
+# including children whose identity never reached their dead executor's records. A generation fenced off here
+# starts no child any more; the lock makes fencing and starting exclusive.
+_LOCK = threading.Lock()
+_CHILDREN: dict[str, tuple[str, int, int]] = {}  # run ID → (backfill ID, executor generation, process group)
+_FENCES: dict[str, int] = {}  # backfill ID → the lowest generation still allowed to start children
 
 
 def run_child(
-    argv: list[str], cwd: str, env: dict[str, str], run_id: str, topic: str, beat: str, grace: float, silence: float
+    argv: list[str],
+    cwd: str,
+    env: dict[str, str],
+    run_id: str,
+    topic: str,
+    beat: str,
+    grace: float,
+    silence: float,
+    backfill_id: str = "",
+    generation: int = 0,
 ) -> int:
     """Run one attempt's child on this worker; its exit status (negative: killed by that signal)."""
     from distributed import get_worker
 
     worker = get_worker()
+    with _LOCK:
+        if generation < _FENCES.get(backfill_id, 0):
+            why = "a newer executor of this backfill took it over before its child started"
+            worker.log_event(topic, {"run_id": run_id, "kind": "start_failed", "error": why, "code": FENCED})
+            return FENCED
+        try:
+            process = _spawn(argv, cwd, env)
+        except OSError as error:
+            why = error.strerror or str(error)
+            worker.log_event(topic, {"run_id": run_id, "kind": "start_failed", "error": why, "code": 127})
+            return 127
+        _CHILDREN[run_id] = (backfill_id, generation, process.pid)
     try:
-        process = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=_die_with_worker,
-        )
-    except OSError as error:
-        worker.log_event(topic, {"run_id": run_id, "kind": "start_failed", "error": error.strerror or str(error)})
-        return 127
-    worker.log_event(
-        topic,
-        {
-            "run_id": run_id,
-            "kind": "started",
+        identity = {
             "pid": process.pid,
             "pgid": process.pid,
             "host": socket.gethostname(),
             "worker": worker.address,
             "pid_started": _started(process.pid),
-        },
-    )
-    reader = threading.Thread(target=_stream, args=(worker, topic, run_id, process), daemon=True)
-    reader.start()
-    _watch_heartbeat(worker, process, beat, grace, silence)
-    code = process.wait()
-    reader.join()
-    _clear_group(process.pid, grace)
+        }
+        chunks: list[int] = []
+        reader = threading.Thread(target=_stream, args=(worker, topic, run_id, process, chunks), daemon=True)
+        reader.start()
+        exited = _ExitWatch(process)
+        # A child that ends at once is reported once, with its exit: one message fewer per short attempt. Until
+        # it is reported, a takeover finds it through this worker's registry.
+        if not exited.wait(QUIET_START):
+            worker.log_event(topic, {"run_id": run_id, "kind": "started", **identity})
+            _watch_heartbeat(exited, process, beat, grace, silence)
+        exited.close()
+        code = process.wait()
+        reader.join()
+        _clear_group(process.pid, grace)
+        # The outcome travels with the output, in the same stream: the executor needs no second round trip to
+        # fetch the task's result, and knows how many chunks to write before the log is whole.
+        worker.log_event(topic, {"run_id": run_id, "kind": "exit", "code": code, "chunks": chunks[0], **identity})
+    finally:
+        with _LOCK:
+            _CHILDREN.pop(run_id, None)
     return code
 
 
+def _spawn(argv: list[str], cwd: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """The child in its own session, killed if the worker thread that started it dies (a worker killed or lost),
+    so a retry elsewhere never runs beside it (Linux; elsewhere the executor's signal must do)."""
+    options: dict[str, Any] = {}
+    if _SETPRIV is not None:
+        _check_executable(argv[0], cwd, env)  # setpriv would report a missing program as its own exit 127
+        argv = [_SETPRIV, "--pdeathsig", "KILL", "--", *argv]
+    elif sys.platform == "linux":
+        options["preexec_fn"] = _die_with_worker
+    return subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        **options,
+    )
+
+
+def _check_executable(program: str, cwd: str, env: dict[str, str]) -> None:
+    if os.sep in program:
+        found = os.path.join(cwd, program)
+        if not os.access(found, os.X_OK) or os.path.isdir(found):
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+    elif shutil.which(program, path=env.get("PATH", os.defpath)) is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+
+
 def _die_with_worker() -> None:
-    """In the child, before exec: SIGKILL it if the worker thread that started it dies (a worker killed or
-    lost), so a retry elsewhere never runs beside it (Linux; elsewhere the executor's signal must do)."""
+    """In the child, before exec, where setpriv is missing: the parent-death signal (see ``_spawn``)."""
     import ctypes
 
     with contextlib.suppress(Exception):
@@ -82,7 +144,7 @@ def _started(pid: int) -> float | None:
         return None
 
 
-def _stream(worker: Any, topic: str, run_id: str, process: subprocess.Popen[bytes]) -> None:
+def _stream(worker: Any, topic: str, run_id: str, process: subprocess.Popen[bytes], chunks: list[int]) -> None:
     assert process.stdout is not None
     sequence = 0
     while True:
@@ -91,10 +153,40 @@ def _stream(worker: Any, topic: str, run_id: str, process: subprocess.Popen[byte
             break
         worker.log_event(topic, {"run_id": run_id, "kind": "log", "seq": sequence, "data": data})
         sequence += 1
-    worker.log_event(topic, {"run_id": run_id, "kind": "log_end", "seq": sequence})
+    chunks.append(sequence)
 
 
-def _watch_heartbeat(worker: Any, process: subprocess.Popen[bytes], beat: str, grace: float, silence: float) -> None:
+class _ExitWatch:
+    """Waits for a child's exit and wakes the moment it comes (a pidfd): ``Popen.wait(timeout)`` polls, up to
+    50 ms late, which every attempt would pay."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self._process = process
+        try:
+            self._fd: int | None = os.pidfd_open(process.pid)
+        except (AttributeError, OSError):  # not Linux 5.3+: poll
+            self._fd = None
+
+    def wait(self, timeout: float) -> bool:
+        """Whether the child exited within ``timeout`` seconds (it is not reaped)."""
+        if self._fd is None:
+            try:
+                self._process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                return False
+            return True
+        ready, _, _ = select.select([self._fd], [], [], timeout)
+        return bool(ready)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _watch_heartbeat(
+    exited: _ExitWatch, process: subprocess.Popen[bytes], beat: str, grace: float, silence: float
+) -> None:
     """Until the child exits: when the executor's heartbeat (a scheduler variable it refreshes every second) has
     been silent for ``silence`` seconds, SIGTERM the child's group, then SIGKILL after ``grace``."""
     from distributed import Variable, get_client
@@ -102,11 +194,8 @@ def _watch_heartbeat(worker: Any, process: subprocess.Popen[bytes], beat: str, g
     variable = None  # made on the first half-second: a short child never needs it
     stopping_since: float | None = None
     while True:
-        try:
-            process.wait(timeout=0.5)  # returns the moment the child exits: no task outlasts its child by a tick
+        if exited.wait(0.5):  # returns the moment the child exits: no task outlasts its child by a tick
             return
-        except subprocess.TimeoutExpired:
-            pass
         try:
             variable = variable or Variable(beat, client=get_client())
             last = float(variable.get(timeout=2))
@@ -154,3 +243,19 @@ def signal_group(group: int, signum: int) -> bool:
 def can_see(path: str) -> bool:
     """Run on every worker before the first launch: whether the target exists at the same path there."""
     return os.path.exists(path)
+
+
+def stop_generation(backfill_id: str, below: int, signum: int) -> list[int]:
+    """Run on every worker through ``client.run`` when an executor takes a backfill over: no task of an older
+    generation starts a child here any more, and those running are signalled; the groups still alive."""
+    with _LOCK:
+        _FENCES[backfill_id] = max(below, _FENCES.get(backfill_id, 0))
+        groups = [
+            group for owner, generation, group in _CHILDREN.values() if owner == backfill_id and generation < below
+        ]
+    alive = []
+    for group in groups:
+        _signal(group, signum)
+        if _alive(group):
+            alive.append(group)
+    return alive

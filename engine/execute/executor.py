@@ -456,6 +456,8 @@ class Executor:
         remoted = hasattr(child, "remote")  # a child on another machine: its identity arrives later
         attempt.pid = child.pid or None
         attempt.pid_started = None if remoted else process_started(child.pid)
+        if remoted:
+            attempt.remote = child.remote  # the cluster at least: where a successor looks for it
         self._write(self.store.record_path(partition_id), record.to_bytes(), durable=False)
         active = _Active(index, interval, record, attempt, child, time.monotonic(), time.time(), pending.attempts_left)
         active.identity_pending = remoted
@@ -488,22 +490,24 @@ class Executor:
         else:
             time.sleep(min(timeout, 0.01))
 
-    def _record_identity(self, active: _Active) -> None:
-        """A remote child's PID, start time and worker, recorded as soon as its task reports them."""
+    def _record_identity(self, active: _Active, *, write: bool) -> None:
+        """A remote child's PID, start time and worker, recorded as soon as its task reports them (written with
+        the attempt's end when that came first)."""
         remote = getattr(active.child, "remote", None)
-        if remote is None:
+        if remote is None or "pgid" not in remote:
             return
         active.identity_pending = False
         attempt = active.attempt
         attempt.pid, attempt.pid_started = active.child.pid, remote.pop("pid_started", None)
         attempt.remote = remote
-        self._write(self.store.record_path(active.record.id), active.record.to_bytes(), durable=False)
+        if write:
+            self._write(self.store.record_path(active.record.id), active.record.to_bytes(), durable=False)
 
     def _reap(self) -> None:
         for index, active in list(self._active.items()):
-            if active.identity_pending:
-                self._record_identity(active)
             code = active.child.poll()
+            if active.identity_pending:
+                self._record_identity(active, write=code is None)
             if code is None:
                 continue
             fd = active.child.exit_fd()

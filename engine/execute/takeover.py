@@ -17,7 +17,7 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import psutil
@@ -41,6 +41,7 @@ class Takeover:
     children_lock: FileLock
     generation: Generation
     stopped_orphans: list[int]
+    notes: list[str] = field(default_factory=list)  # what the operator should know of the takeover (one line each)
 
 
 def find_orphans(store: StateStore, running: list[PartitionRecord]) -> set[int]:
@@ -84,7 +85,7 @@ def take_over(
     *,
     grace: float,
     reload: Callable[[], tuple[StatusBoard, list[PartitionRecord]]] | None = None,
-    stop_remote: Callable[[list[PartitionRecord]], None] | None = None,
+    stop_remote: Callable[[list[PartitionRecord], Generation | None], list[str]] | None = None,
 ) -> Takeover:
     """Become the one executor of a backfill. ``reload`` reads the records again once the lock is ours: what
     was read before may predate the last writes of an executor that died in between, and writing a stale
@@ -112,9 +113,10 @@ def take_over(
     # .children.lock must never let new attempts run beside live old ones.
     orphans = find_orphans(store, running)
     stop_orphans(orphans, grace)
+    notes: list[str] = []
     if stop_remote is not None:  # children an earlier executor ran on other machines (the Dask launcher)
         try:
-            stop_remote(running)
+            notes = stop_remote(running, store.read_generation())
         except BaseException:
             lock.release()
             raise
@@ -138,4 +140,4 @@ def take_over(
     generation = store.write_generation(
         (previous.number if previous else 0) + 1, me, process_started(me) or 0.0, now_text()
     )
-    return Takeover(lock, children_lock, generation, stopped)
+    return Takeover(lock, children_lock, generation, stopped, notes)

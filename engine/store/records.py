@@ -45,7 +45,7 @@ class Attempt:
     rows: int | None = None  # a mark's rows loaded by hand (--rows)
     asset: str | None = None  # a mark of one asset of a pipeline partition (--asset)
     by: str | None = None  # who marked (user@host)
-    remote: dict[str, Any] | None = None  # a Dask attempt: {worker, host, pgid} where its child ran
+    remote: dict[str, Any] | None = None  # a Dask attempt: {scheduler or cluster, worker, host, pgid}
 
     def to_json(self) -> dict[str, Any]:
         extra = {"kind": self.kind, "rows": self.rows, "asset": self.asset, "by": self.by} if self.kind != "run" else {}
@@ -87,7 +87,7 @@ class Attempt:
             rows=data.get("rows"),
             asset=data.get("asset"),
             by=data.get("by"),
-            remote={k: data[k] for k in ("worker", "host", "pgid") if k in data} or None,
+            remote={k: data[k] for k in ("scheduler", "cluster", "worker", "host", "pgid") if k in data} or None,
         )
 
 

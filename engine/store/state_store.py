@@ -7,7 +7,7 @@
     children/<run-id>.log         stdout and stderr of each attempt
     .lock                         held by the executor while it runs
     .children.lock                held by the executor and every child it started
-    .generation.json              which executor (generation, PID, start time) runs or ran last
+    .generation.json              which executor (generation, PID, start time, Dask scheduler) runs or ran last
 
 Directories are 0700 and files 0600: they hold variable overrides.
 """
@@ -22,7 +22,7 @@ import socket
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +137,10 @@ class Generation:
     pid_started: float
     host: str
     started_at: str
+    # The Dask scheduler this executor sends attempts to, and its children's grace: what its successor reaches
+    # to stop children it left on a cluster, whatever its records managed to say before it died.
+    cluster: str | None = None
+    cluster_grace: float = 0.0
 
 
 class StateStore:
@@ -326,7 +330,13 @@ class StateStore:
             ) from None
         try:
             generation = Generation(
-                data["generation"], data["pid"], data["pid_started"], data["host"], data["started_at"]
+                data["generation"],
+                data["pid"],
+                data["pid_started"],
+                data["host"],
+                data["started_at"],
+                data.get("cluster"),
+                float(data.get("cluster_grace", 0.0)),
             )
         except (KeyError, TypeError) as error:
             raise StateUnreadable(f"{self.generation_path} lacks {error}: it was not written by backfill") from None
@@ -338,16 +348,23 @@ class StateStore:
 
     def write_generation(self, number: int, pid: int, pid_started: float, started_at: str) -> Generation:
         generation = Generation(number, pid, pid_started, socket.gethostname(), started_at)
-        write_atomic(
-            self.generation_path,
-            orjson.dumps(
-                {
-                    "generation": number,
-                    "pid": pid,
-                    "pid_started": pid_started,
-                    "host": generation.host,
-                    "started_at": started_at,
-                }
-            ),
-        )
+        self._write_generation(generation)
         return generation
+
+    def record_cluster(self, generation: Generation, address: str, grace: float) -> Generation:
+        """Before its first launch on a Dask cluster: which scheduler this generation's children run under."""
+        generation = replace(generation, cluster=address, cluster_grace=grace)
+        self._write_generation(generation)
+        return generation
+
+    def _write_generation(self, generation: Generation) -> None:
+        data: dict[str, Any] = {
+            "generation": generation.number,
+            "pid": generation.pid,
+            "pid_started": generation.pid_started,
+            "host": generation.host,
+            "started_at": generation.started_at,
+        }
+        if generation.cluster is not None:
+            data.update(cluster=generation.cluster, cluster_grace=generation.cluster_grace)
+        write_atomic(self.generation_path, orjson.dumps(data))

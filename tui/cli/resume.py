@@ -75,7 +75,8 @@ def _check_no_plan_inputs(args: argparse.Namespace) -> None:
 def resumed_options(args: argparse.Namespace, loaded: Loaded) -> ExecutionOptions:
     """The initial invocation's controls, overridden by those given now."""
     if loaded.spec.target.is_command:
-        given = [flag for flag, value in (("--workers", args.workers), ("--launcher", args.launcher)) if value]
+        exec_choice = args.launcher if args.launcher and not args.launcher.startswith("dask") else None
+        given = [flag for flag, value in (("--workers", args.workers), ("--launcher", exec_choice)) if value]
         if given:
             raise UsageError(
                 f"{', '.join(given)} mean{'s' if len(given) == 1 else ''} nothing for a --command backfill "
@@ -90,6 +91,8 @@ def resumed_options(args: argparse.Namespace, loaded: Loaded) -> ExecutionOption
         launcher=args.launcher,
         dask_scheduler=args.dask_scheduler,
     )
+    if args.launcher and args.launcher != "dask" and args.dask_scheduler is None:
+        options = replace(options, dask_scheduler=None)  # the saved scheduler went with the saved launcher
     given, timeout = timeout_arg(args.timeout)
     if given:  # a duration, or `none` to drop a saved timeout
         options = replace(options, timeout=timeout)
