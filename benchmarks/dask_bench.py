@@ -10,8 +10,8 @@ pays it. Two more figures explain (a) and feed the scaling estimate in docs/dist
 
 - Dask's own floor: a no-op task (``int(0)``) kept 4 at a time on the same kind of local cluster, with no
   backfill at all — what any launcher on Dask pays per task on this machine;
-- the executor process's own CPU per partition in (a) (executor, Dask client and, on dask-local, the scheduler,
-  which runs in it): how many partitions a second one core of the parent can drive.
+- the CPU per partition in (a) of the executor process (executor and Dask client) and of dask-local's scheduler
+  process (its workers not counted): how many partitions a second one core of each can drive.
 
 Usage: python benchmarks/dask_bench.py [--runs N]
 """
@@ -28,6 +28,7 @@ from pathlib import Path
 from _measure import GUARD_FLAGS, backfill_argv, installed_environment, median, verdict
 
 CPU_SECONDS: dict[str, float] = {}  # run directory → the executor process's own CPU seconds, last seen
+SCHEDULER_CPU_SECONDS: dict[str, float] = {}  # the same for dask-local's scheduler process (not its workers)
 
 
 def timed(argv: list[str], cwd: Path) -> float:
@@ -43,6 +44,10 @@ def timed(argv: list[str], cwd: Path) -> float:
             try:
                 times = watched.cpu_times()
                 CPU_SECONDS[str(cwd)] = times.user + times.system
+                for helper in watched.children():
+                    if "engine.execute.local_cluster" in " ".join(helper.cmdline()):
+                        times = helper.cpu_times()
+                        SCHEDULER_CPU_SECONDS[str(cwd)] = times.user + times.system
             except psutil.Error:
                 pass
             time.sleep(0.05)
@@ -127,12 +132,16 @@ def main() -> None:
             f"[{verdict(ratio, 2)} ≤ 2]"
         )
         parent_cpu = statistics.median(v for k, v in CPU_SECONDS.items() if "dask-local:4" in k) / 2000 * 1000
+        scheduler_cpu = statistics.median(v for k, v in SCHEDULER_CPU_SECONDS.items() if "dask-local:4" in k)
+        scheduler_cpu = scheduler_cpu / 2000 * 1000
         floor = dask_floor()
         local_each = local / 2000 * 1000
         print(
             f"    Dask's own floor: a no-op task 4 at a time {floor:.1f} ms/task ({floor / local_each:.1f}× "
-            f"local's whole partition); executor process CPU {parent_cpu:.1f} ms/partition → one core drives "
-            f"{1000 / parent_cpu:.0f} partitions/s"
+            f"local's whole partition)\n"
+            f"    CPU per partition: executor process {parent_cpu:.1f} ms (one core drives "
+            f"{1000 / parent_cpu:.0f} partitions/s), scheduler process {scheduler_cpu:.1f} ms (one core schedules "
+            f"{1000 / scheduler_cpu:.0f}/s)"
         )
         end_200 = "2024-01-01T03:20:00Z"  # 200 one-minute partitions
         sleeper = "sleep 1"

@@ -24,7 +24,7 @@ from engine.execute.local_cluster import LocalCluster
 BEAT_SECONDS = 1.0
 CONNECT_TIMEOUT = 10  # seconds to reach a scheduler at takeover
 WATCH_SLACK = 3.0  # a task notices its executor's silence this late at most (its watch tick and variable read)
-LOG_END_WAIT = 5.0  # seconds a failed attempt waits for the rest of its output
+LOG_END_WAIT = 5.0  # seconds an ended attempt waits for the rest of its output, or for its task's return
 
 
 def stop_remote_attempts(backfill_id: str, running: list[Any], previous: Any, grace: float) -> list[str]:
@@ -169,7 +169,7 @@ class DaskChild:
         self._stream = stream
         self.lost: str | None = None  # why the attempt's outcome is unknown (its worker died)
         self._code: int | None = None
-        self._done_at: float | None = None
+        self._half_done_at: float | None = None
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)  # a full pipe already wakes the executor
@@ -210,7 +210,9 @@ class DaskChild:
         with contextlib.suppress(BlockingIOError):
             os.read(self._wake_read, 64)  # what woke the executor is consumed: a later wake is a new event
         stream = self._stream
-        if stream.ended.is_set():  # the task reported the exit, and every chunk of output is written
+        if stream.ended.is_set() and (self._future.done() or self._waited_too_long()):
+            # The task reported the exit and every chunk of output is written; and the scheduler knows its worker
+            # is free, or the attempt submitted next could be queued behind another task on a busy worker.
             self._code = stream.code
         elif not self._future.done():
             return None
@@ -219,8 +221,7 @@ class DaskChild:
         elif self._future.status == "finished":
             # Done, but the report of its exit has not arrived: wait for it (its arrival wakes the executor), not
             # for ever.
-            self._done_at = self._done_at or time.monotonic()
-            if time.monotonic() - self._done_at < LOG_END_WAIT:
+            if not self._waited_too_long():
                 return None
             self._code = int(self._future.result())
         else:
@@ -231,6 +232,12 @@ class DaskChild:
                 self._launcher.stop_orphan(info["host"], info["pgid"])
             self._code = -9
         return self._code
+
+    def _waited_too_long(self) -> bool:
+        """Whether one half of an attempt's end (its task's return, its exit's report) came LOG_END_WAIT seconds
+        ago without the other."""
+        self._half_done_at = self._half_done_at or time.monotonic()
+        return time.monotonic() - self._half_done_at >= LOG_END_WAIT
 
     def exit_fd(self) -> int | None:
         return self._wake_read

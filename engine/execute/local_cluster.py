@@ -33,6 +33,9 @@ LOCAL_CLUSTER_CONFIG = {
     "distributed.worker.profile.enabled": False,
     "distributed.admin.system-monitor.gil.enabled": False,
     "distributed.scheduler.work-stealing": False,
+    # One task per worker thread: at the default 1.1 a one-thread worker takes a second task while the first
+    # still runs, and the attempt waits for it (a second's stall behind a one-second child).
+    "distributed.scheduler.worker-saturation": 1.0,
     # Event-loop health checks, memory and system monitors wake every worker 50+ times a second: with no
     # dashboard and tasks that hold no data, a slower pace leaves the cores to the children.
     "distributed.admin.tick.interval": "1s",

@@ -4,6 +4,7 @@ new starts, whether the records name them or not, whatever launcher the new invo
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -153,3 +154,68 @@ def test_continue_on_another_launcher_stops_the_dead_executors_cluster_children_
     assert [a["status"] for a in final[0]["attempts"]] == ["cancelled", "succeeded"]
     assert final[0]["attempts"][0]["scheduler"] == scheduler and "cluster" in final[0]["attempts"][1]
     assert not (exclusive / "OVERLAP").exists()
+
+
+def test_continue_after_the_cluster_is_gone_waits_its_children_out_and_says_so(tmp_path):
+    """The executor and then its whole cluster are killed: --continue cannot reach the recorded scheduler,
+    waits until any child there must have stopped itself, prints one note line saying so, and completes."""
+    work = tmp_path / "work"
+    (work / ".git").mkdir(parents=True)
+    address_file = tmp_path / "address"
+    cluster = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("dask_cluster.py")), str(address_file)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        scheduler = _wait_for_file(address_file, 60)
+        env = {**os.environ, "NO_COLOR": "1", "BACKFILL_STOP_GRACE": "1"}
+        process = subprocess.Popen(
+            [
+                *backfill_argv(),
+                "--command",
+                child_command(),
+                "--start-date",
+                "2024-01-01",
+                "--end-date",
+                "2024-01-01",
+                "--launcher",
+                "dask",
+                "--dask-scheduler",
+                scheduler,
+                "--no-progress",
+                *GUARD,
+            ],
+            cwd=work,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**env, "CHILD_SLEEP": "300"},
+        )
+        deadline = time.monotonic() + 60
+        running: list = []
+        while not running and time.monotonic() < deadline:
+            time.sleep(0.2)
+            try:
+                [backfill] = state_dirs(work / "logs" / "backfills")
+                running = [r for r in records(backfill) if r["status"] == "running" and r["attempts"][-1]["pid"]]
+            except ValueError:
+                running = []
+        process.kill()
+        process.wait(30)
+    finally:
+        os.killpg(cluster.pid, signal.SIGKILL)  # the scheduler, its workers and their children
+        cluster.wait(30)
+    resumed = subprocess.run(
+        [*backfill_argv(), "--continue", backfill.name, "--launcher", "dask-local:1", "--no-progress"],
+        cwd=work,
+        env={**env, "CHILD_SLEEP": "0"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    notes = [line for line in resumed.stdout.splitlines() if line.startswith("  note    ")]
+    assert len(notes) == 1 and f"the Dask scheduler {scheduler} of the previous executor cannot be reached" in notes[0]
+    assert "waited 6s" in notes[0]  # two grace periods of 1 s, and 4 s
+    assert [r["status"] for r in records(backfill)] == ["succeeded"]

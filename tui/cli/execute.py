@@ -100,6 +100,7 @@ def run_prepared(prepared: Prepared, args: argparse.Namespace, *, preflight: Pre
         f"backfill {prepared.store.id}: {selected} of {len(prepared.spec.plan)} partitions to run, "
         f"{parallelism.effective} at a time{capped}{runners}\n"
         f"  state   {prepared.store.directory}\n  resume  {hint}\n"
+        + "".join(f"  note    {note}\n" for note in prepared.takeover.notes)
         + (verdict_line(preflight) + "\n" if preflight is not None else "")
     )
     announce.flush()
