@@ -22,6 +22,9 @@ import threading
 import time
 from typing import Any
 
+from engine.execute.launcher import group_alive
+from engine.execute.launcher import signal_group as signal_process_group
+
 CHUNK = 64 * 1024  # at most this much output per event: nothing is buffered without bound
 BEAT_PREFIX = "backfill-beat-"
 QUIET_START = 0.05  # seconds a child may run before its task reports it started
@@ -203,41 +206,26 @@ def _watch_heartbeat(
             last = 0.0
         if stopping_since is None and time.time() - last > silence:
             stopping_since = time.monotonic()
-            _signal(process.pid, signal.SIGTERM)
+            signal_process_group(process.pid, signal.SIGTERM)
         elif stopping_since is not None and time.monotonic() - stopping_since >= grace:
-            _signal(process.pid, signal.SIGKILL)
+            signal_process_group(process.pid, signal.SIGKILL)
 
 
 def _clear_group(group: int, grace: float) -> None:
     """Processes the child left in its group (``sleep 30 &``) are stopped like local leftovers."""
-    if not _alive(group):
+    if not group_alive(group):
         return
-    _signal(group, signal.SIGTERM)
+    signal_process_group(group, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while _alive(group) and time.monotonic() < deadline:
+    while group_alive(group) and time.monotonic() < deadline:
         time.sleep(0.05)
-    _signal(group, signal.SIGKILL)
-
-
-def _alive(group: int) -> bool:
-    try:
-        os.killpg(group, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _signal(group: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(group, signum)
+    signal_process_group(group, signal.SIGKILL)
 
 
 def signal_group(group: int, signum: int) -> bool:
-    """Run on a worker through ``client.run``: signal a child's process group there."""
-    _signal(group, signum)
-    return _alive(group)
+    """Run on a worker through ``client.run``: signal a child's process group there; whether it is alive."""
+    signal_process_group(group, signum)
+    return group_alive(group)
 
 
 def can_see(path: str) -> bool:
@@ -255,7 +243,7 @@ def stop_generation(backfill_id: str, below: int, signum: int) -> list[int]:
         ]
     alive = []
     for group in groups:
-        _signal(group, signum)
-        if _alive(group):
+        signal_process_group(group, signum)
+        if group_alive(group):
             alive.append(group)
     return alive

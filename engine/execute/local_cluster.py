@@ -2,7 +2,7 @@
 
 In the executor's own process the scheduler would share its interpreter lock with the executor's loop and take
 its CPU; in a session of its own the terminal's Ctrl+C reaches the executor alone, which stops the children as
-it does locally. The cluster dies with its executor: the parent-death signal, and the end of its standard
+it does locally. (Not by ignoring SIGINT: an ignored signal stays ignored through exec, in every child.) The cluster dies with its executor: the parent-death signal, and the end of its standard
 input, stop it; its workers exit when it does, and their children with them.
 
 Run as ``python -m engine.execute.local_cluster N EXECUTOR_PID``: prints the scheduler's address on one line, then runs
@@ -91,7 +91,6 @@ class LocalCluster:
 
 def main() -> None:
     _die_with_parent()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the executor decides when its cluster stops
     _start_fork_server()
     import dask
     from distributed import LocalCluster as DaskLocalCluster

@@ -12,8 +12,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.backfills import child_command, records, state_dirs
+from tests.backfills import child_command, records
 from tests.conftest import backfill_argv, run_backfill
+from tests.functional.dask_support import alive, external_cluster, only_backfill, running_children
 from tests.guard_flags import GUARD, REASON
 
 DAYS = ("--start-date", "2024-01-01", "--end-date", "2024-02-09")  # 40 daily partitions
@@ -23,11 +24,6 @@ DAYS = ("--start-date", "2024-01-01", "--end-date", "2024-02-09")  # 40 daily pa
 def work(tmp_path) -> Path:
     (tmp_path / ".git").mkdir()
     return tmp_path
-
-
-def only_backfill(work: Path) -> Path:
-    [backfill] = state_dirs(work / "logs" / "backfills")
-    return backfill
 
 
 def test_forty_partitions_run_on_a_local_cluster_with_records_and_logs(work):
@@ -86,53 +82,6 @@ def test_a_failing_partition_is_retried_on_the_cluster(work):
         assert [a["status"] for a in record["attempts"]] == ["failed", "succeeded"]
 
 
-def test_ctrl_c_stops_the_remote_children(work):
-    """SIGINT to the executor: every remote child is signalled through its worker and gone (checked by PID);
-    the partitions are cancelled and resumable."""
-    spans = work / "pids"
-    spans.mkdir()
-    command = child_command("--sleep", "60")
-    process = subprocess.Popen(
-        [
-            *backfill_argv(),
-            "--command",
-            command,
-            "--start-date",
-            "2024-01-01",
-            "--end-date",
-            "2024-01-02",
-            "--launcher",
-            "dask-local:2",
-            "--max-parallel",
-            "2",
-            *GUARD,
-            "--no-progress",
-        ],
-        cwd=work,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 60
-    pids: list[int] = []
-    while len(pids) < 2 and time.monotonic() < deadline:
-        time.sleep(0.2)
-        try:
-            pids = [
-                r["attempts"][-1]["pid"]
-                for r in records(only_backfill(work))
-                if r["status"] == "running" and r["attempts"][-1]["pid"]  # once the task reported its child
-            ]
-        except ValueError:
-            pids = []
-    assert len(pids) == 2
-    process.send_signal(signal.SIGINT)
-    process.wait(60)
-    assert process.returncode == 130
-    assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids)
-    assert [r["status"] for r in records(only_backfill(work))] == ["cancelled", "cancelled"]
-
-
 def test_without_the_extra_the_error_names_it(work, tmp_path):
     """Without Dask distributed installed: one line naming the extra to install, exit 2, nothing created."""
     blocker = tmp_path / "block"
@@ -178,23 +127,12 @@ def test_a_dead_worker_makes_its_attempt_lost_and_another_worker_runs_it(work, t
     worker, and no two children of the partition ever ran at once (a per-partition lock)."""
     exclusive = work / "exclusive"
     exclusive.mkdir()
-    cluster = subprocess.Popen(
-        [sys.executable, str(Path(__file__).with_name("dask_cluster.py")), str(tmp_path / "address")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not (tmp_path / "address").exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        address = (tmp_path / "address").read_text().strip()
-        command = child_command("--sleep", "4", "--exclusive-dir", str(exclusive))
+    with external_cluster(tmp_path) as (address, _):
         process = subprocess.Popen(
             [
                 *backfill_argv(),
                 "--command",
-                command,
+                child_command("--sleep", "4", "--exclusive-dir", str(exclusive)),
                 "--start-date",
                 "2024-01-01",
                 "--end-date",
@@ -213,31 +151,14 @@ def test_a_dead_worker_makes_its_attempt_lost_and_another_worker_runs_it(work, t
             stderr=subprocess.PIPE,
             text=True,
         )
-        running = []
-        while not running and time.monotonic() < deadline:
-            time.sleep(0.2)
-            try:
-                running = [
-                    r for r in records(only_backfill(work)) if r["status"] == "running" and r["attempts"][-1]["pid"]
-                ]
-            except ValueError:
-                running = []
-        worker_pid = _worker_process(running[0]["attempts"][-1]["pid"])
-        os.kill(worker_pid, signal.SIGKILL)
+        [child] = running_children(work, 1)
+        os.kill(psutil.Process(child).ppid(), signal.SIGKILL)  # the worker process whose task started it
         out, err = process.communicate(timeout=90)
         assert process.returncode == 0, out + err
         [record] = records(only_backfill(work))
         assert [a["status"] for a in record["attempts"]] == ["lost", "succeeded"]
         assert record["attempts"][0]["worker"] != record["attempts"][1]["worker"]
         assert not (exclusive / "OVERLAP").exists()
-    finally:
-        cluster.terminate()
-        cluster.wait(30)
-
-
-def _worker_process(child_pid: int) -> int:
-    """The Dask worker process whose task started this child (the child's parent)."""
-    return psutil.Process(child_pid).ppid()
 
 
 def test_a_killed_executor_leaves_no_remote_child_and_continue_completes(work, tmp_path):
@@ -245,29 +166,24 @@ def test_a_killed_executor_leaves_no_remote_child_and_continue_completes(work, t
     the grace); --continue then completes every partition, and no partition ever had two live children."""
     exclusive = work / "exclusive"
     exclusive.mkdir()
-    cluster = subprocess.Popen(
-        [sys.executable, str(Path(__file__).with_name("dask_cluster.py")), str(tmp_path / "address")],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
     env = {**os.environ, "BACKFILL_STOP_GRACE": "2", "NO_COLOR": "1"}
-    try:
-        deadline = time.monotonic() + 60
-        while not (tmp_path / "address").exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        address = (tmp_path / "address").read_text().strip()
-        command = child_command("--exclusive-dir", str(exclusive))  # sleeps CHILD_SLEEP seconds
-        argv = ["--launcher", "dask", "--dask-scheduler", address, "--max-parallel", "2", "--no-progress"]
+    with external_cluster(tmp_path) as (address, _):
         process = subprocess.Popen(
             [
                 *backfill_argv(),
                 "--command",
-                command,
+                child_command("--exclusive-dir", str(exclusive)),  # sleeps CHILD_SLEEP seconds
                 "--start-date",
                 "2024-01-01",
                 "--end-date",
                 "2024-01-03",
-                *argv,
+                "--launcher",
+                "dask",
+                "--dask-scheduler",
+                address,
+                "--max-parallel",
+                "2",
+                "--no-progress",
                 *GUARD,
             ],
             cwd=work,
@@ -275,26 +191,15 @@ def test_a_killed_executor_leaves_no_remote_child_and_continue_completes(work, t
             stderr=subprocess.DEVNULL,
             env={**env, "CHILD_SLEEP": "30"},
         )
-        pids: list[int] = []
-        while len(pids) < 2 and time.monotonic() < deadline:
-            time.sleep(0.2)
-            try:
-                pids = [
-                    r["attempts"][-1]["pid"]
-                    for r in records(only_backfill(work))
-                    if r["status"] == "running" and r["attempts"][-1]["pid"]  # once the task reported its child
-                ]
-            except ValueError:
-                pids = []
+        pids = running_children(work, 2)
         process.kill()
         process.wait(30)
         killed_at = time.monotonic()
-        while any(psutil.pid_exists(pid) for pid in pids) and time.monotonic() < killed_at + 30:
+        while any(alive(pid) for pid in pids) and time.monotonic() < killed_at + 30:
             time.sleep(0.1)
-        assert not any(psutil.pid_exists(pid) for pid in pids)  # gone, without any executor to stop them
-        backfill_id = only_backfill(work).name
+        assert not any(alive(pid) for pid in pids)  # gone, without any executor to stop them
         resumed = subprocess.run(
-            [*backfill_argv(), "--continue", backfill_id, "--no-progress"],
+            [*backfill_argv(), "--continue", only_backfill(work).name, "--no-progress"],
             cwd=work,
             env={**env, "CHILD_SLEEP": "0.1"},
             capture_output=True,
@@ -304,9 +209,6 @@ def test_a_killed_executor_leaves_no_remote_child_and_continue_completes(work, t
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr
         assert [r["status"] for r in records(only_backfill(work))] == ["succeeded"] * 3
         assert not (exclusive / "OVERLAP").exists()
-    finally:
-        cluster.terminate()
-        cluster.wait(30)
 
 
 def test_a_worker_that_cannot_see_the_pipeline_is_an_error_before_any_launch(tmp_path):

@@ -13,8 +13,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.backfills import child_command, records, state_dirs
+from tests.backfills import child_command, records
 from tests.conftest import backfill_argv, run_backfill
+from tests.functional.dask_support import alive, only_backfill, running_children
 from tests.guard_flags import GUARD
 
 
@@ -51,30 +52,11 @@ def _start(work: Path, command: str, *extra: str, env: dict[str, str] | None = N
     )
 
 
-def _running_children(work: Path, count: int) -> list[int]:
-    deadline = time.monotonic() + 60
-    pids: list[int] = []
-    while len(pids) < count and time.monotonic() < deadline:
-        time.sleep(0.2)
-        try:
-            [backfill] = state_dirs(work / "logs" / "backfills")
-            pids = [r["attempts"][-1]["pid"] for r in records(backfill) if r["status"] == "running"]
-            pids = [pid for pid in pids if pid]
-        except ValueError:
-            pids = []
-    assert len(pids) == count
-    return pids
-
-
-def _alive(pid: int) -> bool:
-    return psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-
-
 def test_a_killed_executor_takes_its_local_cluster_and_the_children_with_it(work):
     """SIGKILL of the executor: the cluster's process, its workers and every child on them are gone within
     seconds (the parent-death signal), with no successor needed to stop them."""
     process = _start(work, child_command("--sleep", "120"))
-    pids = _running_children(work, 2)
+    pids = running_children(work, 2)
     cluster = [p for p in psutil.Process(process.pid).children() if "engine.execute.local_cluster" in p.cmdline()]
     assert len(cluster) == 1
     workers = [p.pid for p in cluster[0].children(recursive=True)]
@@ -82,9 +64,9 @@ def test_a_killed_executor_takes_its_local_cluster_and_the_children_with_it(work
     process.wait(30)
     deadline = time.monotonic() + 20
     everything = [*pids, cluster[0].pid, *workers]
-    while any(_alive(pid) for pid in everything) and time.monotonic() < deadline:
+    while any(alive(pid) for pid in everything) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not [pid for pid in everything if _alive(pid)]
+    assert not [pid for pid in everything if alive(pid)]
 
 
 def test_ctrl_c_at_the_terminal_stops_the_children_gracefully_and_not_the_cluster_first(work, tmp_path):
@@ -94,13 +76,12 @@ def test_ctrl_c_at_the_terminal_stops_the_children_gracefully_and_not_the_cluste
     signals = tmp_path / "signals"
     env = {**os.environ, "BACKFILL_STOP_GRACE": "2"}  # the children go on after SIGINT: SIGKILL after 2 s
     process = _start(work, child_command("--sleep", "60", "--record-signals", str(signals)), env=env)
-    pids = _running_children(work, 2)
+    pids = running_children(work, 2)
     os.killpg(process.pid, signal.SIGINT)
     process.communicate(timeout=60)
     assert process.returncode == 130
-    assert not any(_alive(pid) for pid in pids)
-    [backfill] = state_dirs(work / "logs" / "backfills")
-    assert [r["status"] for r in records(backfill)] == ["cancelled", "cancelled"]
+    assert not any(alive(pid) for pid in pids)
+    assert [r["status"] for r in records(only_backfill(work))] == ["cancelled", "cancelled"]
     assert signals.read_text().split().count("SIGINT") == 2  # each child was asked, not killed with its worker
 
 
@@ -128,7 +109,7 @@ def test_a_failing_childs_whole_output_is_in_its_log_before_its_end_is_recorded(
         cwd=work,
     )
     assert result.returncode == 1, result.stdout + result.stderr
-    [backfill] = state_dirs(work / "logs" / "backfills")
+    backfill = only_backfill(work)
     [record] = records(backfill)
     attempt = record["attempts"][-1]
     assert attempt["exit_code"] == 3
@@ -136,3 +117,45 @@ def test_a_failing_childs_whole_output_is_in_its_log_before_its_end_is_recorded(
     assert lines[:-1] == [f"line {i:05d} " + "x" * 12 for i in range(20000)]
     assert lines[-1] == "the last words"
     assert "the last words" in attempt["error"]
+
+
+def test_backfill_cancel_from_another_process_stops_the_remote_children(work):
+    """`backfill cancel` while two children run on the cluster: each is stopped through its worker (gone by
+    PID), the executor exits 1, and both partitions are recorded cancelled by the operator."""
+    env = {**os.environ, "BACKFILL_STOP_GRACE": "2"}
+    process = _start(work, child_command("--sleep", "60"), env=env)
+    pids = running_children(work, 2)
+    cancel = run_backfill("cancel", only_backfill(work).name, "--reason", "wrong range", cwd=work, env=env)
+    assert cancel.returncode == 0, cancel.stderr
+    process.communicate(timeout=60)
+    assert process.returncode == 1
+    assert not any(alive(pid) for pid in pids)
+    cancelled = records(only_backfill(work))
+    assert [r["status"] for r in cancelled] == ["cancelled", "cancelled"]
+    assert [r["attempts"][-1]["exit_code"] for r in cancelled] == [-2, -2]  # SIGINT ended them, not a SIGKILL
+    assert all(r["attempts"][-1]["error"].endswith(": wrong range") for r in cancelled)
+
+
+def test_a_timeout_stops_the_remote_child_and_records_a_failure(work):
+    """--timeout 500ms on the cluster: the child is stopped through its worker and its attempt fails with
+    'timed out after 500ms', as locally."""
+    result = run_backfill(
+        "--command",
+        "sleep 60",
+        "--start-date",
+        "2024-01-01",
+        "--end-date",
+        "2024-01-01",
+        "--launcher",
+        "dask-local:1",
+        "--timeout",
+        "500ms",
+        *GUARD,
+        "--no-progress",
+        cwd=work,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    [record] = records(only_backfill(work))
+    assert record["status"] == "failed"
+    assert record["attempts"][0]["error"] == "timed out after 500ms"
+    assert not alive(record["attempts"][0]["pid"])

@@ -6,46 +6,24 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import psutil
 import pytest
 
 from engine.store.state_store import Generation
-from tests.backfills import child_command, records, state_dirs
+from tests.backfills import child_command, records
 from tests.conftest import backfill_argv
+from tests.functional.dask_support import alive, external_cluster, only_backfill, running_children, wait_for_text
 from tests.guard_flags import GUARD
 
 
 @pytest.fixture
 def scheduler(tmp_path) -> Iterator[str]:
     """The address of a local cluster of two worker processes, started for the test and stopped after it."""
-    address_file = tmp_path / "address"
-    cluster = subprocess.Popen(
-        [sys.executable, str(Path(__file__).with_name("dask_cluster.py")), str(address_file)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not address_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        yield address_file.read_text().strip()
-    finally:
-        cluster.terminate()
-        cluster.wait(30)
-
-
-def _wait_for_file(path: Path, timeout: float = 30) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and path.read_text().strip():
-            return path.read_text().strip()
-        time.sleep(0.05)
-    raise AssertionError(f"{path} never appeared")
+    with external_cluster(tmp_path) as (address, _):
+        yield address
 
 
 def test_a_takeover_stops_a_child_the_records_never_named_and_fences_its_generation(scheduler, tmp_path):
@@ -64,7 +42,7 @@ def test_a_takeover_stops_a_child_the_records_never_named_and_fences_its_generat
         client.subscribe_topic("t", lambda event: None)
         Variable("beat", client=client).set(time.time() + 3600)  # an executor that never falls silent
         running = client.submit(run_child, child, str(tmp_path), env, "r1", "t", "beat", 60, 60, "b1", 1, pure=False)
-        pid = int(_wait_for_file(pid_file))
+        pid = int(wait_for_text(pid_file))
         assert psutil.pid_exists(pid)
         previous = Generation(1, 1, 0.0, "elsewhere", "2024-01-01T00:00:00Z", scheduler, 60.0)
         notes = stop_remote_attempts("b1", [], previous, grace=2)
@@ -114,18 +92,11 @@ def test_continue_on_another_launcher_stops_the_dead_executors_cluster_children_
         stderr=subprocess.DEVNULL,
         env={**env, "CHILD_SLEEP": "300", "BACKFILL_STOP_GRACE": "120"},
     )
-    deadline = time.monotonic() + 60
-    pids: list[int] = []
-    while len(pids) < 2 and time.monotonic() < deadline:
-        time.sleep(0.2)
-        try:
-            [backfill] = state_dirs(work / "logs" / "backfills")
-            pids = [r["attempts"][-1]["pid"] for r in records(backfill) if r["attempts"] and r["attempts"][-1]["pid"]]
-        except ValueError:
-            pids = []
+    pids = running_children(work, 2)
+    backfill = only_backfill(work)
     process.kill()
     process.wait(30)
-    assert all(psutil.pid_exists(pid) for pid in pids) and len(pids) == 2  # alive: only the takeover stops them
+    assert all(alive(pid) for pid in pids)  # alive: only the takeover stops them
     # The new executor runs in a PID namespace of its own: like an executor on another machine, it cannot find
     # the old children among its own processes, only through the cluster.
     resumed = subprocess.run(
@@ -148,7 +119,7 @@ def test_continue_on_another_launcher_stops_the_dead_executors_cluster_children_
         timeout=120,
     )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids)
+    assert not any(alive(pid) for pid in pids)
     final = records(backfill)
     assert [r["status"] for r in final] == ["succeeded", "succeeded"]
     assert [a["status"] for a in final[0]["attempts"]] == ["cancelled", "succeeded"]
@@ -161,16 +132,8 @@ def test_continue_after_the_cluster_is_gone_waits_its_children_out_and_says_so(t
     waits until any child there must have stopped itself, prints one note line saying so, and completes."""
     work = tmp_path / "work"
     (work / ".git").mkdir(parents=True)
-    address_file = tmp_path / "address"
-    cluster = subprocess.Popen(
-        [sys.executable, str(Path(__file__).with_name("dask_cluster.py")), str(address_file)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        scheduler = _wait_for_file(address_file, 60)
-        env = {**os.environ, "NO_COLOR": "1", "BACKFILL_STOP_GRACE": "1"}
+    env = {**os.environ, "NO_COLOR": "1", "BACKFILL_STOP_GRACE": "1"}
+    with external_cluster(tmp_path) as (scheduler, cluster):
         process = subprocess.Popen(
             [
                 *backfill_argv(),
@@ -192,22 +155,13 @@ def test_continue_after_the_cluster_is_gone_waits_its_children_out_and_says_so(t
             stderr=subprocess.DEVNULL,
             env={**env, "CHILD_SLEEP": "300"},
         )
-        deadline = time.monotonic() + 60
-        running: list = []
-        while not running and time.monotonic() < deadline:
-            time.sleep(0.2)
-            try:
-                [backfill] = state_dirs(work / "logs" / "backfills")
-                running = [r for r in records(backfill) if r["status"] == "running" and r["attempts"][-1]["pid"]]
-            except ValueError:
-                running = []
+        running_children(work, 1)
         process.kill()
         process.wait(30)
-    finally:
         os.killpg(cluster.pid, signal.SIGKILL)  # the scheduler, its workers and their children
         cluster.wait(30)
     resumed = subprocess.run(
-        [*backfill_argv(), "--continue", backfill.name, "--launcher", "dask-local:1", "--no-progress"],
+        [*backfill_argv(), "--continue", only_backfill(work).name, "--launcher", "dask-local:1", "--no-progress"],
         cwd=work,
         env={**env, "CHILD_SLEEP": "0"},
         capture_output=True,
@@ -218,4 +172,4 @@ def test_continue_after_the_cluster_is_gone_waits_its_children_out_and_says_so(t
     notes = [line for line in resumed.stdout.splitlines() if line.startswith("  note    ")]
     assert len(notes) == 1 and f"the Dask scheduler {scheduler} of the previous executor cannot be reached" in notes[0]
     assert "waited 6s" in notes[0]  # two grace periods of 1 s, and 4 s
-    assert [r["status"] for r in records(backfill)] == ["succeeded"]
+    assert [r["status"] for r in records(only_backfill(work))] == ["succeeded"]
