@@ -1,12 +1,13 @@
 """``--launcher dask-local:N``: a local Dask cluster in a process of its own, for the life of one executor.
 
 In the executor's own process the scheduler would share its interpreter lock with the executor's loop and take
-its CPU; in a session of its own the terminal's Ctrl+C reaches the executor alone, which stops the children as
-it does locally. (Not by ignoring SIGINT: an ignored signal stays ignored through exec, in every child.) The cluster dies with its executor: the parent-death signal, and the end of its standard
-input, stop it; its workers exit when it does, and their children with them.
+its CPU. In a session of its own, the terminal's Ctrl+C reaches the executor alone, which stops the children as
+it does locally (not by ignoring SIGINT here: an ignored signal stays ignored through exec, in every child).
+The cluster dies with its executor: the parent-death signal, and the end of its standard input, stop it; its
+workers exit when it does, and their children with them.
 
-Run as ``python -m engine.execute.local_cluster N EXECUTOR_PID``: prints the scheduler's address on one line, then runs
-until its standard input closes.
+Run as ``python -m engine.execute.local_cluster N EXECUTOR_PID``: prints the scheduler's address on one line,
+then runs until its standard input closes or the executor kills its process group.
 """
 
 from __future__ import annotations
