@@ -22,7 +22,7 @@ from engine.execute.launcher import ChildSpec
 from engine.execute.local_cluster import LocalCluster
 
 BEAT_SECONDS = 1.0
-CONNECT_TIMEOUT = 10  # seconds to reach a scheduler at takeover
+CONNECT_TIMEOUT = 5  # seconds to reach a scheduler at takeover
 WATCH_SLACK = 3.0  # a task notices its executor's silence this late at most (its watch tick and variable read)
 LOG_END_WAIT = 5.0  # seconds an ended attempt waits for the rest of its output, or for its task's return
 

@@ -57,7 +57,17 @@ def test_enospc_stops_and_waits_for_children_and_stays_resumable(work, home, sma
     assert not [p for p in backfill.rglob("*") if p.name.endswith(".tmp")]
     assert (backfill / "manifest.json").is_file()
     subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], check=True)
-    resumed = run_backfill("--continue", backfill.name, "--state-dir", str(small_disk), cwd=work, env=home, timeout=600)
+    resumed = run_backfill(
+        "--continue",
+        backfill.name,
+        "--max-parallel",
+        "12",
+        "--state-dir",
+        str(small_disk),
+        cwd=work,
+        env=home,
+        timeout=600,
+    )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "partitions  366: 366 succeeded" in resumed.stdout
 
