@@ -236,11 +236,11 @@ def resume_parallelism(spec: BackfillSpec, options: ExecutionOptions, *, validat
     return effective_parallelism(options.max_parallel, options.workers, environment)
 
 
-def _remote_stopper(backfill_id: str) -> Callable[[list, Generation | None], list[str]]:
+def _remote_stopper(backfill_id: str) -> Callable[[list[PartitionRecord], Generation | None], list[str]]:
     """What stops the children an earlier executor left on a Dask cluster, found from its records and from the
     scheduler its generation recorded (whatever launcher this invocation uses)."""
 
-    def stop(running: list, previous: Generation | None) -> list[str]:
+    def stop(running: list[PartitionRecord], previous: Generation | None) -> list[str]:
         on_cluster = any(a.launcher == "dask" for record in running for a in record.attempts)
         if not on_cluster and (previous is None or previous.cluster is None):
             return []  # nothing ran on a cluster: Dask is not even imported

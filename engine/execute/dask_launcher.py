@@ -15,11 +15,15 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.base.errors import BadInput
 from engine.execute.launcher import ChildSpec
 from engine.execute.local_cluster import LocalCluster
+
+if TYPE_CHECKING:
+    from engine.store.records import Attempt, PartitionRecord
+    from engine.store.state_store import Generation
 
 BEAT_SECONDS = 1.0
 CONNECT_TIMEOUT = 5  # seconds to reach a scheduler at takeover
@@ -27,7 +31,9 @@ WATCH_SLACK = 3.0  # a task notices its executor's silence this late at most (it
 LOG_END_WAIT = 5.0  # seconds an ended attempt waits for the rest of its output, or for its task's return
 
 
-def stop_remote_attempts(backfill_id: str, running: list[Any], previous: Any, grace: float) -> list[str]:
+def stop_remote_attempts(
+    backfill_id: str, running: list[PartitionRecord], previous: Generation | None, grace: float
+) -> list[str]:
     """Before a new executor starts anything: every child an earlier one left on a Dask cluster is stopped
     (SIGTERM, SIGKILL after ``grace``) and confirmed gone, on each scheduler its records or its generation name.
 
@@ -35,7 +41,7 @@ def stop_remote_attempts(backfill_id: str, running: list[Any], previous: Any, gr
     the children it knows of, so a child whose identity never reached the records is found as well. A scheduler
     that cannot be reached is waited out: its tasks stop their children once their executor's heartbeat has
     been silent for their grace (or cannot be read), which bounds the wait. Notes for the operator come back."""
-    by_scheduler: dict[str, list[Any]] = {}
+    by_scheduler: dict[str, list[Attempt]] = {}
     for record in running:
         for attempt in record.attempts:
             if attempt.status == "running" and attempt.launcher == "dask" and (attempt.remote or {}).get("scheduler"):
@@ -54,7 +60,7 @@ def stop_remote_attempts(backfill_id: str, running: list[Any], previous: Any, gr
 
 
 def _stop_on_scheduler(
-    address: str, attempts: list[Any], backfill_id: str, below: int, grace: float, children_grace: float
+    address: str, attempts: list[Attempt], backfill_id: str, below: int, grace: float, children_grace: float
 ) -> str | None:
     from engine.base.errors import Refused
     from engine.execute.dask_task import signal_group, stop_generation
@@ -106,9 +112,7 @@ def scheduler_address(given: str | None) -> str:
     """--dask-scheduler, else DASK_SCHEDULER_ADDRESS, else Dask's ``scheduler-address`` configuration."""
     if given:
         return given
-    import os as _os
-
-    address = _os.environ.get("DASK_SCHEDULER_ADDRESS")
+    address = os.environ.get("DASK_SCHEDULER_ADDRESS")
     if not address:
         import dask
 
@@ -153,7 +157,6 @@ class _Stream:
     pending: dict[int, bytes] = field(default_factory=dict)  # chunks that arrived before their predecessors
     next_seq: int = 0
     ended: threading.Event = field(default_factory=threading.Event)
-    start_error: str | None = None
     code: int | None = None  # the child's exit status, as its task reported it
     chunks: int | None = None  # how many chunks of output the child wrote in all, once its task reported it
     on_end: Any = None  # called once the exit is known and the last of the output is written
@@ -396,9 +399,8 @@ class DaskLauncher:
         if kind == "started":
             stream.info = message
         elif kind == "start_failed":
-            stream.start_error = message.get("error")
             with open(stream.log_path, "ab") as log:
-                log.write(f"backfill: cannot start the child on its worker: {stream.start_error}\n".encode())
+                log.write(f"backfill: cannot start the child on its worker: {message.get('error')}\n".encode())
             stream.code = int(message.get("code", 127))
             self._end(stream)
         elif kind == "log":

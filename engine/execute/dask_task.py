@@ -9,7 +9,6 @@ process group when it ends, and returns its exit status.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import select
@@ -22,16 +21,16 @@ import threading
 import time
 from typing import Any
 
+from engine.base.parent_death import set_parent_death_signal
 from engine.execute.launcher import group_alive
 from engine.execute.launcher import signal_group as signal_process_group
 
 CHUNK = 64 * 1024  # at most this much output per event: nothing is buffered without bound
-BEAT_PREFIX = "backfill-beat-"
 QUIET_START = 0.05  # seconds a child may run before its task reports it started
 FENCED = 126  # what a task returns when a newer executor fenced its generation off before its child started
 
 # setpriv (util-linux) sets the parent-death signal without a preexec function, which would force a full fork of
-# the worker: 12 ms a child instead of 3 ms (measured in docs/performance.md).
+# the worker: 8.6 ms a child instead of 1.8 ms (benchmarks/dask_parts_bench.py).
 _SETPRIV = shutil.which("setpriv")
 
 # This worker process's children, by backfill: what a newer executor's takeover stops (``stop_generation``),
@@ -132,10 +131,7 @@ def _check_executable(program: str, cwd: str, env: dict[str, str]) -> None:
 
 def _die_with_worker() -> None:
     """In the child, before exec, where setpriv is missing: the parent-death signal (see ``_spawn``)."""
-    import ctypes
-
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    set_parent_death_signal(signal.SIGKILL)
 
 
 def _started(pid: int) -> float | None:

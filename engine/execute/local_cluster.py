@@ -22,12 +22,13 @@ import tempfile
 from typing import IO
 
 from engine.base.errors import BadInput
+from engine.base.parent_death import set_parent_death_signal
 
 LOCAL_CLUSTER_CONFIG = {
     # We own retries and their records: the scheduler must never rerun an attempt on its own.
     "distributed.scheduler.allowed-failures": 0,
-    # Workers forked from a server that imported Dask once: 8 start in 1.4 s instead of 3.4 s on 2 cores, and
-    # stop in 0.1 s instead of 1.1 s (docs/performance.md).
+    # Workers forked from a server that imported Dask once: 8 are up in 1.2 s instead of 2.7 s on 2 cores
+    # (benchmarks/dask_parts_bench.py).
     "distributed.worker.multiprocessing-method": "forkserver",
     # A worker's statistical profiler and GIL monitor take CPU from the children on a small machine; we submit
     # no more tasks than there are threads, so stealing has nothing to balance.
@@ -125,10 +126,7 @@ def _say(stream: IO[str], text: str) -> None:
 
 def _die_with_parent() -> None:
     """SIGTERM when the executor dies, however it dies (Linux); elsewhere the end of stdin does."""
-    import ctypes
-
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    set_parent_death_signal(signal.SIGTERM)
     if os.getppid() != int(sys.argv[2]):  # the executor died before the signal was set
         sys.exit(1)
 

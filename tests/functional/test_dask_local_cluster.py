@@ -158,4 +158,5 @@ def test_a_timeout_stops_the_remote_child_and_records_a_failure(work):
     [record] = records(only_backfill(work))
     assert record["status"] == "failed"
     assert record["attempts"][0]["error"] == "timed out after 500ms"
+    assert record["attempts"][0]["exit_code"] < 0  # ended by the executor's signal, not by running out its 60 s
     assert not alive(record["attempts"][0]["pid"])

@@ -15,7 +15,6 @@ kills it (``PR_SET_PDEATHSIG``), and end of file on its requests makes it close 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import sys
@@ -25,8 +24,7 @@ from collections.abc import Callable
 import orjson
 
 from engine.base.errors import EXIT_CANCELLED
-
-PR_SET_PDEATHSIG = 1
+from engine.base.parent_death import set_parent_death_signal
 
 
 def serve_from_arguments(args: list[str], main: Callable[[list[str]], int]) -> int:
@@ -94,7 +92,6 @@ def _run_one(request: dict, main, null: int) -> int:
 
 def _die_with(parent: int) -> None:
     """Be killed when the executor's process ends, however it ends (SIGKILL included)."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    set_parent_death_signal(signal.SIGKILL)
     if os.getppid() != parent:  # the parent died before the call above took effect
         os._exit(1)
