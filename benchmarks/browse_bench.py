@@ -25,7 +25,8 @@ from _measure import backfill_argv, timed_run, verdict
 
 
 def make_backfill(work: Path, end: str, partition: str, *, stop_after: float | None) -> str:
-    from engine.execute.backfill import create_backfill
+    from engine.base.settings import Settings
+    from engine.execute.backfill import create_backfill, state_root_for
     from engine.pipeline.options import RunOptions
     from engine.spec.backfill_spec import ExecutionOptions
     from engine.spec.planning import plan_request
@@ -44,7 +45,7 @@ def make_backfill(work: Path, end: str, partition: str, *, stop_after: float | N
         options=ExecutionOptions(max_parallel=4),
         force=False,
     )
-    prepared = create_backfill(planned, state_dir=None, cwd=work)
+    prepared = create_backfill(planned, root=state_root_for(planned.spec, None, work), cwd=work, settings=Settings())
     executor = prepared.executor(grace=2)
     if stop_after is None:
         executor.run()

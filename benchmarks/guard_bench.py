@@ -89,6 +89,7 @@ def seed_history(repository: Path, records: int) -> None:
 PREFLIGHT = """
 import sys, time
 from pathlib import Path
+from engine.execute.backfill import state_root_for
 from engine.execute.guarding import request_for_new
 from engine.guardrails.preflight import run_preflight
 from engine.guardrails.request import GuardOptions
@@ -102,7 +103,8 @@ for _ in range(int(sys.argv[2])):
                            timezone="UTC", partition="daily", environment=None, config_file=None,
                            run_options=RunOptions(), options=ExecutionOptions(), force=False, cwd=root)
     started = time.perf_counter()
-    preflight = run_preflight(request_for_new(planned, GuardOptions(), reason="b", state_dir=None, cwd=root))
+    state = state_root_for(planned.spec, None, root).path
+    preflight = run_preflight(request_for_new(planned, GuardOptions(), reason="b", root=state, cwd=root))
     times.append(time.perf_counter() - started)
 assert len(preflight.checks) == 16
 print(sorted(times)[len(times) // 2])
@@ -111,6 +113,7 @@ print(sorted(times)[len(times) // 2])
 VERIFY = """
 import sys, time
 from pathlib import Path
+from engine.execute.backfill import state_root_for
 from engine.execute.guarding import request_for_new
 from engine.guardrails.preflight import run_preflight
 from engine.guardrails.request import GuardOptions
@@ -122,7 +125,8 @@ root = Path(sys.argv[1])
 planned = plan_request(target=str(root / "p"), command=None, name=None, start="2021-12-01", end="2021-12-30",
                        timezone="UTC", partition="daily", environment=None, config_file=None,
                        run_options=RunOptions(), options=ExecutionOptions(), force=False, cwd=root)
-preflight = run_preflight(request_for_new(planned, GuardOptions(), reason="b", state_dir=None, cwd=root))
+state = state_root_for(planned.spec, None, root).path
+preflight = run_preflight(request_for_new(planned, GuardOptions(), reason="b", root=state, cwd=root))
 verifier = PipelineVerifier(preflight.facts, root / "logs" / "runs", "on")
 record = sorted((root / "logs" / "runs").glob("run-*.json"))[0].stem
 interval = planned.spec.plan.interval(0)

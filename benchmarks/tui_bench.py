@@ -83,7 +83,8 @@ def first_render_child(work: str) -> None:
     """In a fresh process: seconds from process start to the table's first drawn row, in-process (headless)."""
     import threading
 
-    from engine.execute.backfill import create_backfill
+    from engine.base.settings import Settings
+    from engine.execute.backfill import create_backfill, state_root_for
     from engine.pipeline.options import RunOptions
     from engine.spec.backfill_spec import ExecutionOptions
     from engine.spec.planning import plan_request
@@ -105,7 +106,8 @@ def first_render_child(work: str) -> None:
         options=ExecutionOptions(max_parallel=2),
         force=False,
     )
-    prepared = create_backfill(planned, state_dir=str(Path(work) / "states"), cwd=Path(work))
+    root = state_root_for(planned.spec, str(Path(work) / "states"), Path(work))
+    prepared = create_backfill(planned, root=root, cwd=Path(work), settings=Settings())
     executor = prepared.executor(grace=2)
     thread = threading.Thread(target=executor.run)
     thread.start()

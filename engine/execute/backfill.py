@@ -14,18 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from engine.base.errors import BadInput
+from engine.base.settings import Settings
 from engine.execute.executor import Executor, ExecutorHooks
 from engine.execute.launcher import ForkExecLauncher, Launcher
 from engine.execute.rerun import AssetRerun, PartitionSelection
 from engine.execute.takeover import Takeover, take_over
-from engine.execute.warm_launcher import RUNNER_PARTITIONS, WarmLauncher
+from engine.execute.warm_launcher import WarmLauncher
 from engine.interventions.leasing import LeaseKeeper
 from engine.pipeline.config import find_config_file, load_config
 from engine.pipeline.repository import repository_root, resolve_target
 from engine.pipeline.validation import check_pipeline
-from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions, Planned, check_execution_options
+from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions, Planned
 from engine.spec.parallelism import Parallelism, effective_parallelism
-from engine.store.lease import lease_timing
 from engine.store.locate import locate_backfill
 from engine.store.manifest import manifest_of, spec_of
 from engine.store.records import PartitionRecord
@@ -39,17 +39,25 @@ from engine.store.state_store import (
 from engine.store.status import StatusBoard, check_plan_size
 
 
-def state_root_for(spec: BackfillSpec, state_dir: str | None, cwd: Path) -> tuple[Path, Path | None]:
-    """The state root and the repository it belongs to (for .gitignore)."""
+@dataclass(frozen=True)
+class StateRoot:
+    """Where a backfill's state lives, and the repository whose .gitignore gets it (None: not in one)."""
+
+    path: Path
+    repository: Path | None
+
+
+def state_root_for(spec: BackfillSpec, state_dir: str | None, cwd: Path) -> StateRoot:
+    """``--state-dir`` (relative to ``cwd``), or the default root of the target's repository."""
     repository = repository_root(cwd) if spec.target.is_command else repository_root(Path(spec.target.path or cwd))
     if state_dir:
-        return (cwd / state_dir).resolve(), repository
-    return default_state_root(repository), repository
+        return StateRoot((cwd / state_dir).resolve(), repository)
+    return StateRoot(default_state_root(repository), repository)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Prepared:
-    """A backfill ready to execute: its store is taken over and its partitions selected."""
+    """A backfill ready to execute: its store is taken over (its locks held) and its partitions selected."""
 
     store: StateStore
     spec: BackfillSpec
@@ -61,6 +69,7 @@ class Prepared:
     takeover: Takeover
     state_root: Path
     working_directory: str
+    settings: Settings
     reason: str | None = None  # why this backfill runs: saved, recorded, and BACKFILL_REASON for children
     hooks: ExecutorHooks | None = None  # the guardrails' verification, once the pre-flight has run
     rerun_asset: AssetRerun | None = None  # --asset: this invocation runs one asset (and downstream) again
@@ -73,15 +82,20 @@ class Prepared:
             return "dask"
         return "warm" if self.options.launcher == "warm" and not self.spec.target.is_command else "exec"
 
-    def launcher(self) -> Launcher:
+    def start_launcher(self) -> Launcher:
+        """A launcher for this invocation. A Dask launcher connects to its cluster (or starts the local one),
+        checks the target is visible on every worker and records the scheduler in the generation file."""
         if self.launcher_name == "dask":
             return self._dask_launcher()
-        return WarmLauncher(runner_partitions()) if self.launcher_name == "warm" else ForkExecLauncher()
+        if self.launcher_name == "warm":
+            return WarmLauncher(self.settings.runner_partitions)
+        return ForkExecLauncher()
 
     def _dask_launcher(self) -> Launcher:
         from engine.execute.dask_launcher import DaskLauncher, scheduler_address
         from engine.spec.backfill_spec import local_dask_workers
 
+        grace = self.settings.stop_grace
         local = local_dask_workers(self.options.launcher)
         address = None if local is not None else scheduler_address(self.options.dask_scheduler)
         launcher = DaskLauncher(
@@ -89,13 +103,13 @@ class Prepared:
             local_workers=local,
             backfill_id=self.store.id,
             generation=self.takeover.generation.number,
-            grace=stop_grace(),
+            grace=grace,
         )
         try:
             if not self.spec.target.is_command and self.spec.target.path:
                 launcher.check_target_visible(self.spec.target.path)
             if address is not None:  # before the first launch: a successor must know where to look
-                self.takeover.generation = self.store.record_cluster(self.takeover.generation, address, stop_grace())
+                self.takeover.generation = self.store.record_cluster(self.takeover.generation, address, grace)
         except BaseException:
             launcher.shutdown()
             raise
@@ -104,7 +118,7 @@ class Prepared:
     def executor(
         self, *, launcher: Launcher | None = None, hooks: ExecutorHooks | None = None, grace: float | None = None
     ) -> Executor:
-        launcher = launcher or self.launcher()
+        launcher = launcher or self.start_launcher()
         parallel = self.parallelism.effective
         threads = getattr(launcher, "threads", None)
         if threads is not None:  # never submit more than the cluster can start: a queued attempt would wait
@@ -120,11 +134,16 @@ class Prepared:
             working_directory=self.working_directory,
             launcher=launcher,
             hooks=with_requests(hooks or self.hooks or ExecutorHooks()),
-            grace=grace if grace is not None else stop_grace(),
+            grace=grace if grace is not None else self.settings.stop_grace,
             reason=self.reason,
-            lease=LeaseKeeper(self.store, self.takeover.generation.number),
+            lease=LeaseKeeper(self.store, self.takeover.generation.number, self.settings),
             rerun_asset=self.rerun_asset,
         )
+
+    def release(self) -> None:
+        """Give the backfill up without running it (a refusal, or no approval): its locks are released."""
+        self.takeover.children_lock.release()
+        self.takeover.lock.release()
 
 
 def with_requests(hooks: ExecutorHooks) -> ExecutorHooks:
@@ -135,72 +154,39 @@ def with_requests(hooks: ExecutorHooks) -> ExecutorHooks:
     return hooks
 
 
-MAX_STOP_GRACE = 3600.0  # an hour: beyond, a "graceful" stop is a hang
-
-
-def stop_grace() -> float:
-    """Seconds a stopped child gets before SIGKILL: 30, or ``BACKFILL_STOP_GRACE``."""
-    raw = os.environ.get("BACKFILL_STOP_GRACE")
-    if not raw:
-        return 30.0
-    try:
-        value = float(raw) if raw.strip().isascii() else float("nan")
-    except ValueError:
-        value = float("nan")
-    if not 0 <= value <= MAX_STOP_GRACE:  # also refuses nan and inf, which would disable SIGKILL
-        raise BadInput(f"BACKFILL_STOP_GRACE {raw!r} is not a number of seconds from 0 to {MAX_STOP_GRACE:g}")
-    return value
-
-
-MAX_RUNNER_PARTITIONS = 1_000_000
-
-
-def runner_partitions() -> int:
-    """Partitions a warm runner serves before it is replaced: RUNNER_PARTITIONS, or
-    ``BACKFILL_RUNNER_PARTITIONS`` (for tests, and for pipelines whose runs grow memory faster)."""
-    raw = os.environ.get("BACKFILL_RUNNER_PARTITIONS")
-    if not raw:
-        return RUNNER_PARTITIONS
-    value = int(raw) if raw.isascii() and raw.isdecimal() else 0
-    if not 1 <= value <= MAX_RUNNER_PARTITIONS:
-        raise BadInput(
-            f"BACKFILL_RUNNER_PARTITIONS {raw!r} is not a whole number of partitions "
-            f"from 1 to {MAX_RUNNER_PARTITIONS:,}"
-        )
-    return value
-
-
 def create_backfill(
-    planned: Planned, *, state_dir: str | None, cwd: Path, extra: dict[str, Any] | None = None
+    planned: Planned,
+    *,
+    root: StateRoot,
+    cwd: Path,
+    settings: Settings,
+    extra: dict[str, Any] | None = None,
 ) -> Prepared:
     """Save a new backfill (manifest, directories, .gitignore) and take it over; ``extra`` adds manifest fields
     (the reason and guardrail choices)."""
     spec = planned.spec
     check_plan_size(len(spec.plan))  # before anything is written: a store it could never load helps no one
-    grace = stop_grace()  # a bad BACKFILL_STOP_GRACE is refused before anything is saved too
-    lease_timing()  # and bad lease timings
-    runner_partitions()  # and a bad BACKFILL_RUNNER_PARTITIONS
-    root, repository = state_root_for(spec, state_dir, cwd)
-    store = StateStore(root / new_backfill_id())
+    store = StateStore(root.path / new_backfill_id())
     manifest = manifest_of(spec, backfill_id=store.id, working_directory=str(cwd), options=planned.options)
     manifest.update(extra or {})
     store.create(manifest)
-    if repository is not None:
-        add_to_gitignore(repository, root)
+    if root.repository is not None:
+        add_to_gitignore(root.repository, root.path)
     board = StatusBoard(len(spec.plan))
-    takeover = take_over(store, board, [], grace=grace)
+    takeover = take_over(store, board, [], grace=settings.stop_grace)
     return Prepared(
-        store,
-        spec,
-        manifest,
-        board,
-        planned.options,
-        planned.parallelism,
-        PartitionSelection(),
-        takeover,
-        root,
-        str(cwd),
-        manifest.get("reason"),
+        store=store,
+        spec=spec,
+        manifest=manifest,
+        board=board,
+        options=planned.options,
+        parallelism=planned.parallelism,
+        selection=PartitionSelection(),
+        takeover=takeover,
+        state_root=root.path,
+        working_directory=str(cwd),
+        settings=settings,
+        reason=manifest.get("reason"),
     )
 
 
@@ -223,20 +209,21 @@ def load_backfill(backfill_id: str, state_dir: str | None, cwd: Path) -> Loaded:
     return Loaded(store, spec, manifest, board, running, root)
 
 
-def resume_parallelism(spec: BackfillSpec, options: ExecutionOptions, *, validate: bool = True) -> Parallelism:
-    """Configuration is read again on resume: a fixed credential or limit takes effect.
-    (Production needs --force only on the initial invocation.)"""
+def replan(spec: BackfillSpec, options: ExecutionOptions, *, validate: bool = True) -> Planned:
+    """The saved spec with this invocation's controls, and its environment read again: a fixed credential or
+    limit takes effect, and (``validate``) the pipeline's files are validated again, once. (Production needs
+    --force only on the initial invocation.)"""
     if spec.target.is_command:
-        return Parallelism(options.max_parallel, options.max_parallel, None)
+        return Planned(spec, options, Parallelism(options.max_parallel, options.max_parallel, None))
     target = resolve_target(spec.target.path or "")
     config = load_config(find_config_file(target, spec.run_options.config_file))
     environment = config.environment(spec.environment)
-    if validate:
-        check_pipeline(target, config, environment, spec.run_options)  # pipeline files are read again
-    return effective_parallelism(options.max_parallel, options.workers, environment)
+    checked = check_pipeline(target, config, environment, spec.run_options) if validate else None
+    parallelism = effective_parallelism(options.max_parallel, options.workers, environment)
+    return Planned(spec, options, parallelism, config, environment, checked)
 
 
-def _remote_stopper(backfill_id: str) -> Callable[[list[PartitionRecord], Generation | None], list[str]]:
+def _remote_stopper(backfill_id: str, grace: float) -> Callable[[list[PartitionRecord], Generation | None], list[str]]:
     """What stops the children an earlier executor left on a Dask cluster, found from its records and from the
     scheduler its generation recorded (whatever launcher this invocation uses)."""
 
@@ -246,47 +233,50 @@ def _remote_stopper(backfill_id: str) -> Callable[[list[PartitionRecord], Genera
             return []  # nothing ran on a cluster: Dask is not even imported
         from engine.execute.dask_launcher import stop_remote_attempts
 
-        return stop_remote_attempts(backfill_id, running, previous, stop_grace())
+        return stop_remote_attempts(backfill_id, running, previous, grace)
 
     return stop
 
 
 def prepare_resume(
-    loaded: Loaded, options: ExecutionOptions, selection: PartitionSelection, *, reason: str | None = None
+    loaded: Loaded,
+    planned: Planned,
+    selection: PartitionSelection,
+    *,
+    settings: Settings,
+    reason: str | None = None,
 ) -> Prepared:
-    """Take a saved backfill over for another invocation (the path shared by --continue and the rerun form)."""
-    check_execution_options(options)
-    runner_partitions()  # a bad BACKFILL_RUNNER_PARTITIONS is refused before the takeover
-    lease_timing()
-    parallelism = resume_parallelism(loaded.spec, options)
+    """Take a saved backfill over for another invocation (the path shared by --continue and the rerun form);
+    ``planned`` is what :func:`replan` made of it for this invocation."""
     spec = loaded.spec
     takeover = take_over(
         loaded.store,
         loaded.board,
         loaded.running,
-        grace=stop_grace(),
+        grace=settings.stop_grace,
         reload=lambda: loaded.store.load_board(spec.plan, spec.ids.of),
-        stop_remote=_remote_stopper(loaded.store.id),
+        stop_remote=_remote_stopper(loaded.store.id, settings.stop_grace),
     )
     working_directory = loaded.manifest.get("working_directory") or os.getcwd()
     return Prepared(
-        loaded.store,
-        loaded.spec,
-        loaded.manifest,
-        loaded.board,
-        options,
-        parallelism,
-        selection,
-        takeover,
-        loaded.root,
-        working_directory,
-        reason or loaded.manifest.get("reason"),
+        store=loaded.store,
+        spec=spec,
+        manifest=loaded.manifest,
+        board=loaded.board,
+        options=planned.options,
+        parallelism=planned.parallelism,
+        selection=selection,
+        takeover=takeover,
+        state_root=loaded.root,
+        working_directory=working_directory,
+        settings=settings,
+        reason=reason or loaded.manifest.get("reason"),
     )
 
 
 def shown_parallelism(spec: BackfillSpec, options: ExecutionOptions) -> Parallelism:
     """The parallelism a resume would use, for display; a configuration that cannot be read is said so."""
     try:
-        return resume_parallelism(spec, options, validate=False)
+        return replan(spec, options, validate=False).parallelism
     except BadInput as error:
         return Parallelism(options.max_parallel, options.max_parallel, f"configuration not readable now: {error}")

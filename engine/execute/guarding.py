@@ -19,7 +19,7 @@ import orjson
 from engine.base.atomic import write_atomic
 from engine.base.errors import StateUnreadable
 from engine.base.who import requester
-from engine.execute.backfill import Loaded, Prepared, state_root_for
+from engine.execute.backfill import Loaded, Prepared
 from engine.execute.children import ChildFactory
 from engine.execute.executor import ExecutorHooks
 from engine.execute.rerun import AssetRerun, PartitionSelection
@@ -28,9 +28,8 @@ from engine.guardrails.request import RERUN, TRIGGER, GuardOptions, GuardRequest
 from engine.guardrails.settings import GuardrailSettings
 from engine.guardrails.snapshot import read_snapshot, take_snapshot
 from engine.guardrails.verification import CommandVerifier, PipelineVerifier, Verification
-from engine.pipeline.config import find_config_file, load_config
 from engine.pipeline.repository import logs_root, resolve_target
-from engine.spec.backfill_spec import ExecutionOptions, Planned
+from engine.spec.backfill_spec import Planned
 from engine.store import audit
 from engine.store.manifest import now_text
 from engine.store.state_store import StateStore
@@ -40,10 +39,10 @@ GUARDRAILS_FILE = "guardrails.json"
 
 
 def request_for_new(
-    planned: Planned, guard: GuardOptions, *, reason: str | None, state_dir: str | None, cwd: Path
+    planned: Planned, guard: GuardOptions, *, reason: str | None, root: Path, cwd: Path
 ) -> GuardRequest:
+    """What the pre-flight of a new backfill is asked: every partition of the plan runs."""
     spec = planned.spec
-    root, _ = state_root_for(spec, state_dir, cwd)
     size = len(spec.plan)
     return GuardRequest(
         spec,
@@ -57,6 +56,7 @@ def request_for_new(
         cwd,
         planned.config,
         planned.environment,
+        planned.checked,
         reason=reason,
         now=int(time.time() * 1_000_000),
         bounds=(0, size - 1) if size else None,
@@ -84,36 +84,32 @@ def reruns_succeeded(loaded: Loaded, selection: PartitionSelection) -> bool:
 
 def request_for_resume(
     loaded: Loaded,
-    options: ExecutionOptions,
+    planned: Planned,
     selection: PartitionSelection,
     *,
     reason: str | None,
-    parallel: int,
     ignore_dependencies: bool = False,
 ) -> GuardRequest:
-    """``ignore_dependencies``: an asset rerun's upstream is not checked (the rerun is the operator's call)."""
+    """What the pre-flight of a ``--continue`` is asked, with ``planned`` as :func:`replan` made it.
+    ``ignore_dependencies``: an asset rerun's upstream is not checked (the rerun is the operator's call)."""
     spec = loaded.spec
     guard, saved_reason, settings = saved_guard(loaded.manifest)
     if ignore_dependencies:
         guard = replace(guard, ignore_dependencies=True)
-    config = environment = None
-    if not spec.target.is_command:
-        target = resolve_target(spec.target.path or "")
-        config = load_config(find_config_file(target, spec.run_options.config_file))
-        environment = config.environment(spec.environment)
     board = loaded.board
     return GuardRequest(
         spec,
-        options,
+        planned.options,
         guard,
-        parallel,
+        planned.parallelism.effective,
         RERUN,
         selection.count(board),
         lambda: selection.iterate(board, reverse=False),
         loaded.root,
         Path(loaded.manifest.get("working_directory") or Path.cwd()),
-        config,
-        environment,
+        planned.config,
+        planned.environment,
+        planned.checked,
         backfill_id=loaded.store.id,
         reason=reason or saved_reason,
         now=int(time.time() * 1_000_000),

@@ -18,6 +18,7 @@ import subprocess
 import orjson
 
 from engine.base.atomic import FILE_MODE
+from engine.base.settings import RUNNER_PARTITIONS
 from engine.execute.children import backfill_program
 from engine.execute.launcher import ChildSpec, signal_group, start_in_own_session
 
@@ -26,7 +27,6 @@ SHUTDOWN_SECONDS = 10.0  # a runner closing its databases at the end of the run 
 # A runner is replaced after serving this many partitions: DuckDB's native memory grows with the runs one
 # process has served (about 6 % per 1 000 runs of the example; Python objects do not grow), so recycling
 # keeps a runner's memory flat at the cost of one start-up per RUNNER_PARTITIONS partitions.
-RUNNER_PARTITIONS = 100
 
 
 class _Runner:

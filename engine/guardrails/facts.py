@@ -130,13 +130,12 @@ def _first_and_last(request: GuardRequest) -> tuple[int, int] | None:
 
 
 def _gather_pipeline(facts: Facts) -> None:
-    from engine.pipeline.validation import check_pipeline
-
     request = facts.request
     spec = request.spec
     target = resolve_target(spec.target.path or "")
     assert request.config is not None and request.environment is not None
-    checked = check_pipeline(target, request.config, request.environment, spec.run_options)
+    checked = request.checked  # validated once, at planning: judged as it will run
+    assert checked is not None, "a pipeline's pre-flight is asked about the pipeline planning validated"
     pipeline = facts.pipeline = checked.pipeline
     facts.variables = checked.variables
     affected = _downstream_of(pipeline, checked.selected)

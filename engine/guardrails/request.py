@@ -6,11 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.base.errors import BadInput
 from engine.pipeline.config import Config, Environment
 from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions
+
+if TYPE_CHECKING:  # the pipeline code is imported only where a pipeline is planned
+    from engine.pipeline.validation import CheckedPipeline
 
 VERIFY_MODES = ("on", "warn", "off")
 TRIGGER, RERUN = "trigger", "rerun"
@@ -73,6 +76,7 @@ class GuardRequest:
     working_directory: Path
     config: Config | None = None
     environment: Environment | None = None
+    checked: CheckedPipeline | None = None  # the pipeline as planning validated it (pipelines: required)
     backfill_id: str | None = None  # the backfill itself, when resuming (not "another executor")
     reason: str | None = None
     now: int = 0  # microseconds since the epoch

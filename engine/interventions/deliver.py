@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import time
 from collections.abc import Callable
 
-from engine.base.errors import BadInput, Refused
+from engine.base.errors import Refused
 from engine.interventions import requests
 from engine.interventions.apply import Holder, apply
 from engine.interventions.requests import Request, Result
@@ -15,7 +14,6 @@ from engine.store.lease import OTHER_HOST_GRACE, read_lease
 from engine.store.locks import FileLock
 from engine.store.state_store import StateStore
 
-WAIT_SECONDS = 15.0  # a live executor answers within 2 s; beyond this something is wrong with it
 POLL_SECONDS = 0.05
 
 
@@ -24,12 +22,12 @@ def deliver(
     request: Request,
     hold: Callable[[], Holder],
     *,
-    wait: float | None = None,
+    wait: float,
 ) -> Result:
     """Apply ``request``: take the backfill's lock and apply it here (``hold`` reads the backfill under the
-    lock), or hand it to the executor that holds the lock and wait for its answer. An executor that ends
-    before claiming the request leaves the lock free, and the request is applied here after all."""
-    wait = request_wait() if wait is None else wait
+    lock), or hand it to the executor that holds the lock and wait ``wait`` seconds for its answer (a live
+    executor answers within 2 s). An executor that ends before claiming the request leaves the lock free, and
+    the request is applied here after all."""
     deadline = time.monotonic() + wait
     submitted = False
     while True:
@@ -65,17 +63,6 @@ def owned_elsewhere(store: StateStore) -> bool:
     if lease is None or lease.host is None or lease.host == socket.gethostname():
         return False
     return time.time() < lease.expires_at + OTHER_HOST_GRACE
-
-
-def request_wait() -> float:
-    """Seconds to wait for a live executor's answer: 15, or ``BACKFILL_REQUEST_WAIT_SECONDS`` (1 to 600)."""
-    raw = os.environ.get("BACKFILL_REQUEST_WAIT_SECONDS")
-    if not raw:
-        return WAIT_SECONDS
-    value = int(raw) if raw.isascii() and raw.isdecimal() else 0
-    if not 1 <= value <= 600:
-        raise BadInput(f"BACKFILL_REQUEST_WAIT_SECONDS {raw!r} is not a whole number of seconds from 1 to 600")
-    return float(value)
 
 
 def _await_answer(store: StateStore, request: Request, deadline: float) -> Result:

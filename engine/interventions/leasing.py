@@ -13,7 +13,8 @@ from datetime import UTC, datetime
 
 from engine.base.errors import StateWriteFailed
 from engine.base.processes import process_started
-from engine.store.lease import Lease, LeasedAttempt, lease_timing, read_lease, write_lease
+from engine.base.settings import Settings
+from engine.store.lease import Lease, LeasedAttempt, read_lease, write_lease
 from engine.store.state_store import StateStore
 
 
@@ -21,9 +22,9 @@ class LeaseKeeper:
     """Writes the backfill's lease, renews it, and fences its executor out when it is no longer the owner:
     its own renewal came too late (the lease expired while it was stopped), or someone reconciled it."""
 
-    def __init__(self, store: StateStore, generation: int) -> None:
+    def __init__(self, store: StateStore, generation: int, settings: Settings) -> None:
         self.store = store
-        self.seconds, self.renew = lease_timing()
+        self.seconds, self.renew = settings.lease_seconds, settings.lease_renew_seconds
         previous = read_lease(store.directory)
         self.epoch = max(generation, (previous.epoch + 1) if previous else 0)
         self.host = socket.gethostname()

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field, replace
 from datetime import tzinfo
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.base.errors import BadInput
 from engine.dates.instants import format_instant, zone_name
@@ -19,6 +19,9 @@ from engine.pipeline.config import Config, Environment
 from engine.pipeline.options import RunOptions
 from engine.spec.identity import PartitionIds
 from engine.spec.parallelism import Parallelism
+
+if TYPE_CHECKING:  # the pipeline code is imported only where a pipeline is planned
+    from engine.pipeline.validation import CheckedPipeline
 
 ON_FAILURE = ("stop", "continue", "fail-fast")
 LAUNCHERS = ("warm", "exec", "dask")  # and dask-local:N, a local Dask cluster of N worker processes
@@ -145,10 +148,13 @@ class BackfillSpec:
 
 @dataclass(frozen=True)
 class Planned:
-    """A spec with what planning learnt about its environment."""
+    """A spec with what planning learnt about its environment, carried to the pre-flight and the executor so
+    that nothing is read or validated twice (pipelines: the configuration, the environment, the validated
+    pipeline with its resolved variables and selected assets)."""
 
     spec: BackfillSpec
     options: ExecutionOptions
     parallelism: Parallelism
     config: Config | None = None
     environment: Environment | None = None
+    checked: CheckedPipeline | None = None  # None for a command, or where the pipeline was not validated

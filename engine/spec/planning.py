@@ -88,7 +88,7 @@ def plan_request(
     run_options = replace(run_options, config_file=str(config_path))
     from engine.pipeline.validation import check_pipeline  # a command backfill never pays for the pipeline code
 
-    check_pipeline(resolved, config, env, run_options)  # once, before anything is saved or started
+    checked = check_pipeline(resolved, config, env, run_options)  # once: the pre-flight judges this same result
     target_spec = TargetSpec(
         "asset" if resolved.is_asset else "pipeline",
         name or pipeline_display_name(resolved),
@@ -98,7 +98,7 @@ def plan_request(
     spec = BackfillSpec(target_spec, env.name, start_at, end_at, zone, unit, run_options)
     _ = spec.plan
     parallelism = effective_parallelism(options.max_parallel, options.workers, env)
-    return Planned(spec, options, parallelism, config, env)
+    return Planned(spec, options, parallelism, config, env, checked)
 
 
 def check_program(template: str, cwd: Path) -> None:

@@ -9,7 +9,6 @@ old owner out: it may no longer write an outcome.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,12 +16,10 @@ from typing import Any
 import orjson
 
 from engine.base.atomic import write_atomic
-from engine.base.errors import BadInput, StateUnreadable
+from engine.base.errors import StateUnreadable
 
 LEASE = "lease.json"
-DEFAULT_SECONDS, DEFAULT_RENEW_SECONDS = 60.0, 15.0
 OTHER_HOST_GRACE = 120.0  # an owner on another host may only be slow to renew: wait this long past expiry
-MAX_LEASE_SECONDS = 3600.0
 
 
 @dataclass(frozen=True)
@@ -84,28 +81,3 @@ def read_lease(directory: Path) -> Lease | None:
 
 def write_lease(directory: Path, lease: Lease) -> None:
     write_atomic(directory / LEASE, orjson.dumps(lease.to_json()), durable=False)
-
-
-def _seconds(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if not raw:
-        return default
-    try:
-        value = float(raw) if raw.strip().isascii() else float("nan")
-    except ValueError:
-        value = float("nan")
-    if not 0 < value <= MAX_LEASE_SECONDS:
-        raise BadInput(f"{name} {raw!r} is not a number of seconds above 0 and at most {MAX_LEASE_SECONDS:g}")
-    return value
-
-
-def lease_timing() -> tuple[float, float]:
-    """(lease seconds, renewal seconds), from the environment or 60 and 15; renewal must come well before expiry."""
-    seconds = _seconds("BACKFILL_LEASE_SECONDS", DEFAULT_SECONDS)
-    renew = _seconds("BACKFILL_LEASE_RENEW_SECONDS", min(DEFAULT_RENEW_SECONDS, seconds / 4))
-    if renew >= seconds:
-        raise BadInput(
-            f"BACKFILL_LEASE_RENEW_SECONDS {renew:g} must be below BACKFILL_LEASE_SECONDS {seconds:g}: "
-            "a lease must be renewed before it expires"
-        )
-    return seconds, renew

@@ -249,7 +249,8 @@ def test_a_resume_never_writes_back_records_it_read_before_taking_the_lock(work,
     """The race: a resume reads the records, the old executor records a success and dies, then the resume
     takes the lock. The records are read again under the lock, so the success stays (not overwritten as
     'cancelled: previous executor interrupted') and the partition is not run again."""
-    from engine.execute.backfill import load_backfill, prepare_resume
+    from engine.base.settings import Settings
+    from engine.execute.backfill import load_backfill, prepare_resume, replan
     from engine.execute.rerun import PartitionSelection
     from engine.store.status import Status
 
@@ -276,7 +277,8 @@ def test_a_resume_never_writes_back_records_it_read_before_taking_the_lock(work,
     first["attempts"][-1].update(status="succeeded", exit_code=0, finished_at="2026-01-01T00:00:00.000000Z")
     path = backfill / "partitions" / f"{first['id']}.json"
     path.write_bytes(orjson.dumps(first))
-    prepared = prepare_resume(loaded, loaded_options(loaded), PartitionSelection())
+    planned = replan(loaded.spec, loaded_options(loaded))
+    prepared = prepare_resume(loaded, planned, PartitionSelection(), settings=Settings())
     try:
         on_disk = orjson.loads(path.read_bytes())
         assert on_disk["status"] == "succeeded" and on_disk["attempts"][-1]["status"] == "succeeded"

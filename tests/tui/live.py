@@ -6,7 +6,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.execute.backfill import Prepared, create_backfill
+from engine.base.settings import Settings
+from engine.execute.backfill import Prepared, create_backfill, state_root_for
 from engine.execute.executor import Executor
 from engine.pipeline.options import RunOptions
 from engine.spec.backfill_spec import ExecutionOptions
@@ -74,7 +75,8 @@ def start_live(
         options=ExecutionOptions(max_parallel=max_parallel, retries=retries, on_failure=on_failure, launcher=launcher),
         force=False,
     )
-    prepared = create_backfill(planned, state_dir=str(work / "states"), cwd=work)
+    root = state_root_for(planned.spec, str(work / "states"), work)
+    prepared = create_backfill(planned, root=root, cwd=work, settings=Settings())
     if target:
         assert prepared.launcher_name == "warm"
     executor = prepared.executor(grace=grace)

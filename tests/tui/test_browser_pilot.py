@@ -112,7 +112,7 @@ def test_list_open_filter_details_attempt_log_rerun_form_live_completion(work, h
             assert isinstance(live.source, ExecutorSource)
             await wait_until(pilot, lambda: live.source.poll().outcome is not None)
             assert live.source.poll().outcome == "succeeded"
-            assert "Backfill succeeded" in screen_text(app)
+            await wait_until(pilot, lambda: "Backfill succeeded" in screen_text(app))  # painted on the next poll
 
     asyncio.run(scenario())
     app.stop_started_runs()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.execute.backfill import state_root_for
 from engine.execute.guarding import request_for_new
 from engine.guardrails.preflight import run_preflight
 from engine.guardrails.request import GuardOptions
@@ -45,7 +46,8 @@ def preflight(tmp_path, home, monkeypatch):
         partition="daily", environment=None, config_file=None, run_options=RunOptions(), options=ExecutionOptions(),
         force=False, cwd=repo.root,
     )  # fmt: skip
-    return run_preflight(request_for_new(planned, GuardOptions(), reason=None, state_dir=None, cwd=repo.root))
+    root = state_root_for(planned.spec, None, repo.root).path
+    return run_preflight(request_for_new(planned, GuardOptions(), reason=None, root=root, cwd=repo.root))
 
 
 def test_the_digest_must_be_typed_back_to_approve_a_human_only_plan(preflight):

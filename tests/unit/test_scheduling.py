@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.execute.backfill import Prepared, create_backfill
+from engine.base.settings import Settings
+from engine.execute.backfill import Prepared, create_backfill, state_root_for
 from engine.execute.executor import Outcome
 from engine.pipeline.options import RunOptions
 from engine.spec.backfill_spec import ExecutionOptions
@@ -33,7 +34,8 @@ def prepare(work: Path, command: str | None, days: int, *, target: str | None = 
         force=False,
         cwd=work,
     )
-    return create_backfill(planned, state_dir=str(work / "states"), cwd=work)
+    root = state_root_for(planned.spec, str(work / "states"), work)
+    return create_backfill(planned, root=root, cwd=work, settings=Settings())
 
 
 LAUNCHED: list[int] = []
@@ -211,7 +213,7 @@ def test_a_program_gone_before_its_launch_fails_the_partition_with_the_reason(wo
 def test_a_resume_appends_attempts_and_never_reuses_a_run_id_whose_log_exists(work):
     """A second executor over the same store reruns the failed partition as attempt 2 (attempt 1 kept); a log
     already named like attempt 2 (a start record lost to a crash) pushes the new attempt to 3."""
-    from engine.execute.backfill import load_backfill, prepare_resume
+    from engine.execute.backfill import load_backfill, prepare_resume, replan
     from engine.execute.rerun import PartitionSelection
 
     marker = work / "fail"
@@ -222,7 +224,8 @@ def test_a_resume_appends_attempts_and_never_reuses_a_run_id_whose_log_exists(wo
     store = prepared.store
     store.log_path(f"{store.id}-p1-a2").write_text("an earlier attempt's log\n")
     loaded = load_backfill(store.id, str(work / "states"), work)
-    resumed = prepare_resume(loaded, prepared.options, PartitionSelection("failed"))
+    planned = replan(loaded.spec, prepared.options)
+    resumed = prepare_resume(loaded, planned, PartitionSelection("failed"), settings=Settings())
     executor = resumed.executor(grace=5)
     assert executor.run().status == "succeeded"
     second = records(store.directory)[1]

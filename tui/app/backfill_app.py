@@ -9,23 +9,28 @@ reproducible.
 from __future__ import annotations
 
 import os
-import threading
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual.app import App
 from textual.binding import Binding
 
 from engine.base.errors import BackfillError
-from engine.execute.backfill import Loaded, Prepared, prepare_resume
+from engine.base.settings import Settings
+from engine.execute.backfill import Loaded, Prepared
 from engine.execute.executor import Executor, Outcome
+from engine.execute.executor_thread import ExecutorThread
 from engine.execute.snapshot import FINISHED
 from engine.store.state_store import StateStore
 from tui.app.screens.dashboard import DashboardScreen
 from tui.app.sources import BackfillSource, ExecutorSource, open_saved
+
+if TYPE_CHECKING:
+    from engine.execute.invocation import Invocation
 
 POLL_SECONDS = 0.1
 
@@ -35,10 +40,17 @@ class StartedRun:
     """A rerun started from the browser: its executor thread is joined when the app ends."""
 
     prepared: Prepared
-    executor: Executor
-    thread: threading.Thread
+    thread: ExecutorThread
     started: float
-    outcome: Outcome | None = None  # set when the executor returns
+
+    @property
+    def executor(self) -> Executor:
+        return self.thread.executor
+
+    @property
+    def outcome(self) -> Outcome | None:
+        """Set when the executor returned (None while it runs, or if it raised)."""
+        return self.thread.outcome
 
 
 class BackfillApp(App[str | None]):
@@ -59,6 +71,7 @@ class BackfillApp(App[str | None]):
         frozen: bool = False,
         closes_when_done: bool | None = None,
         no_color: bool = False,
+        settings: Settings | None = None,
     ) -> None:
         # Textual reads NO_COLOR when the app is built: --no-color sets it for that moment only, so the
         # children started later do not inherit it.
@@ -70,6 +83,7 @@ class BackfillApp(App[str | None]):
         finally:
             if no_color and saved is None:
                 del os.environ["NO_COLOR"]
+        self.settings = settings if settings is not None else Settings.from_environment()
         self.source = source
         self.root = root
         self.open_store = open_store
@@ -142,8 +156,7 @@ class BackfillApp(App[str | None]):
         """Resume a saved backfill on an engine thread, exactly as `backfill --continue` does (pre-flight
         included: the pre-flight screen asks when a person must answer), and show it in a live dashboard
         instead of the browsed one."""
-        from engine.execute.guarding import request_for_resume, reruns_succeeded
-        from engine.guardrails.preflight import run_preflight
+        from engine.execute.invocation import judge_resume
         from engine.guardrails.tiers import AUTO, NEVER
 
         store = source.store
@@ -151,68 +164,49 @@ class BackfillApp(App[str | None]):
             manifest = store.read_manifest()
             board, running = store.load_board(source.spec.plan, source.spec.ids.of)
             loaded = Loaded(store, source.spec, manifest, board, running, store.directory.parent)
-            prepared = prepare_resume(loaded, options, selection)
+            invocation = judge_resume(loaded, options, selection, reason=None, settings=self.settings, can_ask=True)
         except BackfillError as error:
             self.notify(str(error), title="cannot rerun", severity="error", timeout=10)
             return
-        try:
-            parallel = prepared.parallelism.effective
-            preflight = run_preflight(request_for_resume(loaded, options, selection, reason=None, parallel=parallel))
-        except BackfillError as error:
-            self._release(prepared)
-            self.notify(str(error), title="cannot rerun", severity="error", timeout=10)
+        if invocation.paused is not None:
+            self.notify(f"backfill {store.id} is {invocation.paused.sentence()}", title="nothing ran", timeout=8)
             return
-        own_reason = reruns_succeeded(loaded, selection) or manifest.get("reason") is None
-        reason = None if own_reason else prepared.reason
-        if preflight.verdict == NEVER:
-            self._release(prepared)
+        preflight = invocation.preflight
+        if preflight is not None and preflight.verdict == NEVER:
+            invocation.abandon()
             failing = "; ".join(f"{c.name}: {c.detail}" for c in preflight.blocking)
             self.notify(failing, title="refused by the pre-flight (never allowed)", severity="error", timeout=15)
             return
-        if preflight.verdict == AUTO and reason is not None:
-            self._launch_rerun(prepared, preflight, reason, typed=False)
+        if preflight is None or (preflight.verdict == AUTO and invocation.reason is not None):
+            self._launch_rerun(invocation, None, typed=False)
             return
         from tui.app.screens.preflight import PreflightScreen
 
         def answered(answer) -> None:
             if answer is None:
-                self._release(prepared)
+                invocation.abandon()
                 self.notify("nothing ran", title="not approved", timeout=6)
                 return
-            self._launch_rerun(prepared, preflight, answer.reason, typed=answer.approved)
+            self._launch_rerun(invocation, answer.reason, typed=answer.approved)
 
-        self.push_screen(PreflightScreen(preflight, f"backfill {store.id} · rerun", reason), callback=answered)
+        title = f"backfill {store.id} · rerun"
+        self.push_screen(PreflightScreen(preflight, title, invocation.reason), callback=answered)
 
-    @staticmethod
-    def _release(prepared: Prepared) -> None:
-        prepared.takeover.children_lock.release()
-        prepared.takeover.lock.release()
-
-    def _launch_rerun(self, prepared: Prepared, preflight, reason: str, *, typed: bool) -> None:
-        from engine.execute.guarding import append_invocation, guard_hooks
-        from engine.guardrails.preflight import decide
-        from engine.guardrails.request import RERUN
-        from engine.store.manifest import now_text
-
+    def _launch_rerun(self, invocation: Invocation, reason: str | None, *, typed: bool) -> None:
         try:
-            approval = decide(preflight, approve=None, interactive_approval=typed, reason=reason, now_text=now_text())
-            prepared.reason = reason
-            append_invocation(prepared.store, mode=RERUN, reason=reason, preflight=preflight, approval=approval)
-        except BackfillError as error:
-            self._release(prepared)
+            approval = invocation.approve(approve=None, typed=typed, reason=reason)
+            prepared = invocation.start(approval)
+        except BackfillError as error:  # the invocation gave the backfill up
             self.notify(str(error), title="cannot rerun", severity="error", timeout=10)
             return
-        prepared.hooks = guard_hooks(prepared, preflight, approval)
-        executor = prepared.executor()
-        run = StartedRun(prepared, executor, threading.Thread(), time.monotonic())
-
-        def work() -> None:
-            run.outcome = executor.run()
-
-        run.thread = threading.Thread(target=work, name="executor")
-        run.thread.start()
+        try:
+            executor = invocation.executor()
+        except BackfillError as error:  # no launcher (a cluster out of reach): the backfill is given up
+            self.notify(str(error), title="cannot rerun", severity="error", timeout=10)
+            return
+        run = StartedRun(prepared, ExecutorThread(executor).start(), time.monotonic())
         self.started_runs.append(run)
-        live = ExecutorSource(executor, options=prepared.options, parallelism=prepared.parallelism)
+        live = ExecutorSource(run.executor, options=prepared.options, parallelism=prepared.parallelism)
         self.stop_requested = False
         self.switch_screen(DashboardScreen(live, self.clock))
 

@@ -16,7 +16,7 @@ from engine.store.manifest import now_text
 from tui.app.sources import BackfillSource
 
 
-def send(source: BackfillSource, action: str, reason: str, params: dict | None = None) -> Result:
+def send(source: BackfillSource, action: str, reason: str, params: dict | None = None, *, wait: float) -> Result:
     """Apply one request to the backfill ``source`` shows (blocking: call it from a worker thread). Without a
     live executor the board on screen is the one changed, so the screen shows the change at once."""
     store, spec = source.store, source.spec
@@ -30,7 +30,7 @@ def send(source: BackfillSource, action: str, reason: str, params: dict | None =
 
     request = Request(action, reason, requester(), now_text(), params or {})
     try:
-        return deliver(store, request, hold)
+        return deliver(store, request, hold, wait=wait)
     except BackfillError as error:
         return Result(error.exit_code, str(error))
     except OSError as error:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.base.errors import BadInput
+from engine.base.settings import Settings
 from engine.dates.instants import format_instant
 from engine.guardrails.preflight import Preflight, check_digest_prefix
 from engine.guardrails.request import GuardOptions, check_reason, check_verify_mode
@@ -24,46 +25,36 @@ from tui.cli.terminal import dashboard_possible
 def backfill_command(argv: list[str]) -> int:
     args = backfill_parser().parse_args(argv)
     _check_combinations(args)
+    settings = Settings.from_environment()  # a bad BACKFILL_* value is refused before anything is judged
     if args.resume is not None:
         from tui.cli.resume import resume_command
 
-        return resume_command(args)
+        return resume_command(args, settings)
     planned = _plan_new(args)
     guard = guard_options(args, planned.spec.target.is_command)
     reason = check_reason(args.reason)
-    interactive = dashboard_possible(no_progress=args.no_progress, json_output=args.output == "json")
-    if not args.dry_run:
-        if reason is None and not interactive:  # on a terminal the pre-flight screen asks for it
-            raise BadInput(
-                "--reason is required to run a backfill: say why it runs, e.g. --reason 'schema fix for "
-                "view_count' (a --dry-run needs none)"
-            )
-        if args.approve is not None:
-            check_digest_prefix(args.approve)
-        from engine.execute.backfill import runner_partitions, stop_grace
-        from engine.store.status import check_plan_size
+    if args.approve is not None and not args.dry_run:
+        check_digest_prefix(args.approve)
+    from engine.execute.invocation import judge_new
 
-        check_plan_size(len(planned.spec.plan))  # bad input is refused before the pre-flight judges anything
-        stop_grace()
-        runner_partitions()
-        from engine.execute.backfill import state_root_for
-        from engine.store.state_store import check_state_root
-
-        check_state_root(state_root_for(planned.spec, args.state_dir, Path.cwd())[0])
-    from engine.execute.guarding import request_for_new
-    from engine.guardrails.preflight import run_preflight
-
-    request = request_for_new(planned, guard, reason=reason, state_dir=args.state_dir, cwd=Path.cwd())
-    preflight = run_preflight(request)
+    invocation = judge_new(
+        planned,
+        guard,
+        reason=reason,
+        state_dir=args.state_dir,
+        cwd=Path.cwd(),
+        settings=settings,
+        can_ask=dashboard_possible(no_progress=args.no_progress, json_output=args.output == "json"),
+        dry_run=args.dry_run,
+    )
+    assert invocation.preflight is not None
     if args.dry_run:  # writes nothing, not even the cache of what the digest covered
-        return print_dry_run(planned, args, preflight)
-    from tui.cli.execute import execute_new, guard_decision
+        return print_dry_run(planned, args, invocation.preflight)
+    from tui.cli.execute import execute
 
     spec = planned.spec
     title = f"{spec.target.name} · {format_instant(spec.start, spec.zone)} → {format_instant(spec.end, spec.zone)}"
-    approval, reason = guard_decision(preflight, args, reason, hint=_hint(args), title=title)
-    request.reason = reason
-    return execute_new(planned, args, request=request, preflight=preflight, approval=approval, reason=reason)
+    return execute(invocation, args, hint=_hint(args), title=title)
 
 
 def _hint(args: argparse.Namespace) -> str:

@@ -29,6 +29,7 @@ import time
 from engine.base.errors import EXIT_CANCELLED
 from engine.execute.backfill import Prepared
 from engine.execute.executor import Executor, Outcome
+from engine.execute.executor_thread import ExecutorThread
 from tui.app.backfill_app import BackfillApp, StartedRun
 from tui.app.sources import ExecutorSource
 from tui.cli.crash import report_crash
@@ -40,17 +41,9 @@ from tui.cli.terminal import Paint, colors_enabled
 def run_with_dashboard(executor: Executor, prepared: Prepared, *, no_color: bool) -> tuple[Outcome, list[StartedRun]]:
     """The executor's outcome, and the reruns started from the dashboard once it had finished (each stopped
     and joined before returning)."""
-    result: dict[str, object] = {}
-
-    def work() -> None:
-        try:
-            result["outcome"] = executor.run()
-        except BaseException as error:
-            result["error"] = error
-
-    thread = threading.Thread(target=work, name="executor", daemon=False)
+    thread = ExecutorThread(executor)
     source = ExecutorSource(executor, options=prepared.options, parallelism=prepared.parallelism)
-    app = BackfillApp(source, no_color=no_color)
+    app = BackfillApp(source, no_color=no_color, settings=prepared.settings)
 
     def on_terminate(signum, _frame) -> None:
         # Stop the run and leave once every child has exited: SIGTERM (or SIGHUP: the terminal closed) ends
@@ -87,9 +80,7 @@ def run_with_dashboard(executor: Executor, prepared: Prepared, *, no_color: bool
         app.stop_started_runs()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    if "error" in result:
-        raise result["error"]  # type: ignore[misc]
-    return result["outcome"], list(app.started_runs)  # type: ignore[return-value]
+    return thread.result(), list(app.started_runs)
 
 
 HANGUP_GRACE = 5.0  # seconds the screen gets to return by itself once the work has stopped
@@ -104,7 +95,7 @@ def _detach_from_terminal() -> None:
     os.close(null)
 
 
-def _leave_once_stopped(threads: list[threading.Thread]) -> None:
+def _leave_once_stopped(threads: list[ExecutorThread]) -> None:
     """After a hangup: once every executor has stopped and waited for its children (records written), leave
     even if the screen never returns."""
     for thread in threads:
@@ -114,7 +105,7 @@ def _leave_once_stopped(threads: list[threading.Thread]) -> None:
 
 
 def _carry_on_without_screen(
-    app: BackfillApp, executor: Executor, prepared: Prepared, thread: threading.Thread, *, no_color: bool
+    app: BackfillApp, executor: Executor, prepared: Prepared, thread: ExecutorThread, *, no_color: bool
 ) -> None:
     assert app.crash is not None
     report_crash(

@@ -5,20 +5,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-import threading
-from pathlib import Path
 
 import orjson
 
 from engine.base.errors import BadInput, Refused
-from engine.execute.backfill import Prepared, create_backfill
+from engine.execute.backfill import Prepared
 from engine.execute.executor import Executor, Outcome
-from engine.execute.guarding import append_invocation, guard_hooks, manifest_guardrails
-from engine.guardrails.preflight import Approval, NeedsApproval, Preflight, decide, remember
-from engine.guardrails.request import GuardRequest
-from engine.guardrails.tiers import APPROVAL, AUTO, HUMAN_ONLY, NEVER
-from engine.spec.backfill_spec import Planned
-from engine.store.manifest import now_text
+from engine.execute.executor_thread import ExecutorThread
+from engine.execute.invocation import Invocation
+from engine.guardrails.preflight import Approval, NeedsApproval, Preflight
+from engine.guardrails.tiers import AUTO, NEVER
 from tui.cli.preflight_text import verdict_line, write_report
 from tui.cli.progress import ProgressLines
 from tui.cli.state_output import write_state_json
@@ -27,67 +23,49 @@ from tui.cli.summary import exit_code_of, resume_hint, summary_lines
 from tui.cli.terminal import Paint, colors_enabled, dashboard_possible
 
 
-def guard_decision(
-    preflight: Preflight, args: argparse.Namespace, reason: str | None, *, hint: str, title: str
-) -> tuple[Approval, str]:
+def execute(invocation: Invocation, args: argparse.Namespace, *, hint: str, title: str) -> int:
+    """Decide (asking on a terminal when a person must answer), start, run with a front end, summarise."""
+    with invocation:  # whatever stops it here gives the backfill up
+        approval = guard_decision(invocation, args, hint=hint, title=title)
+        prepared = invocation.start(approval)
+    return run_prepared(prepared, invocation.executor(), args, preflight=invocation.preflight)
+
+
+def guard_decision(invocation: Invocation, args: argparse.Namespace, *, hint: str, title: str) -> Approval | None:
     """Run only what the verdict allows, and say why it runs. On a terminal, the pre-flight screen asks for a
     missing reason and, when the verdict needs a person, for the digest typed back. Elsewhere the report goes to
     stdout (or the JSON document), ``never`` is refused (exit 3) and an unapproved verdict is held (exit 4)."""
+    preflight = invocation.preflight
     interactive = dashboard_possible(no_progress=args.no_progress, json_output=args.output == "json")
-    typed = False
-    if interactive and preflight.verdict != NEVER and _needs_a_person(preflight, args.approve, reason):
+    typed, reason = False, None
+    asks = preflight is not None and preflight.verdict != NEVER and invocation.needs_a_person(args.approve)
+    if interactive and asks:
         from tui.app.preflight_app import PreflightApp
 
-        answer = PreflightApp(preflight, title, reason).run()
+        answer = PreflightApp(preflight, title, invocation.reason).run()
         if answer is None:
             if preflight.verdict == AUTO:
                 raise BadInput("--reason is required to run a backfill: none was given on the pre-flight screen")
             raise NeedsApproval(f"not approved on the pre-flight screen (plan {preflight.short_digest}): nothing ran")
         reason, typed = answer.reason, answer.approved
     try:
-        approval = decide(
-            preflight, approve=args.approve, interactive_approval=typed, reason=reason, now_text=now_text()
-        )
+        return invocation.approve(approve=args.approve, typed=typed, reason=reason)
     except (Refused, NeedsApproval):
-        remember(preflight)
+        assert preflight is not None
         if args.output == "json":
             sys.stdout.buffer.write(orjson.dumps({"preflight": preflight.to_json()}) + b"\n")
             sys.stdout.flush()
         else:
             write_report(sys.stdout, preflight, hint=hint)
         raise
-    if reason is None:
-        raise BadInput("--reason is required to run a backfill: say why it runs (a --dry-run needs none)")
-    return approval, reason
 
 
-def _needs_a_person(preflight: Preflight, approve: str | None, reason: str | None) -> bool:
-    if reason is None or preflight.verdict == HUMAN_ONLY:
-        return True
-    return preflight.verdict == APPROVAL and not (approve and preflight.digest.startswith(approve.lower()))
-
-
-def execute_new(
-    planned: Planned,
-    args: argparse.Namespace,
-    *,
-    request: GuardRequest,
-    preflight: Preflight,
-    approval: Approval,
-    reason: str | None,
+def run_prepared(
+    prepared: Prepared, executor: Executor, args: argparse.Namespace, *, preflight: Preflight | None = None
 ) -> int:
-    extra = {"reason": reason, "guardrails": manifest_guardrails(request, preflight)}
-    prepared = create_backfill(planned, state_dir=args.state_dir, cwd=Path.cwd(), extra=extra)
-    append_invocation(prepared.store, mode=request.mode, reason=reason, preflight=preflight, approval=approval)
-    prepared.hooks = guard_hooks(prepared, preflight, approval)
-    return run_prepared(prepared, args, preflight=preflight)
-
-
-def run_prepared(prepared: Prepared, args: argparse.Namespace, *, preflight: Preflight | None = None) -> int:
     as_json = args.output == "json"
     announce = sys.stderr if as_json else sys.stdout
     selected_mask = prepared.selection.mask(prepared.board) if as_json else None
-    executor = prepared.executor()
     hint = resume_hint(prepared)
     selected = prepared.selection.count(prepared.board)
     parallelism = prepared.parallelism
@@ -109,9 +87,9 @@ def run_prepared(prepared: Prepared, args: argparse.Namespace, *, preflight: Pre
         from tui.cli.dashboard_runner import run_with_dashboard
 
         outcome, reruns = run_with_dashboard(executor, prepared, no_color=args.no_color)
-        finished = [run for run in reruns if run.outcome is not None]
+        finished = [run for run in reruns if run.thread.outcome is not None or run.thread.error is not None]
         if finished:  # a rerun from the dashboard ran last: summarise the backfill as that run left it
-            prepared, outcome = finished[-1].prepared, finished[-1].outcome
+            prepared, outcome = finished[-1].prepared, finished[-1].thread.result()
             hint = resume_hint(prepared)
     else:
         outcome = _run_with_progress_lines(executor, prepared, no_color=args.no_color)
@@ -145,15 +123,7 @@ def run_prepared(prepared: Prepared, args: argparse.Namespace, *, preflight: Pre
 
 
 def _run_with_progress_lines(executor: Executor, prepared: Prepared, *, no_color: bool) -> Outcome:
-    result: dict[str, Outcome | BaseException] = {}
-
-    def work() -> None:
-        try:
-            result["outcome"] = executor.run()
-        except BaseException as error:
-            result["error"] = error
-
-    thread = threading.Thread(target=work, name="executor", daemon=False)
+    thread = ExecutorThread(executor)
     previous = install_stop_handlers(executor)
     try:
         thread.start()
@@ -166,6 +136,4 @@ def _run_with_progress_lines(executor: Executor, prepared: Prepared, *, no_color
         ).follow(thread)
     finally:
         restore_handlers(previous)
-    if "error" in result:
-        raise result["error"]  # type: ignore[misc]
-    return result["outcome"]  # type: ignore[return-value]
+    return thread.result()

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from engine.base.errors import EXIT_OK, BadInput, Refused
+from engine.base.settings import Settings
 from engine.base.who import requester
 from engine.execute.backfill import Loaded, load_backfill
 from engine.guardrails.request import check_reason
@@ -38,6 +39,7 @@ def intervene_command(verb: str, argv: list[str]) -> int:
         args = mark_parser().parse_args(argv)
     else:
         args = simple_parser(verb, DESCRIPTIONS[verb]).parse_args(argv)
+    settings = Settings.from_environment()
     reason = check_reason(args.reason)
     if reason is None:
         raise BadInput(f"--reason is required to {verb} a backfill: say why (it is recorded with who and when)")
@@ -53,7 +55,7 @@ def intervene_command(verb: str, argv: list[str]) -> int:
         board, _ = loaded.store.load_board(spec.plan, spec.ids.of)
         return CommandHolder(loaded.store, spec, board, applied_by)
 
-    result = deliver(loaded.store, request, hold)
+    result = deliver(loaded.store, request, hold, wait=settings.request_wait)
     if result.exit_code != EXIT_OK:
         error = Refused(result.message) if result.exit_code == Refused.exit_code else BadInput(result.message)
         error.exit_code = result.exit_code

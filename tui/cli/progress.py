@@ -9,12 +9,12 @@ when nothing has happened for a while.
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import IO
 
 from engine.dates.formatting import InstantFormatter
 from engine.execute.executor import Executor
+from engine.execute.executor_thread import ExecutorThread
 from engine.execute.snapshot import Event, Snapshot
 from engine.spec.backfill_spec import BackfillSpec
 from engine.store.state_store import StateStore
@@ -40,7 +40,7 @@ class ProgressLines:
         self.last_output = time.monotonic()
         self.stopping_announced = False
 
-    def follow(self, thread: threading.Thread) -> None:
+    def follow(self, thread: ExecutorThread) -> None:
         """Print until the executor thread has finished, then print what is left."""
         while thread.is_alive():
             thread.join(POLL_SECONDS)

@@ -8,27 +8,19 @@ keep the values of the initial invocation.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 from engine.base.errors import BadInput
-from engine.base.who import requester
-from engine.execute.backfill import Loaded, load_backfill, prepare_resume, resume_parallelism
-from engine.execute.guarding import (
-    append_invocation,
-    guard_hooks,
-    record_asset_rerun,
-    request_for_resume,
-    reruns_succeeded,
-)
+from engine.base.settings import Settings
+from engine.execute.backfill import Loaded, load_backfill
+from engine.execute.invocation import Invocation, held_by_control, judge_resume
 from engine.execute.rerun import AssetRerun, PartitionSelection
-from engine.guardrails.preflight import check_digest_prefix, run_preflight
-from engine.guardrails.request import RERUN, check_reason
-from engine.interventions.apply import reopen_for_continue
+from engine.guardrails.preflight import check_digest_prefix
+from engine.guardrails.request import check_reason
 from engine.spec.backfill_spec import ExecutionOptions, check_execution_options
-from engine.store.control import Decision, read_control
+from engine.store.control import Decision
 from engine.store.manifest import initial_options
 from tui.cli.arguments import UsageError, timeout_arg
 from tui.cli.reconcile_command import settle_if_expired
@@ -150,18 +142,16 @@ def selection_of(args: argparse.Namespace, loaded: Loaded) -> PartitionSelection
     return PartitionSelection(mode=args.rerun or "default")
 
 
-def asset_rerun_of(
-    args: argparse.Namespace, loaded: Loaded, selection: PartitionSelection, reason: str | None
-) -> AssetRerun | None:
+def asset_rerun_of(args: argparse.Namespace, selection: PartitionSelection, reason: str | None) -> AssetRerun | None:
     """``--asset NAME [--with-downstream]``: valid only for named partitions of a pipeline backfill, with a
-    reason of its own (it runs work that succeeded, and its upstream is not checked)."""
+    reason of its own (it runs work that succeeded, and its upstream is not checked). Whether NAME is an asset
+    of the pipeline is checked against the pipeline as this invocation validates it."""
     if args.asset is None:
         if args.with_downstream:
             raise BadInput("--with-downstream means nothing without --asset NAME: name the asset to run again")
         return None
     if selection.indices is None:
         raise BadInput("--asset needs --ids (or --ids-from): name the partitions whose asset runs again")
-    check_asset_name(loaded, args.asset)
     if reason is None and not args.dry_run:
         raise BadInput(f"--reason is required to run asset {args.asset} again: say why")
     return AssetRerun(args.asset, bool(args.with_downstream))
@@ -192,124 +182,80 @@ def _say_paused(backfill_id: str, paused: Decision) -> int:
     return 0
 
 
-def resume_command(args: argparse.Namespace) -> int:
+def resume_command(args: argparse.Namespace, settings: Settings) -> int:
     _check_no_plan_inputs(args)
     reason = check_reason(args.reason)
     if args.approve is not None and not args.dry_run:
         check_digest_prefix(args.approve)
     loaded = settle_if_expired(load_backfill(args.resume, args.state_dir, Path.cwd()), "--continue")
-    control = read_control(loaded.store.directory)
-    if not args.dry_run and control.paused is not None:
-        return _say_paused(loaded.store.id, control.paused)
-    if not args.dry_run and control.ended is not None and reason is None:
-        raise BadInput(
-            f"backfill {loaded.store.id} was {control.ended.sentence()}; --continue needs its own --reason to go on"
-        )
+    if not args.dry_run:
+        paused = held_by_control(loaded, reason)
+        if paused is not None:
+            return _say_paused(loaded.store.id, paused)
     options = resumed_options(args, loaded)
     selection = selection_of(args, loaded)
-    rerun_asset = asset_rerun_of(args, loaded, selection, reason)
-    interactive = dashboard_possible(no_progress=args.no_progress, json_output=args.output == "json")
-    if not args.dry_run and reason is None and not interactive:
-        if reruns_succeeded(loaded, selection):
-            raise BadInput(
-                f"--reason is required to run succeeded partitions of backfill {loaded.store.id} again: say why "
-                "(the backfill's own reason covered its first run)"
-            )
-        if loaded.manifest.get("reason") is None:
-            raise BadInput(
-                f"--reason is required: backfill {loaded.store.id} was saved without one (before guardrails); "
-                "say why it runs"
-            )
-    parallelism = resume_parallelism(loaded.spec, options)
-    runs_something = selection.count(loaded.board) > 0  # a --continue that runs something is judged
-    preflight = None
-    if args.dry_run and runs_something:
-        request = request_for_resume(loaded, options, selection, reason=reason, parallel=parallelism.effective)
-        preflight = run_preflight(request)
+    invocation = judge_resume(
+        loaded,
+        options,
+        selection,
+        reason=reason,
+        settings=settings,
+        can_ask=dashboard_possible(no_progress=args.no_progress, json_output=args.output == "json"),
+        rerun_asset=asset_rerun_of(args, selection, reason),
+        dry_run=args.dry_run,
+    )
+    if invocation.paused is not None:
+        return _say_paused(loaded.store.id, invocation.paused)
     if args.dry_run:
-        selected = selection.count(loaded.board)
-        if args.output == "json":
-            write_state_json(
-                sys.stdout.buffer,
-                spec=loaded.spec,
-                store=loaded.store,
-                board=loaded.board,
-                options=options,
-                parallelism=parallelism,
-                selected=selection.mask(loaded.board),
-                skipped=len(loaded.spec.plan) - selected,
-                offset=args.offset,
-                limit=args.limit,
-                extra={"preflight": preflight.to_json()} if preflight is not None else None,
-            )
-            sys.stdout.buffer.flush()
-        else:
-            from tui.cli.show_text import print_state_text
+        return _print_dry_run(args, loaded, invocation)
+    from tui.cli.execute import execute, run_prepared
 
-            print_state_text(
-                loaded,
-                options,
-                parallelism,
-                selection,
-                args.offset,
-                args.limit,
-                title=f"backfill {loaded.store.id} (dry run: {selected} partitions would run)",
-            )
-            if preflight is not None:
-                from tui.cli.preflight_text import write_report
+    if invocation.preflight is None:  # nothing selected runs: nothing to judge, the executor says so
+        with invocation:
+            prepared = invocation.start(None)
+        return run_prepared(prepared, invocation.executor(), args)
+    return execute(
+        invocation,
+        args,
+        hint=f"backfill --continue {loaded.store.id}",
+        title=f"backfill {loaded.store.id} · --continue",
+    )
 
-                sys.stdout.write("\n")
-                write_report(sys.stdout, preflight, hint=f"backfill --continue {loaded.store.id}")
-        return 0
-    from tui.cli.execute import guard_decision, run_prepared
 
-    # Judged after the takeover: orphans of a crashed executor (which may hold the DuckDB file) are stopped first.
-    prepared = prepare_resume(loaded, options, selection, reason=reason)
-    try:  # read again under the lock: a pause or cancel may have been applied since
-        control = read_control(loaded.store.directory)
-        if control.paused is None and control.ended is not None and reason is not None:
-            reopen_for_continue(loaded.store, reason, requester(), f"backfill --continue (PID {os.getpid()})")
-    except BaseException:
-        prepared.takeover.children_lock.release()
-        prepared.takeover.lock.release()
-        raise
-    if control.paused is not None:
-        prepared.takeover.children_lock.release()
-        prepared.takeover.lock.release()
-        return _say_paused(loaded.store.id, control.paused)
-    if control.ended is not None and reason is None:
-        prepared.takeover.children_lock.release()
-        prepared.takeover.lock.release()
-        raise BadInput(
-            f"backfill {loaded.store.id} was {control.ended.sentence()}; --continue needs its own --reason to go on"
+def _print_dry_run(args: argparse.Namespace, loaded: Loaded, invocation: Invocation) -> int:
+    """What a --continue would run, and (when it runs something) its pre-flight report; nothing changes."""
+    selection, planned, preflight = invocation.selection, invocation.planned, invocation.preflight
+    selected = selection.count(loaded.board)
+    if args.output == "json":
+        write_state_json(
+            sys.stdout.buffer,
+            spec=loaded.spec,
+            store=loaded.store,
+            board=loaded.board,
+            options=planned.options,
+            parallelism=planned.parallelism,
+            selected=selection.mask(loaded.board),
+            skipped=len(loaded.spec.plan) - selected,
+            offset=args.offset,
+            limit=args.limit,
+            extra={"preflight": preflight.to_json()} if preflight is not None else None,
         )
-    if runs_something:
-        try:
-            request = request_for_resume(
-                loaded,
-                options,
-                selection,
-                reason=reason,
-                parallel=parallelism.effective,
-                ignore_dependencies=rerun_asset is not None,
-            )
-            preflight = run_preflight(request)
-            needs_own = reruns_succeeded(loaded, selection) or loaded.manifest.get("reason") is None
-            approval, reason = guard_decision(
-                preflight,
-                args,
-                reason if (reason is not None or needs_own) else prepared.reason,
-                hint=f"backfill --continue {loaded.store.id}",
-                title=f"backfill {loaded.store.id} · --continue",
-            )
-            prepared.reason = reason
-            append_invocation(prepared.store, mode=RERUN, reason=reason, preflight=preflight, approval=approval)
-            if rerun_asset is not None and selection.indices is not None:
-                record_asset_rerun(prepared.store, loaded, selection.indices, rerun_asset.name, reason)
-                prepared.rerun_asset = rerun_asset
-        except BaseException:
-            prepared.takeover.children_lock.release()
-            prepared.takeover.lock.release()
-            raise
-        prepared.hooks = guard_hooks(prepared, preflight, approval)
-    return run_prepared(prepared, args, preflight=preflight)
+        sys.stdout.buffer.flush()
+        return 0
+    from tui.cli.show_text import print_state_text
+
+    print_state_text(
+        loaded,
+        planned.options,
+        planned.parallelism,
+        selection,
+        args.offset,
+        args.limit,
+        title=f"backfill {loaded.store.id} (dry run: {selected} partitions would run)",
+    )
+    if preflight is not None:
+        from tui.cli.preflight_text import write_report
+
+        sys.stdout.write("\n")
+        write_report(sys.stdout, preflight, hint=f"backfill --continue {loaded.store.id}")
+    return 0

@@ -342,7 +342,7 @@ class DashboardScreen(Screen[None]):
         from tui.app.intervening import send
 
         def work() -> None:
-            result = send(self.source, action, reason, params)
+            result = send(self.source, action, reason, params, wait=self.app.settings.request_wait)
             self.app.call_from_thread(self._sent, result)
 
         self.run_worker(work, thread=True, exclusive=False, group="intervene")
