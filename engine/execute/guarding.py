@@ -236,11 +236,20 @@ def latest_preflight(store: StateStore) -> dict[str, Any] | None:
 def guard_hooks(prepared: Prepared, preflight: Preflight, approval: Approval | None) -> ExecutorHooks:
     """The executor hooks of the guardrails: the snapshot before the first launch (pipelines, unless
     --no-snapshot), verification of each partition (unless --verify off), and the record at the end."""
-    hooks = ExecutorHooks(
-        before_first_launch=lambda: snapshot_once(prepared, preflight),
-        after_run=lambda outcome: write_backfill_record(prepared, preflight, approval, outcome),
-    )
-    verify = verifier_of(prepared, preflight)
+    warehouses = preflight.facts.warehouses
+
+    def before_first_launch() -> None:
+        try:
+            snapshot_once(prepared, preflight)
+        finally:
+            warehouses.close()  # children write the files: the pre-flight's read-only connections must go
+
+    def after_run(outcome) -> str | None:
+        warehouses.close()
+        return write_backfill_record(prepared, preflight, approval, outcome)
+
+    hooks = ExecutorHooks(before_first_launch=before_first_launch, after_run=after_run)
+    verify = verifier_of(prepared, preflight)  # its baselines read the warehouse now, through the same connections
     if verify is not None:
         hooks.verify = verify
     return hooks

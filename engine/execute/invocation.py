@@ -163,8 +163,16 @@ class Invocation:
             self.prepared.release()
             raise
 
+    def close_warehouses(self) -> None:
+        """Before a person is asked: the pre-flight's read-only connections to the warehouse are closed (a person
+        may take minutes, and other writers must not wait on us); what needs them later opens them again."""
+        if self.preflight is not None:
+            self.preflight.facts.warehouses.close()
+
     def abandon(self) -> None:
-        """Nothing runs: release the backfill's locks (a resume's takeover), once."""
+        """Nothing runs: close the warehouse connections and release the backfill's locks (a resume's takeover),
+        once."""
+        self.close_warehouses()
         if self.prepared is not None and not self._started:
             self._started = True  # nothing more to release, whatever is called next
             self.prepared.release()

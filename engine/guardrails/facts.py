@@ -23,7 +23,7 @@ from engine.guardrails.history import (
 )
 from engine.guardrails.request import GuardRequest
 from engine.guardrails.settings import GuardrailSettings, settings_for_command, settings_of_environment
-from engine.guardrails.warehouse import Held, Warehouse, whole_range_window
+from engine.guardrails.warehouse import Held, Warehouse, Warehouses, whole_range_window
 from engine.pipeline.assets import Asset, enabled_by
 from engine.pipeline.config import Connection
 from engine.pipeline.loading import Pipeline
@@ -67,6 +67,7 @@ class Facts:
     held: list[Held] = field(default_factory=list)
     database_bytes: dict[str, int] = field(default_factory=dict)  # file → size
     errors: dict[str, str] = field(default_factory=dict)  # check name → why it could not be decided
+    warehouses: Warehouses = field(default_factory=Warehouses, repr=False)  # read-only, one per file
 
     @property
     def selected(self) -> list[AssetFacts]:
@@ -189,7 +190,7 @@ def _downstream_of(pipeline: Pipeline, selected: set[str]) -> set[str]:
 def _look_into_warehouses(facts: Facts) -> None:
     for path, assets in facts.by_file(list(facts.assets.values())).items():
         try:
-            warehouse = Warehouse.open(path)
+            warehouse = facts.warehouses.open(path)
         except Held as held:
             facts.held.append(held)
             facts.errors.setdefault("row_count_sanity", f"{held}")
@@ -197,12 +198,9 @@ def _look_into_warehouses(facts: Facts) -> None:
         except Exception as error:  # a file we cannot read: a question we cannot answer
             facts.errors.setdefault("size_and_duration", f"cannot open {path}: {error}")
             continue
-        try:
-            facts.database_bytes[str(path)] = warehouse.size_bytes
-            for asset_facts in assets:
-                _inspect_table(facts, warehouse, asset_facts)
-        finally:
-            warehouse.close()
+        facts.database_bytes[str(path)] = warehouse.size_bytes
+        for asset_facts in assets:
+            _inspect_table(facts, warehouse, asset_facts)
 
 
 def _inspect_table(facts: Facts, warehouse: Warehouse, asset_facts: AssetFacts) -> None:

@@ -20,6 +20,7 @@ import orjson
 from engine.base.atomic import write_atomic
 from engine.base.errors import BackfillError, BadInput
 from engine.guardrails.facts import Facts
+from engine.guardrails.warehouse import Held
 from engine.pipeline.materialization import Database, quote_identifier, quote_name, window_predicate
 
 SNAPSHOT_INDEX = "snapshot.json"
@@ -57,7 +58,9 @@ def _copy_name(name: str) -> str:
 
 
 def take_snapshot(facts: Facts, directory: Path) -> dict[str, Any]:
-    """Copy what the selected data-changing assets may change; returns (and saves) the snapshot index."""
+    """Copy what the selected data-changing assets may change; returns (and saves) the snapshot index. The
+    warehouse is read through the pre-flight's read-only connection (a snapshot can never change it); only
+    the snapshot file is written."""
     import duckdb
 
     started = time.time()
@@ -68,11 +71,15 @@ def take_snapshot(facts: Facts, directory: Path) -> dict[str, Any]:
         target.unlink(missing_ok=True)
         tables: list[SnapshotTable] = []
         try:
-            connection = duckdb.connect(str(path))
-        except duckdb.Error as error:
+            connection = facts.warehouses.open(path).connection
+        except (Held, duckdb.Error) as error:
             raise SnapshotFailed(f"cannot open {path} to snapshot it ({error}): nothing was run") from None
+        if connection is None:  # no file yet: every table is new, and the way back is to drop it
+            tables = [SnapshotTable(a.asset.name, False, "whole", None, 0, _copy_name(a.asset.name)) for a in assets]
+            files.append({"database": str(path), "snapshot": target.name, "tables": [t.to_json() for t in tables]})
+            continue
         try:
-            connection.execute(f"ATTACH '{_sql_text(str(target))}' AS snap")
+            connection.execute(f"ATTACH '{_sql_text(str(target))}' AS snap (READ_WRITE)")
             db = Database(connection.cursor(), lambda sql: sql)
             window = facts.range_window()
             for asset_facts in assets:
@@ -87,11 +94,11 @@ def take_snapshot(facts: Facts, directory: Path) -> dict[str, Any]:
                 db.execute(f"CREATE TABLE snap.{copy} AS SELECT * FROM {quote_name(asset.name)}{where}")
                 rows = int(db.scalar(f"SELECT count(*) FROM snap.{copy}"))
                 tables.append(SnapshotTable(asset.name, True, "range" if predicate else "whole", predicate, rows, copy))
-            connection.execute("DETACH snap")
         except duckdb.Error as error:
             raise SnapshotFailed(f"cannot snapshot {path} into {target} ({error}): nothing was run") from None
         finally:
-            connection.close()
+            with contextlib.suppress(duckdb.Error):  # the warehouse's connection is shared: leave it as it was
+                connection.execute("DETACH snap")
         files.append({"database": str(path), "snapshot": target.name, "tables": [t.to_json() for t in tables]})
     index = {
         "format": 1,

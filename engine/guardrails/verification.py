@@ -27,7 +27,7 @@ from engine.guardrails.seasonal import (
     seasonal_bounds,
     truncation_of,
 )
-from engine.guardrails.warehouse import Warehouse, local_start
+from engine.guardrails.warehouse import local_start
 
 VERIFIED, WARNING, FAILED, INSUFFICIENT = "verified", "warning", "failed", "insufficient history"
 
@@ -131,21 +131,18 @@ def baselines(facts: Facts) -> dict[str, dict[int, list[int]]]:
     window = facts.range_window()
     for path, assets in by_file.items():
         try:
-            warehouse = Warehouse.open(path)
+            warehouse = facts.warehouses.open(path)  # the pre-flight's connection
         except Exception:  # held or unreadable: the run records are all the history there is
             continue
-        try:
-            for asset_facts in assets:
-                name = asset_facts.asset.name
-                try:
-                    counts = warehouse.period_counts(asset_facts.asset, period, window)  # type: ignore[arg-type]
-                except Exception:  # a table we cannot group leaves run records only
-                    counts = {}
-                for start, count in counts.items():
-                    result[name].setdefault(bucket_of_local(start, kind), []).append(count)
-                    seen[name].add(start)
-        finally:
-            warehouse.close()
+        for asset_facts in assets:
+            name = asset_facts.asset.name
+            try:
+                counts = warehouse.period_counts(asset_facts.asset, period, window)  # type: ignore[arg-type]
+            except Exception:  # a table we cannot group leaves run records only
+                counts = {}
+            for start, count in counts.items():
+                result[name].setdefault(bucket_of_local(start, kind), []).append(count)
+                seen[name].add(start)
     length = None
     if facts.first is not None:
         length = facts.first.end - facts.first.start

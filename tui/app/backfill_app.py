@@ -190,6 +190,7 @@ class BackfillApp(App[str | None]):
             self._launch_rerun(invocation, answer.reason, typed=answer.approved)
 
         title = f"backfill {store.id} · rerun"
+        invocation.close_warehouses()
         self.push_screen(PreflightScreen(preflight, title, invocation.reason), callback=answered)
 
     def _launch_rerun(self, invocation: Invocation, reason: str | None, *, typed: bool) -> None:

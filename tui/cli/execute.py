@@ -42,6 +42,7 @@ def guard_decision(invocation: Invocation, args: argparse.Namespace, *, hint: st
     if interactive and asks:
         from tui.app.preflight_app import PreflightApp
 
+        invocation.close_warehouses()
         answer = PreflightApp(preflight, title, invocation.reason).run()
         if answer is None:
             if preflight.verdict == AUTO:
