@@ -6,8 +6,9 @@ it does locally (not by ignoring SIGINT here: an ignored signal stays ignored th
 The cluster dies with its executor: the parent-death signal, and the end of its standard input, stop it; its
 workers exit when it does, and their children with them.
 
-Run as ``python -m engine.execute.local_cluster N EXECUTOR_PID``: prints the scheduler's address on one line,
-then runs until its standard input closes or the executor kills its process group.
+The process is ``backfill __local-cluster N EXECUTOR_PID`` (``tui/cli/local_cluster_process.py`` does its input
+and output): it prints the scheduler's address on one line, then runs until its standard input closes or the
+executor kills its process group. What it runs is :func:`serve_local_cluster`.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import tempfile
-from typing import IO
+from collections.abc import Callable
 
 from engine.base.errors import BadInput
 from engine.base.parent_death import set_parent_death_signal
+from engine.execute.children import backfill_program
+
+LOCAL_CLUSTER_VERB = "__local-cluster"  # internal: `backfill __local-cluster N EXECUTOR_PID`
 
 LOCAL_CLUSTER_CONFIG = {
     # We own retries and their records: the scheduler must never rerun an attempt on its own.
@@ -53,7 +56,7 @@ class LocalCluster:
         # A pipe nobody reads after the start would fill and block it; the file lives as long as the cluster.
         self._errors = tempfile.TemporaryFile()  # noqa: SIM115
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "engine.execute.local_cluster", str(workers), str(os.getpid())],
+            [*backfill_program(), LOCAL_CLUSTER_VERB, str(workers), str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._errors,
@@ -91,23 +94,29 @@ class LocalCluster:
                 stream.close()
 
 
-def main() -> None:
-    _die_with_parent()
+def serve_local_cluster(
+    workers: int, executor_pid: int, *, announce: Callable[[str], None], wait: Callable[[], None]
+) -> bool:
+    """Run the cluster for the executor ``executor_pid``: ``announce`` its scheduler's address, serve until
+    ``wait`` returns, close. False (nothing started) when the executor died before this process could follow it."""
+    if not _die_with_parent(executor_pid):
+        return False
     _start_fork_server()
     import dask
     from distributed import LocalCluster as DaskLocalCluster
 
     dask.config.set(LOCAL_CLUSTER_CONFIG)
     cluster = DaskLocalCluster(
-        n_workers=int(sys.argv[1]),
+        n_workers=workers,
         threads_per_worker=1,
         processes=True,
         dashboard_address=None,
         silence_logs=logging.ERROR,
     )
-    _say(sys.stdout, cluster.scheduler_address)
-    sys.stdin.buffer.read()  # until the executor ends (it kills the cluster's process group when it is done)
+    announce(cluster.scheduler_address)
+    wait()  # until the executor ends (it kills the cluster's process group when it is done)
     cluster.close(timeout=10)
+    return True
 
 
 def _start_fork_server() -> None:
@@ -119,17 +128,8 @@ def _start_fork_server() -> None:
     forkserver.ensure_running()
 
 
-def _say(stream: IO[str], text: str) -> None:
-    stream.write(text + "\n")
-    stream.flush()
-
-
-def _die_with_parent() -> None:
-    """SIGTERM when the executor dies, however it dies (Linux); elsewhere the end of stdin does."""
+def _die_with_parent(executor_pid: int) -> bool:
+    """SIGTERM when the executor dies, however it dies (Linux); elsewhere the end of stdin does. False when the
+    executor died before the signal was set."""
     set_parent_death_signal(signal.SIGTERM)
-    if os.getppid() != int(sys.argv[2]):  # the executor died before the signal was set
-        sys.exit(1)
-
-
-if __name__ == "__main__":
-    main()
+    return os.getppid() == executor_pid

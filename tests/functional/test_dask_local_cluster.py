@@ -57,7 +57,7 @@ def test_a_killed_executor_takes_its_local_cluster_and_the_children_with_it(work
     seconds (the parent-death signal), with no successor needed to stop them."""
     process = _start(work, child_command("--sleep", "120"))
     pids = running_children(work, 2)
-    cluster = [p for p in psutil.Process(process.pid).children() if "engine.execute.local_cluster" in p.cmdline()]
+    cluster = [p for p in psutil.Process(process.pid).children() if "__local-cluster" in p.cmdline()]
     assert len(cluster) == 1
     workers = [p.pid for p in cluster[0].children(recursive=True)]
     process.kill()

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from engine.base.errors import EXIT_BAD_INPUT, EXIT_CANCELLED, BackfillError, NothingToRun
+from engine.execute.local_cluster import LOCAL_CLUSTER_VERB
 from engine.execute.warm_launcher import RUNNER_VERB
 from tui.cli.arguments import IMPLEMENTED_VERBS, VERBS, UsageError
 
@@ -33,6 +34,10 @@ def _main(argv: Sequence[str] | None) -> int:
         from tui.cli.warm_runner import serve_from_arguments
 
         return serve_from_arguments(args[1:], main)
+    if args[:1] == [LOCAL_CLUSTER_VERB]:  # internal: started by --launcher dask-local:N, never by a person
+        from tui.cli.local_cluster_process import serve
+
+        return serve(args[1:])
     try:
         if args and args[0] in VERBS:
             return _verb(args[0], args[1:])
