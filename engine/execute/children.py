@@ -16,6 +16,7 @@ from engine.dates.formatting import InstantFormatter
 from engine.dates.plan import Interval
 from engine.execute.launcher import ChildSpec
 from engine.execute.rerun import AssetRerun
+from engine.pipeline.options import RUN_OPTIONS
 from engine.spec.backfill_spec import BackfillSpec
 from engine.spec.command_template import split_template, substitute
 
@@ -66,31 +67,12 @@ class ChildFactory:
             argv += ["--environment", spec.environment]
         if options.config_file:
             argv += ["--config-file", options.config_file]
-        if self.rerun_asset is not None:  # an operator's rerun of one asset (and its downstream) instead
-            rerun = self.rerun_asset
+        rerun = self.rerun_asset
+        if rerun is not None:  # an operator's rerun of one asset (and its downstream) replaces the selection
             argv += ["--selector", f"fqn:{rerun.name}" + ("+" if rerun.downstream else "")]
-            return argv + self._variable_flags()
-        for selector in options.selector:
-            argv += ["--selector", selector]
-        for tag in options.tags:
-            argv += ["--tag", tag]
-        for tag in options.exclude_tags:
-            argv += ["--exclude-tag", tag]
-        if options.downstream:
-            argv.append("--downstream")
-        if options.only:
-            argv += ["--only", options.only]
-        return argv + self._variable_flags()
-
-    def _variable_flags(self) -> list[str]:
-        options = self.spec.run_options
-        argv = []
-        for name, value in options.variables.items():
-            argv += ["--var", f"{name}={orjson.dumps(value).decode()}"]
-        if options.apply_interval_modifiers:
-            argv.append("--apply-interval-modifiers")
-        if options.variant:
-            argv += ["--variant", options.variant]
+        for option in RUN_OPTIONS:
+            if not (option.selects and rerun is not None):
+                argv += option.child_argv(getattr(options, option.attribute))
         return argv
 
     def values(self, interval: Interval, partition_id: str, run_id: str) -> dict[str, str]:

@@ -1,9 +1,18 @@
-"""Options of one pipeline run: the selection, variables and annotations every child of a backfill receives."""
+"""Options of one pipeline run: the selection, variables and annotations every child of a backfill receives.
+
+Each option a person gives on the command line is declared once, in :data:`RUN_OPTIONS`: its flag, how the
+command line reads it, what a child's argv carries, whether a saved backfill may change it, how the plan
+prints it and what the run record keeps. The parser, the child factory, the resume's plan-input check, the
+plan's text and the run record all read that table.
+"""
 
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 import orjson
@@ -65,6 +74,117 @@ class RunOptions:
             query_annotations=data.get("query_annotations"),
             variant=data.get("variant"),
         )
+
+
+class Kind(Enum):
+    """How an option is given and passed on."""
+
+    REPEATED = "repeated"  # --tag a --tag b: a tuple of texts
+    FLAG = "flag"  # --downstream: present or not
+    VALUE = "value"  # --only main: one text, or None
+    VARIABLES = "variables"  # --var name=<json>, repeatable, overlaid on BRUIN_VARS
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOption:
+    """One run option, declared once."""
+
+    attribute: str  # the RunOptions field
+    flag: str  # its command-line flag
+    help: str
+    kind: Kind
+    label: str | None = None  # how the plan prints it (None: not printed)
+    record_key: str | None = None  # the run record's options key (None: the record keeps it another way)
+    selects: bool = False  # part of the asset selection, which an operator's asset rerun replaces
+    choices: tuple[str, ...] | None = None
+    metavar: str | None = None
+    check: Callable[[str], str] | None = None  # validates a VALUE (raises BadInput)
+
+    @property
+    def dest(self) -> str:
+        """The argparse attribute the flag fills."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+    def child_argv(self, value: Any) -> list[str]:
+        """The words that give ``value`` to a child ``backfill run``."""
+        if self.kind is Kind.REPEATED:
+            return [word for item in value for word in (self.flag, item)]
+        if self.kind is Kind.FLAG:
+            return [self.flag] if value else []
+        if self.kind is Kind.VARIABLES:
+            return [word for name, v in value.items() for word in (self.flag, f"{name}={orjson.dumps(v).decode()}")]
+        return [self.flag, value] if value else []
+
+    def shown(self, value: Any) -> str:
+        """The plan's text for ``value`` ('' when unset)."""
+        if self.kind is Kind.REPEATED:
+            return (" " if self.attribute == "selector" else ", ").join(value)
+        if self.kind is Kind.VARIABLES:
+            return ", ".join(f"{k}={v!r}" for k, v in value.items())
+        if self.kind is Kind.FLAG:
+            return "yes" if value else ""
+        return value or ""
+
+    def recorded(self, value: Any) -> Any:
+        return list(value) if self.kind is Kind.REPEATED else value
+
+    def parsed(self, given: Any, environ_vars: str | None) -> Any:
+        """The RunOptions value from what argparse read."""
+        if self.kind is Kind.REPEATED:
+            return tuple(given or ())
+        if self.kind is Kind.FLAG:
+            return bool(given)
+        if self.kind is Kind.VARIABLES:
+            return parse_variables(list(given or ()), environ_vars)
+        return self.check(given) if (given is not None and self.check is not None) else given
+
+
+def check_variant(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", text, re.ASCII):
+        raise BadInput(f"--variant {text!r} is not a variant name: use letters, digits, '_' and '-'")
+    return text
+
+
+RUN_OPTIONS: tuple[RunOption, ...] = (
+    RunOption(
+        attribute="selector", flag="--selector", kind=Kind.REPEATED, label="selector", record_key="selector",
+        selects=True, metavar="EXPR", help="assets to run: tag:, path:, fqn:, names, +name, name+, @name (repeatable)",
+    ),
+    RunOption(
+        attribute="tags", flag="--tag", kind=Kind.REPEATED, label="tags", record_key="tags", selects=True,
+        help="only assets with this tag (repeatable)",
+    ),
+    RunOption(
+        attribute="exclude_tags", flag="--exclude-tag", kind=Kind.REPEATED, label="exclude tags",
+        record_key="exclude_tags", selects=True, help="skip assets with this tag (repeatable)",
+    ),
+    RunOption(
+        attribute="downstream", flag="--downstream", kind=Kind.FLAG, record_key="downstream", selects=True,
+        help="with an asset target: its downstream too",
+    ),
+    RunOption(
+        attribute="only", flag="--only", kind=Kind.VALUE, label="only", record_key="only", selects=True,
+        choices=ONLY, help="run only the assets' main step or their checks",
+    ),
+    RunOption(
+        attribute="variables", flag="--var", kind=Kind.VARIABLES, label="variables", metavar="NAME=JSON",
+        help="override a pipeline variable (repeatable)",
+    ),  # the run record keeps the variables as resolved, not as given
+    RunOption(
+        attribute="apply_interval_modifiers", flag="--apply-interval-modifiers", kind=Kind.FLAG,
+        record_key="apply_interval_modifiers", help="shift each asset's window by its interval_modifiers",
+    ),
+    RunOption(
+        attribute="variant", flag="--variant", kind=Kind.VALUE, label="variant", record_key="variant",
+        check=check_variant, help="run this variant of the pipeline (pipeline.yml variants:)",
+    ),
+)  # fmt: skip
+
+
+def run_options_of(args: Any, environ_vars: str | None, annotations: str | None) -> RunOptions:
+    """RunOptions from parsed arguments (every RUN_OPTIONS flag), ``BRUIN_VARS`` and ``BRUIN_QUERY_ANNOTATIONS``."""
+    values = {option.attribute: option.parsed(getattr(args, option.dest), environ_vars) for option in RUN_OPTIONS}
+    return RunOptions(**values, query_annotations=parse_annotations(annotations))
 
 
 def parse_variables(pairs: list[str], environ_vars: str | None) -> dict[str, Any]:

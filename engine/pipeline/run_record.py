@@ -14,6 +14,7 @@ import orjson
 from engine.base.atomic import write_atomic
 from engine.dates.durations import format_duration
 from engine.dates.instants import format_instant
+from engine.pipeline.options import RUN_OPTIONS
 from engine.pipeline.repository import logs_root
 from engine.pipeline.run_types import PreparedRun, RunResult
 from engine.pipeline.templating import Window
@@ -50,15 +51,13 @@ def record_json(result: RunResult) -> dict[str, Any]:
         },
         "options": {
             "workers": request.workers,
-            "selector": list(request.options.selector),
-            "tags": list(request.options.tags),
-            "exclude_tags": list(request.options.exclude_tags),
-            "downstream": request.options.downstream,
-            "only": request.options.only,
-            "variables": prepared.variables,
-            "variant": request.options.variant,
+            **{
+                option.record_key: option.recorded(getattr(request.options, option.attribute))
+                for option in RUN_OPTIONS
+                if option.record_key is not None
+            },
+            "variables": prepared.variables,  # as resolved (defaults, the variant, the overrides)
             "full_refresh": request.full_refresh,
-            "apply_interval_modifiers": request.options.apply_interval_modifiers,
             "timeout": format_duration(request.timeout) if request.timeout else None,
         },
         "backfill_id": request.backfill_id,

@@ -12,7 +12,7 @@ import re
 import sys
 from typing import NoReturn
 
-from engine.pipeline.options import RunOptions, environ_run_inputs, parse_annotations, parse_variables
+from engine.pipeline.options import RUN_OPTIONS, Kind, RunOptions, environ_run_inputs, run_options_of
 
 VERBS = (
     "run",
@@ -140,24 +140,17 @@ def _output_flags(parser: argparse.ArgumentParser, *, paged: bool) -> None:
 def _run_option_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--environment", "-e", help="environment from .bruin.yml (default: its default_environment)")
     parser.add_argument("--config-file", help="path of .bruin.yml (default: BRUIN_CONFIG_FILE or discovered)")
-    parser.add_argument(
-        "--selector",
-        action="append",
-        default=[],
-        metavar="EXPR",
-        help="assets to run: tag:, path:, fqn:, names, +name, name+, @name (repeatable)",
-    )
-    parser.add_argument("--tag", action="append", default=[], help="only assets with this tag (repeatable)")
-    parser.add_argument("--exclude-tag", action="append", default=[], help="skip assets with this tag (repeatable)")
-    parser.add_argument("--downstream", action="store_true", help="with an asset target: its downstream too")
-    parser.add_argument("--only", choices=("main", "checks"), help="run only the assets' main step or their checks")
-    parser.add_argument(
-        "--var", action="append", default=[], metavar="NAME=JSON", help="override a pipeline variable (repeatable)"
-    )
-    parser.add_argument(
-        "--apply-interval-modifiers", action="store_true", help="shift each asset's window by its interval_modifiers"
-    )
-    parser.add_argument("--variant", help="run this variant of the pipeline (pipeline.yml variants:)")
+    for option in RUN_OPTIONS:
+        extra: dict = {"help": option.help}
+        if option.kind in (Kind.REPEATED, Kind.VARIABLES):
+            extra.update(action="append", default=[])
+        elif option.kind is Kind.FLAG:
+            extra.update(action="store_true")
+        if option.choices is not None:
+            extra["choices"] = option.choices
+        if option.metavar is not None:
+            extra["metavar"] = option.metavar
+        parser.add_argument(option.flag, **extra)
     parser.add_argument("--full-refresh", action="store_true", help="drop and rebuild incremental tables")
     parser.add_argument(
         "--workers",
@@ -172,28 +165,7 @@ def _run_option_flags(parser: argparse.ArgumentParser) -> None:
 
 def run_options_from(args: argparse.Namespace) -> RunOptions:
     """The run options both `backfill` and `backfill run` take, with BRUIN_VARS and BRUIN_QUERY_ANNOTATIONS."""
-    environ_vars, annotations = environ_run_inputs()
-    return RunOptions(
-        selector=tuple(args.selector),
-        tags=tuple(args.tag),
-        exclude_tags=tuple(args.exclude_tag),
-        downstream=args.downstream,
-        only=args.only,
-        variables=parse_variables(args.var, environ_vars),
-        apply_interval_modifiers=args.apply_interval_modifiers,
-        query_annotations=parse_annotations(annotations),
-        variant=_variant(args.variant),
-    )
-
-
-def _variant(text: str | None) -> str | None:
-    from engine.base.errors import BadInput
-
-    if text is None:
-        return None
-    if not re.fullmatch(r"[A-Za-z0-9_-]+", text, re.ASCII):
-        raise BadInput(f"--variant {text!r} is not a variant name: use letters, digits, '_' and '-'")
-    return text
+    return run_options_of(args, *environ_run_inputs())
 
 
 def backfill_parser() -> Parser:

@@ -14,6 +14,7 @@ from engine.dates.instants import format_instant
 from engine.guardrails.preflight import Preflight, check_digest_prefix
 from engine.guardrails.request import GuardOptions, check_reason, check_verify_mode
 from engine.guardrails.settings import check_level
+from engine.pipeline.options import RUN_OPTIONS
 from engine.spec.backfill_spec import ExecutionOptions, Planned
 from engine.spec.partitions import PartitionDescriber
 from engine.spec.planning import plan_request
@@ -119,14 +120,7 @@ def guard_options(args: argparse.Namespace, is_command: bool) -> GuardOptions:
 PIPELINE_ONLY = (
     ("--environment", "environment"),
     ("--config-file", "config_file"),
-    ("--selector", "selector"),
-    ("--tag", "tag"),
-    ("--exclude-tag", "exclude_tag"),
-    ("--downstream", "downstream"),
-    ("--only", "only"),
-    ("--var", "var"),
-    ("--apply-interval-modifiers", "apply_interval_modifiers"),
-    ("--variant", "variant"),
+    *((option.flag, option.dest) for option in RUN_OPTIONS),
     ("--workers", "workers"),
     ("--launcher", "launcher"),
 )

@@ -14,6 +14,7 @@ import orjson
 
 from engine.dates.durations import format_duration
 from engine.dates.instants import format_instant, zone_name
+from engine.pipeline.options import RUN_OPTIONS
 from engine.spec.backfill_spec import Planned
 from engine.spec.partitions import PartitionDescriber
 from engine.store.status import STATUS_NAMES
@@ -164,15 +165,8 @@ def header_lines(planned: Planned, extra: list[tuple[str, str]] | None = None) -
     if options.timeout:
         controls += f", timeout {format_duration(options.timeout)}"
     lines.append(("controls", controls))
-    run_options = spec.run_options
-    for label, value in (
-        ("selector", " ".join(run_options.selector)),
-        ("tags", ", ".join(run_options.tags)),
-        ("exclude tags", ", ".join(run_options.exclude_tags)),
-        ("only", run_options.only or ""),
-        ("variables", ", ".join(f"{k}={v!r}" for k, v in run_options.variables.items())),
-        ("variant", run_options.variant or ""),
-    ):
-        if value:
-            lines.append((label, value))
+    for option in RUN_OPTIONS:
+        value = option.shown(getattr(spec.run_options, option.attribute))
+        if option.label is not None and value:
+            lines.append((option.label, value))
     return lines + (extra or [])

@@ -19,6 +19,7 @@ from engine.execute.invocation import Invocation, held_by_control, judge_resume
 from engine.execute.rerun import AssetRerun, PartitionSelection
 from engine.guardrails.preflight import check_digest_prefix
 from engine.guardrails.request import check_reason
+from engine.pipeline.options import RUN_OPTIONS
 from engine.spec.backfill_spec import ExecutionOptions, check_execution_options
 from engine.store.control import Decision
 from engine.store.manifest import initial_options
@@ -37,14 +38,7 @@ PLAN_INPUTS = {
     "partition": "--partition",
     "environment": "--environment",
     "config_file": "--config-file",
-    "selector": "--selector",
-    "tag": "--tag",
-    "exclude_tag": "--exclude-tag",
-    "downstream": "--downstream",
-    "only": "--only",
-    "var": "--var",
-    "apply_interval_modifiers": "--apply-interval-modifiers",
-    "variant": "--variant",
+    **{option.dest: option.flag for option in RUN_OPTIONS},  # every run option is a plan input
     "allow_long_range": "--allow-long-range",
     "reversible": "--reversible",
     "guardrails": "--guardrails",
