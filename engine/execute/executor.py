@@ -26,10 +26,10 @@ from engine.base.processes import process_started
 from engine.dates.durations import format_duration
 from engine.dates.plan import Interval
 from engine.execute.children import ChildFactory
+from engine.execute.executor_snapshot import FINISHED, RUNNING, STARTING, STOPPING, Event, RunningPartition, Snapshot
 from engine.execute.failure_reason import failure_reason
 from engine.execute.launcher import Child, ForkExecLauncher, Launcher, group_alive, signal_group
 from engine.execute.rerun import AssetRerun, PartitionSelection
-from engine.execute.snapshot import FINISHED, RUNNING, STARTING, STOPPING, Event, RunningPartition, Snapshot
 from engine.execute.takeover import Takeover
 from engine.interventions.leasing import LeaseKeeper
 from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions

@@ -26,7 +26,7 @@ from engine.execute.rerun import AssetRerun, PartitionSelection
 from engine.guardrails.preflight import Approval, Preflight
 from engine.guardrails.request import RERUN, TRIGGER, GuardOptions, GuardRequest
 from engine.guardrails.settings import GuardrailSettings
-from engine.guardrails.snapshot import read_snapshot, take_snapshot
+from engine.guardrails.table_snapshot import read_snapshot, take_snapshot
 from engine.guardrails.verification import CommandVerifier, PipelineVerifier, Verification
 from engine.pipeline.repository import logs_root, resolve_target
 from engine.spec.backfill_spec import Planned
@@ -357,7 +357,7 @@ def restore_backfill(store: StateStore, reason: str) -> list[str]:
     """Put back what the backfill's snapshot holds, under the backfill's lock (refused while it runs); the
     restore is appended to ``guardrails.json``."""
     from engine.base.errors import Refused
-    from engine.guardrails.snapshot import restore_snapshot
+    from engine.guardrails.table_snapshot import restore_snapshot
     from engine.store.locks import FileLock
     from engine.store.manifest import now_text
 

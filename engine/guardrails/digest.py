@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from engine.guardrails.facts import Facts
-from engine.guardrails.tiers import CheckResult
+from engine.guardrails.tiers import PreflightCheck
 
 MIN_PREFIX = 8
 MAX_HASHED_IDS = 200_000  # beyond, the selection (not each ID) is hashed: a million hashes cost seconds
@@ -30,7 +30,7 @@ def _canonical(value: Any) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
 
 
-def components_of(facts: Facts, results: list[CheckResult]) -> dict[str, str]:
+def components_of(facts: Facts, results: list[PreflightCheck]) -> dict[str, str]:
     request = facts.request
     spec = request.spec
     parts: dict[str, str] = {}

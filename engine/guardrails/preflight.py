@@ -14,12 +14,12 @@ import orjson
 from engine.base.atomic import write_atomic
 from engine.base.errors import EXIT_NEEDS_APPROVAL, BackfillError, BadInput, Refused
 from engine.base.who import requester
-from engine.guardrails.checks import run_checks
 from engine.guardrails.digest import MIN_PREFIX, SHOWN, changed_components, components_of, digest_of
 from engine.guardrails.facts import Facts, gather
+from engine.guardrails.preflight_checks import run_checks
 from engine.guardrails.request import GuardRequest
 from engine.guardrails.settings import GuardrailSettings
-from engine.guardrails.tiers import APPROVAL, AUTO, HUMAN_ONLY, NEVER, CheckResult, apply_level, verdict_of
+from engine.guardrails.tiers import APPROVAL, AUTO, HUMAN_ONLY, NEVER, PreflightCheck, apply_level, verdict_of
 
 
 class NeedsApproval(BackfillError):
@@ -31,7 +31,7 @@ class NeedsApproval(BackfillError):
 @dataclass
 class Preflight:
     verdict: str
-    checks: list[CheckResult]
+    checks: list[PreflightCheck]
     digest: str
     components: dict[str, str]
     settings: GuardrailSettings
@@ -42,11 +42,11 @@ class Preflight:
         return self.digest[:SHOWN]
 
     @property
-    def warnings(self) -> list[CheckResult]:
+    def warnings(self) -> list[PreflightCheck]:
         return [c for c in self.checks if c.status == "warn"]
 
     @property
-    def blocking(self) -> list[CheckResult]:
+    def blocking(self) -> list[PreflightCheck]:
         return [c for c in self.checks if c.tier == self.verdict and self.verdict != AUTO]
 
     def to_json(self) -> dict[str, Any]:

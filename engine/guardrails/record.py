@@ -41,7 +41,7 @@ def is_table(asset) -> bool:
 def tables_after_run(facts: Facts, *, with_checks: bool) -> tuple[dict[str, int | None], list[dict[str, Any]]]:
     """Rows of every selected table now (None: no table, or the file could not be read) and, with
     ``with_checks``, the selected assets' checks run once over the whole tables: one open per file."""
-    from engine.pipeline.checks import run_checks
+    from engine.pipeline.quality_checks import run_checks
     from engine.pipeline.templating import base_context
 
     counts: dict[str, int | None] = {}

@@ -22,7 +22,7 @@ def highest(tiers: Iterable[str]) -> str:
 
 
 @dataclass(frozen=True)
-class CheckResult:
+class PreflightCheck:
     """One pre-flight check: its status, the tier it demands, one line of detail and its evidence."""
 
     name: str
@@ -40,23 +40,23 @@ class CheckResult:
         return data
 
 
-def passed(name: str, detail: str, **evidence: Any) -> CheckResult:
-    return CheckResult(name, PASS, AUTO, detail, evidence)
+def passed(name: str, detail: str, **evidence: Any) -> PreflightCheck:
+    return PreflightCheck(name, PASS, AUTO, detail, evidence)
 
 
-def not_applicable(name: str, detail: str, **evidence: Any) -> CheckResult:
-    return CheckResult(name, NOT_APPLICABLE, AUTO, detail, evidence)
+def not_applicable(name: str, detail: str, **evidence: Any) -> PreflightCheck:
+    return PreflightCheck(name, NOT_APPLICABLE, AUTO, detail, evidence)
 
 
-def warned(name: str, detail: str, **evidence: Any) -> CheckResult:
-    return CheckResult(name, WARN, AUTO, detail, evidence)
+def warned(name: str, detail: str, **evidence: Any) -> PreflightCheck:
+    return PreflightCheck(name, WARN, AUTO, detail, evidence)
 
 
-def failed(name: str, tier: str, detail: str, **evidence: Any) -> CheckResult:
-    return CheckResult(name, FAIL, tier, detail, evidence)
+def failed(name: str, tier: str, detail: str, **evidence: Any) -> PreflightCheck:
+    return PreflightCheck(name, FAIL, tier, detail, evidence)
 
 
-def apply_level(results: list[CheckResult], level: str) -> list[CheckResult]:
+def apply_level(results: list[PreflightCheck], level: str) -> list[PreflightCheck]:
     """``sandbox``: approval and human-only become warnings (shown, recorded, not blocking); never stays."""
     if level != SANDBOX:
         return results
@@ -68,6 +68,6 @@ def apply_level(results: list[CheckResult], level: str) -> list[CheckResult]:
     return adjusted
 
 
-def verdict_of(results: list[CheckResult]) -> str:
+def verdict_of(results: list[PreflightCheck]) -> str:
     """The highest tier any check demands."""
     return highest(result.tier for result in results)

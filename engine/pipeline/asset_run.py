@@ -23,10 +23,10 @@ import orjson
 
 from engine.dates.instants import local_day_start
 from engine.pipeline.assets import Asset, enabled_value
-from engine.pipeline.checks import CheckResult, run_checks
 from engine.pipeline.duckdb_pool import DuckDBPool
 from engine.pipeline.interval_modifiers import apply_modifiers
 from engine.pipeline.materialization import Database, RunStopped, load_seed, materialize, quote_name, window_predicate
+from engine.pipeline.quality_checks import QualityCheckResult, run_checks
 from engine.pipeline.schema_prefix import existing_tables, rewrite_references
 from engine.pipeline.templating import TemplateProblem, Window, render
 
@@ -42,7 +42,7 @@ class AssetResult:
     started_at: float | None = None  # Unix seconds
     finished_at: float | None = None
     rows: int | None = None
-    checks: list[CheckResult] = field(default_factory=list)
+    checks: list[QualityCheckResult] = field(default_factory=list)
     error: str | None = None
     window: Window | None = None  # when interval modifiers moved it
     rows_in_interval: int | None = None  # rows whose incremental key falls in the window, after the run
@@ -54,7 +54,7 @@ class AssetResult:
         return self.finished_at - self.started_at
 
     @property
-    def failed_checks(self) -> list[CheckResult]:
+    def failed_checks(self) -> list[QualityCheckResult]:
         return [c for c in self.checks if not c.passed]
 
 

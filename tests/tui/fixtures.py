@@ -13,7 +13,7 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
-from engine.execute.snapshot import RUNNING
+from engine.execute.executor_snapshot import RUNNING
 from engine.pipeline.options import RunOptions
 from engine.spec import planning
 from engine.spec.backfill_spec import ExecutionOptions

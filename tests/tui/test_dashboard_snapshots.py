@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.execute.snapshot import STOPPING
+from engine.execute.executor_snapshot import STOPPING
 from tests.tui.fixtures import FROZEN, FixedStateSource, build_saved_backfill
 from tui.app.backfill_app import BackfillApp
 

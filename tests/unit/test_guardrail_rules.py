@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from engine.base.errors import BadInput
-from engine.guardrails.checks import _strategy_finding
 from engine.guardrails.facts import AssetFacts
+from engine.guardrails.preflight_checks import _strategy_finding
 from engine.guardrails.settings import settings_of_environment
 from engine.pipeline.assets import Asset, Materialization
 from engine.pipeline.columns import Column

@@ -23,8 +23,8 @@ from engine.base.errors import BackfillError
 from engine.base.settings import Settings
 from engine.execute.backfill import Loaded, Prepared
 from engine.execute.executor import Executor, Outcome
+from engine.execute.executor_snapshot import FINISHED
 from engine.execute.executor_thread import ExecutorThread
-from engine.execute.snapshot import FINISHED
 from engine.store.state_store import StateStore
 from tui.app.screens.dashboard import DashboardScreen
 from tui.app.sources import BackfillSource, ExecutorSource, open_saved

@@ -14,7 +14,7 @@ from typing import Protocol
 
 from engine.base.errors import BackfillError
 from engine.execute.executor import Executor
-from engine.execute.snapshot import RunningPartition
+from engine.execute.executor_snapshot import RunningPartition
 from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions
 from engine.spec.parallelism import Parallelism
 from engine.store.state_store import StateStore

@@ -14,8 +14,8 @@ from typing import IO
 
 from engine.dates.formatting import InstantFormatter
 from engine.execute.executor import Executor
+from engine.execute.executor_snapshot import Event, Snapshot
 from engine.execute.executor_thread import ExecutorThread
-from engine.execute.snapshot import Event, Snapshot
 from engine.spec.backfill_spec import BackfillSpec
 from engine.store.state_store import StateStore
 from tui import human

@@ -11,7 +11,7 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from engine.execute.snapshot import FINISHED, STOPPING
+from engine.execute.executor_snapshot import FINISHED, STOPPING
 from engine.store.status import Status, backfill_status
 from tui.app.messages import FollowChanged, PartitionSelected
 from tui.app.screens.filter import FilterScreen

@@ -20,7 +20,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from engine.dates.formatting import InstantFormatter
-from engine.execute.snapshot import RunningPartition
+from engine.execute.executor_snapshot import RunningPartition
 from engine.store.status import Status
 from tui import human
 from tui.app.messages import FollowChanged, PartitionSelected

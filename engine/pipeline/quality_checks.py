@@ -13,7 +13,7 @@ from engine.pipeline.templating import render
 
 
 @dataclass(frozen=True)
-class CheckResult:
+class QualityCheckResult:
     name: str  # "unique(order_id)" or the custom check's name
     passed: bool
     blocking: bool
@@ -64,7 +64,7 @@ def _violations_query(table: str, column: str, check: Check, foreign_key: tuple[
 
 def run_checks(
     db: Database, asset: Asset, context: dict[str, Any], rewrite: Callable[[str], str] = lambda sql: sql
-) -> list[CheckResult]:
+) -> list[QualityCheckResult]:
     """Every column check and custom check of the asset; a check that errors counts as failed.
 
     ``rewrite`` is applied to custom check queries (a schema-prefixed environment's table references)."""
@@ -76,10 +76,10 @@ def run_checks(
             try:
                 violations = int(db.scalar(_violations_query(table, column.name, check, column.foreign_key)) or 0)
             except Exception as error:
-                results.append(CheckResult(label, False, check.blocking, _first_line(error)))
+                results.append(QualityCheckResult(label, False, check.blocking, _first_line(error)))
                 continue
             detail = "ok" if violations == 0 else f"{violations} row{'s' if violations != 1 else ''} violate it"
-            results.append(CheckResult(label, violations == 0, check.blocking, detail))
+            results.append(QualityCheckResult(label, violations == 0, check.blocking, detail))
     for custom in asset.custom_checks:
         results.append(_run_custom(db, custom, context, rewrite))
     return results
@@ -87,24 +87,24 @@ def run_checks(
 
 def _run_custom(
     db: Database, check: CustomCheck, context: dict[str, Any], rewrite: Callable[[str], str]
-) -> CheckResult:
+) -> QualityCheckResult:
     try:
         query = rewrite(render(check.query, context))
         if check.count is not None:
             rows = db.count(f"SELECT count(*) FROM ({strip_statement(query)})")
             passed = rows == check.count
             detail = "ok" if passed else f"returned {rows} row{'s' if rows != 1 else ''}, expected {check.count}"
-            return CheckResult(check.name, passed, check.blocking, detail)
+            return QualityCheckResult(check.name, passed, check.blocking, detail)
         rows = db.execute(query).fetchall()
     except Exception as error:
-        return CheckResult(check.name, False, check.blocking, _first_line(error))
+        return QualityCheckResult(check.name, False, check.blocking, _first_line(error))
     actual = rows[0][0] if rows and rows[0] else None
     expected = check.value
     passed = actual == expected or (
         isinstance(actual, int | float) and isinstance(expected, int | float) and float(actual) == float(expected)
     )
     detail = "ok" if passed else f"returned {actual!r}, expected {expected!r}"
-    return CheckResult(check.name, passed, check.blocking, detail)
+    return QualityCheckResult(check.name, passed, check.blocking, detail)
 
 
 def _first_line(error: BaseException) -> str:

@@ -21,7 +21,7 @@ from engine.guardrails.tiers import (
     HUMAN_ONLY,
     NEVER,
     PRODUCTION,
-    CheckResult,
+    PreflightCheck,
     failed,
     highest,
     not_applicable,
@@ -44,7 +44,7 @@ def _names(items) -> str:
     return ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
 
 
-def target_valid(facts: Facts) -> CheckResult:
+def target_valid(facts: Facts) -> PreflightCheck:
     name = "target_valid"
     spec = facts.request.spec
     if facts.is_command:
@@ -69,7 +69,7 @@ def target_valid(facts: Facts) -> CheckResult:
     )
 
 
-def history_exists(facts: Facts) -> CheckResult:
+def history_exists(facts: Facts) -> PreflightCheck:
     name = "history_exists"
     if facts.is_command:
         succeeded = [run for run in facts.history.runs if run.status == "succeeded"]
@@ -92,7 +92,7 @@ def history_exists(facts: Facts) -> CheckResult:
     return passed(name, f"every selected asset has succeeded before ({runs} run record{plural})", run_records=runs)
 
 
-def range_size(facts: Facts) -> CheckResult:
+def range_size(facts: Facts) -> PreflightCheck:
     name = "range_size"
     limits = facts.settings.limits
     days = _days(facts.span[1] - facts.span[0])
@@ -118,7 +118,7 @@ def range_size(facts: Facts) -> CheckResult:
     return passed(name, f"{shown} ≤ {limits.approval_days:g} days", **evidence)
 
 
-def range_in_past(facts: Facts) -> CheckResult:
+def range_in_past(facts: Facts) -> PreflightCheck:
     name = "range_in_past"
     spec = facts.request.spec
     end = facts.span[1]
@@ -138,7 +138,7 @@ def range_in_past(facts: Facts) -> CheckResult:
     )
 
 
-def interval_semantics(facts: Facts) -> CheckResult:
+def interval_semantics(facts: Facts) -> PreflightCheck:
     name = "interval_semantics"
     if facts.is_command:
         template = facts.request.spec.target.template or ""
@@ -166,7 +166,7 @@ def interval_semantics(facts: Facts) -> CheckResult:
     return passed(name, "every selected asset uses the interval")
 
 
-def materialization(facts: Facts) -> CheckResult:
+def materialization(facts: Facts) -> PreflightCheck:
     name = "materialization"
     if facts.is_command:
         return not_applicable(name, "a command's effect on data is not known to backfill")
@@ -251,7 +251,7 @@ def _strategy_finding(facts_of, partitions: int) -> tuple[str, str] | str | None
     return None
 
 
-def reversibility(facts: Facts) -> CheckResult:
+def reversibility(facts: Facts) -> PreflightCheck:
     name = "reversibility"
     guard = facts.request.guard
     if facts.is_command:
@@ -300,7 +300,7 @@ def _bytes(value: float) -> str:
     return f"{value:.1f} GiB"
 
 
-def layer_risk(facts: Facts) -> CheckResult:
+def layer_risk(facts: Facts) -> PreflightCheck:
     name = "layer_risk"
     if facts.is_command:
         return not_applicable(name, "a command's tables are not known to backfill")
@@ -319,7 +319,7 @@ def layer_risk(facts: Facts) -> CheckResult:
     return passed(name, "no raw asset is deleted or rebuilt", layers=layers)
 
 
-def upstream_coverage(facts: Facts) -> CheckResult:
+def upstream_coverage(facts: Facts) -> PreflightCheck:
     name = "upstream_coverage"
     if facts.is_command:
         return not_applicable(name, "a command's inputs are not known to backfill")
@@ -357,7 +357,7 @@ def _span_text(start: int, end: int, zone) -> str:
     return f"{format_instant(start, zone)} → {format_instant(end, zone)}"
 
 
-def downstream_awareness(facts: Facts) -> CheckResult:
+def downstream_awareness(facts: Facts) -> PreflightCheck:
     name = "downstream_awareness"
     spec = facts.request.spec
     downstream = sorted(a.asset.name for a in facts.downstream)
@@ -397,7 +397,7 @@ def _same_pipeline(facts: Facts, other) -> bool:
     return facts.pipeline is not None and theirs == facts.pipeline.directory
 
 
-def size_and_duration(facts: Facts) -> CheckResult:
+def size_and_duration(facts: Facts) -> PreflightCheck:
     name = "size_and_duration"
     limits = facts.settings.limits
     median = facts.history.median_duration()
@@ -418,7 +418,7 @@ def size_and_duration(facts: Facts) -> CheckResult:
     return passed(name, estimate, **evidence)
 
 
-def row_count_sanity(facts: Facts) -> CheckResult:
+def row_count_sanity(facts: Facts) -> PreflightCheck:
     name = "row_count_sanity"
     if facts.is_command:
         return not_applicable(name, "a command's output is not known to backfill")
@@ -456,7 +456,7 @@ def row_count_sanity(facts: Facts) -> CheckResult:
     return passed(name, f"samples within {ratio:g}× of history for {_names(fine)}", assets=evidence)
 
 
-def connector_quotas(facts: Facts) -> CheckResult:
+def connector_quotas(facts: Facts) -> PreflightCheck:
     name = "connector_quotas"
     quotas = facts.settings.quotas
     if facts.is_command or not quotas:
@@ -485,7 +485,7 @@ def connector_quotas(facts: Facts) -> CheckResult:
     return passed(name, "within the daily quotas", quotas=evidence)
 
 
-def environment_level(facts: Facts) -> CheckResult:
+def environment_level(facts: Facts) -> PreflightCheck:
     name = "environment"
     settings = facts.settings
     where = facts.request.environment.name if facts.request.environment else "command"
@@ -495,7 +495,7 @@ def environment_level(facts: Facts) -> CheckResult:
     return passed(name, f"{where}: {settings.level} guardrails ({settings.level_source})", **evidence)
 
 
-def verification_mode(facts: Facts) -> CheckResult:
+def verification_mode(facts: Facts) -> PreflightCheck:
     name = "verification"
     guard = facts.request.guard
     if guard.verify == "off":
@@ -508,7 +508,7 @@ def verification_mode(facts: Facts) -> CheckResult:
 
 
 CHECK_NAMES = {"environment_level": "environment", "verification_mode": "verification"}
-CHECKS: tuple[Callable[[Facts], CheckResult], ...] = (
+CHECKS: tuple[Callable[[Facts], PreflightCheck], ...] = (
     target_valid,
     history_exists,
     range_size,
@@ -527,7 +527,7 @@ CHECKS: tuple[Callable[[Facts], CheckResult], ...] = (
 )
 
 
-def run_checks(facts: Facts) -> list[CheckResult]:
+def run_checks(facts: Facts) -> list[PreflightCheck]:
     """Every check, whatever the others found; one that errors or was left without facts is human-only."""
     results = []
     for check in CHECKS:
