@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from engine.base.errors import BadInput
 from engine.execute.launcher import ChildSpec
 from engine.execute.local_cluster import LocalCluster
+from engine.store.records import RecordStatus
 
 if TYPE_CHECKING:
     from engine.store.records import Attempt, PartitionRecord
@@ -44,7 +45,11 @@ def stop_remote_attempts(
     by_scheduler: dict[str, list[Attempt]] = {}
     for record in running:
         for attempt in record.attempts:
-            if attempt.status == "running" and attempt.launcher == "dask" and (attempt.remote or {}).get("scheduler"):
+            if (
+                attempt.status == RecordStatus.RUNNING
+                and attempt.launcher == "dask"
+                and (attempt.remote or {}).get("scheduler")
+            ):
                 by_scheduler.setdefault(attempt.remote["scheduler"], []).append(attempt)
     children_grace = grace
     if previous is not None and previous.cluster:

@@ -37,9 +37,9 @@ from engine.store.catalog import partitions_stamp, write_summary
 from engine.store.lease import LeasedAttempt
 from engine.store.manifest import now_text
 from engine.store.record_writer import RecordWriter
-from engine.store.records import Attempt, PartitionRecord
+from engine.store.records import Attempt, PartitionRecord, RecordStatus
 from engine.store.state_store import StateStore
-from engine.store.status import Status, StatusBoard
+from engine.store.status import RunOutcome, Status, StatusBoard
 
 SUMMARY_SECONDS = 2.0  # how often the counts cache for `backfill list` is refreshed while running
 EVENTS_KEPT = 512
@@ -71,7 +71,7 @@ class _Active:
     started_wall: float  # Unix seconds
     attempts_left: int
     stop_reason: str | None = None  # set when we are stopping it
-    stop_status: str = "cancelled"
+    stop_status: RecordStatus = RecordStatus.CANCELLED
     stop_started: float = 0.0
     kill_sent: bool = False
     identity_pending: bool = False  # a remote child whose PID and worker are not known yet
@@ -84,9 +84,9 @@ class _Pending:
     record: PartitionRecord | None = None  # known already when retrying
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Outcome:
-    status: str  # succeeded, failed, cancelled, paused (an operator paused it: exit 22)
+    status: RunOutcome  # paused: an operator paused it (exit 22)
     counts: dict[str, int]
     selected: int
     failed_in_run: list[int] = field(default_factory=list)
@@ -314,17 +314,17 @@ class Executor:
             self._maybe_write_summary(force=True)
         status = self._decide_outcome()
         result = Outcome(
-            status,
-            self.board.counts(),
-            self._selected,
-            list(self._failed),
-            self._started_at,
-            self._finished_at,
-            list(self._ended),
+            status=status,
+            counts=self.board.counts(),
+            selected=self._selected,
+            failed_in_run=list(self._failed),
+            started_at=self._started_at,
+            finished_at=self._finished_at,
+            attempts=list(self._ended),
             intervention=self._intervention,
         )
         if self._fenced is not None:
-            result.status = status = "failed"
+            result.status = status = RunOutcome.FAILED
         elif setup_error is None and self._storage_error is None:
             try:
                 result.record = self.record = self.hooks.after_run(result)
@@ -332,8 +332,8 @@ class Executor:
                 result.record_error = (
                     error.strerror or str(error) if isinstance(error, OSError) else f"{type(error).__name__}: {error}"
                 )
-                if result.status == "succeeded":
-                    result.status = status = "failed"
+                if result.status == RunOutcome.SUCCEEDED:
+                    result.status = status = RunOutcome.FAILED
         with self._lock:
             self._outcome = status
             self._state = FINISHED
@@ -379,16 +379,16 @@ class Executor:
             self._state = state
             self._version += 1
 
-    def _decide_outcome(self) -> str:
+    def _decide_outcome(self) -> RunOutcome:
         if self._ended_as is not None:
-            return self._ended_as
+            return RunOutcome(self._ended_as)
         if self._paused is not None and self._stop_reason is None:
-            return "paused"
+            return RunOutcome.PAUSED
         if self._stop_reason is not None:
-            return "cancelled"
+            return RunOutcome.CANCELLED
         if self._failed:
-            return "failed"
-        return "succeeded" if self._exhausted else "failed"
+            return RunOutcome.FAILED
+        return RunOutcome.SUCCEEDED if self._exhausted else RunOutcome.FAILED
 
     # ---------------------------------------------------------------- launching
 
@@ -423,7 +423,7 @@ class Executor:
         if record is None and self.board.attempts(index):
             record = self.store.read_record(partition_id, self.plan, self.ids.of)
         if record is None:
-            record = PartitionRecord.fresh(partition_id, interval, self.factory.formatter, "running")
+            record = PartitionRecord.fresh(partition_id, interval, self.factory.formatter, RecordStatus.RUNNING)
         number = len(record.attempts) + 1
         run_id = f"{self.store.id}-p{index}-a{number}"
         log_path = self.store.log_path(run_id)
@@ -434,9 +434,9 @@ class Executor:
             run_id = f"{self.store.id}-p{index}-a{number}"
             log_path = self.store.log_path(run_id)
         attempt = Attempt(
-            run_id,
-            "running",
-            now_text(),
+            run_id=run_id,
+            status=RecordStatus.RUNNING,
+            started_at=now_text(),
             log=f"children/{run_id}.log",
             generation=self.takeover.generation.number,
             launcher=self.launcher.name,
@@ -444,12 +444,12 @@ class Executor:
         if self.rerun_asset is not None:
             attempt.kind, attempt.asset = "rerun", self.rerun_asset.name
         record.attempts.append(attempt)
-        record.status = "running"
+        record.status = RecordStatus.RUNNING
         child_spec = self.factory.child(interval, partition_id, run_id, log_path, len(self.plan))
         try:
             child = self.launcher.launch(child_spec)
         except OSError as error:
-            attempt.status, attempt.finished_at = "failed", now_text()
+            attempt.status, attempt.finished_at = RecordStatus.FAILED, now_text()
             attempt.error = f"cannot start {child_spec.argv[0]!r}: {error.strerror or error}"
             self._finish(index, record, attempt, pending.attempts_left)
             return
@@ -524,20 +524,23 @@ class Executor:
             attempt.finished_at = now_text()
             lost = getattr(active.child, "lost", None)
             if lost is not None and active.stop_reason is None:
-                attempt.status, attempt.error = "lost", lost
+                attempt.status, attempt.error = RecordStatus.LOST, lost
             elif active.stop_reason is not None:
                 attempt.status, attempt.error = active.stop_status, active.stop_reason
             elif code == 0:
-                attempt.status = "succeeded"
+                attempt.status = RecordStatus.SUCCEEDED
                 verification = self.hooks.verify(index, active.interval, attempt)
                 if verification is not None:
                     attempt.verification = verification.to_json()
                     if verification.fails_partition:
-                        attempt.status, attempt.error = "failed", f"verification: {verification.detail}"
+                        attempt.status, attempt.error = RecordStatus.FAILED, f"verification: {verification.detail}"
                         self._verification_failed = True
             else:
                 log_path = self.store.log_path(attempt.run_id)
-                attempt.status, attempt.error = "failed", failure_reason(self.spec, attempt.run_id, log_path, code)
+                attempt.status, attempt.error = (
+                    RecordStatus.FAILED,
+                    failure_reason(self.spec, attempt.run_id, log_path, code),
+                )
             self._finish(index, active.record, attempt, active.attempts_left, active.started_wall)
 
     def _finish(
@@ -551,11 +554,11 @@ class Executor:
         """Record an ended attempt durably, then decide: done, retry, or apply the failure policy."""
         attempt.duration = round(time.time() - started_wall, 6) if started_wall is not None else 0.0
         # A lost attempt (its worker died: outcome unknown) leaves its partition failed, as a reconcile does.
-        record.status = "failed" if attempt.status == "lost" else attempt.status
+        record.status = RecordStatus.FAILED if attempt.status == RecordStatus.LOST else attempt.status
         self._write(self.store.record_path(record.id), record.to_bytes(), durable=True)
         verification_failed, self._verification_failed = self._verification_failed, False
         retry = (
-            attempt.status in ("failed", "lost")
+            attempt.status in (RecordStatus.FAILED, RecordStatus.LOST)
             and attempts_left > 1
             and self._stop_reason is None
             and not self._halted
@@ -576,7 +579,7 @@ class Executor:
         if retry:
             self._retries.appendleft(_Pending(index, attempts_left - 1, record))
             return
-        if record.status == "failed":
+        if record.status == RecordStatus.FAILED:
             self._failed.append(index)
             policy = self.options.on_failure
             if verification_failed:
@@ -586,7 +589,9 @@ class Executor:
             elif policy == "fail-fast":
                 self._halted = True
                 for other in list(self._active.values()):
-                    self._begin_stop(other, f"cancelled: fail-fast after partition {index} failed", "cancelled")
+                    self._begin_stop(
+                        other, f"cancelled: fail-fast after partition {index} failed", RecordStatus.CANCELLED
+                    )
 
     def _event(self, kind: str, index: int, run_id: str, duration: float | None = None, error: str | None = None):
         self._sequence += 1
@@ -604,14 +609,14 @@ class Executor:
     def _begin_cancel_all(self) -> None:
         self._set_state(STOPPING)
         for active in list(self._active.values()):
-            self._begin_stop(active, f"cancelled: {self._stop_reason}", "cancelled", self._stop_signal)
+            self._begin_stop(active, f"cancelled: {self._stop_reason}", RecordStatus.CANCELLED, self._stop_signal)
 
     def _enforce_deadlines(self) -> None:
         now = time.monotonic()
         timeout = self.options.timeout
         for active in list(self._active.values()):
             if active.stop_reason is None and timeout and now - active.started >= timeout / 1_000_000:
-                self._begin_stop(active, f"timed out after {format_duration(timeout)}", "failed")
+                self._begin_stop(active, f"timed out after {format_duration(timeout)}", RecordStatus.FAILED)
             if active.stop_reason is None:
                 continue
             if not active.kill_sent and now - active.stop_started >= self.grace:
@@ -641,7 +646,7 @@ class Executor:
     def _stop_everything_and_wait(self) -> None:
         """Whatever happened, no child outlives the loop: stop what is left and wait for every one."""
         for active in list(self._active.values()):
-            self._begin_stop(active, f"cancelled: {self._stop_reason or 'executor stopped'}", "cancelled")
+            self._begin_stop(active, f"cancelled: {self._stop_reason or 'executor stopped'}", RecordStatus.CANCELLED)
         while self._active:
             self._wait_for_exits(self._next_wakeup())
             self._reap()

@@ -9,12 +9,21 @@ shared read-only: front ends read statuses of visible rows straight from it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from engine.store.status import StatusBoard
 
-STARTING, RUNNING, STOPPING, FINISHED = "starting", "running", "stopping", "finished"
+
+class ExecutorState(StrEnum):
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    FINISHED = "finished"
+
+
+STARTING, RUNNING, STOPPING, FINISHED = ExecutorState
 
 
 @dataclass(frozen=True)

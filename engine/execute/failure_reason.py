@@ -13,6 +13,7 @@ from pathlib import Path
 import orjson
 
 from engine.execute.launcher import describe_exit
+from engine.pipeline.asset_status import AssetStatus
 from engine.pipeline.repository import logs_root, repository_root  # not run_record: it imports the runner
 from engine.spec.backfill_spec import BackfillSpec
 
@@ -47,7 +48,7 @@ def pipeline_reason(path: Path) -> str | None:
     if not isinstance(record, dict):
         return None
     for asset in record.get("assets") or []:
-        if not isinstance(asset, dict) or asset.get("status") != "failed":
+        if not isinstance(asset, dict) or asset.get("status") != AssetStatus.FAILED:
             continue
         name = asset.get("name", "?")
         if asset.get("error"):

@@ -4,10 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from enum import StrEnum
 
 from engine.store.status import DONE, Status, StatusBoard
 
-MODES = ("default", "failed", "missing", "all")
+
+class RerunMode(StrEnum):
+    """Which partitions a resume runs (``--rerun``; ``default`` without it)."""
+
+    DEFAULT = "default"  # everything not succeeded or skipped
+    FAILED = "failed"
+    MISSING = "missing"  # queued or interrupted
+    ALL = "all"
+
+
+MODES = tuple(RerunMode)
 
 
 @dataclass(frozen=True)
@@ -24,15 +35,15 @@ class PartitionSelection:
     """``mode``: default (everything not succeeded or skipped), failed, missing (queued or interrupted), all;
     or exactly ``indices`` when given."""
 
-    mode: str = "default"
+    mode: RerunMode = RerunMode.DEFAULT
     indices: frozenset[int] | None = None
 
     def wants(self, status: Status) -> bool:
-        if self.mode == "all":
+        if self.mode == RerunMode.ALL:
             return True
-        if self.mode == "failed":
+        if self.mode == RerunMode.FAILED:
             return status is Status.FAILED
-        if self.mode == "missing":
+        if self.mode == RerunMode.MISSING:
             return status in (Status.QUEUED, Status.CANCELLED, Status.RUNNING)
         return status not in DONE
 
@@ -59,7 +70,7 @@ class PartitionSelection:
         size = board.size
         raw = board.raw()
         positions = range(size - 1, -1, -1) if reverse else range(size)
-        if self.mode == "all":
+        if self.mode == RerunMode.ALL:
             yield from positions
             return
         wanted = bytes(status for status in Status if self.wants(status))

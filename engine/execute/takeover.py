@@ -28,7 +28,7 @@ from engine.base.processes import process_started, same_process, stop_orphans
 from engine.store.lease import OTHER_HOST_GRACE, read_lease
 from engine.store.locks import FileLock
 from engine.store.manifest import now_text
-from engine.store.records import PartitionRecord
+from engine.store.records import PartitionRecord, RecordStatus
 from engine.store.state_store import Generation, StateStore
 from engine.store.status import Status, StatusBoard
 
@@ -49,7 +49,7 @@ def find_orphans(store: StateStore, running: list[PartitionRecord]) -> set[int]:
     found = set()
     for record in running:
         for attempt in record.attempts:
-            if attempt.status == "running" and same_process(attempt.pid, attempt.pid_started):
+            if attempt.status == RecordStatus.RUNNING and same_process(attempt.pid, attempt.pid_started):
                 found.add(attempt.pid)
     me = os.getpid()
     for process in psutil.process_iter(["pid"]):
@@ -134,7 +134,9 @@ def take_over(
     # failing every new attempt with a misleading "cannot start".
     ensure_directory(store.children)
     for record in running:
-        store.settle_running(record, board, attempt_status="cancelled", status=Status.CANCELLED, error=INTERRUPTED)
+        store.settle_running(
+            record, board, attempt_status=RecordStatus.CANCELLED, status=Status.CANCELLED, error=INTERRUPTED
+        )
     previous = store.read_generation()
     me = os.getpid()
     generation = store.write_generation(

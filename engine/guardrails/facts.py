@@ -24,6 +24,7 @@ from engine.guardrails.history import (
 from engine.guardrails.request import GuardRequest
 from engine.guardrails.settings import GuardrailSettings, settings_for_command, settings_of_environment
 from engine.guardrails.warehouse import Held, Warehouse, Warehouses, whole_range_window
+from engine.pipeline.asset_status import AssetStatus
 from engine.pipeline.assets import Asset, enabled_by
 from engine.pipeline.config import Connection
 from engine.pipeline.loading import Pipeline
@@ -31,7 +32,7 @@ from engine.pipeline.repository import logs_root, resolve_target
 from engine.pipeline.templating import Window
 
 
-@dataclass
+@dataclass(kw_only=True)
 class AssetFacts:
     asset: Asset
     selected: bool
@@ -145,13 +146,13 @@ def _gather_pipeline(facts: Facts) -> None:
         layer, source = layer_of(asset)
         connection_name = pipeline.connection_of(asset)
         facts.assets[name] = AssetFacts(
-            asset,
-            name in checked.selected and enabled_by(asset, checked.variables),  # a disabled asset does not run
-            strategy_of(asset),
-            uses_interval(asset, pipeline),
-            layer,
-            source,
-            request.environment.connection(connection_name) if connection_name else None,
+            asset=asset,
+            selected=name in checked.selected and enabled_by(asset, checked.variables),  # a disabled one does not run
+            strategy=strategy_of(asset),
+            uses_interval=uses_interval(asset, pipeline),
+            layer=layer,
+            layer_source=source,
+            connection=request.environment.connection(connection_name) if connection_name else None,
         )
     facts.history = read_run_history(logs_root(target.repository) / "runs", pipeline.name, target.pipeline_dir)
     facts.backfills = earlier_backfills(request.state_root, exclude=request.backfill_id)
@@ -168,7 +169,7 @@ def _gather_pipeline(facts: Facts) -> None:
                 if past.rows_in_interval is not None
                 else past.rows_written
             )
-            if past is None or past.status != "succeeded" or rows is None or past.end <= past.start:
+            if past is None or past.status != AssetStatus.SUCCEEDED or rows is None or past.end <= past.start:
                 continue
             # Per partition: a run over a week counts as a seventh of its rows per daily partition.
             facts_of.past_rows.append(round(rows * length / (past.end - past.start)) if length else rows)

@@ -15,9 +15,11 @@ from typing import Any
 
 import orjson
 
+from engine.pipeline.asset_status import AssetStatus
 from engine.store import audit
 from engine.store.catalog import is_running
 from engine.store.manifest import spec_of
+from engine.store.records import RecordStatus
 from engine.store.state_store import StateStore, saved_backfill_dirs
 
 EPOCH = datetime.fromisoformat("1970-01-01T00:00:00+00:00")
@@ -58,20 +60,22 @@ class History:
     unreadable: list[str] = field(default_factory=list)  # record files that could not be read
 
     def succeeded_assets(self) -> set[str]:
-        return {name for run in self.runs for name, a in run.assets.items() if a.status == "succeeded"}
+        return {name for run in self.runs for name, a in run.assets.items() if a.status == AssetStatus.SUCCEEDED}
 
     def coverage(self, asset: str) -> list[tuple[int, int]]:
         """The merged intervals over which ``asset`` has succeeded."""
         spans = [
             (a.start, a.end)
             for run in self.runs
-            if (a := run.assets.get(asset)) is not None and a.status == "succeeded"
+            if (a := run.assets.get(asset)) is not None and a.status == AssetStatus.SUCCEEDED
         ]
         return merge_spans(spans)
 
     def median_duration(self) -> float | None:
         durations = [
-            run.duration for run in self.runs if run.status == "succeeded" and not run.run_id.startswith("mark:")
+            run.duration
+            for run in self.runs
+            if run.status == AssetStatus.SUCCEEDED and not run.run_id.startswith("mark:")
         ]
         return median(durations) if durations else None
 
@@ -244,7 +248,7 @@ def marked_runs(backfills: list[EarlierBackfill], history: History, pipeline_dir
             line
             for line in audit.read(backfill.directory).entries
             if line.get("action") == "MARK"
-            and line.get("to_status") == "succeeded"
+            and line.get("to_status") == RecordStatus.SUCCEEDED
             and isinstance(line.get("target_count"), int)
             and line.get("partition_id")
         ]
@@ -272,14 +276,14 @@ def marked_runs(backfills: list[EarlierBackfill], history: History, pipeline_dir
             found.append(
                 PastRun(
                     f"mark:{line.get('id')}",
-                    "succeeded",
+                    AssetStatus.SUCCEEDED,
                     instant_of(line["applied_at"]) if line.get("applied_at") else 0,
                     0.0,
                     backfill.environment,
                     backfill.id,
                     span[0],
                     span[1],
-                    {name: AssetRun("succeeded", span[0], span[1], rows, rows) for name in names},
+                    {name: AssetRun(AssetStatus.SUCCEEDED, span[0], span[1], rows, rows) for name in names},
                 )
             )
     return found

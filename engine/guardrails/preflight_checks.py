@@ -28,6 +28,7 @@ from engine.guardrails.tiers import (
     passed,
     warned,
 )
+from engine.pipeline.asset_status import AssetStatus
 
 DAY = 86_400_000_000
 GIB = 1024**3
@@ -72,7 +73,7 @@ def target_valid(facts: Facts) -> PreflightCheck:
 def history_exists(facts: Facts) -> PreflightCheck:
     name = "history_exists"
     if facts.is_command:
-        succeeded = [run for run in facts.history.runs if run.status == "succeeded"]
+        succeeded = [run for run in facts.history.runs if run.status == AssetStatus.SUCCEEDED]
         if not succeeded:
             return not_applicable(name, "no earlier backfill of this command: nothing to compare with")
         backfills = sorted({run.backfill_id for run in succeeded if run.backfill_id})

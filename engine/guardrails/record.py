@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,8 @@ from engine.guardrails.facts import Facts
 from engine.guardrails.preflight import Approval, Preflight
 from engine.guardrails.warehouse import Held, Warehouse
 from engine.store import audit
+from engine.store.records import RecordStatus
+from engine.store.status import Status
 
 RUNS_LISTED = 1000  # a record names at most this many runs (and says how many there were)
 
@@ -100,13 +103,15 @@ def build_record(
     request = facts.request
     spec = request.spec
     selected = facts.selected
-    verifications = Counter((a.verification or {}).get("status", "none") for a in attempts if a.status != "running")
+    verifications = Counter(
+        (a.verification or {}).get("status", "none") for a in attempts if a.status != RecordStatus.RUNNING
+    )
     failures = [
         {"run_id": a.run_id, "detail": a.verification.get("detail")}
         for a in attempts
         if a.verification and a.verification.get("status") in ("failed", "warning")
     ]
-    succeeded_any = any(a.status == "succeeded" for a in attempts)
+    succeeded_any = any(a.status == RecordStatus.SUCCEEDED for a in attempts)
     row_counts = {}
     for name in sorted(set(before) | set(after)):
         b, n = before.get(name), after.get(name)
@@ -125,12 +130,12 @@ def build_record(
         "mode": request.mode,
         "materialization_strategy": {a.asset.name: a.strategy for a in selected} or None,
         "layer": {a.asset.name: a.layer for a in selected} or None,
-        "intervals_attempted": total - counts.get("queued", 0),
-        "intervals_succeeded": counts.get("succeeded", 0),
-        "intervals_failed": counts.get("failed", 0),
-        "intervals_cancelled": counts.get("cancelled", 0),
-        "intervals_skipped": counts.get("skipped", 0),
-        "partial": counts.get("succeeded", 0) + counts.get("skipped", 0) != total,
+        "intervals_attempted": total - counts.get(Status.QUEUED.label, 0),
+        "intervals_succeeded": counts.get(Status.SUCCEEDED.label, 0),
+        "intervals_failed": counts.get(Status.FAILED.label, 0),
+        "intervals_cancelled": counts.get(Status.CANCELLED.label, 0),
+        "intervals_skipped": counts.get(Status.SKIPPED.label, 0),
+        "partial": counts.get(Status.SUCCEEDED.label, 0) + counts.get(Status.SKIPPED.label, 0) != total,
         "runs": [
             {"run_id": a.run_id, "status": a.status, "log": str(state_directory / a.log) if a.log else None}
             for a in attempts[:RUNS_LISTED]
@@ -198,9 +203,16 @@ def _snapshot_summary(snapshot: dict[str, Any] | None, state_directory: Path) ->
     }
 
 
+class _RecordDumper(yaml.SafeDumper):
+    """Safe YAML in which tiers, statuses and levels (``StrEnum``) are written as their text."""
+
+
+_RecordDumper.add_multi_representer(StrEnum, lambda dumper, value: dumper.represent_str(str(value)))
+
+
 def write_record(record: dict[str, Any], path: Path, copy: Path) -> Path:
     """Write the record and its copy (both atomically); any failure is an OSError for the caller to report."""
-    text = yaml.safe_dump(record, sort_keys=False, allow_unicode=True, width=120).encode()
+    text = yaml.dump(record, Dumper=_RecordDumper, sort_keys=False, allow_unicode=True, width=120).encode()
     write_atomic(path, text)
     if copy != path:
         write_atomic(copy, text)

@@ -61,7 +61,7 @@ def check_verify_mode(mode: str) -> str:
     return mode
 
 
-@dataclass
+@dataclass(kw_only=True)
 class GuardRequest:
     """One invocation to judge: a new backfill (``trigger``) or a ``--continue`` (``rerun``)."""
 

@@ -4,21 +4,47 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from typing import Any
 
-AUTO, APPROVAL, HUMAN_ONLY, NEVER = "auto", "approval", "human-only", "never"
-TIERS = (AUTO, APPROVAL, HUMAN_ONLY, NEVER)
-PASS, WARN, FAIL, NOT_APPLICABLE = "pass", "warn", "fail", "n/a"
-SANDBOX, STANDARD, PRODUCTION = "sandbox", "standard", "production"
-LEVELS = (SANDBOX, STANDARD, PRODUCTION)
+
+class Tier(StrEnum):
+    """What a check demands before the plan may run, in rising order."""
+
+    AUTO = "auto"
+    APPROVAL = "approval"
+    HUMAN_ONLY = "human-only"
+    NEVER = "never"
+
+
+class CheckStatus(StrEnum):
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+    NOT_APPLICABLE = "n/a"
+
+
+class Level(StrEnum):
+    """A guardrail level: what an environment (or a command's --guardrails) makes of the tiers."""
+
+    SANDBOX = "sandbox"
+    STANDARD = "standard"
+    PRODUCTION = "production"
+
+
+AUTO, APPROVAL, HUMAN_ONLY, NEVER = Tier
+TIERS = tuple(Tier)
+PASS, WARN, FAIL, NOT_APPLICABLE = CheckStatus
+SANDBOX, STANDARD, PRODUCTION = Level
+LEVELS = tuple(Level)
 
 
 def rank(tier: str) -> int:
-    return TIERS.index(tier)
+    return TIERS.index(Tier(tier))
 
 
-def highest(tiers: Iterable[str]) -> str:
-    return max(tiers, key=rank, default=AUTO)
+def highest(tiers: Iterable[str]) -> Tier:
+    return Tier(max(tiers, key=rank, default=AUTO))
 
 
 @dataclass(frozen=True)
@@ -26,11 +52,11 @@ class PreflightCheck:
     """One pre-flight check: its status, the tier it demands, one line of detail and its evidence."""
 
     name: str
-    status: str
-    tier: str
+    status: CheckStatus
+    tier: Tier
     detail: str
     evidence: dict[str, Any] = field(default_factory=dict)
-    demanded: str | None = None  # the tier before the guardrail level changed it (sandbox), else None
+    demanded: Tier | None = None  # the tier before the guardrail level changed it (sandbox), else None
 
     def to_json(self) -> dict[str, Any]:
         data = {"name": self.name, "status": self.status, "tier": self.tier, "detail": self.detail}
@@ -52,7 +78,7 @@ def warned(name: str, detail: str, **evidence: Any) -> PreflightCheck:
     return PreflightCheck(name, WARN, AUTO, detail, evidence)
 
 
-def failed(name: str, tier: str, detail: str, **evidence: Any) -> PreflightCheck:
+def failed(name: str, tier: Tier, detail: str, **evidence: Any) -> PreflightCheck:
     return PreflightCheck(name, FAIL, tier, detail, evidence)
 
 
@@ -68,6 +94,6 @@ def apply_level(results: list[PreflightCheck], level: str) -> list[PreflightChec
     return adjusted
 
 
-def verdict_of(results: list[PreflightCheck]) -> str:
+def verdict_of(results: list[PreflightCheck]) -> Tier:
     """The highest tier any check demands."""
     return highest(result.tier for result in results)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +29,24 @@ from engine.guardrails.seasonal import (
     truncation_of,
 )
 from engine.guardrails.warehouse import local_start
+from engine.pipeline.asset_status import AssetStatus
 
-VERIFIED, WARNING, FAILED, INSUFFICIENT = "verified", "warning", "failed", "insufficient history"
+
+class VerificationStatus(StrEnum):
+    """What verification found of a partition (``warning``: a failure under ``--verify warn``)."""
+
+    VERIFIED = "verified"
+    WARNING = "warning"
+    FAILED = "failed"
+    INSUFFICIENT = "insufficient history"
+
+
+VERIFIED, WARNING, FAILED, INSUFFICIENT = VerificationStatus
 
 
 @dataclass(frozen=True)
 class Verification:
-    status: str  # verified, warning (a failure under --verify warn), failed, insufficient history
+    status: VerificationStatus
     detail: str
     assets: list[dict[str, Any]] = field(default_factory=list)
 
@@ -77,14 +89,14 @@ class PipelineVerifier:
         except (OSError, orjson.JSONDecodeError) as error:
             return Verification(FAILED if self.mode == "on" else WARNING, f"no readable run record {path} ({error})")
         problems: list[str] = []
-        if record.get("status") != "succeeded":
+        if record.get("status") != AssetStatus.SUCCEEDED:
             problems.append(f"the run record says {record.get('status')!r}")
         by_name = {a.get("name"): a for a in record.get("assets") or []}
         for name in sorted(self.selected if only is None else self.selected & only):
             entry = by_name.get(name)
             if entry is None:
                 problems.append(f"{name} is not in the run record")
-            elif entry.get("status") != "succeeded":
+            elif entry.get("status") != AssetStatus.SUCCEEDED:
                 problems.append(f"{name} {entry.get('status')}")
             elif any(not c.get("passed") and c.get("blocking") for c in entry.get("checks") or []):
                 problems.append(f"{name} has a failing check")
@@ -153,7 +165,7 @@ def baselines(facts: Facts) -> dict[str, dict[int, list[int]]]:
             continue  # inside the range being backfilled: not history
         for name in result:
             entry = run.assets.get(name)
-            if entry is None or entry.status != "succeeded" or entry.rows_in_interval is None:
+            if entry is None or entry.status != AssetStatus.SUCCEEDED or entry.rows_in_interval is None:
                 continue
             start = local_start(run.start, spec.zone)
             if start in seen[name]:

@@ -19,12 +19,12 @@ from engine.store import audit
 from engine.store.bulk_marks import BulkMark, write_bulk_mark
 from engine.store.control import Control, Decision, read_control, write_control
 from engine.store.manifest import now_text
-from engine.store.records import Attempt, PartitionRecord
+from engine.store.records import Attempt, PartitionRecord, RecordStatus
 from engine.store.state_store import StateStore
 from engine.store.status import Status, StatusBoard
 
-MARK_STATUSES = ("succeeded", "failed", "skipped")
-BACKFILL_MARK_STATUSES = ("succeeded", "failed")
+MARK_STATUSES = (RecordStatus.SUCCEEDED, RecordStatus.FAILED, RecordStatus.SKIPPED)
+BACKFILL_MARK_STATUSES = (RecordStatus.SUCCEEDED, RecordStatus.FAILED)
 DURABLE_ONE_BY_ONE = 64  # up to this many marks are written into each record; more go into one bulk mark
 
 
@@ -182,12 +182,12 @@ def _mark(request: Request, holder: Holder) -> Result:
         number = (len(record.attempts) if record is not None else 0) + 1
         if durable:
             if record is None:
-                record = PartitionRecord.fresh(partition_id, interval, formatter, "queued")
+                record = PartitionRecord.fresh(partition_id, interval, formatter, RecordStatus.QUEUED)
             record.attempts.append(
                 Attempt(
-                    f"{store.id}-p{index}-m{number}",
-                    to,
-                    now,
+                    run_id=f"{store.id}-p{index}-m{number}",
+                    status=to,
+                    started_at=now,
                     finished_at=now,
                     error=message,
                     duration=0.0,
@@ -282,9 +282,9 @@ def _said(control: Control) -> str | None:
 
 def _cancel(request: Request, holder: Holder) -> Result:
     control = read_control(holder.store.directory)
-    if control.ended is not None and control.ended.status == "cancelled" and not holder.running():
+    if control.ended is not None and control.ended.status == RecordStatus.CANCELLED and not holder.running():
         return Result(EXIT_OK, f"backfill {holder.store.id} is cancelled already ({control.ended.sentence()})")
-    decision = Decision("cancelled", request.requested_by, now_text(), request.reason)
+    decision = Decision(RecordStatus.CANCELLED, request.requested_by, now_text(), request.reason)
     write_control(holder.store.directory, replace(control, ended=decision))
     before = control.ended.status if control.ended else "running" if holder.running() else "open"
     audit.append(
@@ -296,7 +296,7 @@ def _cancel(request: Request, holder: Holder) -> Result:
                 holder.applied_by,
                 action="CANCEL",
                 from_status=before,
-                to_status="cancelled",
+                to_status=RecordStatus.CANCELLED,
                 previous_message=_said(control),
             )
         ],

@@ -21,7 +21,7 @@ from engine.dates.plan import Plan
 from engine.store import audit
 from engine.store.lease import OTHER_HOST_GRACE, Lease, read_lease, write_lease
 from engine.store.manifest import now_text
-from engine.store.records import PartitionRecord
+from engine.store.records import PartitionRecord, RecordStatus
 from engine.store.state_store import StateStore
 from engine.store.status import Status
 
@@ -84,14 +84,14 @@ def reconcile(
     )
     lines = []
     for record in running:
-        store.settle_running(record, board, attempt_status="lost", status=Status.FAILED, error=message)
+        store.settle_running(record, board, attempt_status=RecordStatus.LOST, status=Status.FAILED, error=message)
         lines.append(
             audit.entry(
                 backfill_id=store.id,
                 partition_id=record.id,
                 action="RECONCILE_LOST",
-                from_status="running",
-                to_status="failed",
+                from_status=RecordStatus.RUNNING,
+                to_status=RecordStatus.FAILED,
                 previous_message=None,
                 reason=reason,
                 requested_by=requested_by,
@@ -117,7 +117,7 @@ def reconcile(
 def _stop_lost_children(lease: Lease, running: list[PartitionRecord]) -> list[int]:
     """Stop each child of the expired owner that is verifiably still alive, with its descendants."""
     candidates = {(a.pid, a.pid_started) for a in lease.attempts}
-    candidates |= {(a.pid, a.pid_started) for r in running for a in r.attempts if a.status == "running"}
+    candidates |= {(a.pid, a.pid_started) for r in running for a in r.attempts if a.status == RecordStatus.RUNNING}
     verified = {pid for pid, started in candidates if pid is not None and same_process(pid, started)}
     family = set(verified)
     for pid in verified:

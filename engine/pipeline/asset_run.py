@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from engine.dates.instants import local_day_start
+from engine.pipeline.asset_status import AssetStatus
 from engine.pipeline.assets import Asset, enabled_value
 from engine.pipeline.duckdb_pool import DuckDBPool
 from engine.pipeline.interval_modifiers import apply_modifiers
@@ -30,7 +31,7 @@ from engine.pipeline.quality_checks import QualityCheckResult, run_checks
 from engine.pipeline.schema_prefix import existing_tables, rewrite_references
 from engine.pipeline.templating import TemplateProblem, Window, render
 
-SUCCEEDED, FAILED, UPSTREAM_FAILED, SKIPPED = "succeeded", "failed", "upstream_failed", "skipped"
+SUCCEEDED, FAILED, UPSTREAM_FAILED, SKIPPED = AssetStatus
 DONE = (SUCCEEDED, SKIPPED)  # what lets the downstream run and the run succeed
 
 

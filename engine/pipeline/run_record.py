@@ -14,6 +14,7 @@ import orjson
 from engine.base.atomic import write_atomic
 from engine.dates.durations import format_duration
 from engine.dates.instants import format_instant
+from engine.pipeline.asset_status import AssetStatus
 from engine.pipeline.options import RUN_OPTIONS
 from engine.pipeline.repository import logs_root
 from engine.pipeline.run_types import PreparedRun, RunResult
@@ -40,7 +41,7 @@ def record_json(result: RunResult) -> dict[str, Any]:
     request = prepared.request
     return {
         "run_id": prepared.run_id,
-        "status": "succeeded" if result.ok else "failed",
+        "status": AssetStatus.SUCCEEDED if result.ok else AssetStatus.FAILED,
         "target": str(prepared.target.path),
         "pipeline": prepared.pipeline.name,
         "environment": prepared.environment.name,
@@ -94,7 +95,7 @@ def write_run_record(result: RunResult) -> Path:
     return path
 
 
-STAND_IN_STATUSES = ("succeeded", "skipped")
+STAND_IN_STATUSES = (AssetStatus.SUCCEEDED, AssetStatus.SKIPPED)
 
 
 def write_stand_in_record(

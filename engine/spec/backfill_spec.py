@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 from datetime import tzinfo
+from enum import StrEnum
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,16 @@ from engine.spec.parallelism import Parallelism
 if TYPE_CHECKING:  # the pipeline code is imported only where a pipeline is planned
     from engine.pipeline.validation import CheckedPipeline
 
-ON_FAILURE = ("stop", "continue", "fail-fast")
+
+class OnFailure(StrEnum):
+    """What a partition that exhausted its retries does to the rest (``--on-failure``)."""
+
+    STOP = "stop"  # launch nothing more; running children finish
+    CONTINUE = "continue"
+    FAIL_FAST = "fail-fast"  # launch nothing more and cancel running children
+
+
+ON_FAILURE = tuple(OnFailure)
 LAUNCHERS = ("warm", "exec", "dask")  # and dask-local:N, a local Dask cluster of N worker processes
 MAX_LOCAL_DASK_WORKERS = 256
 

@@ -40,9 +40,9 @@ class BulkMark:
     def attempt(self, backfill_id: str, index: int) -> Attempt:
         number = self.numbers[index]
         return Attempt(
-            f"{backfill_id}-p{index}-m{number}",
-            self.to,
-            self.at,
+            run_id=f"{backfill_id}-p{index}-m{number}",
+            status=self.to,
+            started_at=self.at,
             finished_at=self.at,
             error=self.message,
             duration=0.0,

@@ -14,6 +14,7 @@ import contextlib
 import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +26,23 @@ from engine.store import audit
 from engine.store.control import Control, read_control
 from engine.store.locks import FileLock
 from engine.store.manifest import spec_of
+from engine.store.records import RecordStatus
 from engine.store.state_store import StateStore, saved_backfill_dirs
 from engine.store.status import STATUS_NAMES, Status, StatusBoard
 
 SUMMARY = ".summary.json"
-COMPLETE, INCOMPLETE, RUNNING_NOW, PAUSED = "complete", "incomplete", "running", "paused"
+
+
+class ListedState(StrEnum):
+    """What ``backfill list`` says of a saved backfill."""
+
+    COMPLETE = "complete"
+    INCOMPLETE = "incomplete"
+    RUNNING_NOW = "running"
+    PAUSED = "paused"
+
+
+COMPLETE, INCOMPLETE, RUNNING_NOW, PAUSED = ListedState
 
 
 def partitions_stamp(store: StateStore) -> int:
@@ -162,12 +175,14 @@ def summarize(
     elif control.paused is not None:
         state = PAUSED
     elif control.ended is not None:
-        state = control.ended.status if control.ended.status == "cancelled" else f"marked-{control.ended.status}"
+        state = (
+            control.ended.status if control.ended.status == RecordStatus.CANCELLED else f"marked-{control.ended.status}"
+        )
     elif counts.get(Status.SUCCEEDED.label, 0) + counts.get(Status.SKIPPED.label, 0) == total and error is None:
         state = COMPLETE
     else:
         state = INCOMPLETE
-    attempted = sum(counts.values()) - counts.get("queued", 0)
+    attempted = sum(counts.values()) - counts.get(Status.QUEUED.label, 0)
     return BackfillSummary(
         id=store.id,
         directory=store.directory,

@@ -9,6 +9,7 @@ an error naming the file.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +21,31 @@ from engine.dates.plan import Interval, Plan
 from engine.store.status import Status
 
 RECORD_FORMAT = 1
-ATTEMPT_STATUSES = ("running", "succeeded", "failed", "cancelled", "skipped", "lost")
-PARTITION_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "skipped")
+
+
+class RecordStatus(StrEnum):
+    """What a record on disk says: a partition's status (``queued`` … ``skipped``, the labels of
+    :class:`Status`) or an attempt's (``running`` … ``lost``)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    SKIPPED = "skipped"
+    LOST = "lost"
+
+
 # ``lost``: an attempt whose executor's lease expired while it ran: its outcome is uncertain (its work may
 # have committed). ``skipped``: only a mark gives it. A ``mark`` attempt has no child: an operator said so.
+ATTEMPT_STATUSES = tuple(s for s in RecordStatus if s is not RecordStatus.QUEUED)
+PARTITION_STATUSES = tuple(s for s in RecordStatus if s is not RecordStatus.LOST)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Attempt:
     run_id: str
-    status: str  # running, succeeded, failed, cancelled
+    status: RecordStatus
     started_at: str
     finished_at: str | None = None
     exit_code: int | None = None

@@ -34,7 +34,7 @@ from engine.dates.formatting import InstantFormatter
 from engine.dates.plan import Plan
 from engine.store.bulk_marks import BULK_MARKS, BulkMark, merge, read_bulk_marks
 from engine.store.manifest import now_text
-from engine.store.records import PartitionRecord, read_record, status_of
+from engine.store.records import PartitionRecord, RecordStatus, read_record, status_of
 from engine.store.status import Status, StatusBoard
 
 BACKFILLS_DIR = ("logs", "backfills")
@@ -226,7 +226,7 @@ class StateStore:
             if index is None:
                 return None
             interval = plan.interval(index)
-            record = PartitionRecord.fresh(partition_id, interval, InstantFormatter(plan.zone), "queued")
+            record = PartitionRecord.fresh(partition_id, interval, InstantFormatter(plan.zone), RecordStatus.QUEUED)
             merged = merge(record, marks, self.id)
             return merged if merged.attempts else None
         return merge(read_record(path, plan, id_of), marks, self.id)
@@ -250,7 +250,7 @@ class StateStore:
         ``error``, the partition as ``status``, written durably and shown on ``board``."""
         finished_at = now_text()
         for attempt in record.attempts:
-            if attempt.status == "running":
+            if attempt.status == RecordStatus.RUNNING:
                 attempt.status, attempt.finished_at, attempt.error = attempt_status, finished_at, error
         record.status = status.label
         self.write_record(record, durable=True)

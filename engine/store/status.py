@@ -8,7 +8,7 @@ status are kept up to date on every change, so totals never need a scan.
 from __future__ import annotations
 
 from array import array
-from enum import IntEnum
+from enum import IntEnum, StrEnum
 
 from engine.base.errors import BackfillError, BadInput, StateUnreadable
 
@@ -139,14 +139,33 @@ class StatusBoard:
         return self._status.find(code, start)
 
 
-def backfill_status(counts: dict[str, int], run_outcome: str | None) -> str:
+class RunOutcome(StrEnum):
+    """How one invocation's run ended (the executor's outcome)."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    PAUSED = "paused"
+
+
+class BackfillStatus(StrEnum):
+    """The whole backfill's status after an invocation (see :func:`backfill_status`)."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    PAUSED = "paused"
+    INCOMPLETE = "incomplete"
+
+
+def backfill_status(counts: dict[str, int], run_outcome: str | None) -> BackfillStatus:
     """The whole backfill's status after an invocation, from the counts on disk: ``cancelled`` when the
     invocation was stopped, ``failed`` while any partition is failed, ``incomplete`` while any is left to run,
     else ``succeeded``. An invocation that ran only some partitions never makes the backfill look done."""
-    if run_outcome in ("cancelled", "paused"):
-        return run_outcome
-    if counts.get("failed"):
-        return "failed"
-    if any(counts.get(name) for name in ("queued", "running", "cancelled")):
-        return "incomplete"
-    return "succeeded"
+    if run_outcome in (RunOutcome.CANCELLED, RunOutcome.PAUSED):
+        return BackfillStatus(run_outcome)
+    if counts.get(Status.FAILED.label):
+        return BackfillStatus.FAILED
+    if any(counts.get(status.label) for status in (Status.QUEUED, Status.RUNNING, Status.CANCELLED)):
+        return BackfillStatus.INCOMPLETE
+    return BackfillStatus.SUCCEEDED

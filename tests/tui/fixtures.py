@@ -101,10 +101,10 @@ def build_saved_backfill(root: Path) -> StateStore:
             }
             attempts.append(
                 Attempt(
-                    run_id,
-                    status,
-                    _when(FROZEN - began),
-                    _when(FROZEN - ended) if ended is not None else None,
+                    run_id=run_id,
+                    status=status,
+                    started_at=_when(FROZEN - began),
+                    finished_at=_when(FROZEN - ended) if ended is not None else None,
                     exit_code={"succeeded": 0, "failed": 1, "cancelled": -2}.get(status),
                     error=errors.get(status),
                     log=f"children/{run_id}.log",
@@ -155,10 +155,10 @@ def build_complete_backfill(root: Path) -> StateStore:
     for interval in spec.plan:
         run_id = f"{backfill_id}-p{interval.index}-a1"
         attempt = Attempt(
-            run_id,
-            "succeeded",
-            _when(86_000 - interval.index * 60),
-            _when(85_990 - interval.index * 60),
+            run_id=run_id,
+            status="succeeded",
+            started_at=_when(86_000 - interval.index * 60),
+            finished_at=_when(85_990 - interval.index * 60),
             exit_code=0,
             log=f"children/{run_id}.log",
             duration=10.0,
@@ -251,10 +251,10 @@ def build_large_saved_backfill(root: Path, *, days: int, succeeded_every: int = 
         run_id = f"{backfill_id}-p{index}-a1"
         began = FROZEN - days * 3 + index * 3
         attempt = Attempt(
-            run_id,
-            "succeeded",
-            format_instant(int(began * 1e6), UTC),
-            format_instant(int((began + 2) * 1e6), UTC),
+            run_id=run_id,
+            status="succeeded",
+            started_at=format_instant(int(began * 1e6), UTC),
+            finished_at=format_instant(int((began + 2) * 1e6), UTC),
             exit_code=0,
             log=f"children/{run_id}.log",
             duration=2.0,

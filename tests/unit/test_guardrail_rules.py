@@ -27,13 +27,13 @@ def facts_of(strategy: str, *, key: str | None = None, primary: bool = False, us
         columns=columns,
     )
     return AssetFacts(
-        asset,
-        True,
-        strategy,
-        uses_interval,
-        "mid",
-        "schema mid",
-        None,
+        asset=asset,
+        selected=True,
+        strategy=strategy,
+        uses_interval=uses_interval,
+        layer="mid",
+        layer_source="schema mid",
+        connection=None,
         table_rows=rows,
         rows_in_range=rows if key else None,
     )

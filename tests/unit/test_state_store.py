@@ -35,7 +35,10 @@ def record(index: int, status: str, attempts: list[str]) -> PartitionRecord:
         interval.start,
         interval.end,
         status,
-        [Attempt(f"run-{index}-{n}", a, "2024-01-01T00:00:00Z", duration=1.5 * n) for n, a in enumerate(attempts, 1)],
+        [
+            Attempt(run_id=f"run-{index}-{n}", status=a, started_at="2024-01-01T00:00:00Z", duration=1.5 * n)
+            for n, a in enumerate(attempts, 1)
+        ],
     )
 
 
