@@ -37,7 +37,6 @@ from engine.execute.backfill import (
 )
 from engine.execute.executor import Executor
 from engine.execute.guarding import (
-    append_invocation,
     guard_hooks,
     manifest_guardrails,
     record_asset_rerun,
@@ -46,6 +45,7 @@ from engine.execute.guarding import (
     reruns_succeeded,
 )
 from engine.execute.rerun import AssetRerun, PartitionSelection
+from engine.guardrails.guarded_run import record_invocation
 from engine.guardrails.preflight import Approval, NeedsApproval, Preflight, decide, remember, run_preflight
 from engine.guardrails.request import RERUN, TRIGGER, GuardOptions, GuardRequest
 from engine.guardrails.tiers import APPROVAL, HUMAN_ONLY
@@ -138,7 +138,7 @@ class Invocation:
             if self.preflight is not None:
                 assert approval is not None
                 prepared.reason = self.reason
-                append_invocation(
+                record_invocation(
                     prepared.store, mode=self.mode, reason=self.reason, preflight=self.preflight, approval=approval
                 )
                 if self.rerun_asset is not None and self.selection.indices is not None and self.loaded is not None:

@@ -124,7 +124,7 @@ def show_command(argv: list[str]) -> int:
 
 def _guardrails_json(loaded: Loaded) -> dict[str, Any]:
     """The reason, the latest pre-flight and the latest record of a saved backfill (``show`` documents)."""
-    from engine.execute.guarding import latest_preflight
+    from engine.store.guardrails_log import latest_preflight
 
     records = sorted((loaded.store.directory / "records").glob("*.yml"))
     return {

@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 from engine.base.errors import BadInput
-from engine.execute.guarding import restore_backfill
 from engine.guardrails.request import check_reason
+from engine.guardrails.restore import restore_backfill
 from engine.store.locate import locate_backfill
 from tui.cli.arguments import restore_parser
 

@@ -69,7 +69,7 @@ def print_state_text(
     reason = loaded.manifest.get("reason")
     if reason:
         extra.append(("reason", reason))
-    from engine.execute.guarding import latest_preflight
+    from engine.store.guardrails_log import latest_preflight
 
     preflight = latest_preflight(loaded.store)
     if preflight:
