@@ -1,7 +1,7 @@
 """A configurable child process for executor tests: records what it saw, sleeps, fails on request.
 
 Usage: child.py --partition PID --start START [--spans FILE] [--sleep S] [--fail-on DATE]...
-                [--fail-first-attempt DIR] [--ignore-signals]
+                [--fail-first-attempt DIR] [--ignore-signals] [--wait-for FILE]
 """
 
 from __future__ import annotations
@@ -27,8 +27,10 @@ def main() -> int:
     parser.add_argument("--ignore-signals", action="store_true")
     parser.add_argument("--exclusive-dir", help="hold a lock per partition; record any overlap with a sibling")
     parser.add_argument("--record-signals", help="append the name of each SIGINT/SIGTERM/SIGHUP received; go on")
+    parser.add_argument("--wait-for", help="before finishing, wait (at most 120 s) until this file exists")
     args = parser.parse_args()
     args.sleep = args.sleep or float(os.environ.get("CHILD_SLEEP", "0"))
+    args.wait_for = args.wait_for or os.environ.get("CHILD_WAIT_FOR")
     if args.exclusive_dir:
         import fcntl
 
@@ -53,6 +55,9 @@ def main() -> int:
     started = time.time()
     print(f"child {args.partition[:12]} start={args.start} end={args.end}", flush=True)
     time.sleep(args.sleep)
+    deadline = time.monotonic() + 120
+    while args.wait_for and not os.path.exists(args.wait_for) and time.monotonic() < deadline:
+        time.sleep(0.02)  # an event the test sends (a file), not a guess at how long it needs
     if args.spans:
         with open(args.spans, "a") as spans:
             spans.write(

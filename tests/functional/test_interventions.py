@@ -110,12 +110,14 @@ def test_cancel_without_a_live_executor_marks_the_backfill_cancelled(work, env):
 def test_pause_lets_running_children_finish_exits_22_then_continue_holds_until_resume(work, env):
     """pause: running children finish, nothing more starts, exit 22; --continue starts nothing and exits 0 with
     who/when/why; resume lets --continue complete. PAUSE and RESUME are audited, list shows paused."""
-    slow = {**env, "CHILD_SLEEP": "2"}
+    released = work / "released"  # the children finish only once the pause has been applied, whatever the load
+    slow = {**env, "CHILD_SLEEP": "0", "CHILD_WAIT_FOR": str(released)}
     process, backfill = started(work, *plan(6), "--max-parallel", "2", env=slow)
     running_pids(backfill, 2)
     pause = run_backfill("pause", backfill.name, "--reason", "CRM migration", cwd=work, env=env)
     assert pause.returncode == 0, pause.stderr
     assert pause.stdout == f"backfill {backfill.name} paused; 2 running children will finish\n"
+    released.touch()
     out, err = process.communicate(timeout=30)
     assert process.returncode == 22, err
     assert f"stepped in  paused by {WHO}: CRM migration" in out
@@ -123,7 +125,7 @@ def test_pause_lets_running_children_finish_exits_22_then_continue_holds_until_r
     assert sorted(after_pause.values()) == ["succeeded", "succeeded"]  # the two that ran finished; none started
     listed = orjson.loads(run_backfill("list", "--output", "json", cwd=work, env=env).stdout)
     assert listed["backfills"][0]["state"] == "paused"
-    held = run_backfill("--continue", backfill.name, cwd=work, env=slow)
+    held = run_backfill("--continue", backfill.name, cwd=work, env=env)
     assert held.returncode == 0, held.stderr
     assert held.stdout.startswith(f"backfill {backfill.name} is paused by {WHO} at ")
     assert ": CRM migration; nothing started" in held.stdout
