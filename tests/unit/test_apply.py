@@ -1,0 +1,258 @@
+"""Applying interventions in-process over a real state store: marks, a backfill's end, cancel, pause and resume
+— each refusal changes nothing, each change is recorded, audited and told to the holder."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+import pytest
+
+from engine.base.settings import Settings
+from engine.execute.backfill import create_backfill, state_root_for
+from engine.interventions.apply import DURABLE_ONE_BY_ONE, CommandHolder, apply, reopen_for_continue
+from engine.interventions.requests import Request
+from engine.pipeline.options import RunOptions
+from engine.spec.backfill_spec import ExecutionOptions
+from engine.spec.planning import plan_request
+from engine.store import audit
+from engine.store.control import Control, Decision, read_control, write_control
+from engine.store.status import Status
+
+WHO = "ops@host"
+
+
+@dataclass
+class Holder(CommandHolder):
+    """A command's holder that also says which partitions run and remembers what it was told."""
+
+    busy: frozenset[int] = frozenset()
+    told: list[tuple] = field(default_factory=list)
+
+    def running(self) -> frozenset[int]:
+        return self.busy
+
+    def cancel(self, message: str) -> None:
+        self.told.append(("cancel", message))
+
+    def pause(self, paused: bool, message: str) -> None:
+        self.told.append(("pause", paused, message))
+
+    def end(self, status: str, message: str) -> None:
+        self.told.append(("end", status, message))
+
+
+@pytest.fixture
+def holder(tmp_path: Path) -> Holder:
+    """A saved 100-day backfill of `true`, nothing attempted, held by a command."""
+    planned = plan_request(
+        target=None, command="true", name=None, start="2024-01-01", end="2024-04-09", timezone="UTC",
+        partition="daily", environment=None, config_file=None, run_options=RunOptions(),
+        options=ExecutionOptions(), force=False, cwd=tmp_path,
+    )  # fmt: skip
+    prepared = create_backfill(
+        planned, root=state_root_for(planned.spec, "states", tmp_path), cwd=tmp_path, settings=Settings()
+    )
+    prepared.release()
+    return Holder(prepared.store, prepared.spec, prepared.board, "test (PID 1)")
+
+
+def request(action: str, reason: str = "because", **params) -> Request:
+    return Request(action, reason, WHO, "2026-12-01T00:00:00Z", params)
+
+
+def lines(holder: Holder) -> list[dict]:
+    return audit.read(holder.store.directory).entries
+
+
+def record(holder: Holder, index: int) -> dict | None:
+    interval = holder.spec.plan.interval(index)
+    path = holder.store.record_path(holder.spec.ids.of(interval.start, interval.end))
+    return orjson.loads(path.read_bytes()) if path.exists() else None
+
+
+def test_a_mark_adds_an_entry_to_each_partition_s_history_and_one_audit_line_each(holder):
+    """Two partitions marked succeeded: a mark entry (no child) in each record, the board updated, one MARK
+    line each with the status before; the answer counts them."""
+    result = apply(request("mark", indices=[3, 1], to="succeeded", rows=7), holder)
+    assert (result.exit_code, result.message, result.changed) == (0, "marked 2 partitions succeeded", 2)
+    for index in (1, 3):
+        saved = record(holder, index)
+        assert saved["status"] == "succeeded"
+        [entry] = saved["attempts"]
+        assert entry["kind"] == "mark" and entry["status"] == "succeeded" and entry["rows"] == 7
+        assert entry["run_id"] == f"{holder.store.id}-p{index}-m1" and entry["by"] == WHO
+        assert entry["error"] == f"marked succeeded by {WHO}: because"
+        assert holder.board.status(index) is Status.SUCCEEDED and holder.board.attempts(index) == 1
+    assert [(x["action"], x["from_status"], x["to_status"], x["target_count"]) for x in lines(holder)] == [
+        ("MARK", "queued", "succeeded", 7)
+    ] * 2
+    again = apply(request("mark", indices=[1], to="failed"), holder)
+    assert again.message == "marked 1 partition failed"
+    assert [a["status"] for a in record(holder, 1)["attempts"]] == ["succeeded", "failed"]  # nothing erased
+    assert lines(holder)[-1]["previous_message"] == f"marked succeeded by {WHO}: because"
+
+
+def test_a_mark_of_a_running_partition_is_refused_and_changes_nothing(holder):
+    """Running partitions: exit 3 naming them (three, then a count), no record, no audit line."""
+    holder.busy = frozenset({0, 1, 2, 3, 4})
+    result = apply(request("mark", indices=[4, 3, 2, 1, 0, 9], to="succeeded"), holder)
+    plan, ids = holder.spec.plan, holder.spec.ids
+    shown = ", ".join(ids.of(plan.interval(i).start, plan.interval(i).end) for i in (0, 1, 2))
+    assert result.exit_code == 3
+    assert result.message == f"partition {shown} and 2 more of backfill {holder.store.id} is running: cancel the " \
+        "backfill first, or wait"  # fmt: skip
+    assert record(holder, 9) is None and lines(holder) == []
+    one = apply(request("mark", indices=[2], to="failed"), holder)
+    assert one.exit_code == 3 and " and " not in one.message.split(" of backfill")[0]
+
+
+def test_what_cannot_be_marked_and_what_is_marked_already(holder):
+    """A status that is not a mark's: exit 2; nothing selected, or everything so already: exit 0, no line."""
+    bad = apply(request("mark", indices=[1], to="running"), holder)
+    assert (
+        bad.exit_code == 2
+        and bad.message == "--status 'running' cannot be marked: give one of succeeded, failed, skipped"
+    )
+    assert apply(request("mark", status_filter=["failed"], to="succeeded"), holder).message == (
+        "no partition matches: nothing was marked"
+    )
+    apply(request("mark", indices=[5], to="skipped"), holder)
+    same = apply(request("mark", indices=[5], to="skipped"), holder)
+    assert same.message == "every selected partition is skipped already: nothing was marked" and same.changed == 0
+    assert len(lines(holder)) == 1
+    asset = apply(request("mark", indices=[5], to="skipped", asset="mart.x"), holder)
+    assert asset.message == "marked asset mart.x of 1 partition skipped"
+    assert record(holder, 5)["status"] == "skipped" and record(holder, 5)["attempts"][-1]["asset"] == "mart.x"
+    assert apply(request("unknown"), holder).exit_code == 2
+
+
+def test_an_asset_mark_keeps_the_partition_s_status(holder):
+    """Marking one asset of a failed partition succeeded adds the entry; the partition stays failed."""
+    apply(request("mark", indices=[2], to="failed"), holder)
+    apply(request("mark", indices=[2], to="succeeded", asset="mart.x"), holder)
+    assert record(holder, 2)["status"] == "failed" and holder.board.status(2) is Status.FAILED
+
+
+def test_a_status_filter_selects_what_has_that_status_now(holder):
+    """``status_filter``: every partition whose status is one of those given, at the moment of the mark."""
+    apply(request("mark", indices=[1, 4], to="failed"), holder)
+    result = apply(request("mark", status_filter=["failed"], to="succeeded"), holder)
+    assert result.changed == 2 and {record(holder, i)["status"] for i in (1, 4)} == {"succeeded"}
+
+
+def test_a_mark_of_many_partitions_is_one_bulk_file(holder):
+    """Over DURABLE_ONE_BY_ONE partitions: no record file, one bulk mark every reader merges; the board and the
+    audit (one line per partition, one ID stem) as for a few."""
+    indices = list(range(DURABLE_ONE_BY_ONE + 1))
+    result = apply(request("mark", indices=indices, to="skipped"), holder)
+    assert result.changed == len(indices)
+    assert not list(holder.store.partitions.glob("*.json"))
+    assert len(list((holder.store.directory / "bulk-marks").iterdir())) == 1
+    assert holder.store.read_record(holder.spec.ids.of(*_bounds(holder, 7)), holder.spec.plan,
+                                    holder.spec.ids.of).status == "skipped"  # fmt: skip
+    assert all(holder.board.status(i) is Status.SKIPPED for i in indices)
+    found = lines(holder)
+    assert len(found) == len(indices) and len({x["id"].rsplit("-", 1)[0] for x in found}) == 1
+    few = apply(request("mark", indices=list(range(DURABLE_ONE_BY_ONE)), to="failed"), holder)
+    assert few.changed == DURABLE_ONE_BY_ONE and len(list(holder.store.partitions.glob("*.json"))) == 64
+
+
+def _bounds(holder: Holder, index: int) -> tuple[int, int]:
+    interval = holder.spec.plan.interval(index)
+    return interval.start, interval.end
+
+
+def test_a_mark_reopens_a_backfill_an_operator_ended(holder):
+    """Changing a partition of a cancelled backfill opens it again: control cleared, a REOPEN line that keeps
+    what ended it."""
+    apply(request("cancel"), holder)
+    apply(request("mark", indices=[0], to="succeeded"), holder)
+    assert read_control(holder.store.directory).ended is None
+    reopen = lines(holder)[-1]
+    assert (reopen["action"], reopen["from_status"]) == ("REOPEN", "cancelled")
+    assert reopen["previous_message"].startswith(f"cancelled by {WHO} at ")
+
+
+def test_marking_the_backfill_ends_it_unless_a_child_runs(holder):
+    """mark_backfill: a bad status is exit 2; with a child running, exit 3 and nothing written; otherwise the
+    end is saved, audited (from open, then from the status before) and told to the holder."""
+    assert apply(request("mark_backfill", to="skipped"), holder).message == (
+        "--status 'skipped' cannot end a backfill: give succeeded or failed"
+    )
+    holder.busy = frozenset({3})
+    refused = apply(request("mark_backfill", to="failed"), holder)
+    assert refused.exit_code == 3 and refused.message.endswith(
+        "has a child running: cancel the backfill first, or wait"
+    )
+    assert read_control(holder.store.directory) == Control() and lines(holder) == [] and holder.told == []
+    holder.busy = frozenset()
+    done = apply(request("mark_backfill", to="failed"), holder)
+    assert done.message == f"backfill {holder.store.id} marked failed; its partitions keep their statuses"
+    ended = read_control(holder.store.directory).ended
+    assert (ended.status, ended.by, ended.reason) == ("failed", WHO, "because")
+    assert holder.told == [("end", "failed", f"marked failed by {WHO}: because")]
+    apply(request("mark_backfill", to="succeeded", reason="checked"), holder)
+    assert [(x["from_status"], x["to_status"]) for x in lines(holder)] == [("open", "failed"), ("failed", "succeeded")]
+    assert lines(holder)[-1]["previous_message"].startswith(f"marked failed by {WHO} at ")
+
+
+def test_cancel_ends_the_backfill_once_and_stops_what_runs(holder):
+    """cancel: saved, audited from open (or running), told to the holder with how many children it stops; a
+    second cancel of a stopped backfill is said and changes nothing; one while children run cancels again."""
+    holder.busy = frozenset({1, 2})
+    first = apply(request("cancel"), holder)
+    assert first.message == f"backfill {holder.store.id} cancelled; 2 running children stopped"
+    assert holder.told == [("cancel", f"cancelled by {WHO}: because")]
+    assert read_control(holder.store.directory).ended.status == "cancelled"
+    holder.busy = frozenset({1})
+    assert apply(request("cancel"), holder).message.endswith("cancelled; 1 running child stopped")
+    holder.busy = frozenset()
+    again = apply(request("cancel"), holder)
+    assert again.message.startswith(f"backfill {holder.store.id} is cancelled already (cancelled by {WHO} at ")
+    assert [x["from_status"] for x in lines(holder)] == ["running", "cancelled"]
+    assert len(holder.told) == 2
+
+
+def test_a_cancel_of_an_idle_backfill_says_so(holder):
+    """Nothing running: cancelled, from open, no children mentioned."""
+    result = apply(request("cancel"), holder)
+    assert result.message == f"backfill {holder.store.id} cancelled"
+    assert lines(holder)[0]["from_status"] == "open"
+
+
+def test_pause_and_resume_are_applied_once_each(holder):
+    """pause: saved, audited, told (True), how many children finish; again: 'paused already', nothing more;
+    resume: cleared, audited with the pause it undid, told (False); again: 'not paused'."""
+    holder.busy = frozenset({0, 1, 2})
+    paused = apply(request("pause", reason="migration"), holder)
+    assert paused.message == f"backfill {holder.store.id} paused; 3 running children will finish"
+    assert read_control(holder.store.directory).paused.reason == "migration"
+    again = apply(request("pause", reason="twice"), holder)
+    assert again.message.startswith(f"backfill {holder.store.id} is paused already (paused by {WHO} at ")
+    assert again.changed == 0 and len(lines(holder)) == 1
+    assert holder.told == [("pause", True, f"paused by {WHO}: migration")]
+    resumed = apply(request("resume", reason="done"), holder)
+    assert resumed.message == f"backfill {holder.store.id} resumed: backfill --continue {holder.store.id} goes on"
+    assert read_control(holder.store.directory).paused is None
+    assert holder.told[-1] == ("pause", False, "")
+    assert [(x["action"], x["from_status"], x["to_status"]) for x in lines(holder)] == [
+        ("PAUSE", "open", "paused"),
+        ("RESUME", "paused", "open"),
+    ]
+    assert lines(holder)[-1]["previous_message"].endswith(": migration")
+    assert apply(request("resume"), holder).message == f"backfill {holder.store.id} is not paused: nothing to resume"
+    holder.busy = frozenset()
+    assert apply(request("pause"), holder).message == f"backfill {holder.store.id} paused"
+
+
+def test_a_continue_with_its_own_reason_reopens_only_an_ended_backfill(holder):
+    """reopen_for_continue: a REOPEN line when the backfill was ended, nothing at all otherwise."""
+    reopen_for_continue(holder.store, "go on", WHO, "test")
+    assert lines(holder) == []
+    write_control(holder.store.directory, Control(ended=Decision("succeeded", WHO, "2026-12-01T00:00:00Z", "ok")))
+    reopen_for_continue(holder.store, "go on", WHO, "test")
+    [line] = lines(holder)
+    assert (line["action"], line["from_status"], line["reason"]) == ("REOPEN", "succeeded", "go on")
+    assert read_control(holder.store.directory).ended is None
