@@ -36,7 +36,7 @@ from engine.store.state_store import (
     default_state_root,
     new_backfill_id,
 )
-from engine.store.status import StatusBoard, check_plan_size
+from engine.store.status import StatusBoard
 
 
 @dataclass(frozen=True)
@@ -165,14 +165,13 @@ def create_backfill(
     """Save a new backfill (manifest, directories, .gitignore) and take it over; ``extra`` adds manifest fields
     (the reason and guardrail choices)."""
     spec = planned.spec
-    check_plan_size(len(spec.plan))  # before anything is written: a store it could never load helps no one
+    board = StatusBoard(len(spec.plan))  # before anything is written (judge_new refused a plan too large to keep)
     store = StateStore(root.path / new_backfill_id())
     manifest = manifest_of(spec, backfill_id=store.id, working_directory=str(cwd), options=planned.options)
     manifest.update(extra or {})
     store.create(manifest)
     if root.repository is not None:
         add_to_gitignore(root.repository, root.path)
-    board = StatusBoard(len(spec.plan))
     takeover = take_over(store, board, [], grace=settings.stop_grace)
     return Prepared(
         store=store,

@@ -71,6 +71,10 @@ def store_with(tmp_path, running: dict[int, tuple[int | None, float | None]], *,
     return store
 
 
+def when(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
 def settle(store: StateStore, now: float = NOW):
     return reconcile(store, PLAN, id_of, requested_by="ops@host", reason="lease expired", applied_by="test", now=now)
 
@@ -142,13 +146,52 @@ def test_the_stopped_child_takes_its_descendants_with_it(tmp_path, sleeper):
     assert not alive(grandchild.pid)
 
 
+def test_a_child_known_only_to_the_lease_or_only_to_the_records_is_stopped(tmp_path, sleeper):
+    """The lease lists the attempts it supervised, the records those that were running: either is enough."""
+    in_lease, in_record = sleeper(), sleeper()
+    store = StateStore(tmp_path / "states" / "20240101-000000-abcdef")
+    store.create({"format": 1})
+    interval = PLAN.interval(0)
+    attempt = Attempt(run_id="run-0", status="running", started_at="2024-01-01T00:00:00Z", pid=in_record.pid,
+                      pid_started=process_started(in_record.pid))  # fmt: skip
+    store.write_record(PartitionRecord(id_of(interval.start, interval.end), 0, "", "", interval.start, interval.end,
+                                       "running", [attempt]), durable=True)  # fmt: skip
+    leased = (LeasedAttempt("run-1", 1, in_lease.pid, process_started(in_lease.pid)),)
+    write_lease(store.directory, Lease(1, socket.gethostname(), 1, 0.0, NOW - 1, leased, None))
+    result = settle(store)
+    assert result.stopped == sorted([in_lease.pid, in_record.pid])
+    assert in_lease.wait(timeout=15) is not None and in_record.wait(timeout=15) is not None
+
+
+def test_a_finished_attempt_s_pid_is_not_a_candidate(tmp_path, sleeper):
+    """Only running attempts name children: the PID of an attempt that ended is left alone."""
+    done = sleeper()
+    store = store_with(tmp_path, {0: (None, None)})
+    interval = PLAN.interval(1)
+    ended = Attempt(run_id="run-1", status="failed", started_at="2024-01-01T00:00:00Z", pid=done.pid,
+                    pid_started=process_started(done.pid))  # fmt: skip
+    store.write_record(PartitionRecord(id_of(interval.start, interval.end), 1, "", "", interval.start, interval.end,
+                                       "failed", [ended]), durable=True)  # fmt: skip
+    assert settle(store).stopped == [] and alive(done.pid)
+
+
+def test_without_a_clock_given_the_real_time_decides(tmp_path):
+    """``now`` defaults to the wall clock: a lease that expired ten seconds ago is settled."""
+    store = store_with(tmp_path, {0: (None, None)}, expires=time.time() - 10)
+    result = reconcile(store, PLAN, id_of, requested_by="ops@host", reason="r", applied_by="test")
+    assert result.verdict == "lost"
+
+
 def test_a_live_lease_is_left_alone(tmp_path, sleeper):
     """Before its expiry the owner is live: nothing is written, nothing is signalled."""
     child = sleeper()
     store = store_with(tmp_path, {0: (child.pid, process_started(child.pid))}, expires=NOW + 30)
     before = (store.directory / "lease.json").read_bytes()
     result = settle(store)
-    assert result.verdict == "live" and "holds its lease until" in result.message
+    assert result.verdict == "live" and result.backfill_id == store.id
+    assert result.message == (
+        f"backfill {store.id}: executor PID 1 on {socket.gethostname()} holds its lease until {when(NOW + 30)}"
+    )
     assert (store.directory / "lease.json").read_bytes() == before
     assert on_disk(store) == {0: ("running", ["running"])} and alive(child.pid)
     assert settle(store, now=NOW + 30).verdict == "lost"  # the expiry itself is past
@@ -160,7 +203,11 @@ def test_an_owner_on_another_host_gets_its_grace_and_its_processes_are_not_looke
     child = sleeper()
     store = store_with(tmp_path, {0: (child.pid, process_started(child.pid))}, host="elsewhere")
     held = settle(store, now=NOW - 1 + OTHER_HOST_GRACE - 0.5)
-    assert held.verdict == "in grace" and f"another host gets {OTHER_HOST_GRACE:g} s more" in held.message
+    assert held.verdict == "in grace" and held.backfill_id == store.id
+    assert held.message == (
+        f"backfill {store.id}: the lease of executor PID 1 on elsewhere expired at {when(NOW - 1)}; another host "
+        f"gets {OTHER_HOST_GRACE:g} s more, until {when(NOW - 1 + OTHER_HOST_GRACE)}"
+    )
     assert on_disk(store) == {0: ("running", ["running"])}
     result = settle(store, now=NOW - 1 + OTHER_HOST_GRACE)
     assert result.verdict == "lost" and result.stopped == [] and alive(child.pid)
@@ -171,7 +218,12 @@ def test_no_lease_or_an_unowned_one_is_nothing_to_settle(tmp_path):
     """Without a lease, or with the lease a reconcile (or the end of a run) left unowned: 'unowned', with its note."""
     store = StateStore(tmp_path / "states" / "20240101-000000-abcdef")
     store.create({"format": 1})
-    assert settle(store).verdict == "unowned"
+    none = settle(store)
+    assert (none.verdict, none.backfill_id, none.message) == (
+        "unowned",
+        store.id,
+        f"backfill {store.id}: no executor owns it",
+    )
     write_lease(store.directory, Lease(2, None, None, None, NOW, (), "ended at noon"))
     result = settle(store)
     assert result.verdict == "unowned" and result.message.endswith("no executor owns it (ended at noon)")
@@ -181,6 +233,6 @@ def test_an_expired_lease_with_nothing_running_is_fenced_and_unowned(tmp_path):
     """An executor that died between runs: its lease is fenced; nothing was lost."""
     store = store_with(tmp_path, {})
     result = settle(store)
-    assert result.verdict == "unowned" and result.lost == []
+    assert result.verdict == "unowned" and result.lost == [] and result.backfill_id == store.id
     assert result.message.endswith("0 running attempts marked lost; it can be resumed")
     assert read_lease(store.directory).host is None

@@ -51,9 +51,11 @@ def facts(tmp_path_factory):
     repo.sql("mid.latest", "SELECT 1 AS x", materialization={"type": "table"})  # a table without a time key
     repo.run_ok("--start-date", "2023-12-01", "--end-date", "2024-01-07")
     repo.run_ok("--start-date", "2024-01-10", "--end-date", "2024-01-10")  # inside the backfilled range
-    for day in ("2023-11-01", "2023-11-08", "2023-11-15"):  # three Wednesdays the table no longer holds
+    # Daily runs: three Wednesdays the table will no longer hold (one of them run twice), a Wednesday it does
+    # hold, the Sunday that ends where the range starts and the Saturday that starts where it ends.
+    for day in ("2023-11-01", "2023-11-08", "2023-11-08", "2023-11-15", "2023-12-06", "2024-01-07", "2024-01-13"):
         repo.run_ok("--start-date", day, "--end-date", day)
-    repo.execute("DELETE FROM mid.daily WHERE day < DATE '2023-12-01'")
+    repo.execute("DELETE FROM mid.daily WHERE day < DATE '2023-12-01' OR day > DATE '2024-01-12'")
     planned = plan_request(
         target=str(repo.pipeline_dir), command=None, name=None, start="2024-01-08", end="2024-01-12",
         timezone="UTC", partition="daily", environment=None, config_file=None, run_options=RunOptions(),
@@ -91,8 +93,9 @@ def test_the_baselines_come_from_the_table_outside_the_range_by_weekday(facts):
     assert set(found) == {"mid.daily"}
     assert sorted(found["mid.daily"]) == [0, 1, 2, 3, 4, 5, 6]  # Monday to Sunday
     # The table's Wednesdays of December and 2024-01-03, then the three November runs (not 2024-01-10, inside
-    # the range, and not the 38-day run, which is not one partition long).
+    # the range, not 2023-12-06 again, not 2023-11-08 twice, and not the 38-day run, not one partition long).
     assert found["mid.daily"][2] == [10] * 8
+    assert found["mid.daily"][5] == [10] * 7  # Saturdays: the table's six and 2024-01-13 (just after the range)
     assert found["mid.daily"][1] == [10] * 5  # Tuesdays: December's table only
     assert all(set(values) == {10} for values in found["mid.daily"].values())
 
@@ -104,7 +107,7 @@ def test_without_the_warehouse_the_run_records_are_the_whole_history(facts, monk
         raise OSError("held")
 
     monkeypatch.setattr(facts.warehouses, "open", held)
-    assert baselines(facts) == {"mid.daily": {2: [10, 10, 10]}}
+    assert baselines(facts) == {"mid.daily": {2: [10, 10, 10, 10], 5: [10], 6: [10]}}
 
 
 def test_a_table_that_cannot_be_grouped_leaves_the_run_records(facts, monkeypatch):
@@ -115,7 +118,7 @@ def test_a_table_that_cannot_be_grouped_leaves_the_run_records(facts, monkeypatc
         raise ValueError("cannot group")
 
     monkeypatch.setattr(warehouse, "period_counts", broken)
-    assert baselines(facts) == {"mid.daily": {2: [10, 10, 10]}}
+    assert baselines(facts) == {"mid.daily": {2: [10, 10, 10, 10], 5: [10], 6: [10]}}
 
 
 def test_rows_within_the_weekday_bounds_verify(verifier):
