@@ -1,0 +1,193 @@
+"""The partition table in a minimal app (Pilot), over the saved fixture: what each row draws, the cursor, the
+marks, the last row, filters, follow, and the repaint after a poll — read from the lines the widget paints."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from textual.app import App, ComposeResult
+
+from engine.execute.executor_snapshot import RunningPartition
+from engine.store.status import Status
+from tests.tui.fixtures import FROZEN, FixedStateSource, build_saved_backfill
+from tui.app.widgets.partition_table import PartitionTable, compact
+
+
+class TableApp(App):
+    def __init__(self, source) -> None:
+        super().__init__()
+        self.source = source
+
+    def compose(self) -> ComposeResult:
+        yield PartitionTable(self.source, lambda: FROZEN)
+
+
+@pytest.fixture
+def source(tmp_path):
+    return FixedStateSource(build_saved_backfill(tmp_path / "states"))
+
+
+def lines(table: PartitionTable) -> list[str]:
+    return [table.render_line(y).text for y in range(table.size.height)]
+
+
+def drive(source, scenario, size=(120, 12)) -> None:
+    app = TableApp(source)
+
+    async def run() -> None:
+        async with app.run_test(size=size) as pilot:
+            table = app.query_one(PartitionTable)
+            table.focus()
+            await pilot.pause()
+            await scenario(pilot, table)
+
+    asyncio.run(run())
+
+
+def test_a_row_shows_index_interval_status_attempts_time_and_reason(source):
+    """Row 0 succeeded in 3.5 s; row 40 failed twice (12 s) with its reason, cut to the width; the cursor row
+    carries ▸; the header lines up with the rows."""
+
+    async def scenario(pilot, table):
+        table.follow = False
+        first = table.render_line(0).text
+        assert first.startswith("▸  0  2024-01-01 00:00+00 → 2024-01-02 00:00+00  ✓ succeeded    1      3.5s")
+        table.select_index(40)
+        await pilot.pause()
+        row = table.rows.row_of(40) - int(table.scroll_offset.y)
+        failed = table.render_line(row).text
+        assert failed.startswith("▸ 40  2024-02-10 00:00+00 → 2024-02-11 00:00+00  ✗ failed       2       12s  ")
+        assert failed.endswith("  psycopg.OperationalError: connection to …")  # cut at the table's width
+        header = table.header_text().plain
+        assert header.index("status") == failed.index("✗") and header.index("try") + 2 == failed.index("2       12s")
+
+    drive(source, scenario)
+
+
+def test_the_reason_is_cut_to_fit_and_dropped_when_there_is_no_room(source):
+    """A narrow table ends the reason with … at its last column; narrower still, no reason at all."""
+
+    async def scenario(pilot, table):
+        table.select_index(41)
+        await pilot.pause()
+        row = table.rows.row_of(41) - int(table.scroll_offset.y)
+        text = table.render_line(row).text
+        assert len(text) == table.scrollable_content_region.width and text.rstrip().endswith("…")
+        assert "psycopg" in text
+
+    drive(source, scenario, size=(100, 12))
+
+    async def narrow(pilot, table):
+        table.select_index(41)
+        await pilot.pause()
+        row = table.rows.row_of(41) - int(table.scroll_offset.y)
+        assert "psycopg" not in table.render_line(row).text
+
+    drive(source, narrow, size=(86, 12))
+
+
+def test_keys_move_the_cursor_to_the_last_row_and_back_and_turn_follow_off(source):
+    """Down, Page Down, End, Home and Up move the cursor within the plan (never past its last row) and each
+    turns follow off; below the last row the table paints blank lines."""
+
+    async def scenario(pilot, table):
+        assert table.follow
+        await pilot.press("down")
+        assert table.cursor_row == 1 and not table.follow
+        await pilot.press("pagedown")
+        assert table.cursor_row == 1 + table.size.height
+        await pilot.press("end")
+        assert table.cursor_row == 89 and table.selected_index == 89
+        await pilot.press("down", "pagedown")
+        assert table.cursor_row == 89
+        visible = lines(table)
+        assert visible[-1].startswith("▸ 89  2024-03-30 00:00+00 → 2024-03-31 00:00+00  · queued")
+        await pilot.press("pageup")
+        assert table.cursor_row == 89 - table.size.height
+        await pilot.press("home", "up")
+        assert table.cursor_row == 0 and int(table.scroll_offset.y) == 0
+
+    drive(source, scenario)
+
+
+def test_space_marks_and_unmarks_the_selected_row(source):
+    """The mark glyph appears and goes away with a second toggle; the set of marked partitions follows."""
+
+    async def scenario(pilot, table):
+        table.follow = False
+        table.select_index(3)
+        await pilot.pause()
+        row = table.rows.row_of(3) - int(table.scroll_offset.y)
+        table.toggle_mark()
+        await pilot.pause()
+        assert table.marked == {3} and table.render_line(row).text[1] == "●"
+        table.toggle_mark()
+        await pilot.pause()
+        assert table.marked == set() and table.render_line(row).text[1] == " "
+
+    drive(source, scenario)
+
+
+def test_a_filter_shows_only_those_statuses_and_keeps_the_selection_when_shown(source):
+    """Failed only: rows 40 and 41; the cursor stays on a shown partition; all again restores 90 rows."""
+
+    async def scenario(pilot, table):
+        table.select_index(41)
+        table.set_filter(frozenset({Status.FAILED}))
+        await pilot.pause()
+        assert [table.rows.index_at(r) for r in range(len(table.rows))] == [40, 41]
+        assert table.selected_index == 41
+        shown = lines(table)
+        assert [line[:4] for line in shown[:2]] == ["  40", "▸ 41"] and shown[2].strip() == ""
+        table.set_filter(None)
+        await pilot.pause()
+        assert len(table.rows) == 90 and table.selected_index == 41
+
+    drive(source, scenario)
+
+
+def test_after_a_poll_changed_rows_are_repainted_and_follow_goes_to_the_earliest_running(source):
+    """A partition that finished since the last poll is drawn with its new status without any key pressed;
+    with follow on, the cursor moves to the earliest running partition."""
+
+    async def scenario(pilot, table):
+        running = tuple(RunningPartition(i, "pid", "run", 1, FROZEN - 5, 4000 + i) for i in (43, 44, 45, 46))
+        table.update_running(running, True)
+        await pilot.pause()
+        assert table.selected_index == 43
+        row = table.rows.row_of(44) - int(table.scroll_offset.y)
+        assert "▶ running" in table.render_line(row).text and "5s" in table.render_line(row).text
+        source.board.set(44, Status.SUCCEEDED)
+        source.board.set_duration(44, 7.0)
+        table.update_running(running[:1] + running[2:], True)
+        await pilot.pause()
+        assert "✓ succeeded" in app_screen_line(table, 44)
+        table.follow = False
+        table.update_running(tuple(r for r in running if r.index != 43), True)
+        await pilot.pause()
+        assert table.selected_index == 43  # follow off: the cursor stays
+
+    drive(source, scenario)
+
+
+def app_screen_line(table: PartitionTable, index: int) -> str:
+    """What the terminal shows on the row of ``index`` (the app's compositor, not the widget's method)."""
+    region = table.content_region
+    row = table.rows.row_of(index) - int(table.scroll_offset.y)
+    strips = table.app.screen._compositor.render_strips()  # the frame as it goes to the terminal
+    return strips[region.y + row].text[region.x : region.x + region.width]
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("2024-03-10T00:00:00Z", "2024-03-10 00:00"),
+        ("2024-03-10T00:00:00-05:00", "2024-03-10 00:00-05"),
+        ("2024-03-10T00:00:30+05:30", "2024-03-10 00:00:30+05:30"),
+        ("2024-03-10T06:45:00+05:45", "2024-03-10 06:45+05:45"),
+    ],
+)
+def test_compact_instants_drop_only_what_the_header_says(text, shown):
+    """Z and zero seconds go, whole-hour offsets lose their minutes; anything else is kept."""
+    assert compact(text) == shown
