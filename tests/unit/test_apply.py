@@ -256,3 +256,125 @@ def test_a_continue_with_its_own_reason_reopens_only_an_ended_backfill(holder):
     [line] = lines(holder)
     assert (line["action"], line["from_status"], line["reason"]) == ("REOPEN", "succeeded", "go on")
     assert read_control(holder.store.directory).ended is None
+
+
+def assert_line(line: dict, holder: Holder, action: str, from_status, to_status, **more) -> None:
+    """Every field of an audit line: who asked, when, why, who applied it, what changed."""
+    assert (line["action"], line["from_status"], line["to_status"]) == (action, from_status, to_status)
+    assert (line["backfill_id"], line["reason"], line["requested_by"]) == (holder.store.id, "because", WHO)
+    assert line["requested_at"] == "2026-12-01T00:00:00Z" and line["applied_by"] == holder.applied_by
+    assert line["applied_at"][:2] == "20" and line["applied_at"].endswith("Z")
+    for key, value in more.items():
+        assert line[key] == value, key
+
+
+def test_every_audit_line_says_who_asked_who_applied_when_and_why(holder):
+    """Marks, the backfill's end, cancel, pause, resume and reopen: each line carries every field."""
+    apply(request("mark", indices=[2], to="failed", rows=3, asset=None), holder)
+    apply(request("mark_backfill", to="failed"), holder)
+    apply(request("mark", indices=[2], to="succeeded"), holder)  # reopens the ended backfill
+    apply(request("cancel"), holder)
+    apply(request("pause"), holder)
+    apply(request("resume"), holder)
+    found = lines(holder)
+    interval = holder.spec.plan.interval(2)
+    partition = holder.spec.ids.of(interval.start, interval.end)
+    assert_line(found[0], holder, "MARK", "queued", "failed", partition_id=partition, target_count=3, asset=None)
+    assert_line(found[1], holder, "MARK", "open", "failed", partition_id=None, previous_message=None)
+    assert_line(found[2], holder, "MARK", "failed", "succeeded", partition_id=partition)
+    assert_line(found[3], holder, "REOPEN", "failed", None, previous_message=found[3]["previous_message"])
+    assert found[3]["previous_message"].startswith(f"marked failed by {WHO} at ")
+    assert_line(found[4], holder, "CANCEL", "open", "cancelled", previous_message=None)
+    assert_line(found[5], holder, "PAUSE", "open", "paused")
+    assert_line(found[6], holder, "RESUME", "paused", "open")
+    assert found[6]["previous_message"].startswith(f"paused by {WHO} at ")
+    ended = read_control(holder.store.directory).ended
+    assert (ended.status, ended.by, ended.reason) == ("cancelled", WHO, "because") and ended.at.endswith("Z")
+
+
+def test_the_answers_carry_their_exit_code_and_what_changed(holder):
+    """Every answer's exit code and count: applied is 0 with what changed (1 for the backfill itself),
+    already so is 0 with nothing changed."""
+    assert astuple(apply(request("mark", indices=[0], to="failed"), holder)) == (0, "marked 1 partition failed", 1)
+    assert astuple(apply(request("mark", indices=[0], to="failed"), holder))[::2] == (0, 0)
+    assert astuple(apply(request("mark", status_filter=["skipped"], to="failed"), holder))[::2] == (0, 0)
+    assert astuple(apply(request("mark_backfill", to="succeeded"), holder))[::2] == (0, 1)
+    assert astuple(apply(request("mark_backfill", to="queued"), holder))[::2] == (2, 0)
+    assert astuple(apply(request("cancel"), holder))[::2] == (0, 1)
+    assert astuple(apply(request("cancel"), holder))[::2] == (0, 0)
+    assert astuple(apply(request("pause"), holder))[::2] == (0, 1)
+    assert astuple(apply(request("pause"), holder))[::2] == (0, 0)
+    assert astuple(apply(request("resume"), holder))[::2] == (0, 1)
+    assert astuple(apply(request("resume"), holder))[::2] == (0, 0)
+    holder.busy = frozenset({1})
+    assert astuple(apply(request("pause"), holder)) == (
+        0,
+        f"backfill {holder.store.id} paused; 1 running child will finish",
+        1,
+    )
+
+
+def astuple(result) -> tuple:
+    return (result.exit_code, result.message, result.changed)
+
+
+def test_a_mark_entry_is_complete_and_numbered_after_the_history(holder):
+    """The entry: when (start = end = now), no duration, generation 0, no launcher; a second mark is m2; a
+    partition already so in the middle of the selection is passed over, the others are marked."""
+    apply(request("mark", indices=[4], to="failed"), holder)
+    result = apply(request("mark", indices=[3, 4, 5], to="failed"), holder)
+    assert result.changed == 2 and {record(holder, i)["status"] for i in (3, 5)} == {"failed"}
+    apply(request("mark", indices=[4], to="succeeded"), holder)
+    saved = record(holder, 4)
+    first, second = saved["attempts"]
+    assert second["run_id"] == f"{holder.store.id}-p4-m2"
+    assert first["started_at"] == first["finished_at"] and first["started_at"].endswith("Z")
+    assert (first["duration"], first["generation"], first["launcher"], first["exit_code"]) == (0.0, 0, "none", None)
+    interval = holder.spec.plan.interval(4)
+    assert (saved["start_us"], saved["end_us"]) == (interval.start, interval.end)
+    assert saved["start"] == "2024-01-05T00:00:00Z"
+
+
+def test_the_status_before_a_mark_is_the_record_s(holder):
+    """What the audit says the partition was comes from its record, not from a board that may lag."""
+    apply(request("mark", indices=[6], to="failed"), holder)
+    holder.board.set(6, Status.QUEUED)
+    apply(request("mark", indices=[6], to="succeeded"), holder)
+    assert lines(holder)[-1]["from_status"] == "failed"
+
+
+def test_a_bulk_mark_keeps_who_why_and_what_for_every_partition(holder):
+    """A bulk mark read back: the entry's message, who, when, rows and asset, as a mark of one partition."""
+    indices = list(range(DURABLE_ONE_BY_ONE + 2))
+    apply(request("mark", indices=indices, to="succeeded", rows=5, asset="mart.x"), holder)
+    plan, ids = holder.spec.plan, holder.spec.ids
+    interval = plan.interval(9)
+    read = holder.store.read_record(ids.of(interval.start, interval.end), plan, ids.of)
+    [entry] = read.attempts
+    assert (entry.kind, entry.status, entry.rows, entry.asset, entry.by) == ("mark", "succeeded", 5, "mart.x", WHO)
+    assert entry.error == f"marked succeeded by {WHO}: because" and entry.started_at.endswith("Z")
+    assert entry.run_id == f"{holder.store.id}-p9-m1"
+    stems = {line["id"].rsplit("-", 1)[0] for line in lines(holder)}
+    [bulk] = (holder.store.directory / "bulk-marks").iterdir()
+    assert bulk.stem in stems or any(bulk.name.startswith(stem) for stem in stems)
+
+
+def test_running_partitions_are_named_three_at_a_time(holder):
+    """Three running: all named, no count; four: three and '1 more'."""
+    plan, ids = holder.spec.plan, holder.spec.ids
+    holder.busy = frozenset({0, 1, 2})
+    three = apply(request("mark", indices=[0, 1, 2], to="failed"), holder)
+    named = ", ".join(ids.of(plan.interval(i).start, plan.interval(i).end) for i in (0, 1, 2))
+    assert three.message.startswith(f"partition {named} of backfill")
+    holder.busy = frozenset({0, 1, 2, 3})
+    four = apply(request("mark", indices=[0, 1, 2, 3], to="failed"), holder)
+    shown = ", ".join(ids.of(plan.interval(i).start, plan.interval(i).end) for i in (0, 1, 2))
+    assert four.message.startswith(f"partition {shown} and 1 more of backfill")
+
+
+def test_a_command_holds_partitions_recorded_running_as_running(holder):
+    """Without an executor, what the board says is running is: a mark of it is refused."""
+    plain = CommandHolder(holder.store, holder.spec, holder.board, "test")
+    holder.board.set(8, Status.RUNNING)
+    assert plain.running() == frozenset({8})
+    assert apply(request("mark", indices=[8], to="failed"), plain).exit_code == 3

@@ -105,7 +105,26 @@ def test_an_expired_lease_settles_every_running_attempt_lost_and_stops_its_child
     assert [(x["action"], x["from_status"], x["to_status"]) for x in lines] == [
         ("RECONCILE_LOST", "running", "failed")
     ] * 2
-    assert result.message.endswith(f"2 running attempts marked lost, stopped PIDs {child.pid}; it can be resumed")
+    for line in lines:
+        assert (line["backfill_id"], line["reason"], line["requested_by"], line["applied_by"]) == (
+            store.id, "lease expired", "ops@host", "test"
+        )  # fmt: skip
+        assert line["requested_at"] == line["applied_at"] and line["applied_at"].endswith("Z")
+        assert line["previous_message"] is None
+    assert sorted(line["partition_id"] for line in lines) == sorted(result.lost)
+    owner = f"executor PID 1 on {socket.gethostname()}"
+    expired = when(NOW - 1)
+    assert result.backfill_id == store.id
+    assert result.message == (
+        f"backfill {store.id}: the lease of {owner} expired at {expired}; 2 running attempts marked lost, "
+        f"stopped PIDs {child.pid}; it can be resumed"
+    )
+    for path in store.partitions.glob("*.json"):
+        [attempt] = orjson.loads(path.read_bytes())["attempts"]
+        assert attempt["error"] == (
+            f"lost: the lease of {owner} expired at {expired} while it ran; its outcome is uncertain "
+            "(its work may have committed): check the target before running it again"
+        )
 
 
 def test_a_process_that_reused_the_recorded_pid_is_never_signalled(tmp_path, sleeper):
@@ -129,21 +148,25 @@ def test_a_child_without_a_recorded_start_time_is_not_trusted(tmp_path, sleeper)
 
 
 def test_the_stopped_child_takes_its_descendants_with_it(tmp_path, sleeper):
-    """A verified child's own children (found when the reconcile starts) are stopped too."""
-    parent = sleeper(
-        sys.executable, "-c", "import subprocess, time; subprocess.Popen(['sleep', '300']); time.sleep(300)"
-    )
+    """A verified child's descendants, two deep (found when the reconcile starts), are stopped too; a process
+    of ours that is not one of them is never touched."""
+    inner = "import subprocess, time; subprocess.Popen(['sleep', '300']); time.sleep(300)"
+    script = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {inner!r}]); time.sleep(300)"
+    parent = sleeper(sys.executable, "-c", script)
+    bystander = sleeper()
     deadline = time.monotonic() + 20
-    while not psutil.Process(parent.pid).children() and time.monotonic() < deadline:
+    while len(psutil.Process(parent.pid).children(recursive=True)) < 2 and time.monotonic() < deadline:
         time.sleep(0.02)
-    [grandchild] = psutil.Process(parent.pid).children()
+    family = [p.pid for p in psutil.Process(parent.pid).children(recursive=True)]
+    assert len(family) == 2  # a child and its child
     result = settle(store_with(tmp_path, {0: (parent.pid, process_started(parent.pid))}))
-    assert result.stopped == sorted([parent.pid, grandchild.pid])
+    assert result.stopped == sorted([parent.pid, *family])
     parent.wait(timeout=15)
     deadline = time.monotonic() + 15
-    while alive(grandchild.pid) and time.monotonic() < deadline:
+    while any(alive(pid) for pid in family) and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert not alive(grandchild.pid)
+    assert not any(alive(pid) for pid in family)
+    assert alive(bystander.pid)
 
 
 def test_a_child_known_only_to_the_lease_or_only_to_the_records_is_stopped(tmp_path, sleeper):

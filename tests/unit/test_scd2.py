@@ -164,3 +164,61 @@ def test_a_table_without_the_validity_columns_is_refused_and_a_full_refresh_rebu
         run(db, asset("scd2_by_time"), f"(1, 'ann', {ts('2024-01-01')})")
     assert run(db, asset("scd2_by_time"), f"(1, 'ann', {ts('2024-01-01')})", full_refresh=True) == 1
     assert history(db) == [(1, "ann", "2024-01-01 00:00:00", OPEN, True)]
+
+
+def test_a_composite_key_identifies_a_row_by_all_its_columns(db):
+    """Keys (id, region): the same id in two regions is two rows; a NULL in either key column is refused, and
+    the message lists both columns."""
+    by_time = asset("scd2_by_time", keys=("id", "region"))
+
+    def batch(rows: str) -> str:
+        return f"SELECT * FROM (VALUES {rows}) AS v(id, region, name, ts)"
+
+    def load(rows: str) -> int:
+        return apply_scd2(db, by_time, batch(rows), full_refresh=False)
+
+    assert load(f"(1, 'eu', 'ann', {ts('2024-01-01')}), (1, 'us', 'ann', {ts('2024-01-01')})") == 2
+    assert load(f"(1, 'eu', 'anne', {ts('2024-02-01')}), (1, 'us', 'ann', {ts('2024-01-01')})") == 1
+    current = db.execute(
+        "SELECT id, region, name, _is_current FROM dim.people ORDER BY region, _valid_from"
+    ).fetchall()  # fmt: skip
+    assert current == [(1, "eu", "ann", False), (1, "eu", "anne", True), (1, "us", "ann", True)]
+    with pytest.raises(HistoryProblem, match=r'1 source row\(s\) have a NULL primary key \("id", "region"\)'):
+        load(f"(1, NULL, 'x', {ts('2024-03-01')})")
+    with pytest.raises(HistoryProblem, match=r'1 \("id", "region", "ts"\) value\(s\) appear more than once'):
+        load(f"(2, 'eu', 'x', {ts('2024-03-01')}), (2, 'eu', 'y', {ts('2024-03-01')})")
+    by_column = asset("scd2_by_column", keys=("id", "region"))
+    db.execute("DROP TABLE dim.people")
+    apply_scd2(db, by_column, batch(f"(1, 'eu', 'ann', {ts('2024-01-01')}), (1, 'us', 'bo', {ts('2024-01-01')})"),
+               full_refresh=False)  # fmt: skip
+    assert apply_scd2(db, by_column, batch(f"(1, 'eu', 'ann', {ts('2024-02-01')}), (1, 'us', 'bob', "
+                                           f"{ts('2024-02-01')})"), full_refresh=False) == 1  # fmt: skip
+    closed = db.execute("SELECT region, name FROM dim.people WHERE NOT _is_current").fetchall()
+    assert closed == [("us", "bo")]
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [("TIMESTAMPTZ '2024-01-01 00:00:00+00'", 1_704_067_200), ("DATE '2024-01-01'", 1_704_067_200),
+     ("TIMESTAMP '2024-01-01 12:00:00'", 1_704_110_400)],
+    ids=["timestamptz", "date", "timestamp"],
+)  # fmt: skip
+def test_a_version_starts_at_its_key_in_utc_whatever_the_session_zone(db, key, expected):
+    """In a New York session, a zoned key is taken as the instant it is, and a naive one (DATE, TIMESTAMP) as UTC."""
+    db.execute("SET TimeZone = 'America/New_York'")
+    apply_scd2(db, asset("scd2_by_time"), f"SELECT 1 AS id, 'ann' AS name, {key} AS ts", full_refresh=False)
+    assert db.scalar("SELECT epoch(_valid_from) FROM dim.people") == expected
+
+
+def test_the_message_of_a_table_that_is_not_a_history_says_how_to_rebuild_it(db):
+    """The refusal names the missing columns and the command that rebuilds the table."""
+    db.execute("CREATE TABLE dim.people AS SELECT 1 AS id, 'x' AS name, TIMESTAMP '2024-01-01' AS ts, "
+               "TIMESTAMPTZ '2024-01-01' AS _valid_from")  # fmt: skip
+    with pytest.raises(HistoryProblem) as refused:
+        apply_scd2(
+            db, asset("scd2_by_time"), f"SELECT 1 AS id, 'x' AS name, {ts('2024-01-01')} AS ts", full_refresh=False
+        )
+    assert str(refused.value) == (
+        "table dim.people exists without the SCD2 column(s) _valid_until, _is_current: rebuild it with "
+        "backfill run --full-refresh"
+    )
