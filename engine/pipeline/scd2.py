@@ -20,6 +20,15 @@ SCD2_STRATEGIES = ("scd2_by_time", "scd2_by_column")
 VALIDITY_COLUMNS = ("_valid_from", "_valid_until", "_is_current")
 OPEN_END = "TIMESTAMPTZ '9999-12-31 23:59:59+00'"
 _TIME_TYPES = ("DATE", "TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS", "TIMESTAMP WITH TIME ZONE")
+# The validity columns of a new history table, typed and empty.
+_EMPTY_VALIDITY = ", ".join(
+    f"CAST(NULL AS {kind}) AS {name}"
+    for name, kind in zip(VALIDITY_COLUMNS, ("TIMESTAMPTZ", "TIMESTAMPTZ", "BOOLEAN"), strict=True)
+)
+# Temporary tables of one apply (the session's own: no other run sees them).
+_NEW_VERSIONS = quote_identifier("__backfill_scd2_new")
+_CHANGES = quote_identifier("__backfill_scd2_changes")
+_RUN_TIME = "current_timestamp"  # when a version without a key time begins
 
 
 class HistoryProblem(Exception):
@@ -42,11 +51,7 @@ def apply_scd2(db: Database, asset: Asset, query: str, *, full_refresh: bool) ->
     if full_refresh:
         db.execute(f"DROP TABLE IF EXISTS {target}")
     if not db.table_exists(asset.name):
-        validity = ", ".join(
-            f"CAST(NULL AS {kind}) AS {name}"
-            for name, kind in zip(VALIDITY_COLUMNS, ("TIMESTAMPTZ", "TIMESTAMPTZ", "BOOLEAN"), strict=True)
-        )
-        db.execute(f"CREATE TABLE {target} AS SELECT s.*, {validity} FROM {batch.stage} AS s WHERE false")
+        db.execute(f"CREATE TABLE {target} AS SELECT s.*, {_EMPTY_VALIDITY} FROM {batch.stage} AS s WHERE false")
     else:
         missing = [c for c in VALIDITY_COLUMNS if db.column_type(asset.name, c) is None]
         if missing:
@@ -75,7 +80,7 @@ def _stage(db: Database, asset: Asset, query: str, *, by_time: bool) -> _Batch:
         if key not in types:
             raise HistoryProblem(f"primary key column {key} is not among the query's columns ({', '.join(columns)})")
     incremental = asset.materialization.incremental_key
-    version_start = "current_timestamp"
+    version_start = _RUN_TIME
     if incremental:
         kind = types.get(incremental)
         if kind is None:
@@ -120,7 +125,7 @@ def _apply_time(db: Database, target: str, batch: _Batch) -> int:
     of one key in a batch are chained in time order; older or equal times change nothing."""
     keys = ", ".join(quote_identifier(k) for k in batch.keys)
     current = f"(SELECT {keys}, _valid_from FROM {target} WHERE _is_current)"
-    new = quote_identifier("__backfill_scd2_new")
+    new = _NEW_VERSIONS
     db.execute(
         f"CREATE OR REPLACE TEMP TABLE {new} AS SELECT s.*, {batch.version_start} AS __from FROM {batch.stage} AS s "
         f"LEFT JOIN {current} AS c ON {_matches(batch.keys, 's', 'c')} "
@@ -148,7 +153,7 @@ def _apply_column(db: Database, asset: Asset, target: str, batch: _Batch) -> int
     compared = [c for c in batch.columns if c not in batch.keys and c != incremental]
     changed = " OR ".join(f"s.{quote_identifier(c)} IS DISTINCT FROM c.{quote_identifier(c)}" for c in compared)
     first_key = quote_identifier(batch.keys[0])
-    changes = quote_identifier("__backfill_scd2_changes")
+    changes = _CHANGES
     db.execute(
         f"CREATE OR REPLACE TEMP TABLE {changes} AS SELECT s.*, {batch.version_start} AS __from, "
         f"c.{first_key} IS NOT NULL AS __replaces, c._valid_from AS __replaced_from FROM {batch.stage} AS s "

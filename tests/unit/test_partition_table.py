@@ -191,3 +191,185 @@ def app_screen_line(table: PartitionTable, index: int) -> str:
 def test_compact_instants_drop_only_what_the_header_says(text, shown):
     """Z and zero seconds go, whole-hour offsets lose their minutes; anything else is kept."""
     assert compact(text) == shown
+
+
+class Listening(TableApp):
+    """The minimal app, keeping every selection and follow message the table posts."""
+
+    def __init__(self, source) -> None:
+        super().__init__(source)
+        self.selected: list[int] = []
+        self.following: list[bool] = []
+
+    def on_partition_selected(self, message) -> None:
+        self.selected.append(message.index)
+
+    def on_follow_changed(self, message) -> None:
+        self.following.append(message.following)
+
+
+def drive_app(app: TableApp, scenario, size=(120, 12)) -> None:
+    async def run() -> None:
+        async with app.run_test(size=size) as pilot:
+            table = app.query_one(PartitionTable)
+            table.focus()
+            await pilot.pause()
+            await scenario(pilot, table)
+
+    asyncio.run(run())
+
+
+def test_the_header_names_every_column_at_its_place(source):
+    """The column titles, aligned with the index and interval widths of the plan."""
+
+    async def scenario(pilot, table):
+        assert table.header_text().plain == (
+            "   #  interval (end exclusive)                   status       try   elapsed  reason"
+        )
+        assert table.header_text().no_wrap
+
+    drive(source, scenario)
+
+
+def test_scrolling_puts_the_cursor_where_the_keys_say(source):
+    """End shows the last rows; Page Up and Page Down move the view and the cursor by a page; a selected
+    partition off screen is shown a third of the way down."""
+
+    async def scenario(pilot, table):
+        height = table.size.height
+        await pilot.press("end")
+        assert int(table.scroll_offset.y) == 90 - height and table.cursor_row == 89
+        await pilot.press("pageup")
+        assert int(table.scroll_offset.y) == 90 - 2 * height and table.cursor_row == 89 - height
+        await pilot.press("home")
+        assert int(table.scroll_offset.y) == 0
+        await pilot.press("pagedown")
+        assert int(table.scroll_offset.y) == height and table.cursor_row == height
+        await pilot.press("up")
+        assert table.cursor_row == height - 1 and int(table.scroll_offset.y) == height - 1
+        await pilot.press("home")
+        table.select_index(60)
+        await pilot.pause()
+        assert int(table.scroll_offset.y) == 60 - height // 3 and not table.follow
+        table.select_index(61)  # on screen already: the view stays
+        await pilot.pause()
+        assert int(table.scroll_offset.y) == 60 - height // 3
+        for _ in range(height):
+            await pilot.press("down")
+        assert int(table.scroll_offset.y) == table.cursor_row - height + 1
+
+    drive(source, scenario)
+
+
+def test_moving_posts_the_selection_and_navigation_turns_follow_off_once(source):
+    """Each move tells the app which partition is selected; the first key turns follow off and says so."""
+    app = Listening(source)
+
+    async def scenario(pilot, table):
+        app.selected.clear()
+        await pilot.press("down", "down", "end")
+        await pilot.pause()
+        assert app.selected[-3:] == [1, 2, 89]
+        assert app.following[-1] is False and app.following.count(False) == 1
+
+    drive_app(app, scenario)
+
+
+def test_styles_say_what_a_row_is(source):
+    """The cursor row on its background, each status in its colour, the reason in the status's colour, the
+    mark in magenta, the rows below the plan blank in the plain style."""
+    from tui.app.widgets.partition_table import CURSOR, MARK, PLAIN, REASON_STYLES, STATUS_STYLES
+
+    async def scenario(pilot, table):
+        table.follow = False
+        table.select_index(40)
+        table.toggle_mark()
+        await pilot.pause()
+        row = table.rows.row_of(40) - int(table.scroll_offset.y)
+        segments = list(table.render_line(row))
+        assert all(segment.style.bgcolor == CURSOR.bgcolor for segment in segments)
+        by_text = {segment.text.strip(): segment.style for segment in segments if segment.text.strip()}
+        assert by_text["●"].color == MARK.color
+        assert by_text["✗ failed"].color == STATUS_STYLES[Status.FAILED].color
+        reason = next(style for text, style in by_text.items() if text.startswith("psycopg"))
+        assert reason.color == REASON_STYLES[Status.FAILED].color
+        other = list(table.render_line(row + 1))
+        assert all(segment.style.bgcolor is None for segment in other)
+        assert any(s.style.color == STATUS_STYLES[Status.FAILED].color for s in other if "failed" in s.text)
+
+    drive(source, scenario)
+
+    async def below(pilot, table):
+        table.set_filter(frozenset({Status.CANCELLED}))
+        await pilot.pause()
+        [blank] = list(table.render_line(3))
+        assert blank.text.strip() == "" and blank.style == PLAIN
+        assert "⊘ cancelled" in table.render_line(0).text
+
+    drive(source, below)
+
+
+def test_a_saved_backfill_s_running_rows_read_interrupted(tmp_path):
+    """Nobody runs a saved backfill: a partition recorded running is drawn ↯ interrupted, not ▶ running."""
+    from tui.app.sources import open_saved
+    from tui.app.widgets.partition_table import INTERRUPTED
+
+    saved = open_saved(build_saved_backfill(tmp_path / "states"))
+
+    async def scenario(pilot, table):
+        table.select_index(43)
+        await pilot.pause()
+        row = table.rows.row_of(43) - int(table.scroll_offset.y)
+        text = table.render_line(row + 1).text
+        assert "↯ interrupted" in text and "▶" not in text
+        styled = [s for s in table.render_line(row + 1) if "interrupted" in s.text or s.text.strip() == "ed"]
+        assert styled and all(s.style.color == INTERRUPTED.color for s in styled)
+
+    drive(saved, scenario)
+
+
+@pytest.mark.parametrize(("seconds", "shown"), [(9, "9s"), (10, "10s"), (65, "1m 5s")])
+def test_a_running_partition_shows_its_elapsed_time(source, seconds, shown):
+    """Elapsed time of a running row: whole seconds under ten, the human duration from ten on."""
+
+    async def scenario(pilot, table):
+        table.update_running((RunningPartition(43, "p", "r", 1, FROZEN - seconds, 4043),), True)
+        await pilot.pause()
+        row = table.rows.row_of(43) - int(table.scroll_offset.y)
+        assert table.render_line(row).text.split("▶ running")[1].split()[1:] == shown.split()
+
+    drive(source, scenario)
+
+
+def test_a_poll_refilters_and_keeps_the_selected_partition(source):
+    """Filtered to running: a partition that finished leaves the rows at the next poll, and the cursor stays on
+    the partition it was on."""
+
+    async def scenario(pilot, table):
+        table.follow = False
+        table.set_filter(frozenset({Status.RUNNING}))
+        table.select_index(45)
+        await pilot.pause()
+        assert [table.rows.index_at(r) for r in range(len(table.rows))] == [43, 44, 45, 46]
+        source.board.set(43, Status.SUCCEEDED)
+        table.update_running((), True)
+        await pilot.pause()
+        assert [table.rows.index_at(r) for r in range(len(table.rows))] == [44, 45, 46]
+        assert table.selected_index == 45 and table.cursor_row == 1
+        assert "▸ 45" in lines(table)[1]
+
+    drive(source, scenario)
+
+
+def test_a_reason_not_yet_on_disk_is_read_again_later(source):
+    """The board is ahead of the records (the writer thread is behind): no reason yet, and the next paint reads
+    the record again instead of caching the absence."""
+
+    async def scenario(pilot, table):
+        table.follow = False
+        assert table.reason(40, Status.FAILED, 3) is None  # the record holds 2 attempts
+        assert table.reason(40, Status.FAILED, 2) == "psycopg.OperationalError: connection to server lost"
+        assert table.reason(0, Status.SUCCEEDED, 1) is None
+        assert table.reason(42, Status.CANCELLED, 1) == "cancelled: interrupted (Ctrl+C)"
+
+    drive(source, scenario)
