@@ -378,3 +378,28 @@ def test_a_command_holds_partitions_recorded_running_as_running(holder):
     holder.board.set(8, Status.RUNNING)
     assert plain.running() == frozenset({8})
     assert apply(request("mark", indices=[8], to="failed"), plain).exit_code == 3
+
+
+def test_what_the_smaller_answers_and_lines_keep(holder):
+    """A cancel of a marked backfill keeps the mark it replaced; decisions carry their time; an asset mark of a
+    never-attempted partition leaves it queued, names the asset and numbers its lines; a reopen by --continue
+    says who asked and who applied it; an unknown request is named."""
+    apply(request("mark_backfill", to="failed"), holder)
+    assert read_control(holder.store.directory).ended.at.endswith("Z")
+    apply(request("cancel"), holder)
+    assert lines(holder)[-1]["previous_message"].startswith(f"marked failed by {WHO} at ")
+    write_control(holder.store.directory, Control())
+    apply(request("pause"), holder)
+    assert read_control(holder.store.directory).paused.at.endswith("Z")
+    apply(request("resume"), holder)
+    apply(request("mark", indices=[10, 11], to="succeeded", asset="mart.x"), holder)
+    assert record(holder, 10)["status"] == "queued" and holder.board.status(10) is Status.QUEUED
+    marks = lines(holder)[-2:]
+    assert [line["asset"] for line in marks] == ["mart.x", "mart.x"]
+    assert [line["id"].rsplit("-", 1)[1] for line in marks] == ["0", "1"]
+    write_control(holder.store.directory, Control(ended=Decision("failed", WHO, "2026-12-01T00:00:00Z", "x")))
+    reopen_for_continue(holder.store, "go on", "someone@else", "backfill --continue (PID 9)")
+    reopen = lines(holder)[-1]
+    assert (reopen["requested_by"], reopen["applied_by"]) == ("someone@else", "backfill --continue (PID 9)")
+    assert reopen["requested_at"].endswith("Z") and reopen["action"] == "REOPEN"
+    assert apply(request("unknown"), holder).message == "unknown request 'unknown'"
