@@ -373,3 +373,78 @@ def test_a_reason_not_yet_on_disk_is_read_again_later(source):
         assert table.reason(42, Status.CANCELLED, 1) == "cancelled: interrupted (Ctrl+C)"
 
     drive(source, scenario)
+
+
+def test_verification_marks_follow_the_status_and_an_unattempted_row_is_blank(source):
+    """A verified success carries ✓ (green) after its label, a failed verification ✗ (red); a cancelled row
+    (a 9-letter label) keeps its mark; a queued row shows no attempts and no time."""
+    from tui.app.widgets.partition_table import VERIFICATION_MARKS
+
+    async def scenario(pilot, table):
+        table.follow = False
+        source.board.set_verification(0, {"status": "verified"})
+        source.board.set_verification(1, {"status": "failed"})
+        source.board.set_verification(42, {"status": "warning"})
+        table.refresh()
+        await pilot.pause()
+        first, second = table.render_line(0), table.render_line(1)
+        assert "✓ succeeded ✓  " in first.text and "✓ succeeded ✗  " in second.text
+        mark = next(s for s in list(first) if s.text == " ✓")
+        assert mark.style.color == VERIFICATION_MARKS[1][1].color and mark.style.bgcolor is not None  # cursor row
+        assert next(s for s in list(second) if s.text == " ✗").style.color == VERIFICATION_MARKS[3][1].color
+        table.select_index(42)
+        await pilot.pause()
+        row = table.rows.row_of(42) - int(table.scroll_offset.y)
+        assert "⊘ cancelled !  " in table.render_line(row).text
+        queued = table.render_line(row + 5).text  # partition 47: never attempted
+        assert queued.split("· queued", 1)[1].strip() == ""
+        assert all(s.style.bgcolor is not None for s in list(table.render_line(row)))  # padding in the cursor style
+
+    drive(source, scenario)
+
+
+def test_a_click_selects_the_row_under_the_pointer_and_turns_follow_off(source):
+    """A click on the fourth visible row selects it; a click below the last row does nothing."""
+    app = Listening(source)
+
+    async def scenario(pilot, table):
+        await pilot.click(PartitionTable, offset=(10, 3))
+        await pilot.pause()
+        assert table.cursor_row == 3 and not table.follow and app.selected[-1] == 3
+        table.set_filter(frozenset({Status.FAILED}))
+        await pilot.pause()
+        await pilot.click(PartitionTable, offset=(10, 5))  # below the two rows
+        await pilot.pause()
+        assert table.selected_index == 40 and table.cursor_row == 0
+        await pilot.click(PartitionTable, offset=(10, 1))
+        await pilot.pause()
+        assert table.selected_index == 41 and table.cursor_row == 1
+
+    drive_app(app, scenario)
+
+
+def test_after_a_layout_change_the_cursor_is_brought_back_on_screen(source):
+    """keep_cursor_visible scrolls to a cursor that left the view (a third of the way down)."""
+
+    async def scenario(pilot, table):
+        table.follow = False
+        table.cursor_row = 70
+        table.keep_cursor_visible()
+        await pilot.pause()
+        assert int(table.scroll_offset.y) == 70 - table.size.height // 3
+
+    drive(source, scenario)
+
+
+def test_a_filter_that_matches_nothing_leaves_no_selection(source):
+    """No partition skipped: no row, no selected partition, the cursor at 0; End and Page Down do nothing."""
+
+    async def scenario(pilot, table):
+        table.set_filter(frozenset({Status.SKIPPED}))
+        await pilot.pause()
+        assert len(table.rows) == 0 and table.selected_index is None and table.cursor_row == 0
+        await pilot.press("end", "pagedown", "down")
+        assert table.cursor_row == 0
+        assert all(line.strip() == "" for line in lines(table))
+
+    drive(source, scenario)
