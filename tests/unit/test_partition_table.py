@@ -33,16 +33,7 @@ def lines(table: PartitionTable) -> list[str]:
 
 
 def drive(source, scenario, size=(120, 12)) -> None:
-    app = TableApp(source)
-
-    async def run() -> None:
-        async with app.run_test(size=size) as pilot:
-            table = app.query_one(PartitionTable)
-            table.focus()
-            await pilot.pause()
-            await scenario(pilot, table)
-
-    asyncio.run(run())
+    drive_app(TableApp(source), scenario, size)
 
 
 def test_a_row_shows_index_interval_status_attempts_time_and_reason(source):
