@@ -125,6 +125,15 @@ def slow(tmp_path) -> Repo:
     return repo
 
 
+def lock_free(database: Path) -> bool:
+    """Whether no process holds the DuckDB file's lock any more."""
+    try:
+        duckdb.connect(str(database), read_only=True).close()
+    except duckdb.IOException:
+        return False
+    return True
+
+
 def days_in_table(repo: Repo) -> list[str]:
     return [str(day) for (day,) in repo.query("SELECT day FROM s.t ORDER BY day")]
 
@@ -203,6 +212,9 @@ def test_the_runner_dies_with_a_killed_executor_and_continue_completes(slow, hom
     process.communicate(timeout=10)
     wait_for(lambda: not alive(runner), timeout=10)
     assert not runners_of(backfill.name)
+    # A killed runner's main thread is a zombie before its DuckDB threads have exited and let go of the file:
+    # wait for the file's lock, not for a time.
+    wait_for(lambda: lock_free(slow.database), timeout=30)
     assert days_in_table(slow) == ["2024-01-01", "2024-01-02"]
     resumed = run_backfill("--continue", backfill.name, cwd=slow.root, env=home)
     assert resumed.returncode == 0, resumed.stderr
