@@ -50,7 +50,7 @@ from engine.guardrails.preflight import Approval, NeedsApproval, Preflight, deci
 from engine.guardrails.request import RERUN, TRIGGER, GuardOptions, GuardRequest
 from engine.guardrails.tiers import APPROVAL, HUMAN_ONLY
 from engine.interventions.apply import reopen_for_continue
-from engine.spec.backfill_spec import ExecutionOptions, Planned
+from engine.spec.backfill_spec import ExecutionOptions, Planned, check_execution_options
 from engine.store.control import Decision, read_control
 from engine.store.manifest import now_text
 from engine.store.state_store import check_state_root
@@ -76,7 +76,7 @@ class Invocation:
     rerun_asset: AssetRerun | None = None
     prepared: Prepared | None = None  # resumes: taken over (its locks held); new backfills once started
     paused: Decision | None = None  # resumes: paused by an operator when taken over; nothing is held
-    _started: bool = False
+    _started: bool = field(default=False, init=False, repr=False)  # given up or started: nothing to release
 
     def __enter__(self) -> Invocation:
         return self
@@ -111,11 +111,9 @@ class Invocation:
             )
             if reason is None:
                 raise BadInput(REASON_REQUIRED)
-        except (Refused, NeedsApproval):
-            remember(self.preflight)
-            self.abandon()
-            raise
-        except BaseException:
+        except BaseException as error:
+            if isinstance(error, Refused | NeedsApproval):
+                remember(self.preflight)  # a later --approve can then say what changed
             self.abandon()
             raise
         self.reason = reason
@@ -235,6 +233,7 @@ def judge_resume(
 
     A backfill paused meanwhile comes back with ``paused`` set and nothing held; one ended by an operator goes
     on only with a reason of its own, which reopens it."""
+    check_execution_options(options)  # whichever front end built them (flags, the rerun form)
     planned = replan(loaded.spec, options)
     if rerun_asset is not None:
         check_rerun_asset(planned, rerun_asset.name)

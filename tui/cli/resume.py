@@ -20,7 +20,7 @@ from engine.execute.rerun import AssetRerun, PartitionSelection
 from engine.guardrails.preflight import check_digest_prefix
 from engine.guardrails.request import check_reason
 from engine.pipeline.options import RUN_OPTIONS
-from engine.spec.backfill_spec import ExecutionOptions, check_execution_options
+from engine.spec.backfill_spec import ExecutionOptions
 from engine.store.control import Decision
 from engine.store.manifest import initial_options
 from tui.cli.arguments import UsageError, timeout_arg
@@ -82,7 +82,7 @@ def resumed_options(args: argparse.Namespace, loaded: Loaded) -> ExecutionOption
     given, timeout = timeout_arg(args.timeout)
     if given:  # a duration, or `none` to drop a saved timeout
         options = replace(options, timeout=timeout)
-    return check_execution_options(options)
+    return options  # checked by judge_resume, like the rerun form's
 
 
 def _read_ids(args: argparse.Namespace) -> list[str]:
