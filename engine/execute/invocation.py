@@ -50,6 +50,7 @@ from engine.guardrails.preflight import Approval, NeedsApproval, Preflight, deci
 from engine.guardrails.request import RERUN, TRIGGER, GuardOptions, GuardRequest
 from engine.guardrails.tiers import APPROVAL, HUMAN_ONLY
 from engine.interventions.apply import reopen_for_continue
+from engine.pipeline.validation import check_asset_flag
 from engine.spec.backfill_spec import ExecutionOptions, Planned, check_execution_options
 from engine.store.control import Decision, read_control
 from engine.store.manifest import now_text
@@ -302,6 +303,4 @@ def check_rerun_asset(planned: Planned, name: str) -> None:
     """``--asset`` names an asset of the backfill's pipeline, as validated for this invocation."""
     if planned.checked is None:
         raise BadInput("--asset means nothing for a --command backfill (pipeline partitions only): leave it out")
-    names = sorted(planned.checked.pipeline.assets)
-    if name not in names:
-        raise BadInput(f"--asset {name!r} is not an asset of this pipeline: give one of {', '.join(names[:10])}")
+    check_asset_flag(planned.checked.pipeline, name)

@@ -91,3 +91,10 @@ def check_pipeline(target: Target, config: Config, environment: Environment, opt
     ):
         notes.append("interval modifiers are ignored (pass --apply-interval-modifiers to apply them)")
     return CheckedPipeline(pipeline, resolved, selected, notes)
+
+
+def check_asset_flag(pipeline: Pipeline, name: str) -> None:
+    """``--asset NAME`` names an asset of ``pipeline`` (a rerun, a mark of one asset)."""
+    names = sorted(pipeline.assets)
+    if name not in names:
+        raise BadInput(f"--asset {name!r} is not an asset of this pipeline: give one of {', '.join(names[:10])}")

@@ -45,3 +45,28 @@ def test_controls_a_form_could_send_are_checked_before_the_takeover(tmp_path, ch
     lock = FileLock(prepared.store.lock_path)
     assert lock.try_acquire()  # nothing holds it
     lock.release()
+
+
+def test_an_asset_rerun_must_name_an_asset_of_the_validated_pipeline(tmp_path):
+    """--asset of a name the pipeline lacks is refused before the takeover, naming the assets there are."""
+    from engine.execute.rerun import AssetRerun
+    from tests.builder import Repo
+
+    repo = Repo(tmp_path / "repo")
+    repo.sql("s.t", "SELECT DATE '{{ start_date }}' AS day", materialization={"type": "table", "strategy": "append"})
+    planned = plan_request(
+        target=str(repo.pipeline_dir), command=None, name=None, start="2024-01-01", end="2024-01-03",
+        timezone="UTC", partition="daily", environment=None, config_file=None, run_options=RunOptions(),
+        options=ExecutionOptions(), force=False, cwd=repo.root,
+    )  # fmt: skip
+    prepared = create_backfill(
+        planned, root=state_root_for(planned.spec, "states", repo.root), cwd=repo.root, settings=Settings()
+    )
+    prepared.release()
+    loaded = load_backfill(prepared.store.id, "states", repo.root)
+    selection = PartitionSelection(indices=frozenset({0}))
+    with pytest.raises(BadInput) as refused:
+        judge_resume(loaded, ExecutionOptions(), selection, reason="r", settings=Settings(), can_ask=True,
+                     rerun_asset=AssetRerun("s.nope"))  # fmt: skip
+    assert str(refused.value) == "--asset 's.nope' is not an asset of this pipeline: give one of s.t"
+    assert FileLock(prepared.store.lock_path).try_acquire()

@@ -157,14 +157,13 @@ def check_asset_name(loaded: Loaded, name: str) -> None:
         raise BadInput("--asset means nothing for a --command backfill (pipeline partitions only): leave it out")
     from engine.pipeline.loading import load_pipeline
     from engine.pipeline.repository import resolve_target
+    from engine.pipeline.validation import check_asset_flag
 
     try:
         pipeline = load_pipeline(resolve_target(loaded.spec.target.path or "").pipeline_dir)
     except BadInput as error:
         raise BadInput(f"--asset {name!r} cannot be checked: the pipeline does not load ({error})") from None
-    names = sorted(pipeline.assets)
-    if name not in names:
-        raise BadInput(f"--asset {name!r} is not an asset of this pipeline: give one of {', '.join(names[:10])}")
+    check_asset_flag(pipeline, name)
 
 
 def _say_paused(backfill_id: str, paused: Decision) -> int:
