@@ -78,9 +78,11 @@ def take_snapshot(facts: Facts, directory: Path) -> dict[str, Any]:
             tables = [SnapshotTable(a.asset.name, False, "whole", None, 0, _copy_name(a.asset.name)) for a in assets]
             files.append({"database": str(path), "snapshot": target.name, "tables": [t.to_json() for t in tables]})
             continue
+        cursor = None
         try:
             connection.execute(f"ATTACH '{_sql_text(str(target))}' AS snap (READ_WRITE)")
-            db = Database(connection.cursor(), lambda sql: sql)
+            cursor = connection.cursor()
+            db = Database(cursor, lambda sql: sql)
             window = facts.range_window()
             for asset_facts in assets:
                 asset = asset_facts.asset
@@ -97,6 +99,8 @@ def take_snapshot(facts: Facts, directory: Path) -> dict[str, Any]:
         except duckdb.Error as error:
             raise SnapshotFailed(f"cannot snapshot {path} into {target} ({error}): nothing was run") from None
         finally:
+            if cursor is not None:
+                cursor.close()  # a cursor is a connection of its own: while it is open, DETACH may not finish
             with contextlib.suppress(duckdb.Error):  # the warehouse's connection is shared: leave it as it was
                 connection.execute("DETACH snap")
         files.append({"database": str(path), "snapshot": target.name, "tables": [t.to_json() for t in tables]})
@@ -136,7 +140,8 @@ def restore_snapshot(directory: Path) -> list[str]:
         try:
             if snapshot.exists():
                 connection.execute(f"ATTACH '{_sql_text(str(snapshot))}' AS snap (READ_ONLY)")
-            db = Database(connection.cursor(), lambda sql: sql)
+            # Not a cursor: a DuckDB cursor is a connection of its own, outside this connection's transaction.
+            db = Database(connection, lambda sql: sql)
             connection.execute("BEGIN TRANSACTION")
             for table in entry["tables"]:
                 done.append(_restore_table(db, table))

@@ -1,0 +1,298 @@
+"""Snapshots and restores on a real DuckDB warehouse, in-process: what a backfill may change is copied before it
+runs (the range of a ``time_interval`` table, other tables whole, nothing of a view), and a restore after the
+damage gives back tables equal row for row, drops what the backfill created, and refuses what it cannot do."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from engine.base.errors import BadInput, Refused
+from engine.base.who import requester
+from engine.execute.backfill import state_root_for
+from engine.execute.guarding import request_for_new
+from engine.guardrails.preflight import run_preflight
+from engine.guardrails.request import GuardOptions
+from engine.guardrails.restore import restore_backfill
+from engine.guardrails.table_snapshot import (
+    SNAPSHOT_INDEX,
+    SnapshotFailed,
+    read_snapshot,
+    restore_snapshot,
+    take_snapshot,
+)
+from engine.pipeline.options import RunOptions
+from engine.spec.backfill_spec import ExecutionOptions
+from engine.spec.planning import plan_request
+from engine.store import audit
+from engine.store.guardrails_log import read_guardrails
+from engine.store.locks import FileLock
+from engine.store.state_store import StateStore
+from tests.builder import Repo
+
+DAILY = {"type": "table", "strategy": "time_interval", "incremental_key": "day", "time_granularity": "date"}
+TABLES = ("mid.daily", "mid.totals", "mid.fresh")
+
+
+def build(root) -> Repo:
+    """A warehouse with a daily table (four days), a whole table and a view; ``mid.fresh`` does not exist yet."""
+    repo = Repo(root, guardrails="standard")
+    repo.sql("mid.daily", "SELECT DATE '{{ start_date }}' AS day, 1 AS n", materialization=DAILY)
+    repo.sql("mid.totals", "SELECT 1 AS total", materialization={"type": "table", "strategy": "append"})
+    repo.sql("mid.fresh", "SELECT 1 AS x", materialization={"type": "table"})
+    repo.sql("mid.shown", "SELECT 1 AS x", materialization={"type": "view"})
+    repo.execute(
+        "CREATE SCHEMA mid",
+        "CREATE TABLE mid.daily AS SELECT (DATE '2024-01-01' + INTERVAL (i) DAY)::DATE AS day, i AS n "
+        "FROM range(4) t(i)",
+        "CREATE TABLE mid.totals (total INTEGER, label VARCHAR)",
+        "INSERT INTO mid.totals VALUES (10, 'a'), (20, 'b'), (20, 'b')",
+        "CREATE VIEW mid.shown AS SELECT 1 AS x",
+    )
+    return repo
+
+
+def preflight_of(repo: Repo):
+    """The real pre-flight of a backfill of 2024-01-02..03 (daily)."""
+    planned = plan_request(
+        target=str(repo.pipeline_dir),
+        command=None,
+        name=None,
+        start="2024-01-02",
+        end="2024-01-03",
+        timezone="UTC",
+        partition="daily",
+        environment=None,
+        config_file=None,
+        run_options=RunOptions(),
+        options=ExecutionOptions(),
+        force=False,
+        cwd=repo.root,
+    )
+    state = state_root_for(planned.spec, None, repo.root).path
+    return run_preflight(request_for_new(planned, GuardOptions(), reason="test", root=state, cwd=repo.root))
+
+
+def contents(repo: Repo) -> dict[str, list[tuple] | None]:
+    """Every table's rows in a canonical order (None: no such table)."""
+    found = {}
+    for name in TABLES:
+        exists = repo.query(
+            f"SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'mid' AND table_name = '{name.split('.')[1]}'"
+        )[0][0]
+        found[name] = repo.query(f"SELECT * FROM {name} ORDER BY ALL") if exists else None
+    return found
+
+
+@pytest.fixture
+def snapped(tmp_path):
+    """The repository, the snapshot's directory and its index, and the tables as they were before."""
+    repo = build(tmp_path / "repo")
+    before = contents(repo)
+    directory = tmp_path / "state"
+    directory.mkdir()
+    preflight = preflight_of(repo)
+    try:
+        index = take_snapshot(preflight.facts, directory)
+    finally:
+        preflight.facts.warehouses.close()
+    return repo, directory, index, before
+
+
+def test_the_snapshot_copies_the_range_of_an_interval_table_and_other_tables_whole(snapped):
+    """The daily table's two days in range, the whole append table, the missing table marked new, no view."""
+    _, directory, index, _ = snapped
+    (file,) = index["files"]
+    tables = {t["name"]: t for t in file["tables"]}
+    assert set(tables) == {"mid.daily", "mid.totals", "mid.fresh"}
+    assert tables["mid.daily"] == {
+        "name": "mid.daily",
+        "existed": True,
+        "scope": "range",
+        "predicate": "\"day\" BETWEEN DATE '2024-01-02' AND DATE '2024-01-03'",
+        "rows": 2,
+        "copy": '"mid__daily"',
+    }
+    assert tables["mid.totals"] == {
+        "name": "mid.totals",
+        "existed": True,
+        "scope": "whole",
+        "predicate": None,
+        "rows": 3,
+        "copy": '"mid__totals"',
+    }
+    assert tables["mid.fresh"] == {
+        "name": "mid.fresh",
+        "existed": False,
+        "scope": "whole",
+        "predicate": None,
+        "rows": 0,
+        "copy": '"mid__fresh"',
+    }
+    assert file["snapshot"] == "snapshot-0.duckdb"
+    assert index["format"] == 1 and index["bytes"] == (directory / "snapshot-0.duckdb").stat().st_size > 0
+    assert index["taken_at"].endswith("Z") and len(index["taken_at"]) == 20 and index["seconds"] >= 0
+    assert read_snapshot(directory) == index == orjson.loads((directory / SNAPSHOT_INDEX).read_bytes())
+
+
+def test_the_snapshot_leaves_the_warehouse_unchanged(snapped):
+    """Taking a snapshot changes no table of the warehouse (its connection is read-only) and detaches."""
+    repo, _, _, before = snapped
+    assert contents(repo) == before
+
+
+def test_a_restore_after_the_damage_gives_the_tables_back(snapped):
+    """Days of the range rewritten, the whole table truncated and refilled, a new table created: the restore
+    puts back exactly the rows before and drops the new table, saying what it did per table."""
+    repo, directory, _, before = snapped
+    repo.execute(
+        "DELETE FROM mid.daily WHERE day = DATE '2024-01-02'",
+        "UPDATE mid.daily SET n = 99 WHERE day = DATE '2024-01-03'",
+        "DELETE FROM mid.totals",
+        "INSERT INTO mid.totals VALUES (1, 'x')",
+        "CREATE TABLE mid.fresh AS SELECT 1 AS x",
+    )
+    done = restore_snapshot(directory)
+    assert contents(repo) == before
+    assert done == [
+        "mid.daily: 2 rows of the range put back",
+        "mid.fresh: dropped (it did not exist before the backfill)",
+        "mid.totals: 3 rows put back",
+    ]
+
+
+def test_a_whole_table_whose_columns_changed_is_rebuilt(snapped):
+    """A table rebuilt with other columns (a full refresh) is recreated from the copy with its old columns."""
+    repo, directory, _, before = snapped
+    repo.execute("DROP TABLE mid.totals", "CREATE TABLE mid.totals AS SELECT 'other' AS total")
+    restore_snapshot(directory)
+    assert contents(repo) == before
+    assert repo.query(
+        "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'totals' "
+        "ORDER BY ordinal_position"
+    ) == [("total", "INTEGER"), ("label", "VARCHAR")]
+
+
+def test_a_whole_table_dropped_by_the_backfill_comes_back(snapped):
+    """A table the backfill dropped is created again from its copy."""
+    repo, directory, _, before = snapped
+    repo.execute("DROP TABLE mid.totals")
+    restore_snapshot(directory)
+    assert contents(repo) == before
+
+
+def test_a_range_table_dropped_by_the_backfill_gets_its_range_back(snapped):
+    """A dropped interval table comes back with the range the snapshot holds (the rest was never copied)."""
+    repo, directory, _, _ = snapped
+    repo.execute("DROP TABLE mid.daily")
+    restore_snapshot(directory)
+    assert [(d.isoformat(), n) for d, n in repo.query("SELECT * FROM mid.daily ORDER BY ALL")] == [
+        ("2024-01-02", 1),
+        ("2024-01-03", 2),
+    ]
+
+
+def test_a_failed_restore_changes_nothing(snapped):
+    """One table that cannot be put back rolls the whole file's restore back."""
+    repo, directory, index, _ = snapped
+    index["files"][0]["tables"].append(
+        {"name": "mid.ghost", "existed": True, "scope": "whole", "predicate": None, "rows": 1, "copy": '"no_such_copy"'}
+    )
+    (directory / SNAPSHOT_INDEX).write_bytes(orjson.dumps(index))
+    repo.execute("DELETE FROM mid.totals")
+    damaged = contents(repo)
+    with pytest.raises(Exception, match="no_such_copy"):
+        restore_snapshot(directory)
+    assert contents(repo) == damaged
+
+
+def test_a_missing_snapshot_file_restores_nothing(snapped):
+    """The index names a copy that is gone: refused before any table is touched."""
+    repo, directory, _, _ = snapped
+    (directory / "snapshot-0.duckdb").unlink()
+    repo.execute("DELETE FROM mid.totals")
+    with pytest.raises(BadInput, match=r"^snapshot file .*snapshot-0\.duckdb is missing: nothing was restored$"):
+        restore_snapshot(directory)
+    assert repo.query("SELECT count(*) FROM mid.totals") == [(0,)]
+
+
+def test_no_snapshot_and_a_damaged_index_are_refused(tmp_path):
+    """No index: the backfill has no snapshot (one line saying why it might not); a damaged one is unusable."""
+    with pytest.raises(BadInput, match=rf"^backfill {tmp_path.name} has no snapshot \(it was run with --no-snapshot"):
+        restore_snapshot(tmp_path)
+    assert read_snapshot(tmp_path) is None
+    (tmp_path / SNAPSHOT_INDEX).write_bytes(b"{broken")
+    with pytest.raises(BadInput, match=r"snapshot\.json cannot be read \(.*\): the snapshot is unusable$"):
+        read_snapshot(tmp_path)
+
+
+def test_a_warehouse_that_cannot_be_opened_fails_the_snapshot(tmp_path, monkeypatch):
+    """The snapshot cannot read the warehouse: SnapshotFailed, and nothing was run."""
+    repo = build(tmp_path / "repo")
+    preflight = preflight_of(repo)
+    try:
+        import duckdb
+
+        def refuse(path):
+            raise duckdb.IOException("locked by another process")
+
+        monkeypatch.setattr(preflight.facts.warehouses, "open", refuse)
+        with pytest.raises(
+            SnapshotFailed,
+            match=r"^cannot open .*warehouse\.duckdb to snapshot it \(locked by "
+            r"another process\): nothing was run$",
+        ):
+            take_snapshot(preflight.facts, tmp_path)
+    finally:
+        preflight.facts.warehouses.close()
+    assert not (tmp_path / SNAPSHOT_INDEX).exists()
+
+
+def test_a_warehouse_not_yet_created_is_snapshotted_as_all_new(tmp_path):
+    """No warehouse file yet: every table is new, restored by dropping it; no copy file is written."""
+    repo = Repo(tmp_path / "repo", guardrails="standard")
+    repo.sql("mid.totals", "SELECT 1 AS total", materialization={"type": "table"})
+    preflight = preflight_of(repo)
+    try:
+        index = take_snapshot(preflight.facts, tmp_path)
+    finally:
+        preflight.facts.warehouses.close()
+    assert index["files"][0]["tables"] == [
+        {
+            "name": "mid.totals",
+            "existed": False,
+            "scope": "whole",
+            "predicate": None,
+            "rows": 0,
+            "copy": '"mid__totals"',
+        }
+    ]
+    assert index["bytes"] == 0 and not (tmp_path / "snapshot-0.duckdb").exists()
+    repo.execute("CREATE SCHEMA mid", "CREATE TABLE mid.totals AS SELECT 1 AS total")
+    assert restore_snapshot(tmp_path) == ["mid.totals: dropped (it did not exist before the backfill)"]
+    assert repo.query("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'totals'") == [(0,)]
+
+
+def test_backfill_restore_is_refused_while_the_backfill_runs_and_audited_after(snapped):
+    """``restore`` refuses while someone holds the backfill's lock; once free it restores, logs the restore in
+    guardrails.json with its reason and writes one RESTORE audit line."""
+    repo, directory, _, before = snapped
+    store = StateStore(directory)
+    holder = FileLock(store.lock_path)
+    assert holder.try_acquire()
+    repo.execute("DELETE FROM mid.totals")
+    with pytest.raises(Refused, match=rf"^backfill {store.id} is running: restore it once it has stopped$"):
+        restore_backfill(store, "undo")
+    assert repo.query("SELECT count(*) FROM mid.totals") == [(0,)]
+    holder.release()
+    done = restore_backfill(store, "undo the bad fix")
+    assert contents(repo) == before
+    (entry,) = read_guardrails(store)["invocations"]
+    assert entry["mode"] == "restore" and entry["reason"] == "undo the bad fix" and entry["restored"] == done
+    assert entry["by"] == requester() and entry["at"].startswith("20")
+    (line,) = audit.read(directory).entries
+    assert line["action"] == "RESTORE" and line["reason"] == "undo the bad fix" and line["backfill_id"] == store.id
+    assert line["previous_message"] == "; ".join(done) and line["requested_by"] == requester()
+    assert line["requested_at"] == line["applied_at"]
+    assert line["applied_by"].startswith("backfill restore (PID ")
+    assert FileLock(store.lock_path).try_acquire()  # released after
