@@ -60,6 +60,8 @@ def read_lease(directory: Path) -> Lease | None:
     path = directory / LEASE
     try:
         data = orjson.loads(path.read_bytes())
+        if not isinstance(data, dict):
+            raise TypeError(f"a JSON {type(data).__name__}, not an object")
         attempts = tuple(
             LeasedAttempt(str(a["run_id"]), int(a["index"]), a.get("pid"), a.get("pid_started"))
             for a in data.get("attempts") or ()

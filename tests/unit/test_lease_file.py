@@ -1,0 +1,110 @@
+"""``lease.json`` as other hosts and later versions read it: every field kept through a write and a read, the
+exact keys on disk, and every kind of damage refused with one line naming the file."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from engine.base.errors import StateUnreadable
+from engine.store.lease import LEASE, Lease, LeasedAttempt, read_lease, write_lease
+
+
+def _owned() -> Lease:
+    return Lease(
+        epoch=7,
+        host="worker-3",
+        pid=4242,
+        pid_started=1_700_000_000.25,
+        expires_at=1_700_000_060.5,
+        attempts=(LeasedAttempt("run-a", 3, 5151, 1_700_000_001.75), LeasedAttempt("run-b", 9, None, None)),
+        note="renewed",
+    )
+
+
+def test_a_lease_reads_back_as_written(tmp_path):
+    """Every field survives a write and a read, the attempts in their order."""
+    write_lease(tmp_path, _owned())
+    assert read_lease(tmp_path) == _owned()
+
+
+def test_the_file_holds_the_documented_keys(tmp_path):
+    """The keys on disk are the ones another host's backfill reads, with format 1."""
+    write_lease(tmp_path, _owned())
+    assert orjson.loads((tmp_path / LEASE).read_bytes()) == {
+        "format": 1,
+        "epoch": 7,
+        "host": "worker-3",
+        "pid": 4242,
+        "pid_started": 1_700_000_000.25,
+        "expires_at": 1_700_000_060.5,
+        "attempts": [
+            {"run_id": "run-a", "index": 3, "pid": 5151, "pid_started": 1_700_000_001.75},
+            {"run_id": "run-b", "index": 9, "pid": None, "pid_started": None},
+        ],
+        "note": "renewed",
+    }
+
+
+def test_an_unowned_lease_with_no_attempts_reads_back(tmp_path):
+    """An ended lease (no host, no PID, no attempts) is read as unowned with an empty tuple of attempts."""
+    (tmp_path / LEASE).write_bytes(orjson.dumps({"epoch": 2, "expires_at": 5, "attempts": None}))
+    lease = read_lease(tmp_path)
+    assert lease == Lease(epoch=2, host=None, pid=None, pid_started=None, expires_at=5.0, attempts=(), note=None)
+    assert isinstance(lease.expires_at, float) and lease.attempts == ()
+
+
+def test_text_numbers_are_read_as_numbers(tmp_path):
+    """An epoch, index or expiry written as text by hand is converted, not kept as a string."""
+    (tmp_path / LEASE).write_bytes(
+        orjson.dumps({"epoch": "3", "expires_at": "10.5", "attempts": [{"run_id": 5, "index": "2"}]})
+    )
+    lease = read_lease(tmp_path)
+    assert lease.epoch == 3 and lease.expires_at == 10.5
+    assert lease.attempts == (LeasedAttempt("5", 2, None, None),)
+
+
+def test_no_file_is_no_lease(tmp_path):
+    """A backfill never owned has no lease."""
+    assert read_lease(tmp_path) is None
+
+
+@pytest.mark.parametrize(
+    ("content", "detail"),
+    [
+        (b"{not json", "unexpected character"),
+        (b'{"expires_at": 1}', "'epoch'"),
+        (b'{"epoch": 1}', "'expires_at'"),
+        (b'{"epoch": "one", "expires_at": 1}', "invalid literal"),
+        (b'{"epoch": 1, "expires_at": 1, "attempts": [{"index": 1}]}', "'run_id'"),
+        (b'{"epoch": 1, "expires_at": 1, "attempts": [7]}', "not subscriptable"),
+        (b"[]", "a JSON list, not an object"),
+        (b"7", "a JSON int, not an object"),
+    ],
+)
+def test_a_damaged_lease_is_refused_with_one_line(tmp_path, content, detail):
+    """Bad JSON, a missing field or a wrong type: one line naming the file and what to do."""
+    (tmp_path / LEASE).write_bytes(content)
+    with pytest.raises(StateUnreadable) as raised:
+        read_lease(tmp_path)
+    message = str(raised.value)
+    assert message.startswith(f"{tmp_path / LEASE} is damaged (")
+    assert detail in message
+    assert message.endswith("): move it away if no executor runs this backfill")
+    assert "\n" not in message
+
+
+def test_an_unreadable_lease_is_refused(tmp_path):
+    """A lease that is a directory (an OSError on reading) is damage, not an absent lease."""
+    (tmp_path / LEASE).mkdir()
+    with pytest.raises(StateUnreadable, match="is damaged"):
+        read_lease(tmp_path)
+
+
+def test_a_rewrite_replaces_the_whole_file(tmp_path):
+    """A shorter lease written over a longer one leaves nothing of the old (atomic replace, not overwrite)."""
+    write_lease(tmp_path, _owned())
+    short = Lease(epoch=8, host=None, pid=None, pid_started=None, expires_at=0.0, note="ended")
+    write_lease(tmp_path, short)
+    assert read_lease(tmp_path) == short
+    assert list(tmp_path.iterdir()) == [tmp_path / LEASE]
