@@ -1,0 +1,318 @@
+"""Every materialization on a real in-memory DuckDB database: the table's rows after each strategy, the window
+a ``time_interval`` run replaces, and a failing hook that leaves the table exactly as it was."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import duckdb
+import pytest
+
+from engine.dates.instants import to_micros
+from engine.pipeline.assets import Asset, Materialization
+from engine.pipeline.columns import Column
+from engine.pipeline.database import Database
+from engine.pipeline.materialization import load_seed, materialize, window_predicate
+from engine.pipeline.templating import Window
+
+DAY_2 = Window(
+    to_micros(datetime(2024, 1, 2, tzinfo=UTC)), to_micros(datetime(2024, 1, 2, 23, 59, 59, 999999, tzinfo=UTC)), UTC
+)
+
+
+def column(
+    name: str,
+    type_: str | None = "integer",
+    *,
+    key: bool = False,
+    update: bool = False,
+    nullable: bool | None = None,
+    description: str | None = None,
+) -> Column:
+    return Column(name, type_, key, update, nullable, (), description)
+
+
+def asset(
+    strategy: str | None,
+    *,
+    type_: str | None = "table",
+    key: str | None = None,
+    granularity: str | None = None,
+    columns: tuple[Column, ...] = (),
+    predicate: str | None = None,
+    **fields,
+) -> Asset:
+    return Asset(
+        "mart.t",
+        "duckdb.sql",
+        Path("t.sql"),
+        "t.sql",
+        1,
+        materialization=Materialization(type_, strategy, key, granularity, predicate),
+        columns=columns,
+        **fields,
+    )
+
+
+@pytest.fixture
+def db():
+    connection = duckdb.connect(":memory:")
+    connection.execute("SET TimeZone = 'UTC'")
+    yield Database(connection.cursor(), lambda sql: sql)
+    connection.close()
+
+
+def rows(db: Database, table: str = "mart.t") -> list[tuple]:
+    return db.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall()
+
+
+def seed(db: Database, sql: str) -> None:
+    db.execute("CREATE SCHEMA IF NOT EXISTS mart")
+    db.execute(f"CREATE TABLE mart.t AS {sql}")
+
+
+def values(text: str, names: str = "id, v") -> str:
+    return f"SELECT * FROM (VALUES {text}) AS s({names})"
+
+
+def test_create_replace_builds_the_table_and_its_schema(db):
+    """The default strategy creates the schema and replaces the table with the query's rows; the count is the
+    rows written."""
+    assert materialize(db, asset(None), values("(1, 'a'), (2, 'b')") + " ;; ", DAY_2, full_refresh=False) == 2
+    assert rows(db) == [(1, "a"), (2, "b")]
+    assert materialize(db, asset("create+replace"), values("(3, 'c')"), DAY_2, full_refresh=False) == 1
+    assert rows(db) == [(3, "c")]
+
+
+def test_append_adds_rows_by_name_and_creates_a_missing_table(db):
+    """The first append creates the table; the next inserts by column name, not position."""
+    assert materialize(db, asset("append"), values("(1, 'a')"), DAY_2, full_refresh=False) == 1
+    assert materialize(db, asset("append"), values("('b', 2)", "v, id"), DAY_2, full_refresh=False) == 1
+    assert rows(db) == [(1, "a"), (2, "b")]
+
+
+def test_truncate_insert_keeps_only_the_new_rows(db):
+    """Every old row goes, the query's rows come in."""
+    seed(db, values("(1, 'a'), (2, 'b')"))
+    assert materialize(db, asset("truncate+insert"), values("(3, 'c')"), DAY_2, full_refresh=False) == 1
+    assert rows(db) == [(3, "c")]
+
+
+def test_merge_updates_the_columns_marked_and_inserts_new_keys(db):
+    """A matched key updates only ``update_on_merge`` columns; a new key is inserted; a NULL key matches a NULL
+    key (IS NOT DISTINCT FROM) instead of adding a row."""
+    seed(db, values("(1, 'a', 10), (NULL, 'n', 20)", "id, v, w"))
+    merged = asset("merge", columns=(column("id", key=True), column("v", "varchar", update=True), column("w")))
+    changed = materialize(
+        db, merged, values("(1, 'A', 99), (NULL, 'N', 98), (2, 'b', 30)", "id, v, w"), DAY_2, full_refresh=False
+    )
+    assert changed == 3
+    assert rows(db) == [(1, "A", 10), (2, "b", 30), (None, "N", 20)]
+
+
+def test_merge_without_update_columns_leaves_matches_alone(db):
+    """With no ``update_on_merge`` column a matched row is left as it is (DO NOTHING)."""
+    seed(db, values("(1, 'a')"))
+    merged = asset("merge", columns=(column("id", key=True), column("v", "varchar")))
+    materialize(db, merged, values("(1, 'A'), (2, 'b')"), DAY_2, full_refresh=False)
+    assert rows(db) == [(1, "a"), (2, "b")]
+
+
+def test_merge_with_a_predicate_matches_only_where_it_holds(db):
+    """``incremental_predicate`` narrows the match: a key outside it is inserted again, not updated."""
+    seed(db, values("(1, 'a', 1), (2, 'b', 5)", "id, v, w"))
+    merged = asset(
+        "merge",
+        columns=(column("id", key=True), column("v", "varchar", update=True), column("w")),
+        predicate="target.w > 3",
+    )
+    materialize(db, merged, values("(1, 'A', 1), (2, 'B', 5)", "id, v, w"), DAY_2, full_refresh=False)
+    assert rows(db) == [(1, "A", 1), (1, "a", 1), (2, "B", 5)]
+
+
+def test_delete_insert_replaces_the_keys_the_query_returns(db):
+    """Rows whose key the query returns are replaced; other keys stay; the staging table is gone after."""
+    seed(db, values("(1, 'a'), (1, 'a2'), (2, 'b')", "k, v"))
+    replaced = asset("delete+insert", key="k")
+    assert materialize(db, replaced, values("(1, 'new'), (3, 'c')", "k, v"), DAY_2, full_refresh=False) == 2
+    assert rows(db) == [(1, "new"), (2, "b"), (3, "c")]
+    assert db.scalar("SELECT count(*) FROM duckdb_tables() WHERE table_name LIKE '__backfill_stage_%'") == 0
+
+
+def test_time_interval_on_a_date_key_replaces_the_days_of_the_window(db):
+    """A ``date`` key: the window's days are deleted (inclusive), the days around it stay."""
+    seed(db, "SELECT (DATE '2024-01-01' + INTERVAL (i) DAY)::DATE AS d, i AS v FROM range(3) t(i)")
+    daily = asset("time_interval", key="d", granularity="date")
+    assert materialize(db, daily, "SELECT DATE '2024-01-02' AS d, 100 AS v", DAY_2, full_refresh=False) == 1
+    assert [(d.isoformat(), v) for d, v in rows(db)] == [("2024-01-01", 0), ("2024-01-02", 100), ("2024-01-03", 2)]
+
+
+def test_time_interval_on_a_timestamptz_key_replaces_the_instants_of_the_window(db):
+    """A TIMESTAMPTZ key: rows inside the window's instants go, to the microsecond at both ends."""
+    seed(
+        db,
+        "SELECT * FROM (VALUES (TIMESTAMPTZ '2024-01-01 23:59:59.999999+00', 1), "
+        "(TIMESTAMPTZ '2024-01-02 00:00:00+00', 2), (TIMESTAMPTZ '2024-01-02 23:59:59.999999+00', 3), "
+        "(TIMESTAMPTZ '2024-01-03 00:00:00+00', 4)) AS s(ts, v)",
+    )
+    hourly = asset("time_interval", key="ts", granularity="timestamp")
+    materialize(db, hourly, "SELECT TIMESTAMPTZ '2024-01-02 12:00:00+00' AS ts, 9 AS v", DAY_2, full_refresh=False)
+    assert [v for _, v in rows(db)] == [1, 9, 4]
+
+
+def test_a_naive_timestamp_key_holds_wall_times_of_the_run_zone(db):
+    """A TIMESTAMP key is compared with the window's wall times in its zone, not in UTC."""
+    zone = ZoneInfo("Asia/Kolkata")
+    start = to_micros(datetime(2024, 1, 2, tzinfo=zone))
+    window = Window(start, start + 86_400_000_000 - 1, zone)
+    seed(
+        db,
+        "SELECT * FROM (VALUES (TIMESTAMP '2024-01-01 23:00:00', 1), (TIMESTAMP '2024-01-02 00:00:00', 2), "
+        "(TIMESTAMP '2024-01-02 23:59:59.999999', 3), (TIMESTAMP '2024-01-03 00:00:00', 4)) AS s(ts, v)",
+    )
+    local = asset("time_interval", key="ts", granularity="timestamp")
+    assert window_predicate(db, local, window) == (
+        "\"ts\" BETWEEN TIMESTAMP '2024-01-02 00:00:00.000000' AND TIMESTAMP '2024-01-02 23:59:59.999999'"
+    )
+    materialize(db, local, "SELECT TIMESTAMP '2024-01-02 05:00:00' AS ts, 9 AS v", window, full_refresh=False)
+    assert [v for _, v in rows(db)] == [1, 9, 4]
+
+
+def test_a_timestamptz_predicate_names_the_offsets(db):
+    """The predicate of a zoned key carries the window's offset and microseconds."""
+    zone = ZoneInfo("America/New_York")
+    start = to_micros(datetime(2024, 1, 2, tzinfo=zone))
+    seed(db, "SELECT TIMESTAMPTZ '2024-01-02 00:00:00+00' AS ts")
+    predicate = window_predicate(db, asset("time_interval", key="ts"), Window(start, start + 999, zone))
+    assert predicate == (
+        "\"ts\" BETWEEN TIMESTAMPTZ '2024-01-02T00:00:00.000000-05:00' "
+        "AND TIMESTAMPTZ '2024-01-02T00:00:00.000999-05:00'"
+    )
+
+
+@pytest.mark.parametrize("strategy", ["append", "merge", "delete+insert", "time_interval", "truncate+insert"])
+def test_a_full_refresh_of_an_incremental_strategy_rebuilds_the_table(db, strategy):
+    """``--full-refresh`` drops and rebuilds an incremental table from the query alone."""
+    seed(db, values("(1, 'old'), (2, 'old')"))
+    rebuilt = asset(strategy, key="id", granularity="date", columns=(column("id", key=True),))
+    assert materialize(db, rebuilt, values("(5, 'new')"), DAY_2, full_refresh=True) == 1
+    assert rows(db) == [(5, "new")]
+
+
+def test_always_full_refresh_rebuilds_without_the_flag(db):
+    """``parameters.full_refresh: true`` rebuilds on every run."""
+    seed(db, values("(1, 'old')"))
+    assert (
+        materialize(db, asset("append", always_full_refresh=True), values("(2, 'new')"), DAY_2, full_refresh=False) == 1
+    )
+    assert rows(db) == [(2, "new")]
+
+
+def test_a_restricted_full_refresh_runs_the_strategy_as_usual(db):
+    """``full_refresh_restricted`` keeps the table: a full refresh appends like any other run."""
+    seed(db, values("(1, 'old')"))
+    kept = asset("append", full_refresh_restricted=True)
+    materialize(db, kept, values("(2, 'new')"), DAY_2, full_refresh=True)
+    assert rows(db) == [(1, "old"), (2, "new")]
+
+
+def test_a_view_is_replaced(db):
+    """``type: view`` (re)creates a view over the query."""
+    materialize(db, asset(None, type_="view"), values("(1, 'a')"), DAY_2, full_refresh=False)
+    materialize(db, asset(None, type_="view"), values("(2, 'b')"), DAY_2, full_refresh=False)
+    assert rows(db) == [(2, "b")]
+    assert db.scalar("SELECT count(*) FROM duckdb_views() WHERE view_name = 't'") == 1
+
+
+def test_no_materialization_runs_the_sql_as_written(db):
+    """Without a materialization the statement runs as is, in no schema of ours, and no row count is known."""
+    assert (
+        materialize(db, asset(None, type_=None), "CREATE TABLE loose AS SELECT 1 AS x", DAY_2, full_refresh=False)
+        is None
+    )
+    assert rows(db, "loose") == [(1,)]
+    assert db.scalar("SELECT count(*) FROM duckdb_schemas() WHERE schema_name = 'mart'") == 0
+
+
+def test_ddl_creates_the_declared_table_with_keys_and_comments(db):
+    """``ddl`` declares columns (VARCHAR when untyped), NOT NULL, the primary key and column comments (quotes
+    escaped); a full refresh drops what was there."""
+    declared = asset("ddl", columns=(column("id", key=True, nullable=False), column("note", None, description="it's")))
+    assert materialize(db, declared, "", DAY_2, full_refresh=False) == 0
+    described = db.execute(
+        "SELECT column_name, data_type, is_nullable FROM information_schema.columns WHERE table_name = 't' "
+        "ORDER BY ordinal_position"
+    ).fetchall()
+    assert described == [("id", "INTEGER", "NO"), ("note", "VARCHAR", "YES")]
+    assert db.scalar("SELECT comment FROM duckdb_columns() WHERE column_name = 'note'") == "it's"
+    assert db.scalar("SELECT comment FROM duckdb_columns() WHERE column_name = 'id'") is None
+    db.execute("INSERT INTO mart.t VALUES (1, 'x')")
+    with pytest.raises(duckdb.ConstraintException):
+        db.execute("INSERT INTO mart.t VALUES (1, 'y')")
+    materialize(db, declared, "", DAY_2, full_refresh=False)
+    assert rows(db) == [(1, "x")]
+    materialize(db, declared, "", DAY_2, full_refresh=True)
+    assert rows(db) == []
+
+
+def test_ddl_without_a_key_declares_no_constraint(db):
+    """No primary key column: duplicate rows are accepted."""
+    materialize(db, asset("ddl", columns=(column("id"),)), "", DAY_2, full_refresh=False)
+    db.execute("INSERT INTO mart.t VALUES (1), (1), (NULL)")
+    assert rows(db) == [(1,), (1,), (None,)]
+
+
+def test_a_failing_post_hook_leaves_the_table_as_it_was(db):
+    """Pre hook, strategy and post hook are one transaction: a failing post hook undoes all of them."""
+    seed(db, values("(1, 'a')"))
+    db.execute("CREATE TABLE mart.audit (x INTEGER)")
+    with pytest.raises(duckdb.Error):
+        materialize(
+            db,
+            asset("truncate+insert"),
+            values("(2, 'b')"),
+            DAY_2,
+            full_refresh=False,
+            pre_hooks=["INSERT INTO mart.audit VALUES (1)"],
+            post_hooks=["SELECT * FROM missing"],
+        )
+    assert rows(db) == [(1, "a")]
+    assert rows(db, "mart.audit") == []
+
+
+def test_hooks_run_before_and_after_the_strategy(db):
+    """The pre hook sees the old table, the post hook the new one."""
+    seed(db, values("(1, 'a')"))
+    db.execute("CREATE TABLE mart.seen (n INTEGER)")
+    materialize(
+        db,
+        asset("append"),
+        values("(2, 'b')"),
+        DAY_2,
+        full_refresh=False,
+        pre_hooks=["INSERT INTO mart.seen SELECT count(*) FROM mart.t"],
+        post_hooks=["INSERT INTO mart.seen SELECT count(*) + 10 FROM mart.t"],
+    )
+    assert rows(db, "mart.seen") == [(1,), (12,)]
+
+
+def test_an_unknown_strategy_is_refused_and_rolled_back(db):
+    """A strategy no code handles raises instead of doing something else."""
+    seed(db, values("(1, 'a')"))
+    with pytest.raises(ValueError, match="unsupported strategy upsert"):
+        materialize(db, asset("upsert"), values("(2, 'b')"), DAY_2, full_refresh=False)
+    assert rows(db) == [(1, "a")]
+
+
+def test_a_seed_loads_its_csv_typed_by_declared_columns(db, tmp_path):
+    """A seed replaces its table with the CSV; declared types win over detection."""
+    csv = tmp_path / "s.csv"
+    csv.write_text("code,amount\n7,1.5\n10,2\n")
+    typed = Asset("ref.codes", "duckdb.seed", csv, "s.csv", 1, seed_path=csv, columns=(column("code", "varchar"),))
+    assert load_seed(db, typed) == 2
+    assert rows(db, "ref.codes") == [("10", 2.0), ("7", 1.5)]
+    untyped = Asset("ref.codes", "duckdb.seed", csv, "s.csv", 1, seed_path=csv)
+    assert load_seed(db, untyped) == 2
+    assert rows(db, "ref.codes") == [(7, 1.5), (10, 2.0)]
