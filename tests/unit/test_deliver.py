@@ -1,0 +1,248 @@
+"""Getting a request applied exactly once, in-process over a real state store: by this command under the lock
+when nobody holds it, by an executor (a thread holding the real flock) when one does, never by both, and a
+clear refusal when the holder never answers."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from engine.base.errors import Refused
+from engine.base.settings import Settings
+from engine.execute.backfill import create_backfill, state_root_for
+from engine.interventions import requests
+from engine.interventions.apply import CommandHolder, apply
+from engine.interventions.deliver import deliver, owned_elsewhere
+from engine.interventions.requests import Request, Result
+from engine.pipeline.options import RunOptions
+from engine.spec.backfill_spec import ExecutionOptions
+from engine.spec.planning import plan_request
+from engine.store.lease import OTHER_HOST_GRACE, Lease, write_lease
+from engine.store.locks import FileLock
+
+
+@pytest.fixture
+def holder(tmp_path: Path) -> CommandHolder:
+    """A saved 10-day backfill of `true`, nothing attempted, its lock free."""
+    planned = plan_request(
+        target=None, command="true", name=None, start="2024-01-01", end="2024-01-10", timezone="UTC",
+        partition="daily", environment=None, config_file=None, run_options=RunOptions(),
+        options=ExecutionOptions(), force=False, cwd=tmp_path,
+    )  # fmt: skip
+    prepared = create_backfill(
+        planned, root=state_root_for(planned.spec, "states", tmp_path), cwd=tmp_path, settings=Settings()
+    )
+    prepared.release()
+    return CommandHolder(prepared.store, prepared.spec, prepared.board, "test (PID 1)")
+
+
+def mark(index: int = 2) -> Request:
+    return Request("mark", "fixed by hand", "ops@host", "2026-12-01T00:00:00Z", {"indices": [index], "to": "succeeded"})
+
+
+def leftovers(holder: CommandHolder) -> list[str]:
+    folder = requests.folder(holder.store.directory)
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
+class Executor(threading.Thread):
+    """Holds the backfill's lock like a live executor and, once told to, answers requests the way it does."""
+
+    def __init__(self, holder: CommandHolder, *, answer: bool = True) -> None:
+        super().__init__(daemon=True)
+        self.holder, self.answers = holder, answer
+        self.lock = FileLock(holder.store.lock_path)
+        assert self.lock.try_acquire()
+        self.serve = threading.Event()
+        self.done = threading.Event()
+        self.claimed: list[str] = []
+
+    def run(self) -> None:
+        self.serve.wait()
+        directory = self.holder.store.directory
+        while not self.done.is_set():
+            for request_id in requests.pending(directory):
+                request = requests.claim(directory, request_id)
+                if request is None:
+                    continue
+                self.claimed.append(request_id)
+                if self.answers:
+                    requests.answer(directory, request_id, apply(request, self.holder))
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self.done.set()
+        if self.is_alive():
+            self.join()
+        self.lock.release()
+
+
+def test_with_no_executor_the_command_applies_the_request_itself(holder):
+    """The lock is free: the request is applied here, no request file is written, the lock is released."""
+    held = []
+    result = deliver(holder.store, mark(), lambda: held.append(1) or holder, wait=5)
+    assert (result.exit_code, result.changed) == (0, 1) and held == [1]
+    assert leftovers(holder) == []
+    assert FileLock(holder.store.lock_path).try_acquire()
+
+
+def test_a_live_executor_applies_the_request_and_the_command_gets_its_answer(holder):
+    """The lock is held: the request goes to the executor, which claims and applies it; the command returns
+    its answer and leaves no file behind."""
+    executor = Executor(holder)
+    executor.start()
+    executor.serve.set()
+    try:
+        result = deliver(holder.store, mark(), lambda: pytest.fail("applied twice"), wait=10)
+    finally:
+        executor.stop()
+    assert (result.exit_code, result.message, result.changed) == (0, "marked 1 partition succeeded", 1)
+    assert len(executor.claimed) == 1
+    assert leftovers(holder) == []
+
+
+def test_an_executor_that_never_claims_is_refused_and_the_request_withdrawn(holder):
+    """Nobody claims within the wait: a refusal saying nothing changed, and the request is taken back so a
+    thawed executor can never apply it later."""
+    executor = Executor(holder)  # holds the lock, never serves
+    try:
+        with pytest.raises(Refused) as raised:
+            deliver(holder.store, mark(), lambda: pytest.fail("applied under a held lock"), wait=0.3)
+    finally:
+        executor.stop()
+    assert str(raised.value) == (
+        f"the executor of backfill {holder.store.id} did not take the request within 0.3 s: nothing changed; it "
+        "may be stopped (SIGSTOP) or hung — backfill reconcile checks its lease"
+    )
+    assert leftovers(holder) == []
+    assert requests.pending(holder.store.directory) == []
+
+
+def test_a_claim_without_an_answer_is_reported_not_repeated(holder):
+    """The executor claimed the request but never answered: the command says so and does not apply it
+    itself (the executor may have applied it)."""
+    executor = Executor(holder, answer=False)
+    executor.start()
+    executor.serve.set()
+    try:
+        with pytest.raises(Refused) as raised:
+            deliver(holder.store, mark(), lambda: pytest.fail("applied twice"), wait=0.5)
+    finally:
+        executor.stop()
+    assert str(raised.value) == (
+        f"the executor of backfill {holder.store.id} took the request but gave no answer: see backfill audit "
+        f"{holder.store.id}"
+    )
+    assert len(executor.claimed) == 1
+
+
+def test_an_executor_that_ends_before_claiming_leaves_the_request_to_the_command(holder):
+    """The executor stops (lock freed) with the request still pending: the command withdraws it and applies it
+    itself, once."""
+    executor = Executor(holder)
+    applied = []
+    result_box: list[Result] = []
+    sender = threading.Thread(
+        target=lambda: result_box.append(deliver(holder.store, mark(), lambda: applied.append(1) or holder, wait=10)),
+        daemon=True,
+    )
+    sender.start()
+    deadline = time.monotonic() + 10
+    while not requests.pending(holder.store.directory):  # the command handed the request over
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    executor.lock.release()  # the executor ends without claiming
+    sender.join(10)
+    executor.done.set()
+    assert applied == [1] and result_box[0].exit_code == 0
+    assert executor.claimed == [] and leftovers(holder) == []
+
+
+def test_an_owner_on_another_host_gets_the_request_although_the_lock_is_free(holder):
+    """Our flock cannot see another host's executor: while its lease (plus the grace) runs, the request goes
+    to it; past the grace the command applies it."""
+    directory = holder.store.directory
+    write_lease(directory, Lease(3, "other-host", 77, 1.0, time.time() + 30))
+    assert owned_elsewhere(holder.store)
+    with pytest.raises(Refused, match="did not take the request within 0.2 s"):
+        deliver(holder.store, mark(), lambda: pytest.fail("applied beside a live owner"), wait=0.2)
+    write_lease(directory, Lease(3, "other-host", 77, 1.0, time.time() - OTHER_HOST_GRACE + 30))
+    assert owned_elsewhere(holder.store)  # expired, but inside the grace: only slow to renew
+    write_lease(directory, Lease(3, "other-host", 77, 1.0, time.time() - OTHER_HOST_GRACE - 1))
+    assert not owned_elsewhere(holder.store)
+    assert deliver(holder.store, mark(), lambda: holder, wait=1).exit_code == 0
+
+
+def test_our_own_host_and_an_unowned_lease_are_not_elsewhere(holder):
+    """A lease of this host (the flock speaks for it), an unowned lease and no lease: not owned elsewhere."""
+    directory = holder.store.directory
+    assert not owned_elsewhere(holder.store)
+    write_lease(directory, Lease(1, socket.gethostname(), 77, 1.0, time.time() + 60))
+    assert not owned_elsewhere(holder.store)
+    write_lease(directory, Lease(1, None, None, None, time.time() + 60, note="ended"))
+    assert not owned_elsewhere(holder.store)
+
+
+def test_the_request_files_are_claimed_by_exactly_one_side(tmp_path):
+    """Submit, claim and answer; a withdrawn request cannot be claimed, a claimed one cannot be withdrawn."""
+    first, second = mark(1), mark(2)
+    path = requests.submit(tmp_path, first)
+    assert path == tmp_path / "requests" / f"{first.id}.json"
+    assert orjson.loads(path.read_bytes()) == {
+        "format": 1, "id": first.id, "action": "mark", "reason": "fixed by hand", "requested_by": "ops@host",
+        "requested_at": "2026-12-01T00:00:00Z", "params": {"indices": [1], "to": "succeeded"},
+    }  # fmt: skip
+    requests.submit(tmp_path, second)
+    assert requests.pending(tmp_path) == sorted([first.id, second.id])
+    claimed = requests.claim(tmp_path, first.id)
+    assert claimed == first
+    assert not requests.withdraw(tmp_path, first)
+    assert requests.withdraw(tmp_path, second)
+    assert requests.claim(tmp_path, second.id) is None
+    assert requests.take_result(tmp_path, first) is None
+    requests.answer(tmp_path, first.id, Result(0, "done", 3))
+    assert requests.pending(tmp_path) == []
+    assert requests.take_result(tmp_path, first) == Result(0, "done", 3)
+    assert requests.take_result(tmp_path, first) is None  # taken once
+    assert sorted(p.name for p in (tmp_path / "requests").iterdir()) == []
+
+
+def test_pending_requests_are_listed_oldest_first_without_answers_or_claims(tmp_path):
+    """IDs begin with the time they were made; answers and claimed files are not pending."""
+    folder = tmp_path / "requests"
+    folder.mkdir()
+    for name in ("20-b.json", "10-a.json", "15-c.claimed", "12-d.result.json", "13-e.withdrawn"):
+        (folder / name).write_text("{}")
+    assert requests.pending(tmp_path) == ["10-a", "20-b"]
+    assert requests.pending(tmp_path / "none") == []
+
+
+NOT_PARAMS = b'{"id": 1, "action": "x", "reason": "r", "requested_by": "b", "requested_at": "t", "params": 5}'
+
+
+@pytest.mark.parametrize("content", [b"{not json", b'{"action": "mark"}', b"[1]", NOT_PARAMS])
+def test_a_request_of_another_version_is_answered_not_applied(tmp_path, content):
+    """A request file that is not one this version reads is claimed and answered with exit 2, not applied."""
+    folder = tmp_path / "requests"
+    folder.mkdir()
+    (folder / "5-x.json").write_bytes(content)
+    assert requests.claim(tmp_path, "5-x") is None
+    assert requests.take_result(tmp_path, Request("mark", "", "", "", {}, "5-x")) == Result(
+        2, "request 5-x is not a request of this version"
+    )
+    assert list(folder.iterdir()) == []
+
+
+def test_a_request_reads_back_with_defaults(tmp_path):
+    """A request without params has none; a result without a count changed nothing."""
+    assert Request.from_json(
+        {"id": 9, "action": "cancel", "reason": "r", "requested_by": "b", "requested_at": "t"}
+    ) == Request("cancel", "r", "b", "t", {}, "9")
+    assert Result.from_json({"exit_code": "3", "message": 4}) == Result(3, "4", 0)
+    assert Result(1, "no", 2).to_json() == {"exit_code": 1, "message": "no", "changed": 2}
+    assert Request("a", "r", "b", "t").id != Request("a", "r", "b", "t").id

@@ -1,0 +1,179 @@
+"""The executor's lease keeper in-process over a real state directory: what it writes, when it renews, and every
+way it is fenced out (an expiry it slept through, a reconcile, another owner) so that a stale executor never
+writes as the owner."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+
+import pytest
+
+from engine.base.errors import StateWriteFailed
+from engine.base.processes import process_started
+from engine.base.settings import Settings
+from engine.interventions.leasing import LeaseKeeper
+from engine.store.lease import LEASE, Lease, LeasedAttempt, read_lease, write_lease
+from engine.store.state_store import StateStore
+
+SHORT = Settings(lease_seconds=30.0, lease_renew_seconds=0.05)
+RUNNING = (LeasedAttempt("run-1", 4, 999, 12.5),)
+
+
+@pytest.fixture
+def store(tmp_path):
+    directory = tmp_path / "bf-1"
+    directory.mkdir()
+    return StateStore(directory)
+
+
+def until(condition, seconds: float = 10.0) -> None:
+    """Wait for a state, not for a time."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "the state never came"
+        time.sleep(0.01)
+
+
+def test_the_first_lease_names_this_process_and_what_it_runs(store):
+    """Started, the keeper writes its epoch, host, PID and start time, the expiry a lease ahead, and the
+    attempts it supervises."""
+    keeper = LeaseKeeper(store, 3, SHORT)
+    before = time.time()
+    keeper.start(lambda: RUNNING, lambda message: None)
+    try:
+        lease = read_lease(store.directory)
+        assert (lease.epoch, lease.host, lease.pid) == (3, socket.gethostname(), os.getpid())
+        assert lease.pid_started == process_started(os.getpid())
+        assert before + 30 <= lease.expires_at <= time.time() + 30
+        assert lease.attempts == RUNNING and lease.note is None
+        assert keeper.owns() and keeper.valid_until == lease.expires_at
+    finally:
+        keeper.stop()
+
+
+def test_the_epoch_grows_past_every_earlier_owner(store):
+    """A new owner's epoch is above the last one written, and at least its generation."""
+    write_lease(store.directory, Lease(8, None, None, None, 0.0, (), "ended"))
+    assert LeaseKeeper(store, 2, SHORT).epoch == 9
+    assert LeaseKeeper(store, 20, SHORT).epoch == 20
+    (store.directory / LEASE).unlink()
+    assert LeaseKeeper(store, 0, SHORT).epoch == 0
+
+
+def test_the_lease_is_renewed_while_the_executor_runs(store):
+    """The renewal thread moves the expiry on and keeps the attempts current."""
+    running = [RUNNING]
+    keeper = LeaseKeeper(store, 1, SHORT)
+    keeper.start(lambda: running[0], lambda message: None)
+    try:
+        first = read_lease(store.directory).expires_at
+        running[0] = ()
+        until(lambda: read_lease(store.directory).expires_at > first and read_lease(store.directory).attempts == ())
+        assert keeper.owns()
+    finally:
+        keeper.stop()
+
+
+def test_an_expiry_slept_through_fences_the_executor(store):
+    """Past its expiry (a SIGSTOP longer than the lease) the executor no longer owns the backfill, says why
+    once, and never writes the lease again."""
+    told = []
+    keeper = LeaseKeeper(store, 1, Settings(lease_seconds=30.0, lease_renew_seconds=15.0))
+    keeper.start(tuple, told.append)
+    try:
+        written = (store.directory / LEASE).read_bytes()
+        keeper.valid_until = 1_700_000_000.0  # as if it woke up long after its lease ran out
+        assert not keeper.owns()
+        assert not keeper.owns()
+        assert told == ["its lease expired at 2023-11-14T22:13:20Z before it was renewed (was it stopped?)"]
+        assert keeper.fenced == told[0]
+    finally:
+        keeper.stop()
+    assert (store.directory / LEASE).read_bytes() == written  # not even the "ended" lease
+
+
+def test_a_reconcile_fences_the_executor_with_its_note(store):
+    """A reconcile raises the epoch and clears the owner: at its next turn the keeper fences itself with the
+    reconcile's note, and its stop leaves the reconciled lease alone."""
+    told = []
+    fenced = threading.Event()
+    keeper = LeaseKeeper(store, 1, SHORT)
+    keeper.start(tuple, lambda message: (told.append(message), fenced.set()))
+    reconciled = Lease(2, None, None, None, time.time(), (), "reconciled lost by ops@host")
+    write_lease(store.directory, reconciled)
+    assert fenced.wait(10)
+    keeper.stop()
+    assert told == ["its lease was taken away (reconciled lost by ops@host)"]
+    assert not keeper.owns()
+    assert read_lease(store.directory) == reconciled
+
+
+@pytest.mark.parametrize(
+    "taken",
+    [
+        Lease(1, "other-host", 5, 1.0, 0.0),  # same epoch, another host
+        Lease(1, socket.gethostname(), 1, 1.0, 0.0),  # same epoch, another process
+        Lease(7, socket.gethostname(), os.getpid(), 1.0, 0.0),  # a newer epoch
+    ],
+)
+def test_another_owner_fences_the_executor(store, taken):
+    """Any other epoch, host or PID in the file: another owner took it, and this one stops writing."""
+    told = []
+    fenced = threading.Event()
+    keeper = LeaseKeeper(store, 1, SHORT)
+    keeper.start(tuple, lambda message: (told.append(message), fenced.set()))
+    write_lease(store.directory, taken)
+    assert fenced.wait(10)
+    keeper.stop()
+    assert told == ["its lease was taken away (another owner took it)"]
+    assert read_lease(store.directory) == taken
+
+
+def test_a_deleted_or_damaged_lease_fences_the_executor(store):
+    """A lease that vanished or cannot be read is not ours to renew: fenced, and nothing is written over it."""
+    fenced = threading.Event()
+    keeper = LeaseKeeper(store, 1, SHORT)
+    keeper.start(tuple, lambda message: fenced.set())
+    (store.directory / LEASE).write_bytes(b"{damaged")
+    assert fenced.wait(10)
+    keeper.stop()
+    assert keeper.fenced == "its lease was taken away (another owner took it)"
+    assert (store.directory / LEASE).read_bytes() == b"{damaged"
+
+
+def test_a_clean_stop_leaves_the_lease_unowned(store):
+    """The run ended: the lease keeps its epoch, names no owner and says it ended."""
+    keeper = LeaseKeeper(store, 4, SHORT)
+    keeper.start(lambda: RUNNING, lambda message: None)
+    keeper.stop()
+    lease = read_lease(store.directory)
+    assert (lease.epoch, lease.host, lease.pid, lease.pid_started, lease.attempts, lease.note) == (
+        4, None, None, None, (), "ended"
+    )  # fmt: skip
+    assert lease.expires_at <= time.time()
+
+
+def test_a_stop_over_a_damaged_lease_replaces_it(store):
+    """A damaged lease at the end (not yet seen by the renewal) is replaced by the ended one."""
+    keeper = LeaseKeeper(store, 4, Settings(lease_seconds=30.0, lease_renew_seconds=15.0))
+    keeper.start(tuple, lambda message: None)
+    (store.directory / LEASE).write_bytes(b"[")
+    keeper.stop()
+    assert read_lease(store.directory).note == "ended"
+
+
+def test_a_lease_that_cannot_be_written_starts_nothing(store):
+    """The first lease cannot be written (its directory replaced by a file): one line saying nothing was
+    started."""
+    keeper = LeaseKeeper(store, 1, SHORT)
+    store.directory.rmdir()
+    store.directory.write_text("not a directory")
+    with pytest.raises(StateWriteFailed) as raised:
+        keeper.start(tuple, lambda message: None)
+    assert str(raised.value) == (
+        f"the lease of backfill {store.id} cannot be written (Not a directory): nothing was started"
+    )
+    assert keeper._thread is None
