@@ -55,12 +55,12 @@ class RecordWriter:
                     batch.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
-            stop = False
+            # Known before writing: a write that fails must not keep the thread (and close()) waiting forever.
+            stop = any(entry is _STOP for entry in batch)
             try:
                 sync = False
                 for entry in batch:
                     if entry is _STOP:
-                        stop = True
                         continue
                     path, data, durable = entry  # type: ignore[misc]
                     if self._error is None:
