@@ -142,7 +142,7 @@ def build_record(
         ],
         "runs_total": len(attempts),
         "row_counts": row_counts,
-        "duration_total": format_duration(int(round(seconds, 1) * 1_000_000) or 100_000),
+        "duration_total": duration_total(seconds),
         "verified": request.guard.verify != "off"
         and not failures
         and succeeded_any
@@ -217,3 +217,9 @@ def write_record(record: dict[str, Any], path: Path, copy: Path) -> Path:
     if copy != path:
         write_atomic(copy, text)
     return path
+
+
+def duration_total(seconds: float) -> str:
+    """The invocation's length to a tenth of a second, in Go's spelling (``4.1s``, ``14m32s``), never ``0s``.
+    Tenths are counted as integers: ``round(4.1, 1) * 1e6`` is ``4099999.99…``, which printed ``4.099999s``."""
+    return format_duration(max(1, round(seconds * 10)) * 100_000)

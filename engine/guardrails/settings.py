@@ -94,6 +94,8 @@ def settings_of_environment(name: str, raw: Any, config_path: Path) -> Guardrail
     else:
         source = f"{config_path.name}"
     gates = raw.get("dependency_gates", "enforce")
+    if isinstance(gates, bool):  # YAML 1.1 reads the documented spelling ``off`` (and no, false) as False
+        gates = "enforce" if gates else "off"
     if gates not in GATES:
         raise BadInput(
             where.format(line=line_of(raw, "dependency_gates"))

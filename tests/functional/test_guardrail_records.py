@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -153,6 +154,7 @@ def test_a_full_backfill_writes_a_record_with_every_field(tmp_path, home):
     assert (backfill / "records" / Path(path).name).read_text() == Path(path).read_text()
     assert record["backfill_id"] == backfill.name and record["reason"] == "full" and record["mode"] == "trigger"
     assert record["status"] == "succeeded" and record["partial"] is False
+    assert re.fullmatch(r"[1-9]00ms|(\d+h)?(\d+m)?\d+(\.\d)?s", record["duration_total"]), record["duration_total"]
     assert (record["intervals_attempted"], record["intervals_succeeded"], record["intervals_failed"]) == (5, 5, 0)
     assert record["materialization_strategy"] == {"mart.totals": "merge", "mid.daily": "time_interval"}
     assert record["layer"] == {"mart.totals": "final", "mid.daily": "mid"}

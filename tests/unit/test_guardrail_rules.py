@@ -6,10 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from engine.base.errors import BadInput
 from engine.guardrails.facts import AssetFacts
 from engine.guardrails.preflight_checks import _strategy_finding
+from engine.guardrails.record import duration_total
 from engine.guardrails.settings import settings_of_environment
 from engine.pipeline.assets import Asset, Materialization
 from engine.pipeline.columns import Column
@@ -92,3 +94,22 @@ def test_an_asset_refreshed_on_every_run_is_judged_as_rebuilding_its_table():
     assert finding[0] == "never" and "parameters.full_refresh" in finding[1]
     facts.asset.full_refresh_restricted = True
     assert _strategy_finding(facts, partitions=5) is None  # back to append, with nothing in the range yet
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(4.1, "4.1s"), (872.0, "14m32s"), (0.0, "100ms"), (0.04, "100ms"), (3725.34, "1h2m5.3s"), (59.96, "1m")],
+)
+def test_the_record_s_total_duration_is_human(seconds, shown):
+    """To a tenth of a second in Go's spelling, never a float's tail (4.1 s once printed 4.099999s)."""
+    assert duration_total(seconds) == shown
+
+
+@pytest.mark.parametrize(("text", "gates"), [("off", "off"), ("false", "off"), ("no", "off"), ("Off", "off"),
+                                             ("on", "enforce"), ("true", "enforce"), ("'off'", "off"),
+                                             ("warn", "warn")])  # fmt: skip
+def test_dependency_gates_read_as_yaml_spells_them(text, gates):
+    """``dependency_gates: off`` as the docs write it (YAML 1.1 reads it as false) means off; on/true mean
+    enforce."""
+    raw = yaml.safe_load(f"dependency_gates: {text}\n")
+    assert settings_of_environment("dev", raw, Path("/repo/.bruin.yml")).dependency_gates == gates

@@ -82,8 +82,10 @@ def test_create_replace_builds_the_table_and_its_schema(db):
     rows written."""
     assert materialize(db, asset(None), values("(1, 'a'), (2, 'b')") + " ;; ", DAY_2, full_refresh=False) == 2
     assert rows(db) == [(1, "a"), (2, "b")]
-    assert materialize(db, asset("create+replace"), values("(3, 'c')"), DAY_2, full_refresh=False) == 1
+    assert materialize(db, asset(None), values("(3, 'c')"), DAY_2, full_refresh=False) == 1
     assert rows(db) == [(3, "c")]
+    assert materialize(db, asset("create+replace"), values("(4, 'd')"), DAY_2, full_refresh=False) == 1
+    assert rows(db) == [(4, "d")]
 
 
 def test_append_adds_rows_by_name_and_creates_a_missing_table(db):
@@ -110,6 +112,18 @@ def test_merge_updates_the_columns_marked_and_inserts_new_keys(db):
     )
     assert changed == 3
     assert rows(db) == [(1, "A", 10), (2, "b", 30), (None, "N", 20)]
+
+
+def test_merge_on_a_composite_key_updates_every_marked_column(db):
+    """Two key columns must both match; two update columns are both set."""
+    seed(db, values("(1, 1, 'a', 0), (1, 2, 'b', 0)", "k1, k2, v, w"))
+    merged = asset(
+        "merge",
+        columns=(column("k1", key=True), column("k2", key=True), column("v", "varchar", update=True),
+                 column("w", update=True)),
+    )  # fmt: skip
+    materialize(db, merged, values("(1, 2, 'B', 9), (2, 1, 'c', 5)", "k1, k2, v, w"), DAY_2, full_refresh=False)
+    assert rows(db) == [(1, 1, "a", 0), (1, 2, "B", 9), (2, 1, "c", 5)]
 
 
 def test_merge_without_update_columns_leaves_matches_alone(db):
@@ -145,6 +159,7 @@ def test_time_interval_on_a_date_key_replaces_the_days_of_the_window(db):
     """A ``date`` key: the window's days are deleted (inclusive), the days around it stay."""
     seed(db, "SELECT (DATE '2024-01-01' + INTERVAL (i) DAY)::DATE AS d, i AS v FROM range(3) t(i)")
     daily = asset("time_interval", key="d", granularity="date")
+    assert window_predicate(db, daily, DAY_2) == "\"d\" BETWEEN DATE '2024-01-02' AND DATE '2024-01-02'"
     assert materialize(db, daily, "SELECT DATE '2024-01-02' AS d, 100 AS v", DAY_2, full_refresh=False) == 1
     assert [(d.isoformat(), v) for d, v in rows(db)] == [("2024-01-01", 0), ("2024-01-02", 100), ("2024-01-03", 2)]
 
@@ -239,20 +254,28 @@ def test_no_materialization_runs_the_sql_as_written(db):
 def test_ddl_creates_the_declared_table_with_keys_and_comments(db):
     """``ddl`` declares columns (VARCHAR when untyped), NOT NULL, the primary key and column comments (quotes
     escaped); a full refresh drops what was there."""
-    declared = asset("ddl", columns=(column("id", key=True, nullable=False), column("note", None, description="it's")))
+    declared = asset(
+        "ddl",
+        columns=(column("id", key=True), column("at", "date", key=True), column("note", None, description="it's"),
+                 column("must", nullable=False), column("may", nullable=True)),
+    )  # fmt: skip
     assert materialize(db, declared, "", DAY_2, full_refresh=False) == 0
     described = db.execute(
         "SELECT column_name, data_type, is_nullable FROM information_schema.columns WHERE table_name = 't' "
         "ORDER BY ordinal_position"
     ).fetchall()
-    assert described == [("id", "INTEGER", "NO"), ("note", "VARCHAR", "YES")]
+    assert described == [
+        ("id", "INTEGER", "NO"), ("at", "DATE", "NO"), ("note", "VARCHAR", "YES"), ("must", "INTEGER", "NO"),
+        ("may", "INTEGER", "YES"),
+    ]  # fmt: skip
     assert db.scalar("SELECT comment FROM duckdb_columns() WHERE column_name = 'note'") == "it's"
     assert db.scalar("SELECT comment FROM duckdb_columns() WHERE column_name = 'id'") is None
-    db.execute("INSERT INTO mart.t VALUES (1, 'x')")
+    db.execute("INSERT INTO mart.t VALUES (1, DATE '2024-01-01', 'x', 0, NULL)")
+    db.execute("INSERT INTO mart.t VALUES (1, DATE '2024-01-02', 'x', 0, NULL)")  # the key has two columns
     with pytest.raises(duckdb.ConstraintException):
-        db.execute("INSERT INTO mart.t VALUES (1, 'y')")
+        db.execute("INSERT INTO mart.t VALUES (1, DATE '2024-01-01', 'y', 0, NULL)")
     materialize(db, declared, "", DAY_2, full_refresh=False)
-    assert rows(db) == [(1, "x")]
+    assert len(rows(db)) == 2
     materialize(db, declared, "", DAY_2, full_refresh=True)
     assert rows(db) == []
 
@@ -316,3 +339,24 @@ def test_a_seed_loads_its_csv_typed_by_declared_columns(db, tmp_path):
     untyped = Asset("ref.codes", "duckdb.seed", csv, "s.csv", 1, seed_path=csv)
     assert load_seed(db, untyped) == 2
     assert rows(db, "ref.codes") == [(7, 1.5), (10, 2.0)]
+
+
+def test_scd2_and_data_vault_strategies_are_handed_their_loaders(db):
+    """An SCD2 asset opens versions and a Data Vault hub inserts keys once, through ``materialize`` itself."""
+    scd2 = asset("scd2_by_column", columns=(column("id", key=True), column("v", "varchar")))
+    materialize(db, scd2, values("(1, 'a')"), DAY_2, full_refresh=False)
+    materialize(db, scd2, values("(1, 'b')"), DAY_2, full_refresh=False)
+    versions = db.execute("SELECT id, v, _is_current FROM mart.t ORDER BY v").fetchall()
+    assert versions == [(1, "a", False), (1, "b", True)]
+    materialize(db, scd2, values("(1, 'c')"), DAY_2, full_refresh=True)
+    assert db.execute("SELECT id, v, _is_current FROM mart.t").fetchall() == [(1, "c", True)]
+    hub = Asset(
+        "mart.hub", "duckdb.sql", Path("h.sql"), "h.sql", 1,
+        materialization=Materialization("table", "datavault_hub", None, None),
+        columns=(column("c_hk", "varchar"), column("c_bk", "varchar"), column("load_dts", "timestamp"),
+                 column("record_source", "varchar")),
+    )  # fmt: skip
+    batch = "SELECT 'h1' AS c_hk, 'b1' AS c_bk, TIMESTAMP '2024-01-02' AS load_dts, 'crm' AS record_source"
+    assert materialize(db, hub, batch, DAY_2, full_refresh=False) == 1
+    assert materialize(db, hub, batch, DAY_2, full_refresh=False) == 0
+    assert materialize(db, hub, batch, DAY_2, full_refresh=True) == 1
