@@ -230,7 +230,7 @@ def _inspect_table(facts: Facts, warehouse: Warehouse, asset_facts: AssetFacts) 
 def _sample_query(facts: Facts, asset: Asset) -> str:
     from engine.pipeline.interval_modifiers import apply_modifiers
     from engine.pipeline.materialization import strip_statement
-    from engine.pipeline.templating import base_context, render
+    from engine.pipeline.templating import base_context, render, with_macros
 
     assert facts.first is not None and facts.pipeline is not None
     spec = facts.request.spec
@@ -242,6 +242,8 @@ def _sample_query(facts: Facts, asset: Asset) -> str:
     if spec.run_options.apply_interval_modifiers:
         moved = apply_modifiers(window, asset.interval_modifiers or facts.pipeline.default_interval_modifiers, context)
         context.update(moved.variables())
+    if facts.pipeline.macros:  # rendered as its run renders it (asset_run): macros see the moved window
+        context = with_macros(facts.pipeline.macros, context)
     return strip_statement(render(asset.body, context, first_line=asset.body_line))
 
 

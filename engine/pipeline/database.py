@@ -29,11 +29,37 @@ def _table_parts(name: str) -> tuple[str, str]:
 
 
 def strip_statement(sql: str) -> str:
-    """The query without surrounding whitespace and trailing semicolons (it gets wrapped)."""
-    text = sql.strip()
-    while text.endswith(";"):
-        text = text[:-1].rstrip()
-    return text
+    """The query without what may follow its last token: whitespace, semicolons and comments. It gets
+    wrapped (``SELECT count(*) FROM (…)``, ``MERGE … USING (…)``), where a trailing ``-- comment`` would
+    swallow the closing parenthesis. Quotes and comments are scanned, so ``'--'`` in a string stays."""
+    end = _last_token_end(sql)
+    return sql[:end].strip()
+
+
+def _last_token_end(sql: str) -> int:
+    """The index just past the last character that is neither whitespace, a semicolon nor in a comment."""
+    end, i, n = 0, 0, len(sql)
+    while i < n:
+        char = sql[i]
+        if char == "-" and sql.startswith("--", i):
+            newline = sql.find("\n", i)
+            i = n if newline < 0 else newline + 1
+        elif char == "/" and sql.startswith("/*", i):
+            close = sql.find("*/", i + 2)
+            i = n if close < 0 else close + 2
+        elif char in "'\"":
+            close = i + 1
+            while True:  # a doubled quote is an escaped one
+                close = sql.find(char, close)
+                if close < 0 or not sql.startswith(char, close + 1):
+                    break
+                close += 2
+            i = end = n if close < 0 else close + 1
+        else:
+            if not char.isspace() and char != ";":
+                end = i + 1
+            i += 1
+    return end
 
 
 class RunStopped(Exception):

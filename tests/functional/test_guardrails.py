@@ -444,3 +444,39 @@ def test_children_see_the_reason_of_the_invocation(work, home):
     assert run_backfill(*rerun, cwd=work, env=home).returncode == 0
     logs = [(backfill / a["log"]).read_text().strip() for a in records(backfill)[0]["attempts"]]
     assert logs == ["reason=first pass", "reason=second pass"]
+
+
+def test_the_row_sample_renders_macros_and_reads_sql_ending_in_a_comment(daily, home):
+    """An asset that calls a macro and ends in ``-- comment`` (after a semicolon): the pre-flight samples it
+    (10 rows a day) instead of finding the check undecidable, and the backfill runs it, merge included (its
+    query is wrapped in ``USING (…)``, where the comment swallowed the parenthesis)."""
+    daily.write("p/macros/days.sql", "{% macro day_range() %}range(DATE '{{ start_date }}', DATE '{{ end_date }}' "
+                "+ INTERVAL 1 DAY, INTERVAL 1 DAY){% endmacro %}")  # fmt: skip
+    daily.sql(
+        "mid.daily",
+        "SELECT CAST(range AS DATE) AS day, n FROM {{ day_range() }}, range(10) AS t(n); -- ten rows a day\n"
+        "-- mentions '{{ start_date }}' once more",
+        depends=["raw.events"],
+        materialization=TIME_INTERVAL,
+    )
+    checks = dry_checks(daily, home)
+    sample = checks["row_count_sanity"]
+    assert sample["tier"] == "auto", sample
+    assert sample["evidence"]["assets"]["mid.daily"]["sample_rows"] == 10
+    daily.sql(
+        "mart.totals",
+        "SELECT day, count(*) AS rows FROM mid.daily WHERE day BETWEEN '{{ start_date }}' AND '{{ end_date }}' "
+        "GROUP BY day -- one row a day",
+        depends=["mid.daily"],
+        materialization={"type": "table", "strategy": "merge"},
+        columns=[{"name": "day", "type": "date", "primary_key": True}, {"name": "rows", "type": "bigint",
+                                                                         "update_on_merge": True}],
+    )  # fmt: skip
+    ran = daily.run("--start-date", "2024-01-08", "--end-date", "2024-01-08")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    ran = daily.run("--start-date", "2024-01-09", "--end-date", "2024-01-09")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert [(d.isoformat(), n) for d, n in daily.query("SELECT * FROM mart.totals ORDER BY ALL")] == [
+        ("2024-01-08", 10),
+        ("2024-01-09", 10),
+    ]

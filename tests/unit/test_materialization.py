@@ -13,7 +13,7 @@ import pytest
 from engine.dates.instants import to_micros
 from engine.pipeline.assets import Asset, Materialization
 from engine.pipeline.columns import Column
-from engine.pipeline.database import Database
+from engine.pipeline.database import Database, strip_statement
 from engine.pipeline.materialization import load_seed, materialize, window_predicate
 from engine.pipeline.templating import Window
 
@@ -360,3 +360,32 @@ def test_scd2_and_data_vault_strategies_are_handed_their_loaders(db):
     assert materialize(db, hub, batch, DAY_2, full_refresh=False) == 1
     assert materialize(db, hub, batch, DAY_2, full_refresh=False) == 0
     assert materialize(db, hub, batch, DAY_2, full_refresh=True) == 1
+
+
+@pytest.mark.parametrize(
+    ("sql", "statement"),
+    [
+        ("SELECT 1;;  ", "SELECT 1"),
+        ("SELECT 1 -- done", "SELECT 1"),
+        ("SELECT 1; -- done\n-- and more\n", "SELECT 1"),
+        ("SELECT 1 /* c */ ;", "SELECT 1"),
+        ("SELECT 1 /* unclosed", "SELECT 1"),
+        ("SELECT '--x' AS a", "SELECT '--x' AS a"),
+        ("SELECT 'it''s; -- not a comment'", "SELECT 'it''s; -- not a comment'"),
+        ('SELECT 1 AS "a--b" -- x', 'SELECT 1 AS "a--b"'),
+        ("SELECT 'unclosed -- text", "SELECT 'unclosed -- text"),
+        ("  \n", ""),
+    ],
+)
+def test_a_statement_loses_what_follows_its_last_token(sql, statement):
+    """Trailing semicolons, whitespace and comments go (a wrapped query's parenthesis must not be commented
+    out); quoted text that looks like a comment stays."""
+    assert strip_statement(sql) == statement
+
+
+def test_a_merge_whose_query_ends_in_a_comment_runs(db):
+    """``MERGE … USING (query -- comment)`` would swallow the parenthesis: the comment is dropped first."""
+    seed(db, values("(1, 'a')"))
+    merged = asset("merge", columns=(column("id", key=True), column("v", "varchar", update=True)))
+    materialize(db, merged, values("(1, 'A')") + " -- latest names", DAY_2, full_refresh=False)
+    assert rows(db) == [(1, "A")]
