@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
+from typing import Any
 
+from engine.dates.instants import to_micros
 from engine.pipeline.assets import STRATEGIES, Asset
+from engine.pipeline.database import without_comments
 from engine.pipeline.datavault import DATAVAULT_STRATEGIES
 from engine.pipeline.loading import Pipeline
 from engine.pipeline.scd2 import SCD2_STRATEGIES
+from engine.pipeline.templating import Window, base_context, render, with_macros
 
 # What the runner runs: every table strategy it implements, a view, and SQL or a script run as written.
 KNOWN_STRATEGIES = (*STRATEGIES, "view", "none")
@@ -37,16 +42,38 @@ def strategy_of(asset: Asset) -> str:
     return m.strategy or "create+replace"
 
 
-def uses_interval(asset: Asset, pipeline: Pipeline) -> bool:
-    """Whether a run of the asset depends on its interval: templates, BRUIN_*_DATE, strategy, modifiers."""
+def uses_interval(asset: Asset, pipeline: Pipeline, variables: dict[str, Any]) -> bool:
+    """Whether a run of the asset depends on its interval: its strategy, modifiers, ``BRUIN_*_DATE`` in a
+    script, or SQL that renders differently for two windows once comments are stripped (a comment that
+    mentions ``{{ start_date }}`` does not count; a macro that reads the window does)."""
     if asset.kind == "seed":
         return False
     if asset.materialization.strategy == "time_interval":
         return True
     if asset.interval_modifiers or pipeline.default_interval_modifiers:
         return True
-    pattern = _PYTHON_INTERVAL if asset.kind == "python" else _SQL_INTERVAL
-    return bool(pattern.search(asset.body))
+    if asset.kind == "python":
+        return bool(_PYTHON_INTERVAL.search(asset.body))
+    try:
+        first, second = (_rendered(asset, pipeline, variables, window) for window in _TWO_WINDOWS)
+    except Exception:  # it cannot be rendered here (the run will say why): judge by the text, as before
+        return bool(_SQL_INTERVAL.search(asset.body))
+    return without_comments(first).split() != without_comments(second).split()
+
+
+# Two windows that share no date, time, length or weekday: anything rendered from the interval differs.
+_TWO_WINDOWS = (
+    Window(to_micros(datetime(2001, 2, 3, 4, 5, tzinfo=UTC)), to_micros(datetime(2001, 2, 4, 4, 5, tzinfo=UTC)), UTC),
+    Window(to_micros(datetime(2012, 7, 9, tzinfo=UTC)), to_micros(datetime(2012, 7, 9, 12, tzinfo=UTC)), UTC),
+)
+
+
+def _rendered(asset: Asset, pipeline: Pipeline, variables: dict[str, Any], window: Window) -> str:
+    context = base_context(window, run_id="preflight", pipeline=pipeline.name, variables=variables, full_refresh=False)
+    context["this"] = asset.name
+    if pipeline.macros:
+        context = with_macros(pipeline.macros, context)
+    return render(asset.body, context, first_line=asset.body_line)
 
 
 def layer_of(asset: Asset) -> tuple[str, str]:

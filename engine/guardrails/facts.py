@@ -149,7 +149,7 @@ def _gather_pipeline(facts: Facts) -> None:
             asset=asset,
             selected=name in checked.selected and enabled_by(asset, checked.variables),  # a disabled one does not run
             strategy=strategy_of(asset),
-            uses_interval=uses_interval(asset, pipeline),
+            uses_interval=uses_interval(asset, pipeline, checked.variables),
             layer=layer,
             layer_source=source,
             connection=request.environment.connection(connection_name) if connection_name else None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
@@ -32,34 +32,50 @@ def strip_statement(sql: str) -> str:
     """The query without what may follow its last token: whitespace, semicolons and comments. It gets
     wrapped (``SELECT count(*) FROM (…)``, ``MERGE … USING (…)``), where a trailing ``-- comment`` would
     swallow the closing parenthesis. Quotes and comments are scanned, so ``'--'`` in a string stays."""
-    end = _last_token_end(sql)
+    end = 0
+    for kind, start, stop in _pieces(sql):
+        if kind == "quoted":
+            end = stop
+        elif kind == "code":
+            text = sql[start:stop].rstrip("; \t\r\n\f\v")
+            if text:
+                end = start + len(text)
     return sql[:end].strip()
 
 
-def _last_token_end(sql: str) -> int:
-    """The index just past the last character that is neither whitespace, a semicolon nor in a comment."""
-    end, i, n = 0, 0, len(sql)
+def without_comments(sql: str) -> str:
+    """The SQL with every ``--`` and ``/* */`` comment replaced by a space (quoted text kept as written)."""
+    return "".join(" " if kind == "comment" else sql[start:stop] for kind, start, stop in _pieces(sql))
+
+
+def _pieces(sql: str) -> Iterator[tuple[str, int, int]]:
+    """``(kind, start, stop)`` for each run of code, quoted text (a doubled quote escapes) or comment."""
+    i, n, code = 0, len(sql), 0
     while i < n:
         char = sql[i]
         if char == "-" and sql.startswith("--", i):
             newline = sql.find("\n", i)
-            i = n if newline < 0 else newline + 1
+            stop = n if newline < 0 else newline
         elif char == "/" and sql.startswith("/*", i):
             close = sql.find("*/", i + 2)
-            i = n if close < 0 else close + 2
+            stop = n if close < 0 else close + 2
         elif char in "'\"":
             close = i + 1
-            while True:  # a doubled quote is an escaped one
+            while True:
                 close = sql.find(char, close)
                 if close < 0 or not sql.startswith(char, close + 1):
                     break
                 close += 2
-            i = end = n if close < 0 else close + 1
+            stop = n if close < 0 else close + 1
         else:
-            if not char.isspace() and char != ";":
-                end = i + 1
             i += 1
-    return end
+            continue
+        if code < i:
+            yield "code", code, i
+        yield ("quoted" if char in "'\"" else "comment"), i, stop
+        i = code = stop
+    if code < n:
+        yield "code", code, n
 
 
 class RunStopped(Exception):

@@ -480,3 +480,20 @@ def test_the_row_sample_renders_macros_and_reads_sql_ending_in_a_comment(daily, 
         ("2024-01-08", 10),
         ("2024-01-09", 10),
     ]
+
+
+def test_whether_an_asset_uses_its_interval_is_read_from_what_it_renders(daily, home):
+    """A create+replace table whose window comes from a macro rebuilds the table from each partition (only
+    the last would survive): never. One whose only mention of ``{{ start_date }}`` is a comment rebuilds the
+    same table each time: merely repeated, not refused."""
+    daily.write("p/macros/window.sql", "{% macro window_filter() %}day BETWEEN '{{ start_date }}' AND "
+                "'{{ end_date }}'{% endmacro %}")  # fmt: skip
+    daily.sql("mart.recent", "SELECT * FROM mid.daily WHERE {{ window_filter() }}", depends=["mid.daily"],
+              materialization={"type": "table"})  # fmt: skip
+    checks = dry_checks(daily, home, "--selector", "mart.recent")
+    assert checks["materialization"]["tier"] == "never", checks["materialization"]
+    assert "mart.recent" in checks["materialization"]["detail"]
+    daily.sql("mart.recent", "-- rebuilt whole; {{ start_date }} is not used\nSELECT count(*) AS n FROM mid.daily",
+              depends=["mid.daily"], materialization={"type": "table"})  # fmt: skip
+    checks = dry_checks(daily, home, "--selector", "mart.recent")
+    assert checks["materialization"]["tier"] != "never", checks["materialization"]
