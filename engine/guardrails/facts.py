@@ -45,6 +45,9 @@ class AssetFacts:
     rows_in_range: int | None = None
     sample_rows: int | None = None
     sample_error: str | None = None
+    # time_interval and delete+insert: the sample's rows whose key lies outside the first partition's window
+    # (the strategy deletes only the window, so each partition would add these again).
+    sample_outside: int | None = None
     past_rows: list[int] = field(default_factory=list)  # rows past succeeded runs wrote, per partition length
 
     @property
@@ -222,12 +225,19 @@ def _inspect_table(facts: Facts, warehouse: Warehouse, asset_facts: AssetFacts) 
             asset_facts.sample_error = f"{warehouse.path} does not exist yet"
             return
         try:
-            asset_facts.sample_rows = warehouse.sample_count(_sample_query(facts, asset))
+            query, window = _sample_query(facts, asset)
+            asset_facts.sample_rows = warehouse.sample_count(query)
+            if asset.materialization.strategy in WINDOWED and asset.materialization.incremental_key:
+                asset_facts.sample_outside = warehouse.count_outside(asset, query, window)
         except Exception as error:
             asset_facts.sample_error = _first_line(error)
 
 
-def _sample_query(facts: Facts, asset: Asset) -> str:
+WINDOWED = ("time_interval", "delete+insert")
+
+
+def _sample_query(facts: Facts, asset: Asset) -> tuple[str, Window]:
+    """The first partition's query as the run renders it, and the window it is meant to write."""
     from engine.pipeline.interval_modifiers import apply_modifiers
     from engine.pipeline.materialization import strip_statement
     from engine.pipeline.templating import base_context, render, with_macros
@@ -242,9 +252,10 @@ def _sample_query(facts: Facts, asset: Asset) -> str:
     if spec.run_options.apply_interval_modifiers:
         moved = apply_modifiers(window, asset.interval_modifiers or facts.pipeline.default_interval_modifiers, context)
         context.update(moved.variables())
+        window = moved
     if facts.pipeline.macros:  # rendered as its run renders it (asset_run): macros see the moved window
         context = with_macros(facts.pipeline.macros, context)
-    return strip_statement(render(asset.body, context, first_line=asset.body_line))
+    return strip_statement(render(asset.body, context, first_line=asset.body_line)), window
 
 
 def _first_line(error: BaseException) -> str:

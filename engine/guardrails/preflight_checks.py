@@ -188,6 +188,15 @@ def materialization(facts: Facts) -> PreflightCheck:
                 findings.append(finding)
                 if asset_facts.rows_in_range:
                     entry["rows_in_range"] = asset_facts.rows_in_range
+            if asset_facts.sample_outside:  # the query lies about its window: each partition adds these rows
+                entry["sample_rows_outside_window"] = asset_facts.sample_outside
+                findings.append(
+                    (
+                        NEVER,
+                        f"{asset_facts.asset.name}: the query returns {asset_facts.sample_outside:,} rows outside "
+                        f"the partition's window; {asset_facts.strategy} would duplicate them",
+                    )
+                )
     if rebuilt:
         text = f"{_names(rebuilt)} rebuilt {partitions} times (they ignore the interval): run once or select out"
         findings.append((AUTO, text))

@@ -106,6 +106,12 @@ class Warehouse:
         """How many rows a query returns, counted by DuckDB without fetching them."""
         return int(self.database().scalar(f"SELECT count(*) FROM ({query})"))
 
+    def count_outside(self, asset: Asset, query: str, window: Window) -> int:
+        """How many rows of ``query`` have an incremental key outside ``window`` (NULL keys included: the
+        window's DELETE never removes them either)."""
+        predicate = window_predicate(self.database(), asset, window)
+        return int(self.database().scalar(f"SELECT count(*) FROM ({query}) WHERE ({predicate}) IS NOT TRUE"))
+
     def period_counts(self, asset: Asset, period: str, window: Window) -> dict[datetime | date, int]:
         """Rows per local ``period`` (hour, day, week, month, year) outside ``window``, by period start."""
         key = asset.materialization.incremental_key

@@ -497,3 +497,27 @@ def test_whether_an_asset_uses_its_interval_is_read_from_what_it_renders(daily, 
               depends=["mid.daily"], materialization={"type": "table"})  # fmt: skip
     checks = dry_checks(daily, home, "--selector", "mart.recent")
     assert checks["materialization"]["tier"] != "never", checks["materialization"]
+
+
+def test_a_query_that_returns_rows_outside_its_window_is_never_run(daily, home):
+    """A time_interval query filtered only by ``>= start_date``: each partition deletes its own day but writes
+    every later day again. The pre-flight runs the first partition's query read-only, counts the rows outside
+    the window and refuses (never) before any row is written; the table is unchanged."""
+    before = daily.query("SELECT * FROM mid.daily ORDER BY ALL")
+    daily.sql(
+        "mid.daily",
+        "SELECT CAST(range AS DATE) AS day, n FROM range(DATE '{{ start_date }}', DATE '2024-01-13', "
+        "INTERVAL 1 DAY), range(10) AS t(n)",
+        depends=["raw.events"],
+        materialization=TIME_INTERVAL,
+    )
+    checks = dry_checks(daily, home)
+    assert checks["verdict"] == "never"
+    assert checks["materialization"]["tier"] == "never"
+    assert (
+        "mid.daily: the query returns 40 rows outside the partition's window; time_interval would duplicate them"
+        in checks["materialization"]["detail"]
+    )
+    ran = run_backfill("p", *WEEK, "--reason", "r", "--no-progress", cwd=daily.root, env=home)
+    assert ran.returncode == 3, ran.stdout + ran.stderr
+    assert daily.query("SELECT * FROM mid.daily ORDER BY ALL") == before
