@@ -112,6 +112,7 @@ def build_record(
         if a.verification and a.verification.get("status") in ("failed", "warning")
     ]
     succeeded_any = any(a.status == RecordStatus.SUCCEEDED for a in attempts)
+    unverified = _unverified_because(status, request.guard.verify, failures, succeeded_any, verifications, after_range)
     row_counts = {}
     for name in sorted(set(before) | set(after)):
         b, n = before.get(name), after.get(name)
@@ -143,10 +144,8 @@ def build_record(
         "runs_total": len(attempts),
         "row_counts": row_counts,
         "duration_total": duration_total(seconds),
-        "verified": request.guard.verify != "off"
-        and not failures
-        and succeeded_any
-        and set(verifications) <= {"verified", "insufficient history", "none"},
+        "verified": not unverified,
+        "unverified_because": unverified,
         "verification": dict(verifications),
         "verification_failures": failures,
         "checks_after_range": after_range,
@@ -163,6 +162,36 @@ def build_record(
         "downstream_blocked_until_rerun": sorted(a.asset.name for a in facts.downstream) if succeeded_any else [],
         "interventions": _interventions(state_directory),
     }
+
+
+def _unverified_because(
+    status: str,
+    verify: str,
+    failures: list[dict[str, Any]],
+    succeeded_any: bool,
+    verifications: Counter[str],
+    after_range: list[dict[str, Any]],
+) -> list[str]:
+    """Why the invocation is not ``verified``, one sentence each (empty: it is). A failed or cancelled
+    invocation, or a check that failed without blocking, is never reported verified."""
+    why = []
+    if verify == "off":
+        why.append("verification was off (--verify off)")
+    if status != "succeeded":
+        why.append(f"the invocation ended {status}")
+    if not succeeded_any:
+        why.append("no partition succeeded in this invocation")
+    if failures:
+        why.append(f"{len(failures)} partition{'s' if len(failures) != 1 else ''} failed or warned in verification")
+    unknown = sorted(set(verifications) - {"verified", "insufficient history", "none", "failed", "warning"})
+    if unknown:
+        why.append(f"verification statuses not known to be safe: {', '.join(unknown)}")
+    why += [
+        f"check {check['check']} of {check['asset']} failed over the whole table: {check['detail']}"
+        for check in after_range
+        if not check["passed"]
+    ]
+    return why
 
 
 def _interventions(state_directory: Path) -> dict[str, Any]:

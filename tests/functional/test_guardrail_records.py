@@ -39,6 +39,7 @@ RECORD_FIELDS = [
     "row_counts",
     "duration_total",
     "verified",
+    "unverified_because",
     "verification",
     "verification_failures",
     "checks_after_range",
@@ -160,6 +161,7 @@ def test_a_full_backfill_writes_a_record_with_every_field(tmp_path, home):
     assert record["layer"] == {"mart.totals": "final", "mid.daily": "mid"}
     assert record["row_counts"]["mid.daily"] == {"before": 450, "after": 450, "delta_pct": 0.0}
     assert record["verified"] is True and record["verification"] == {"verified": 5}
+    assert record["unverified_because"] == []
     assert record["preflight"]["verdict"] == "auto" and record["approval"]["how"] == "auto"
     assert record["snapshot"]["tables"] == ["mart.totals", "mid.daily"]
     assert len(record["runs"]) == 5 and all(Path(run["log"]).exists() for run in record["runs"])
@@ -184,6 +186,7 @@ def test_a_partial_backfill_says_so(tmp_path, home):
     assert (record["intervals_attempted"], record["intervals_succeeded"], record["intervals_failed"]) == (3, 2, 1)
     assert [run["status"] for run in record["runs"]] == ["succeeded", "failed", "succeeded"]
     assert Path(record_line(result.stdout)).parent == work / ".context"
+    assert record["verified"] is False and "the invocation ended failed" in record["unverified_because"]
 
 
 def test_a_cancelled_backfill_still_writes_its_record(tmp_path, home):
@@ -203,6 +206,11 @@ def test_a_cancelled_backfill_still_writes_its_record(tmp_path, home):
     assert list(record) == RECORD_FIELDS
     assert record["status"] == "cancelled" and record["partial"] is True
     assert record["intervals_cancelled"] == 2 and record["intervals_succeeded"] == 0
+    assert record["verified"] is False
+    assert record["unverified_because"][:2] == [
+        "the invocation ended cancelled",
+        "no partition succeeded in this invocation",
+    ]
 
 
 def test_a_backfill_whose_record_cannot_be_written_does_not_report_success(tmp_path, home):
@@ -220,3 +228,24 @@ def test_a_backfill_whose_record_cannot_be_written_does_not_report_success(tmp_p
     assert f"backfill {state_dirs(work / 'logs' / 'backfills')[0].name} not recorded" in result.stdout
     [backfill] = state_dirs(work / "logs" / "backfills")
     assert {r["status"] for r in records(backfill)} == {"succeeded"}
+
+
+def test_a_check_that_fails_without_blocking_leaves_the_backfill_unverified(tmp_path, home):
+    """Every partition succeeded and verified, but the non-blocking not_null check fails (a NULL outside the
+    range): the record says verified false and names the check."""
+    repo = two_tables(tmp_path)
+    repo.sql(
+        "mid.daily",
+        "SELECT CAST(range AS DATE) AS day, n, 'v1' AS version FROM range(DATE '{{ start_date }}', "
+        "DATE '{{ end_date }}' + INTERVAL 1 DAY, INTERVAL 1 DAY), range(10) AS t(n)",
+        materialization=TIME_INTERVAL,
+        columns=[{"name": "n", "type": "bigint", "checks": [{"name": "not_null", "blocking": False}]}],
+    )
+    repo.execute("INSERT INTO mid.daily VALUES (DATE '2023-01-01', NULL, 'v0')")
+    result = run_backfill("p", *WEEK, "--reason", "full", "--no-progress", cwd=repo.root, env=home)
+    assert result.returncode == 0, result.stdout + result.stderr
+    record = load_record(record_line(result.stdout))
+    assert record["verification"] == {"verified": 5}
+    assert record["verified"] is False
+    [why] = record["unverified_because"]
+    assert why.startswith("check not_null(n) of mid.daily failed over the whole table: ")
