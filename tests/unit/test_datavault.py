@@ -298,3 +298,34 @@ def test_an_untyped_column_is_a_problem_and_the_load_refuses(db):
     ):
         apply_datavault(db, broken, "SELECT 1", full_refresh=False)
     assert db.scalar("SELECT count(*) FROM duckdb_tables() WHERE table_name = 't'") == 0
+
+
+def test_missing_link_and_parent_keys_are_named():
+    """A link without its hash key and a satellite without its parent are told which key they lack."""
+    link = vault("datavault_link", col("a_hk"), col("b_hk"), col("load_dts", "timestamp"), col("record_source"))
+    assert datavault_roles(link) == (None, ["datavault_link needs a link hash key among the declared columns"])
+    sat = vault("datavault_satellite", col("hashdiff"), col("load_dts", "timestamp"), col("record_source"))
+    assert datavault_roles(sat) == (None, ["datavault_satellite needs a parent hash key among the declared columns"])
+
+
+def test_a_satellite_finds_hash_diff_and_keeps_a_declared_key():
+    """``hash_diff`` is a hashdiff by name; a declared key other than the parent alone is the table's key."""
+    sat = vault("datavault_satellite", col("p_hk", key=True), col("hash_diff", key=True), col("load_dts", "timestamp"),
+                col("record_source"))  # fmt: skip
+    assert datavault_roles(sat) == (
+        Roles("p_hk", ("hash_diff",), "load_dts", "record_source", ("p_hk", "hash_diff")),
+        [],
+    )
+
+
+def test_only_required_or_non_nullable_columns_are_not_null(db):
+    """A descriptive column stays nullable unless declared ``nullable: false``."""
+    sat = vault("datavault_satellite", col("customer_hk"), col("hashdiff"), col("name"), col("city", nullable=False),
+                col("load_dts", "timestamp"), col("record_source"))  # fmt: skip
+    load(db, sat, "('h1', 'd1', NULL, 'Oslo', TIMESTAMP '2024-01-01', 'crm')",
+         "customer_hk, hashdiff, name, city, load_dts, record_source")  # fmt: skip
+    nullable = dict(
+        db.execute("SELECT column_name, is_nullable FROM information_schema.columns WHERE table_name = 't'").fetchall()
+    )
+    assert nullable == {"customer_hk": "NO", "hashdiff": "NO", "name": "YES", "city": "NO", "load_dts": "NO",
+                        "record_source": "NO"}  # fmt: skip

@@ -98,7 +98,7 @@ def test_a_live_executor_applies_the_request_and_the_command_gets_its_answer(hol
     executor.start()
     executor.serve.set()
     try:
-        result = deliver(holder.store, mark(), lambda: pytest.fail("applied twice"), wait=10)
+        result = delivered(holder, wait=600)  # the answer is taken as it comes, not at the end of the wait
     finally:
         executor.stop()
     assert (result.exit_code, result.message, result.changed) == (0, "marked 1 partition succeeded", 1)
@@ -246,3 +246,71 @@ def test_a_request_reads_back_with_defaults(tmp_path):
     assert Result.from_json({"exit_code": "3", "message": 4}) == Result(3, "4", 0)
     assert Result(1, "no", 2).to_json() == {"exit_code": 1, "message": "no", "changed": 2}
     assert Request("a", "r", "b", "t").id != Request("a", "r", "b", "t").id
+
+
+class LateAnswer(threading.Thread):
+    """An executor that claims the request at once but answers only after the command found it claimed (its
+    withdraw failed): the answers that come after the command stopped waiting for a claim."""
+
+    def __init__(self, holder: CommandHolder, monkeypatch, *, release_lock: bool) -> None:
+        super().__init__(daemon=True)
+        self.holder, self.release_lock = holder, release_lock
+        self.lock = FileLock(holder.store.lock_path)
+        assert self.lock.try_acquire()
+        self.withdraw_failed = threading.Event()
+        original = requests.withdraw
+
+        def withdraw(directory, request):
+            taken_back = original(directory, request)
+            if not taken_back:
+                self.withdraw_failed.set()
+            return taken_back
+
+        monkeypatch.setattr(requests, "withdraw", withdraw)
+
+    def run(self) -> None:
+        directory = self.holder.store.directory
+        while not (pending := requests.pending(directory)):
+            time.sleep(0.01)
+        request = requests.claim(directory, pending[0])
+        if self.release_lock:
+            self.lock.release()  # the executor ends right after claiming
+        assert self.withdraw_failed.wait(30)
+        requests.answer(directory, pending[0], apply(request, self.holder))
+
+
+def delivered(holder: CommandHolder, wait: float) -> Result:
+    """``deliver`` in a thread, so that a command that never returns fails the test instead of hanging it."""
+    box: list = []
+    sender = threading.Thread(
+        target=lambda: box.append(deliver(holder.store, mark(), lambda: pytest.fail("applied twice"), wait=wait)),
+        daemon=True,
+    )
+    sender.start()
+    sender.join(60)
+    assert not sender.is_alive(), "deliver never returned"
+    return box[0]
+
+
+def test_a_claim_just_before_the_executor_ends_is_answered_not_applied_again(holder, monkeypatch):
+    """The executor claims the request and ends: the command takes the lock, finds the request claimed, and
+    waits for the executor's answer instead of applying it a second time."""
+    executor = LateAnswer(holder, monkeypatch, release_lock=True)
+    executor.start()
+    result = delivered(holder, wait=600)
+    executor.join(30)
+    assert (result.exit_code, result.changed) == (0, 1)
+    assert leftovers(holder) == []
+
+
+def test_a_claim_at_the_deadline_still_gets_its_answer(holder, monkeypatch):
+    """The executor claims just as the command's wait ends: the command cannot withdraw it, so it waits the
+    same time again for the answer, and returns it."""
+    executor = LateAnswer(holder, monkeypatch, release_lock=False)
+    executor.start()
+    try:
+        result = delivered(holder, wait=0.5)
+    finally:
+        executor.join(30)
+        executor.lock.release()
+    assert (result.exit_code, result.changed) == (0, 1)

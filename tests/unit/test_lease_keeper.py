@@ -17,6 +17,7 @@ from engine.base.settings import Settings
 from engine.interventions.leasing import LeaseKeeper
 from engine.store.lease import LEASE, Lease, LeasedAttempt, read_lease, write_lease
 from engine.store.state_store import StateStore
+from tests.hang_guard import finishes
 
 SHORT = Settings(lease_seconds=30.0, lease_renew_seconds=0.05)
 RUNNING = (LeasedAttempt("run-1", 4, 999, 12.5),)
@@ -51,7 +52,7 @@ def test_the_first_lease_names_this_process_and_what_it_runs(store):
         assert lease.attempts == RUNNING and lease.note is None
         assert keeper.owns() and keeper.valid_until == lease.expires_at
     finally:
-        keeper.stop()
+        finishes(keeper.stop)
 
 
 def test_the_epoch_grows_past_every_earlier_owner(store):
@@ -74,7 +75,7 @@ def test_the_lease_is_renewed_while_the_executor_runs(store):
         until(lambda: read_lease(store.directory).expires_at > first and read_lease(store.directory).attempts == ())
         assert keeper.owns()
     finally:
-        keeper.stop()
+        finishes(keeper.stop)
 
 
 def test_an_expiry_slept_through_fences_the_executor(store):
@@ -91,7 +92,7 @@ def test_an_expiry_slept_through_fences_the_executor(store):
         assert told == ["its lease expired at 2023-11-14T22:13:20Z before it was renewed (was it stopped?)"]
         assert keeper.fenced == told[0]
     finally:
-        keeper.stop()
+        finishes(keeper.stop)
     assert (store.directory / LEASE).read_bytes() == written  # not even the "ended" lease
 
 
@@ -105,7 +106,7 @@ def test_a_reconcile_fences_the_executor_with_its_note(store):
     reconciled = Lease(2, None, None, None, time.time(), (), "reconciled lost by ops@host")
     write_lease(store.directory, reconciled)
     assert fenced.wait(10)
-    keeper.stop()
+    finishes(keeper.stop)
     assert told == ["its lease was taken away (reconciled lost by ops@host)"]
     assert not keeper.owns()
     assert read_lease(store.directory) == reconciled
@@ -127,7 +128,7 @@ def test_another_owner_fences_the_executor(store, taken):
     keeper.start(tuple, lambda message: (told.append(message), fenced.set()))
     write_lease(store.directory, taken)
     assert fenced.wait(10)
-    keeper.stop()
+    finishes(keeper.stop)
     assert told == ["its lease was taken away (another owner took it)"]
     assert read_lease(store.directory) == taken
 
@@ -139,7 +140,7 @@ def test_a_deleted_or_damaged_lease_fences_the_executor(store):
     keeper.start(tuple, lambda message: fenced.set())
     (store.directory / LEASE).write_bytes(b"{damaged")
     assert fenced.wait(10)
-    keeper.stop()
+    finishes(keeper.stop)
     assert keeper.fenced == "its lease was taken away (another owner took it)"
     assert (store.directory / LEASE).read_bytes() == b"{damaged"
 
@@ -148,7 +149,7 @@ def test_a_clean_stop_leaves_the_lease_unowned(store):
     """The run ended: the lease keeps its epoch, names no owner and says it ended."""
     keeper = LeaseKeeper(store, 4, SHORT)
     keeper.start(lambda: RUNNING, lambda message: None)
-    keeper.stop()
+    finishes(keeper.stop)
     lease = read_lease(store.directory)
     assert (lease.epoch, lease.host, lease.pid, lease.pid_started, lease.attempts, lease.note) == (
         4, None, None, None, (), "ended"
@@ -161,7 +162,7 @@ def test_a_stop_over_a_damaged_lease_replaces_it(store):
     keeper = LeaseKeeper(store, 4, Settings(lease_seconds=30.0, lease_renew_seconds=15.0))
     keeper.start(tuple, lambda message: None)
     (store.directory / LEASE).write_bytes(b"[")
-    keeper.stop()
+    finishes(keeper.stop)
     assert read_lease(store.directory).note == "ended"
 
 

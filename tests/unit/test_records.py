@@ -25,6 +25,7 @@ from engine.store.records import (
     status_of,
 )
 from engine.store.status import Status
+from tests.hang_guard import finishes
 
 DAY = 86_400_000_000
 UTC = load_zone("UTC")
@@ -135,6 +136,7 @@ def write(tmp_path, data: dict, name: str | None = None):
     ("change", "message"),
     [
         ({"index": 7}, "has index 7, outside this backfill's plan of 3"),
+        ({"index": 3}, "has index 3, outside this backfill's plan of 3"),
         ({"index": -1}, "has index -1, outside this backfill's plan of 3"),
         ({"index": "1"}, "has index '1', outside this backfill's plan of 3"),
         ({"start_us": 5}, "does not belong to this backfill's plan (its interval or ID does not match partition 1)"),
@@ -209,9 +211,9 @@ def test_the_writer_keeps_the_order_of_a_partition_s_records(tmp_path):
     path = tmp_path / "p.json"
     for n in range(200):
         writer.put(path, b"%d" % n, durable=n % 50 == 0)
-    writer.drain()
+    finishes(writer.drain)
     assert path.read_bytes() == b"199"
-    writer.close()
+    finishes(writer.close)
 
 
 def test_the_writer_s_error_reaches_the_executor(tmp_path):
@@ -222,11 +224,11 @@ def test_the_writer_s_error_reaches_the_executor(tmp_path):
     blocked.write_text("a file, not a directory")
     writer.put(blocked / "p.json", b"{}", durable=True)
     with pytest.raises(NotADirectoryError):
-        writer.drain()
+        finishes(writer.drain)
     with pytest.raises(NotADirectoryError):
         writer.put(tmp_path / "q.json", b"{}", durable=False)
     with pytest.raises(NotADirectoryError):
-        writer.close()
+        finishes(writer.close)
     assert not (tmp_path / "q.json").exists()
 
 
@@ -273,5 +275,5 @@ def test_a_closed_writer_has_written_everything(tmp_path):
     writer = RecordWriter(tmp_path)
     for n in range(20):
         writer.put(tmp_path / f"{n}.json", b"x", durable=True)
-    writer.close()
+    finishes(writer.close)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{n}.json" for n in range(20))

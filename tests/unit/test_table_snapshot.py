@@ -31,22 +31,29 @@ from engine.store.state_store import StateStore
 from tests.builder import Repo
 
 DAILY = {"type": "table", "strategy": "time_interval", "incremental_key": "day", "time_granularity": "date"}
-TABLES = ("mid.daily", "mid.totals", "mid.fresh")
+TABLES = ("mid.daily", "mid.totals", "mid.fresh", "tally")
 
 
 def build(root) -> Repo:
     """A warehouse with a daily table (four days), a whole table and a view; ``mid.fresh`` does not exist yet."""
     repo = Repo(root, guardrails="standard")
     repo.sql("mid.daily", "SELECT DATE '{{ start_date }}' AS day, 1 AS n", materialization=DAILY)
-    repo.sql("mid.totals", "SELECT 1 AS total", materialization={"type": "table", "strategy": "append"})
+    repo.sql(
+        "mid.totals",
+        "SELECT 1 AS total, 'x' AS label, DATE '{{ start_date }}' AS day",
+        materialization={"type": "table", "strategy": "append", "incremental_key": "day"},
+    )
+    repo.sql("tally", "SELECT 1 AS n", materialization={"type": "table"})  # no schema: DuckDB's main
     repo.sql("mid.fresh", "SELECT 1 AS x", materialization={"type": "table"})
     repo.sql("mid.shown", "SELECT 1 AS x", materialization={"type": "view"})
     repo.execute(
         "CREATE SCHEMA mid",
         "CREATE TABLE mid.daily AS SELECT (DATE '2024-01-01' + INTERVAL (i) DAY)::DATE AS day, i AS n "
         "FROM range(4) t(i)",
-        "CREATE TABLE mid.totals (total INTEGER, label VARCHAR)",
-        "INSERT INTO mid.totals VALUES (10, 'a'), (20, 'b'), (20, 'b')",
+        "CREATE TABLE mid.totals (total INTEGER NOT NULL, label VARCHAR, day DATE)",
+        "INSERT INTO mid.totals VALUES (10, 'a', DATE '2024-01-01'), (20, 'b', DATE '2024-01-02'), "
+        "(20, 'b', DATE '2024-01-02')",
+        "CREATE TABLE tally AS SELECT 5 AS n",
         "CREATE VIEW mid.shown AS SELECT 1 AS x",
     )
     return repo
@@ -77,8 +84,9 @@ def contents(repo: Repo) -> dict[str, list[tuple] | None]:
     """Every table's rows in a canonical order (None: no such table)."""
     found = {}
     for name in TABLES:
+        schema, table = name.split(".") if "." in name else ("main", name)
         exists = repo.query(
-            f"SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'mid' AND table_name = '{name.split('.')[1]}'"
+            f"SELECT count(*) FROM duckdb_tables() WHERE schema_name = '{schema}' AND table_name = '{table}'"
         )[0][0]
         found[name] = repo.query(f"SELECT * FROM {name} ORDER BY ALL") if exists else None
     return found
@@ -89,7 +97,7 @@ def snapped(tmp_path):
     """The repository, the snapshot's directory and its index, and the tables as they were before."""
     repo = build(tmp_path / "repo")
     before = contents(repo)
-    directory = tmp_path / "state"
+    directory = tmp_path / "it's state"  # a quote in the path: ATTACH must escape it
     directory.mkdir()
     preflight = preflight_of(repo)
     try:
@@ -104,7 +112,7 @@ def test_the_snapshot_copies_the_range_of_an_interval_table_and_other_tables_who
     _, directory, index, _ = snapped
     (file,) = index["files"]
     tables = {t["name"]: t for t in file["tables"]}
-    assert set(tables) == {"mid.daily", "mid.totals", "mid.fresh"}
+    assert set(tables) == {"mid.daily", "mid.totals", "mid.fresh", "tally"}
     assert tables["mid.daily"] == {
         "name": "mid.daily",
         "existed": True,
@@ -113,6 +121,7 @@ def test_the_snapshot_copies_the_range_of_an_interval_table_and_other_tables_who
         "rows": 2,
         "copy": '"mid__daily"',
     }
+    # An append table has a key but only adds rows: it is copied whole, not by range.
     assert tables["mid.totals"] == {
         "name": "mid.totals",
         "existed": True,
@@ -133,6 +142,7 @@ def test_the_snapshot_copies_the_range_of_an_interval_table_and_other_tables_who
     assert index["format"] == 1 and index["bytes"] == (directory / "snapshot-0.duckdb").stat().st_size > 0
     assert index["taken_at"].endswith("Z") and len(index["taken_at"]) == 20 and index["seconds"] >= 0
     assert read_snapshot(directory) == index == orjson.loads((directory / SNAPSHOT_INDEX).read_bytes())
+    assert b'\n  "format": 1' in (directory / SNAPSHOT_INDEX).read_bytes()  # indented for people
 
 
 def test_the_snapshot_leaves_the_warehouse_unchanged(snapped):
@@ -149,8 +159,9 @@ def test_a_restore_after_the_damage_gives_the_tables_back(snapped):
         "DELETE FROM mid.daily WHERE day = DATE '2024-01-02'",
         "UPDATE mid.daily SET n = 99 WHERE day = DATE '2024-01-03'",
         "DELETE FROM mid.totals",
-        "INSERT INTO mid.totals VALUES (1, 'x')",
+        "INSERT INTO mid.totals VALUES (1, 'x', NULL)",
         "CREATE TABLE mid.fresh AS SELECT 1 AS x",
+        "UPDATE tally SET n = 6",
     )
     done = restore_snapshot(directory)
     assert contents(repo) == before
@@ -158,7 +169,11 @@ def test_a_restore_after_the_damage_gives_the_tables_back(snapped):
         "mid.daily: 2 rows of the range put back",
         "mid.fresh: dropped (it did not exist before the backfill)",
         "mid.totals: 3 rows put back",
+        "tally: 1 rows put back",
     ]
+    # The same columns: the rows go back into the table as it is, so its definition (NOT NULL) is kept.
+    with pytest.raises(Exception, match="NOT NULL constraint failed"):
+        repo.execute("INSERT INTO mid.totals VALUES (NULL, 'y', NULL)")
 
 
 def test_a_whole_table_whose_columns_changed_is_rebuilt(snapped):
@@ -170,7 +185,7 @@ def test_a_whole_table_whose_columns_changed_is_rebuilt(snapped):
     assert repo.query(
         "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'totals' "
         "ORDER BY ordinal_position"
-    ) == [("total", "INTEGER"), ("label", "VARCHAR")]
+    ) == [("total", "INTEGER"), ("label", "VARCHAR"), ("day", "DATE")]
 
 
 def test_a_whole_table_dropped_by_the_backfill_comes_back(snapped):
@@ -293,6 +308,6 @@ def test_backfill_restore_is_refused_while_the_backfill_runs_and_audited_after(s
     (line,) = audit.read(directory).entries
     assert line["action"] == "RESTORE" and line["reason"] == "undo the bad fix" and line["backfill_id"] == store.id
     assert line["previous_message"] == "; ".join(done) and line["requested_by"] == requester()
-    assert line["requested_at"] == line["applied_at"]
+    assert line["requested_at"] == line["applied_at"] and line["applied_at"].startswith("20")
     assert line["applied_by"].startswith("backfill restore (PID ")
     assert FileLock(store.lock_path).try_acquire()  # released after
