@@ -264,15 +264,26 @@ def _strategy_finding(facts_of, partitions: int) -> tuple[str, str] | str | None
 def reversibility(facts: Facts) -> PreflightCheck:
     name = "reversibility"
     guard = facts.request.guard
+    # The seed: an uncertain restore path is human-only, whatever flag says otherwise.
     if facts.is_command:
-        if guard.reversible:
-            return passed(name, "stated reversible by the operator (--reversible)", stated_by="operator")
-        return failed(name, APPROVAL, "no restore path known for a command: pass --reversible if you can undo it")
+        if not guard.reversible:
+            return failed(
+                name, HUMAN_ONLY, "no restore path known for a command: pass --reversible only if you can undo it"
+            )
+        if not any(run.status == AssetStatus.SUCCEEDED for run in facts.history.runs):
+            return failed(
+                name,
+                HUMAN_ONLY,
+                "--reversible, but this command has never succeeded here, so how to undo it is untried: run one "
+                "partition first",
+                stated_by="operator",
+            )
+        return passed(name, "stated reversible by the operator (--reversible)", stated_by="operator")
     changing = [a for a in facts.selected if a.changes_data]
     if not changing:
         return passed(name, "nothing selected changes data (views and DDL only)")
     if not guard.snapshot:
-        return failed(name, APPROVAL, f"--no-snapshot: no restore path for {_names(a.asset.name for a in changing)}")
+        return failed(name, HUMAN_ONLY, f"--no-snapshot: no restore path for {_names(a.asset.name for a in changing)}")
     cost = snapshot_cost(facts)
     return passed(
         name,

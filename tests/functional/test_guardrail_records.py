@@ -175,10 +175,23 @@ def test_a_partial_backfill_says_so(tmp_path, home):
     work = tmp_path / "work"
     (work / ".git").mkdir(parents=True)
     result = run_backfill(
-        "--command", child_command("--fail-on", "2024-01-02"), "--start-date", "2024-01-01", "--end-date",
-        "2024-01-03", "--reason", "partial", "--reversible", "--on-failure", "continue", "--no-progress",
-        cwd=work, env=home,
-    )  # fmt: skip
+        "--command",
+        child_command("--fail-on", "2024-01-02"),
+        "--start-date",
+        "2024-01-01",
+        "--end-date",
+        "2024-01-03",
+        "--reason",
+        "partial",
+        "--reversible",
+        "--guardrails",
+        "sandbox",
+        "--on-failure",
+        "continue",
+        "--no-progress",
+        cwd=work,
+        env=home,
+    )
     assert result.returncode == 1
     record = load_record(record_line(result.stdout))
     assert list(record) == RECORD_FIELDS
@@ -194,9 +207,23 @@ def test_a_cancelled_backfill_still_writes_its_record(tmp_path, home):
     work = tmp_path / "work"
     (work / ".git").mkdir(parents=True)
     process = start_background(
-        "--command", child_command(), "--start-date", "2024-01-01", "--end-date", "2024-01-04", "--reason", "stop",
-        "--reversible", "--max-parallel", "2", "--no-progress", cwd=work, env={**home, "CHILD_SLEEP": "30"},
-    )  # fmt: skip
+        "--command",
+        child_command(),
+        "--start-date",
+        "2024-01-01",
+        "--end-date",
+        "2024-01-04",
+        "--reason",
+        "stop",
+        "--reversible",
+        "--guardrails",
+        "sandbox",
+        "--max-parallel",
+        "2",
+        "--no-progress",
+        cwd=work,
+        env={**home, "CHILD_SLEEP": "30"},
+    )
     backfill = wait_for(lambda: (state_dirs(work / "logs" / "backfills") or [None])[0])
     wait_for(lambda: len([r for r in records(backfill) if r["status"] == "running"]) == 2 or None)
     os.kill(process.pid, signal.SIGINT)
@@ -221,7 +248,7 @@ def test_a_backfill_whose_record_cannot_be_written_does_not_report_success(tmp_p
     (work / ".context").write_text("not a directory")
     result = run_backfill(
         "--command", "true", "--start-date", "2024-01-01", "--end-date", "2024-01-02", "--reason", "r",
-        "--reversible", "--no-progress", cwd=work, env=home,
+        "--reversible", "--guardrails", "sandbox", "--no-progress", cwd=work, env=home,
     )  # fmt: skip
     assert result.returncode == 1, result.stdout + result.stderr
     assert "record      not written:" in result.stdout and "Traceback" not in result.stderr

@@ -247,9 +247,23 @@ def test_verify_command_failure_fails_the_partition_and_stops(work, home):
     check.write_text('#!/bin/sh\necho "checking $1"\ntest "$1" != 2024-01-03\n')
     check.chmod(0o755)
     result = run_backfill(
-        "--command", child_command(), "--start-date", "2024-01-01", "--end-date", "2024-01-06", "--reason", "r",
-        "--reversible", "--verify-command", f"{check} {{start_date}}", "--no-progress", cwd=work, env=home,
-    )  # fmt: skip
+        "--command",
+        child_command(),
+        "--start-date",
+        "2024-01-01",
+        "--end-date",
+        "2024-01-06",
+        "--reason",
+        "r",
+        "--reversible",
+        "--guardrails",
+        "sandbox",
+        "--verify-command",
+        f"{check} {{start_date}}",
+        "--no-progress",
+        cwd=work,
+        env=home,
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     [backfill] = state_dirs(work / "logs" / "backfills")
     statuses = {r["start"][:10]: r["status"] for r in records(backfill)}
@@ -259,14 +273,38 @@ def test_verify_command_failure_fails_the_partition_and_stops(work, home):
     assert "checking 2024-01-03" in (backfill / third["log"]).read_text()
 
 
-def test_a_command_without_restore_path_needs_approval_unless_stated_reversible(work, home):
-    """A command backfill is approval (no restore path) until --reversible; sandbox turns it into a warning."""
+def test_a_command_without_a_tried_restore_path_is_human_only(work, home):
+    """A command backfill is human-only without --reversible, and still human-only with it while the command
+    has never succeeded here (the flag states a restore path nobody has tried); once one partition succeeded,
+    --reversible lets it run. Sandbox shows both as warnings. In a pipe, human-only is exit 4."""
     base = ("--command", "true", "--start-date", "2024-01-01", "--end-date", "2024-01-02", "--reason", "r")
     held = run_backfill(*base, cwd=work, env=home)
-    assert held.returncode == 4 and "approval" in check_row(held.stdout, "reversibility")
-    assert run_backfill(*base, "--reversible", "--no-progress", cwd=work, env=home).returncode == 0
+    assert held.returncode == 4 and "human-only" in check_row(held.stdout, "reversibility")
+    untried = run_backfill(*base, "--reversible", cwd=work, env=home)
+    assert untried.returncode == 4
+    row = check_row(untried.stdout, "reversibility")
+    assert "human-only" in row and "this command has never succeeded here" in row
+    assert not state_dirs(work / "logs" / "backfills") or all(
+        not (backfill / "partitions").exists() or not any((backfill / "partitions").iterdir())
+        for backfill in state_dirs(work / "logs" / "backfills")
+    )  # nothing ran
     sandboxed = run_backfill(*base, "--guardrails", "sandbox", "--no-progress", cwd=work, env=home)
     assert sandboxed.returncode == 0 and "guard   auto (sandbox guardrails, 3 warnings)" in sandboxed.stdout
+    tried = run_backfill(*base, "--reversible", "--no-progress", cwd=work, env=home)
+    assert tried.returncode == 0, tried.stdout + tried.stderr
+    assert "guard   auto (standard guardrails" in tried.stdout
+
+
+def test_no_snapshot_on_a_data_changing_pipeline_is_human_only(daily, home):
+    """--no-snapshot leaves a time_interval table without a restore path: human-only, exit 4 in a pipe, and
+    the table is untouched."""
+    before = daily.query("SELECT * FROM mid.daily ORDER BY ALL")
+    checks = dry_checks(daily, home, "--no-snapshot")
+    assert checks["reversibility"]["tier"] == "human-only"
+    assert checks["reversibility"]["detail"] == "--no-snapshot: no restore path for mid.daily"
+    held = run_backfill("p", *WEEK, "--reason", "r", "--no-snapshot", "--no-progress", cwd=daily.root, env=home)
+    assert held.returncode == 4, held.stdout + held.stderr
+    assert daily.query("SELECT * FROM mid.daily ORDER BY ALL") == before
 
 
 def test_guardrail_flags_that_mean_nothing_for_the_target_are_bad_input(daily, work, home):
@@ -291,7 +329,10 @@ def test_a_continue_that_reruns_succeeded_partitions_needs_its_own_reason(work, 
     """--continue --rerun all over succeeded partitions without --reason: exit 2; with one it runs and the
     invocation is recorded as a rerun with that reason."""
     args = ("--command", "true", "--start-date", "2024-01-01", "--end-date", "2024-01-02", "--reason", "first")
-    assert run_backfill(*args, "--reversible", "--no-progress", cwd=work, env=home).returncode == 0
+    assert (
+        run_backfill(*args, "--reversible", "--guardrails", "sandbox", "--no-progress", cwd=work, env=home).returncode
+        == 0
+    )
     [backfill] = state_dirs(work / "logs" / "backfills")
     refused = run_backfill("--continue", backfill.name, "--rerun", "all", cwd=work, env=home)
     assert refused.returncode == 2 and "--reason is required to run succeeded partitions" in refused.stderr
@@ -438,7 +479,12 @@ def test_children_see_the_reason_of_the_invocation(work, home):
         "--end-date",
         "2024-01-01",
     )
-    assert run_backfill(*args, "--reason", "first pass", "--reversible", cwd=work, env=home).returncode == 0
+    assert (
+        run_backfill(
+            *args, "--reason", "first pass", "--reversible", "--guardrails", "sandbox", cwd=work, env=home
+        ).returncode
+        == 0
+    )
     [backfill] = state_dirs(work / "logs" / "backfills")
     rerun = ("--continue", backfill.name, "--rerun", "all", "--reason", "second pass")
     assert run_backfill(*rerun, cwd=work, env=home).returncode == 0
