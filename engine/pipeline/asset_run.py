@@ -78,6 +78,7 @@ class RunSettings:
     macros: str = ""
     schema_prefix: str | None = None
     start_date: str | None = None  # the pipeline's start_date
+    fence_window: bool = False  # a backfill's partition: its table outside the window must not change
 
 
 class AssetRun:
@@ -241,7 +242,14 @@ class AssetRun:
             post = [self._rewrite(db, render(hook, context)) for hook in asset.hooks.get("post", [])]
             query = self._rewrite(db, render(asset.body, context, first_line=asset.body_line))
             self.result.rows = materialize(
-                db, asset, query, window, full_refresh=self.settings.full_refresh, pre_hooks=pre, post_hooks=post
+                db,
+                asset,
+                query,
+                window,
+                full_refresh=self.settings.full_refresh,
+                pre_hooks=pre,
+                post_hooks=post,
+                fence_window=self.settings.fence_window,
             )
             self.result.rows_in_interval = _rows_in_window(db, asset, window)
         finally:

@@ -7,6 +7,7 @@ exactly as it was before the asset started.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import time, timedelta
 from typing import Any
 
 from engine.dates.instants import to_datetime
@@ -24,7 +25,16 @@ from engine.pipeline.datavault import DATAVAULT_STRATEGIES, apply_datavault
 from engine.pipeline.scd2 import SCD2_STRATEGIES, apply_scd2
 from engine.pipeline.templating import Window
 
-__all__ = ["Database", "RunStopped", "load_seed", "materialize", "quote_identifier", "quote_name", "window_predicate"]
+__all__ = [
+    "Database",
+    "OutsideWindowChanged",
+    "RunStopped",
+    "load_seed",
+    "materialize",
+    "quote_identifier",
+    "quote_name",
+    "window_predicate",
+]
 
 INCREMENTAL = ("append", "merge", "delete+insert", "time_interval", "truncate+insert")
 
@@ -38,10 +48,13 @@ def materialize(
     full_refresh: bool,
     pre_hooks: Sequence[str] = (),
     post_hooks: Sequence[str] = (),
+    fence_window: bool = False,
 ) -> int | None:
     """Apply the asset's materialization, with its hooks, in one transaction; the rows written, if known.
 
     A failing post hook rolls the materialization back: the asset either lands whole or not at all.
+    ``fence_window`` (a backfill's partitions): the table's rows outside the run's window must come out of
+    the transaction exactly as they went in, or it is rolled back (:class:`OutsideWindowChanged`).
     """
     m = asset.materialization
     target = quote_name(asset.name)
@@ -52,12 +65,19 @@ def materialize(
     if m.type is not None:
         ensure_schema(db, asset.name)
 
+    fenced = fence_window and not full_refresh and fences_its_window(asset) and db.table_exists(asset.name)
+
     def work() -> int | None:
+        before = outside_fingerprint(db, asset, window) if fenced else None
         for statement in pre_hooks:
             db.execute(statement)
         rows = apply()
         for statement in post_hooks:
             db.execute(statement)
+        if before is not None:
+            after = outside_fingerprint(db, asset, window) if db.table_exists(asset.name) else (0, 0)
+            if after != before:
+                raise OutsideWindowChanged(asset.name, window, before, after)
         return rows
 
     def apply() -> int | None:
@@ -108,6 +128,56 @@ def materialize(
         raise ValueError(f"unsupported strategy {strategy}")
 
     return run_in_transaction(db, work)
+
+
+# Strategies that, keyed by time, write only their window: what lies outside it must not change.
+WINDOW_FENCED = ("time_interval", "delete+insert", "append", "merge")
+
+
+def fences_its_window(asset: Asset) -> bool:
+    m = asset.materialization
+    return m.type == "table" and bool(m.incremental_key) and (m.strategy or "") in WINDOW_FENCED
+
+
+def outside_fingerprint(db: Database, asset: Asset, window: Window) -> tuple[int, int]:
+    """Rows of the table outside the window and an order-independent hash of them (DuckDB's row hashes
+    summed: a duplicated row adds, unlike XOR), so any row added, removed or changed there shows."""
+    predicate = _whole_days_predicate(asset, window) if asset.materialization.time_granularity == "date" else None
+    predicate = predicate or window_predicate(db, asset, window)
+    count, total = db.execute(
+        f"SELECT count(*), coalesce(sum(hash(t)), 0) FROM {quote_name(asset.name)} AS t WHERE ({predicate}) IS NOT TRUE"
+    ).fetchone()
+    return int(count), int(total)
+
+
+def _whole_days_predicate(asset: Asset, window: Window) -> str:
+    """A date key's rows that lie inside the window: only the days the window covers whole. An hourly window
+    covers no day, so every row of a date-keyed table is outside it (deleting "its" day deletes 23 others)."""
+    key = quote_identifier(asset.materialization.incremental_key or "")
+    start, after = to_datetime(window.start, window.zone), to_datetime(window.end + 1, window.zone)
+    first = start.date() if start.time() == time.min else start.date() + timedelta(days=1)
+    last = after.date() - timedelta(days=1)
+    if first > last:
+        return "FALSE"
+    return f"{key} BETWEEN DATE '{first.isoformat()}' AND DATE '{last.isoformat()}'"
+
+
+class OutsideWindowChanged(Exception):
+    """A backfill partition changed its table outside its own window: rolled back, the partition fails."""
+
+    def __init__(self, name: str, window: Window, before: tuple[int, int], after: tuple[int, int]) -> None:
+        start = to_datetime(window.start, window.zone).isoformat()
+        end = to_datetime(window.end, window.zone).isoformat()
+        change = (
+            f"{before[0]:,} rows there before, {after[0]:,} after"
+            if before[0] != after[0]
+            else f"the same {before[0]:,} rows, but their contents changed"
+        )
+        super().__init__(
+            f"{name} changed rows outside its window {start} .. {end} ({change}): rolled back, nothing of this "
+            "partition was written"
+        )
+        self.before, self.after = before, after
 
 
 def _merge_statement(asset: Asset, target: str, query: str) -> str:

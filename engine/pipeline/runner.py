@@ -128,6 +128,7 @@ def execute_run(prepared: PreparedRun, emit) -> RunResult:
             macros=pipeline.macros,
             schema_prefix=pipeline.schema_prefix,
             start_date=pipeline.start_date,
+            fence_window=request.backfill_id is not None,
         )
         order: list[AssetResult] = []
 

@@ -567,3 +567,27 @@ def test_a_query_that_returns_rows_outside_its_window_is_never_run(daily, home):
     ran = run_backfill("p", *WEEK, "--reason", "r", "--no-progress", cwd=daily.root, env=home)
     assert ran.returncode == 3, ran.stdout + ran.stderr
     assert daily.query("SELECT * FROM mid.daily ORDER BY ALL") == before
+
+
+def test_a_partition_that_changes_rows_outside_its_window_is_rolled_back_and_stops(daily, home):
+    """The blast radius: a post hook that deletes old history (the pre-flight sees only the query) runs in
+    the first partition, which changes rows outside its window; that partition is rolled back, the backfill
+    stops, the attempt says why with the numbers, and the table is exactly as it was."""
+    before = daily.query("SELECT * FROM mid.daily ORDER BY ALL")
+    daily.sql(
+        "mid.daily",
+        "SELECT CAST(range AS DATE) AS day, n FROM range(DATE '{{ start_date }}', DATE '{{ end_date }}' + "
+        "INTERVAL 1 DAY, INTERVAL 1 DAY), range(10) AS t(n)",
+        depends=["raw.events"],
+        materialization=TIME_INTERVAL,
+        hooks={"post": [{"query": "DELETE FROM mid.daily WHERE day < DATE '{{ start_date }}' - INTERVAL 7 DAY"}]},
+    )
+    ran = run_backfill("p", *WEEK, "--reason", "r", "--no-progress", cwd=daily.root, env=home)
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    assert daily.query("SELECT * FROM mid.daily ORDER BY ALL") == before
+    [backfill] = state_dirs(daily.root / "logs" / "backfills")
+    attempted = [r for r in records(backfill) if r["attempts"]]
+    assert len(attempted) == 1 and attempted[0]["status"] == "failed"
+    error = attempted[0]["attempts"][-1]["error"]
+    assert "mid.daily changed rows outside its window 2024-01-08T00:00:00+00:00" in error, error
+    assert "(380 rows there before, 70 after): rolled back" in error, error  # 38 days of 10 rows; 7 left

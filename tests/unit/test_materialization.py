@@ -14,7 +14,13 @@ from engine.dates.instants import to_micros
 from engine.pipeline.assets import Asset, Materialization
 from engine.pipeline.columns import Column
 from engine.pipeline.database import Database, strip_statement
-from engine.pipeline.materialization import load_seed, materialize, window_predicate
+from engine.pipeline.materialization import (
+    OutsideWindowChanged,
+    fences_its_window,
+    load_seed,
+    materialize,
+    window_predicate,
+)
 from engine.pipeline.templating import Window
 
 DAY_2 = Window(
@@ -389,3 +395,81 @@ def test_a_merge_whose_query_ends_in_a_comment_runs(db):
     merged = asset("merge", columns=(column("id", key=True), column("v", "varchar", update=True)))
     materialize(db, merged, values("(1, 'A')") + " -- latest names", DAY_2, full_refresh=False)
     assert rows(db) == [(1, "A")]
+
+
+def three_days(db: Database) -> None:
+    seed(db, "SELECT (DATE '2024-01-01' + INTERVAL (i) DAY)::DATE AS d, i AS v FROM range(3) t(i)")
+
+
+FENCED = asset("time_interval", key="d", granularity="date")
+
+
+def test_a_fenced_partition_that_writes_outside_its_window_is_rolled_back(db):
+    """A query that returns rows of a later day: the rows outside the window changed, so the whole partition
+    is rolled back and the error says how many rows there were before and after."""
+    three_days(db)
+    before = rows(db)
+    lying = "SELECT * FROM (VALUES (DATE '2024-01-02', 10), (DATE '2024-01-03', 11)) AS s(d, v)"
+    with pytest.raises(OutsideWindowChanged) as raised:
+        materialize(db, FENCED, lying, DAY_2, full_refresh=False, fence_window=True)
+    assert str(raised.value) == (
+        "mart.t changed rows outside its window 2024-01-02T00:00:00+00:00 .. 2024-01-02T23:59:59.999999+00:00 "
+        "(2 rows there before, 3 after): rolled back, nothing of this partition was written"
+    )
+    assert rows(db) == before
+
+
+def test_a_hook_that_rewrites_other_days_is_caught_even_with_the_same_count(db):
+    """A post hook that changes rows of another day (same count, other contents) is caught by the hash."""
+    three_days(db)
+    before = rows(db)
+    with pytest.raises(OutsideWindowChanged, match=r"\(the same 2 rows, but their contents changed\)"):
+        hook = "UPDATE mart.t SET v = v + 100 WHERE d = DATE '2024-01-01'"
+        query = "SELECT DATE '2024-01-02' AS d, 5 AS v"
+        materialize(db, FENCED, query, DAY_2, full_refresh=False, post_hooks=[hook], fence_window=True)
+    assert rows(db) == before
+
+
+def test_a_duplicated_row_outside_the_window_is_caught(db):
+    """Summed hashes see a row added twice (an XOR would cancel the pair)."""
+    three_days(db)
+    twice = "SELECT * FROM (VALUES (DATE '2024-01-02', 9), (DATE '2024-01-03', 2), (DATE '2024-01-03', 2)) AS s(d, v)"
+    with pytest.raises(OutsideWindowChanged):
+        materialize(db, FENCED, twice, DAY_2, full_refresh=False, fence_window=True)
+
+
+def test_an_hourly_window_over_a_date_key_covers_no_day(db):
+    """Hourly partitions over a date key: deleting "its" day deletes the other 23 hours' rows, so every row
+    of the table counts as outside the hour and the partition is rolled back."""
+    three_days(db)
+    before = rows(db)
+    hour = Window(DAY_2.start + 3_600_000_000, DAY_2.start + 2 * 3_600_000_000 - 1, UTC)
+    with pytest.raises(OutsideWindowChanged, match="3 rows there before, 3 after|the same 3 rows"):
+        materialize(db, FENCED, "SELECT DATE '2024-01-02' AS d, 7 AS v", hour, full_refresh=False, fence_window=True)
+    assert rows(db) == before
+
+
+def test_a_partition_that_stays_in_its_window_lands(db):
+    """The honest partition: replaced inside its window, the rest untouched, no error; unfenced (a run by
+    hand, as Bruin runs it) a lying query lands as written."""
+    three_days(db)
+    materialize(db, FENCED, "SELECT DATE '2024-01-02' AS d, 50 AS v", DAY_2, full_refresh=False, fence_window=True)
+    assert [v for _, v in rows(db)] == [0, 50, 2]
+    materialize(db, FENCED, "SELECT DATE '2024-01-03' AS d, 60 AS v", DAY_2, full_refresh=False)
+    assert [v for _, v in rows(db)] == [0, 2, 60]  # the window's day deleted, 2024-01-03 twice
+
+
+def test_what_is_not_fenced(db):
+    """Rebuilding strategies, a full refresh and a table not yet created are not fenced (they own the whole
+    table); append and merge keyed by time are."""
+    assert [fences_its_window(asset(s, key="d")) for s in ("time_interval", "delete+insert", "append", "merge")] == [
+        True, True, True, True
+    ]  # fmt: skip
+    assert not fences_its_window(asset("create+replace", key="d"))
+    assert not fences_its_window(asset("truncate+insert", key="d"))
+    assert not fences_its_window(asset("merge"))
+    assert not fences_its_window(asset("time_interval", type_="view", key="d"))
+    materialize(db, FENCED, "SELECT DATE '2024-01-05' AS d, 1 AS v", DAY_2, full_refresh=False, fence_window=True)
+    three = "SELECT (DATE '2024-01-01' + INTERVAL (i) DAY)::DATE AS d, i AS v FROM range(3) t(i)"
+    materialize(db, FENCED, three, DAY_2, full_refresh=True, fence_window=True)
+    assert len(rows(db)) == 3
