@@ -583,7 +583,11 @@ class Executor:
             self._failed.append(index)
             policy = self.options.on_failure
             if verification_failed:
-                self._halted = True  # whatever --on-failure says: running children finish, nothing new starts
+                # Whatever --on-failure says: nothing new starts, and the partitions in flight are cancelled
+                # (resumable) so that nothing more lands unverified after the first bad partition.
+                self._halted = True
+                for other in list(self._active.values()):
+                    self._begin_stop(other, f"cancelled: partition {index} failed verification", RecordStatus.CANCELLED)
             elif policy == "stop":
                 self._halted = True
             elif policy == "fail-fast":

@@ -591,3 +591,31 @@ def test_a_partition_that_changes_rows_outside_its_window_is_rolled_back_and_sto
     error = attempted[0]["attempts"][-1]["error"]
     assert "mid.daily changed rows outside its window 2024-01-08T00:00:00+00:00" in error, error
     assert "(380 rows there before, 70 after): rolled back" in error, error  # 38 days of 10 rows; 7 left
+
+
+def test_a_verification_failure_cancels_the_partitions_in_flight(work, home):
+    """--max-parallel 2: when the first partition fails verification, the one still running is cancelled
+    (resumable), the third never starts, and nothing more lands unverified."""
+    script = work / "work.sh"
+    script.write_text(
+        '#!/bin/sh\n[ "$1" = 2024-01-01 ] && exit 0\ntouch "$2/$1.started"\n'
+        'i=0; while [ ! -f "$2/release" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done\n'  # 10 s at most
+    )
+    check = work / "check.sh"
+    check.write_text(  # judged once the second partition runs, so that it is in flight
+        f'#!/bin/sh\nwhile [ ! -f "{work}/2024-01-02.started" ]; do sleep 0.05; done\ntest "$1" != 2024-01-01\n'
+    )
+    for path in (script, check):
+        path.chmod(0o755)
+    result = run_backfill(
+        "--command", f"{script} {{start_date}} {work}", "--start-date", "2024-01-01", "--end-date", "2024-01-03",
+        "--reason", "r", "--reversible", "--guardrails", "sandbox", "--max-parallel", "2",
+        "--verify-command", f"{check} {{start_date}}", "--no-progress", cwd=work, env=home,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    statuses = {r["start"][:10]: r["status"] for r in records(backfill)}
+    assert statuses == {"2024-01-01": "failed", "2024-01-02": "cancelled"}, statuses
+    cancelled = next(r for r in records(backfill) if r["status"] == "cancelled")["attempts"][-1]
+    assert cancelled["error"] == "cancelled: partition 0 failed verification"
+    assert not (work / "2024-01-03.started").exists()
