@@ -48,6 +48,9 @@ class AssetFacts:
     # time_interval and delete+insert: the sample's rows whose key lies outside the first partition's window
     # (the strategy deletes only the window, so each partition would add these again).
     sample_outside: int | None = None
+    # append: the sample's rows already in the table, matched on every column (INTERSECT ALL), whatever the
+    # key says (a load-date key hides duplicates from a count by window).
+    sample_existing: int | None = None
     past_rows: list[int] = field(default_factory=list)  # rows past succeeded runs wrote, per partition length
 
     @property
@@ -227,10 +230,17 @@ def _inspect_table(facts: Facts, warehouse: Warehouse, asset_facts: AssetFacts) 
         try:
             query, window = _sample_query(facts, asset)
             asset_facts.sample_rows = warehouse.sample_count(query)
-            if asset.materialization.strategy in WINDOWED and asset.materialization.incremental_key:
-                asset_facts.sample_outside = warehouse.count_outside(asset, query, window)
         except Exception as error:
             asset_facts.sample_error = _first_line(error)
+            return
+        strategy = asset.materialization.strategy
+        try:
+            if strategy in WINDOWED and asset.materialization.incremental_key:
+                asset_facts.sample_outside = warehouse.count_outside(asset, query, window)
+            if strategy == "append" and asset_facts.table_rows:
+                asset_facts.sample_existing = warehouse.count_existing(asset, query)
+        except Exception as error:  # undecided is never a pass: the certainty check makes it human-only
+            facts.errors.setdefault("materialization", f"cannot compare {asset.name}'s sample: {_first_line(error)}")
 
 
 WINDOWED = ("time_interval", "delete+insert")

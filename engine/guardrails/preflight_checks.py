@@ -229,6 +229,11 @@ def _strategy_finding(facts_of, partitions: int) -> tuple[str, str] | str | None
     if strategy == "append":
         if facts_of.rows_in_range:
             return APPROVAL, f"{label} would duplicate {facts_of.rows_in_range:,} rows already in the range"
+        if facts_of.sample_existing:  # no key in the range, yet the rows are there (a load-date key, say)
+            return APPROVAL, (
+                f"{label}: the first partition's query returns {facts_of.sample_existing:,} rows the table already "
+                "holds; appending would duplicate them"
+            )
         if facts_of.table_rows and not asset.materialization.incremental_key:
             rows = f"{facts_of.table_rows:,}"
             return HUMAN_ONLY, f"{label} has {rows} rows and no incremental_key: cannot tell which are in the range"

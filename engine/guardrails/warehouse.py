@@ -112,6 +112,19 @@ class Warehouse:
         predicate = window_predicate(self.database(), asset, window)
         return int(self.database().scalar(f"SELECT count(*) FROM ({query}) WHERE ({predicate}) IS NOT TRUE"))
 
+    def count_existing(self, asset: Asset, query: str) -> int:
+        """How many rows of ``query`` the table already holds, row for row (``INTERSECT ALL``, so two copies in
+        the query and one in the table count once), on the query's columns."""
+        db = self.database()
+        columns = [row[0] for row in db.execute(f"DESCRIBE ({query})").fetchall()]
+        names = ", ".join(quote_identifier(name) for name in columns)
+        return int(
+            db.scalar(
+                f"SELECT count(*) FROM (SELECT {names} FROM ({query}) INTERSECT ALL "
+                f"SELECT {names} FROM {quote_name(asset.name)})"
+            )
+        )
+
     def period_counts(self, asset: Asset, period: str, window: Window) -> dict[datetime | date, int]:
         """Rows per local ``period`` (hour, day, week, month, year) outside ``window``, by period start."""
         key = asset.materialization.incremental_key

@@ -619,3 +619,23 @@ def test_a_verification_failure_cancels_the_partitions_in_flight(work, home):
     cancelled = next(r for r in records(backfill) if r["status"] == "cancelled")["attempts"][-1]
     assert cancelled["error"] == "cancelled: partition 0 failed verification"
     assert not (work / "2024-01-03.started").exists()
+
+
+def test_an_append_whose_rows_are_already_in_the_table_needs_approval(daily, home):
+    """An append keyed by load date: the rows of 2024-01-08 are already in the table (loaded once before),
+    yet no key falls in the range, so a count by window sees nothing. The pre-flight intersects the first
+    partition's sample with the table row for row and asks for approval with the count."""
+    daily.sql(
+        "mid.loads",
+        "SELECT DATE '{{ start_date }}' AS event_day, n, DATE '2024-06-01' AS loaded_on FROM range(3) AS t(n)",
+        depends=["mid.daily"],
+        materialization={"type": "table", "strategy": "append", "incremental_key": "loaded_on"},
+    )
+    daily.run_ok("--start-date", "2024-01-08", "--end-date", "2024-01-08", "--select", "mid.loads")
+    checks = dry_checks(daily, home, "--selector", "mid.loads")
+    assert checks["materialization"]["tier"] == "approval", checks["materialization"]
+    assert (
+        "mid.loads (append): the first partition's query returns 3 rows the table already holds; appending "
+        "would duplicate them" in checks["materialization"]["detail"]
+    )
+    assert daily.query("SELECT count(*) FROM mid.loads") == [(3,)]
