@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 
 from engine.dates.durations import format_duration
-from engine.dates.instants import format_instant
+from engine.dates.instants import format_instant, to_datetime
 from engine.guardrails.asset_risk import HISTORY, INSERT_ONLY, KNOWN_STRATEGIES, NOT_DELETING, REBUILDING
 from engine.guardrails.facts import Facts
 from engine.guardrails.history import missing_spans
@@ -197,6 +197,16 @@ def materialization(facts: Facts) -> PreflightCheck:
                         f"the partition's window; {asset_facts.strategy} would duplicate them",
                     )
                 )
+    coarse = [a.asset.name for a in facts.selected if _keyed_by_date(a)]
+    if coarse and not _partitions_are_whole_days(facts):
+        unit = facts.request.spec.unit.name
+        findings.append(
+            (
+                NEVER,
+                f"{_names(coarse)}: {unit} partitions over a date key (time_granularity: date): each partition "
+                "would replace whole days, deleting the rows the other partitions of its day wrote",
+            )
+        )
     if rebuilt:
         text = f"{_names(rebuilt)} rebuilt {partitions} times (they ignore the interval): run once or select out"
         findings.append((AUTO, text))
@@ -209,6 +219,28 @@ def materialization(facts: Facts) -> PreflightCheck:
         return warned(name, findings[0][1], **evidence)
     shown = ", ".join(sorted({a.strategy for a in facts.selected}))
     return passed(name, f"strategies safe per partition: {shown}", **evidence)
+
+
+def _keyed_by_date(facts_of) -> bool:
+    m = facts_of.asset.materialization
+    return (
+        facts_of.strategy in ("time_interval", "delete+insert")
+        and bool(m.incremental_key)
+        and (m.time_granularity == "date")
+    )
+
+
+def _partitions_are_whole_days(facts: Facts) -> bool:
+    """Whether every partition covers whole local days: a calendar unit of a day or more, or a step of whole
+    days whose first partition starts at local midnight (hourly or 6h partitions never do)."""
+    spec = facts.request.spec
+    unit = spec.unit
+    if unit.is_calendar:
+        return True
+    if unit.step % DAY:
+        return False
+    first = facts.first
+    return first is None or to_datetime(first.start, spec.zone).time() == datetime.min.time()
 
 
 def _strategy_finding(facts_of, partitions: int) -> tuple[str, str] | str | None:

@@ -639,3 +639,17 @@ def test_an_append_whose_rows_are_already_in_the_table_needs_approval(daily, hom
         "would duplicate them" in checks["materialization"]["detail"]
     )
     assert daily.query("SELECT count(*) FROM mid.loads") == [(3,)]
+
+
+def test_partitions_finer_than_a_date_key_are_never_run(daily, home):
+    """Hourly (or 6h) partitions of a time_interval table keyed by date: each hour would delete its whole day
+    and keep only its own rows, so the pre-flight refuses (never); daily partitions of it are fine."""
+    for unit in ("hourly", "6h"):
+        checks = dry_checks(daily, home, "--partition", unit, end="2024-01-08")
+        assert checks["materialization"]["tier"] == "never", checks["materialization"]
+        assert (
+            f"mid.daily: {unit} partitions over a date key (time_granularity: date): each partition would replace "
+            "whole days" in checks["materialization"]["detail"]
+        )
+    assert dry_checks(daily, home, "--partition", "48h", end="2024-01-09")["materialization"]["tier"] == "auto"
+    assert dry_checks(daily, home)["materialization"]["tier"] == "auto"
