@@ -100,6 +100,23 @@ class Facts:
     def range_window(self) -> Window:
         return whole_range_window(self.span[0], self.span[1], self.request.spec.zone)
 
+    def effective_window(self, asset: Asset, window: Window) -> Window:
+        """``window`` as the asset's runs see it, after its interval modifiers (or the pipeline's), which may
+        reach before the range or after it. Modifiers shift each end on its own, so the range's effective
+        window is the first run's start and the last run's end."""
+        if not self.request.spec.run_options.apply_interval_modifiers or self.pipeline is None:
+            return window
+        modifiers = asset.interval_modifiers or self.pipeline.default_interval_modifiers
+        if not modifiers:
+            return window
+        from engine.pipeline.interval_modifiers import apply_modifiers
+        from engine.pipeline.templating import base_context
+
+        context = base_context(
+            window, run_id="preflight", pipeline=self.pipeline.name, variables=self.variables, full_refresh=False
+        )
+        return apply_modifiers(window, modifiers, context)
+
 
 def gather(request: GuardRequest) -> Facts:
     spec = request.spec
@@ -220,7 +237,9 @@ def _inspect_table(facts: Facts, warehouse: Warehouse, asset_facts: AssetFacts) 
     try:
         asset_facts.table_rows = warehouse.rows(asset.name)
         if asset_facts.table_rows is not None and asset.materialization.incremental_key:
-            asset_facts.rows_in_range = warehouse.rows_in_window(asset, facts.range_window())
+            asset_facts.rows_in_range = warehouse.rows_in_window(
+                asset, facts.effective_window(asset, facts.range_window())
+            )
     except Exception as error:
         facts.errors.setdefault("materialization", f"cannot read table {asset.name}: {_first_line(error)}")
     if asset_facts.selected and asset.kind == "sql" and facts.first is not None:

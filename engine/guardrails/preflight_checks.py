@@ -29,6 +29,7 @@ from engine.guardrails.tiers import (
     warned,
 )
 from engine.pipeline.asset_status import AssetStatus
+from engine.pipeline.templating import Window
 
 DAY = 86_400_000_000
 GIB = 1024**3
@@ -123,6 +124,19 @@ def range_in_past(facts: Facts) -> PreflightCheck:
     name = "range_in_past"
     spec = facts.request.spec
     end = facts.span[1]
+    reaching = _modifiers_reaching_past(facts, end)
+    if reaching and end <= facts.request.now:
+        name_, moved = max(reaching, key=lambda item: item[1])
+        if moved > facts.request.now:
+            return failed(
+                name,
+                NEVER,
+                f"{name_}'s interval modifier moves its last run's end to {format_instant(moved, spec.zone)}, "
+                "after now: backfilling the future is always a mistake",
+                end=format_instant(end, spec.zone),
+                effective_end=format_instant(moved, spec.zone),
+                asset=name_,
+            )
     if end > facts.request.now:
         plan = spec.plan
         current = plan.index_containing(facts.request.now) if facts.request.now > spec.start else 0
@@ -137,6 +151,22 @@ def range_in_past(facts: Facts) -> PreflightCheck:
     return passed(
         name, f"the range ends {format_instant(end, spec.zone)}, in the past", end=format_instant(end, spec.zone)
     )
+
+
+def _modifiers_reaching_past(facts: Facts, end: int) -> list[tuple[str, int]]:
+    """Selected assets whose interval modifiers move the last selected partition's end later: (name, the
+    exclusive end their last run reads)."""
+    if facts.is_command or facts.span[0] >= end:
+        return []
+    spec = facts.request.spec
+    last = spec.plan.interval(spec.plan.index_containing(end - 1))
+    window = Window(last.start, last.end - 1, spec.zone)
+    moved = []
+    for a in facts.selected:
+        effective = facts.effective_window(a.asset, window)
+        if effective.end + 1 > end:
+            moved.append((a.asset.name, effective.end + 1))
+    return moved
 
 
 def interval_semantics(facts: Facts) -> PreflightCheck:

@@ -83,7 +83,6 @@ def take_snapshot(facts: Facts, directory: Path) -> dict[str, Any]:
             connection.execute(f"ATTACH '{_sql_text(str(target))}' AS snap (READ_WRITE)")
             cursor = connection.cursor()
             db = Database(cursor, lambda sql: sql)
-            window = facts.range_window()
             for asset_facts in assets:
                 asset = asset_facts.asset
                 copy = _copy_name(asset.name)
@@ -91,6 +90,7 @@ def take_snapshot(facts: Facts, directory: Path) -> dict[str, Any]:
                     tables.append(SnapshotTable(asset.name, False, "whole", None, 0, copy))
                     continue
                 partial = asset_facts.strategy in PARTIAL and asset.materialization.incremental_key
+                window = facts.effective_window(asset, facts.range_window())  # what its runs may replace
                 predicate = window_predicate(db, asset, window) if partial else None
                 where = f" WHERE {predicate}" if predicate else ""
                 db.execute(f"CREATE TABLE snap.{copy} AS SELECT * FROM {quote_name(asset.name)}{where}")

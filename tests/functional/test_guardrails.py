@@ -653,3 +653,29 @@ def test_partitions_finer_than_a_date_key_are_never_run(daily, home):
         )
     assert dry_checks(daily, home, "--partition", "48h", end="2024-01-09")["materialization"]["tier"] == "auto"
     assert dry_checks(daily, home)["materialization"]["tier"] == "auto"
+
+
+def test_an_interval_modifier_that_reaches_into_the_future_is_never_run(daily, home):
+    """A range that ends yesterday, with an asset whose end modifier adds three days: with
+    --apply-interval-modifiers its last run would read two days of the future, refused like a future range;
+    without the modifier (or without the flag) the range is in the past."""
+    from datetime import UTC, datetime, timedelta
+
+    yesterday = (datetime.now(UTC).date() - timedelta(days=1)).isoformat()
+    checks = dry_checks(daily, home, start=yesterday, end=yesterday)
+    assert checks["range_in_past"]["tier"] == "auto"
+    daily.sql(
+        "mid.daily",
+        "SELECT CAST(range AS DATE) AS day, n FROM range(DATE '{{ start_date }}', DATE '{{ end_date }}' + "
+        "INTERVAL 1 DAY, INTERVAL 1 DAY), range(10) AS t(n)",
+        depends=["raw.events"],
+        materialization=TIME_INTERVAL,
+        interval_modifiers={"end": "3d"},
+    )
+    assert dry_checks(daily, home, start=yesterday, end=yesterday)["range_in_past"]["tier"] == "auto"  # not applied
+    checks = dry_checks(daily, home, "--apply-interval-modifiers", start=yesterday, end=yesterday)
+    past = checks["range_in_past"]
+    assert past["tier"] == "never", past
+    assert past["detail"].startswith("mid.daily's interval modifier moves its last run's end to ")
+    assert past["detail"].endswith(", after now: backfilling the future is always a mistake")
+    assert past["evidence"]["effective_end"] > past["evidence"]["end"]

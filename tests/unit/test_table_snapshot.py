@@ -59,7 +59,7 @@ def build(root) -> Repo:
     return repo
 
 
-def preflight_of(repo: Repo):
+def preflight_of(repo: Repo, run_options: RunOptions | None = None):
     """The real pre-flight of a backfill of 2024-01-02..03 (daily)."""
     planned = plan_request(
         target=str(repo.pipeline_dir),
@@ -71,7 +71,7 @@ def preflight_of(repo: Repo):
         partition="daily",
         environment=None,
         config_file=None,
-        run_options=RunOptions(),
+        run_options=run_options or RunOptions(),
         options=ExecutionOptions(),
         force=False,
         cwd=repo.root,
@@ -311,3 +311,18 @@ def test_backfill_restore_is_refused_while_the_backfill_runs_and_audited_after(s
     assert line["requested_at"] == line["applied_at"] and line["applied_at"].startswith("20")
     assert line["applied_by"].startswith("backfill restore (PID ")
     assert FileLock(store.lock_path).try_acquire()  # released after
+
+
+def test_the_snapshot_covers_the_days_an_interval_modifier_reaches(tmp_path):
+    """An asset whose start modifier reaches a day back replaces that day too: its snapshot holds it."""
+    repo = build(tmp_path / "repo")
+    repo.sql("mid.daily", "SELECT DATE '{{ start_date }}' AS day, 1 AS n", materialization=DAILY,
+             interval_modifiers={"start": "-1d"})  # fmt: skip
+    preflight = preflight_of(repo, RunOptions(apply_interval_modifiers=True))
+    try:
+        index = take_snapshot(preflight.facts, tmp_path)
+    finally:
+        preflight.facts.warehouses.close()
+    daily = next(t for t in index["files"][0]["tables"] if t["name"] == "mid.daily")
+    assert daily["predicate"] == "\"day\" BETWEEN DATE '2024-01-01' AND DATE '2024-01-03'"
+    assert daily["rows"] == 3
