@@ -62,6 +62,7 @@ def record_json(result: RunResult) -> dict[str, Any]:
             "timeout": format_duration(request.timeout) if request.timeout else None,
         },
         "backfill_id": request.backfill_id,
+        "reason": request.reason,
         "backfill_total": request.backfill_total,
         "partition_id": request.partition_id,
         "started_at": _seconds(result.started_at),

@@ -34,6 +34,7 @@ class RunRequest:
     backfill_id: str | None = None
     backfill_total: int | None = None
     partition_id: str | None = None
+    reason: str | None = None  # a run by hand that rebuilds tables (--full-refresh) says why; recorded
 
 
 @dataclass

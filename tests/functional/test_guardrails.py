@@ -679,3 +679,27 @@ def test_an_interval_modifier_that_reaches_into_the_future_is_never_run(daily, h
     assert past["detail"].startswith("mid.daily's interval modifier moves its last run's end to ")
     assert past["detail"].endswith(", after now: backfilling the future is always a mistake")
     assert past["evidence"]["effective_end"] > past["evidence"]["end"]
+
+
+def test_a_full_refresh_by_hand_needs_a_reason_and_never_rebuilds_raw(daily, home):
+    """`backfill run --full-refresh` drops tables: without --reason it is refused (exit 2) before anything
+    runs; a raw table in the selection is never rebuilt (exit 3); with a reason the rebuild runs and the run
+    record keeps it. --reason on a plain run means nothing (exit 2)."""
+    daily.sql("raw.source", "SELECT 1 AS x", materialization={"type": "table", "strategy": "append"})
+    daily.run_ok("--start-date", "2024-01-08", "--end-date", "2024-01-08", "--select", "raw.source")
+    before = daily.query("SELECT * FROM mid.daily ORDER BY ALL")
+    day = ("--start-date", "2024-01-08", "--end-date", "2024-01-08")
+    bare = daily.run(*day, "--full-refresh", "--select", "mid.daily")
+    assert bare.returncode == 2 and bare.stderr.strip().endswith(
+        "--full-refresh drops and rebuilds the selected tables: give --reason TEXT (it is recorded)"
+    ), bare.stderr
+    raw = daily.run(*day, "--full-refresh", "--reason", "r")
+    assert raw.returncode == 3 and "never: raw.source is in the raw layer and --full-refresh rebuilds it" in raw.stderr
+    assert daily.query("SELECT * FROM mid.daily ORDER BY ALL") == before
+    assert daily.query("SELECT count(*) FROM raw.source") == [(1,)]
+    noise = daily.run(*day, "--reason", "r")
+    assert noise.returncode == 2 and "--reason means nothing for this run" in noise.stderr
+    rebuilt = daily.run(*day, "--full-refresh", "--select", "mid.daily", "--reason", "drop the bad column")
+    assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
+    assert daily.query("SELECT count(*) FROM mid.daily") == [(10,)]
+    assert daily.records()[-1]["reason"] == "drop the bad column"

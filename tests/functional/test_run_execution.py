@@ -297,7 +297,7 @@ def test_full_refresh_drops_and_rebuilds_incremental_tables(tmp_path):
     )
     repo.run_ok("--start-date", "2024-01-01", "--end-date", "2024-01-01")
     repo.run_ok("--start-date", "2024-01-02", "--end-date", "2024-01-02")
-    repo.run_ok("--start-date", "2024-01-03", "--end-date", "2024-01-03", "--full-refresh")
+    repo.run_ok("--start-date", "2024-01-03", "--end-date", "2024-01-03", "--full-refresh", "--reason", "rebuild")
     assert repo.query("SELECT * FROM s.t") == [("True", "2024-01-03")]
 
 

@@ -222,7 +222,7 @@ FAILS_AFTER_A_CHANGE = {
     "create+replace --full-refresh": (
         {"type": "table"},
         "SELECT CASE WHEN {{ var.v }} = 2 THEN CAST('not a number' AS INTEGER) ELSE 1 END AS id, 'k' AS key",
-        ("--full-refresh",),
+        ("--full-refresh", "--reason", "rebuild"),
     ),
     # The staged rows are text: DELETE of key 'k' succeeds, the INSERT's cast to INTEGER fails.
     "delete+insert": (

@@ -298,7 +298,7 @@ def test_full_refresh_fields_start_date_parameters_and_restriction(tmp_path):
     repo.sql("s.always", "SELECT 1 AS x", materialization=append, parameters={"full_refresh": True})
     repo.sql("s.kept", "SELECT 1 AS x", materialization=append, full_refresh_restricted=True)
     repo.run_ok(*DAY)
-    repo.run_ok(*DAY, "--full-refresh")
+    repo.run_ok(*DAY, "--full-refresh", "--reason", "rebuild")
     assert repo.query("SELECT * FROM s.window") == [("2023-06-01", "2024-01-01")]
     assert repo.query("SELECT * FROM s.own") == [("2023-12-25",)]
     assert repo.query("SELECT count(*) FROM s.always") == [(1,)]

@@ -130,7 +130,7 @@ def test_scd2_by_time_full_refresh_replaces_the_history_with_the_source(repo):
     repo.execute("UPDATE src.items SET stock = 2, dt = '2025-02-01'")
     repo.run_ok(*DAY)
     assert len(repo.query("SELECT * FROM dim.items")) == 2
-    repo.run_ok(*DAY, "--full-refresh")
+    repo.run_ok(*DAY, "--full-refresh", "--reason", "rebuild")
     assert history(repo, "id, stock") == [(1, 2, "2025-02-01 00:00:00", OPEN, True)]
 
 

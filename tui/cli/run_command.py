@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 
 from engine.base.errors import BadInput
+from engine.guardrails.manual_run import check_run_by_hand
 from engine.guardrails.request import check_reason
 from engine.pipeline.asset_run import SKIPPED, SUCCEEDED, UPSTREAM_FAILED, AssetResult
 from engine.pipeline.run_record import STAND_IN_STATUSES, record_json, write_stand_in_record
@@ -36,12 +37,15 @@ def run_command(argv: list[str]) -> int:
         backfill_id=args.backfill_id,
         backfill_total=args.backfill_total,
         partition_id=args.partition_id,
+        reason=None if args.stand_in else check_reason(args.reason),
     )
     _check_stand_in_flags(args)
     prepared = prepare_run(request)
     as_json = args.output == "json"
     if args.stand_in:
         return _stand_in(prepared, args, as_json)
+    if not args.backfill_id:  # a backfill's partitions were judged by its pre-flight
+        check_run_by_hand(prepared, reason=request.reason)
     out = sys.stderr if as_json else sys.stdout
     lock = threading.Lock()
     width = max(len(name) for name in prepared.selected)
@@ -72,7 +76,9 @@ def run_command(argv: list[str]) -> int:
 
 def _check_stand_in_flags(args) -> None:
     if not args.stand_in:
-        given = [f for f, v in (("--status", args.status), ("--reason", args.reason), ("--rows", args.rows)) if v]
+        if args.reason is not None and not args.full_refresh:
+            raise BadInput("--reason means nothing for this run: only --full-refresh or --stand-in takes one")
+        given = [f for f, v in (("--status", args.status), ("--rows", args.rows)) if v]
         if given:
             raise BadInput(f"{', '.join(given)} mean{'s' if len(given) == 1 else ''} nothing without --stand-in")
         return

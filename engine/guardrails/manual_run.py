@@ -1,0 +1,38 @@
+"""``backfill run`` by hand, judged like a backfill where it can lose data: a full refresh rebuilds tables, so it
+needs a reason, and it never rebuilds the raw layer (source data that cannot be loaded again).
+
+A raw asset's everyday strategy is how it ingests, and runs as Bruin runs it: only the rebuild that a person
+asks for by hand is judged (docs/guardrails.md, "backfill run by hand")."""
+
+from __future__ import annotations
+
+from engine.base.errors import BadInput, Refused
+from engine.guardrails.asset_risk import layer_of, strategy_of
+from engine.pipeline.assets import Asset
+from engine.pipeline.run_types import PreparedRun
+
+
+def check_run_by_hand(prepared: PreparedRun, *, reason: str | None) -> None:
+    """A full refresh: refused (exit 3) when it would rebuild a raw table, else it needs ``--reason`` (exit 2).
+    Runs of a backfill's partitions are not judged here: their backfill's pre-flight did."""
+    full_refresh = prepared.request.full_refresh
+    if not full_refresh:
+        return
+    selected = [prepared.pipeline.assets[name] for name in sorted(prepared.selected)]
+    raw = [a.name for a in selected if layer_of(a)[0] == "raw" and _rebuilt(a)]
+    if raw:
+        raise Refused(
+            f"never: {', '.join(raw)} {'is' if len(raw) == 1 else 'are'} in the raw layer and --full-refresh "
+            "rebuilds it: source data is never deleted or rebuilt (select it out with --exclude-tag or a "
+            "selector, or change its layer if it is not raw)"
+        )
+    if reason is None:
+        raise BadInput("--full-refresh drops and rebuilds the selected tables: give --reason TEXT (it is recorded)")
+
+
+def _rebuilt(asset: Asset) -> bool:
+    """Whether a full refresh drops the asset's table. A seed is rebuilt from its CSV in the repository (no
+    source is lost); views, DDL and SQL run as written are not tables a refresh drops."""
+    if asset.kind == "seed" or strategy_of(asset) in ("view", "ddl", "none"):
+        return False
+    return asset.materialization.type == "table" and not asset.full_refresh_restricted
