@@ -178,3 +178,68 @@ def test_a_lease_that_cannot_be_written_starts_nothing(store):
         f"the lease of backfill {store.id} cannot be written (Not a directory): nothing was started"
     )
     assert keeper._thread is None
+
+
+def test_a_keeper_never_started_owns_nothing(store):
+    """Before its first lease is written the executor owns nothing: owns() is False and says why."""
+    keeper = LeaseKeeper(store, 1, SHORT)
+    assert not keeper.owns()
+    assert keeper.fenced.startswith("its lease expired at 1970-01-01T00:00:00Z")
+
+
+def test_a_stop_leaves_a_newer_owner_s_lease_alone(store):
+    """A newer owner wrote its lease before this executor noticed (no renewal due yet): the stop does not
+    overwrite it with an ended lease."""
+    keeper = LeaseKeeper(store, 1, Settings(lease_seconds=30.0, lease_renew_seconds=15.0))
+    keeper.start(tuple, lambda message: None)
+    newer = Lease(2, "other-host", 9, 1.0, time.time() + 60)
+    write_lease(store.directory, newer)
+    finishes(keeper.stop)
+    assert read_lease(store.directory) == newer
+
+
+def test_a_stop_on_a_full_disk_is_quiet(store, monkeypatch):
+    """The ended lease cannot be written (a full disk): the stop still returns; the lease just expires."""
+    keeper = LeaseKeeper(store, 1, Settings(lease_seconds=30.0, lease_renew_seconds=15.0))
+    keeper.start(tuple, lambda message: None)
+
+    def full(directory, lease):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("engine.interventions.leasing.write_lease", full)
+    finishes(keeper.stop)
+    assert read_lease(store.directory).note is None  # the running lease, left to expire
+
+
+def test_a_renewal_that_fails_once_is_retried(store, monkeypatch):
+    """One renewal fails (a full disk for a moment): the keeper tries again at its next turn and stays the
+    owner."""
+    from engine.interventions import leasing
+
+    original, failures = leasing.write_lease, []
+
+    def flaky(directory, lease):
+        if not failures:
+            failures.append(1)
+            raise OSError(28, "No space left on device")
+        original(directory, lease)
+
+    keeper = LeaseKeeper(store, 1, SHORT)
+    keeper.start(tuple, lambda message: None)
+    first = read_lease(store.directory).expires_at
+    monkeypatch.setattr(leasing, "write_lease", flaky)
+    try:
+        until(lambda: failures and read_lease(store.directory).expires_at > first)
+        assert keeper.owns()
+    finally:
+        finishes(keeper.stop)
+
+
+def test_another_host_with_our_pid_and_epoch_fences_the_executor(store):
+    """The same epoch and PID written from another host is another owner too."""
+    fenced = threading.Event()
+    keeper = LeaseKeeper(store, 1, SHORT)
+    keeper.start(tuple, lambda message: fenced.set())
+    write_lease(store.directory, Lease(1, "other-host", os.getpid(), 1.0, 0.0))
+    assert fenced.wait(10)
+    finishes(keeper.stop)

@@ -277,3 +277,37 @@ def test_a_closed_writer_has_written_everything(tmp_path):
         writer.put(tmp_path / f"{n}.json", b"x", durable=True)
     finishes(writer.close)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{n}.json" for n in range(20))
+
+
+def test_durable_records_are_synced_once_per_batch_and_others_not(tmp_path, monkeypatch):
+    """Each record is written atomically without syncing its directory; a batch holding a durable record
+    syncs the directory once (a power loss cannot lose a final status), a batch of progress records never."""
+    calls: list[tuple] = []
+    gate = threading.Event()
+    original_write = writer_module.write_atomic
+
+    def write(path, data, **kwargs):
+        if path.name == "gate.json":
+            gate.wait(10)  # hold the thread while a batch queues up behind
+        calls.append(("write", path.name, kwargs))
+        original_write(path, data, **kwargs)
+
+    monkeypatch.setattr(writer_module, "write_atomic", write)
+    monkeypatch.setattr(writer_module, "sync_directory", lambda directory: calls.append(("sync", directory)))
+    writer = RecordWriter(tmp_path)
+    writer.put(tmp_path / "gate.json", b"{}", durable=False)
+    writer.put(tmp_path / "a.json", b"{}", durable=False)
+    writer.put(tmp_path / "b.json", b"{}", durable=True)
+    writer.put(tmp_path / "c.json", b"{}", durable=False)
+    gate.set()
+    finishes(writer.drain)
+    writer.put(tmp_path / "d.json", b"{}", durable=False)
+    finishes(writer.close)
+    assert calls == [
+        ("write", "gate.json", {"durable": False, "sync_parent": False}),
+        ("write", "a.json", {"durable": False, "sync_parent": False}),
+        ("write", "b.json", {"durable": True, "sync_parent": False}),
+        ("write", "c.json", {"durable": False, "sync_parent": False}),
+        ("sync", tmp_path),
+        ("write", "d.json", {"durable": False, "sync_parent": False}),
+    ]
