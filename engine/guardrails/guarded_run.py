@@ -48,10 +48,10 @@ def record_gate_bypasses(store: StateStore, *, reason: str | None, preflight: Pr
     ``warn`` or ``off``, or ``--ignore-dependencies``, which also leaves an IGNORE_DEPENDENCIES line)."""
     check = next((c for c in preflight.checks if c.name == "upstream_coverage"), None)
     bypassed = (check.evidence.get("gate_bypass") if check is not None else None) or {}
-    if not bypassed:
+    ignored = preflight.facts.request.guard.ignore_dependencies
+    if not bypassed and not ignored:
         return
     who = requester()
-    ignored = preflight.facts.request.guard.ignore_dependencies
     how = "--ignore-dependencies" if ignored else f"dependency_gates: {preflight.settings.dependency_gates}"
     common = {
         "backfill_id": store.id,

@@ -52,6 +52,7 @@ class PastRun:
     start: int
     end: int
     assets: dict[str, AssetRun]
+    ran: bool = True  # False for a stand-in run or a mark: it satisfies gates, but nothing ran
 
 
 @dataclass
@@ -60,7 +61,10 @@ class History:
     unreadable: list[str] = field(default_factory=list)  # record files that could not be read
 
     def succeeded_assets(self) -> set[str]:
-        return {name for run in self.runs for name, a in run.assets.items() if a.status == AssetStatus.SUCCEEDED}
+        """Assets that really ran and succeeded: a stand-in or a mark is no history of running."""
+        return {
+            name for run in self.runs if run.ran for name, a in run.assets.items() if a.status == AssetStatus.SUCCEEDED
+        }
 
     def coverage(self, asset: str) -> list[tuple[int, int]]:
         """The merged intervals over which ``asset`` has succeeded."""
@@ -154,6 +158,7 @@ def _past_run(data: dict[str, Any]) -> PastRun:
         start,
         end,
         assets,
+        ran=not data.get("stand_in"),
     )
 
 
@@ -284,6 +289,7 @@ def marked_runs(backfills: list[EarlierBackfill], history: History, pipeline_dir
                     span[0],
                     span[1],
                     {name: AssetRun(AssetStatus.SUCCEEDED, span[0], span[1], rows, rows) for name in names},
+                    ran=False,
                 )
             )
     return found

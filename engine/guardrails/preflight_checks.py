@@ -417,24 +417,30 @@ def upstream_coverage(facts: Facts) -> PreflightCheck:
     upstream = sorted({u for a in facts.selected for u in facts.pipeline.upstream(a.asset.name) if u not in selected})
     if not upstream:
         return passed(name, "every upstream asset is in the selection")
-    unchecked = {key: ["not checked"] for key in upstream}
-    if facts.request.guard.ignore_dependencies:
-        return not_applicable(name, "--ignore-dependencies: not checked", gate_bypass=unchecked)
-    if gates == "off":
-        return not_applicable(name, "dependency_gates: off", gate_bypass=unchecked)
     spec = facts.request.spec
     missing: dict[str, list[str]] = {}
     for name_up in upstream:
         gaps = missing_spans(facts.span[0], facts.span[1], facts.history.coverage(name_up))
         if gaps:
             missing[name_up] = [_span_text(start, end, spec.zone) for start, end in gaps]
+    # Stepping around the gate is the operator's call, but never a silent one: the intervals it lets through
+    # are computed all the same, and any gap let through needs approval (they are in the digest's evidence).
+    how = (
+        "--ignore-dependencies"
+        if facts.request.guard.ignore_dependencies
+        else f"dependency_gates: {gates}"
+        if gates in ("warn", "off")
+        else None
+    )
     if not missing:
-        return passed(name, f"{_names(upstream)} succeeded over the whole range", upstream=upstream)
+        detail = f"{_names(upstream)} succeeded over the whole range"
+        return passed(name, detail + (f" ({how} let nothing through)" if how else ""), upstream=upstream)
     summary = "; ".join(f"{n}: {', '.join(spans[:3])}{' …' if len(spans) > 3 else ''}" for n, spans in missing.items())
-    if gates == "warn":
-        return warned(
+    if how is not None:
+        return failed(
             name,
-            f"missing upstream intervals (dependency_gates: warn): {summary}",
+            APPROVAL,
+            f"{how} lets missing upstream intervals through: {summary}",
             missing=missing,
             gate_bypass=missing,
         )

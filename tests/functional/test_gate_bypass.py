@@ -9,7 +9,7 @@ import orjson
 
 from tests.backfills import state_dirs
 from tests.conftest import run_backfill
-from tests.functional.test_guardrails import check_row, configure, daily  # noqa: F401 (fixture)
+from tests.functional.test_guardrails import check_row, configure, daily, digest_of, dry_checks  # noqa: F401 (fixture)
 
 LATE = ("--selector", "mid.daily", "--start-date", "2024-01-06", "--end-date", "2024-01-12")
 
@@ -72,44 +72,62 @@ def test_bad_stand_ins_are_one_line_and_exit_2(daily, home):  # noqa: F811
         assert result.stderr.count("\n") == 1
 
 
-def test_ignore_dependencies_runs_and_records_each_bypassed_upstream(daily, home):  # noqa: F811
-    """--ignore-dependencies: the coverage check is n/a, the backfill runs, and the audit log holds one
-    IGNORE_DEPENDENCIES line and one GATE_BYPASS line for raw.events (unchecked), with the reason."""
-    ran = run_backfill("p", *LATE, "--ignore-dependencies", "--reason", "raw is late, files in place",
-                       "--no-progress", cwd=daily.root, env=home)  # fmt: skip
+def test_ignore_dependencies_lets_gaps_through_only_with_approval(daily, home):  # noqa: F811
+    """--ignore-dependencies over missing upstream intervals: approval (exit 4 in a pipe) naming the
+    intervals it lets through; approved, the backfill runs and the audit log holds one IGNORE_DEPENDENCIES line
+    and one GATE_BYPASS line for raw.events with the intervals and the reason."""
+    flags = ("--ignore-dependencies", "--reason", "raw is late, files in place", "--no-progress")
+    held = run_backfill("p", *LATE, *flags, cwd=daily.root, env=home)
+    assert held.returncode == 4, held.stdout + held.stderr
+    row = check_row(held.stdout, "upstream_coverage")
+    assert "approval" in row and "--ignore-dependencies lets missing upstream intervals through: raw.events" in row
+    ran = run_backfill("p", *LATE, *flags, "--approve", digest_of(held.stdout), cwd=daily.root, env=home)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     lines = audit_lines(daily)
     assert [(x["action"], x["asset"], x["from_status"]) for x in lines] == [
         ("IGNORE_DEPENDENCIES", None, None),
-        ("GATE_BYPASS", "raw.events", "unchecked"),
+        ("GATE_BYPASS", "raw.events", "missing"),
     ]
-    assert lines[1]["reason"].startswith("raw is late, files in place (--ignore-dependencies; let through raw.events")
+    assert lines[1]["reason"].startswith(
+        "raw is late, files in place (--ignore-dependencies; let through raw.events: 2024-01-08T00:00:00Z → "
+    )
     command = run_backfill("--command", "true", "--start-date", "2024-01-01", "--end-date", "2024-01-02",
                            "--ignore-dependencies", "--reason", "x", cwd=daily.root, env=home)  # fmt: skip
     assert command.returncode == 2 and "--ignore-dependencies means nothing for a --command backfill" in command.stderr
 
 
-def test_gates_warn_and_off_record_what_they_let_through(daily, home):  # noqa: F811
-    """dependency_gates: warn runs with missing upstream intervals and names them in GATE_BYPASS; off checks
-    nothing and records the upstream as unchecked."""
-    configure(daily, dependency_gates="warn")
-    ran = run_backfill("p", *LATE, "--reason", "dev run", "--no-progress", cwd=daily.root, env=home)
-    assert ran.returncode == 0, ran.stdout + ran.stderr
-    [line] = audit_lines(daily)
-    assert (line["action"], line["asset"], line["from_status"]) == ("GATE_BYPASS", "raw.events", "missing")
-    assert (
-        "dependency_gates: warn; let through raw.events: 2024-01-08T00:00:00Z → 2024-01-13T00:00:00Z" in line["reason"]
-    )
-    for backfill in state_dirs(daily.root / "logs" / "backfills"):
-        (backfill / "audit.jsonl").unlink()
-    configure(daily, dependency_gates="off")
-    again = run_backfill("p", *LATE, "--reason", "dev run", "--no-progress", cwd=daily.root, env=home)
-    assert again.returncode == 0, again.stdout + again.stderr
-    newest = sorted(state_dirs(daily.root / "logs" / "backfills"))[-1]
-    [line] = [orjson.loads(x) for x in (newest / "audit.jsonl").read_bytes().splitlines()]
-    assert (line["action"], line["from_status"], line["previous_message"]) == (
-        "GATE_BYPASS", "unchecked", "dependency_gates: off"
-    )  # fmt: skip
+def test_gates_warn_and_off_let_gaps_through_only_with_approval(daily, home):  # noqa: F811
+    """dependency_gates: warn or off over missing upstream intervals: approval naming them (no longer a
+    warning, or not checked at all); approved, the run records each let through in GATE_BYPASS."""
+    for gates in ("warn", "off"):
+        configure(daily, dependency_gates=gates)
+        held = run_backfill("p", *LATE, "--reason", "dev run", "--no-progress", cwd=daily.root, env=home)
+        assert held.returncode == 4, held.stdout + held.stderr
+        assert f"dependency_gates: {gates} lets missing upstream intervals through" in check_row(
+            held.stdout, "upstream_coverage"
+        )
+        ran = run_backfill("p", *LATE, "--reason", "dev run", "--approve", digest_of(held.stdout), "--no-progress",
+                           cwd=daily.root, env=home)  # fmt: skip
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        newest = sorted(state_dirs(daily.root / "logs" / "backfills"))[-1]
+        [line] = [orjson.loads(x) for x in (newest / "audit.jsonl").read_bytes().splitlines()]
+        assert (line["action"], line["asset"], line["from_status"], line["previous_message"]) == (
+            "GATE_BYPASS", "raw.events", "missing", f"dependency_gates: {gates}"
+        )  # fmt: skip
+        assert f"dependency_gates: {gates}; let through raw.events: 2024-01-08T00:00:00Z" in line["reason"]
+
+
+def test_a_stand_in_satisfies_the_gate_but_is_no_history_of_running(daily, home):  # noqa: F811
+    """A stand-in run of a never-run asset covers its downstream's gate, but a backfill of the asset itself
+    finds no history: it did not run (human-only)."""
+    daily.sql("mid.never", "SELECT 1 AS x", materialization={"type": "view"})
+    stood = run_backfill("run", "p", "--selector", "mid.never", "--start-date", "2024-01-01", "--end-date",
+                         "2024-01-20", "--stand-in", "--status", "succeeded", "--reason", "loaded by hand",
+                         cwd=daily.root, env=home)  # fmt: skip
+    assert stood.returncode == 0, stood.stdout + stood.stderr
+    checks = dry_checks(daily, home, "--selector", "mid.never")
+    assert checks["history_exists"]["tier"] == "human-only", checks["history_exists"]
+    assert "never succeeded: mid.never" in checks["history_exists"]["detail"]
 
 
 def test_an_asset_reruns_with_its_downstream_inside_chosen_partitions(daily, home):  # noqa: F811
@@ -158,8 +176,10 @@ def test_an_asset_reruns_with_its_downstream_inside_chosen_partitions(daily, hom
 def test_an_asset_marked_succeeded_satisfies_the_gate_only_with_rows(daily, home):  # noqa: F811
     """raw.events has no run over Jan 8–12. Marking it succeeded in an earlier backfill's partitions without
     --rows leaves a backfill of mid.daily refused (exit 3); with --rows 5 the gate passes."""
-    first = run_backfill("p", *LATE, "--ignore-dependencies", "--reason", "files in place", "--no-progress",
-                         cwd=daily.root, env=home)  # fmt: skip
+    flags = ("--ignore-dependencies", "--reason", "files in place", "--no-progress")
+    held = run_backfill("p", *LATE, *flags, cwd=daily.root, env=home)
+    assert held.returncode == 4, held.stdout + held.stderr  # the gap let through needs approval
+    first = run_backfill("p", *LATE, *flags, "--approve", digest_of(held.stdout), cwd=daily.root, env=home)
     assert first.returncode == 0, first.stdout + first.stderr
     [backfill] = state_dirs(daily.root / "logs" / "backfills")
     ids = [orjson.loads(p.read_bytes())["id"] for p in (backfill / "partitions").glob("*.json")]

@@ -422,7 +422,7 @@ def dry_checks(repo: Repo, home, *flags: str, start: str = "2024-01-08", end: st
 def test_levels_limits_quotas_and_gates_from_the_environment(daily, home):
     """Each configuration key changes what the checks demand: production makes a safe week approval; a tiny
     max_hours makes size approval; a quota of 1 run a day is never; a 100-day range is human-only until
-    --allow-long-range; dependency_gates: warn turns missing upstream intervals into a warning."""
+    --allow-long-range; dependency_gates: warn turns missing upstream intervals from never into approval."""
     assert dry_checks(daily, home)["verdict"] == "auto"
     configure(daily, guardrails="production")
     checks = dry_checks(daily, home)
@@ -437,7 +437,7 @@ def test_levels_limits_quotas_and_gates_from_the_environment(daily, home):
     assert dry_checks(daily, home, "--allow-long-range", end="2024-04-30")["range_size"]["tier"] == "approval"
     configure(daily, dependency_gates="warn")
     gated = dry_checks(daily, home, "--selector", "mid.daily", start="2024-01-05", end="2024-01-14")
-    assert gated["upstream_coverage"]["status"] == "warn" and gated["upstream_coverage"]["evidence"]["gate_bypass"]
+    assert gated["upstream_coverage"]["tier"] == "approval" and gated["upstream_coverage"]["evidence"]["gate_bypass"]
     configure(daily, guardrails="sandbox", guardrail_limits={"approval_days": 1})
     sandboxed = dry_checks(daily, home)
     assert sandboxed["verdict"] == "auto"
