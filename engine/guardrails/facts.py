@@ -7,10 +7,11 @@ in ``errors`` under the check that needed it, and that check becomes human-only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from engine.base.errors import BackfillError
 from engine.dates.plan import Interval
 from engine.guardrails.asset_risk import changes_data, layer_of, strategy_of, uses_interval
 from engine.guardrails.history import (
@@ -23,10 +24,11 @@ from engine.guardrails.history import (
 )
 from engine.guardrails.request import GuardRequest
 from engine.guardrails.settings import GuardrailSettings, settings_for_command, settings_of_environment
+from engine.guardrails.tiers import LEVELS
 from engine.guardrails.warehouse import Held, Warehouse, Warehouses, whole_range_window
 from engine.pipeline.asset_status import AssetStatus
 from engine.pipeline.assets import Asset, enabled_by
-from engine.pipeline.config import Connection
+from engine.pipeline.config import Config, Connection, Environment
 from engine.pipeline.loading import Pipeline
 from engine.pipeline.repository import logs_root, resolve_target
 from engine.pipeline.templating import Window
@@ -138,9 +140,43 @@ def gather(request: GuardRequest) -> Facts:
     settings = settings_of_environment(
         environment.name, request.config.raw_environments.get(environment.name), request.config.path
     )
+    settings = strictest_on_the_same_files(settings, request.config, environment)
     facts = Facts(request, settings, span, first)
     _gather_pipeline(facts)
     return facts
+
+
+def strictest_on_the_same_files(
+    settings: GuardrailSettings, config: Config, environment: Environment
+) -> GuardrailSettings:
+    """The level follows the warehouse: the strictest level of any environment whose DuckDB connections
+    point at one of this environment's files (by real path) applies, so a ``sandbox`` environment cannot open
+    ``production``'s file without production's rules. An environment that cannot be read (an unset
+    ``${VAR}``) points nowhere known and is passed over."""
+    ours = _duckdb_files(environment)
+    if not ours:
+        return settings
+    for name in config.environment_names:
+        if name == environment.name:
+            continue
+        try:
+            other = config.environment(name)
+            shared = ours & _duckdb_files(other)
+            if not shared:
+                continue
+            theirs = settings_of_environment(name, config.raw_environments.get(name), config.path)
+        except BackfillError:
+            continue
+        if LEVELS.index(theirs.level) > LEVELS.index(settings.level):
+            file = sorted(shared)[0]
+            settings = replace(
+                settings, level=theirs.level, level_source=f"environment {name!r} uses the same DuckDB file {file}"
+            )
+    return settings
+
+
+def _duckdb_files(environment: Environment) -> set[Path]:
+    return {c.path.resolve() for c in environment.connections if c.kind == "duckdb" and c.path is not None}
 
 
 def _first_and_last(request: GuardRequest) -> tuple[int, int] | None:

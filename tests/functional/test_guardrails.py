@@ -703,3 +703,36 @@ def test_a_full_refresh_by_hand_needs_a_reason_and_never_rebuilds_raw(daily, hom
     assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
     assert daily.query("SELECT count(*) FROM mid.daily") == [(10,)]
     assert daily.records()[-1]["reason"] == "drop the bad column"
+
+
+def test_the_level_follows_the_warehouse_file(daily, home):
+    """A sandbox environment whose connection points at the file a production environment uses gets
+    production's rules (nothing auto), naming the environment and file; pointing at its own file it keeps
+    sandbox. The same file spelled through a symlink counts as the same file."""
+    import yaml
+
+    (daily.root / "link.duckdb").symlink_to(daily.database)
+
+    def environments(dev_path: str) -> None:
+        connection = lambda path: {"duckdb": [{"name": "db", "path": path}]}  # noqa: E731
+        daily.write(".bruin.yml", yaml.safe_dump({
+            "default_environment": "dev",
+            "environments": {
+                "dev": {"guardrails": "sandbox", "connections": connection(dev_path)},
+                "live": {"guardrails": "production", "connections": connection("warehouse.duckdb")},
+            },
+        }))  # fmt: skip
+
+    environments("link.duckdb")
+    checks = dry_checks(daily, home)
+    assert checks["verdict"] == "approval"
+    assert checks["environment"]["tier"] == "approval"
+    assert checks["environment"]["detail"] == "dev: production guardrails: every run needs approval"
+    assert checks["environment"]["evidence"]["from"] == (
+        f"environment 'live' uses the same DuckDB file {daily.database.resolve()}"
+    )
+    result = run_backfill("p", *WEEK, "--dry-run", "--output", "json", cwd=daily.root, env=home)
+    assert json.loads(result.stdout)["preflight"]["level"] == "production"
+    environments("other.duckdb")
+    result = run_backfill("p", *WEEK, "--dry-run", "--output", "json", cwd=daily.root, env=home)
+    assert json.loads(result.stdout)["preflight"]["level"] == "sandbox"
