@@ -736,3 +736,26 @@ def test_the_level_follows_the_warehouse_file(daily, home):
     environments("other.duckdb")
     result = run_backfill("p", *WEEK, "--dry-run", "--output", "json", cwd=daily.root, env=home)
     assert json.loads(result.stdout)["preflight"]["level"] == "sandbox"
+
+
+def test_a_restore_over_later_writes_is_refused_unless_forced(daily, home):
+    """A run by hand wrote mid.daily after the backfill's snapshot: restoring would undo it, so the restore
+    is refused (exit 3) naming that run, and the table is untouched; with --force it restores the table as it
+    was before the backfill, byte for byte, and records what it overrode."""
+    before = daily.query("SELECT * FROM mid.daily ORDER BY ALL")
+    ran = run_backfill("p", *WEEK, "--reason", "v2", "--no-progress", cwd=daily.root, env=home)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    [backfill] = state_dirs(daily.root / "logs" / "backfills")
+    later = daily.run_ok("--start-date", "2024-01-09", "--end-date", "2024-01-09")
+    after_later = daily.query("SELECT * FROM mid.daily ORDER BY ALL")
+    refused = run_backfill("restore", backfill.name, "--reason", "v2 was wrong", cwd=daily.root, env=home)
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    assert "is older than later writes to its tables (run " in refused.stderr
+    assert "(a run by hand) at " in refused.stderr and ": mid.daily)" in refused.stderr
+    assert refused.stderr.count("\n") == 1 and later.returncode == 0
+    assert daily.query("SELECT * FROM mid.daily ORDER BY ALL") == after_later
+    forced = run_backfill("restore", backfill.name, "--reason", "v2 was wrong", "--force", cwd=daily.root, env=home)
+    assert forced.returncode == 0, forced.stdout + forced.stderr
+    assert daily.query("SELECT * FROM mid.daily ORDER BY ALL") == before
+    entry = json.loads((backfill / "guardrails.json").read_text())["invocations"][-1]
+    assert entry["mode"] == "restore" and len(entry["forced_over"]) == 1

@@ -18,6 +18,6 @@ def restore_command(argv: list[str]) -> int:
     if reason is None:
         raise BadInput("--reason is required to restore a backfill's snapshot: say why, e.g. --reason 'bad fix'")
     store, _ = locate_backfill(args.id, args.state_dir, Path.cwd())
-    done = restore_backfill(store, reason)
+    done = restore_backfill(store, reason, force=args.force)
     sys.stdout.write(f"restored the snapshot of backfill {store.id}:\n" + "".join(f"  {line}\n" for line in done))
     return 0
