@@ -173,6 +173,51 @@ def snapshot_rate(scratch: Path, runs: int) -> tuple[float, int]:
     return median(rates), rows
 
 
+# One partition of a 1M-row time_interval table (1,000 days of 1,000 rows) applied with and without the blast
+# radius fence, in one transaction each, rolled back so that every repetition starts from the same table.
+FENCE = """
+import statistics, sys, time
+from datetime import UTC, datetime
+from pathlib import Path
+import duckdb
+from engine.dates.instants import to_micros
+from engine.pipeline.assets import Asset, Materialization
+from engine.pipeline.database import Database
+from engine.pipeline.materialization import materialize
+from engine.pipeline.templating import Window
+
+runs = int(sys.argv[1])
+connection = duckdb.connect(":memory:")
+connection.execute("CREATE SCHEMA mid; CREATE TABLE mid.t AS SELECT "
+                   "(DATE '2020-01-01' + INTERVAL (i // 1000) DAY)::DATE "
+                   "AS day, i AS value FROM range(1000000) t(i)")
+db = Database(connection, lambda sql: sql)
+asset = Asset("mid.t", "duckdb.sql", Path("t.sql"), "t.sql", 1,
+              materialization=Materialization("table", "time_interval", "day", "date"))
+start = to_micros(datetime(2021, 6, 1, tzinfo=UTC))
+window = Window(start, start + 86_400_000_000 - 1, UTC)
+query = "SELECT DATE '2021-06-01' AS day, range AS value FROM range(1000)"
+timings = {}
+for fenced in (False, True):
+    seconds = []
+    for _ in range(runs):
+        began = time.perf_counter()
+        materialize(db, asset, query, window, full_refresh=False, fence_window=fenced)
+        seconds.append(time.perf_counter() - began)
+    timings[fenced] = statistics.median(seconds)
+print(timings[False], timings[True])
+"""
+
+
+def fence_cost(runs: int) -> tuple[float, float]:
+    """Median seconds of one partition on the 1M-row table without and with the fence."""
+    output = subprocess.run(
+        [sys.executable, "-c", FENCE, str(runs)],
+        cwd=ROOT, env=installed_environment(), capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    return float(output[0]), float(output[1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -218,6 +263,10 @@ def main() -> None:
         print(f"  --verify off  median {per_mode['off']:.3f} s")
         print(f"  difference per partition {overhead:+.1f} ms  (goal ≤ 20 ms)")
         print(f"  one partition's verification in-process: median {verify_alone * 1000:.2f} ms")
+        plain, fenced = fence_cost(max(args.runs, 5))
+        print("blast radius, one daily partition of a 1,000,000-row time_interval table (in-process):")
+        print(f"  unfenced median {plain * 1000:.1f} ms, fenced median {fenced * 1000:.1f} ms")
+        print(f"  the fence's cost {(fenced - plain) * 1000:+.1f} ms per partition  (goal ≤ 25 ms)")
         rate, rows = snapshot_rate(Path(scratch), args.runs)
         print(f"snapshot: {rows:,} rows copied before the first partition, median {rate / 1e6:.2f} M rows/s")
 

@@ -12,6 +12,11 @@ import yaml
 
 from tests.conftest import run_backfill
 
+# Test pipelines backfill a week or a month of days: auto up to 31 intervals instead of the seed's one, so
+# that tests whose subject is not the interval count run unattended (tests/functional/test_guardrails.py
+# tests the default of 1 with its own .bruin.yml).
+TEST_LIMITS: dict[str, Any] = {"guardrail_limits": {"auto_max_intervals": 31}}
+
 
 class Repo:
     """A git-like repository with ``.bruin.yml`` and one pipeline ``p`` on DuckDB connection ``db``
@@ -30,15 +35,9 @@ class Repo:
         connection: dict[str, Any] = {"name": "db", "path": "warehouse.duckdb"}
         if max_concurrent_assets is not None:
             connection["max_concurrent_assets"] = max_concurrent_assets
-        self.write(
-            ".bruin.yml",
-            yaml.safe_dump(
-                {
-                    "default_environment": "dev",
-                    "environments": {"dev": {"guardrails": guardrails, "connections": {"duckdb": [connection]}}},
-                }
-            ),
-        )
+        environment: dict[str, Any] = {"guardrails": guardrails, "connections": {"duckdb": [connection]}}
+        environment.update(TEST_LIMITS)
+        self.write(".bruin.yml", yaml.safe_dump({"default_environment": "dev", "environments": {"dev": environment}}))
         self.pipeline_dir = root / "p"
         self.write("p/pipeline.yml", yaml.safe_dump(pipeline or {"name": "p", "default_connections": {"duckdb": "db"}}))
         self.database = root / "warehouse.duckdb"

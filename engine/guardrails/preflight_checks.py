@@ -120,6 +120,50 @@ def range_size(facts: Facts) -> PreflightCheck:
     return passed(name, f"{shown} ≤ {limits.approval_days:g} days", **evidence)
 
 
+# pipeline.yml schedules with a fixed period, and the partitions that are that period or shorter.
+SCHEDULE_PERIODS = {"hourly": 3_600_000_000, "daily": DAY, "weekly": 7 * DAY}
+
+
+def interval_count(facts: Facts) -> PreflightCheck:
+    """The seed's auto rule: a rerun touching more than one interval needs approval (an environment may
+    raise the limit), and the whole range in one trigger, when the schedule gives smaller intervals, never."""
+    name = "interval_count"
+    count = facts.request.selected_count
+    limit = max(1, int(facts.settings.limits.auto_max_intervals))
+    evidence = {"intervals": count, "auto_max_intervals": limit}
+    coarse = _coarser_than_schedule(facts)
+    if coarse is not None:
+        return failed(name, NEVER, coarse, **evidence)
+    if count > limit:
+        return failed(
+            name,
+            APPROVAL,
+            f"{count:,} intervals > {limit:,} (auto_max_intervals): a rerun touching more than "
+            f"{'one interval' if limit == 1 else f'{limit:,} intervals'} needs approval",
+            **evidence,
+        )
+    return passed(name, f"{count:,} interval{'s' if count != 1 else ''} ≤ {limit:,} (auto_max_intervals)", **evidence)
+
+
+def _coarser_than_schedule(facts: Facts) -> str | None:
+    """Why the partitions are coarser than the pipeline's schedule (a weekly or 144h partition of a daily
+    pipeline runs a week in one trigger), or None."""
+    pipeline = facts.pipeline
+    if facts.is_command or pipeline is None or pipeline.schedule not in SCHEDULE_PERIODS:
+        return None
+    period = SCHEDULE_PERIODS[pipeline.schedule]
+    unit = facts.request.spec.unit
+    first = facts.first
+    length = (first.end - first.start) if first is not None else unit.step
+    if length <= period * 25 // 24:  # a day of 25 hours (daylight saving) is still one day
+        return None
+    return (
+        f"{unit.name} partitions of a {pipeline.schedule} pipeline: each runs "
+        f"{_days(length):g} days in one trigger when smaller meaningful intervals exist; "
+        f"use --partition {pipeline.schedule}"
+    )
+
+
 def range_in_past(facts: Facts) -> PreflightCheck:
     name = "range_in_past"
     spec = facts.request.spec
@@ -606,6 +650,7 @@ CHECKS: tuple[Callable[[Facts], PreflightCheck], ...] = (
     target_valid,
     history_exists,
     range_size,
+    interval_count,
     range_in_past,
     interval_semantics,
     materialization,

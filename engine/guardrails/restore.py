@@ -70,13 +70,13 @@ def restore_backfill(store: StateStore, reason: str, *, force: bool = False) -> 
 
 
 def later_writers(store: StateStore, index: dict[str, Any]) -> list[str]:
-    """Runs (by hand, or of another backfill) that started after the snapshot was taken and ran one of its
+    """Runs (by hand, or of another backfill) that finished after the snapshot was taken and ran one of its
     tables' assets: ``run ID (who) at TIME: assets``. Read from the pipeline's run records."""
     tables = {table["name"] for entry in index.get("files", []) for table in entry.get("tables", [])}
     runs = _runs_directory(store)
     if not tables or runs is None:
         return []
-    taken = instant_of(index["taken_at"])
+    taken = int(index["taken_at_us"]) if "taken_at_us" in index else instant_of(index["taken_at"])
     found = []
     try:
         names = sorted(os.listdir(runs))
@@ -89,7 +89,8 @@ def later_writers(store: StateStore, index: dict[str, Any]) -> list[str]:
             record = orjson.loads((runs / name).read_bytes())
             if record.get("backfill_id") == store.id or record.get("stand_in") or not record.get("started_at"):
                 continue
-            started = instant_of(record["started_at"])
+            # A run still writing when the snapshot was taken may have committed after it: its end counts.
+            started = instant_of(record.get("finished_at") or record["started_at"])
             wrote = sorted(
                 a["name"]
                 for a in record.get("assets") or []

@@ -107,6 +107,7 @@ def take_snapshot(facts: Facts, directory: Path) -> dict[str, Any]:
     index = {
         "format": 1,
         "taken_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "taken_at_us": int(started * 1_000_000),  # to the microsecond: what a restore compares later runs with
         "seconds": round(time.time() - started, 3),
         "bytes": sum((directory / f["snapshot"]).stat().st_size for f in files if (directory / f["snapshot"]).exists()),
         "files": files,

@@ -77,6 +77,7 @@ class Pipeline:
     macros: str = ""  # every macros/*.sql, in name order
     schema_prefix: str | None = None  # set by with_schema_prefix: asset names already carry it
     start_date: str | None = None  # where a --full-refresh run's window starts, for assets without their own
+    schedule: str | None = None  # pipeline.yml's schedule (hourly, daily, … or cron): what the guardrails compare
 
     def with_schema_prefix(self, prefix: str | None) -> Pipeline:
         """The pipeline as a schema-prefixed environment runs it: every asset (and every reference to one in
@@ -277,6 +278,7 @@ def load_pipeline(directory: Path) -> Pipeline:
         default_timeout=parse_timeout(default, path, problems),
         macros=_macros(directory, problems),
         start_date=start_date,
+        schedule=str(data["schedule"]).strip().lower() if data.get("schedule") else None,
     )
     if pipeline.name_template is not None:
         defaults = {name: schema.get("default") for name, schema in variables.items() if isinstance(schema, dict)}

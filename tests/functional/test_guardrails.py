@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 from tests.backfills import child_command, records, state_dirs
-from tests.builder import Repo
+from tests.builder import TEST_LIMITS, Repo
 from tests.conftest import run_backfill
 
 TIME_INTERVAL = {"type": "table", "strategy": "time_interval", "incremental_key": "day", "time_granularity": "date"}
@@ -289,8 +289,9 @@ def test_a_command_without_a_tried_restore_path_is_human_only(work, home):
         for backfill in state_dirs(work / "logs" / "backfills")
     )  # nothing ran
     sandboxed = run_backfill(*base, "--guardrails", "sandbox", "--no-progress", cwd=work, env=home)
-    assert sandboxed.returncode == 0 and "guard   auto (sandbox guardrails, 3 warnings)" in sandboxed.stdout
-    tried = run_backfill(*base, "--reversible", "--no-progress", cwd=work, env=home)
+    assert sandboxed.returncode == 0 and "guard   auto (sandbox guardrails, 4 warnings)" in sandboxed.stdout
+    one_day = ("--command", "true", "--start-date", "2024-01-03", "--end-date", "2024-01-03", "--reason", "r")
+    tried = run_backfill(*one_day, "--reversible", "--no-progress", cwd=work, env=home)
     assert tried.returncode == 0, tried.stdout + tried.stderr
     assert "guard   auto (standard guardrails" in tried.stdout
 
@@ -370,7 +371,8 @@ def test_dry_run_json_carries_the_preflight_and_exits_zero_whatever_the_verdict(
     preflight = json.loads(result.stdout)["preflight"]
     assert preflight["verdict"] == "never" and len(preflight["digest"]) == 64
     names = [check["name"] for check in preflight["checks"]]
-    assert names[:4] == ["target_valid", "history_exists", "range_size", "range_in_past"] and names[-1] == "certainty"
+    assert names[:5] == ["target_valid", "history_exists", "range_size", "interval_count", "range_in_past"]
+    assert names[-1] == "certainty"
     assert all(set(check) >= {"name", "status", "tier", "detail", "evidence"} for check in preflight["checks"])
 
 
@@ -406,7 +408,8 @@ def configure(repo: Repo, **environment) -> None:
 
     quota = environment.pop("daily_run_quota", None)
     connection = {"name": "db", "path": "warehouse.duckdb", **({"daily_run_quota": quota} if quota else {})}
-    dev = {**environment, "connections": {"duckdb": [connection]}}
+    limits = {**TEST_LIMITS["guardrail_limits"], **environment.pop("guardrail_limits", {})}
+    dev = {**environment, "guardrail_limits": limits, "connections": {"duckdb": [connection]}}
     repo.write(".bruin.yml", yaml.safe_dump({"default_environment": "dev", "environments": {"dev": dev}}))
 
 
@@ -759,3 +762,35 @@ def test_a_restore_over_later_writes_is_refused_unless_forced(daily, home):
     assert daily.query("SELECT * FROM mid.daily ORDER BY ALL") == before
     entry = json.loads((backfill / "guardrails.json").read_text())["invocations"][-1]
     assert entry["mode"] == "restore" and len(entry["forced_over"]) == 1
+
+
+def test_the_seeds_auto_rule_one_interval_unless_the_environment_raises_it(daily, home):
+    """Standard guardrails with .bruin.yml's defaults: one interval is auto, a week of days needs approval
+    (the seed: any rerun touching more than one interval); auto_max_intervals raises the limit and is shown;
+    weekly partitions of a daily pipeline run a week in one trigger: never."""
+    import yaml
+
+    def config(**limits) -> None:
+        dev = {"guardrails": "standard", "connections": {"duckdb": [{"name": "db", "path": "warehouse.duckdb"}]}}
+        if limits:
+            dev["guardrail_limits"] = limits
+        daily.write(".bruin.yml", yaml.safe_dump({"default_environment": "dev", "environments": {"dev": dev}}))
+
+    config()
+    one = dry_checks(daily, home, start="2024-01-08", end="2024-01-08")
+    assert one["interval_count"]["tier"] == "auto" and one["verdict"] == "auto"
+    week = dry_checks(daily, home)
+    assert week["interval_count"]["tier"] == "approval" and week["verdict"] == "approval"
+    assert week["interval_count"]["detail"] == (
+        "5 intervals > 1 (auto_max_intervals): a rerun touching more than one interval needs approval"
+    )
+    config(auto_max_intervals=5)
+    raised = dry_checks(daily, home)
+    assert raised["interval_count"]["tier"] == "auto" and raised["verdict"] == "auto"
+    assert raised["interval_count"]["evidence"] == {"intervals": 5, "auto_max_intervals": 5}
+    daily.write("p/pipeline.yml", yaml.safe_dump({"name": "p", "schedule": "daily",
+                                                  "default_connections": {"duckdb": "db"}}))  # fmt: skip
+    weekly = dry_checks(daily, home, "--partition", "weekly", start="2024-01-08", end="2024-01-14")
+    assert weekly["interval_count"]["tier"] == "never"
+    assert weekly["interval_count"]["detail"].startswith("weekly partitions of a daily pipeline: each runs 7 days")
+    assert dry_checks(daily, home)["interval_count"]["tier"] == "auto"

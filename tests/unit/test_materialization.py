@@ -473,3 +473,46 @@ def test_what_is_not_fenced(db):
     three = "SELECT (DATE '2024-01-01' + INTERVAL (i) DAY)::DATE AS d, i AS v FROM range(3) t(i)"
     materialize(db, FENCED, three, DAY_2, full_refresh=True, fence_window=True)
     assert len(rows(db)) == 3
+
+
+def test_a_timestamp_keyed_table_is_fenced_to_its_instants(db):
+    """A TIMESTAMPTZ key: the window's instants are inside, the rest outside, to the microsecond."""
+    values_ = (
+        "(TIMESTAMPTZ '2024-01-01 23:59:59.999999+00', 1), (TIMESTAMPTZ '2024-01-02 10:00:00+00', 2), "
+        "(TIMESTAMPTZ '2024-01-03 00:00:00+00', 3)"
+    )
+    seed(db, f"SELECT * FROM (VALUES {values_}) AS s(ts, v)")
+    hourly = asset("time_interval", key="ts", granularity="timestamp")
+    inside = "SELECT TIMESTAMPTZ '2024-01-02 11:00:00+00' AS ts, 9 AS v"
+    materialize(db, hourly, inside, DAY_2, full_refresh=False, fence_window=True)
+    assert [v for _, v in rows(db)] == [1, 9, 3]
+    outside = "SELECT TIMESTAMPTZ '2024-01-03 00:00:00+00' AS ts, 9 AS v"
+    with pytest.raises(OutsideWindowChanged, match=r"\(2 rows there before, 3 after\)"):
+        materialize(db, hourly, outside, DAY_2, full_refresh=False, fence_window=True)
+    assert [v for _, v in rows(db)] == [1, 9, 3]
+
+
+def test_a_hook_that_drops_the_table_is_caught(db):
+    """A post hook that drops the asset's own table leaves nothing outside the window: rolled back."""
+    three_days(db)
+    before = rows(db)
+    with pytest.raises(OutsideWindowChanged, match=r"\(2 rows there before, 0 after\)"):
+        materialize(db, FENCED, "SELECT DATE '2024-01-02' AS d, 5 AS v", DAY_2, full_refresh=False,
+                    post_hooks=["DROP TABLE mart.t"], fence_window=True)  # fmt: skip
+    assert rows(db) == before
+
+
+def test_only_the_days_a_window_covers_whole_are_inside_it(db):
+    """A 36-hour window from noon on the 1st covers only the 2nd whole: rows of the 1st are outside it, so
+    a partition that deletes them is rolled back; in the window's own zone, named in the error."""
+    three_days(db)
+    zone = ZoneInfo("Asia/Kolkata")
+    start = to_micros(datetime(2024, 1, 1, 12, tzinfo=zone))
+    window = Window(start, to_micros(datetime(2024, 1, 3, tzinfo=zone)) - 1, zone)
+    deleting = asset("delete+insert", key="d", granularity="date")
+    query = "SELECT * FROM (VALUES (DATE '2024-01-01', 7), (DATE '2024-01-02', 8)) AS s(d, v)"
+    with pytest.raises(OutsideWindowChanged) as raised:
+        materialize(db, deleting, query, window, full_refresh=False, fence_window=True)
+    assert "outside its window 2024-01-01T12:00:00+05:30 .. 2024-01-02T23:59:59.999999+05:30" in str(raised.value)
+    materialize(db, deleting, "SELECT DATE '2024-01-02' AS d, 8 AS v", window, full_refresh=False, fence_window=True)
+    assert [v for _, v in rows(db)] == [0, 8, 2]  # only the 2nd replaced
