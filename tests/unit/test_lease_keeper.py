@@ -243,3 +243,24 @@ def test_another_host_with_our_pid_and_epoch_fences_the_executor(store):
     write_lease(store.directory, Lease(1, "other-host", os.getpid(), 1.0, 0.0))
     assert fenced.wait(10)
     finishes(keeper.stop)
+
+
+def test_a_turn_before_the_renewal_is_due_keeps_waiting(store):
+    """Renewing every 1.5 s, the thread wakes every second: a turn that finds the renewal not yet due waits
+    for the next one, and the lease is renewed all the same."""
+    keeper = LeaseKeeper(store, 1, Settings(lease_seconds=30.0, lease_renew_seconds=1.5))
+    keeper.start(tuple, lambda message: None)
+    try:
+        first = read_lease(store.directory).expires_at
+        until(lambda: read_lease(store.directory).expires_at > first)
+    finally:
+        finishes(keeper.stop)
+
+
+def test_stop_returns_once_the_renewal_thread_has_ended(store):
+    """After stop() no renewal can race the ended lease: the thread is gone."""
+    keeper = LeaseKeeper(store, 1, SHORT)
+    keeper.start(tuple, lambda message: None)
+    finishes(keeper.stop)
+    assert not keeper._thread.is_alive()
+    assert read_lease(store.directory).note == "ended"
