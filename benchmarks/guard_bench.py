@@ -106,7 +106,7 @@ for _ in range(int(sys.argv[2])):
     state = state_root_for(planned.spec, None, root).path
     preflight = run_preflight(request_for_new(planned, GuardOptions(), reason="b", root=state, cwd=root))
     times.append(time.perf_counter() - started)
-assert len(preflight.checks) == 16
+assert len(preflight.checks) == 17
 print(sorted(times)[len(times) // 2])
 """
 
