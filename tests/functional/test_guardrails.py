@@ -33,15 +33,21 @@ def daily(tmp_path: Path) -> Repo:
     history (2023-12-01 to 2024-01-07)."""
     repo = Repo(tmp_path / "repo", guardrails="standard")
     repo.sql("raw.events", "SELECT 1 AS x", materialization={"type": "view"})
+    redeclare_daily(repo)
+    repo.run_ok("--start-date", "2023-12-01", "--end-date", "2024-01-07")
+    return repo
+
+
+def redeclare_daily(repo: Repo, **header) -> None:
+    """mid.daily as the fixture declares it (ten rows a day), with more header fields (hooks, modifiers)."""
     repo.sql(
         "mid.daily",
         "SELECT CAST(range AS DATE) AS day, n FROM range(DATE '{{ start_date }}', DATE '{{ end_date }}' + "
         "INTERVAL 1 DAY, INTERVAL 1 DAY), range(10) AS t(n)",
         depends=["raw.events"],
         materialization=TIME_INTERVAL,
+        **header,
     )
-    repo.run_ok("--start-date", "2023-12-01", "--end-date", "2024-01-07")
-    return repo
 
 
 def test_a_safe_week_with_history_runs_automatically_with_its_reason(daily, home):
@@ -577,13 +583,8 @@ def test_a_partition_that_changes_rows_outside_its_window_is_rolled_back_and_sto
     the first partition, which changes rows outside its window; that partition is rolled back, the backfill
     stops, the attempt says why with the numbers, and the table is exactly as it was."""
     before = daily.query("SELECT * FROM mid.daily ORDER BY ALL")
-    daily.sql(
-        "mid.daily",
-        "SELECT CAST(range AS DATE) AS day, n FROM range(DATE '{{ start_date }}', DATE '{{ end_date }}' + "
-        "INTERVAL 1 DAY, INTERVAL 1 DAY), range(10) AS t(n)",
-        depends=["raw.events"],
-        materialization=TIME_INTERVAL,
-        hooks={"post": [{"query": "DELETE FROM mid.daily WHERE day < DATE '{{ start_date }}' - INTERVAL 7 DAY"}]},
+    redeclare_daily(
+        daily, hooks={"post": [{"query": "DELETE FROM mid.daily WHERE day < DATE '{{ start_date }}' - INTERVAL 7 DAY"}]}
     )
     ran = run_backfill("p", *WEEK, "--reason", "r", "--no-progress", cwd=daily.root, env=home)
     assert ran.returncode == 1, ran.stdout + ran.stderr
@@ -667,14 +668,7 @@ def test_an_interval_modifier_that_reaches_into_the_future_is_never_run(daily, h
     yesterday = (datetime.now(UTC).date() - timedelta(days=1)).isoformat()
     checks = dry_checks(daily, home, start=yesterday, end=yesterday)
     assert checks["range_in_past"]["tier"] == "auto"
-    daily.sql(
-        "mid.daily",
-        "SELECT CAST(range AS DATE) AS day, n FROM range(DATE '{{ start_date }}', DATE '{{ end_date }}' + "
-        "INTERVAL 1 DAY, INTERVAL 1 DAY), range(10) AS t(n)",
-        depends=["raw.events"],
-        materialization=TIME_INTERVAL,
-        interval_modifiers={"end": "3d"},
-    )
+    redeclare_daily(daily, interval_modifiers={"end": "3d"})
     assert dry_checks(daily, home, start=yesterday, end=yesterday)["range_in_past"]["tier"] == "auto"  # not applied
     checks = dry_checks(daily, home, "--apply-interval-modifiers", start=yesterday, end=yesterday)
     past = checks["range_in_past"]

@@ -9,16 +9,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from engine.base.settings import Settings
-from engine.execute.backfill import create_backfill, state_root_for
 from engine.interventions.apply import DURABLE_ONE_BY_ONE, CommandHolder, apply, reopen_for_continue
 from engine.interventions.requests import Request
-from engine.pipeline.options import RunOptions
-from engine.spec.backfill_spec import ExecutionOptions
-from engine.spec.planning import plan_request
 from engine.store import audit
 from engine.store.control import Control, Decision, read_control, write_control
 from engine.store.status import Status
+from tests.saved_backfills import saved_command_backfill
 
 WHO = "ops@host"
 
@@ -46,15 +42,7 @@ class Holder(CommandHolder):
 @pytest.fixture
 def holder(tmp_path: Path) -> Holder:
     """A saved 100-day backfill of `true`, nothing attempted, held by a command."""
-    planned = plan_request(
-        target=None, command="true", name=None, start="2024-01-01", end="2024-04-09", timezone="UTC",
-        partition="daily", environment=None, config_file=None, run_options=RunOptions(),
-        options=ExecutionOptions(), force=False, cwd=tmp_path,
-    )  # fmt: skip
-    prepared = create_backfill(
-        planned, root=state_root_for(planned.spec, "states", tmp_path), cwd=tmp_path, settings=Settings()
-    )
-    prepared.release()
+    prepared = saved_command_backfill(tmp_path, end="2024-04-09")
     return Holder(prepared.store, prepared.spec, prepared.board, "test (PID 1)")
 
 

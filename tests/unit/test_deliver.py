@@ -13,31 +13,19 @@ import orjson
 import pytest
 
 from engine.base.errors import Refused
-from engine.base.settings import Settings
-from engine.execute.backfill import create_backfill, state_root_for
 from engine.interventions import requests
 from engine.interventions.apply import CommandHolder, apply
 from engine.interventions.deliver import deliver, owned_elsewhere
 from engine.interventions.requests import Request, Result
-from engine.pipeline.options import RunOptions
-from engine.spec.backfill_spec import ExecutionOptions
-from engine.spec.planning import plan_request
 from engine.store.lease import OTHER_HOST_GRACE, Lease, write_lease
 from engine.store.locks import FileLock
+from tests.saved_backfills import saved_command_backfill
 
 
 @pytest.fixture
 def holder(tmp_path: Path) -> CommandHolder:
     """A saved 10-day backfill of `true`, nothing attempted, its lock free."""
-    planned = plan_request(
-        target=None, command="true", name=None, start="2024-01-01", end="2024-01-10", timezone="UTC",
-        partition="daily", environment=None, config_file=None, run_options=RunOptions(),
-        options=ExecutionOptions(), force=False, cwd=tmp_path,
-    )  # fmt: skip
-    prepared = create_backfill(
-        planned, root=state_root_for(planned.spec, "states", tmp_path), cwd=tmp_path, settings=Settings()
-    )
-    prepared.release()
+    prepared = saved_command_backfill(tmp_path, end="2024-01-10")
     return CommandHolder(prepared.store, prepared.spec, prepared.board, "test (PID 1)")
 
 

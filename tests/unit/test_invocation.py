@@ -16,6 +16,7 @@ from engine.pipeline.options import RunOptions
 from engine.spec.backfill_spec import ExecutionOptions
 from engine.spec.planning import plan_request
 from engine.store.locks import FileLock
+from tests.saved_backfills import saved_command_backfill
 
 
 @pytest.mark.parametrize(
@@ -29,15 +30,7 @@ from engine.store.locks import FileLock
 )
 def test_controls_a_form_could_send_are_checked_before_the_takeover(tmp_path, changes, message):
     """Impossible controls from any front end: BadInput, and the backfill is not taken over (its lock free)."""
-    planned = plan_request(
-        target=None, command="true", name=None, start="2024-01-01", end="2024-01-03", timezone="UTC",
-        partition="daily", environment=None, config_file=None, run_options=RunOptions(),
-        options=ExecutionOptions(), force=False, cwd=tmp_path,
-    )  # fmt: skip
-    prepared = create_backfill(
-        planned, root=state_root_for(planned.spec, "states", tmp_path), cwd=tmp_path, settings=Settings()
-    )
-    prepared.release()
+    prepared = saved_command_backfill(tmp_path, end="2024-01-03")
     loaded = load_backfill(prepared.store.id, "states", tmp_path)
     with pytest.raises(BadInput, match=message):
         judge_resume(loaded, replace(ExecutionOptions(), **changes), PartitionSelection(), reason="r",
