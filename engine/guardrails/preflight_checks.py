@@ -15,6 +15,7 @@ from engine.dates.instants import format_instant, to_datetime
 from engine.guardrails.asset_risk import HISTORY, INSERT_ONLY, KNOWN_STRATEGIES, NOT_DELETING, REBUILDING
 from engine.guardrails.facts import Facts
 from engine.guardrails.history import missing_spans
+from engine.guardrails.table_snapshot import measured_copy_rate
 from engine.guardrails.tiers import (
     APPROVAL,
     AUTO,
@@ -416,8 +417,16 @@ def snapshot_cost(facts: Facts) -> dict[str, int]:
     for a in facts.assets.values():
         total_rows += a.table_rows or 0
     database = sum(facts.database_bytes.values())
-    seconds = round(rows / SNAPSHOT_ROWS_PER_SECOND, 1)
-    return {"rows": rows, "bytes": int(database * rows / total_rows) if total_rows else 0, "seconds": seconds}
+    measured = measured_copy_rate([b.directory for b in facts.backfills])
+    rate = measured or SNAPSHOT_ROWS_PER_SECOND
+    seconds = round(rows / rate, 1)
+    return {
+        "rows": rows,
+        "bytes": int(database * rows / total_rows) if total_rows else 0,
+        "seconds": seconds,
+        "rows_per_second": round(rate),
+        "rate_from": "the latest snapshots in this state root" if measured else "the default (no snapshot timed yet)",
+    }
 
 
 def _seconds(value: float) -> str:

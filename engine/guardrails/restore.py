@@ -13,7 +13,7 @@ import orjson
 from engine.base.errors import BackfillError, Refused
 from engine.base.who import requester
 from engine.guardrails.history import instant_of
-from engine.guardrails.table_snapshot import read_snapshot, restore_snapshot
+from engine.guardrails.table_snapshot import restorable_snapshot, restore_snapshot
 from engine.pipeline.repository import logs_root, resolve_target
 from engine.spec.backfill_spec import TargetSpec
 from engine.store import audit
@@ -33,8 +33,7 @@ def restore_backfill(store: StateStore, reason: str, *, force: bool = False) -> 
     if not lock.try_acquire():
         raise Refused(f"backfill {store.id} is running: restore it once it has stopped")
     try:
-        index = read_snapshot(store.directory)
-        later = later_writers(store, index) if index is not None else []
+        later = later_writers(store, restorable_snapshot(store.directory))
         if later and not force:
             shown = "; ".join(later[:LISTED]) + (f"; and {len(later) - LISTED} more" if len(later) > LISTED else "")
             raise Refused(

@@ -36,6 +36,7 @@ class Limits:
     verify_low: float = 0.5  # a partition's rows below this fraction of its bucket's mean fail verification
     verify_high: float = 2.0  # and above this multiple
     auto_max_intervals: float = 1  # standard: auto for at most this many partitions (the seed: one)
+    snapshot_retention_days: float = 30  # `backfill restore --prune` deletes snapshots older than this
 
     def to_json(self) -> dict[str, float]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

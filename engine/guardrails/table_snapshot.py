@@ -10,6 +10,7 @@ and are not copied.
 from __future__ import annotations
 
 import contextlib
+import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +66,7 @@ def take_snapshot(facts: Facts, directory: Path) -> dict[str, Any]:
 
     started = time.time()
     files = []
+    copied: list[SnapshotTable] = []
     by_file = facts.by_file([a for a in facts.selected if a.changes_data])
     for number, (path, assets) in enumerate(sorted(by_file.items())):
         target = directory / f"snapshot-{number}.duckdb"
@@ -104,16 +106,70 @@ def take_snapshot(facts: Facts, directory: Path) -> dict[str, Any]:
             with contextlib.suppress(duckdb.Error):  # the warehouse's connection is shared: leave it as it was
                 connection.execute("DETACH snap")
         files.append({"database": str(path), "snapshot": target.name, "tables": [t.to_json() for t in tables]})
+        copied += tables
     index = {
         "format": 1,
         "taken_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "taken_at_us": int(started * 1_000_000),  # to the microsecond: what a restore compares later runs with
+        "rows": sum(t.rows for t in copied),
+        "retention_days": facts.settings.limits.snapshot_retention_days,
         "seconds": round(time.time() - started, 3),
         "bytes": sum((directory / f["snapshot"]).stat().st_size for f in files if (directory / f["snapshot"]).exists()),
         "files": files,
     }
     write_atomic(directory / SNAPSHOT_INDEX, orjson.dumps(index, option=orjson.OPT_INDENT_2))
     return index
+
+
+def measured_copy_rate(directories: list[Path], *, latest: int = 10) -> float | None:
+    """Rows a second the latest snapshots copied (their median), from the state root's earlier backfills;
+    None when none copied enough rows to time (under 10,000, the timing is mostly overhead)."""
+    rates = []
+    for directory in directories:
+        try:
+            index = orjson.loads((directory / SNAPSHOT_INDEX).read_bytes())
+            rows, seconds = int(index.get("rows") or 0), float(index.get("seconds") or 0)
+        except (OSError, orjson.JSONDecodeError, TypeError, ValueError):
+            continue
+        if rows >= 10_000 and seconds > 0:
+            rates.append(rows / seconds)
+        if len(rates) >= latest:
+            break
+    return statistics.median(rates) if rates else None
+
+
+def prune_snapshots(directories: list[Path], *, now: float) -> list[str]:
+    """Delete the snapshot files of backfills whose snapshot is older than its retention and that no
+    executor runs; their ``snapshot.json`` says when they were pruned. What was pruned, one line each."""
+    from engine.store.locks import FileLock
+
+    pruned = []
+    for directory in directories:
+        try:
+            index = read_snapshot(directory)
+        except BadInput:
+            continue
+        if index is None or index.get("pruned_at") or "taken_at_us" not in index:
+            continue
+        age_days = (now - int(index["taken_at_us"]) / 1_000_000) / 86_400
+        if age_days <= float(index.get("retention_days") or 30):
+            continue
+        lock = FileLock(directory / ".lock")
+        if not lock.try_acquire():
+            continue  # running: a snapshot in use is never pruned
+        try:
+            freed = 0
+            for entry in index["files"]:
+                copy = directory / entry["snapshot"]
+                with contextlib.suppress(FileNotFoundError):
+                    freed += copy.stat().st_size
+                    copy.unlink()
+            index["pruned_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+            write_atomic(directory / SNAPSHOT_INDEX, orjson.dumps(index, option=orjson.OPT_INDENT_2))
+        finally:
+            lock.release()
+        pruned.append(f"{directory.name}: snapshot of {index['taken_at']} ({age_days:.0f} days old), {freed:,} bytes")
+    return pruned
 
 
 def read_snapshot(directory: Path) -> dict[str, Any] | None:
@@ -125,13 +181,24 @@ def read_snapshot(directory: Path) -> dict[str, Any] | None:
         raise BadInput(f"{directory / SNAPSHOT_INDEX} cannot be read ({error}): the snapshot is unusable") from None
 
 
+def restorable_snapshot(directory: Path) -> dict[str, Any]:
+    """The snapshot's index, or why there is nothing to restore (none taken, or pruned): BadInput."""
+    index = read_snapshot(directory)
+    if index is None:
+        raise BadInput(f"backfill {directory.name} has no snapshot (it was run with --no-snapshot, or changed no data)")
+    if index.get("pruned_at"):
+        raise BadInput(
+            f"the snapshot of backfill {directory.name} (taken {index['taken_at']}) was pruned at "
+            f"{index['pruned_at']}, past its retention of {index.get('retention_days', 30):g} days: nothing to restore"
+        )
+    return index
+
+
 def restore_snapshot(directory: Path) -> list[str]:
     """Put every snapshotted table back as it was, one transaction per database file; what was done, per table."""
     import duckdb
 
-    index = read_snapshot(directory)
-    if index is None:
-        raise BadInput(f"backfill {directory.name} has no snapshot (it was run with --no-snapshot, or changed no data)")
+    index = restorable_snapshot(directory)
     done = []
     for entry in index["files"]:
         snapshot = directory / entry["snapshot"]

@@ -788,3 +788,28 @@ def test_the_seeds_auto_rule_one_interval_unless_the_environment_raises_it(daily
     assert weekly["interval_count"]["tier"] == "never"
     assert weekly["interval_count"]["detail"].startswith("weekly partitions of a daily pipeline: each runs 7 days")
     assert dry_checks(daily, home)["interval_count"]["tier"] == "auto"
+
+
+def test_snapshots_past_their_retention_are_pruned(daily, home):
+    """`backfill restore --prune` deletes the snapshot files of backfills older than their retention (from
+    .bruin.yml, recorded with the snapshot), keeps younger ones, and a restore of a pruned one says so."""
+    configure(daily, guardrail_limits={"snapshot_retention_days": 5})
+    for week in (WEEK, ("--start-date", "2024-01-15", "--end-date", "2024-01-19")):
+        ran = run_backfill("p", *week, "--reason", "r", "--no-progress", cwd=daily.root, env=home)
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+    old, young = sorted(state_dirs(daily.root / "logs" / "backfills"))
+    index = json.loads((old / "snapshot.json").read_text())
+    assert index["retention_days"] == 5 and index["rows"] == 0  # the week had no rows yet
+    index["taken_at_us"] -= 6 * 86_400_000_000  # as if taken six days ago
+    (old / "snapshot.json").write_text(json.dumps(index))
+    pruned = run_backfill("restore", "--prune", cwd=daily.root, env=home)
+    assert pruned.returncode == 0, pruned.stderr
+    assert pruned.stdout.splitlines()[0].startswith("pruned 1 snapshot in ")
+    assert f"  {old.name}: snapshot of " in pruned.stdout and "(6 days old)" in pruned.stdout
+    assert not list(old.glob("snapshot-*.duckdb")) and list(young.glob("snapshot-*.duckdb"))
+    restore = run_backfill("restore", old.name, "--reason", "undo", cwd=daily.root, env=home)
+    assert restore.returncode == 2 and "was pruned at " in restore.stderr and "retention of 5 days" in restore.stderr
+    again = run_backfill("restore", "--prune", cwd=daily.root, env=home)
+    assert again.returncode == 0 and again.stdout.startswith("no snapshot in ")
+    bad = run_backfill("restore", "--prune", old.name, cwd=daily.root, env=home)
+    assert bad.returncode == 2 and "--prune takes no backfill ID: it deletes every snapshot" in bad.stderr

@@ -17,6 +17,7 @@ from engine.guardrails.restore import restore_backfill
 from engine.guardrails.table_snapshot import (
     SNAPSHOT_INDEX,
     SnapshotFailed,
+    measured_copy_rate,
     read_snapshot,
     restore_snapshot,
     take_snapshot,
@@ -326,3 +327,19 @@ def test_the_snapshot_covers_the_days_an_interval_modifier_reaches(tmp_path):
     daily = next(t for t in index["files"][0]["tables"] if t["name"] == "mid.daily")
     assert daily["predicate"] == "\"day\" BETWEEN DATE '2024-01-01' AND DATE '2024-01-03'"
     assert daily["rows"] == 3
+
+
+def test_the_copy_rate_comes_from_the_latest_timed_snapshots(tmp_path):
+    """The median rows a second of earlier snapshots that copied enough rows to time; none → None."""
+    rates = [(100_000, 0.05), (50_000, 0.05), (1_000, 0.0001), (300_000, 0.1)]  # 2M, 1M, too few, 3M rows/s
+    directories = []
+    for n, (rows, seconds) in enumerate(rates):
+        directory = tmp_path / f"b{n}"
+        directory.mkdir()
+        (directory / SNAPSHOT_INDEX).write_bytes(orjson.dumps({"rows": rows, "seconds": seconds}))
+        directories.append(directory)
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / SNAPSHOT_INDEX).write_bytes(b"{")
+    assert measured_copy_rate([*directories, tmp_path / "broken", tmp_path / "none"]) == 2_000_000
+    assert measured_copy_rate(directories, latest=1) == 2_000_000
+    assert measured_copy_rate([directories[2]]) is None

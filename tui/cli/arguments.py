@@ -302,10 +302,13 @@ def list_parser() -> Parser:
 
 def restore_parser() -> Parser:
     parser = Parser(prog="backfill restore", description="put back what a backfill's snapshot holds")
-    parser.add_argument("id", help="backfill ID (or a unique prefix)")
+    parser.add_argument("id", nargs="?", help="backfill ID (or a unique prefix)")
     parser.add_argument("--reason", help="why (required; recorded)")
     parser.add_argument(
         "--force", action="store_true", help="restore although later runs wrote the same tables (undoes them)"
+    )
+    parser.add_argument(
+        "--prune", action="store_true", help="delete the state root's snapshots older than their retention"
     )
     parser.add_argument("--state-dir", help="root of the state store")
     return parser
