@@ -58,8 +58,21 @@ def components_of(facts: Facts, results: list[PreflightCheck]) -> dict[str, str]
         files = {facts.pipeline.file} | {a.asset.path for a in facts.assets.values()}
         files |= {a.asset.seed_path for a in facts.assets.values() if a.asset.seed_path is not None}
         base = facts.pipeline.directory
+        macros = base / "macros"
+        if macros.is_dir():  # every macro an asset may render, whether or not it does today
+            files |= set(macros.rglob("*.sql"))
         for path in sorted(files):
             parts[f"file {_relative(path, base)}"] = _file_hash(path)
+    if request.config is not None and environment_name_of(request) is not None:
+        name = environment_name_of(request)
+        parts[f"file {request.config.path.name} (environment {name}, secrets left out)"] = _hash(
+            _canonical(
+                {
+                    "default_environment": request.config.default_environment,
+                    name: _without_secrets(request.config.raw_environments.get(name)),
+                }
+            )
+        )
     environment = request.environment
     parts["environment"] = _hash(
         _canonical(
@@ -82,6 +95,26 @@ def components_of(facts: Facts, results: list[PreflightCheck]) -> dict[str, str]
     for result in results:
         parts[f"evidence of {result.name}"] = _hash(_canonical(result.to_json()))
     return parts
+
+
+SECRET_WORDS = ("password", "secret", "token", "key", "credential", "private", "auth", "pass")
+
+
+def environment_name_of(request) -> str | None:
+    return request.environment.name if request.environment is not None else None
+
+
+def _without_secrets(value: Any) -> Any:
+    """The configuration with every value whose key names a secret replaced, so the digest can be shown and
+    compared without depending on (or revealing) passwords and tokens, and a rotated secret keeps approvals."""
+    if isinstance(value, dict):
+        return {
+            k: "<secret>" if any(word in str(k).lower() for word in SECRET_WORDS) else _without_secrets(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_without_secrets(v) for v in value]
+    return value
 
 
 def digest_of(components: dict[str, str]) -> str:

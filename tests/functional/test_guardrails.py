@@ -813,3 +813,37 @@ def test_snapshots_past_their_retention_are_pruned(daily, home):
     assert again.returncode == 0 and again.stdout.startswith("no snapshot in ")
     bad = run_backfill("restore", "--prune", old.name, cwd=daily.root, env=home)
     assert bad.returncode == 2 and "--prune takes no backfill ID: it deletes every snapshot" in bad.stderr
+
+
+def test_an_approval_covers_the_macros_and_the_configuration_but_not_secrets(daily, home):
+    """The digest covers every macro file (used or not) and the environment's .bruin.yml entry: editing
+    either makes the approval stale, naming what changed; a rotated password does not."""
+    import yaml
+
+    add_append_log(daily)
+    daily.run_ok("--start-date", "2024-01-01", "--end-date", "2024-01-09")
+    macro = daily.write("p/macros/helpers.sql", "{% macro one() %}1{% endmacro %}")
+
+    def environment(password: str, ratio: int) -> None:
+        dev = {"guardrails": "standard", "guardrail_limits": {**TEST_LIMITS["guardrail_limits"], "row_ratio": ratio},
+               "connections": {"duckdb": [{"name": "db", "path": "warehouse.duckdb"}],
+                               "generic": [{"name": "api", "value": "x", "password": password}]}}  # fmt: skip
+        daily.write(".bruin.yml", yaml.safe_dump({"default_environment": "dev", "environments": {"dev": dev}}))
+
+    environment("first", 10)
+    held = run_backfill("p", *WEEK, "--reason", "r", cwd=daily.root, env=home)
+    assert held.returncode == 4, held.stdout + held.stderr
+    digest = digest_of(held.stdout)
+    environment("rotated", 10)
+    macro.write_text("{% macro one() %}2{% endmacro %}")
+    stale = run_backfill("p", *WEEK, "--reason", "r", "--approve", digest, cwd=daily.root, env=home)
+    assert stale.returncode == 4 and "file macros/helpers.sql changed" in stale.stderr, stale.stderr
+    assert ".bruin.yml" not in stale.stderr  # the password alone changed there
+    macro.write_text("{% macro one() %}1{% endmacro %}")
+    environment("rotated", 11)
+    stale = run_backfill("p", *WEEK, "--reason", "r", "--approve", digest, cwd=daily.root, env=home)
+    assert stale.returncode == 4
+    assert "file .bruin.yml (environment dev, secrets left out) changed" in stale.stderr, stale.stderr
+    environment("rotated again", 10)
+    approved = run_backfill("p", *WEEK, "--reason", "r", "--approve", digest, "--no-progress", cwd=daily.root, env=home)
+    assert approved.returncode == 0, approved.stdout + approved.stderr
