@@ -80,6 +80,7 @@ class PipelineVerifier:
         self.kind = bucket_kind(spec.unit)
         self.limits = facts.settings.limits
         self.baselines = baselines(facts)
+        self.written = written_baselines(facts)  # tables without a time key: judged by the rows each run wrote
 
     def verify(self, index: int, interval: Interval, run_id: str, only: set[str] | None = None) -> Verification:
         """``only``: the assets an operator's asset rerun ran (the others were not run again)."""
@@ -102,9 +103,11 @@ class PipelineVerifier:
                 problems.append(f"{name} has a failing check")
         bucket = bucket_of(interval.start, self.unit, self.zone)
         assets = []
-        for name, values in sorted(self.baselines.items()):
+        judged_by = [(name, values, "rows_in_interval") for name, values in self.baselines.items()]
+        judged_by += [(name, values, "rows_written") for name, values in self.written.items()]
+        for name, values, counted in sorted(judged_by):
             entry = by_name.get(name) or {}
-            rows = entry.get("rows_in_interval")
+            rows = entry.get(counted)
             bounds = seasonal_bounds(values.get(bucket, []), self.limits.verify_low, self.limits.verify_high)
             judged: dict[str, Any] = {"asset": name, "rows": rows, "bucket": bucket_name(bucket, self.kind)}
             if rows is None:
@@ -172,6 +175,32 @@ def baselines(facts: Facts) -> dict[str, dict[int, list[int]]]:
                 continue
             seen[name].add(start)
             result[name].setdefault(bucket_of(run.start, spec.unit, spec.zone), []).append(entry.rows_in_interval)
+    return result
+
+
+def written_baselines(facts: Facts) -> dict[str, dict[int, list[int]]]:
+    """Rows each past run wrote, per bucket, for the selected table assets without a time key (a keyed merge,
+    a rebuilt table): their runs one partition long outside the range, the only history there is of them."""
+    spec = facts.request.spec
+    unkeyed = [
+        a.asset.name
+        for a in facts.selected
+        if a.asset.materialization.type == "table"
+        and not a.asset.materialization.incremental_key
+        and a.strategy not in ("ddl",)
+    ]
+    result: dict[str, dict[int, list[int]]] = {name: {} for name in unkeyed}
+    if not unkeyed or facts.first is None:
+        return result
+    length = facts.first.end - facts.first.start
+    for run in facts.history.runs:
+        if not run.ran or run.end - run.start != length or (facts.span[0] < run.end and run.start < facts.span[1]):
+            continue
+        bucket = bucket_of(run.start, spec.unit, spec.zone)
+        for name in unkeyed:
+            entry = run.assets.get(name)
+            if entry is not None and entry.status == AssetStatus.SUCCEEDED and entry.rows_written is not None:
+                result[name].setdefault(bucket, []).append(entry.rows_written)
     return result
 
 

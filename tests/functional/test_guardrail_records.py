@@ -160,7 +160,9 @@ def test_a_full_backfill_writes_a_record_with_every_field(tmp_path, home):
     assert record["materialization_strategy"] == {"mart.totals": "merge", "mid.daily": "time_interval"}
     assert record["layer"] == {"mart.totals": "final", "mid.daily": "mid"}
     assert record["row_counts"]["mid.daily"] == {"before": 450, "after": 450, "delta_pct": 0.0}
-    assert record["verified"] is True and record["verification"] == {"verified": 5}
+    assert record["verified"] is True and record["verification"] == {
+        "insufficient history": 5
+    }  # mart.totals: no one-day runs yet
     assert record["unverified_because"] == []
     assert record["preflight"]["verdict"] == "auto" and record["approval"]["how"] == "auto"
     assert record["snapshot"]["tables"] == ["mart.totals", "mid.daily"]
@@ -272,7 +274,7 @@ def test_a_check_that_fails_without_blocking_leaves_the_backfill_unverified(tmp_
     result = run_backfill("p", *WEEK, "--reason", "full", "--no-progress", cwd=repo.root, env=home)
     assert result.returncode == 0, result.stdout + result.stderr
     record = load_record(record_line(result.stdout))
-    assert record["verification"] == {"verified": 5}
+    assert record["verification"] == {"insufficient history": 5}  # mart.totals: no one-day runs yet
     assert record["verified"] is False
     [why] = record["unverified_because"]
     assert why.startswith("check not_null(n) of mid.daily failed over the whole table: ")

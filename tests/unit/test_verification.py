@@ -23,6 +23,7 @@ from engine.guardrails.verification import (
     PipelineVerifier,
     Verification,
     baselines,
+    written_baselines,
 )
 from engine.pipeline.options import RunOptions
 from engine.spec.backfill_spec import ExecutionOptions
@@ -124,6 +125,7 @@ def test_a_table_that_cannot_be_grouped_leaves_the_run_records(facts, monkeypatc
 def test_rows_within_the_weekday_bounds_verify(verifier):
     """10 rows on a Wednesday whose past five had 10: verified, with the bounds 5–20 in the asset's entry."""
     verifiers, runs = verifier
+    verifiers["on"].written = {}
     record(runs, "r1", **{"mid.daily": ok(10), "raw.events": ok(None)})
     result = verifiers["on"].verify(2, WEDNESDAY, "r1")
     assert result == Verification(
@@ -221,6 +223,7 @@ def test_no_count_and_too_little_history(verifier, facts, tmp_path):
     assert result.detail == "run record OK; rows within bounds"
     thin = PipelineVerifier(facts, tmp_path, "on")
     thin.baselines = {"mid.daily": {2: [10, 10]}}
+    thin.written = {}
     record(runs, "r2", **{"mid.daily": ok(10)})
     judged = thin.verify(2, WEDNESDAY, "r2")
     assert judged.status == INSUFFICIENT and not judged.fails_partition
@@ -234,6 +237,7 @@ def test_a_bucket_without_history_and_two_assets_short_of_it(verifier, facts, tm
     _, runs = verifier
     thin = PipelineVerifier(facts, tmp_path, "on")
     thin.baselines = {"mid.daily": {}, "mid.other": {2: [1]}}
+    thin.written = {}
     record(runs, "r1", **{"mid.daily": ok(10), "mid.other": ok(1)})
     judged = thin.verify(2, WEDNESDAY, "r1")
     assert judged.detail == "run record OK; too little history to judge rows of mid.daily, mid.other"
@@ -248,6 +252,7 @@ def test_the_bucket_is_the_partition_start_in_the_backfill_zone(verifier, facts,
     local = PipelineVerifier(facts, tmp_path, "on")
     local.zone = load_zone("America/Los_Angeles")
     local.baselines = {"mid.daily": {1: [10, 10, 10], 2: [1000, 1000, 1000]}}
+    local.written = {}
     record(runs, "r1", **{"mid.daily": ok(10)})
     judged = local.verify(2, WEDNESDAY, "r1")
     assert judged.status == VERIFIED and judged.assets[0]["bucket"] == "Tuesday"
@@ -258,6 +263,7 @@ def test_without_keyed_assets_the_record_alone_verifies(verifier):
     verifiers, runs = verifier
     bare = verifiers["on"]
     bare.baselines = {}
+    bare.written = {}
     record(runs, "r1", **{"mid.daily": ok(10)})
     assert bare.verify(2, WEDNESDAY, "r1") == Verification(VERIFIED, "run record OK", [])
 
@@ -314,3 +320,18 @@ def test_a_verify_command_that_cannot_start_fails_or_warns(tmp_path):
     warn = CommandVerifier(template, "warn", _values).verify(WEDNESDAY, "p", "r", cwd=str(tmp_path), env={},
                                                              log=tmp_path / "l")  # fmt: skip
     assert warn.status == WARNING and not warn.fails_partition
+
+
+def test_a_table_without_a_time_key_is_judged_by_the_rows_its_runs_wrote(verifier, facts):
+    """mid.latest has no incremental_key: its history is the rows each past one-day run wrote (1 on each
+    Wednesday), and a run that writes 100 fails verification; one that writes 1 is inside."""
+    verifiers, runs = verifier
+    assert written_baselines(facts) == {"mid.latest": {2: [1, 1, 1, 1, 1], 6: [1], 5: [1]}}
+    on = verifiers["on"]
+    record(runs, "r1", **{"mid.daily": ok(10), "mid.latest": {**ok(None), "rows_written": 100}})
+    judged = on.verify(2, WEDNESDAY, "r1")
+    assert judged.status == FAILED and "mid.latest: 100 rows, outside" in judged.detail, judged.detail
+    record(runs, "r2", **{"mid.daily": ok(10), "mid.latest": {**ok(None), "rows_written": 1}})
+    fine = on.verify(2, WEDNESDAY, "r2")
+    assert fine.status == VERIFIED
+    assert [a["status"] for a in fine.assets] == ["inside", "inside"]
