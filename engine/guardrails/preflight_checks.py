@@ -12,7 +12,14 @@ from pathlib import Path
 
 from engine.dates.durations import format_duration
 from engine.dates.instants import format_instant, to_datetime
-from engine.guardrails.asset_risk import HISTORY, INSERT_ONLY, KNOWN_STRATEGIES, NOT_DELETING, REBUILDING
+from engine.guardrails.asset_risk import (
+    HISTORY,
+    INSERT_ONLY,
+    KNOWN_STRATEGIES,
+    NOT_DELETING,
+    RAW_SCHEMAS,
+    REBUILDING,
+)
 from engine.guardrails.facts import Facts
 from engine.guardrails.history import missing_spans
 from engine.guardrails.table_snapshot import measured_copy_rate
@@ -272,6 +279,8 @@ def materialization(facts: Facts) -> PreflightCheck:
                         f"the partition's window; {asset_facts.strategy} would duplicate them",
                     )
                 )
+    for asset_facts in facts.selected:
+        findings += _hook_findings(asset_facts.asset)
     coarse = [a.asset.name for a in facts.selected if _keyed_by_date(a)]
     if coarse and not _partitions_are_whole_days(facts):
         unit = facts.request.spec.unit.name
@@ -294,6 +303,32 @@ def materialization(facts: Facts) -> PreflightCheck:
         return warned(name, findings[0][1], **evidence)
     shown = ", ".join(sorted({a.strategy for a in facts.selected}))
     return passed(name, f"strategies safe per partition: {shown}", **evidence)
+
+
+def _hook_findings(asset) -> list[tuple[str, str]]:
+    """Hooks are part of the asset: a statement that deletes or rewrites a raw table is never allowed, one
+    that cannot be classified is human-only (its effect on data is unknown)."""
+    from engine.pipeline.sql_writes import classify
+
+    findings = []
+    for phase in ("pre", "post"):
+        for hook in asset.hooks.get(phase, []):
+            classified = classify(hook.replace("{{ this }}", asset.name).replace("{{this}}", asset.name))
+            for write in classified.writes:
+                schema = write.table.split(".")[0].lower() if "." in write.table else ""
+                if write.deletes and schema in RAW_SCHEMAS:
+                    findings.append(
+                        (
+                            NEVER,
+                            f"{asset.name}: a {phase} hook runs {write.verb} on {write.table}, a raw table: source "
+                            "data is never deleted or rebuilt",
+                        )
+                    )
+            for statement in classified.unclassified:
+                findings.append(
+                    (HUMAN_ONLY, f"{asset.name}: a {phase} hook runs SQL that cannot be classified: {statement!r}")
+                )
+    return findings
 
 
 def _keyed_by_date(facts_of) -> bool:

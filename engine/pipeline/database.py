@@ -33,7 +33,7 @@ def strip_statement(sql: str) -> str:
     wrapped (``SELECT count(*) FROM (…)``, ``MERGE … USING (…)``), where a trailing ``-- comment`` would
     swallow the closing parenthesis. Quotes and comments are scanned, so ``'--'`` in a string stays."""
     end = 0
-    for kind, start, stop in _pieces(sql):
+    for kind, start, stop in sql_pieces(sql):
         if kind == "quoted":
             end = stop
         elif kind == "code":
@@ -45,10 +45,10 @@ def strip_statement(sql: str) -> str:
 
 def without_comments(sql: str) -> str:
     """The SQL with every ``--`` and ``/* */`` comment replaced by a space (quoted text kept as written)."""
-    return "".join(" " if kind == "comment" else sql[start:stop] for kind, start, stop in _pieces(sql))
+    return "".join(" " if kind == "comment" else sql[start:stop] for kind, start, stop in sql_pieces(sql))
 
 
-def _pieces(sql: str) -> Iterator[tuple[str, int, int]]:
+def sql_pieces(sql: str) -> Iterator[tuple[str, int, int]]:
     """``(kind, start, stop)`` for each run of code, quoted text (a doubled quote escapes) or comment."""
     i, n, code = 0, len(sql), 0
     while i < n:

@@ -66,8 +66,11 @@ def materialize(
         ensure_schema(db, asset.name)
 
     fenced = fence_window and not full_refresh and fences_its_window(asset) and db.table_exists(asset.name)
+    # Other tables the hooks may delete or rewrite rows of: fingerprinted whole (they have no window here).
+    others = sorted(_deleted_by_hooks(asset, [*pre_hooks, *post_hooks])) if fence_window else []
 
     def work() -> int | None:
+        other_before = {name: whole_fingerprint(db, name) for name in others if db.table_exists(name)}
         before = outside_fingerprint(db, asset, window) if fenced else None
         for statement in pre_hooks:
             db.execute(statement)
@@ -78,6 +81,10 @@ def materialize(
             after = outside_fingerprint(db, asset, window) if db.table_exists(asset.name) else (0, 0)
             if after != before:
                 raise OutsideWindowChanged(asset.name, window, before, after)
+        for name, was in other_before.items():
+            now = whole_fingerprint(db, name) if db.table_exists(name) else (0, 0)
+            if now != was:
+                raise OtherTableChanged(asset.name, name, was, now)
         return rows
 
     def apply() -> int | None:
@@ -163,6 +170,35 @@ def _whole_days_predicate(asset: Asset, window: Window) -> str:
     if first > last:
         return "FALSE"
     return f"{key} BETWEEN DATE '{first.isoformat()}' AND DATE '{last.isoformat()}'"
+
+
+def _deleted_by_hooks(asset: Asset, hooks: Sequence[str]) -> set[str]:
+    from engine.pipeline.sql_writes import classify
+
+    own = asset.name.lower()
+    return {w.table for hook in hooks for w in classify(hook).writes if w.deletes and w.table.lower() != own}
+
+
+def whole_fingerprint(db: Database, name: str) -> tuple[int, int]:
+    """Rows of a whole table and the sum of their hashes."""
+    table = quote_name(name)
+    count, total = db.execute(f"SELECT count(*), coalesce(sum(hash(t)), 0) FROM {table} AS t").fetchone()
+    return int(count), int(total)
+
+
+class OtherTableChanged(Exception):
+    """A backfill partition's hook deleted or rewrote rows of another table: rolled back, the partition fails."""
+
+    def __init__(self, name: str, table: str, before: tuple[int, int], after: tuple[int, int]) -> None:
+        change = (
+            f"{before[0]:,} rows before, {after[0]:,} after"
+            if before[0] != after[0]
+            else f"the same {before[0]:,} rows, but their contents changed"
+        )
+        super().__init__(
+            f"a hook of {name} changed rows of another table, {table} ({change}): rolled back, nothing of this "
+            "partition was written"
+        )
 
 
 class OutsideWindowChanged(Exception):

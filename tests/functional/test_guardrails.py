@@ -847,3 +847,39 @@ def test_an_approval_covers_the_macros_and_the_configuration_but_not_secrets(dai
     environment("rotated again", 10)
     approved = run_backfill("p", *WEEK, "--reason", "r", "--approve", digest, "--no-progress", cwd=daily.root, env=home)
     assert approved.returncode == 0, approved.stdout + approved.stderr
+
+
+def test_a_hook_that_deletes_from_another_table_is_rolled_back(daily, home):
+    """A post hook that empties another table (not raw, so the pre-flight lets it through): the partition is
+    rolled back and fails naming that table, and both tables are exactly as they were."""
+    daily.execute("CREATE TABLE mid.other AS SELECT range AS n FROM range(5)")
+    before = daily.query("SELECT * FROM mid.daily ORDER BY ALL")
+    redeclare_daily(daily, hooks={"post": [{"query": "DELETE FROM mid.other WHERE n < 3"}]})
+    ran = run_backfill("p", *WEEK, "--reason", "r", "--no-progress", cwd=daily.root, env=home)
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    assert daily.query("SELECT * FROM mid.other ORDER BY ALL") == [(0,), (1,), (2,), (3,), (4,)]
+    assert daily.query("SELECT * FROM mid.daily ORDER BY ALL") == before
+    [backfill] = state_dirs(daily.root / "logs" / "backfills")
+    [failed] = [r for r in records(backfill) if r["attempts"]]
+    assert (
+        "a hook of mid.daily changed rows of another table, mid.other (5 rows before, 2 after)"
+        in (failed["attempts"][-1]["error"])
+    )
+
+
+def test_hooks_are_judged_like_the_asset(daily, home):
+    """A hook that deletes from a raw table is never allowed; one whose SQL cannot be classified is
+    human-only; a hook that appends to an audit table is fine."""
+    redeclare_daily(daily, hooks={"post": [{"query": "DELETE FROM raw.landing WHERE true"}]})
+    checks = dry_checks(daily, home)
+    assert checks["materialization"]["tier"] == "never"
+    assert "mid.daily: a post hook runs DELETE on raw.landing, a raw table" in checks["materialization"]["detail"]
+    redeclare_daily(daily, hooks={"pre": [{"query": "CALL refresh_everything()"}]})
+    checks = dry_checks(daily, home)
+    assert checks["materialization"]["tier"] == "human-only"
+    assert (
+        "a pre hook runs SQL that cannot be classified: 'CALL refresh_everything()'"
+        in (checks["materialization"]["detail"])
+    )
+    redeclare_daily(daily, hooks={"post": [{"query": "INSERT INTO mid.audit SELECT 'DELETE FROM raw.x' AS note"}]})
+    assert dry_checks(daily, home)["materialization"]["tier"] == "auto"
