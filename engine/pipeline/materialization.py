@@ -66,23 +66,24 @@ def materialize(
         ensure_schema(db, asset.name)
 
     fenced = fence_window and not full_refresh and fences_its_window(asset) and db.table_exists(asset.name)
+    outside = outside_predicate(db, asset, window) if fenced else None  # read once, judged before and after
     # Other tables the hooks may delete or rewrite rows of: fingerprinted whole (they have no window here).
     others = sorted(_deleted_by_hooks(asset, [*pre_hooks, *post_hooks])) if fence_window else []
 
     def work() -> int | None:
-        other_before = {name: whole_fingerprint(db, name) for name in others if db.table_exists(name)}
-        before = outside_fingerprint(db, asset, window) if fenced else None
+        other_before = {name: fingerprint(db, name) for name in others if db.table_exists(name)}
+        before = fingerprint(db, asset.name, outside) if outside is not None else None
         for statement in pre_hooks:
             db.execute(statement)
         rows = apply()
         for statement in post_hooks:
             db.execute(statement)
         if before is not None:
-            after = outside_fingerprint(db, asset, window) if db.table_exists(asset.name) else (0, 0)
+            after = fingerprint(db, asset.name, outside) if db.table_exists(asset.name) else (0, 0)
             if after != before:
                 raise OutsideWindowChanged(asset.name, window, before, after)
         for name, was in other_before.items():
-            now = whole_fingerprint(db, name) if db.table_exists(name) else (0, 0)
+            now = fingerprint(db, name) if db.table_exists(name) else (0, 0)
             if now != was:
                 raise OtherTableChanged(asset.name, name, was, now)
         return rows
@@ -146,16 +147,20 @@ def fences_its_window(asset: Asset) -> bool:
     return m.type == "table" and bool(m.incremental_key) and (m.strategy or "") in WINDOW_FENCED
 
 
-def outside_fingerprint(db: Database, asset: Asset, window: Window) -> tuple[int, int]:
-    """Rows of the table outside the window and an order-independent hash of them (DuckDB's row hashes
-    summed: a duplicated row adds, unlike XOR), so any row added, removed or changed there shows."""
+def outside_predicate(db: Database, asset: Asset, window: Window) -> str:
+    """The rows of the asset's table that lie outside the run's window, as a WHERE condition."""
     predicate = _whole_days_predicate(asset, window) if asset.materialization.time_granularity == "date" else None
-    predicate = predicate or window_predicate(db, asset, window)
-    table = quote_name(asset.name)
-    # hash(a, b, …) over the columns is cheaper than hashing the row as a struct (about 15 % on 1M rows).
+    return f"({predicate or window_predicate(db, asset, window)}) IS NOT TRUE"
+
+
+def fingerprint(db: Database, name: str, where: str = "TRUE") -> tuple[int, int]:
+    """The table's rows matching ``where`` and an order-independent hash of them (DuckDB's row hashes summed:
+    a duplicated row adds, unlike XOR), so any row added, removed or changed there shows. The columns are
+    hashed by name: about 15 % cheaper on 1M rows than hashing the row as a struct."""
+    table = quote_name(name)
     columns = ", ".join(quote_identifier(c[0]) for c in db.execute(f"SELECT * FROM {table} LIMIT 0").description)
     count, total = db.execute(
-        f"SELECT count(*), coalesce(sum(hash({columns})), 0) FROM {table} WHERE ({predicate}) IS NOT TRUE"
+        f"SELECT count(*), coalesce(sum(hash({columns})), 0) FROM {table} WHERE {where}"
     ).fetchone()
     return int(count), int(total)
 
@@ -179,25 +184,13 @@ def _deleted_by_hooks(asset: Asset, hooks: Sequence[str]) -> set[str]:
     return {w.table for hook in hooks for w in classify(hook).writes if w.deletes and w.table.lower() != own}
 
 
-def whole_fingerprint(db: Database, name: str) -> tuple[int, int]:
-    """Rows of a whole table and the sum of their hashes."""
-    table = quote_name(name)
-    count, total = db.execute(f"SELECT count(*), coalesce(sum(hash(t)), 0) FROM {table} AS t").fetchone()
-    return int(count), int(total)
-
-
 class OtherTableChanged(Exception):
     """A backfill partition's hook deleted or rewrote rows of another table: rolled back, the partition fails."""
 
     def __init__(self, name: str, table: str, before: tuple[int, int], after: tuple[int, int]) -> None:
-        change = (
-            f"{before[0]:,} rows before, {after[0]:,} after"
-            if before[0] != after[0]
-            else f"the same {before[0]:,} rows, but their contents changed"
-        )
         super().__init__(
-            f"a hook of {name} changed rows of another table, {table} ({change}): rolled back, nothing of this "
-            "partition was written"
+            f"a hook of {name} changed rows of another table, {table} ({_change(before, after, 'before')}): "
+            "rolled back, nothing of this partition was written"
         )
 
 
@@ -207,16 +200,17 @@ class OutsideWindowChanged(Exception):
     def __init__(self, name: str, window: Window, before: tuple[int, int], after: tuple[int, int]) -> None:
         start = to_datetime(window.start, window.zone).isoformat()
         end = to_datetime(window.end, window.zone).isoformat()
-        change = (
-            f"{before[0]:,} rows there before, {after[0]:,} after"
-            if before[0] != after[0]
-            else f"the same {before[0]:,} rows, but their contents changed"
-        )
         super().__init__(
-            f"{name} changed rows outside its window {start} .. {end} ({change}): rolled back, nothing of this "
-            "partition was written"
+            f"{name} changed rows outside its window {start} .. {end} ({_change(before, after, 'there before')}): "
+            "rolled back, nothing of this partition was written"
         )
-        self.before, self.after = before, after
+
+
+def _change(before: tuple[int, int], after: tuple[int, int], then: str) -> str:
+    """What two fingerprints say changed: the row count, or only the contents."""
+    if before[0] != after[0]:
+        return f"{before[0]:,} rows {then}, {after[0]:,} after"
+    return f"the same {before[0]:,} rows, but their contents changed"
 
 
 def _merge_statement(asset: Asset, target: str, query: str) -> str:

@@ -343,3 +343,15 @@ def test_the_copy_rate_comes_from_the_latest_timed_snapshots(tmp_path):
     assert measured_copy_rate([*directories, tmp_path / "broken", tmp_path / "none"]) == 2_000_000
     assert measured_copy_rate(directories, latest=1) == 2_000_000
     assert measured_copy_rate([directories[2]]) is None
+
+
+def test_the_copy_rate_reads_only_the_newest_backfills(tmp_path):
+    """Beyond the newest ``examined`` backfills nothing is read: an old timed snapshot does not count."""
+    directories = []
+    for n in range(3):
+        directory = tmp_path / f"b{n}"
+        directory.mkdir()
+        directories.append(directory)
+    (directories[2] / SNAPSHOT_INDEX).write_bytes(orjson.dumps({"rows": 100_000, "seconds": 0.05}))
+    assert measured_copy_rate(directories, examined=2) is None
+    assert measured_copy_rate(directories, examined=3) == 2_000_000
