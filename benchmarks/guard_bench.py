@@ -173,49 +173,37 @@ def snapshot_rate(scratch: Path, runs: int) -> tuple[float, int]:
     return median(rates), rows
 
 
-# One partition of a 1M-row time_interval table (1,000 days of 1,000 rows) applied with and without the blast
-# radius fence, in one transaction each, rolled back so that every repetition starts from the same table.
-FENCE = """
-import statistics, sys, time
-from datetime import UTC, datetime
-from pathlib import Path
-import duckdb
-from engine.dates.instants import to_micros
-from engine.pipeline.assets import Asset, Materialization
-from engine.pipeline.database import Database
-from engine.pipeline.materialization import materialize
-from engine.pipeline.templating import Window
+def fence_cost(scratch: Path, runs: int) -> tuple[float, float]:
+    """Median seconds of `backfill run` of one day of a 1M-row time_interval table (1,000 days of 1,000 rows),
+    as a person runs it (unfenced) and as each partition's child runs it (`--backfill-id`: fenced to its
+    window), alternating so both see the same machine."""
+    import duckdb
 
-runs = int(sys.argv[1])
-connection = duckdb.connect(":memory:")
-connection.execute("CREATE SCHEMA mid; CREATE TABLE mid.t AS SELECT "
-                   "(DATE '2020-01-01' + INTERVAL (i // 1000) DAY)::DATE "
-                   "AS day, i AS value FROM range(1000000) t(i)")
-db = Database(connection, lambda sql: sql)
-asset = Asset("mid.t", "duckdb.sql", Path("t.sql"), "t.sql", 1,
-              materialization=Materialization("table", "time_interval", "day", "date"))
-start = to_micros(datetime(2021, 6, 1, tzinfo=UTC))
-window = Window(start, start + 86_400_000_000 - 1, UTC)
-query = "SELECT DATE '2021-06-01' AS day, range AS value FROM range(1000)"
-timings = {}
-for fenced in (False, True):
-    seconds = []
+    root = scratch / "fence"
+    (root / ".git").mkdir(parents=True)
+    (root / ".bruin.yml").write_text(
+        "default_environment: dev\nenvironments:\n  dev:\n    guardrails: sandbox\n    connections:\n"
+        "      duckdb:\n        - name: db\n          path: warehouse.duckdb\n"
+    )
+    (root / "p" / "assets").mkdir(parents=True)
+    (root / "p" / "pipeline.yml").write_text("name: p\ndefault_connections:\n  duckdb: db\n")
+    (root / "p" / "assets" / "t.sql").write_text(
+        "/* @bruin\nname: mid.t\ntype: duckdb.sql\nmaterialization:\n  type: table\n  strategy: time_interval\n"
+        "  incremental_key: day\n  time_granularity: date\n@bruin */\n\n"
+        "SELECT DATE '{{ start_date }}' AS day, range AS value FROM range(1000)\n"
+    )
+    with duckdb.connect(str(root / "warehouse.duckdb")) as connection:
+        connection.execute(
+            "CREATE SCHEMA mid; CREATE TABLE mid.t AS SELECT (DATE '2020-01-01' + INTERVAL (i // 1000) DAY)::DATE "
+            "AS day, i % 1000 AS value FROM range(1000000) t(i)"
+        )
+    day = [*backfill_argv(), "run", "p", "--start-date", "2021-06-01", "--end-date", "2021-06-01"]
+    run(day, root)  # warm the file cache and the bytecode
+    plain, fenced = [], []
     for _ in range(runs):
-        began = time.perf_counter()
-        materialize(db, asset, query, window, full_refresh=False, fence_window=fenced)
-        seconds.append(time.perf_counter() - began)
-    timings[fenced] = statistics.median(seconds)
-print(timings[False], timings[True])
-"""
-
-
-def fence_cost(runs: int) -> tuple[float, float]:
-    """Median seconds of one partition on the 1M-row table without and with the fence."""
-    output = subprocess.run(
-        [sys.executable, "-c", FENCE, str(runs)],
-        cwd=ROOT, env=installed_environment(), capture_output=True, text=True, check=True,
-    ).stdout.split()  # fmt: skip
-    return float(output[0]), float(output[1])
+        plain.append(run(day, root))
+        fenced.append(run([*day, "--backfill-id", "bench-fence"], root))
+    return median(plain), median(fenced)
 
 
 def main() -> None:
@@ -263,9 +251,11 @@ def main() -> None:
         print(f"  --verify off  median {per_mode['off']:.3f} s")
         print(f"  difference per partition {overhead:+.1f} ms  (goal ≤ 20 ms)")
         print(f"  one partition's verification in-process: median {verify_alone * 1000:.2f} ms")
-        plain, fenced = fence_cost(max(args.runs, 5))
-        print("blast radius, one daily partition of a 1,000,000-row time_interval table (in-process):")
-        print(f"  unfenced median {plain * 1000:.1f} ms, fenced median {fenced * 1000:.1f} ms")
+        plain, fenced = fence_cost(Path(scratch), max(args.runs, 9))
+        print("blast radius, `backfill run` of one day of a 1,000,000-row time_interval table:")
+        print(
+            f"  by hand (unfenced) median {plain * 1000:.1f} ms, as a partition (fenced) median {fenced * 1000:.1f} ms"
+        )
         print(f"  the fence's cost {(fenced - plain) * 1000:+.1f} ms per partition  (goal ≤ 25 ms)")
         rate, rows = snapshot_rate(Path(scratch), args.runs)
         print(f"snapshot: {rows:,} rows copied before the first partition, median {rate / 1e6:.2f} M rows/s")
