@@ -883,3 +883,20 @@ def test_hooks_are_judged_like_the_asset(daily, home):
     )
     redeclare_daily(daily, hooks={"post": [{"query": "INSERT INTO mid.audit SELECT 'DELETE FROM raw.x' AS note"}]})
     assert dry_checks(daily, home)["materialization"]["tier"] == "auto"
+
+
+def test_a_restore_over_another_backfill_is_refused_naming_it(daily, home):
+    """The later writer can be another backfill's partitions rather than a run by hand: the restore of the
+    first backfill names the second and leaves the table as the second left it."""
+    first = run_backfill("p", *WEEK, "--reason", "v2", "--no-progress", cwd=daily.root, env=home)
+    assert first.returncode == 0, first.stdout + first.stderr
+    [older] = state_dirs(daily.root / "logs" / "backfills")
+    second = run_backfill("p", "--start-date", "2024-01-10", "--end-date", "2024-01-11", "--reason", "v3",
+                          "--no-progress", cwd=daily.root, env=home)  # fmt: skip
+    assert second.returncode == 0, second.stdout + second.stderr
+    [newer] = [d for d in state_dirs(daily.root / "logs" / "backfills") if d != older]
+    after_second = daily.query("SELECT * FROM mid.daily ORDER BY ALL")
+    refused = run_backfill("restore", older.name, "--reason", "v2 was wrong", cwd=daily.root, env=home)
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    assert f"(backfill {newer.name}) at " in refused.stderr
+    assert daily.query("SELECT * FROM mid.daily ORDER BY ALL") == after_second
