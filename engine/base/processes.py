@@ -1,14 +1,25 @@
-"""Processes we started, identified by PID *and* start time, so that a reused PID is never signalled."""
+"""Processes we started, identified by PID *and* start time, so that a reused PID is never signalled.
+
+Every signal to a process that is not our own unreaped child goes through a :class:`Tracked` handle: a pidfd
+(Linux ≥ 5.3) opened *before* the start time is checked, so the descriptor surely names the verified process and
+a signal through it can never reach a process that later took the same PID. Without pidfds the identity is
+checked again immediately before each signal. A process group is reached through its members: the group's
+number cannot be reused while one of them lives, and each member found is held by its own pidfd.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
+from collections.abc import Iterable
 
 import psutil
 
 _BOOT_TIME: float | None = None
+PIDFD_SIGNAL_PROCESS_GROUP = 1 << 2  # linux/pidfd.h: signal the target's process group (Linux ≥ 6.9)
+SAME_START = 0.01  # seconds: two start times closer than this are one process (the clock tick is 10 ms)
 
 
 def process_started(pid: int) -> float | None:
@@ -36,17 +47,14 @@ def same_process(pid: int | None, started: float | None) -> bool:
     if pid is None or started is None:
         return False
     actual = process_started(pid)
-    return actual is not None and abs(actual - started) < 0.01
+    return actual is not None and abs(actual - started) < SAME_START
 
 
-def signal_process(pid: int, signum: int) -> None:
+def process_group(pid: int) -> int | None:
     try:
-        if os.getpgid(pid) == pid:
-            os.killpg(pid, signum)
-        else:
-            os.kill(pid, signum)
+        return os.getpgid(pid)
     except (ProcessLookupError, PermissionError):
-        pass
+        return None
 
 
 def alive(pid: int) -> bool:
@@ -57,13 +65,217 @@ def alive(pid: int) -> bool:
         return False
 
 
-def stop_orphans(pids: set[int], grace: float) -> None:
-    """SIGTERM to each orphan's group, SIGKILL to whatever still lives after ``grace``."""
-    for pid in pids:
-        signal_process(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(alive(pid) for pid in pids):
-        time.sleep(0.05)
-    for pid in pids:
-        if alive(pid):
-            signal_process(pid, signal.SIGKILL)
+def exited_unreaped(pid: int) -> bool:
+    """Whether our child ``pid`` has exited, without reaping it (its zombie keeps its PID ours)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return False
+
+
+def _open_pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+class Tracked:
+    """One process, verified by PID and start time once, then reached only through what names it for good."""
+
+    def __init__(self, pid: int, started: float, pidfd: int | None) -> None:
+        self.pid = pid
+        self.started = started
+        self._pidfd = pidfd
+
+    @classmethod
+    def verify(cls, pid: int | None, started: float | None) -> Tracked | None:
+        """The process ``pid`` if it still is the one that started at ``started``, else None (gone, or reused)."""
+        if pid is None or started is None or pid <= 0:
+            return None
+        pidfd = _open_pidfd(pid)
+        # Checked after the descriptor is open: whatever the descriptor names is the process that was checked.
+        if not same_process(pid, started):
+            if pidfd is not None:
+                os.close(pidfd)
+            return None
+        return cls(pid, started, pidfd)
+
+    def reachable(self) -> bool:
+        """Not yet reaped, and the process we verified (never a process that took its PID since)."""
+        if self._pidfd is not None:
+            try:
+                signal.pidfd_send_signal(self._pidfd, 0)
+            except ProcessLookupError:
+                return False
+            except PermissionError:
+                return True
+            return True
+        return same_process(self.pid, self.started)
+
+    def alive(self) -> bool:
+        """Running or stopped; an exited process that is not reaped yet counts as gone."""
+        return self.reachable() and alive(self.pid)
+
+    def signal(self, signum: int) -> bool:
+        """Send ``signum`` to this process only; whether it was delivered."""
+        try:
+            if self._pidfd is not None:
+                signal.pidfd_send_signal(self._pidfd, signum)
+            elif same_process(self.pid, self.started):  # no pidfd: the identity is checked right before
+                os.kill(self.pid, signum)
+            else:
+                return False
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+
+    def close(self) -> None:
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+
+    def __repr__(self) -> str:
+        return f"Tracked(pid={self.pid}, started={self.started:.2f})"
+
+
+def _anchored(group: int, anchors: Iterable[Tracked]) -> bool:
+    """Whether a verified process of ours is in ``group`` now: the group's number cannot be reused while one of
+    its members lives, so the group is ours."""
+    # Reachable before and after the group is read: the number read belongs to the process we hold.
+    return any(a.reachable() and process_group(a.pid) == group and a.reachable() for a in anchors)
+
+
+def members_of_group(group: int, anchors: Iterable[Tracked]) -> list[Tracked]:
+    """The processes of process group ``group``, each held by its own handle, found while a verified anchor (its
+    leader, a member found earlier) is in the group; none when no anchor is."""
+    anchors = list(anchors)
+    if not _anchored(group, anchors):
+        return []
+    found: list[Tracked] = []
+    for pid in psutil.pids():  # a listing and one getpgid each: this runs at every child's exit
+        if process_group(pid) != group:
+            continue
+        member = Tracked.verify(pid, process_started(pid))
+        if member is None:
+            continue
+        # Read again once held: the member is still in the group, and the group still ours.
+        if process_group(member.pid) == group and _anchored(group, anchors):
+            found.append(member)
+        else:
+            member.close()
+    return found
+
+
+def leftovers_of(pid: int, pidfd: int | None) -> TrackedFamily:
+    """What our exited child ``pid`` left in its process group (``sleep 30 &``), found *before* the child is
+    reaped: its zombie still holds the group's number, so every member found is ours."""
+    family = TrackedFamily()
+    started = process_started(pid)
+    if started is None:
+        return family
+    leader = Tracked(pid, started, os.dup(pidfd) if pidfd is not None else None)
+    try:
+        for member in members_of_group(pid, [leader]):
+            if member.pid == pid:
+                member.close()
+            else:
+                family.add(member, with_group=False, with_descendants=False)
+                family._groups.add(pid)
+    finally:
+        leader.close()
+    return family
+
+
+class TrackedFamily:
+    """What must be stopped of a process tree: verified processes, their process groups and descendants. New
+    members of a tracked group are picked up at every signal while a tracked process anchors the group."""
+
+    def __init__(self) -> None:
+        self._processes: dict[int, Tracked] = {}
+        self._groups: set[int] = set()
+
+    @property
+    def pids(self) -> list[int]:
+        return sorted(self._processes)
+
+    def add(self, process: Tracked, *, with_group: bool = True, with_descendants: bool = True) -> None:
+        """Track ``process``; its group if it leads one, and its descendants as they are now."""
+        if process.pid in self._processes:
+            process.close()
+            return
+        self._processes[process.pid] = process
+        if with_group and process_group(process.pid) == process.pid and process.reachable():
+            self._groups.add(process.pid)
+        if with_descendants:
+            try:
+                children = psutil.Process(process.pid).children(recursive=True)
+            except psutil.Error:
+                children = []
+            for child in children:
+                descendant = Tracked.verify(child.pid, process_started(child.pid))
+                if descendant is not None:
+                    self.add(descendant, with_descendants=False)
+
+    def _refresh_groups(self) -> None:
+        for group in list(self._groups):
+            for member in members_of_group(group, list(self._processes.values())):
+                if member.pid in self._processes:
+                    member.close()
+                else:
+                    self._processes[member.pid] = member
+
+    def signal(self, signum: int) -> None:
+        self._refresh_groups()
+        for process in list(self._processes.values()):
+            process.signal(signum)
+
+    def alive(self) -> bool:
+        return any(process.alive() for process in self._processes.values())
+
+    def close(self) -> None:
+        for process in self._processes.values():
+            process.close()
+        self._processes.clear()
+
+    def stop(self, grace: float) -> None:
+        """SIGTERM to every tracked process, SIGKILL to whatever still lives after ``grace``; then let go."""
+        try:
+            self.signal(signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline and self.alive():
+                time.sleep(0.05)
+            if self.alive():
+                self.signal(signal.SIGKILL)
+        finally:
+            self.close()
+
+
+def stop_verified(identities: Iterable[tuple[int | None, float | None]], grace: float) -> list[int]:
+    """Stop each process that still is the one recorded (PID and start time), with its group and descendants;
+    the PIDs stopped. A recorded PID now held by another process is left alone, to the last signal."""
+    family = TrackedFamily()
+    for pid, started in identities:
+        process = Tracked.verify(pid, started)
+        if process is not None:
+            family.add(process)
+    stopped = family.pids
+    family.stop(grace)
+    return stopped
+
+
+def signal_own_group(pidfd: int | None, pid: int, signum: int, *, reaped: bool) -> None:
+    """Signal the process group led by our own child ``pid``: through its pidfd (the group flag, Linux ≥ 6.9),
+    else by group number only while the child is unreaped (its PID, and so the group's number, still ours)."""
+    if reaped:
+        return
+    if pidfd is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            try:
+                signal.pidfd_send_signal(pidfd, signum, None, PIDFD_SIGNAL_PROCESS_GROUP)
+                return
+            except OSError as error:  # EINVAL: a kernel without the group flag
+                if error.errno not in (22, 95):
+                    raise
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signum)

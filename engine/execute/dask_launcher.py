@@ -91,7 +91,12 @@ def _stop_on_scheduler(
                 worker = attempt.remote["worker"]
                 if worker in workers:  # a worker gone took its children with it
                     answer = client.run(
-                        signal_group, attempt.remote["pgid"], signum, workers=[worker], on_error="ignore"
+                        signal_group,
+                        attempt.remote["pgid"],
+                        signum,
+                        attempt.remote.get("pid_started"),
+                        workers=[worker],
+                        on_error="ignore",
                     )
                     if answer.get(worker) is True:
                         alive.append(f"PID {attempt.pid} on {worker}")
@@ -237,7 +242,7 @@ class DaskChild:
             self.lost = f"worker {self.worker or '?'} lost ({type(error).__name__})"
             info = stream.info
             if info:
-                self._launcher.stop_orphan(info["host"], info["pgid"])
+                self._launcher.stop_orphan(info["host"], info["pgid"], info.get("pid_started"))
             self._code = -9
         return self._code
 
@@ -253,7 +258,7 @@ class DaskChild:
     def signal_group(self, signum: int) -> None:
         info = self._stream.info
         if info:
-            self._launcher.signal_remote(info["worker"], info["pgid"], signum)
+            self._launcher.signal_remote(info["worker"], info["pgid"], signum, info.get("pid_started"))
         elif signum == signal.SIGKILL or not self._future.done():
             self._future.cancel()  # not started yet: it never will
 
@@ -264,7 +269,7 @@ class DaskChild:
             os.close(self._wake_read)
             os.close(self._wake_write)
 
-    def leftover_group(self) -> int | None:
+    def leftovers(self) -> None:
         return None  # the task clears its own group on its worker
 
 
@@ -367,15 +372,15 @@ class DaskLauncher:
         )
         return DaskChild(self, future, stream)
 
-    def signal_remote(self, worker: str, group: int, signum: int) -> None:
+    def signal_remote(self, worker: str, group: int, signum: int, started: float | None) -> None:
         from engine.execute.dask_task import signal_group
 
         try:
-            self.client.run(signal_group, group, signum, workers=[worker], on_error="ignore")
+            self.client.run(signal_group, group, signum, started, workers=[worker], on_error="ignore")
         except Exception:  # a worker gone: its child is gone with it
             return
 
-    def stop_orphan(self, host: str, group: int) -> None:
+    def stop_orphan(self, host: str, group: int, started: float | None) -> None:
         """The worker of an attempt died: SIGKILL what may remain of its child through any worker on the same
         host (a lost machine took the child with it)."""
         from engine.execute.dask_task import signal_group
@@ -385,7 +390,7 @@ class DaskLauncher:
         same_host = same_host or [address for address in workers if address.split("//")[-1].startswith(host)]
         if same_host:
             try:
-                self.client.run(signal_group, group, signal.SIGKILL, workers=same_host[:1], on_error="ignore")
+                self.client.run(signal_group, group, signal.SIGKILL, started, workers=same_host[:1], on_error="ignore")
             except Exception:
                 return
 

@@ -22,8 +22,8 @@ import time
 from typing import Any
 
 from engine.base.parent_death import set_parent_death_signal
+from engine.base.processes import Tracked, TrackedFamily, leftovers_of, signal_own_group
 from engine.execute.launcher import group_alive
-from engine.execute.launcher import signal_group as signal_process_group
 
 CHUNK = 64 * 1024  # at most this much output per event: nothing is buffered without bound
 QUIET_START = 0.05  # seconds a child may run before its task reports it started
@@ -37,7 +37,7 @@ _SETPRIV = shutil.which("setpriv")
 # including children whose identity never reached their dead executor's records. A generation fenced off here
 # starts no child any more; the lock makes fencing and starting exclusive.
 _LOCK = threading.Lock()
-_CHILDREN: dict[str, tuple[str, int, int]] = {}  # run ID → (backfill ID, executor generation, process group)
+_CHILDREN: dict[str, tuple[str, int, subprocess.Popen[bytes]]] = {}  # run ID → (backfill ID, generation, child)
 _FENCES: dict[str, int] = {}  # backfill ID → the lowest generation still allowed to start children
 
 
@@ -68,7 +68,7 @@ def run_child(
             why = error.strerror or str(error)
             worker.log_event(topic, {"run_id": run_id, "kind": "start_failed", "error": why, "code": 127})
             return 127
-        _CHILDREN[run_id] = (backfill_id, generation, process.pid)
+        _CHILDREN[run_id] = (backfill_id, generation, process)
     try:
         identity = {
             "pid": process.pid,
@@ -86,10 +86,12 @@ def run_child(
         if not exited.wait(QUIET_START):
             worker.log_event(topic, {"run_id": run_id, "kind": "started", **identity})
             _watch_heartbeat(exited, process, beat, grace, silence)
+        # What the child left in its group is held before the reap, while its zombie keeps the group's number.
+        leftovers = leftovers_of(process.pid, exited.fd)
         exited.close()
         code = process.wait()
         reader.join()
-        _clear_group(process.pid, grace)
+        leftovers.stop(grace)
         # The outcome travels with the output, in the same stream: the executor needs no second round trip to
         # fetch the task's result, and knows how many chunks to write before the log is whole.
         worker.log_event(topic, {"run_id": run_id, "kind": "exit", "code": code, "chunks": chunks[0], **identity})
@@ -162,25 +164,25 @@ class _ExitWatch:
     def __init__(self, process: subprocess.Popen[bytes]) -> None:
         self._process = process
         try:
-            self._fd: int | None = os.pidfd_open(process.pid)
+            self.fd: int | None = os.pidfd_open(process.pid)
         except (AttributeError, OSError):  # not Linux 5.3+: poll
-            self._fd = None
+            self.fd = None
 
     def wait(self, timeout: float) -> bool:
         """Whether the child exited within ``timeout`` seconds (it is not reaped)."""
-        if self._fd is None:
+        if self.fd is None:
             try:
                 self._process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 return False
             return True
-        ready, _, _ = select.select([self._fd], [], [], timeout)
+        ready, _, _ = select.select([self.fd], [], [], timeout)
         return bool(ready)
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 def _watch_heartbeat(
@@ -202,26 +204,36 @@ def _watch_heartbeat(
             last = 0.0
         if stopping_since is None and time.time() - last > silence:
             stopping_since = time.monotonic()
-            signal_process_group(process.pid, signal.SIGTERM)
+            _signal_child(process, signal.SIGTERM)
         elif stopping_since is not None and time.monotonic() - stopping_since >= grace:
-            signal_process_group(process.pid, signal.SIGKILL)
+            _signal_child(process, signal.SIGKILL)
 
 
-def _clear_group(group: int, grace: float) -> None:
-    """Processes the child left in its group (``sleep 30 &``) are stopped like local leftovers."""
-    if not group_alive(group):
-        return
-    signal_process_group(group, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while group_alive(group) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    signal_process_group(group, signal.SIGKILL)
+def _signal_child(process: subprocess.Popen[bytes], signum: int) -> None:
+    """Signal this worker's own child's group, only while the child is unreaped (its PID, and so the group's
+    number, cannot belong to another process)."""
+    signal_own_group(None, process.pid, signum, reaped=process.returncode is not None)
 
 
-def signal_group(group: int, signum: int) -> bool:
-    """Run on a worker through ``client.run``: signal a child's process group there; whether it is alive."""
-    signal_process_group(group, signum)
-    return group_alive(group)
+def signal_group(group: int, signum: int, started: float | None = None) -> bool:
+    """Run on a worker through ``client.run``: signal a child's process group there; whether it is alive. The
+    worker's own child is signalled while unreaped; a child of another worker process on this host (its worker
+    died) only once verified by its start time, and through a handle on it. A bare group number is never
+    signalled: it may have been reused."""
+    with _LOCK:
+        own = [process for _, _, process in _CHILDREN.values() if process.pid == group]
+    if own:
+        _signal_child(own[0], signum)
+        return own[0].poll() is None or group_alive(group)
+    family = TrackedFamily()
+    leader = Tracked.verify(group, started)
+    if leader is None:
+        return False
+    family.add(leader)
+    family.signal(signum)
+    alive = family.alive()
+    family.close()
+    return alive
 
 
 def can_see(path: str) -> bool:
@@ -234,12 +246,12 @@ def stop_generation(backfill_id: str, below: int, signum: int) -> list[int]:
     generation starts a child here any more, and those running are signalled; the groups still alive."""
     with _LOCK:
         _FENCES[backfill_id] = max(below, _FENCES.get(backfill_id, 0))
-        groups = [
-            group for owner, generation, group in _CHILDREN.values() if owner == backfill_id and generation < below
+        children = [
+            process for owner, generation, process in _CHILDREN.values() if owner == backfill_id and generation < below
         ]
     alive = []
-    for group in groups:
-        signal_process_group(group, signum)
-        if group_alive(group):
-            alive.append(group)
+    for process in children:
+        _signal_child(process, signum)
+        if process.poll() is None:
+            alive.append(process.pid)
     return alive

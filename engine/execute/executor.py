@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.base.errors import BackfillError, StateWriteFailed
-from engine.base.processes import process_started
+from engine.base.processes import TrackedFamily, process_started
 from engine.dates.durations import format_duration
 from engine.dates.plan import Interval
 from engine.execute.children import ChildFactory
 from engine.execute.executor_snapshot import FINISHED, RUNNING, STARTING, STOPPING, Event, RunningPartition, Snapshot
 from engine.execute.failure_reason import failure_reason
-from engine.execute.launcher import Child, ForkExecLauncher, Launcher, group_alive, signal_group
+from engine.execute.launcher import Child, ForkExecLauncher, Launcher
 from engine.execute.rerun import AssetRerun, PartitionSelection
 from engine.execute.takeover import Takeover
 from engine.interventions.leasing import LeaseKeeper
@@ -166,7 +166,7 @@ class Executor:
         self._selector = selectors.DefaultSelector()
         self._writer = RecordWriter(store.partitions)
         self._storage_error: OSError | None = None  # the store could not be written: stop, wait, report
-        self._leftovers: dict[int, float] = {}  # process groups of ended attempts still alive → SIGKILL deadline
+        self._leftovers: list[tuple[TrackedFamily, float]] = []  # what ended attempts left alive, SIGKILL deadline
         self._summary_written = 0.0
         self._verification_failed = False  # set by _reap for the attempt _finish records next
         self._ended: list[Attempt] = []
@@ -514,9 +514,9 @@ class Executor:
             if fd is not None:
                 self._selector.unregister(fd)
             active.child.close()
-            group = active.child.leftover_group()
-            if group is not None:
-                self._stop_leftovers(group)
+            leftovers = active.child.leftovers()
+            if leftovers is not None:
+                self._stop_leftovers(leftovers)
             with self._lock:
                 del self._active[index]
             attempt = active.attempt
@@ -627,22 +627,27 @@ class Executor:
                 active.kill_sent = True
                 active.child.signal_group(signal.SIGKILL)
 
-    def _stop_leftovers(self, group: int) -> None:
+    def _stop_leftovers(self, leftovers: TrackedFamily) -> None:
         """An attempt has ended, but processes of its group may remain (``sleep 30 &``): SIGTERM them now,
-        SIGKILL whatever is left after the grace period. A grandchild that left the group (setsid) is out of
-        reach."""
-        if group_alive(group):
-            signal_group(group, signal.SIGTERM)
-            self._leftovers[group] = time.monotonic() + self.grace
+        SIGKILL whatever is left after the grace period, each through the handle taken before the attempt's child
+        was reaped (never a group number that may have been reused). A grandchild that left the group (setsid) is
+        out of reach."""
+        if leftovers.alive():
+            leftovers.signal(signal.SIGTERM)
+            self._leftovers.append((leftovers, time.monotonic() + self.grace))
+        else:
+            leftovers.close()
 
     def _sweep_leftovers(self, *, wait: bool) -> None:
         while self._leftovers:
             now = time.monotonic()
-            for group, deadline in list(self._leftovers.items()):
-                if not group_alive(group):
-                    del self._leftovers[group]
+            for entry in list(self._leftovers):
+                leftovers, deadline = entry
+                if not leftovers.alive():
+                    leftovers.close()
+                    self._leftovers.remove(entry)
                 elif now >= deadline:
-                    signal_group(group, signal.SIGKILL)
+                    leftovers.signal(signal.SIGKILL)
             if not wait:
                 return
             time.sleep(0.02)

@@ -7,7 +7,6 @@ stdout+stderr appended to its log file.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from engine.base.atomic import FILE_MODE
+from engine.base.processes import TrackedFamily, exited_unreaped, leftovers_of, signal_own_group
 
 
 @dataclass(frozen=True)
@@ -42,9 +42,10 @@ class Child(Protocol):
     def close(self) -> None:
         """Release descriptors once the child has been reaped."""
 
-    def leftover_group(self) -> int | None:
-        """The process group to clear of leftovers once the attempt ended (``sleep 30 &``), or None when the
-        group outlives attempts by design (a warm runner serves the next partition)."""
+    def leftovers(self) -> TrackedFamily | None:
+        """What the attempt left in its process group (``sleep 30 &``), held so that it can be stopped safely once
+        the attempt ended; None when the group outlives attempts by design (a warm runner serves the next
+        partition)."""
 
 
 class Launcher(Protocol):
@@ -65,23 +66,27 @@ class _PopenChild:
             self._pidfd: int | None = os.pidfd_open(process.pid)
         except (AttributeError, OSError):
             self._pidfd = None
+        self._leftovers: TrackedFamily | None = None
 
     def poll(self) -> int | None:
+        if self._process.returncode is None and self._leftovers is None and exited_unreaped(self.pid):
+            # Found before the reap, while the child's zombie holds its group's number.
+            self._leftovers = leftovers_of(self.pid, self._pidfd)
         return self._process.poll()
 
     def exit_fd(self) -> int | None:
         return self._pidfd
 
     def signal_group(self, signum: int) -> None:
-        signal_group(self.pid, signum)
+        signal_own_group(self._pidfd, self.pid, signum, reaped=self._process.returncode is not None)
 
     def close(self) -> None:
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
 
-    def leftover_group(self) -> int | None:
-        return self.pid
+    def leftovers(self) -> TrackedFamily | None:
+        return self._leftovers
 
 
 class ForkExecLauncher:
@@ -138,8 +143,3 @@ def group_alive(group: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def signal_group(group: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(group, signum)

@@ -24,7 +24,7 @@ import psutil
 
 from engine.base.atomic import ensure_directory, remove_stale_temporaries
 from engine.base.errors import Refused
-from engine.base.processes import process_started, same_process, stop_orphans
+from engine.base.processes import process_started, same_process, stop_verified
 from engine.store.lease import OTHER_HOST_GRACE, read_lease
 from engine.store.locks import FileLock
 from engine.store.manifest import now_text
@@ -44,20 +44,20 @@ class Takeover:
     notes: list[str] = field(default_factory=list)  # what the operator should know of the takeover (one line each)
 
 
-def find_orphans(store: StateStore, running: list[PartitionRecord]) -> set[int]:
-    """PIDs of live children of an earlier executor of this backfill."""
+def find_orphans(store: StateStore, running: list[PartitionRecord]) -> set[tuple[int, float]]:
+    """Identities (PID, start time) of live children of an earlier executor of this backfill."""
     found = set()
     for record in running:
         for attempt in record.attempts:
             if attempt.status == RecordStatus.RUNNING and same_process(attempt.pid, attempt.pid_started):
-                found.add(attempt.pid)
+                found.add((attempt.pid, attempt.pid_started))
     me = os.getpid()
     for process in psutil.process_iter(["pid"]):
         if process.pid == me:
             continue
         try:
             if process.environ().get("BACKFILL_ID") == store.id:
-                found.add(process.pid)
+                found.add((process.pid, process.create_time()))
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
             continue
     return found
@@ -111,8 +111,9 @@ def take_over(
     # Orphans are looked for on every takeover, from the records (PID + start time) and from the
     # environment of live processes, whatever the lock files say: a deleted or unreadable
     # .children.lock must never let new attempts run beside live old ones.
-    orphans = find_orphans(store, running)
-    stop_orphans(orphans, grace)
+    # Each is verified again when it is held, and signalled only through that hold: a PID reused meanwhile is
+    # never hit, the last SIGKILL included.
+    stopped = stop_verified(find_orphans(store, running), grace)
     notes: list[str] = []
     if stop_remote is not None:  # children an earlier executor ran on other machines (the Dask launcher)
         try:
@@ -120,7 +121,6 @@ def take_over(
         except BaseException:
             lock.release()
             raise
-    stopped = sorted(orphans)
     if not children_lock.try_acquire() and not children_lock.acquire(timeout=grace + 5):
         lock.release()
         raise Refused(

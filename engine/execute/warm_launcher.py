@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 
 import orjson
 
 from engine.base.atomic import FILE_MODE
+from engine.base.processes import signal_own_group
 from engine.base.settings import RUNNER_PARTITIONS
 from engine.execute.children import backfill_program
-from engine.execute.launcher import ChildSpec, signal_group, start_in_own_session
+from engine.execute.launcher import ChildSpec, start_in_own_session
 
 RUNNER_VERB = "__warm-runner"
 SHUTDOWN_SECONDS = 10.0  # a runner closing its databases at the end of the run gets this long before SIGKILL
@@ -59,6 +61,10 @@ class _Runner:
 
     def alive(self) -> bool:
         return self.process.poll() is None
+
+    def signal_group(self, signum: int) -> None:
+        """Only while the runner is unreaped: its PID, and so its group's number, is ours until then."""
+        signal_own_group(None, self.pid, signum, reaped=self.process.returncode is not None)
 
     def close_requests(self) -> None:
         """End of file for the runner: it closes its databases and exits. Idempotent (a descriptor number is
@@ -115,12 +121,12 @@ class WarmChild:
         return self._fd  # the same for the whole partition: the executor unregisters it after
 
     def signal_group(self, signum: int) -> None:
-        signal_group(self.pid, signum)
+        self._runner.signal_group(signum)
 
     def close(self) -> None:
         return None
 
-    def leftover_group(self) -> int | None:
+    def leftovers(self) -> None:
         return None  # the runner's group outlives the partition by design
 
 
@@ -183,6 +189,6 @@ class WarmLauncher:
         try:
             runner.process.wait(timeout=SHUTDOWN_SECONDS)
         except subprocess.TimeoutExpired:
-            signal_group(runner.pid, 9)
+            runner.signal_group(signal.SIGKILL)
             runner.process.wait()
         runner.close()

@@ -14,9 +14,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-import psutil
-
-from engine.base.processes import same_process, stop_orphans
+from engine.base.processes import stop_verified
 from engine.dates.plan import Plan
 from engine.store import audit
 from engine.store.lease import OTHER_HOST_GRACE, Lease, read_lease, write_lease
@@ -115,15 +113,8 @@ def reconcile(
 
 
 def _stop_lost_children(lease: Lease, running: list[PartitionRecord]) -> list[int]:
-    """Stop each child of the expired owner that is verifiably still alive, with its descendants."""
+    """Stop each child of the expired owner that verifiably still is that child, with its group and descendants;
+    every signal, the last SIGKILL too, goes through a handle on the process verified, never to a bare PID."""
     candidates = {(a.pid, a.pid_started) for a in lease.attempts}
     candidates |= {(a.pid, a.pid_started) for r in running for a in r.attempts if a.status == RecordStatus.RUNNING}
-    verified = {pid for pid, started in candidates if pid is not None and same_process(pid, started)}
-    family = set(verified)
-    for pid in verified:
-        try:
-            family |= {child.pid for child in psutil.Process(pid).children(recursive=True)}
-        except psutil.Error:
-            continue
-    stop_orphans(family, LOST_GRACE)
-    return sorted(family)
+    return stop_verified(candidates, LOST_GRACE)
