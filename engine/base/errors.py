@@ -46,6 +46,12 @@ class StateWriteFailed(BackfillError):
     exit_code = EXIT_FAILED
 
 
+class Fenced(BackfillError):
+    """This executor no longer owns its backfill's lease: it may write nothing more."""
+
+    exit_code = EXIT_FAILED
+
+
 class StateUnreadable(BackfillError):
     """A file in the state store that does not parse or does not belong to the plan."""
 

@@ -164,7 +164,7 @@ class Executor:
         self._finished_at = self._started_at
         self._exhausted = False
         self._selector = selectors.DefaultSelector()
-        self._writer = RecordWriter(store.partitions)
+        self._writer = RecordWriter(store.partitions, self.owns)
         self._storage_error: OSError | None = None  # the store could not be written: stop, wait, report
         self._leftovers: list[tuple[TrackedFamily, float]] = []  # what ended attempts left alive, SIGKILL deadline
         self._summary_written = 0.0
@@ -240,7 +240,9 @@ class Executor:
         self._intervention = f"stopped itself without recording anything: {message}"
         self.request_stop(f"lease lost: {message}")
 
-    def _owns(self) -> bool:
+    def owns(self) -> bool:
+        """Whether this executor may still write as the backfill's owner: asked of the lease right before each
+        write, never a flag cached earlier (a process frozen past its lease wakes up believing it owns it)."""
         return self.lease is None or self.lease.owns()
 
     @property
@@ -323,7 +325,7 @@ class Executor:
             attempts=list(self._ended),
             intervention=self._intervention,
         )
-        if self._fenced is not None:
+        if not self.owns():
             result.status = status = RunOutcome.FAILED
         elif setup_error is None and self._storage_error is None:
             try:
@@ -354,7 +356,7 @@ class Executor:
     def _maybe_write_summary(self, *, force: bool = False) -> None:
         """Refresh the counts cache that `backfill list` reads, at most every SUMMARY_SECONDS."""
         now = time.monotonic()
-        if self._fenced is not None:
+        if not self.owns():
             return
         if force or now - self._summary_written >= SUMMARY_SECONDS:
             self._summary_written = now
@@ -362,7 +364,7 @@ class Executor:
 
     def _write(self, path, data: bytes, *, durable: bool) -> None:
         """Queue a record; once the store cannot be written, stop the run instead of crashing out of it."""
-        if self._storage_error is not None or not self._owns():
+        if self._storage_error is not None or not self.owns():
             return  # fenced: a reconcile decided these partitions' fate; our late word would overwrite it
         try:
             self._writer.put(path, data, durable=durable)
@@ -409,6 +411,7 @@ class Executor:
             and not self._halted
             and self._stop_reason is None
             and self._paused is None
+            and self.owns()  # a process thawed past its lease starts nothing, even before its lease thread runs
         ):
             pending = self._next_pending()
             if pending is None:

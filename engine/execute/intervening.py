@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from engine.base.errors import Fenced
 from engine.execute.executor import Executor
 from engine.interventions import requests
 from engine.interventions.apply import apply
@@ -22,6 +23,7 @@ class ExecutorHolder:
     """The running executor as the holder of its backfill while it applies a request."""
 
     executor: Executor
+    writes: int = 0  # writes allowed so far: a request fenced before its first write is given back whole
 
     @property
     def store(self) -> StateStore:
@@ -58,6 +60,11 @@ class ExecutorHolder:
     def end(self, status: str, message: str) -> None:
         self.executor.end_for(status, message)
 
+    def before_write(self) -> None:
+        if not self.executor.owns():
+            raise Fenced(f"executor of backfill {self.store.id} no longer owns its lease")
+        self.writes += 1
+
 
 class RequestPoller:
     """``ExecutorHooks.poll``: apply every waiting request, oldest first, at most every POLL_SECONDS."""
@@ -72,11 +79,22 @@ class RequestPoller:
         self._next = now + POLL_SECONDS
         directory = executor.store.directory
         for request_id in requests.pending(directory):
+            # Fenced (its lease lapsed or was taken): the request is left, untouched, for the owner or its sender.
+            if not executor.owns():
+                return
             request = requests.claim(directory, request_id)
             if request is None:
                 continue
+            holder = ExecutorHolder(executor)
             try:
-                result = apply(request, ExecutorHolder(executor))
+                result = apply(request, holder)
+            except Fenced:
+                if holder.writes == 0:
+                    requests.unclaim(directory, request_id)
+                    return
+                result = Result(1, "the executor lost its lease part-way through: see backfill audit")
             except OSError as error:  # the store cannot be written: the request is refused, said why
                 result = Result(1, f"the request could not be applied ({error.strerror or error}): nothing changed")
+            if not executor.owns():
+                return  # the answer is a write too: the sender withdraws the request, or the owner answers it
             requests.answer(directory, request_id, result)

@@ -7,6 +7,7 @@ line keeps the status and message the partition had before.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -48,6 +49,9 @@ class Holder(Protocol):
 
     def end(self, status: str, message: str) -> None: ...
 
+    def before_write(self) -> None:
+        """Raise :class:`Fenced` when this holder may no longer write the backfill (checked before each write)."""
+
 
 @dataclass
 class CommandHolder:
@@ -80,6 +84,9 @@ class CommandHolder:
     def end(self, status: str, message: str) -> None:
         pass
 
+    def before_write(self) -> None:
+        pass  # the command holds .lock: no executor runs the backfill
+
 
 def apply(request: Request, holder: Holder) -> Result:
     """Carry out ``request``; a refusal changes nothing and says why (exit code 3, or 2 for a bad request)."""
@@ -107,11 +114,14 @@ def _line(request: Request, store: StateStore, applied_by: str, **values) -> dic
     )
 
 
-def _reopen(request: Request, store: StateStore, applied_by: str, control: Control) -> list[dict]:
+def _reopen(
+    request: Request, store: StateStore, applied_by: str, control: Control, before_write: Callable[[], None]
+) -> list[dict]:
     """A backfill ended by a mark or a cancel is opened again by a change to its partitions, or by a
     ``--continue`` with a reason of its own: the audit line keeps what ended it."""
     if control.ended is None:
         return []
+    before_write()
     write_control(store.directory, replace(control, ended=None))
     ended = control.ended
     return [
@@ -201,6 +211,7 @@ def _mark(request: Request, holder: Holder) -> Result:
             )
             if asset is None:
                 record.status = to
+            holder.before_write()
             store.write_record(record, durable=True)
         else:
             numbers[index] = number
@@ -221,6 +232,7 @@ def _mark(request: Request, holder: Holder) -> Result:
         )
     if not changes:
         return Result(EXIT_OK, f"every selected partition is {to} already: nothing was marked")
+    holder.before_write()
     if numbers:  # one file for all of them, merged by every reader (engine.store.bulk_marks)
         write_bulk_mark(
             store.directory,
@@ -228,7 +240,8 @@ def _mark(request: Request, holder: Holder) -> Result:
         )
     else:
         sync_directory(store.partitions)
-    lines += _reopen(request, store, holder.applied_by, read_control(store.directory))
+    lines += _reopen(request, store, holder.applied_by, read_control(store.directory), holder.before_write)
+    holder.before_write()
     audit.append(store.directory, lines)
     holder.update(changes)
     what = f"asset {asset} of " if asset else ""
@@ -256,7 +269,9 @@ def _mark_backfill(request: Request, holder: Holder) -> Result:
     control = read_control(holder.store.directory)
     before = control.ended.status if control.ended else "open"
     decision = Decision(to, request.requested_by, now_text(), request.reason)
+    holder.before_write()
     write_control(holder.store.directory, replace(control, ended=decision))
+    holder.before_write()
     audit.append(
         holder.store.directory,
         [
@@ -285,8 +300,10 @@ def _cancel(request: Request, holder: Holder) -> Result:
     if control.ended is not None and control.ended.status == RecordStatus.CANCELLED and not holder.running():
         return Result(EXIT_OK, f"backfill {holder.store.id} is cancelled already ({control.ended.sentence()})")
     decision = Decision(RecordStatus.CANCELLED, request.requested_by, now_text(), request.reason)
+    holder.before_write()
     write_control(holder.store.directory, replace(control, ended=decision))
     before = control.ended.status if control.ended else "running" if holder.running() else "open"
+    holder.before_write()
     audit.append(
         holder.store.directory,
         [
@@ -312,7 +329,9 @@ def _pause(request: Request, holder: Holder) -> Result:
     if control.paused is not None:
         return Result(EXIT_OK, f"backfill {holder.store.id} is paused already ({control.paused.sentence()})")
     decision = Decision("paused", request.requested_by, now_text(), request.reason)
+    holder.before_write()
     write_control(holder.store.directory, replace(control, paused=decision))
+    holder.before_write()
     audit.append(
         holder.store.directory,
         [_line(request, holder.store, holder.applied_by, action="PAUSE", from_status="open", to_status="paused")],
@@ -327,7 +346,9 @@ def _resume(request: Request, holder: Holder) -> Result:
     control = read_control(holder.store.directory)
     if control.paused is None:
         return Result(EXIT_OK, f"backfill {holder.store.id} is not paused: nothing to resume")
+    holder.before_write()
     write_control(holder.store.directory, replace(control, paused=None))
+    holder.before_write()
     audit.append(
         holder.store.directory,
         [
@@ -349,4 +370,4 @@ def _resume(request: Request, holder: Holder) -> Result:
 def reopen_for_continue(store: StateStore, reason: str, requested_by: str, applied_by: str) -> None:
     """A ``--continue`` given its own reason opens a backfill ended by a mark or a cancel (under the lock)."""
     request = Request("reopen", reason, requested_by, now_text())
-    audit.append(store.directory, _reopen(request, store, applied_by, read_control(store.directory)))
+    audit.append(store.directory, _reopen(request, store, applied_by, read_control(store.directory), lambda: None))

@@ -127,6 +127,13 @@ def claim(directory: Path, request_id: str) -> Request | None:
         return None
 
 
+def unclaim(directory: Path, request_id: str) -> None:
+    """Give a claimed request back, unapplied (its claimer found itself fenced before writing anything): the
+    owner of the backfill, or the sender, takes it from there."""
+    base = folder(directory) / request_id
+    os.rename(f"{base}.claimed", f"{base}.json")
+
+
 def answer(directory: Path, request_id: str, result: Result) -> None:
     base = folder(directory) / request_id
     write_atomic(Path(f"{base}.result.json"), orjson.dumps(result.to_json()))

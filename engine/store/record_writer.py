@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from engine.base.atomic import sync_directory, write_atomic
@@ -22,8 +23,11 @@ _STOP = object()
 
 
 class RecordWriter:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, may_write: Callable[[], bool] = lambda: True) -> None:
+        """``may_write`` is asked right before each record is written: a record queued by an owner that lost its
+        lease since (a fenced executor) is dropped, not written late over what its new owner decided."""
         self.directory = directory
+        self._may_write = may_write
         self._queue: queue.Queue[object] = queue.Queue()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._work, name="record writer", daemon=True)
@@ -63,7 +67,7 @@ class RecordWriter:
                     if entry is _STOP:
                         continue
                     path, data, durable = entry  # type: ignore[misc]
-                    if self._error is None:
+                    if self._error is None and self._may_write():
                         write_atomic(path, data, durable=durable, sync_parent=False)
                         sync = sync or durable
                 if sync and self._error is None:

@@ -9,7 +9,10 @@ import time
 
 import orjson
 
+from engine.interventions import requests
+from engine.interventions.requests import Request
 from engine.store.lease import Lease, write_lease
+from engine.store.manifest import now_text
 from tests.backfills import alive, child_command, records, start_background, state_dirs, wait_for
 from tests.conftest import run_backfill
 from tests.guard_flags import GUARD
@@ -111,3 +114,36 @@ def test_a_request_goes_to_the_owner_on_another_host_and_is_withdrawn_when_unans
         "pause", backfill.name, "--reason", "m", cwd=work, env={**env, "BACKFILL_REQUEST_WAIT_SECONDS": "0"}
     )
     assert bad.returncode == 2 and "BACKFILL_REQUEST_WAIT_SECONDS '0'" in bad.stderr
+
+
+def state_bytes(backfill) -> dict[str, bytes]:
+    """Every file of the backfill's state directory (records, requests, lease, summary, audit, logs)."""
+    return {str(p.relative_to(backfill)): p.read_bytes() for p in sorted(backfill.rglob("*")) if p.is_file()}
+
+
+def test_a_thawed_executor_past_its_reconciled_lease_changes_not_one_byte_of_its_state(work, home):
+    """SIGSTOP, reconcile, a mark request queued for the old owner, SIGCONT: the thawed executor claims no
+    request, writes no record, audit line, summary or lease — the state directory is byte-identical — and exits
+    1 saying it stopped itself."""
+    env = {**home, "CHILD_SLEEP": "60", "BACKFILL_LEASE_SECONDS": "2", "BACKFILL_LEASE_RENEW_SECONDS": "1"}
+    process = start_background(*GUARD, *PLAN, "--max-parallel", "2", "--no-progress", cwd=work, env=env)
+    backfill = wait_for(lambda: (state_dirs(work / "logs" / "backfills") or [None])[0])
+    wait_for(lambda: len([r for r in records(backfill) if r["status"] == "running"]) == 2 or None)
+    process.send_signal(signal.SIGSTOP)
+    try:
+        expires = orjson.loads((backfill / "lease.json").read_bytes())["expires_at"]
+        wait_for(lambda: time.time() > expires + 0.1 or None, timeout=30)
+        settled = run_backfill("reconcile", backfill.name, cwd=work, env=env)
+        assert "2 running attempts marked lost" in settled.stdout, settled.stdout + settled.stderr
+        queued = Request("mark", "fixed by hand", "ops@elsewhere", now_text(), {"indices": [3], "to": "skipped"})
+        requests.submit(backfill, queued)
+        before = state_bytes(backfill)
+        assert f"requests/{queued.id}.json" in before
+    finally:
+        process.send_signal(signal.SIGCONT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 1, err
+    assert "stopped itself without recording anything" in out
+    after = state_bytes(backfill)
+    assert sorted(after) == sorted(before)
+    assert [name for name in before if before[name] != after[name]] == []
