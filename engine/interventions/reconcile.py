@@ -14,16 +14,20 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from engine.base.errors import Refused
 from engine.base.processes import stop_verified
 from engine.dates.plan import Plan
 from engine.store import audit
 from engine.store.lease import OTHER_HOST_GRACE, Lease, read_lease, write_lease
+from engine.store.locks import FileLock
 from engine.store.manifest import now_text
 from engine.store.records import PartitionRecord, RecordStatus
 from engine.store.state_store import StateStore
 from engine.store.status import Status
 
 LOST_GRACE = 10.0  # seconds a lost attempt's child gets between SIGTERM and SIGKILL
+RECONCILE_WAIT = 30.0  # seconds past that grace a reconcile waits for another one to finish
+RECONCILE_LOCK = ".reconcile.lock"
 
 
 @dataclass
@@ -49,9 +53,28 @@ def reconcile(
     applied_by: str,
     now: float | None = None,
 ) -> Reconciled:
-    """Settle the backfill's expired lease, if it has one; say what was found either way."""
-    now = time.time() if now is None else now
-    lease = read_lease(store.directory)
+    """Settle the backfill's expired lease, if it has one; say what was found either way. Two reconciles at once
+    (two operators, a ``mark`` and a ``--continue``) settle it once: the second, waiting on the reconcile lock,
+    finds the lease already unowned. The lock is its own (``.reconcile.lock``): ``.lock`` may be held by the
+    frozen executor being reconciled."""
+    found = _judge(store, read_lease(store.directory), time.time() if now is None else now)
+    if not isinstance(found, Lease):
+        return found  # nothing to settle: no lock needed (a read-only store can be asked)
+    lock = FileLock(store.directory / RECONCILE_LOCK)
+    if not lock.acquire(timeout=LOST_GRACE + RECONCILE_WAIT):
+        raise Refused(f"another reconcile of backfill {store.id} has run for over {LOST_GRACE + RECONCILE_WAIT:g} s")
+    try:
+        now = time.time() if now is None else now
+        found = _judge(store, read_lease(store.directory), now)  # again, under the lock: it may be settled now
+        if not isinstance(found, Lease):
+            return found
+        return _settle(store, plan, id_of, found, now, requested_by=requested_by, reason=reason, applied_by=applied_by)
+    finally:
+        lock.release()
+
+
+def _judge(store: StateStore, lease: Lease | None, now: float) -> Reconciled | Lease:
+    """What a reconcile finds: a verdict that settles nothing, or the expired lease to settle."""
     if lease is None or lease.host is None:
         note = f" ({lease.note})" if lease is not None and lease.note else ""
         return Reconciled(store.id, "unowned", f"backfill {store.id}: no executor owns it{note}")
@@ -68,6 +91,22 @@ def reconcile(
             f"backfill {store.id}: the lease of {owner} expired at {_when(lease.expires_at)}; another host gets "
             f"{OTHER_HOST_GRACE:g} s more, until {_when(lease.expires_at + OTHER_HOST_GRACE)}",
         )
+    return lease
+
+
+def _settle(
+    store: StateStore,
+    plan: Plan,
+    id_of,
+    lease: Lease,
+    now: float,
+    *,
+    requested_by: str,
+    reason: str,
+    applied_by: str,
+) -> Reconciled:
+    owner = f"executor PID {lease.pid} on {lease.host}"
+    here = lease.host == socket.gethostname()
     board, running = store.load_board(plan, id_of)
     stopped = _stop_lost_children(lease, running) if here else []
     # The old owner is fenced out before anything is written: from here on, none of its writes is valid.

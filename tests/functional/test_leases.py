@@ -147,3 +147,60 @@ def test_a_thawed_executor_past_its_reconciled_lease_changes_not_one_byte_of_its
     after = state_bytes(backfill)
     assert sorted(after) == sorted(before)
     assert [name for name in before if before[name] != after[name]] == []
+
+
+def test_two_reconciles_at_once_settle_each_lost_attempt_once(work, home):
+    """Two `backfill reconcile` started together on a frozen executor whose children ignore SIGTERM (so the
+    first spends its 10 s grace stopping them): one RECONCILE_LOST line per attempt, and one lost entry each."""
+    env = {**home, "CHILD_SLEEP": "60", "BACKFILL_LEASE_SECONDS": "2", "BACKFILL_LEASE_RENEW_SECONDS": "1"}
+    plan = ("--command", child_command("--ignore-signals"), *PLAN[2:])
+    process = start_background(*GUARD, *plan, "--max-parallel", "2", "--no-progress", cwd=work, env=env)
+    backfill = wait_for(lambda: (state_dirs(work / "logs" / "backfills") or [None])[0])
+    wait_for(lambda: len([r for r in records(backfill) if r["status"] == "running"]) == 2 or None)
+    process.send_signal(signal.SIGSTOP)
+    try:
+        expires = orjson.loads((backfill / "lease.json").read_bytes())["expires_at"]
+        wait_for(lambda: time.time() > expires + 0.1 or None, timeout=30)
+        both = [start_background("reconcile", backfill.name, cwd=work, env=env) for _ in range(2)]
+        outputs = [p.communicate(timeout=90) for p in both]
+        assert [p.returncode for p in both] == [0, 0], outputs
+    finally:
+        process.send_signal(signal.SIGCONT)
+    process.communicate(timeout=60)
+    said = [out for out, _ in outputs]
+    assert sorted("marked lost" in out for out in said) == [False, True], said
+    assert any("no executor owns it" in out for out in said), said
+    lines = [orjson.loads(x) for x in (backfill / "audit.jsonl").read_bytes().splitlines()]
+    assert len([x for x in lines if x["action"] == "RECONCILE_LOST"]) == 2
+    lost = [[a["status"] for a in r["attempts"]].count("lost") for r in records(backfill)]
+    assert lost == [1, 1]  # the two partitions that ran, each with one lost entry
+
+
+def test_show_reports_an_expired_lease_and_settles_nothing(work, home):
+    """`backfill show` of a frozen executor past its lease: one note naming the owner and `backfill reconcile`;
+    the running records, the lease and the audit stay as they were, and the children live on."""
+    env = {**home, "CHILD_SLEEP": "60", "BACKFILL_LEASE_SECONDS": "2", "BACKFILL_LEASE_RENEW_SECONDS": "1"}
+    process = start_background(*GUARD, *PLAN, "--max-parallel", "2", "--no-progress", cwd=work, env=env)
+    backfill = wait_for(lambda: (state_dirs(work / "logs" / "backfills") or [None])[0])
+
+    def two_running():
+        pids = [r["attempts"][-1]["pid"] for r in records(backfill) if r["status"] == "running"]
+        return pids if len(pids) == 2 else None
+
+    children = wait_for(two_running)
+    process.send_signal(signal.SIGSTOP)
+    try:
+        expires = orjson.loads((backfill / "lease.json").read_bytes())["expires_at"]
+        wait_for(lambda: time.time() > expires + 0.1 or None, timeout=30)
+        before = state_bytes(backfill)
+        for output in ((), ("--output", "json")):
+            shown = run_backfill("show", backfill.name, *output, cwd=work, env=env)
+            assert shown.returncode == 0, shown.stderr
+            assert f"run `backfill reconcile {backfill.name}`" in shown.stderr
+            assert f"executor PID {process.pid}" in shown.stderr
+        assert state_bytes(backfill) == before
+        assert all(alive(pid) for pid in children)
+        assert run_backfill("reconcile", backfill.name, cwd=work, env=env).returncode == 0
+    finally:
+        process.send_signal(signal.SIGCONT)
+    process.communicate(timeout=60)

@@ -98,9 +98,12 @@ def show_command(argv: list[str]) -> int:
         from tui.cli.browser import browse
 
         return browse(root=None, backfill_id=args.id, state_dir=args.state_dir, no_color=args.no_color)
-    from tui.cli.reconcile_command import settle_if_expired
+    from tui.cli.reconcile_command import expired_lease_note
 
-    loaded = settle_if_expired(load_backfill(args.id, args.state_dir, Path.cwd()), "show")
+    loaded = load_backfill(args.id, args.state_dir, Path.cwd())
+    note = expired_lease_note(loaded)  # said, never acted on: show signals and settles nothing
+    if note is not None:
+        sys.stderr.write(f"backfill: note: {note}\n")
     statuses = frozenset(Status.parse(s) for s in args.status) if args.status else None
     if args.output == "json":
         write_show_json(loaded, statuses, args.offset, args.limit)

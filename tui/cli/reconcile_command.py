@@ -1,6 +1,7 @@
 """``backfill reconcile [ID]``: settle backfills whose executor's lease expired (see
-``engine.interventions.reconcile``); without an ID, every backfill of the state store. ``--continue``,
-``mark`` and ``show`` do the same for their backfill whenever they find an expired lease."""
+``engine.interventions.reconcile``); without an ID, every backfill of the state store. ``--continue`` and
+``mark`` do the same for their backfill whenever they find an expired lease; ``show`` only says so (a read
+command never signals or settles anything)."""
 
 from __future__ import annotations
 
@@ -65,3 +66,20 @@ def settle_if_expired(loaded: Loaded, verb: str) -> Loaded:
         return loaded
     sys.stderr.write(f"backfill: note: {result.message}\n")
     return load_backfill(loaded.store.id, str(loaded.root), Path.cwd())
+
+
+def expired_lease_note(loaded: Loaded) -> str | None:
+    """For read commands: the line that says an owner's lease expired, and what to run; None when it has not."""
+    import time
+
+    lease = read_lease(loaded.store.directory)
+    if lease is None or lease.host is None or time.time() < lease.expires_at:
+        return None
+    import pendulum
+
+    zone = pendulum.local_timezone()
+    since = f"{pendulum.from_timestamp(lease.expires_at, tz=zone).format('YYYY-MM-DD HH:mm:ss')} ({zone.name})"
+    return (
+        f"the lease of executor PID {lease.pid} on {lease.host} expired at {since} (owner gone or frozen since "
+        f"then): what it ran is still recorded as it left it; run `backfill reconcile {loaded.store.id}`"
+    )
