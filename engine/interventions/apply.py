@@ -187,8 +187,9 @@ def _mark(request: Request, holder: Holder) -> Result:
         record = store.read_record(partition_id, plan, ids.of) if attempted else None
         before = record.status if record is not None else board.status(index).label
         previous = record.attempts[-1].error if record is not None and record.attempts else None
-        if before == to and asset is None:
-            continue  # already so: no entry, nothing changes
+        stated = _stated_rows(record)
+        if before == to and asset is None and (rows is None or rows == stated):
+            continue  # already so (with these rows, if any): no entry, nothing changes
         number = (len(record.attempts) if record is not None else 0) + 1
         if durable:
             if record is None:
@@ -227,6 +228,7 @@ def _mark(request: Request, holder: Holder) -> Result:
                 from_status=before,
                 to_status=to,
                 target_count=rows,
+                previous_count=stated if before == to else None,
                 previous_message=previous,
             )
         )
@@ -248,6 +250,14 @@ def _mark(request: Request, holder: Holder) -> Result:
     return Result(
         EXIT_OK, f"marked {what}{len(changes)} partition{'s' if len(changes) != 1 else ''} {to}", len(changes)
     )
+
+
+def _stated_rows(record: PartitionRecord | None) -> int | None:
+    """The rows the partition's latest entry of its own (not an asset's) states (a mark's ``--rows``), if any."""
+    for attempt in reversed(record.attempts if record is not None else []):
+        if attempt.asset is None:
+            return attempt.rows
+    return None
 
 
 def _bounds(holder: Holder, index: int) -> tuple[int, int]:

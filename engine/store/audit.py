@@ -44,6 +44,7 @@ FIELDS = (
     "from_status",
     "to_status",
     "target_count",
+    "previous_count",
     "previous_message",
     "reason",
     "requested_by",

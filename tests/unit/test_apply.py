@@ -391,3 +391,26 @@ def test_what_the_smaller_answers_and_lines_keep(holder):
     assert (reopen["requested_by"], reopen["applied_by"]) == ("someone@else", "backfill --continue (PID 9)")
     assert reopen["requested_at"].endswith("Z") and reopen["action"] == "REOPEN"
     assert apply(request("unknown"), holder).message == "unknown request 'unknown'"
+
+
+def test_rows_stated_later_are_added_to_a_success_marked_without_them(holder):
+    """Succeeded without rows, then `--rows 12`: a second entry with the rows and a MARK from succeeded to
+    succeeded with the previous count (none); other rows correct them; the same rows again change nothing."""
+    apply(request("mark", indices=[4], to="succeeded"), holder)
+    added = apply(request("mark", indices=[4], to="succeeded", rows=12), holder)
+    assert (added.exit_code, added.message, added.changed) == (0, "marked 1 partition succeeded", 1)
+    assert [a["rows"] for a in record(holder, 4)["attempts"]] == [None, 12]
+    last = lines(holder)[-1]
+    assert (last["from_status"], last["to_status"], last["target_count"], last["previous_count"]) == (
+        "succeeded",
+        "succeeded",
+        12,
+        None,
+    )
+    corrected = apply(request("mark", indices=[4], to="succeeded", rows=15), holder)
+    assert corrected.changed == 1 and lines(holder)[-1]["previous_count"] == 12
+    same = apply(request("mark", indices=[4], to="succeeded", rows=15), holder)
+    assert same.changed == 0 and len(lines(holder)) == 3
+    apply(request("mark", indices=[4], to="succeeded", rows=99, asset="mart.x"), holder)
+    again = apply(request("mark", indices=[4], to="succeeded", rows=15), holder)
+    assert again.changed == 0  # an asset's rows are not the partition's

@@ -73,6 +73,9 @@ def entry_text(line: dict, paint: Paint) -> str:
         what += f" {line['asset']}"
     change = f"{line.get('from_status') or '—'} → {line.get('to_status') or '—'}"
     rows = f" (rows {line['target_count']})" if line.get("target_count") is not None else ""
+    if rows and line.get("from_status") == line.get("to_status"):  # rows stated on a partition already so
+        rows = f" (rows {line.get('previous_count') if line.get('previous_count') is not None else '—'} → "
+        rows += f"{line['target_count']})"
     when = str(line.get("applied_at") or line.get("requested_at") or "")[:19] + "Z"
     return (
         f"{when:20}  {paint(action.ljust(14), ACTION_STYLES.get(action, 'bold'))}  {what:12}  {change}  "
