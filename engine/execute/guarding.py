@@ -132,19 +132,22 @@ def manifest_guardrails(request: GuardRequest, preflight: Preflight) -> dict[str
 
 
 def record_asset_rerun(store: StateStore, loaded: Loaded, indices: frozenset[int], asset: str, reason: str) -> None:
-    """One RERUN audit line per partition an asset rerun runs again (with the status it had)."""
+    """One RERUN audit line per partition an asset rerun runs again (with the status and message it had)."""
     now = now_text()
     spec, board = loaded.spec, loaded.board
     lines = []
     for index in sorted(indices):
         interval = spec.plan.interval(index)
+        partition_id = spec.ids.of(interval.start, interval.end)
+        record = store.read_record(partition_id, spec.plan, spec.ids.of) if board.attempts(index) else None
         lines.append(
             audit.entry(
                 backfill_id=store.id,
-                partition_id=spec.ids.of(interval.start, interval.end),
+                partition_id=partition_id,
                 asset=asset,
                 action="RERUN",
                 from_status=board.status(index).label,
+                previous_message=record.attempts[-1].error if record is not None and record.attempts else None,
                 reason=reason,
                 requested_by=requester(),
                 requested_at=now,

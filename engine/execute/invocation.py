@@ -134,6 +134,11 @@ class Invocation:
                 )
             prepared = self.prepared
             assert prepared is not None
+            if self.mode != TRIGGER and self.reason is not None:
+                # Only now, judged and decided: a --continue refused by its pre-flight (or not approved) leaves a
+                # backfill ended by a mark or a cancel as it was, with no REOPEN line.
+                by = f"backfill --continue (PID {os.getpid()})"
+                reopen_for_continue(prepared.store, self.reason, requester(), by)
             if self.preflight is not None:
                 assert approval is not None
                 prepared.reason = self.reason
@@ -270,7 +275,7 @@ def judge_resume(
         return invocation
     invocation.prepared = prepare_resume(loaded, planned, selection, settings=settings, reason=reason)
     with invocation:  # read again under the lock: a pause or cancel may have been applied since
-        invocation.paused = held_by_control(loaded, reason, reopen=True)
+        invocation.paused = held_by_control(loaded, reason)
         if invocation.paused is not None:
             invocation.abandon()
             return invocation
@@ -282,20 +287,17 @@ def judge_resume(
     return invocation
 
 
-def held_by_control(loaded: Loaded, reason: str | None, *, reopen: bool = False) -> Decision | None:
+def held_by_control(loaded: Loaded, reason: str | None) -> Decision | None:
     """An operator's pause holds a resume (returned: it starts nothing, and says so with exit 0); an operator's
-    end (a mark or a cancel) lets it go on only with a reason of its own, which (``reopen``, under the lock)
-    reopens the backfill."""
+    end (a mark or a cancel) lets it go on only with a reason of its own, which reopens the backfill once the
+    resume starts (``Invocation.start``, under the lock)."""
     control = read_control(loaded.store.directory)
     if control.paused is not None:
         return control.paused
-    if control.ended is not None:
-        if reason is None:
-            raise BadInput(
-                f"backfill {loaded.store.id} was {control.ended.sentence()}; --continue needs its own --reason to go on"
-            )
-        if reopen:
-            reopen_for_continue(loaded.store, reason, requester(), f"backfill --continue (PID {os.getpid()})")
+    if control.ended is not None and reason is None:
+        raise BadInput(
+            f"backfill {loaded.store.id} was {control.ended.sentence()}; --continue needs its own --reason to go on"
+        )
     return None
 
 

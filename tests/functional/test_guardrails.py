@@ -900,3 +900,21 @@ def test_a_restore_over_another_backfill_is_refused_naming_it(daily, home):
     assert refused.returncode == 3, refused.stdout + refused.stderr
     assert f"(backfill {newer.name}) at " in refused.stderr
     assert daily.query("SELECT * FROM mid.daily ORDER BY ALL") == after_second
+
+
+def test_a_continue_its_preflight_holds_reopens_nothing(daily, home):
+    """A cancelled backfill whose --continue (with its own reason) is held for approval by its pre-flight (an
+    append asset added since): exit 4, no REOPEN line, control.json as it was — still cancelled."""
+    assert run_backfill("p", *WEEK, "--reason", "first", "--no-progress", cwd=daily.root, env=home).returncode == 0
+    [backfill] = state_dirs(daily.root / "logs" / "backfills")
+    cancelled = run_backfill("cancel", backfill.name, "--reason", "wrong week", cwd=daily.root, env=home)
+    assert cancelled.returncode == 0, cancelled.stderr
+    control = (backfill / "control.json").read_bytes()
+    add_append_log(daily)
+    held = run_backfill(
+        "--continue", backfill.name, "--rerun", "all", "--reason", "again", "--no-progress", cwd=daily.root, env=home
+    )
+    assert held.returncode == 4, held.stdout + held.stderr
+    actions = [json.loads(x)["action"] for x in (backfill / "audit.jsonl").read_text().splitlines()]
+    assert actions == ["CANCEL"]
+    assert (backfill / "control.json").read_bytes() == control

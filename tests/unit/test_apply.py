@@ -414,3 +414,19 @@ def test_rows_stated_later_are_added_to_a_success_marked_without_them(holder):
     apply(request("mark", indices=[4], to="succeeded", rows=99, asset="mart.x"), holder)
     again = apply(request("mark", indices=[4], to="succeeded", rows=15), holder)
     assert again.changed == 0  # an asset's rows are not the partition's
+
+
+def test_a_rerun_line_keeps_the_status_and_message_the_partition_had(holder, tmp_path):
+    """An asset rerun of a partition marked failed: its RERUN line has from_status failed and the mark's message,
+    like every other line; a partition never attempted has no message."""
+    from engine.execute.backfill import load_backfill
+    from engine.execute.guarding import record_asset_rerun
+
+    apply(request("mark", indices=[2], to="failed", reason="bad load"), holder)
+    loaded = load_backfill(holder.store.id, str(tmp_path / "states"), tmp_path)
+    record_asset_rerun(holder.store, loaded, frozenset({2, 7}), "mart.x", "source resent")
+    reruns = [x for x in lines(holder) if x["action"] == "RERUN"]
+    assert [(x["from_status"], x["previous_message"], x["asset"]) for x in reruns] == [
+        ("failed", f"marked failed by {WHO}: bad load", "mart.x"),
+        ("queued", None, "mart.x"),
+    ]
