@@ -24,19 +24,25 @@ def partition_bytes(backfill) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted((backfill / "partitions").glob("*.json"))}
 
 
-def test_a_frozen_executor_is_reconciled_lost_and_stops_itself_writing_nothing_when_thawed(work, home):
-    """SIGSTOP past a 3 s lease: reconcile marks both running attempts lost (partition failed), stops their
-    children (verified PIDs), audits RECONCILE_LOST; SIGCONT: the executor exits 1 and writes no record;
-    --continue then completes, the lost attempts kept in each partition's history."""
-    env = {**home, "CHILD_SLEEP": "60", "BACKFILL_LEASE_SECONDS": "3", "BACKFILL_LEASE_RENEW_SECONDS": "1"}
-    process = start_background(*GUARD, *PLAN, "--max-parallel", "2", "--no-progress", cwd=work, env=env)
+def start_two_running(work, home, *plan: str, lease: str = "2"):
+    """A backfill with two 60 s children running under a short lease: its executor, state directory, the two
+    children's PIDs and the environment."""
+    env = {**home, "CHILD_SLEEP": "60", "BACKFILL_LEASE_SECONDS": lease, "BACKFILL_LEASE_RENEW_SECONDS": "1"}
+    process = start_background(*GUARD, *(plan or PLAN), "--max-parallel", "2", "--no-progress", cwd=work, env=env)
     backfill = wait_for(lambda: (state_dirs(work / "logs" / "backfills") or [None])[0])
 
     def two_running():
         pids = [r["attempts"][-1]["pid"] for r in records(backfill) if r["status"] == "running"]
         return pids if len(pids) == 2 else None
 
-    children = wait_for(two_running)
+    return process, backfill, wait_for(two_running), env
+
+
+def test_a_frozen_executor_is_reconciled_lost_and_stops_itself_writing_nothing_when_thawed(work, home):
+    """SIGSTOP past a 3 s lease: reconcile marks both running attempts lost (partition failed), stops their
+    children (verified PIDs), audits RECONCILE_LOST; SIGCONT: the executor exits 1 and writes no record;
+    --continue then completes, the lost attempts kept in each partition's history."""
+    process, backfill, children, env = start_two_running(work, home, lease="3")
     lease = orjson.loads((backfill / "lease.json").read_bytes())
     assert (lease["host"], lease["pid"]) == (socket.gethostname(), process.pid)
     process.send_signal(signal.SIGSTOP)
@@ -125,10 +131,7 @@ def test_a_thawed_executor_past_its_reconciled_lease_changes_not_one_byte_of_its
     """SIGSTOP, reconcile, a mark request queued for the old owner, SIGCONT: the thawed executor claims no
     request, writes no record, audit line, summary or lease — the state directory is byte-identical — and exits
     1 saying it stopped itself."""
-    env = {**home, "CHILD_SLEEP": "60", "BACKFILL_LEASE_SECONDS": "2", "BACKFILL_LEASE_RENEW_SECONDS": "1"}
-    process = start_background(*GUARD, *PLAN, "--max-parallel", "2", "--no-progress", cwd=work, env=env)
-    backfill = wait_for(lambda: (state_dirs(work / "logs" / "backfills") or [None])[0])
-    wait_for(lambda: len([r for r in records(backfill) if r["status"] == "running"]) == 2 or None)
+    process, backfill, _, env = start_two_running(work, home)
     process.send_signal(signal.SIGSTOP)
     try:
         expires = orjson.loads((backfill / "lease.json").read_bytes())["expires_at"]
@@ -152,11 +155,8 @@ def test_a_thawed_executor_past_its_reconciled_lease_changes_not_one_byte_of_its
 def test_two_reconciles_at_once_settle_each_lost_attempt_once(work, home):
     """Two `backfill reconcile` started together on a frozen executor whose children ignore SIGTERM (so the
     first spends its 10 s grace stopping them): one RECONCILE_LOST line per attempt, and one lost entry each."""
-    env = {**home, "CHILD_SLEEP": "60", "BACKFILL_LEASE_SECONDS": "2", "BACKFILL_LEASE_RENEW_SECONDS": "1"}
     plan = ("--command", child_command("--ignore-signals"), *PLAN[2:])
-    process = start_background(*GUARD, *plan, "--max-parallel", "2", "--no-progress", cwd=work, env=env)
-    backfill = wait_for(lambda: (state_dirs(work / "logs" / "backfills") or [None])[0])
-    wait_for(lambda: len([r for r in records(backfill) if r["status"] == "running"]) == 2 or None)
+    process, backfill, _, env = start_two_running(work, home, *plan)
     process.send_signal(signal.SIGSTOP)
     try:
         expires = orjson.loads((backfill / "lease.json").read_bytes())["expires_at"]
@@ -179,15 +179,7 @@ def test_two_reconciles_at_once_settle_each_lost_attempt_once(work, home):
 def test_show_reports_an_expired_lease_and_settles_nothing(work, home):
     """`backfill show` of a frozen executor past its lease: one note naming the owner and `backfill reconcile`;
     the running records, the lease and the audit stay as they were, and the children live on."""
-    env = {**home, "CHILD_SLEEP": "60", "BACKFILL_LEASE_SECONDS": "2", "BACKFILL_LEASE_RENEW_SECONDS": "1"}
-    process = start_background(*GUARD, *PLAN, "--max-parallel", "2", "--no-progress", cwd=work, env=env)
-    backfill = wait_for(lambda: (state_dirs(work / "logs" / "backfills") or [None])[0])
-
-    def two_running():
-        pids = [r["attempts"][-1]["pid"] for r in records(backfill) if r["status"] == "running"]
-        return pids if len(pids) == 2 else None
-
-    children = wait_for(two_running)
+    process, backfill, children, env = start_two_running(work, home)
     process.send_signal(signal.SIGSTOP)
     try:
         expires = orjson.loads((backfill / "lease.json").read_bytes())["expires_at"]
