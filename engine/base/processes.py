@@ -10,6 +10,7 @@ number cannot be reused while one of them lives, and each member found is held b
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import time
@@ -65,12 +66,13 @@ def alive(pid: int) -> bool:
         return False
 
 
-def exited_unreaped(pid: int) -> bool:
-    """Whether our child ``pid`` has exited, without reaping it (its zombie keeps its PID ours)."""
+def exited_unreaped(pid: int) -> bool | None:
+    """Whether our child ``pid`` has exited, without reaping it (its zombie keeps its PID ours); None when it is
+    no child of ours to wait for any more (reaped already)."""
     try:
         return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
     except ChildProcessError:
-        return False
+        return None
 
 
 def _open_pidfd(pid: int) -> int | None:
@@ -135,9 +137,6 @@ class Tracked:
             os.close(self._pidfd)
             self._pidfd = None
 
-    def __repr__(self) -> str:
-        return f"Tracked(pid={self.pid}, started={self.started:.2f})"
-
 
 def _anchored(group: int, anchors: Iterable[Tracked]) -> bool:
     """Whether a verified process of ours is in ``group`` now: the group's number cannot be reused while one of
@@ -147,14 +146,15 @@ def _anchored(group: int, anchors: Iterable[Tracked]) -> bool:
 
 
 def members_of_group(group: int, anchors: Iterable[Tracked]) -> list[Tracked]:
-    """The processes of process group ``group``, each held by its own handle, found while a verified anchor (its
-    leader, a member found earlier) is in the group; none when no anchor is."""
+    """The processes of process group ``group`` other than the anchors, each held by its own handle, found while a
+    verified anchor (its leader, a member found earlier) is in the group; none when no anchor is."""
     anchors = list(anchors)
     if not _anchored(group, anchors):
         return []
+    held = {anchor.pid for anchor in anchors}  # already held: not verified again
     found: list[Tracked] = []
     for pid in psutil.pids():  # a listing and one getpgid each: this runs at every child's exit
-        if process_group(pid) != group:
+        if pid in held or process_group(pid) != group:
             continue
         member = Tracked.verify(pid, process_started(pid))
         if member is None:
@@ -176,12 +176,7 @@ def leftovers_of(pid: int, pidfd: int | None) -> TrackedFamily:
         return family
     leader = Tracked(pid, started, os.dup(pidfd) if pidfd is not None else None)
     try:
-        for member in members_of_group(pid, [leader]):
-            if member.pid == pid:
-                member.close()
-            else:
-                family.add(member, with_group=False, with_descendants=False)
-                family._groups.add(pid)
+        family.add_group(pid, members_of_group(pid, [leader]))
     finally:
         leader.close()
     return family
@@ -217,13 +212,17 @@ class TrackedFamily:
                 if descendant is not None:
                     self.add(descendant, with_descendants=False)
 
+    def add_group(self, group: int, members: list[Tracked]) -> None:
+        """Track ``members`` of process ``group`` (found by :func:`members_of_group`), and the group itself."""
+        for member in members:
+            self.add(member, with_group=False, with_descendants=False)
+        if members:
+            self._groups.add(group)
+
     def _refresh_groups(self) -> None:
         for group in list(self._groups):
             for member in members_of_group(group, list(self._processes.values())):
-                if member.pid in self._processes:
-                    member.close()
-                else:
-                    self._processes[member.pid] = member
+                self._processes[member.pid] = member
 
     def signal(self, signum: int) -> None:
         self._refresh_groups()
@@ -270,12 +269,13 @@ def signal_own_group(pidfd: int | None, pid: int, signum: int, *, reaped: bool) 
     if reaped:
         return
     if pidfd is not None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            try:
-                signal.pidfd_send_signal(pidfd, signum, None, PIDFD_SIGNAL_PROCESS_GROUP)
-                return
-            except OSError as error:  # EINVAL: a kernel without the group flag
-                if error.errno not in (22, 95):
-                    raise
+        try:
+            signal.pidfd_send_signal(pidfd, signum, None, PIDFD_SIGNAL_PROCESS_GROUP)
+            return
+        except (ProcessLookupError, PermissionError):
+            return
+        except OSError as error:  # a kernel without the group flag: by number, while unreaped
+            if error.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
+                raise
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signum)

@@ -87,7 +87,8 @@ def run_child(
             worker.log_event(topic, {"run_id": run_id, "kind": "started", **identity})
             _watch_heartbeat(exited, process, beat, grace, silence)
         # What the child left in its group is held before the reap, while its zombie keeps the group's number.
-        leftovers = leftovers_of(process.pid, exited.fd)
+        # Without a pidfd the wait above reaped the child already: its number may be another process's now.
+        leftovers = leftovers_of(process.pid, exited.fd) if process.returncode is None else TrackedFamily()
         exited.close()
         code = process.wait()
         reader.join()
@@ -224,7 +225,7 @@ def signal_group(group: int, signum: int, started: float | None = None) -> bool:
         own = [process for _, _, process in _CHILDREN.values() if process.pid == group]
     if own:
         _signal_child(own[0], signum)
-        return own[0].poll() is None or group_alive(group)
+        return group_alive(group)  # not poll(): the child is reaped by run_child, after its leftovers are held
     family = TrackedFamily()
     leader = Tracked.verify(group, started)
     if leader is None:
@@ -252,6 +253,6 @@ def stop_generation(backfill_id: str, below: int, signum: int) -> list[int]:
     alive = []
     for process in children:
         _signal_child(process, signum)
-        if process.poll() is None:
+        if group_alive(process.pid):
             alive.append(process.pid)
     return alive

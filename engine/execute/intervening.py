@@ -96,5 +96,5 @@ class RequestPoller:
             except OSError as error:  # the store cannot be written: the request is refused, said why
                 result = Result(1, f"the request could not be applied ({error.strerror or error}): nothing changed")
             if not executor.owns():
-                return  # the answer is a write too: the sender withdraws the request, or the owner answers it
+                return  # the answer is a write too: the sender says it got none and points to the audit
             requests.answer(directory, request_id, result)

@@ -69,9 +69,13 @@ class _PopenChild:
         self._leftovers: TrackedFamily | None = None
 
     def poll(self) -> int | None:
-        if self._process.returncode is None and self._leftovers is None and exited_unreaped(self.pid):
-            # Found before the reap, while the child's zombie holds its group's number.
-            self._leftovers = leftovers_of(self.pid, self._pidfd)
+        if self._process.returncode is None:
+            exited = exited_unreaped(self.pid)  # in place of poll()'s own wait: one system call a turn, as before
+            if exited is False:
+                return None
+            if exited and self._leftovers is None:
+                # Found before the reap, while the child's zombie holds its group's number.
+                self._leftovers = leftovers_of(self.pid, self._pidfd)
         return self._process.poll()
 
     def exit_fd(self) -> int | None:

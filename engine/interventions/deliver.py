@@ -71,6 +71,11 @@ def _await_answer(store: StateStore, request: Request, deadline: float) -> Resul
         if result is not None:
             return result
         time.sleep(POLL_SECONDS)
+    if requests.withdraw(store.directory, request):  # given back unapplied (its claimer was fenced): never later
+        raise Refused(
+            f"the executor of backfill {store.id} gave the request back unapplied: nothing changed; backfill "
+            "reconcile checks its lease"
+        )
     raise Refused(
         f"the executor of backfill {store.id} took the request but gave no answer: see backfill audit {store.id}"
     )

@@ -35,6 +35,7 @@ class LeaseKeeper:
         self._on_fenced: Callable[[str], None] = lambda message: None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._released: bool | None = None  # set by stop(): whether it still owned the lease then
 
     def start(self, running: Callable[[], tuple[LeasedAttempt, ...]], on_fenced: Callable[[str], None]) -> None:
         self._running, self._on_fenced = running, on_fenced
@@ -49,7 +50,11 @@ class LeaseKeeper:
         self._thread.start()
 
     def owns(self) -> bool:
-        """Whether this executor may write an outcome now (checked right before each write)."""
+        """Whether this executor may write an outcome now (checked right before each write). Once stopped, the
+        answer it had when it stopped: the lease is given up, not lapsed, and a shutdown that outlasts it (warm
+        runners closing) must not fence the run's last writes."""
+        if self._released is not None:
+            return self._released
         if self.fenced is None and time.time() > self.valid_until:
             self._fence(f"its lease expired at {_when(self.valid_until)} before it was renewed (was it stopped?)")
         return self.fenced is None
@@ -59,7 +64,8 @@ class LeaseKeeper:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        if self.owns():
+        self._released = self.owns()
+        if self._released:
             try:
                 current = read_lease(self.store.directory)
             except Exception:  # a damaged lease file: the next owner replaces it

@@ -302,3 +302,30 @@ def test_a_claim_at_the_deadline_still_gets_its_answer(holder, monkeypatch):
         executor.join(30)
         executor.lock.release()
     assert (result.exit_code, result.changed) == (0, 1)
+
+
+class FencedClaimer(LateAnswer):
+    """An executor that claims the request, then finds itself fenced and gives it back unapplied — after the
+    command found it claimed."""
+
+    def run(self) -> None:
+        directory = self.holder.store.directory
+        while not (pending := requests.pending(directory)):
+            time.sleep(0.01)
+        requests.claim(directory, pending[0])
+        assert self.withdraw_failed.wait(30)
+        requests.unclaim(directory, pending[0])
+
+
+def test_a_request_given_back_unapplied_is_withdrawn_not_left_for_later(holder, monkeypatch):
+    """Claimed, then given back by a fenced executor while the command waits for the answer: the command
+    withdraws it and says nothing changed — no request is left in requests/ for a later executor to apply."""
+    executor = FencedClaimer(holder, monkeypatch, release_lock=False)
+    executor.start()
+    try:
+        with pytest.raises(Refused, match="gave the request back unapplied: nothing changed"):
+            deliver(holder.store, mark(), lambda: pytest.fail("applied"), wait=1)
+    finally:
+        executor.join(30)
+        executor.lock.release()
+    assert leftovers(holder) == []

@@ -264,3 +264,16 @@ def test_stop_returns_once_the_renewal_thread_has_ended(store):
     finishes(keeper.stop)
     assert not keeper._thread.is_alive()
     assert read_lease(store.directory).note == "ended"
+
+
+def test_a_stopped_keeper_keeps_the_ownership_it_had_when_it_stopped(store):
+    """Past stop() the lease is given up, not lapsed: a shutdown outlasting its validity (warm runners closing)
+    does not fence the run's last writes; a keeper fenced before it stopped stays fenced."""
+    keeper = LeaseKeeper(store, 4, SHORT)
+    keeper.start(lambda: RUNNING, lambda message: None)
+    finishes(keeper.stop)
+    keeper.valid_until = time.time() - 60  # the shutdown took longer than the lease held
+    assert keeper.owns() and keeper.fenced is None
+    fenced = LeaseKeeper(store, 5, SHORT)  # never started: its validity long past
+    finishes(fenced.stop)
+    assert not fenced.owns()

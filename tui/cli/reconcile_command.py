@@ -8,7 +8,10 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import time
 from pathlib import Path
+
+import pendulum
 
 from engine.base.errors import BackfillError
 from engine.base.who import requester
@@ -16,7 +19,7 @@ from engine.execute.backfill import Loaded, load_backfill
 from engine.guardrails.request import check_reason
 from engine.interventions.reconcile import Reconciled, reconcile
 from engine.store.catalog import list_backfills
-from engine.store.lease import read_lease
+from engine.store.lease import Lease, read_lease
 from engine.store.locate import state_root_of_cwd
 from tui.cli.intervene_arguments import reconcile_parser
 
@@ -56,10 +59,7 @@ def settle(loaded: Loaded, reason: str, verb: str) -> Reconciled:
 def settle_if_expired(loaded: Loaded, verb: str) -> Loaded:
     """Before --continue, mark and show: an expired lease is reconciled first (said on stderr), and the
     backfill read again; a live or unowned one is left alone."""
-    import time
-
-    lease = read_lease(loaded.store.directory)
-    if lease is None or lease.host is None or time.time() < lease.expires_at:
+    if _expired_lease(loaded) is None:
         return loaded
     result = settle(loaded, AUTOMATIC.format(verb=verb), verb)
     if result.verdict != "lost":
@@ -70,16 +70,20 @@ def settle_if_expired(loaded: Loaded, verb: str) -> Loaded:
 
 def expired_lease_note(loaded: Loaded) -> str | None:
     """For read commands: the line that says an owner's lease expired, and what to run; None when it has not."""
-    import time
-
-    lease = read_lease(loaded.store.directory)
-    if lease is None or lease.host is None or time.time() < lease.expires_at:
+    lease = _expired_lease(loaded)
+    if lease is None:
         return None
-    import pendulum
-
     zone = pendulum.local_timezone()
     since = f"{pendulum.from_timestamp(lease.expires_at, tz=zone).format('YYYY-MM-DD HH:mm:ss')} ({zone.name})"
     return (
         f"the lease of executor PID {lease.pid} on {lease.host} expired at {since} (owner gone or frozen since "
         f"then): what it ran is still recorded as it left it; run `backfill reconcile {loaded.store.id}`"
     )
+
+
+def _expired_lease(loaded: Loaded) -> Lease | None:
+    """The backfill's lease if an owner holds it and it expired; else None."""
+    lease = read_lease(loaded.store.directory)
+    if lease is None or lease.host is None or time.time() < lease.expires_at:
+        return None
+    return lease
