@@ -19,7 +19,7 @@ from engine.pipeline.asset_status import AssetStatus
 from engine.store import audit
 from engine.store.catalog import is_running
 from engine.store.manifest import spec_of
-from engine.store.records import RecordStatus
+from engine.store.records import Attempt, PartitionRecord, RecordStatus
 from engine.store.state_store import StateStore, saved_backfill_dirs
 
 EPOCH = datetime.fromisoformat("1970-01-01T00:00:00+00:00")
@@ -240,56 +240,71 @@ def command_history(backfills: list[EarlierBackfill], identity: dict[str, Any], 
 
 
 def marked_runs(backfills: list[EarlierBackfill], history: History, pipeline_dir: Path) -> list[PastRun]:
-    """Partitions of saved backfills of this pipeline that an operator marked succeeded *with* ``--rows``,
-    as past runs: such a mark satisfies coverage and row-count checks like a run (one without rows does not).
-    A mark with ``--asset`` stands for that asset; one of the whole partition for the assets the backfill's
-    own runs ran."""
+    """Partitions of saved backfills of this pipeline whose *current* record says an operator marked them
+    succeeded *with* ``--rows``, as past runs: such a mark satisfies coverage and row-count checks like a run
+    (one without rows does not). The audit only says which partitions were ever marked; the record decides,
+    so a mark later retracted (marked ``failed``, or run again) covers nothing. A mark with ``--asset`` stands
+    for that asset; one of the whole partition for the assets the backfill's own runs ran."""
     inside = str(pipeline_dir)
     found: list[PastRun] = []
     for backfill in backfills:
         if not (backfill.target_path or "").startswith(inside):
             continue
-        lines = [
-            line
-            for line in audit.read(backfill.directory).entries
-            if line.get("action") == "MARK"
-            and line.get("to_status") == RecordStatus.SUCCEEDED
-            and isinstance(line.get("target_count"), int)
-            and line.get("partition_id")
-        ]
-        if not lines:
+        wanted: dict[str, set[str | None]] = {}
+        for line in audit.read(backfill.directory).entries:
+            if (
+                line.get("action") == "MARK"
+                and line.get("to_status") == RecordStatus.SUCCEEDED
+                and isinstance(line.get("target_count"), int)
+                and line.get("partition_id")
+            ):
+                wanted.setdefault(line["partition_id"], set()).add(line.get("asset"))
+        if not wanted:
             continue
+        store = StateStore(backfill.directory)
         try:
-            spec = spec_of(StateStore(backfill.directory).read_manifest())
+            spec = spec_of(store.read_manifest())
         except Exception:  # an unreadable neighbour is not our backfill's problem
             continue
-        wanted = {line["partition_id"] for line in lines}
-        spans: dict[str, tuple[int, int]] = {}
-        for interval in spec.plan:
-            partition_id = spec.ids.of(interval.start, interval.end)
-            if partition_id in wanted:
-                spans[partition_id] = (interval.start, interval.end)
-                if len(spans) == len(wanted):
-                    break
         ran = {name for run in history.runs if run.backfill_id == backfill.id for name in run.assets}
-        for line in lines:
-            span = spans.get(line["partition_id"])
-            if span is None:
+        for partition_id, marked in wanted.items():
+            try:
+                record = store.read_record(partition_id, spec.plan, spec.ids.of)
+            except Exception:  # unreadable: it proves nothing
                 continue
-            names = {line["asset"]} if line.get("asset") else ran
-            rows = line["target_count"]
-            found.append(
-                PastRun(
-                    f"mark:{line.get('id')}",
-                    AssetStatus.SUCCEEDED,
-                    instant_of(line["applied_at"]) if line.get("applied_at") else 0,
-                    0.0,
-                    backfill.environment,
-                    backfill.id,
-                    span[0],
-                    span[1],
-                    {name: AssetRun(AssetStatus.SUCCEEDED, span[0], span[1], rows, rows) for name in names},
-                    ran=False,
+            if record is None:
+                continue
+            names = {n for n in marked if n is not None} | (ran if None in marked else set())
+            for name in sorted(names):
+                mark = _standing_mark(record, name, whole=name in ran)
+                if mark is None:
+                    continue
+                rows = mark.rows
+                found.append(
+                    PastRun(
+                        f"mark:{mark.run_id}",
+                        AssetStatus.SUCCEEDED,
+                        instant_of(mark.finished_at) if mark.finished_at else 0,
+                        0.0,
+                        backfill.environment,
+                        backfill.id,
+                        record.start_us,
+                        record.end_us,
+                        {name: AssetRun(AssetStatus.SUCCEEDED, record.start_us, record.end_us, rows, rows)},
+                        ran=False,
+                    )
                 )
-            )
     return found
+
+
+def _standing_mark(record: PartitionRecord, asset: str, *, whole: bool) -> Attempt | None:
+    """The succeeded mark with rows that is the latest word on ``asset`` in ``record``, or None: a later
+    run, failure or mark without rows has replaced it. Entries of the whole partition speak for the asset
+    only when the backfill ran it (``whole``)."""
+    speaking = (None, asset) if whole else (asset,)
+    for attempt in reversed(record.attempts):
+        if attempt.asset not in speaking:
+            continue
+        standing = attempt.kind == "mark" and attempt.status == RecordStatus.SUCCEEDED
+        return attempt if standing and isinstance(attempt.rows, int) else None
+    return None

@@ -195,3 +195,29 @@ def test_an_asset_marked_succeeded_satisfies_the_gate_only_with_rows(daily, home
     mark("--rows", "5")
     allowed = run_backfill("p", *LATE, "--reason", "r", "--dry-run", cwd=daily.root, env=home)
     assert "✓ pass" in check_row(allowed.stdout, "upstream_coverage"), allowed.stdout
+
+
+def test_a_rows_mark_retracted_no_longer_satisfies_the_gate(daily, home):  # noqa: F811
+    """A mark of raw.events succeeded with --rows lets a backfill of mid.daily through; the same partitions
+    marked failed afterwards (the audit still holds the rows mark) leave it refused again."""
+    flags = ("--ignore-dependencies", "--reason", "files in place", "--no-progress")
+    held = run_backfill("p", *LATE, *flags, cwd=daily.root, env=home)
+    first = run_backfill("p", *LATE, *flags, "--approve", digest_of(held.stdout), cwd=daily.root, env=home)
+    assert first.returncode == 0, first.stdout + first.stderr
+    [backfill] = state_dirs(daily.root / "logs" / "backfills")
+    ids = [orjson.loads(p.read_bytes())["id"] for p in (backfill / "partitions").glob("*.json")]
+
+    def mark(status: str, *rows: str, asset: tuple[str, ...] = ("--asset", "raw.events")):
+        result = run_backfill("mark", backfill.name, *ids, *asset, "--status", status,
+                              *rows, "--reason", "by hand", cwd=daily.root, env=home)  # fmt: skip
+        assert result.returncode == 0, result.stderr
+
+    mark("succeeded", "--rows", "5")
+    allowed = run_backfill("p", *LATE, "--reason", "r", "--dry-run", cwd=daily.root, env=home)
+    assert "✓ pass" in check_row(allowed.stdout, "upstream_coverage"), allowed.stdout
+    mark("failed")
+    refused = run_backfill("p", *LATE, "--reason", "r", "--dry-run", cwd=daily.root, env=home)
+    assert "✗ fail  never" in check_row(refused.stdout, "upstream_coverage"), refused.stdout
+    mark("succeeded", "--rows", "5", asset=())
+    whole = run_backfill("p", *LATE, "--reason", "r", "--dry-run", cwd=daily.root, env=home)
+    assert "✗ fail  never" in check_row(whole.stdout, "upstream_coverage"), "raw.events never ran in it"
