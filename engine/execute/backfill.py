@@ -141,9 +141,9 @@ class Prepared:
         )
 
     def release(self) -> None:
-        """Give the backfill up without running it (a refusal, or no approval): its locks are released."""
-        self.takeover.children_lock.release()
-        self.takeover.lock.release()
+        """Give the backfill up without running it (a refusal, or no approval): its locks are released, and its
+        place in the live-work registry."""
+        self.takeover.release()
 
 
 def with_requests(hooks: ExecutorHooks) -> ExecutorHooks:
@@ -161,12 +161,13 @@ def create_backfill(
     cwd: Path,
     settings: Settings,
     extra: dict[str, Any] | None = None,
+    backfill_id: str | None = None,
 ) -> Prepared:
     """Save a new backfill (manifest, directories, .gitignore) and take it over; ``extra`` adds manifest fields
-    (the reason and guardrail choices)."""
+    (the reason and guardrail choices), ``backfill_id`` is the ID chosen before (else a new one)."""
     spec = planned.spec
     board = StatusBoard(len(spec.plan))  # before anything is written (judge_new refused a plan too large to keep)
-    store = StateStore(root.path / new_backfill_id())
+    store = StateStore(root.path / (backfill_id or new_backfill_id()))
     manifest = manifest_of(spec, backfill_id=store.id, working_directory=str(cwd), options=planned.options)
     manifest.update(extra or {})
     store.create(manifest)

@@ -141,7 +141,7 @@ class Executor:
             backfill_id=store.id,
             working_directory=working_directory,
             workers=options.workers,
-            inherit_fds=(takeover.children_lock.fd,) if takeover.children_lock.fd is not None else (),
+            inherit_fds=takeover.inherited_fds(),
             reason=reason,
             rerun_asset=rerun_asset,
         )
@@ -340,8 +340,7 @@ class Executor:
             self._outcome = status
             self._state = FINISHED
             self._version += 1
-        self.takeover.children_lock.release()
-        self.takeover.lock.release()
+        self.takeover.release()
         if setup_error is not None:
             raise setup_error
         if self._storage_error is not None:

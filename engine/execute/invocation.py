@@ -53,8 +53,9 @@ from engine.interventions.apply import reopen_for_continue
 from engine.pipeline.validation import check_asset_flag
 from engine.spec.backfill_spec import ExecutionOptions, Planned, check_execution_options
 from engine.store.control import Decision, read_control
+from engine.store.live_work import join
 from engine.store.manifest import now_text
-from engine.store.state_store import check_state_root
+from engine.store.state_store import check_state_root, new_backfill_id
 from engine.store.status import check_plan_size
 
 REASON_REQUIRED = "--reason is required to run a backfill: say why it runs (a --dry-run needs none)"
@@ -123,17 +124,28 @@ class Invocation:
         return approval
 
     def start(self, approval: Approval | None) -> Prepared:
-        """Save a new backfill and take it over, or go on with the resumed one; record the invocation and plug
-        in the guardrails' hooks. The prepared backfill's executor is the front end's to run."""
+        """Join the live-work registry (``Refused`` when work that started since the pre-flight is in the way), save
+        a new backfill and take it over, or go on with the resumed one; record the invocation and plug in the
+        guardrails' hooks. The prepared backfill's executor is the front end's to run."""
+        registration = None
         try:
+            backfill_id = new_backfill_id() if self.mode == TRIGGER else None
+            if self.preflight is not None:  # judged: it runs something
+                registration = join(self.preflight.facts.live_work(backfill_id))
             if self.mode == TRIGGER:
                 assert self.root is not None and self.request is not None and self.preflight is not None
                 extra = {"reason": self.reason, "guardrails": manifest_guardrails(self.request, self.preflight)}
                 self.prepared = create_backfill(
-                    self.planned, root=self.root, cwd=self.cwd, settings=self.settings, extra=extra
+                    self.planned,
+                    root=self.root,
+                    cwd=self.cwd,
+                    settings=self.settings,
+                    extra=extra,
+                    backfill_id=backfill_id,
                 )
             prepared = self.prepared
             assert prepared is not None
+            prepared.takeover.live = registration
             if self.mode != TRIGGER and self.reason is not None:
                 # Only now, judged and decided: a --continue refused by its pre-flight (or not approved) leaves a
                 # backfill ended by a mark or a cancel as it was, with no REOPEN line.
@@ -152,6 +164,8 @@ class Invocation:
                     prepared.rerun_asset = self.rerun_asset
                 prepared.hooks = guard_hooks(prepared, self.preflight, approval)
         except BaseException:
+            if registration is not None:
+                registration.release()
             self.abandon()
             raise
         self._started = True

@@ -26,6 +26,7 @@ from engine.base.atomic import ensure_directory, remove_stale_temporaries
 from engine.base.errors import Refused
 from engine.base.processes import process_started, same_process, stop_verified
 from engine.store.lease import OTHER_HOST_GRACE, read_lease
+from engine.store.live_work import Registration
 from engine.store.locks import FileLock
 from engine.store.manifest import now_text
 from engine.store.records import PartitionRecord, RecordStatus
@@ -42,6 +43,20 @@ class Takeover:
     generation: Generation
     stopped_orphans: list[int]
     notes: list[str] = field(default_factory=list)  # what the operator should know of the takeover (one line each)
+    live: Registration | None = None  # our entry in the live-work registry, once the invocation starts
+
+    def inherited_fds(self) -> tuple[int, ...]:
+        """What every child holds while it lives: ``.children.lock`` (a later executor waits for it) and the
+        live-work entry (work is running while a child of it runs, even after a crash of its executor)."""
+        held = (self.children_lock.fd, self.live.fd if self.live is not None else None)
+        return tuple(fd for fd in held if fd is not None)
+
+    def release(self) -> None:
+        """Leave the registry, then let the locks go."""
+        if self.live is not None:
+            self.live.release()
+        self.children_lock.release()
+        self.lock.release()
 
 
 def find_orphans(store: StateStore, running: list[PartitionRecord]) -> set[tuple[int, float]]:

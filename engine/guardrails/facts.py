@@ -32,6 +32,7 @@ from engine.pipeline.config import Config, Connection, Environment
 from engine.pipeline.loading import Pipeline
 from engine.pipeline.repository import logs_root, resolve_target
 from engine.pipeline.templating import Window
+from engine.store.live_work import LiveWork, WorkKind, command_key, pipeline_key, read_live, real_files, this_process
 
 
 @dataclass(kw_only=True)
@@ -74,6 +75,7 @@ class Facts:
     history: History = field(default_factory=History)
     backfills: list[EarlierBackfill] = field(default_factory=list)
     held: list[Held] = field(default_factory=list)
+    live: list[LiveWork] = field(default_factory=list)  # work running now on this machine (engine.store.live_work)
     database_bytes: dict[str, int] = field(default_factory=dict)  # file → size
     errors: dict[str, str] = field(default_factory=dict)  # check name → why it could not be decided
     warehouses: Warehouses = field(default_factory=Warehouses, repr=False)  # read-only, one per file
@@ -98,6 +100,27 @@ class Facts:
     @property
     def is_command(self) -> bool:
         return self.request.spec.target.is_command
+
+    def live_work(self, backfill_id: str | None = None) -> LiveWork:
+        """What this invocation will run, as the live-work registry keeps it: the selected assets and their
+        downstream, their DuckDB files by real path, and the selected partitions' extent."""
+        request = self.request
+        spec = request.spec
+        backfill_id = backfill_id or request.backfill_id
+        common = {"backfill_id": backfill_id, "state_dir": str(request.state_root), "windows": (self.span,)}
+        if self.is_command:
+            key = command_key(spec.target.identity, str(request.working_directory))
+            return this_process(kind=WorkKind.BACKFILL, target=key, shown=spec.target.name, **common)
+        assert self.pipeline is not None
+        return this_process(
+            kind=WorkKind.BACKFILL,
+            target=pipeline_key(self.pipeline.directory),
+            shown=self.pipeline.name,
+            assets=tuple(sorted(a.asset.name for a in self.selected)),
+            downstream=tuple(sorted(a.asset.name for a in self.downstream)),
+            files=real_files(self.by_file(self.selected)),
+            **common,
+        )
 
     def range_window(self) -> Window:
         return whole_range_window(self.span[0], self.span[1], self.request.spec.zone)
@@ -134,6 +157,7 @@ def gather(request: GuardRequest) -> Facts:
         facts = Facts(request, settings, span, first)
         facts.backfills = earlier_backfills(request.state_root, exclude=request.backfill_id)
         facts.history = command_history(facts.backfills, spec.target.identity)
+        facts.live = read_live()
         return facts
     assert request.config is not None and request.environment is not None
     environment = request.environment
@@ -143,6 +167,7 @@ def gather(request: GuardRequest) -> Facts:
     settings = strictest_on_the_same_files(settings, request.config, environment)
     facts = Facts(request, settings, span, first)
     _gather_pipeline(facts)
+    facts.live = read_live()
     return facts
 
 
@@ -199,7 +224,7 @@ def _gather_pipeline(facts: Facts) -> None:
     assert checked is not None, "a pipeline's pre-flight is asked about the pipeline planning validated"
     pipeline = facts.pipeline = checked.pipeline
     facts.variables = checked.variables
-    affected = _downstream_of(pipeline, checked.selected)
+    affected = pipeline.downstream_of(checked.selected)
     for name in sorted(checked.selected | affected):
         asset = pipeline.assets[name]
         layer, source = layer_of(asset)
@@ -233,18 +258,6 @@ def _gather_pipeline(facts: Facts) -> None:
             # Per partition: a run over a week counts as a seventh of its rows per daily partition.
             facts_of.past_rows.append(round(rows * length / (past.end - past.start)) if length else rows)
     _look_into_warehouses(facts)
-
-
-def _downstream_of(pipeline: Pipeline, selected: set[str]) -> set[str]:
-    found: set[str] = set()
-    frontier = list(selected)
-    while frontier:
-        name = frontier.pop()
-        for child in pipeline.downstream.get(name, []):
-            if child not in selected and child not in found:
-                found.add(child)
-                frontier.append(child)
-    return found
 
 
 def _look_into_warehouses(facts: Facts) -> None:

@@ -17,7 +17,6 @@ import orjson
 
 from engine.pipeline.asset_status import AssetStatus
 from engine.store import audit
-from engine.store.catalog import is_running
 from engine.store.manifest import spec_of
 from engine.store.records import Attempt, PartitionRecord, RecordStatus
 from engine.store.state_store import StateStore, saved_backfill_dirs
@@ -165,7 +164,6 @@ def _past_run(data: dict[str, Any]) -> PastRun:
 @dataclass(frozen=True)
 class EarlierBackfill:
     id: str
-    running: bool
     target_identity: dict[str, Any]
     target_path: str | None
     environment: str | None
@@ -176,7 +174,8 @@ class EarlierBackfill:
 
 
 def earlier_backfills(state_root: Path, *, exclude: str | None = None) -> list[EarlierBackfill]:
-    """Every saved backfill of the state root (newest first), whether it is running now."""
+    """Every saved backfill of the state root (newest first). Whether one runs now is the live-work registry's
+    to say (``engine.store.live_work``), for every state root at once."""
     found = []
     directories = sorted(saved_backfill_dirs(state_root), reverse=True)
     for directory in directories:
@@ -191,7 +190,6 @@ def earlier_backfills(state_root: Path, *, exclude: str | None = None) -> list[E
         found.append(
             EarlierBackfill(
                 store.id,
-                is_running(store),
                 spec.target.identity,
                 spec.target.path,
                 spec.environment,

@@ -38,6 +38,7 @@ from engine.guardrails.tiers import (
 )
 from engine.pipeline.asset_status import AssetStatus
 from engine.pipeline.templating import Window
+from engine.store.live_work import conflicts
 
 DAY = 86_400_000_000
 GIB = 1024**3
@@ -540,43 +541,22 @@ def _span_text(start: int, end: int, zone) -> str:
 
 
 def downstream_awareness(facts: Facts) -> PreflightCheck:
+    """Work running now that this invocation must not run beside, whichever state root either keeps its records
+    in (the live-work registry, ``engine.store.live_work``), and a DuckDB file some process holds open."""
     name = "downstream_awareness"
-    spec = facts.request.spec
     downstream = sorted(a.asset.name for a in facts.downstream)
-    blockers = []
-    for other in facts.backfills:
-        if not other.running:
-            continue
-        if facts.is_command:
-            if other.target_identity == spec.target.identity:
-                blockers.append(f"backfill {other.id} of the same command is running: wait for it to finish")
-            continue
-        if _same_pipeline(facts, other):
-            blockers.append(f"backfill {other.id} of this pipeline is running: wait for backfill {other.id} to finish")
+    blockers = conflicts(facts.live_work(), facts.live)
     for held in facts.held:
         blockers.append(f"{held.path} is open for writing by {held.holder} (a `backfill run`?): wait for it to finish")
     evidence = {"downstream": downstream}
     if blockers:
         return failed(name, NEVER, "; ".join(blockers), **evidence, blockers=blockers)
     if facts.is_command:
-        return passed(name, "no other backfill of this command is running")
+        return passed(name, "no other backfill of this command is running over these intervals")
     shown = (
         f"downstream not selected: {_names(downstream)}" if downstream else "no downstream asset outside the selection"
     )
-    return passed(name, f"nothing else is running on these assets; {shown}", **evidence)
-
-
-def _same_pipeline(facts: Facts, other) -> bool:
-    """Whether a running backfill runs assets of our pipeline (the same pipeline directory)."""
-    if other.target_identity.get("kind") not in ("pipeline", "asset") or not other.target_path:
-        return False
-    from engine.pipeline.repository import resolve_target
-
-    try:
-        theirs = resolve_target(other.target_path).pipeline_dir
-    except Exception:  # a pipeline that is gone runs nothing of ours
-        return False
-    return facts.pipeline is not None and theirs == facts.pipeline.directory
+    return passed(name, f"nothing else is running on these assets or their warehouse; {shown}", **evidence)
 
 
 def size_and_duration(facts: Facts) -> PreflightCheck:

@@ -115,6 +115,17 @@ class Pipeline:
     def upstream(self, name: str) -> list[str]:
         return [dependency for dependency, _ in self.assets[name].depends]
 
+    def downstream_of(self, selected: set[str]) -> set[str]:
+        """Every asset downstream of ``selected`` that is not itself selected (what reads what they write)."""
+        found: set[str] = set()
+        frontier = list(selected)
+        while frontier:
+            for child in self.downstream.get(frontier.pop(), []):
+                if child not in selected and child not in found:
+                    found.add(child)
+                    frontier.append(child)
+        return found
+
     def connection_of(self, asset: Asset) -> str | None:
         """The asset's connection; Python assets have one only when they name it (as in Bruin)."""
         if asset.kind == "python":

@@ -384,8 +384,9 @@ def test_dry_run_json_carries_the_preflight_and_exits_zero_whatever_the_verdict(
 
 def test_another_running_backfill_of_the_pipeline_blocks_a_new_one(tmp_path, home):
     """While a backfill of the pipeline runs (a slow Python asset), a second one is refused (exit 3) naming the
-    running backfill; the first is then stopped and waited for."""
+    running backfill, its PID and host, even from another --state-dir; the first is then stopped and waited for."""
     import signal
+    import socket
 
     from tests.backfills import start_background, wait_for
 
@@ -398,10 +399,12 @@ def test_another_running_backfill_of_the_pipeline_blocks_a_new_one(tmp_path, hom
     try:
         backfill = wait_for(lambda: (state_dirs(repo.root / "logs" / "backfills") or [None])[0])
         wait_for(lambda: any(r["status"] == "running" for r in records(backfill)) or None)
-        second = run_backfill("p", *WEEK, "--reason", "second", cwd=repo.root, env=home)
+        # Another state root: the registry of running work is the user's, not the state root's.
+        second = run_backfill("p", *WEEK, "--reason", "second", "--state-dir", "elsewhere", cwd=repo.root, env=home)
         assert second.returncode == 3, second.stdout + second.stderr
         row = check_row(second.stdout, "downstream_awareness")
-        assert f"backfill {backfill.name} of this pipeline is running" in row
+        who = f"backfill {backfill.name}, PID {first.pid} on {socket.gethostname()}"
+        assert f"wait for {who}: it runs slow.sleep" in row
     finally:
         first.send_signal(signal.SIGTERM)
         first.communicate(timeout=60)

@@ -9,12 +9,13 @@ from typing import Any
 import orjson
 
 from engine.base.errors import BadInput
-from engine.guardrails.manual_run import check_run_by_hand
+from engine.guardrails.manual_run import check_run_by_hand, check_stand_in, live_work_of_run
 from engine.guardrails.request import check_reason
 from engine.pipeline.asset_run import SKIPPED, SUCCEEDED, UPSTREAM_FAILED, AssetResult
 from engine.pipeline.run_record import STAND_IN_STATUSES, record_json, write_stand_in_record
 from engine.pipeline.run_types import RunRequest
 from engine.pipeline.runner import describe_window, execute_run, prepare_run
+from engine.store.live_work import join
 from tui.cli.arguments import run_options_from, run_parser, timeout_arg
 
 SYMBOLS = {SUCCEEDED: "✓", "failed": "✗", UPSTREAM_FAILED: "-", SKIPPED: "○"}
@@ -43,9 +44,20 @@ def run_command(argv: list[str]) -> int:
     prepared = prepare_run(request)
     as_json = args.output == "json"
     if args.stand_in:
+        check_stand_in(prepared)
         return _stand_in(prepared, args, as_json)
-    if not args.backfill_id:  # a backfill's partitions were judged by its pre-flight
+    registration = None
+    if not args.backfill_id:  # a backfill's partitions were judged by its pre-flight, and run under its entry
         check_run_by_hand(prepared, reason=request.reason)
+        registration = join(live_work_of_run(prepared))
+    try:
+        return _run(prepared, as_json)
+    finally:
+        if registration is not None:
+            registration.release()
+
+
+def _run(prepared, as_json: bool) -> int:
     out = sys.stderr if as_json else sys.stdout
     lock = threading.Lock()
     width = max(len(name) for name in prepared.selected)

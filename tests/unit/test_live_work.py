@@ -1,0 +1,194 @@
+"""The live-work registry: which running work a new invocation must wait for, and entries that live exactly as
+long as the processes holding them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from engine.base.errors import Refused
+from engine.store.live_work import LiveWork, WorkKind, conflicts, join, read_live
+
+DAY = 86_400_000_000
+DB = "/data/warehouse.duckdb"
+
+
+def work(**fields) -> LiveWork:
+    """A backfill of pipeline ``p`` running mid.daily over the first day, on ``DB``."""
+    base = {
+        "kind": WorkKind.BACKFILL,
+        "target": "pipeline:/repo/p",
+        "shown": "p",
+        "backfill_id": "b1",
+        "assets": ("mid.daily",),
+        "downstream": ("mart.report",),
+        "files": (DB,),
+        "windows": ((0, DAY),),
+        "pid": 4242,
+        "host": "h1",
+    }
+    return LiveWork(**{**base, **fields})
+
+
+def test_an_asset_both_run_on_one_file_waits_naming_who_and_what():
+    """The sentence names the backfill, its PID and host, the asset and its window."""
+    theirs = work()
+    assert conflicts(work(backfill_id="b2", windows=((5 * DAY, 6 * DAY),)), [theirs]) == [
+        "wait for backfill b1, PID 4242 on h1: it runs mid.daily over 1970-01-01T00:00:00Z → 1970-01-02T00:00:00Z"
+    ]
+
+
+def test_work_of_our_own_backfill_is_never_in_our_way():
+    """A crashed executor's entry of the same backfill is ours (its takeover settles it)."""
+    assert conflicts(work(), [work(pid=1)]) == []
+
+
+def test_a_new_backfill_has_no_id_yet_and_still_waits():
+    """No ID on our side must not make every entry without one look like ours."""
+    theirs = work(kind=WorkKind.RUN, backfill_id=None)
+    assert len(conflicts(work(backfill_id=None), [theirs])) == 1
+    assert conflicts(work(backfill_id=None), [theirs])[0].startswith("wait for a `backfill run`, PID 4242 on h1")
+
+
+def test_another_pipeline_on_another_file_is_not_in_the_way():
+    """Same asset name, different target, different file: another table."""
+    assert conflicts(work(backfill_id="b2", target="pipeline:/other", files=("/other.duckdb",)), [work()]) == []
+
+
+def test_disjoint_assets_on_one_file_wait_for_duckdbs_single_writer():
+    """DuckDB allows one writer process per file: different assets on the same file still wait."""
+    ours = work(backfill_id="b2", target="pipeline:/q", assets=("q.other",), downstream=())
+    assert conflicts(ours, [work()]) == [
+        f"wait for backfill b1, PID 4242 on h1: it writes {DB}, and DuckDB allows one writer process per file"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("ours", "clash"),
+    [
+        ({"assets": ("mart.report",), "downstream": ()}, "mart.report"),  # we run what reads theirs
+        ({"assets": ("raw.events",), "downstream": ("mid.daily",)}, "mid.daily"),  # they run what reads ours
+        ({"assets": ("mid.daily",), "downstream": ()}, "mid.daily"),
+    ],
+)
+def test_assets_clash_up_and_downstream(ours, clash):
+    """An asset one side runs that the other runs or reads from is named."""
+    found = conflicts(work(backfill_id="b2", windows=((9 * DAY, 10 * DAY),), **ours), [work()])
+    assert len(found) == 1 and f"it runs {clash} over" in found[0]
+
+
+def test_the_same_command_waits_only_over_overlapping_intervals():
+    """Without files: the same target over overlapping windows waits; the next day runs beside it; touching ends
+    do not overlap (half-open windows)."""
+    theirs = work(target="command:abc", shown="etl", assets=(), downstream=(), files=())
+    overlapping = work(backfill_id="b2", target="command:abc", assets=(), downstream=(), files=(),
+                       windows=((DAY // 2, 2 * DAY),))  # fmt: skip
+    assert conflicts(overlapping, [theirs]) == [
+        "wait for backfill b1, PID 4242 on h1: it runs etl (the same target) over "
+        "1970-01-01T00:00:00Z → 1970-01-02T00:00:00Z"
+    ]
+    touching = work(backfill_id="b2", target="command:abc", assets=(), downstream=(), files=(),
+                    windows=((DAY, 2 * DAY),))  # fmt: skip
+    assert conflicts(touching, [theirs]) == []
+    other = work(backfill_id="b2", target="command:xyz", assets=(), downstream=(), files=())
+    assert conflicts(other, [theirs]) == []
+
+
+def test_the_same_pipeline_on_other_files_waits_only_for_the_same_intervals_or_assets():
+    """One pipeline in two environments (two files): other assets over other days run side by side."""
+    theirs = work(assets=("a",), downstream=())
+    apart = work(backfill_id="b2", files=("/dev.duckdb",), assets=("b",), downstream=(), windows=((DAY, 2 * DAY),))
+    assert conflicts(apart, [theirs]) == []
+    same_days = work(backfill_id="b2", files=("/dev.duckdb",), assets=("b",), downstream=())
+    assert len(conflicts(same_days, [theirs])) == 1
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Path:
+    return tmp_path / "live"
+
+
+def test_join_refuses_what_conflicts_and_leaves_no_entry(registry):
+    """The second of two conflicting joins is Refused (exit 3's error) and writes nothing; the first is read back."""
+    first = join(work(), registry)
+    with pytest.raises(Refused, match="^never: wait for backfill b1, PID 4242 on h1: it runs mid.daily"):
+        join(work(backfill_id="b2"), registry)
+    assert read_live(registry) == [work()]
+    assert len(list(registry.glob("*.json"))) == 1
+    first.release()
+    assert read_live(registry) == []
+    assert list(registry.glob("*.json")) == []
+    join(work(backfill_id="b2"), registry).release()  # nothing in the way any more
+
+
+def test_an_entry_nobody_holds_is_stale_and_removed(registry):
+    """A file whose holder died (nobody holds its lock) names no work: not read, and removed by the next join."""
+    registry.mkdir()
+    stale = registry / "h1.1.dead.json"
+    stale.write_bytes(orjson.dumps(work().to_json()))
+    assert read_live(registry) == []
+    join(work(backfill_id="b2"), registry).release()
+    assert not stale.exists()
+
+
+def test_a_damaged_live_entry_is_passed_over(registry):
+    """A held entry that is not valid JSON names no work to wait for, and breaks nothing."""
+    held = join(work(), registry)
+    held.path.write_bytes(b"{not json")
+    assert read_live(registry) == []
+    held.release()
+
+
+def test_an_entry_lives_while_a_child_holding_it_lives(registry):
+    """The registrant dies without leaving (its descriptor closed, the file kept): a child that inherited the
+    descriptor keeps the work live; once the child is gone the entry is stale."""
+    entry = join(work(), registry)
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE, pass_fds=(entry.fd,)
+    )
+    os.close(entry.fd)  # the registrant's crash: no release, no unlink
+    try:
+        assert read_live(registry) == [work()]
+        with pytest.raises(Refused):
+            join(work(backfill_id="b2"), registry)
+    finally:
+        child.communicate(b"")
+    assert read_live(registry) == []
+    join(work(backfill_id="b2"), registry).release()
+
+
+def test_an_invocation_refused_at_start_saves_nothing(tmp_path, monkeypatch):
+    """Work that joined after the pre-flight passed: start() is Refused, no backfill is saved, and the invocation
+    leaves no entry of its own behind."""
+    from engine.base.settings import Settings
+    from engine.execute.invocation import judge_new
+    from engine.guardrails.request import GuardOptions
+    from engine.pipeline.options import RunOptions
+    from engine.spec.backfill_spec import ExecutionOptions
+    from engine.spec.planning import plan_request
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    planned = plan_request(
+        target=None, command="true {start}", name=None, start="2024-01-01", end="2024-01-01", timezone="UTC",
+        partition="daily", environment=None, config_file=None, run_options=RunOptions(),
+        options=ExecutionOptions(), force=False, cwd=tmp_path,
+    )  # fmt: skip
+    invocation = judge_new(
+        planned, GuardOptions(reversible=True), reason="r", state_dir="states", cwd=tmp_path, settings=Settings(),
+        can_ask=False,
+    )  # fmt: skip
+    ours = invocation.preflight.facts.live_work()
+    assert invocation.preflight.facts.live == []
+    rival = join(LiveWork(**{**ours.to_json(), "backfill_id": "rival", "pid": 1, "host": "h2"}))
+    try:
+        with pytest.raises(Refused, match="wait for backfill rival, PID 1 on h2: it runs true"), invocation:
+            invocation.start(invocation.approve(approve=None, typed=True))
+        assert not (tmp_path / "states").exists() or list((tmp_path / "states").iterdir()) == []
+        assert [w.backfill_id for w in read_live()] == ["rival"]
+    finally:
+        rival.release()
