@@ -1,40 +1,48 @@
-"""``backfill run`` by hand, judged like a backfill where it can lose data: a full refresh rebuilds tables, so it
-needs a reason, and it never rebuilds the raw layer (source data that cannot be loaded again).
-
-A raw asset's everyday strategy is how it ingests, and runs as Bruin runs it: only the rebuild that a person
-asks for by hand is judged (docs/guardrails.md, "backfill run by hand")."""
+"""``backfill run`` by hand, judged like a backfill where it can lose data: the raw layer (source data that
+cannot be loaded again) is never deleted from or rebuilt, by a delete-style strategy or by a full refresh, and a
+full refresh, which drops and rebuilds tables, needs a reason (docs/guardrails.md, "backfill run by hand")."""
 
 from __future__ import annotations
 
 from engine.base.errors import BadInput, Refused
-from engine.guardrails.asset_risk import layer_of, strategy_of
+from engine.guardrails.asset_risk import NOT_DELETING, layer_of, strategy_of
 from engine.pipeline.assets import Asset
 from engine.pipeline.run_types import PreparedRun
 from engine.store.live_work import LiveWork, WorkKind, pipeline_key, read_live, real_files, this_process
 
+NOT_SOURCE = "select it out (--exclude-tag, a selector), or tag it layer:mid if it is not source data"
+
 
 def check_run_by_hand(prepared: PreparedRun, *, reason: str | None) -> None:
-    """A full refresh: refused (exit 3) when it would rebuild a raw table, else it needs ``--reason`` (exit 2).
-    Runs of a backfill's partitions are not judged here: their backfill's pre-flight did."""
-    full_refresh = prepared.request.full_refresh
-    if not full_refresh:
-        return
+    """The layer-risk rule of a backfill (``layer_risk``) for a run by hand: a raw table with a strategy that
+    deletes rows (everything but append, insert-only loads, views, DDL and SQL run as written) or a full refresh
+    of a raw table is refused (exit 3); a full refresh otherwise needs ``--reason`` (exit 2). Runs of a
+    backfill's partitions are not judged here: their backfill's pre-flight did."""
     selected = [prepared.pipeline.assets[name] for name in sorted(prepared.selected)]
-    raw = [a.name for a in selected if layer_of(a)[0] == "raw" and _rebuilt(a)]
-    if raw:
+    raw = [a for a in selected if layer_of(a)[0] == "raw" and a.kind != "seed"]
+    deleting = [f"{a.name} ({strategy_of(a)})" for a in raw if strategy_of(a) not in NOT_DELETING]
+    if deleting:
         raise Refused(
-            f"never: {', '.join(raw)} {'is' if len(raw) == 1 else 'are'} in the raw layer and --full-refresh "
-            "rebuilds it: source data is never deleted or rebuilt (select it out with --exclude-tag or a "
-            "selector, or change its layer if it is not raw)"
+            f"never: {', '.join(deleting)} {'is' if len(deleting) == 1 else 'are'} in the raw layer with a "
+            f"delete-style strategy: source data is never deleted or rebuilt, by hand or in a backfill; {NOT_SOURCE}"
+        )
+    if not prepared.request.full_refresh:
+        return
+    rebuilt = [a.name for a in raw if _rebuilt(a)]
+    if rebuilt:
+        raise Refused(
+            f"never: {', '.join(rebuilt)} {'is' if len(rebuilt) == 1 else 'are'} in the raw layer and --full-refresh "
+            f"rebuilds it: source data is never deleted or rebuilt; {NOT_SOURCE}"
         )
     if reason is None:
         raise BadInput("--full-refresh drops and rebuilds the selected tables: give --reason TEXT (it is recorded)")
 
 
 def _rebuilt(asset: Asset) -> bool:
-    """Whether a full refresh drops the asset's table. A seed is rebuilt from its CSV in the repository (no
-    source is lost); views, DDL and SQL run as written are not tables a refresh drops."""
-    if asset.kind == "seed" or strategy_of(asset) in ("view", "ddl", "none"):
+    """Whether a full refresh drops the asset's table (seeds are left out by the caller: one is rebuilt from its
+    file in the repository, and no source is lost). Views, DDL and SQL run as written are not tables a refresh
+    drops; a ``full_refresh_restricted`` table is kept."""
+    if strategy_of(asset) in ("view", "ddl", "none"):
         return False
     return asset.materialization.type == "table" and not asset.full_refresh_restricted
 

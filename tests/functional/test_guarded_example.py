@@ -30,11 +30,21 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory) -> Path:
-    """A copy of examples/guarded with January 2024 run once (its history)."""
+    """A copy of examples/guarded with January 2024 run once (its history), as the guide runs it."""
     repo = tmp_path_factory.mktemp("guarded") / "guarded"
     shutil.copytree(ROOT / "examples" / "guarded", repo, ignore=shutil.ignore_patterns("*.duckdb", "logs"))
     (repo / ".git").mkdir()
-    first = run_backfill("run", "pipeline", "--start-date", "2024-01-01", "--end-date", "2024-01-31", cwd=repo)
+    first = run_backfill(  # raw.landing is a raw table rebuilt by each run: never, by hand too
+        "run",
+        "pipeline",
+        "--start-date",
+        "2024-01-01",
+        "--end-date",
+        "2024-01-31",
+        "--exclude-tag",
+        "landing",
+        cwd=repo,
+    )
     assert first.returncode == 0, first.stdout + first.stderr
     return repo
 

@@ -99,7 +99,6 @@ def test_a_raw_table_rebuilt_per_partition_is_never_allowed(tmp_path, home):
     with every failing check in the report."""
     repo = Repo(tmp_path / "repo", guardrails="standard")
     repo.sql("raw.orders", "SELECT DATE '{{ start_date }}' AS day", materialization={"type": "table"})
-    repo.run_ok("--start-date", "2024-01-01", "--end-date", "2024-01-01")
     result = run_backfill("p", *WEEK, "--reason", "r", cwd=repo.root, env=home)
     assert result.returncode == 3, result.stdout + result.stderr
     assert "never" in check_row(result.stdout, "layer_risk") and "raw layer" in check_row(result.stdout, "layer_risk")
@@ -703,6 +702,33 @@ def test_a_full_refresh_by_hand_needs_a_reason_and_never_rebuilds_raw(daily, hom
     assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
     assert daily.query("SELECT count(*) FROM mid.daily") == [(10,)]
     assert daily.records()[-1]["reason"] == "drop the bad column"
+
+
+def test_a_delete_style_strategy_on_a_raw_table_is_never_run_by_hand(daily, home):
+    """`backfill run` by hand of a raw table that a strategy deletes rows of (create+replace, delete+insert) is
+    refused (exit 3) naming each, how to go on, and nothing is created; an append to raw, a raw seed and the same
+    table tagged layer:mid run."""
+    day = ("--start-date", "2024-01-08", "--end-date", "2024-01-08")
+    daily.sql("raw.landing", "SELECT 1 AS x", materialization={"type": "table"})
+    daily.sql("raw.slice", "SELECT DATE '{{ start_date }}' AS day", materialization=TIME_INTERVAL | {
+        "strategy": "delete+insert"})  # fmt: skip
+    daily.sql("raw.feed", "SELECT 1 AS x", materialization={"type": "table", "strategy": "append"})
+    daily.write("p/assets/raw/codes.asset.yml", "name: raw.codes\ntype: duckdb.seed\nparameters:\n  path: codes.csv\n")
+    daily.write("p/assets/raw/codes.csv", "code\n7\n")
+    refused = daily.run(*day, "--select", "raw.landing", "--select", "raw.slice")
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    assert refused.stderr.strip().endswith(
+        "never: raw.landing (create+replace), raw.slice (delete+insert) are in the raw layer with a delete-style "
+        "strategy: source data is never deleted or rebuilt, by hand or in a backfill; select it out (--exclude-tag, "
+        "a selector), or tag it layer:mid if it is not source data"
+    ), refused.stderr
+    tables = "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'raw' ORDER BY ALL"
+    assert daily.query(tables) == []
+    daily.run_ok(*day, "--select", "raw.feed", "--select", "raw.codes")
+    assert daily.query(tables) == [("codes",), ("feed",)]
+    daily.sql("raw.landing", "SELECT 1 AS x", materialization={"type": "table"}, tags=["layer:mid"])
+    daily.run_ok(*day, "--select", "raw.landing")
+    assert daily.query("SELECT * FROM raw.landing") == [(1,)]
 
 
 def test_the_level_follows_the_warehouse_file(daily, home):
