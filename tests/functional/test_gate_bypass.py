@@ -98,7 +98,8 @@ def test_ignore_dependencies_lets_gaps_through_only_with_approval(daily, home): 
 
 def test_gates_warn_and_off_let_gaps_through_only_with_approval(daily, home):  # noqa: F811
     """dependency_gates: warn or off over missing upstream intervals: approval naming them (no longer a
-    warning, or not checked at all); approved, the run records each let through in GATE_BYPASS."""
+    warning, or not checked at all); approved, the run's summary names them and it records each let through in
+    GATE_BYPASS."""
     for gates in ("warn", "off"):
         configure(daily, dependency_gates=gates)
         held = run_backfill("p", *LATE, "--reason", "dev run", "--no-progress", cwd=daily.root, env=home)
@@ -109,6 +110,10 @@ def test_gates_warn_and_off_let_gaps_through_only_with_approval(daily, home):  #
         ran = run_backfill("p", *LATE, "--reason", "dev run", "--approve", digest_of(held.stdout), "--no-progress",
                            cwd=daily.root, env=home)  # fmt: skip
         assert ran.returncode == 0, ran.stdout + ran.stderr
+        assert (  # the run's own summary says what it let through, not only show and audit
+            f"  gates       dependency_gates: {gates} lets missing upstream intervals through: raw.events: "
+            "2024-01-08T00:00:00Z" in ran.stdout
+        ), ran.stdout
         newest = sorted(state_dirs(daily.root / "logs" / "backfills"))[-1]
         [line] = [orjson.loads(x) for x in (newest / "audit.jsonl").read_bytes().splitlines()]
         assert (line["action"], line["asset"], line["from_status"], line["previous_message"]) == (

@@ -97,7 +97,13 @@ def run_prepared(
     out = sys.stderr if as_json else sys.stdout
     paint = Paint(colors_enabled(out, no_color_flag=args.no_color))
     lines = summary_lines(
-        store=prepared.store, spec=prepared.spec, board=prepared.board, outcome=outcome, resume=hint, paint=paint
+        store=prepared.store,
+        spec=prepared.spec,
+        board=prepared.board,
+        outcome=outcome,
+        resume=hint,
+        paint=paint,
+        preflight=preflight,
     )
     out.write("\n".join(lines) + "\n")
     out.flush()

@@ -10,6 +10,7 @@ from engine.base.errors import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_PAUSED
 from engine.dates.instants import format_instant, zone_name
 from engine.execute.backfill import Prepared
 from engine.execute.executor import Outcome
+from engine.guardrails.preflight import Preflight
 from engine.spec.backfill_spec import BackfillSpec
 from engine.store.locate import searched_roots
 from engine.store.state_store import StateStore
@@ -60,9 +61,12 @@ def summary_lines(
     outcome: Outcome,
     resume: str | None,
     paint: Paint,
+    preflight: Preflight | None = None,
 ) -> list[str]:
     """Describes the backfill on disk, not only what this invocation ran: a ``--continue --ids`` that
-    succeeded over a backfill with queued partitions reports it incomplete, with the resume command."""
+    succeeded over a backfill with queued partitions reports it incomplete, with the resume command. Upstream
+    intervals its ``preflight`` let through (a warn or off gate, ``--ignore-dependencies``) are named, as the
+    seed asks of the run's own summary."""
     counts = board.counts()
     status = backfill_status(counts, outcome.status)
     if outcome.record_error and status == "succeeded":
@@ -95,6 +99,9 @@ def summary_lines(
             )
     if outcome.intervention:
         lines.append(paint(f"  stepped in  {outcome.intervention}", "yellow"))
+    for check in preflight.checks if preflight is not None else ():
+        if check.evidence.get("gate_bypass"):
+            lines.append(paint(f"  gates       {check.detail}", "yellow"))
     lines.append(f"  logs        {store.children}")
     if outcome.record:
         lines.append(f"  record      {outcome.record}")
