@@ -896,6 +896,46 @@ def test_a_hook_that_deletes_from_another_table_is_rolled_back(daily, home):
     )
 
 
+LATER_DAYS_QUERY = (
+    "SELECT CAST(range AS DATE) AS day, n + 100 AS n FROM range(DATE '{{ start_date }}', {% if start_date >= "
+    "'2024-01-10' %}DATE '2024-01-13'{% else %}DATE '{{ end_date }}' + INTERVAL 1 DAY{% endif %}, INTERVAL 1 DAY), "
+    "range(10) AS t(n)"
+)
+DAY_QUERY = (
+    "SELECT CAST(range AS DATE) AS day, n + 100 AS n FROM range(DATE '{{ start_date }}', DATE '{{ end_date }}' + "
+    "INTERVAL 1 DAY, INTERVAL 1 DAY), range(10) AS t(n)"
+)
+LOSSES = {
+    # From the third day on, the query also returns every later day (the pre-flight's first-day sample is clean).
+    "rows outside the window": (LATER_DAYS_QUERY, {}),
+    # From the third day on, a post hook empties most of another table.
+    "a hook deleting another table": (
+        DAY_QUERY,
+        {"hooks": {"post": [{"query": "DELETE FROM mid.other WHERE '{{ start_date }}' >= '2024-01-10' AND n < 3"}]}},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LOSSES))
+def test_a_restore_after_each_data_loss_case_gives_back_the_tables(daily, home, case):
+    """Two partitions rewrite their days, the third would lose data and is rolled back, the backfill stops;
+    `backfill restore` then gives back every table exactly as before the backfill (SELECT * ORDER BY ALL)."""
+    query, header = LOSSES[case]
+    daily.execute("CREATE TABLE mid.other AS SELECT range AS n FROM range(5)")
+    tables = ("mid.daily", "mid.other")
+    before = {t: daily.query(f"SELECT * FROM {t} ORDER BY ALL") for t in tables}
+    daily.sql("mid.daily", query, depends=["raw.events"], materialization=TIME_INTERVAL, **header)
+    ran = run_backfill("p", *WEEK, "--reason", "r", "--max-parallel", "1", "--no-progress", cwd=daily.root, env=home)
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    [backfill] = state_dirs(daily.root / "logs" / "backfills")
+    statuses = [r["status"] for r in records(backfill) if r["attempts"]]
+    assert statuses[:3] == ["succeeded", "succeeded", "failed"], statuses
+    assert daily.query("SELECT count(*) FROM mid.daily WHERE n >= 100") == [(20,)]  # the two days rewritten
+    restored = run_backfill("restore", backfill.name, "--reason", "the fix was wrong", cwd=daily.root, env=home)
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert {t: daily.query(f"SELECT * FROM {t} ORDER BY ALL") for t in tables} == before
+
+
 def test_hooks_are_judged_like_the_asset(daily, home):
     """A hook that deletes from a raw table is never allowed; one whose SQL cannot be classified is
     human-only; a hook that appends to an audit table is fine."""
