@@ -55,6 +55,9 @@ class AssetFacts:
     # key says (a load-date key hides duplicates from a count by window).
     sample_existing: int | None = None
     past_rows: list[int] = field(default_factory=list)  # rows past succeeded runs wrote, per partition length
+    # pre and post hooks as the first partition's run renders them (macros and variables included), each as written
+    # where it cannot be rendered here: a hook's statements are judged from what it runs, not from its text.
+    hooks: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def changes_data(self) -> bool:
@@ -257,6 +260,8 @@ def _gather_pipeline(facts: Facts) -> None:
                 continue
             # Per partition: a run over a week counts as a seventh of its rows per daily partition.
             facts_of.past_rows.append(round(rows * length / (past.end - past.start)) if length else rows)
+    for asset_facts in facts.selected:
+        asset_facts.hooks = _rendered_hooks(facts, asset_facts.asset)
     _look_into_warehouses(facts)
 
 
@@ -316,9 +321,18 @@ WINDOWED = ("time_interval", "delete+insert")
 
 def _sample_query(facts: Facts, asset: Asset) -> tuple[str, Window]:
     """The first partition's query as the run renders it, and the window it is meant to write."""
-    from engine.pipeline.interval_modifiers import apply_modifiers
     from engine.pipeline.materialization import strip_statement
-    from engine.pipeline.templating import base_context, render, with_macros
+    from engine.pipeline.templating import render
+
+    context, window = _first_context(facts, asset)
+    return strip_statement(render(asset.body, context, first_line=asset.body_line)), window
+
+
+def _first_context(facts: Facts, asset: Asset) -> tuple[dict[str, Any], Window]:
+    """The template context of the asset's run over the first partition (its interval modifiers applied, the
+    pipeline's macros in it, as asset_run builds it), and that run's window."""
+    from engine.pipeline.interval_modifiers import apply_modifiers
+    from engine.pipeline.templating import base_context, with_macros
 
     assert facts.first is not None and facts.pipeline is not None
     spec = facts.request.spec
@@ -333,7 +347,29 @@ def _sample_query(facts: Facts, asset: Asset) -> tuple[str, Window]:
         window = moved
     if facts.pipeline.macros:  # rendered as its run renders it (asset_run): macros see the moved window
         context = with_macros(facts.pipeline.macros, context)
-    return strip_statement(render(asset.body, context, first_line=asset.body_line)), window
+    return context, window
+
+
+def _rendered_hooks(facts: Facts, asset: Asset) -> dict[str, list[str]]:
+    """Each pre and post hook as the first partition's run renders it; one that cannot be rendered here is kept as
+    written (its template text then cannot be classified, which is human-only, never a pass)."""
+    from engine.pipeline.templating import render
+
+    if not asset.hooks:
+        return {}
+    try:
+        context = _first_context(facts, asset)[0] if facts.first is not None else None
+    except Exception:  # a modifier or macro file that fails here fails the run too; judge the text as written
+        context = None
+    rendered: dict[str, list[str]] = {}
+    for phase, hooks in asset.hooks.items():
+        for hook in hooks:
+            try:
+                text = render(hook, context) if context is not None else hook
+            except Exception:
+                text = hook
+            rendered.setdefault(phase, []).append(text)
+    return rendered
 
 
 def _first_line(error: BaseException) -> str:

@@ -281,7 +281,7 @@ def materialization(facts: Facts) -> PreflightCheck:
                     )
                 )
     for asset_facts in facts.selected:
-        findings += _hook_findings(asset_facts.asset)
+        findings += _hook_findings(asset_facts)
     coarse = [a.asset.name for a in facts.selected if _keyed_by_date(a)]
     if coarse and not _partitions_are_whole_days(facts):
         unit = facts.request.spec.unit.name
@@ -306,15 +306,17 @@ def materialization(facts: Facts) -> PreflightCheck:
     return passed(name, f"strategies safe per partition: {shown}", **evidence)
 
 
-def _hook_findings(asset) -> list[tuple[str, str]]:
-    """Hooks are part of the asset: a statement that deletes or rewrites a raw table is never allowed, one
-    that cannot be classified is human-only (its effect on data is unknown)."""
+def _hook_findings(asset_facts) -> list[tuple[str, str]]:
+    """Hooks are part of the asset, judged from what they run (rendered with the pipeline's macros and the
+    first partition's variables): a statement that deletes or rewrites a raw table is never allowed, one that
+    cannot be classified is human-only (its effect on data is unknown)."""
     from engine.pipeline.sql_writes import classify
 
     findings = []
+    asset = asset_facts.asset
     for phase in ("pre", "post"):
-        for hook in asset.hooks.get(phase, []):
-            classified = classify(hook.replace("{{ this }}", asset.name).replace("{{this}}", asset.name))
+        for hook in asset_facts.hooks.get(phase, []):
+            classified = classify(hook)
             for write in classified.writes:
                 schema = write.table.split(".")[0].lower() if "." in write.table else ""
                 if write.deletes and schema in RAW_SCHEMAS:

@@ -937,8 +937,8 @@ def test_a_restore_after_each_data_loss_case_gives_back_the_tables(daily, home, 
 
 
 def test_hooks_are_judged_like_the_asset(daily, home):
-    """A hook that deletes from a raw table is never allowed; one whose SQL cannot be classified is
-    human-only; a hook that appends to an audit table is fine."""
+    """A hook that deletes from a raw table is never allowed, written out or through a macro; one whose SQL cannot
+    be classified is human-only; a hook that appends to an audit table is fine."""
     redeclare_daily(daily, hooks={"post": [{"query": "DELETE FROM raw.landing WHERE true"}]})
     checks = dry_checks(daily, home)
     assert checks["materialization"]["tier"] == "never"
@@ -952,6 +952,14 @@ def test_hooks_are_judged_like_the_asset(daily, home):
     )
     redeclare_daily(daily, hooks={"post": [{"query": "INSERT INTO mid.audit SELECT 'DELETE FROM raw.x' AS note"}]})
     assert dry_checks(daily, home)["materialization"]["tier"] == "auto"
+    # A macro is part of what the hook runs: judged as rendered for the first partition, not as a template text.
+    daily.write(
+        "p/macros/tidy.sql", "{% macro tidy(t) %}DELETE FROM {{ t }} WHERE day < '{{ start_date }}'{% endmacro %}"
+    )
+    redeclare_daily(daily, hooks={"post": [{"query": "{{ tidy('raw.landing') }}"}]})
+    checks = dry_checks(daily, home)
+    assert checks["materialization"]["tier"] == "never", checks["materialization"]
+    assert "mid.daily: a post hook runs DELETE on raw.landing, a raw table" in checks["materialization"]["detail"]
 
 
 def test_a_restore_over_another_backfill_is_refused_naming_it(daily, home):
