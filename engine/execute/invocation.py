@@ -57,6 +57,7 @@ from engine.store.live_work import join
 from engine.store.manifest import now_text
 from engine.store.state_store import check_state_root, new_backfill_id
 from engine.store.status import check_plan_size
+from engine.store.target_pauses import check_not_paused
 
 REASON_REQUIRED = "--reason is required to run a backfill: say why it runs (a --dry-run needs none)"
 
@@ -131,7 +132,9 @@ class Invocation:
         try:
             backfill_id = new_backfill_id() if self.mode == TRIGGER else None
             if self.preflight is not None:  # judged: it runs something
-                registration = join(self.preflight.facts.live_work(backfill_id))
+                pipeline = self.preflight.facts.pipeline
+                check = (lambda: check_not_paused(pipeline.directory)) if pipeline is not None else None
+                registration = join(self.preflight.facts.live_work(backfill_id), check=check)
             if self.mode == TRIGGER:
                 assert self.root is not None and self.request is not None and self.preflight is not None
                 extra = {"reason": self.reason, "guardrails": manifest_guardrails(self.request, self.preflight)}
@@ -211,6 +214,7 @@ def judge_new(
     can be asked), a plan too large to keep and an unusable state root are refused first."""
     root = state_root_for(planned.spec, state_dir, cwd)
     if not dry_run:
+        check_target_not_paused(planned)
         if reason is None and not can_ask:
             raise BadInput(
                 "--reason is required to run a backfill: say why it runs, e.g. --reason 'schema fix for "
@@ -287,6 +291,7 @@ def judge_resume(
             invocation.request = request_for_resume(loaded, planned, selection, reason=reason)
             invocation.preflight = run_preflight(invocation.request)
         return invocation
+    check_target_not_paused(planned)  # before the takeover: a paused pipeline's backfill is left as it is
     invocation.prepared = prepare_resume(loaded, planned, selection, settings=settings, reason=reason)
     with invocation:  # read again under the lock: a pause or cancel may have been applied since
         invocation.paused = held_by_control(loaded, reason)
@@ -299,6 +304,13 @@ def judge_resume(
             )
             invocation.preflight = run_preflight(invocation.request)
     return invocation
+
+
+def check_target_not_paused(planned: Planned) -> None:
+    """A pipeline an operator paused (``backfill pause --target``) starts nothing: ``TargetPaused``, exit 0 on
+    stdout, naming who paused it and why (checked again at the start, under the live-work registry's lock)."""
+    if planned.checked is not None:
+        check_not_paused(planned.checked.pipeline.directory)
 
 
 def held_by_control(loaded: Loaded, reason: str | None) -> Decision | None:

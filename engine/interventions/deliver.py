@@ -8,13 +8,25 @@ from collections.abc import Callable
 
 from engine.base.errors import Refused
 from engine.interventions import requests
-from engine.interventions.apply import Holder, apply
+from engine.interventions.apply import CommandHolder, Holder, apply
 from engine.interventions.requests import Request, Result
+from engine.spec.backfill_spec import BackfillSpec
 from engine.store.lease import OTHER_HOST_GRACE, read_lease
 from engine.store.locks import FileLock
 from engine.store.state_store import StateStore
 
 POLL_SECONDS = 0.05
+
+
+def deliver_request(store: StateStore, spec: BackfillSpec, request: Request, applied_by: str, *, wait: float) -> Result:
+    """``request`` applied by the backfill's live executor, or by this command under the lock when none is live
+    (the board read then, under the lock)."""
+
+    def hold() -> CommandHolder:
+        board, _ = store.load_board(spec.plan, spec.ids.of)
+        return CommandHolder(store, spec, board, applied_by)
+
+    return deliver(store, request, hold, wait=wait)
 
 
 def deliver(

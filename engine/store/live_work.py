@@ -22,7 +22,7 @@ import hashlib
 import os
 import secrets
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -177,12 +177,15 @@ def read_live(directory: Path | None = None) -> list[LiveWork]:
         return [work for work, _ in _entries(directory) if work is not None]
 
 
-def join(work: LiveWork, directory: Path | None = None) -> Registration:
+def join(work: LiveWork, directory: Path | None = None, *, check: Callable[[], None] | None = None) -> Registration:
     """Register ``work`` as running, unless it conflicts with work running now (``Refused``, exit 3: the
-    sentence of :func:`conflicts`). Check and entry are one step under the registry's lock."""
+    sentence of :func:`conflicts`) or ``check`` raises (a paused target). Checks and entry are one step under the
+    registry's lock, so whoever reads the registry after changing what ``check`` reads sees this work or stops it."""
     directory = directory or registry_dir()
     directory.mkdir(parents=True, exist_ok=True)
     with _registry_lock(directory, exclusive=True):
+        if check is not None:
+            check()
         live = []
         for found, path in _entries(directory):
             if found is None:

@@ -13,6 +13,7 @@ from engine.store.catalog import COMPLETE, BackfillSummary, list_backfills, summ
 from engine.store.locate import state_root_of_cwd
 from engine.store.manifest import initial_options
 from engine.store.status import Status
+from engine.store.target_pauses import paused_targets
 from tui import human
 from tui.cli.arguments import list_parser, show_parser
 from tui.cli.state_output import write_state_json
@@ -37,11 +38,18 @@ def list_command(argv: list[str]) -> int:
 
         return browse(root=root, backfill_id=None, state_dir=args.state_dir, no_color=args.no_color)
     summaries = list_backfills(root)
+    paused = paused_targets()
     if args.output == "json":
-        document = {"state_dir": str(root), "backfills": [s.to_json() for s in summaries]}
+        document = {
+            "state_dir": str(root),
+            "backfills": [s.to_json() for s in summaries],
+            "paused_targets": [p.to_json() for p in paused],
+        }
         sys.stdout.buffer.write(orjson.dumps(document) + b"\n")
         return 0
     print_list(summaries, root, Paint(colors_enabled(sys.stdout, no_color_flag=args.no_color)))
+    for target in paused:  # whichever state root: a paused pipeline holds every backfill of it
+        print(f"paused: {target.sentence()}")
     return 0
 
 

@@ -39,7 +39,19 @@ def mark_parser() -> Parser:
 
 
 def simple_parser(verb: str, description: str) -> Parser:
-    return _common(Parser(prog=f"backfill {verb}", description=description))
+    parser = Parser(prog=f"backfill {verb}", description=description)
+    if verb not in ("pause", "resume"):
+        return _common(parser)
+    parser.add_argument("id", nargs="?", help="backfill ID (or a unique prefix); or give --target")
+    parser.add_argument(
+        "--target",
+        metavar="PATH",
+        help=f"{verb} a whole pipeline (its directory or an asset file): new backfills, --continue and backfill run "
+        "of it start nothing (exit 0)" + (", and its running backfills are paused" if verb == "pause" else ""),
+    )
+    parser.add_argument("--reason", help="why (required; recorded with who and when)")
+    parser.add_argument("--state-dir", help="root of the state store")
+    return parser
 
 
 def reconcile_parser() -> Parser:

@@ -18,8 +18,8 @@ from engine.base.settings import Settings
 from engine.base.who import requester
 from engine.execute.backfill import Loaded, load_backfill
 from engine.guardrails.request import check_reason
-from engine.interventions.apply import BACKFILL_MARK_STATUSES, MARK_STATUSES, CommandHolder
-from engine.interventions.deliver import deliver
+from engine.interventions.apply import BACKFILL_MARK_STATUSES, MARK_STATUSES
+from engine.interventions.deliver import deliver_request
 from engine.interventions.requests import Request
 from engine.store.manifest import now_text
 from engine.store.records import PARTITION_STATUSES
@@ -40,22 +40,22 @@ def intervene_command(verb: str, argv: list[str]) -> int:
     else:
         args = simple_parser(verb, DESCRIPTIONS[verb]).parse_args(argv)
     settings = Settings.from_environment()
+    target = getattr(args, "target", None)
     reason = check_reason(args.reason)
     if reason is None:
-        raise BadInput(f"--reason is required to {verb} a backfill: say why (it is recorded with who and when)")
+        what = "a pipeline" if target is not None else "a backfill"
+        raise BadInput(f"--reason is required to {verb} {what}: say why (it is recorded with who and when)")
+    if target is not None or (verb in ("pause", "resume") and args.id is None):
+        from tui.cli.target_command import target_command
+
+        return target_command(verb, args, reason, settings)
     loaded = load_backfill(args.id, args.state_dir, Path.cwd())
     if verb == "mark":
         loaded = settle_if_expired(loaded, "mark")
     action, params = _mark_request(args, loaded) if verb == "mark" else (verb, {})
     request = Request(action, reason, requester(), now_text(), params)
     applied_by = f"backfill {verb} (PID {os.getpid()} on {socket.gethostname()})"
-    spec = loaded.spec
-
-    def hold() -> CommandHolder:
-        board, _ = loaded.store.load_board(spec.plan, spec.ids.of)
-        return CommandHolder(loaded.store, spec, board, applied_by)
-
-    result = deliver(loaded.store, request, hold, wait=settings.request_wait)
+    result = deliver_request(loaded.store, loaded.spec, request, applied_by, wait=settings.request_wait)
     if result.exit_code != EXIT_OK:
         error = Refused(result.message) if result.exit_code == Refused.exit_code else BadInput(result.message)
         error.exit_code = result.exit_code

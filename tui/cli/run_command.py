@@ -16,6 +16,7 @@ from engine.pipeline.run_record import STAND_IN_STATUSES, record_json, write_sta
 from engine.pipeline.run_types import RunRequest
 from engine.pipeline.runner import describe_window, execute_run, prepare_run
 from engine.store.live_work import join
+from engine.store.target_pauses import check_not_paused
 from tui.cli.arguments import run_options_from, run_parser, timeout_arg
 
 SYMBOLS = {SUCCEEDED: "✓", "failed": "✗", UPSTREAM_FAILED: "-", SKIPPED: "○"}
@@ -49,7 +50,8 @@ def run_command(argv: list[str]) -> int:
     registration = None
     if not args.backfill_id:  # a backfill's partitions were judged by its pre-flight, and run under its entry
         check_run_by_hand(prepared, reason=request.reason)
-        registration = join(live_work_of_run(prepared))
+        paused = lambda: check_not_paused(prepared.pipeline.directory)  # noqa: E731 - checked under the lock
+        registration = join(live_work_of_run(prepared), check=paused)
     try:
         return _run(prepared, as_json)
     finally:
