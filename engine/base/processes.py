@@ -45,7 +45,9 @@ def process_started(pid: int) -> float | None:
 
 
 def same_process(pid: int | None, started: float | None) -> bool:
-    if pid is None or started is None:
+    """Whether ``pid`` is still the process that started at ``started``. Never init (PID 1), nor this process or
+    its parent: no record, however damaged, makes them a child of ours."""
+    if pid is None or started is None or pid <= 1 or pid in (os.getpid(), os.getppid()):
         return False
     actual = process_started(pid)
     return actual is not None and abs(actual - started) < SAME_START

@@ -64,8 +64,9 @@ def find_orphans(store: StateStore, running: list[PartitionRecord]) -> set[tuple
     found = set()
     for record in running:
         for attempt in record.attempts:
-            if attempt.status == RecordStatus.RUNNING and same_process(attempt.pid, attempt.pid_started):
-                found.add((attempt.pid, attempt.pid_started))
+            child = attempt.child() if attempt.status == RecordStatus.RUNNING else None
+            if child is not None and same_process(*child):
+                found.add(child)
     me = os.getpid()
     for process in psutil.process_iter(["pid"]):
         if process.pid == me:

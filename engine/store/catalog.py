@@ -40,9 +40,10 @@ class ListedState(StrEnum):
     INCOMPLETE = "incomplete"
     RUNNING_NOW = "running"
     PAUSED = "paused"
+    UNREADABLE = "unreadable"  # its manifest cannot be read: the error says why
 
 
-COMPLETE, INCOMPLETE, RUNNING_NOW, PAUSED = ListedState
+COMPLETE, INCOMPLETE, RUNNING_NOW, PAUSED, UNREADABLE = ListedState
 
 
 def partitions_stamp(store: StateStore) -> int:
@@ -209,4 +210,29 @@ def list_backfills(root: Path) -> list[BackfillSummary]:
     if not root.is_dir():
         return []
     directories = sorted(saved_backfill_dirs(root), key=lambda p: p.name, reverse=True)
-    return [summarize(StateStore(directory)) for directory in directories]
+    return [_summarize_or_unreadable(StateStore(directory)) for directory in directories]
+
+
+def _summarize_or_unreadable(store: StateStore) -> BackfillSummary:
+    """A backfill whose manifest cannot be read is listed as ``unreadable`` with why, never takes the listing of
+    the others down."""
+    try:
+        return summarize(store)
+    except StateUnreadable as problem:
+        return BackfillSummary(
+            id=store.id,
+            directory=store.directory,
+            name="",
+            target="",
+            target_kind="",
+            start="",
+            end="",
+            timezone="",
+            partition="",
+            created_at="",
+            last_activity="",
+            total=0,
+            counts={name: 0 for name in STATUS_NAMES},
+            state=UNREADABLE,
+            error=str(problem),
+        )

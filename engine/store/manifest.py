@@ -54,6 +54,11 @@ def spec_of(manifest: dict[str, Any]) -> BackfillSpec:
     for field in ("start_us", "end_us"):
         if not isinstance(manifest.get(field), int) or isinstance(manifest.get(field), bool):
             raise StateUnreadable(f"{where}: {field} is {manifest.get(field)!r}, not whole microseconds")
+    # Fields a backfill saved before guardrails lacks; present, they must hold what backfill wrote: the choices a
+    # resume is judged by, and the reason every child is told.
+    for field, kind in (("guardrails", dict), ("reason", str), ("working_directory", str)):
+        if field in manifest and (not isinstance(manifest[field], kind) or manifest[field] == ""):
+            raise StateUnreadable(f"{where}: {field} is {manifest[field]!r}, not a {kind.__name__}")
     try:
         spec = BackfillSpec(
             target=TargetSpec.from_json(manifest["target"]),

@@ -42,6 +42,20 @@ ATTEMPT_STATUSES = tuple(s for s in RecordStatus if s is not RecordStatus.QUEUED
 PARTITION_STATUSES = tuple(s for s in RecordStatus if s is not RecordStatus.LOST)
 
 
+# A child's start time (boot time in whole seconds plus clock ticks) against the launch's wall time: a process
+# that started this much before its attempt was launched cannot be its child.
+LAUNCH_SLACK = 2.0
+
+
+def _seconds_of(text: str) -> float | None:
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except (ValueError, AttributeError):
+        return None
+
+
 @dataclass(kw_only=True)
 class Attempt:
     run_id: str
@@ -62,6 +76,19 @@ class Attempt:
     asset: str | None = None  # a mark of one asset of a pipeline partition (--asset)
     by: str | None = None  # who marked (user@host)
     remote: dict[str, Any] | None = None  # a Dask attempt: {scheduler or cluster, worker, host, pgid}
+
+    def child(self) -> tuple[int, float] | None:
+        """The (PID, start time) of this attempt's own child as recorded, when the record can name one at all: a
+        process that started before the attempt was launched is not its child, whatever the record says (a warm
+        runner serves many attempts and predates most; a Dask child is on another machine: neither is judged
+        here). Only this identity, verified again, is ever signalled."""
+        if self.pid is None or self.pid_started is None or self.launcher == "dask":
+            return None
+        if self.launcher != "warm":
+            launched = _seconds_of(self.started_at)
+            if launched is not None and self.pid_started < launched - LAUNCH_SLACK:
+                return None
+        return self.pid, self.pid_started
 
     def to_json(self) -> dict[str, Any]:
         extra = {"kind": self.kind, "rows": self.rows, "asset": self.asset, "by": self.by} if self.kind != "run" else {}
@@ -156,6 +183,8 @@ def read_record(path: Path, plan: Plan, partition_id_of) -> PartitionRecord:
         record_id = data["id"]
         if not isinstance(data["attempts"], list):
             raise TypeError("attempts")
+        for number, attempt in enumerate(data["attempts"]):
+            _check_attempt(attempt, path, number)
         attempts = [Attempt.from_json(a) for a in data["attempts"]]
     except (KeyError, TypeError) as error:
         raise StateUnreadable(
@@ -177,9 +206,51 @@ def read_record(path: Path, plan: Plan, partition_id_of) -> PartitionRecord:
     for attempt in attempts:
         if attempt.status not in ATTEMPT_STATUSES:
             raise StateUnreadable(f"partition file {path} has an attempt with unknown status {attempt.status!r}")
+    if status != RecordStatus.QUEUED and not attempts:
+        raise StateUnreadable(
+            f"partition file {path}: status is {status!r} with no attempts: only a queued partition has none "
+            "(every run and every mark is an attempt)"
+        )
     return PartitionRecord(
         record_id, index, data.get("start", ""), data.get("end", ""), start_us, end_us, status, attempts
     )
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+# What each attempt field may hold; a record that says otherwise is not trusted for anything, least of all a
+# signal: a PID is a process above 1 (PID 1 is never a child of ours) and comes with its start time.
+_ATTEMPT_FIELDS: tuple[tuple[str, Any, str], ...] = (
+    ("run_id", lambda v: isinstance(v, str) and v != "", "a run ID"),
+    ("started_at", lambda v: isinstance(v, str), "a time"),
+    ("finished_at", lambda v: v is None or isinstance(v, str), "a time or null"),
+    ("pid", lambda v: v is None or (_is_int(v) and v > 1), "a process ID above 1 or null"),
+    ("pid_started", lambda v: v is None or (_is_number(v) and v >= 0), "a process start time in seconds or null"),
+    ("exit_code", lambda v: v is None or _is_int(v), "an exit code or null"),
+    ("generation", lambda v: _is_int(v) and v >= 0, "a generation number"),
+    ("duration", lambda v: v is None or _is_number(v), "seconds or null"),
+    ("kind", lambda v: v in ("run", "mark", "rerun"), "run, mark or rerun"),
+    ("rows", lambda v: v is None or (_is_int(v) and v >= 0), "a count of rows or null"),
+)
+_ATTEMPT_DEFAULTS = {"generation": 0, "kind": "run"}
+
+
+def _check_attempt(data: Any, path: Path, number: int) -> None:
+    """One line naming the file and the field when an attempt holds what backfill never writes."""
+    if not isinstance(data, dict):
+        raise StateUnreadable(f"partition file {path}: attempts[{number}] is {data!r}, not an object")
+    for name, valid, accepted in _ATTEMPT_FIELDS:
+        value = data.get(name, _ATTEMPT_DEFAULTS.get(name))
+        if name not in data and name not in _ATTEMPT_DEFAULTS and name in ("run_id", "started_at"):
+            raise KeyError(f"attempts[{number}].{name}")
+        if not valid(value):
+            raise StateUnreadable(f"partition file {path}: attempts[{number}].{name} is {value!r}: {accepted}")
 
 
 def status_of(record: PartitionRecord) -> Status:

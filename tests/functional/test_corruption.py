@@ -6,6 +6,7 @@ import json
 import shutil
 
 import orjson
+import pytest
 
 from tests.backfills import records, state_dirs
 from tests.conftest import run_backfill
@@ -121,3 +122,121 @@ def test_manifest_fields_of_the_wrong_type_and_lock_files_that_are_directories(w
     (backfill / "manifest.json").mkdir()
     result = run_backfill("show", backfill.name, "--output", "text", cwd=work, env=home)
     assert result.returncode == 5 and "cannot be read (Is a directory)" in one_error(result)
+
+
+def _edit_manifest(backfill, **fields) -> None:
+    data = orjson.loads((backfill / "manifest.json").read_bytes())
+    data.update(fields)
+    (backfill / "manifest.json").write_bytes(orjson.dumps(data))
+
+
+def _edit_first_record(backfill, change) -> None:
+    path = sorted((backfill / "partitions").glob("*.json"))[0]
+    data = orjson.loads(path.read_bytes())
+    change(data)
+    path.write_bytes(orjson.dumps(data))
+
+
+READERS = (("show", "{id}", "--output", "text"), ("show", "{id}", "--output", "json"), ("--continue", "{id}"),
+           ("--continue", "{id}", "--dry-run"), ("reconcile", "{id}"))  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("damage", "says"),
+    [
+        (lambda b: _edit_manifest(b, guardrails=None), "guardrails is None, not a dict"),
+        (lambda b: _edit_manifest(b, reason=5), "reason is 5, not a str"),
+        (lambda b: _edit_manifest(b, reason=""), "reason is '', not a str"),
+        (
+            lambda b: _edit_first_record(b, lambda r: r["attempts"][0].update(pid="x")),
+            "attempts[0].pid is 'x': a process ID above 1 or null",
+        ),
+        (
+            lambda b: _edit_first_record(b, lambda r: r["attempts"][0].update(pid=1)),
+            "attempts[0].pid is 1: a process ID above 1 or null",
+        ),
+        (
+            lambda b: _edit_first_record(b, lambda r: r["attempts"][0].update(pid_started="soon")),
+            "attempts[0].pid_started is 'soon': a process start time in seconds or null",
+        ),
+        (
+            lambda b: _edit_first_record(b, lambda r: r.update(attempts=[])),
+            "status is 'succeeded' with no attempts: only a queued partition has none",
+        ),
+        (lambda b: _edit_first_record(b, lambda r: r.update(attempts=[5])), "attempts[0] is 5, not an object"),
+    ],
+    ids=["guardrails-null", "reason-int", "reason-empty", "pid-x", "pid-1", "pid-started", "no-attempts", "not-object"],
+)
+def test_every_reader_refuses_a_corrupt_field_naming_it_and_touches_nothing(work, home, damage, says):
+    """A damaged manifest or record: show (text, JSON), --continue (and its dry run) and reconcile each exit 5 with
+    one line naming the file's field; the state directory is byte-identical afterwards. list still lists it."""
+    _, backfill = saved(work, home)
+    damage(backfill)
+    before = {p: p.read_bytes() for p in backfill.rglob("*") if p.is_file()}
+    for template in READERS:
+        args = [word.replace("{id}", backfill.name) for word in template]
+        result = run_backfill(*REASON, *args, cwd=work, env=home) if args[0] == "--continue" and "--dry-run" not in \
+            args else run_backfill(*args, cwd=work, env=home)  # fmt: skip
+        assert result.returncode == 5, (args, result.stdout, result.stderr)
+        assert says in one_error(result), (args, result.stderr)
+    assert {p: p.read_bytes() for p in backfill.rglob("*") if p.is_file()} == before
+    listed = run_backfill("list", "--output", "json", cwd=work, env=home)
+    assert listed.returncode == 0, listed.stderr
+    [summary] = json.loads(listed.stdout)["backfills"]
+    assert summary["id"] == backfill.name
+
+
+def test_a_truncated_manifest_is_listed_unreadable_and_the_others_as_usual(work, home):
+    """One backfill's manifest cut short: list (text and JSON) shows it as unreadable with the reason, and every
+    other backfill as usual; it does not take the listing down."""
+    _, first = saved(work, home)
+    second = run_backfill(*GUARD, "--command", "true", "--start-date", "2024-02-01", "--end-date", "2024-02-02",
+                          cwd=work, env=home)  # fmt: skip
+    assert second.returncode == 0, second.stderr
+    text = (first / "manifest.json").read_text()
+    (first / "manifest.json").write_text(text[: len(text) // 2])
+    listed = run_backfill("list", "--output", "json", cwd=work, env=home)
+    assert listed.returncode == 0, listed.stderr
+    summaries = {s["id"]: s for s in json.loads(listed.stdout)["backfills"]}
+    assert len(summaries) == 2
+    assert summaries[first.name]["state"] == "unreadable"
+    assert "is not valid JSON" in summaries[first.name]["error"]
+    [other] = [s for name, s in summaries.items() if name != first.name]
+    assert other["state"] == "complete" and other["error"] is None
+    shown = run_backfill("list", cwd=work, env=home)
+    assert shown.returncode == 0 and first.name in shown.stdout and "unreadable" in shown.stdout, shown.stdout
+    assert f"warning: {first.name}: manifest" in shown.stderr
+
+
+def test_no_signal_on_the_strength_of_a_record_naming_an_older_process(work, home):
+    """A record (damaged, or forged) says a running attempt's child is a live process with its true PID and start
+    time, but that process started before the attempt was launched: it cannot be the child. A reconcile of the
+    expired lease settles the attempt lost and leaves the process alive."""
+    import socket
+    import subprocess
+    import time
+    from datetime import UTC, datetime
+
+    from engine.base.processes import process_started
+
+    _, backfill = saved(work, home)
+    victim = subprocess.Popen(["sleep", "120"])
+    try:
+        launched = datetime.fromtimestamp(time.time() + 30, UTC).isoformat().replace("+00:00", "Z")
+
+        def running(record) -> None:
+            record["status"] = "running"
+            record["attempts"][-1].update(status="running", pid=victim.pid, pid_started=process_started(victim.pid),
+                                          started_at=launched, finished_at=None, exit_code=None)  # fmt: skip
+
+        _edit_first_record(backfill, running)
+        lease = {"format": 1, "epoch": 3, "host": socket.gethostname(), "pid": 999_999_999, "pid_started": 1.0,
+                 "expires_at": time.time() - 60, "attempts": [], "note": None}  # fmt: skip
+        (backfill / "lease.json").write_bytes(orjson.dumps(lease))
+        result = run_backfill("reconcile", backfill.name, cwd=work, env=home)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "1 running attempt marked lost" in result.stdout, result.stdout
+        assert victim.poll() is None, "a process older than the attempt is never its child"
+    finally:
+        victim.kill()
+        victim.wait()

@@ -147,8 +147,9 @@ def write(tmp_path, data: dict, name: str | None = None):
         ({"attempts": [{"run_id": "r", "status": "queued", "started_at": "t"}]},
          "has an attempt with unknown status 'queued'"),
         ({"attempts": {"run_id": "r"}}, "lacks the field attempts: it was not written by backfill"),
-        ({"attempts": [{"status": "failed"}]}, "lacks the field 'run_id': it was not written by backfill"),
-        ({"attempts": [7]}, "lacks the field 'int' object is not subscriptable: it was not written by backfill"),
+        ({"attempts": [{"status": "failed"}]},
+         "lacks the field 'attempts[0].run_id': it was not written by backfill"),
+        ({"attempts": [7]}, ": attempts[0] is 7, not an object"),
     ],
 )  # fmt: skip
 def test_a_record_that_is_not_this_plan_s_is_refused(tmp_path, change, message):
@@ -156,7 +157,7 @@ def test_a_record_that_is_not_this_plan_s_is_refused(tmp_path, change, message):
     path = write(tmp_path, change)
     with pytest.raises(StateUnreadable) as raised:
         read_record(path, PLAN, id_of)
-    assert str(raised.value) == f"partition file {path} {message}"
+    assert str(raised.value) == f"partition file {path}{'' if message.startswith(':') else ' '}{message}"
 
 
 @pytest.mark.parametrize("missing", ["index", "start_us", "end_us", "status", "id", "attempts"])
@@ -181,7 +182,7 @@ def test_a_record_under_another_name_is_refused(tmp_path):
 
 def test_text_without_start_and_end_reads_as_empty(tmp_path):
     """The text forms are for people: a record without them still reads, with empty text."""
-    record = fresh()
+    record = fresh(status="queued")
     data = orjson.loads(record.to_bytes())
     del data["start"], data["end"]
     path = tmp_path / f"{record.id}.json"
@@ -311,3 +312,31 @@ def test_durable_records_are_synced_once_per_batch_and_others_not(tmp_path, monk
         ("sync", tmp_path),
         ("write", "d.json", {"durable": False, "sync_parent": False}),
     ]
+
+
+def test_init_this_process_and_its_parent_are_never_the_same_process_as_a_record():
+    """PID 1, our own PID and our parent's, with their true start times: never taken for a recorded child."""
+    import os
+
+    from engine.base.processes import process_started, same_process
+
+    for pid in (1, os.getpid(), os.getppid()):
+        assert not same_process(pid, process_started(pid)), pid
+    assert not same_process(0, 0.0)
+
+
+def test_an_attempt_names_its_child_only_when_it_could_be_one():
+    """A child that started before its attempt was launched is no child; a warm runner predates attempts and keeps
+    its identity; a Dask child (another machine) is never named here."""
+    from engine.store.records import Attempt, RecordStatus
+
+    def attempt(**fields) -> Attempt:
+        return Attempt(run_id="r", status=RecordStatus.RUNNING, started_at="2024-01-01T00:00:10Z", pid=42, **fields)
+
+    launched = 1704067210.0
+    assert attempt(pid_started=launched).child() == (42, launched)
+    assert attempt(pid_started=launched - 1.5).child() == (42, launched - 1.5)  # within the clock's slack
+    assert attempt(pid_started=launched - 3).child() is None
+    assert attempt(pid_started=launched - 3600, launcher="warm").child() == (42, launched - 3600)
+    assert attempt(pid_started=launched, launcher="dask").child() is None
+    assert attempt(pid_started=None).child() is None

@@ -27,6 +27,7 @@ STATE_STYLES = {
     "cancelled": "yellow",
     "marked-failed": "red",
     "marked-succeeded": "green",
+    "unreadable": "red",
 }
 
 
