@@ -21,6 +21,8 @@ DEFAULT_LEASE_SECONDS, DEFAULT_RENEW_SECONDS = 60.0, 15.0
 MAX_LEASE_SECONDS = 3600.0
 DEFAULT_REQUEST_WAIT = 15.0
 MAX_REQUEST_WAIT = 600
+DEFAULT_MAX_PARTITIONS = 10_000_000  # a plan larger than this is a typo (1us over days), not a backfill
+MAX_PARTITIONS_CEILING = 50_000_000  # what the status arrays can hold (engine.store.status.MAX_PARTITIONS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,6 +34,16 @@ class Settings:
     lease_seconds: float = DEFAULT_LEASE_SECONDS  # BACKFILL_LEASE_SECONDS: how long a lease holds unrenewed
     lease_renew_seconds: float = DEFAULT_RENEW_SECONDS  # BACKFILL_LEASE_RENEW_SECONDS: how often it is renewed
     request_wait: float = DEFAULT_REQUEST_WAIT  # BACKFILL_REQUEST_WAIT_SECONDS: wait for a live executor's answer
+    max_partitions: int = DEFAULT_MAX_PARTITIONS  # BACKFILL_MAX_PARTITIONS: the largest plan accepted, dry runs too
+
+    def check_plan_size(self, size: int) -> None:
+        """A new plan over the limit is refused with its count, a dry run's too: nothing that large is meant."""
+        if size > self.max_partitions:
+            raise BadInput(
+                f"the plan has {size:,} partitions, over the limit of {self.max_partitions:,} "
+                f"(BACKFILL_MAX_PARTITIONS, at most {MAX_PARTITIONS_CEILING:,}): use a coarser --partition or a "
+                "shorter range"
+            )
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -56,6 +68,9 @@ class Settings:
             lease_renew_seconds=renew,
             request_wait=float(
                 _whole(env, "BACKFILL_REQUEST_WAIT_SECONDS", int(DEFAULT_REQUEST_WAIT), MAX_REQUEST_WAIT, "seconds")
+            ),
+            max_partitions=_whole(
+                env, "BACKFILL_MAX_PARTITIONS", DEFAULT_MAX_PARTITIONS, MAX_PARTITIONS_CEILING, "partitions"
             ),
         )
 

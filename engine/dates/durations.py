@@ -23,7 +23,9 @@ ACCEPTED = "a positive Go duration such as 6h, 90m, 1h30m, 15m, 500ms, 1.5h or 1
 
 def parse_duration(text: str, flag: str) -> int:
     """Microseconds of a positive Go duration; finer than 1 µs, zero or negative is an error."""
-    value = text.strip()
+    if text != text.strip():
+        raise BadInput(f"{flag} {text!r} has spaces around it: use {ACCEPTED}")
+    value = text
     if value.startswith("-"):
         raise BadInput(f"{flag} {text!r} is negative: use {ACCEPTED}")
     body = value[1:] if value.startswith("+") else value

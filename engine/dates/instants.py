@@ -34,6 +34,9 @@ def to_datetime(instant: int, zone: tzinfo) -> datetime:
     return (EPOCH + timedelta(microseconds=instant)).astimezone(zone)
 
 
+MACHINE_ZONES = ("localtime", "posixrules")  # files in the zone database that stand for a machine's setting
+
+
 @lru_cache(maxsize=64)
 def load_zone(name: str) -> tzinfo:
     """An IANA zone by name; ``UTC`` (any case) is the fixed UTC zone."""
@@ -41,6 +44,11 @@ def load_zone(name: str) -> tzinfo:
         return zoneinfo.ZoneInfo("UTC")
     if not name or name.startswith(("/", ".")) or ".." in name:
         raise BadInput(_unknown_zone(name))
+    if name in MACHINE_ZONES:
+        raise BadInput(
+            f"time zone {name!r} is this machine's zone file, not a zone name: another host (or this one after a "
+            "change) would read it differently; give the IANA name, such as America/New_York or Europe/London"
+        )
     try:
         return zoneinfo.ZoneInfo(name)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError, IsADirectoryError, PermissionError):
@@ -162,7 +170,9 @@ class Boundary:
 
 def parse_boundary(text: str, flag: str) -> Boundary:
     """Parse a date, an unzoned timestamp or a timestamp with an offset; whole microseconds only."""
-    value = text.strip()
+    if text != text.strip():
+        raise BadInput(f"{flag} {text!r} has spaces around it: give it without them ({BOUNDARY_FORMATS})")
+    value = text
     if match := _DATE.fullmatch(value):
         year, month, day = (int(g) for g in match.groups())
         try:

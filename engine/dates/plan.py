@@ -42,9 +42,17 @@ class PartitionUnit:
 CALENDAR_NAMES = {unit.value: unit for unit in CalendarUnit}
 
 
+MAX_STEP = 100 * 366 * 24 * HOUR  # a fixed step longer than a century is a typo, not a partition
+
+
 def parse_unit(text: str) -> PartitionUnit:
-    """``hourly``, ``daily``, ``weekly``, ``monthly``, ``yearly`` or a positive Go duration."""
-    name = text.strip().lower()
+    """``hourly``, ``daily``, ``weekly``, ``monthly``, ``yearly`` or a positive Go duration of at most 100 years."""
+    if text.strip() and text != text.strip():
+        raise BadInput(
+            f"--partition {text!r} has spaces around it: use hourly, daily, weekly, monthly, yearly or a positive "
+            "Go duration such as 6h"
+        )
+    name = text.lower()
     if name in CALENDAR_NAMES:
         return PartitionUnit(name, calendar=CALENDAR_NAMES[name])
     if name == "hourly":
@@ -55,6 +63,11 @@ def parse_unit(text: str) -> PartitionUnit:
             "or a positive Go duration such as 6h, 90m or 15m"
         )
     step = parse_duration(text, "--partition")
+    if step > MAX_STEP:
+        raise BadInput(
+            f"--partition {text!r} is longer than 100 years ({format_duration(MAX_STEP)}): no range needs partitions "
+            "that long; use yearly, or a shorter duration"
+        )
     return PartitionUnit(format_duration(step), step=step)
 
 

@@ -56,7 +56,6 @@ from engine.store.control import Decision, read_control
 from engine.store.live_work import join
 from engine.store.manifest import now_text
 from engine.store.state_store import check_state_root, new_backfill_id
-from engine.store.status import check_plan_size
 from engine.store.target_pauses import check_not_paused
 
 REASON_REQUIRED = "--reason is required to run a backfill: say why it runs (a --dry-run needs none)"
@@ -213,6 +212,7 @@ def judge_new(
     """A new backfill, judged before anything is saved. Unless it is a dry run, a missing reason (where no one
     can be asked), a plan too large to keep and an unusable state root are refused first."""
     root = state_root_for(planned.spec, state_dir, cwd)
+    settings.check_plan_size(len(planned.spec.plan))  # a dry run's too: a plan that large is a typo
     if not dry_run:
         check_target_not_paused(planned)
         if reason is None and not can_ask:
@@ -220,7 +220,6 @@ def judge_new(
                 "--reason is required to run a backfill: say why it runs, e.g. --reason 'schema fix for "
                 "view_count' (a --dry-run needs none)"
             )
-        check_plan_size(len(planned.spec.plan))  # bad input is refused before the pre-flight judges anything
         check_state_root(root.path)
     request = request_for_new(planned, guard, reason=reason, root=root.path, cwd=cwd)
     return Invocation(

@@ -112,6 +112,9 @@ def decide(
         listing = "; ".join(f"{c.name}: {c.detail}" for c in preflight.blocking)
         raise Refused(f"refused (never allowed): {listing}")
     if verdict == AUTO:
+        if approve is not None and not preflight.digest.startswith(check_digest_prefix(approve)):
+            # It would run unattended, but it is not what the operator approved: say so, never ignore it.
+            raise NeedsApproval(_changed_message(preflight, check_digest_prefix(approve)))
         return Approval(preflight.digest, requester(), now_text, AUTO, reason, "auto")
     if interactive_approval:
         return Approval(preflight.digest, requester(), now_text, verdict, reason, "typed at the terminal")

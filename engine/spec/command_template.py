@@ -57,3 +57,8 @@ def check_placeholders(template: str) -> None:
                     f"--command has an unknown placeholder {{{name}}}: use one of {accepted} "
                     "(write {{ and }} for literal braces)"
                 )
+        if "{" in _BRACES.sub("", word) or "}" in _BRACES.sub("", word):
+            raise BadInput(
+                f"--command argument {word!r} has an unbalanced brace: write {{{{ and }}}} for literal braces, and "
+                "a placeholder whole, such as {start}"
+            )

@@ -103,18 +103,94 @@ def test_a_stop_grace_that_would_disable_sigkill_is_refused(work, home, grace):
     assert line == f"backfill: error: BACKFILL_STOP_GRACE {grace!r} is not a number of seconds from 0 to 3600"
 
 
-def test_a_plan_too_large_for_the_status_arrays_is_refused_before_saving_but_dry_runs(work, home):
-    """--partition 1us over two days (1.7e11 partitions): the dry run works (nothing is held), the run is
-    refused with the limit before any directory is written; list keeps working."""
+def test_a_plan_over_the_limit_is_refused_with_its_count_dry_runs_too(work, home):
+    """--partition 1us over two days (1.7e11 partitions): refused with the count and the limit, a dry run too,
+    before any directory is written; BACKFILL_MAX_PARTITIONS raises the limit (up to what the status arrays
+    hold) and a bad value of it is refused; list keeps working."""
     args = ("--command", "echo {start}", "--start-date", "2024-01-01", "--end-date", "2024-01-02", "--partition", "1us")
-    dry = run_backfill(*args, "--dry-run", "--limit", "2", cwd=work, env=home)
-    assert dry.returncode == 0 and "172800000000" in dry.stdout.replace(",", "").replace(" ", "")
-    line = refused(work, home, *args)
-    assert line == (
-        "backfill: error: the plan has 172,800,000,000 partitions; a backfill holds at most 50,000,000: "
-        "use a coarser --partition or a shorter range"
+    expected = (
+        "backfill: error: the plan has 172,800,000,000 partitions, over the limit of 10,000,000 "
+        "(BACKFILL_MAX_PARTITIONS, at most 50,000,000): use a coarser --partition or a shorter range"
     )
+    assert refused(work, home, *args) == expected
+    assert refused(work, home, *args, "--dry-run") == expected
+    seconds = (
+        "--command",
+        "echo {start}",
+        "--start-date",
+        "2024-01-01",
+        "--end-date",
+        "2024-01-02",
+        "--partition",
+        "1s",
+    )
+    lowered = refused(work, home, *seconds, "--dry-run", env={"BACKFILL_MAX_PARTITIONS": "1000"})
+    assert "the plan has 172,800 partitions, over the limit of 1,000" in lowered
+    raised = run_backfill(
+        *seconds, "--dry-run", "--limit", "1", cwd=work, env={**home, "BACKFILL_MAX_PARTITIONS": "200000"}
+    )
+    assert raised.returncode == 0, raised.stderr
+    too_high = refused(work, home, *seconds, "--dry-run", env={"BACKFILL_MAX_PARTITIONS": "50000001"})
+    assert "BACKFILL_MAX_PARTITIONS '50000001' is not a whole number of partitions from 1 to 50,000,000" in too_high
     assert run_backfill("list", "--output", "text", cwd=work, env=home).returncode == 0
+
+
+COMMAND = ("--command", "echo {start}")
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ((*COMMAND, "--start-date", " 2024-01-01", "--end-date", "2024-01-02"),
+         "--start-date ' 2024-01-01' has spaces around it"),
+        ((*COMMAND, "--start-date", "2024-01-01", "--end-date", "2024-01-02\t"),
+         "--end-date '2024-01-02\\t' has spaces around it"),
+        ((*COMMAND, *DAY, "--max-parallel", " 4"), "--max-parallel ' 4' has spaces around it: use 1 to"),
+        ((*COMMAND, *DAY, "--retries", "2 "), "--retries '2 ' has spaces around it"),
+        ((*COMMAND, *DAY, "--partition", " 6h"), "--partition ' 6h' has spaces around it"),
+        ((*COMMAND, *DAY, "--partition", "6h "), "--partition '6h ' has spaces around it"),
+        ((*COMMAND, *DAY, "--timeout", " 5s"), "--timeout ' 5s' has spaces around it"),
+        ((*COMMAND, *DAY, "--partition", "9223372036854775807h"),
+         "--partition '9223372036854775807h' is longer than 100 years"),
+        ((*COMMAND, *DAY, "--timezone", "localtime"), "time zone 'localtime' is this machine's zone file"),
+        (("--command", "echo {start", *DAY), "--command argument '{start' has an unbalanced brace"),
+        (("--command", "echo start}", *DAY), "--command argument 'start}' has an unbalanced brace"),
+        (("--command", "echo {{start}", *DAY), "--command argument '{{start}' has an unbalanced brace"),
+    ],
+    ids=["start-space", "end-tab", "parallel", "retries", "unit-lead", "unit-trail", "timeout", "huge-unit",
+         "localtime", "open-brace", "close-brace", "half-escaped"],
+)  # fmt: skip
+def test_nonsense_that_used_to_pass_is_one_line_and_exit_2(work, home, args, says):
+    """Whitespace around dates, numbers and units, an absurd unit, a machine's zone file for a zone name and an
+    unbalanced brace in the template: refused in one line naming the value, in a dry run as in a run."""
+    assert says in refused(work, home, *args)
+    assert says in refused(work, home, *args, "--dry-run")
+
+
+def test_a_wrong_approve_on_an_auto_plan_is_never_ignored(work, home):
+    """A plan that would run unattended (sandbox), given an --approve for another plan: held (exit 4) saying the
+    plan is not the one approved; the right digest runs it."""
+    flags = ("--command", "echo {start}", "--start-date", "2024-01-01", "--end-date", "2024-01-01", "--reason", "r",
+             "--reversible", "--guardrails", "sandbox", "--no-progress")  # fmt: skip
+    wrong = run_backfill(*flags, "--approve", "deadbeef", cwd=work, env=home)
+    assert wrong.returncode == 4, wrong.stdout + wrong.stderr
+    assert "the plan changed since it was approved" in wrong.stderr and "Approved deadbeef" in wrong.stderr
+    assert not (work / "logs" / "backfills").exists() or not any((work / "logs" / "backfills").iterdir())
+    import re
+
+    digest = re.search(r"plan digest ([0-9a-f]{12})", run_backfill(*flags, "--dry-run", cwd=work, env=home).stdout)
+    right = run_backfill(*flags, "--approve", digest.group(1), cwd=work, env=home)
+    assert right.returncode == 0, right.stdout + right.stderr
+
+
+def test_listing_a_state_directory_that_does_not_exist_is_bad_input(work, home):
+    """list --state-dir /nonexistent: one line naming it, exit 2 (not an empty listing and exit 0)."""
+    result = run_backfill("list", "--state-dir", str(work / "nope"), "--output", "text", cwd=work, env=home)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"backfill: error: --state-dir {str(work / 'nope')!r} is not a directory: give the state root backfills "
+        "were saved in"
+    )
 
 
 @pytest.mark.parametrize("run_id", ["../../x", "a/b", ".hidden", "", "x" * 201, "rün"])

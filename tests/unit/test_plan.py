@@ -145,11 +145,18 @@ def test_count_and_random_access_do_not_enumerate():
 
 
 def test_partition_units_parse_to_their_canonical_names():
-    """Calendar names in any case and spacing, hourly as a one-hour step, durations by their Go spelling."""
+    """Calendar names in any case (never padded with spaces: refused, like any value), hourly as a one-hour step,
+    durations by their Go spelling; a fixed step longer than 100 years is refused."""
     from engine.dates.calendar import CalendarUnit
     from engine.dates.plan import HOUR, PartitionUnit
 
-    assert parse_unit(" Weekly ") == PartitionUnit("weekly", calendar=CalendarUnit.WEEK)
+    assert parse_unit("Weekly") == PartitionUnit("weekly", calendar=CalendarUnit.WEEK)
+    for padded in (" Weekly ", "6h ", "\tdaily"):
+        with pytest.raises(BadInput, match="has spaces around it"):
+            parse_unit(padded)
+    assert parse_unit("876000h").step == 876_000 * HOUR  # 100 years of 365 days
+    with pytest.raises(BadInput, match="is longer than 100 years"):
+        parse_unit("878400h1us")
     assert parse_unit("DAILY") == PartitionUnit("daily", calendar=CalendarUnit.DAY)
     assert parse_unit("Hourly") == PartitionUnit("hourly", step=HOUR)
     assert parse_unit("90m") == PartitionUnit("1h30m", step=90 * 60_000_000)

@@ -82,7 +82,9 @@ _ASCII_INT = re.compile(r"[0-9]+")
 def _whole_number(flag: str, text: str, minimum: int, maximum: int | None) -> int:
     """ASCII digits only (not ``١٢``, ``１２`` or ``1_0``, which ``int()`` would take), within the range."""
     accepted = f"{minimum} to {maximum:,}" if maximum is not None else f"{minimum} or more"
-    stripped = text.strip()
+    if text != text.strip():
+        raise argparse.ArgumentTypeError(f"{flag} {text!r} has spaces around it: use {accepted}")
+    stripped = text
     if stripped.startswith("-") and _ASCII_INT.fullmatch(stripped[1:]):
         raise argparse.ArgumentTypeError(f"{flag} {text!r} is negative: use {accepted}")
     if not _ASCII_INT.fullmatch(stripped):

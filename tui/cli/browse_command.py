@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 
+from engine.base.errors import BadInput
 from engine.execute.backfill import Loaded, load_backfill, shown_parallelism
 from engine.store.catalog import COMPLETE, BackfillSummary, list_backfills, summarize
 from engine.store.locate import state_root_of_cwd
@@ -34,6 +35,10 @@ STATE_STYLES = {
 def list_command(argv: list[str]) -> int:
     args = list_parser().parse_args(argv)
     root = state_root_of_cwd(args.state_dir, Path.cwd())
+    if args.state_dir is not None and not root.is_dir():
+        raise BadInput(
+            f"--state-dir {args.state_dir!r} is not a directory: give the state root backfills were saved in"
+        )
     if args.output is None and dashboard_possible(no_progress=False, json_output=False):
         from tui.cli.browser import browse
 
