@@ -123,3 +123,24 @@ def test_list_text_fits_100_columns(work, home):
     lines = [line for line in result.stdout.splitlines() if " under " not in line]  # the store's path is a path
     assert all(len(line) <= 100 for line in lines), lines
     assert any(line.endswith("…") for line in lines) and "just now" in result.stdout
+
+
+def test_help_lists_every_verb_and_every_documented_exit_code():
+    """`backfill --help` (a real process) names each implemented verb and each exit code of docs/cli.md's table,
+    with its meaning: 4 is 'needs approval', 5 'unreadable state'."""
+    import re
+
+    from tests.conftest import ROOT
+    from tui.cli.arguments import IMPLEMENTED_VERBS
+
+    result = run_backfill("--help")
+    assert result.returncode == 0, result.stderr
+    for verb in IMPLEMENTED_VERBS:
+        assert re.search(rf"^  backfill {verb}\b", result.stdout, re.MULTILINE), verb
+    docs = (ROOT / "docs" / "cli.md").read_text()
+    table = docs[docs.index("## Exit codes") :]
+    codes = [int(code) for code in re.findall(r"^\| (\d+) \|", table, re.MULTILINE)]
+    assert codes == [0, 1, 2, 3, 4, 5, 22, 130]
+    shown = dict(re.findall(r"^\s+(\d+)  (.+)$", result.stdout[result.stdout.index("exit codes:") :], re.MULTILINE))
+    assert sorted(int(code) for code in shown) == codes
+    assert shown["4"] == "needs approval" and shown["5"] == "unreadable state"

@@ -170,12 +170,45 @@ def run_options_from(args: argparse.Namespace) -> RunOptions:
     return run_options_of(args, *environ_run_inputs())
 
 
+# What `backfill --help` ends with: every verb of IMPLEMENTED_VERBS and every exit code of docs/cli.md
+# (tests/functional/test_cli_errors.py holds the three to each other).
+VERB_HELP = (
+    ("run TARGET --start-date S --end-date E", "one run of a pipeline over one interval (what a partition runs)"),
+    ("list", "saved backfills and paused pipelines (the browser on a terminal)"),
+    ("show ID", "one saved backfill: its partitions, attempts and logs"),
+    ("restore ID --reason TEXT", "put back what a backfill changed, from its snapshot (--prune: old ones)"),
+    ("mark ID [PARTITION...] --status S --reason TEXT", "set partitions, or the backfill, succeeded/failed/skipped"),
+    ("cancel ID --reason TEXT", "stop a backfill now; resumable"),
+    ("pause ID|--target PATH --reason TEXT", "hold a backfill, or a whole pipeline"),
+    ("resume ID|--target PATH --reason TEXT", "let it go on"),
+    ("reconcile [ID]", "settle backfills whose executor's lease expired"),
+    ("audit [ID]", "every intervention, oldest first"),
+)
+EXIT_HELP = (
+    (0, "ok; a dry run; a paused backfill or pipeline, which starts nothing"),
+    (1, "partitions failed, or an operator cancelled or marked it failed"),
+    (2, "bad input"),
+    (3, "refused (never allowed, already running, production without --force)"),
+    (4, "needs approval"),
+    (5, "unreadable state"),
+    (22, "paused (incomplete)"),
+    (130, "interrupted (Ctrl+C, SIGTERM, a closed terminal)"),
+)
+HELP_EPILOG = (
+    "verbs:\n"
+    + "".join(f"  backfill {usage}\n      {what}\n" for usage, what in VERB_HELP)
+    + "\nexit codes:\n"
+    + "".join(f"  {code:>3}  {what}\n" for code, what in EXIT_HELP)
+    + "\ndocs/cli.md has every flag of every verb."
+)
+
+
 def backfill_parser() -> Parser:
     parser = Parser(
         prog="backfill",
         description="Split a date range into partitions and run each as a child process, resumably.",
-        epilog="Verbs: backfill run TARGET ... (one interval) | backfill list | backfill show ID. "
-        "Exit codes: 0 ok, 1 failed partitions, 2 bad input, 3 refused, 4 unreadable state, 130 cancelled.",
+        epilog=HELP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("target", nargs="?", help="pipeline directory or asset file")
     parser.add_argument(
