@@ -449,6 +449,23 @@ def _check_strategy_needs(asset: Asset, data: dict[str, Any], problems: Problems
                 )
     if asset.kind == "sql" and m.strategy != "ddl" and not asset.body.strip():
         problems.add(asset.path, asset.body_line, "the asset has no SQL after its @bruin header")
+    _check_templates(asset, problems)
+
+
+def _check_templates(asset: Asset, problems: Problems) -> None:
+    """A template that cannot be parsed (an unclosed ``{{``, a stray ``{% endif %}``) is a validation problem at
+    planning, with its file and line — never the failure of a partition after the snapshot was taken."""
+    from engine.pipeline.templating import syntax_problem
+
+    if asset.kind == "sql":
+        problem = syntax_problem(asset.body)
+        if problem is not None:
+            problems.add(asset.path, asset.body_line + problem[0] - 1, problem[1])
+    for phase, hooks in asset.hooks.items():
+        for hook in hooks:
+            problem = syntax_problem(hook)
+            if problem is not None:
+                problems.add(asset.path, 0, f"{phase} hook: {problem[1]}")
 
 
 def _interval_modifiers(data: dict[str, Any], path: Path, problems: Problems) -> dict[str, str] | None:

@@ -321,3 +321,25 @@ def test_ddl_comments_its_columns_and_r_assets_are_reported(tmp_path):
     repo.write("p/assets/model.r", "# @bruin\n# name: s.model\n# @bruin\nprint(1)\n")
     result = repo.run(*DAY)
     assert result.returncode == 2 and "model.r:1: R assets are not supported" in result.stderr
+
+
+def test_a_template_syntax_error_in_an_asset_or_a_hook_fails_planning(tmp_path, home):
+    """An unclosed placeholder in an asset's SQL, or a stray tag in a hook, is a validation problem with its file
+    and line: backfill run, a backfill and its dry run exit 2, nothing is saved, no snapshot, no partition fails."""
+    from tests.backfills import state_dirs
+    from tests.conftest import run_backfill
+
+    repo = Repo(tmp_path / "repo")
+    table = {"type": "table", "strategy": "time_interval", "incremental_key": "day", "time_granularity": "date"}
+    path = repo.sql("s.t", "SELECT 1 AS n,\n  DATE '{{ start_date }' AS day", materialization=table)
+    line = path.read_text().splitlines().index("  DATE '{{ start_date }' AS day") + 1
+    days = ("--start-date", "2024-01-01", "--end-date", "2024-01-02")
+    for args in (("run", "p", *days), ("p", *days, "--dry-run"), ("p", *days, "--reason", "r", "--no-progress")):
+        result = run_backfill(*args, cwd=repo.root, env=home)
+        assert result.returncode == 2, (args, result.stdout, result.stderr)
+        assert f"assets/s.t.sql:{line}: template syntax: unexpected '}}'" in result.stderr, result.stderr
+    assert state_dirs(repo.root / "logs" / "backfills") == [] and not repo.database.exists()
+    repo.sql("s.t", "SELECT DATE '{{ start_date }}' AS day", materialization=table,
+             hooks={"post": [{"query": "{% if true %}DELETE FROM s.t WHERE false"}]})  # fmt: skip
+    hooked = run_backfill("p", *days, "--dry-run", cwd=repo.root, env=home)
+    assert hooked.returncode == 2 and "assets/s.t.sql: post hook: template syntax:" in hooked.stderr, hooked.stderr
