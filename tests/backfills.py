@@ -55,6 +55,13 @@ def state_dirs(root: Path) -> list[Path]:
     return sorted(p for p in root.iterdir() if not p.name.startswith(".") and (p / "manifest.json").exists())
 
 
+def child_running(record: dict[str, Any]) -> bool:
+    """Whether a record's partition has a child running: its last attempt is ``running`` with its PID (a write-ahead
+    attempt is ``starting``, with no child yet)."""
+    last = record["attempts"][-1] if record["attempts"] else {}
+    return record["status"] == "running" and last.get("status") == "running" and bool(last.get("pid"))
+
+
 def records(backfill: Path) -> list[dict[str, Any]]:
     return sorted(
         (orjson.loads(p.read_bytes()) for p in (backfill / "partitions").glob("*.json")), key=lambda r: r["index"]

@@ -28,9 +28,13 @@ def main() -> int:
     parser.add_argument("--exclusive-dir", help="hold a lock per partition; record any overlap with a sibling")
     parser.add_argument("--record-signals", help="append the name of each SIGINT/SIGTERM/SIGHUP received; go on")
     parser.add_argument("--wait-for", help="before finishing, wait (at most 120 s) until this file exists")
+    parser.add_argument("--began", help="append this run's ID (BACKFILL_RUN_ID) and PID here as soon as it starts")
     args = parser.parse_args()
     args.sleep = args.sleep or float(os.environ.get("CHILD_SLEEP", "0"))
     args.wait_for = args.wait_for or os.environ.get("CHILD_WAIT_FOR")
+    if args.began:  # the first thing a child does: a ledger of every run that started, however it ended
+        with open(args.began, "a") as began:
+            began.write(json.dumps({"run_id": os.environ.get("BACKFILL_RUN_ID"), "pid": os.getpid()}) + "\n")
     if args.exclusive_dir:
         import fcntl
 

@@ -370,6 +370,18 @@ class Executor:
         except OSError as error:
             self._storage_failed(error)
 
+    def _write_ahead(self, path, data: bytes) -> bool:
+        """Write a record and wait until it is durable; False when it could not be (a full disk stops the run) or
+        this executor was fenced meanwhile: then nothing may start."""
+        if self._storage_error is not None or not self.owns():
+            return False
+        try:
+            self._writer.put_and_wait(path, data)
+        except OSError as error:
+            self._storage_failed(error)
+            return False
+        return self.owns()
+
     def _storage_failed(self, error: OSError) -> None:
         if self._storage_error is None:
             self._storage_error = error
@@ -437,7 +449,7 @@ class Executor:
             log_path = self.store.log_path(run_id)
         attempt = Attempt(
             run_id=run_id,
-            status=RecordStatus.RUNNING,
+            status=RecordStatus.STARTING,
             started_at=now_text(),
             log=f"children/{run_id}.log",
             generation=self.takeover.generation.number,
@@ -448,6 +460,14 @@ class Executor:
         record.attempts.append(attempt)
         record.status = RecordStatus.RUNNING
         child_spec = self.factory.child(interval, partition_id, run_id, log_path, len(self.plan))
+        # Write-ahead: the attempt is on disk, synced, before its child can start, so a child that ran always has an
+        # attempt record, whatever kills this executor next (a takeover settles a "starting" one: issue 24).
+        if not self._write_ahead(self.store.record_path(partition_id), record.to_bytes()):
+            attempt.status, attempt.finished_at = RecordStatus.CANCELLED, now_text()
+            attempt.error = "not started: its attempt could not be recorded first"
+            self._finish(index, record, attempt, pending.attempts_left)
+            return
+        attempt.status = RecordStatus.RUNNING
         try:
             child = self.launcher.launch(child_spec)
         except OSError as error:

@@ -59,9 +59,11 @@ class Takeover:
         self.lock.release()
 
 
-def find_orphans(store: StateStore, running: list[PartitionRecord]) -> set[tuple[int, float]]:
-    """Identities (PID, start time) of live children of an earlier executor of this backfill."""
+def find_orphans(store: StateStore, running: list[PartitionRecord]) -> tuple[set[tuple[int, float]], frozenset[str]]:
+    """Identities (PID, start time) of live children of an earlier executor of this backfill, and the run IDs
+    their environment names (a child whose attempt was still ``starting`` in the records is found by it)."""
     found = set()
+    run_ids = set()
     for record in running:
         for attempt in record.attempts:
             child = attempt.child() if attempt.status == RecordStatus.RUNNING else None
@@ -72,11 +74,14 @@ def find_orphans(store: StateStore, running: list[PartitionRecord]) -> set[tuple
         if process.pid == me:
             continue
         try:
-            if process.environ().get("BACKFILL_ID") == store.id:
+            environment = process.environ()
+            if environment.get("BACKFILL_ID") == store.id:
                 found.add((process.pid, process.create_time()))
+                if environment.get("BACKFILL_RUN_ID"):
+                    run_ids.add(environment["BACKFILL_RUN_ID"])
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
             continue
-    return found
+    return found, frozenset(run_ids)
 
 
 def check_not_owned_elsewhere(store: StateStore) -> None:
@@ -129,7 +134,8 @@ def take_over(
     # .children.lock must never let new attempts run beside live old ones.
     # Each is verified again when it is held, and signalled only through that hold: a PID reused meanwhile is
     # never hit, the last SIGKILL included.
-    stopped = stop_verified(find_orphans(store, running), grace)
+    orphans, started = find_orphans(store, running)
+    stopped = stop_verified(orphans, grace)
     notes: list[str] = []
     if stop_remote is not None:  # children an earlier executor ran on other machines (the Dask launcher)
         try:
@@ -151,7 +157,12 @@ def take_over(
     ensure_directory(store.children)
     for record in running:
         store.settle_running(
-            record, board, attempt_status=RecordStatus.CANCELLED, status=Status.CANCELLED, error=INTERRUPTED
+            record,
+            board,
+            attempt_status=RecordStatus.CANCELLED,
+            status=Status.CANCELLED,
+            error=INTERRUPTED,
+            started=started,
         )
     previous = store.read_generation()
     me = os.getpid()

@@ -38,6 +38,17 @@ class RecordWriter:
             raise self._error
         self._queue.put((path, data, durable))
 
+    def put_and_wait(self, path: Path, data: bytes) -> None:
+        """Queue a record and return once it, and everything queued before it, is on disk and synced (the
+        directory too): the write-ahead of an attempt, which must be durable before its child starts."""
+        if self._error is not None:
+            raise self._error
+        done = threading.Event()
+        self._queue.put((path, data, True, done))
+        done.wait()
+        if self._error is not None:
+            raise self._error
+
     def drain(self) -> None:
         """Block until every queued record is written (and durable ones synced)."""
         self._queue.join()
@@ -66,7 +77,7 @@ class RecordWriter:
                 for entry in batch:
                     if entry is _STOP:
                         continue
-                    path, data, durable = entry  # type: ignore[misc]
+                    path, data, durable = entry[:3]  # type: ignore[index]
                     if self._error is None and self._may_write():
                         write_atomic(path, data, durable=durable, sync_parent=False)
                         sync = sync or durable
@@ -75,7 +86,9 @@ class RecordWriter:
             except BaseException as error:
                 self._error = error
             finally:
-                for _ in batch:
+                for entry in batch:
+                    if entry is not _STOP and len(entry) == 4:  # type: ignore[arg-type]
+                        entry[3].set()  # type: ignore[index]  # written and synced (or failed: the error says)
                     self._queue.task_done()
             if stop:
                 return

@@ -28,6 +28,7 @@ class RecordStatus(StrEnum):
     :class:`Status`) or an attempt's (``running`` … ``lost``)."""
 
     QUEUED = "queued"
+    STARTING = "starting"  # an attempt recorded before its child starts (write-ahead): it may never have started
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
@@ -36,10 +37,12 @@ class RecordStatus(StrEnum):
     LOST = "lost"
 
 
-# ``lost``: an attempt whose executor's lease expired while it ran: its outcome is uncertain (its work may
-# have committed). ``skipped``: only a mark gives it. A ``mark`` attempt has no child: an operator said so.
+# ``lost``: an attempt whose executor's lease expired while it ran, or whose executor died while starting it:
+# its outcome is uncertain (its work may have committed, or it may never have started). ``skipped``: only a mark
+# gives it. A ``mark`` attempt has no child: an operator said so.
 ATTEMPT_STATUSES = tuple(s for s in RecordStatus if s is not RecordStatus.QUEUED)
-PARTITION_STATUSES = tuple(s for s in RecordStatus if s is not RecordStatus.LOST)
+PARTITION_STATUSES = tuple(s for s in RecordStatus if s not in (RecordStatus.LOST, RecordStatus.STARTING))
+LIVE_ATTEMPT_STATUSES = (RecordStatus.STARTING, RecordStatus.RUNNING)  # an owner that is gone left these open
 
 
 # A child's start time (boot time in whole seconds plus clock ticks) against the launch's wall time: a process

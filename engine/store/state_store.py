@@ -34,7 +34,7 @@ from engine.dates.formatting import InstantFormatter
 from engine.dates.plan import Plan
 from engine.store.bulk_marks import BULK_MARKS, BulkMark, merge, read_bulk_marks
 from engine.store.manifest import now_text
-from engine.store.records import PartitionRecord, RecordStatus, read_record, status_of
+from engine.store.records import LIVE_ATTEMPT_STATUSES, PartitionRecord, RecordStatus, read_record, status_of
 from engine.store.status import Status, StatusBoard
 
 BACKFILLS_DIR = ("logs", "backfills")
@@ -244,13 +244,25 @@ class StateStore:
         return self._bulk_ids[1]
 
     def settle_running(
-        self, record: PartitionRecord, board: StatusBoard, *, attempt_status: str, status: Status, error: str
+        self,
+        record: PartitionRecord,
+        board: StatusBoard,
+        *,
+        attempt_status: str,
+        status: Status,
+        error: str,
+        started: frozenset[str] = frozenset(),
     ) -> None:
         """An owner that is gone left ``record`` running: its running attempts end as ``attempt_status`` with
-        ``error``, the partition as ``status``, written durably and shown on ``board``."""
+        ``error``, the partition as ``status``, written durably and shown on ``board``. An attempt it recorded as
+        ``starting`` ends so too when its child was found alive (its run ID in ``started``); otherwise whether
+        that child ever ran is unknown, and the attempt is ``lost``, saying so."""
         finished_at = now_text()
         for attempt in record.attempts:
-            if attempt.status == RecordStatus.RUNNING:
+            if attempt.status == RecordStatus.STARTING and attempt.run_id not in started:
+                attempt.status, attempt.finished_at = RecordStatus.LOST, finished_at
+                attempt.error = f"{error} while starting it: whether its child ran is unknown"
+            elif attempt.status in LIVE_ATTEMPT_STATUSES:
                 attempt.status, attempt.finished_at, attempt.error = attempt_status, finished_at, error
         record.status = status.label
         self.write_record(record, durable=True)

@@ -7,6 +7,9 @@ SIGINT; ``--continue`` follows, itself sometimes stopped the same way, until one
 
 - no partition ever had two live children (no ``OVERLAP``);
 - every partition is ``succeeded``, and each success is true: its attempt's PID is in the ledger;
+- every child that started has an attempt record (its run ID, written in a second ledger the moment it starts,
+  is an attempt of its partition): the attempt is written before the child starts (issue 24), and a takeover
+  settles one left ``starting``;
 - no child of any executor is left alive, and no temporary file is left in the store.
 
 The default suite runs ``CI_TRIALS`` trials; the long campaign is marked slow and runs outside it:
@@ -80,11 +83,11 @@ def run_trial(seed: int, root: Path, home: dict[str, str]) -> None:
     rng = random.Random(seed)
     work = root / f"trial-{seed}"
     (work / ".git").mkdir(parents=True)
-    locks, ledger = work / "locks", work / "ledger.jsonl"
+    locks, ledger, began = work / "locks", work / "ledger.jsonl", work / "began.jsonl"
     locks.mkdir()
     days = rng.randint(4, 12)
     parallel = str(rng.randint(1, 4))
-    command = child_command("--exclusive-dir", str(locks), "--spans", str(ledger))
+    command = child_command("--began", str(began), "--exclusive-dir", str(locks), "--spans", str(ledger))
     plan = ["--command", command, "--start-date", "2024-01-01", "--end-date", f"2024-01-{days:02d}"]
     env = {**home, "CHILD_SLEEP": f"{rng.uniform(0.05, 0.8):.2f}", "BACKFILL_STOP_GRACE": "5"}
 
@@ -112,6 +115,11 @@ def run_trial(seed: int, root: Path, home: dict[str, str]) -> None:
     done = ledger_pids(ledger)
     for record in finished:
         assert record["attempts"][-1]["pid"] in done, f"a success nobody did, partition {record['index']}: {context}"
+    recorded = {a["run_id"]: a["status"] for r in finished for a in r["attempts"]}
+    started = [json.loads(line)["run_id"] for line in began.read_text().splitlines()] if began.exists() else []
+    unrecorded = [run_id for run_id in started if run_id not in recorded]
+    assert not unrecorded, f"children ran without an attempt record: {unrecorded}: {context}"
+    assert "starting" not in recorded.values(), f"an attempt left starting: {context}"
     leftovers = children_of_backfill(backfill.name)
     assert not leftovers, f"children left alive: {leftovers}: {context}"
     assert not [p for p in backfill.rglob("*") if ".tmp" in p.name], context

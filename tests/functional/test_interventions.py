@@ -14,7 +14,16 @@ import pytest
 import yaml
 
 from engine.store.locks import FileLock
-from tests.backfills import alive, child_command, records, start_background, state_dirs, statuses, wait_for
+from tests.backfills import (
+    alive,
+    child_command,
+    child_running,
+    records,
+    start_background,
+    state_dirs,
+    statuses,
+    wait_for,
+)
 from tests.conftest import backfill_argv, run_backfill
 from tests.guard_flags import GUARD
 
@@ -34,7 +43,7 @@ def running_pids(backfill: Path, count: int) -> list[int]:
     """Wait until ``count`` partitions are recorded running; their children's PIDs."""
 
     def found():
-        pids = [r["attempts"][-1]["pid"] for r in records(backfill) if r["status"] == "running"]
+        pids = [r["attempts"][-1]["pid"] for r in records(backfill) if child_running(r)]
         return pids if len(pids) >= count else None
 
     return wait_for(found, timeout=30)
@@ -149,7 +158,7 @@ def test_mark_of_a_running_partition_is_refused_and_changes_nothing(work, env):
     """A mark naming a running partition: exit 3, 'cancel the backfill first, or wait', no record or audit line."""
     process, backfill = started(work, *plan(3), "--max-parallel", "1", env=env)
     running_pids(backfill, 1)
-    [running] = [r for r in records(backfill) if r["status"] == "running"]
+    [running] = [r for r in records(backfill) if child_running(r)]
     mark = run_backfill(
         "mark", backfill.name, running["id"][:8], "--status", "succeeded", "--reason", "x", cwd=work, env=env
     )

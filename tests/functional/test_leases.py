@@ -13,7 +13,7 @@ from engine.interventions import requests
 from engine.interventions.requests import Request
 from engine.store.lease import Lease, write_lease
 from engine.store.manifest import now_text
-from tests.backfills import alive, child_command, records, start_background, state_dirs, wait_for
+from tests.backfills import alive, child_command, child_running, records, start_background, state_dirs, wait_for
 from tests.conftest import run_backfill
 from tests.guard_flags import GUARD
 
@@ -32,7 +32,7 @@ def start_two_running(work, home, *plan: str, lease: str = "2"):
     backfill = wait_for(lambda: (state_dirs(work / "logs" / "backfills") or [None])[0])
 
     def two_running():
-        pids = [r["attempts"][-1]["pid"] for r in records(backfill) if r["status"] == "running"]
+        pids = [r["attempts"][-1]["pid"] for r in records(backfill) if child_running(r)]
         return pids if len(pids) == 2 else None
 
     return process, backfill, wait_for(two_running), env

@@ -13,7 +13,7 @@ import psutil
 import pytest
 import yaml
 
-from tests.backfills import child_command, records, start_background, state_dirs, wait_for
+from tests.backfills import child_command, child_running, records, start_background, state_dirs, wait_for
 from tests.builder import Repo
 from tests.conftest import run_backfill
 
@@ -110,7 +110,7 @@ def test_a_crashed_executors_surviving_child_still_holds_the_command(tmp_path, h
                              cwd=tmp_path, env=home)  # fmt: skip
     try:
         backfill = wait_for(lambda: (state_dirs(tmp_path / "a") or [None])[0])
-        running = wait_for(lambda: [r for r in records(backfill) if r["status"] == "running"] or None)
+        running = wait_for(lambda: [r for r in records(backfill) if child_running(r)] or None)
         overlapping = run_backfill(*flags, "--start-date", "2024-01-02", "--end-date", "2024-01-03", "--state-dir",
                                    "b", "--dry-run", cwd=tmp_path, env=home)  # fmt: skip
         assert f"wait for backfill {backfill.name}, PID {first.pid}" in check_row(

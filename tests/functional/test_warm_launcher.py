@@ -14,7 +14,7 @@ import orjson
 import psutil
 import pytest
 
-from tests.backfills import alive, records, start_background, state_dirs, wait_for
+from tests.backfills import alive, child_running, records, start_background, state_dirs, wait_for
 from tests.builder import Repo
 from tests.conftest import run_backfill
 from tests.guard_flags import REASON
@@ -140,7 +140,7 @@ def days_in_table(repo: Repo) -> list[str]:
 
 def running_record(backfill: Path, index: int) -> dict:
     def found():
-        return next((r for r in records(backfill) if r["index"] == index and r["status"] == "running"), None)
+        return next((r for r in records(backfill) if r["index"] == index and child_running(r)), None)
 
     return wait_for(found, timeout=60)
 

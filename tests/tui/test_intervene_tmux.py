@@ -7,7 +7,7 @@ import shlex
 import socket
 import sys
 
-from tests.backfills import alive, records, state_dirs, wait_for
+from tests.backfills import alive, child_running, records, state_dirs, wait_for
 from tests.conftest import backfill_argv, run_backfill
 from tests.guard_flags import GUARD
 from tests.tui.tmux import Tmux
@@ -37,7 +37,7 @@ def test_cancel_from_a_second_terminal_reaches_the_dashboard_with_who_and_why(tm
     try:
         tmux.wait_for("▶ running")
         [backfill] = state_dirs(work / "logs" / "backfills")
-        pids = wait_for(lambda: [r["attempts"][-1]["pid"] for r in records(backfill) if r["status"] == "running"])
+        pids = wait_for(lambda: [r["attempts"][-1]["pid"] for r in records(backfill) if child_running(r)])
         cancel = run_backfill("cancel", backfill.name, "--reason", "wrong source file", cwd=work, env=home)
         assert cancel.returncode == 0, cancel.stderr
         who = f"{getpass.getuser()}@{socket.gethostname()}"

@@ -14,7 +14,7 @@ from engine.execute.executor import Outcome
 from engine.pipeline.options import RunOptions
 from engine.spec.backfill_spec import ExecutionOptions
 from engine.spec.planning import plan_request
-from tests.backfills import child_command, max_overlap, read_spans, records
+from tests.backfills import child_command, child_running, max_overlap, read_spans, records
 
 
 def prepare(work: Path, command: str | None, days: int, *, target: str | None = None, **options) -> Prepared:
@@ -172,7 +172,7 @@ def test_a_running_record_says_what_runs_where_before_the_child_ends(work):
         deadline = time.monotonic() + 20
         found: list[dict] = []
         while not found and time.monotonic() < deadline:
-            found = [r for r in records(prepared.store.directory) if r["status"] == "running"]
+            found = [r for r in records(prepared.store.directory) if child_running(r)]
             time.sleep(0.02)
         [record] = found
         [attempt] = record["attempts"]

@@ -24,6 +24,7 @@ ATTEMPT_STYLES = {
     "succeeded": "green3",
     "failed": "red1",
     "cancelled": "yellow3",
+    "starting": "dodger_blue1",
     "running": "dodger_blue1",
     "skipped": "grey58",
     "lost": "magenta",

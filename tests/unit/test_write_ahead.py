@@ -1,0 +1,103 @@
+"""The write-ahead attempt: a child never starts before its attempt is on disk, and a takeover settles an
+attempt recorded as starting by whether its child was found alive."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from engine.execute.launcher import ForkExecLauncher
+from engine.store.records import RecordStatus
+from tests.backfills import records
+from tests.unit.test_scheduling import prepare
+
+
+@pytest.fixture
+def work(tmp_path) -> Path:
+    (tmp_path / ".git").mkdir()
+    return tmp_path
+
+
+class CheckingLauncher(ForkExecLauncher):
+    """Reads the partition's record from disk at the moment of each launch, before the child exists."""
+
+    def __init__(self, partitions: Path) -> None:
+        self.partitions, self.seen = partitions, []
+
+    def launch(self, spec):
+        environment = spec.env
+        path = self.partitions / f"{environment['BACKFILL_PARTITION_ID']}.json"
+        on_disk = orjson.loads(path.read_bytes()) if path.exists() else None
+        attempts = {a["run_id"]: a["status"] for a in on_disk["attempts"]} if on_disk else {}
+        self.seen.append(attempts.get(environment["BACKFILL_RUN_ID"]))
+        return super().launch(spec)
+
+
+def test_every_attempt_is_on_disk_as_starting_before_its_child_starts(work):
+    """Three partitions, each failing once and retried: at each of the six launches the record on disk already
+    holds that attempt, as starting; the records then end as usual."""
+    marker = work / "once"
+    marker.mkdir()
+    prepared = prepare(work, f"{sys.executable} {Path(__file__).parents[1] / 'child.py'} --partition {{partition_id}} "
+                       f"--start {{start}} --fail-first-attempt {marker}", 3, max_parallel=2, retries=1)  # fmt: skip
+    launcher = CheckingLauncher(prepared.store.partitions)
+    outcome = prepared.executor(launcher=launcher).run()
+    assert outcome.status == "succeeded"
+    assert launcher.seen == [RecordStatus.STARTING] * 6
+    assert [[a["status"] for a in r["attempts"]] for r in records(prepared.store.directory)] == [
+        ["failed", "succeeded"]
+    ] * 3
+
+
+def test_a_takeover_settles_a_starting_attempt_by_whether_its_child_lives(work):
+    """Two attempts an executor left starting: the one whose child is alive (found by its run ID in its
+    environment) is stopped and cancelled; the other, never found, is lost saying whether it ran is unknown. Both
+    partitions run again and succeed."""
+    from engine.execute.backfill import load_backfill, prepare_resume, replan
+    from engine.execute.rerun import PartitionSelection
+
+    prepared = prepare(work, "true {start}", 2)
+    prepared.release()
+    store = prepared.store
+    child = None
+    try:
+        for index in (0, 1):
+            interval = prepared.spec.plan.interval(index)
+            partition_id = prepared.spec.ids.of(interval.start, interval.end)
+            run_id = f"{store.id}-p{index}-a1"
+            record = {
+                "format": 1, "id": partition_id, "index": index, "start": "", "end": "",
+                "start_us": interval.start, "end_us": interval.end, "status": "running",
+                "attempts": [{"run_id": run_id, "status": "starting", "started_at": "2024-01-01T00:00:00Z"}],
+            }  # fmt: skip
+            (store.partitions / f"{partition_id}.json").write_bytes(orjson.dumps(record))
+            if index == 0:  # its child started before the executor could say so
+                environment = {**os.environ, "BACKFILL_ID": store.id, "BACKFILL_RUN_ID": run_id}
+                child = subprocess.Popen(["sleep", "60"], env=environment, start_new_session=True)
+        loaded = load_backfill(store.id, str(work / "states"), work)
+        from engine.base.settings import Settings
+
+        resumed = prepare_resume(loaded, replan(loaded.spec, prepared.options), PartitionSelection(),
+                                 settings=Settings(stop_grace=2.0))  # fmt: skip
+        assert child.wait(timeout=10) is not None, "the live child was stopped"
+        settled = [r["attempts"][0] for r in records(store.directory)]
+        assert [a["status"] for a in settled] == ["cancelled", "lost"]
+        assert settled[0]["error"] == "previous executor interrupted"
+        assert (
+            settled[1]["error"] == "previous executor interrupted while starting it: whether its child ran is unknown"
+        )
+        outcome = resumed.executor().run()
+        assert outcome.status == "succeeded"
+        assert [[a["status"] for a in r["attempts"]] for r in records(store.directory)] == [
+            ["cancelled", "succeeded"],
+            ["lost", "succeeded"],
+        ]
+    finally:
+        if child is not None and child.poll() is None:
+            child.kill()
+            child.wait()
