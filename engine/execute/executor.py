@@ -376,7 +376,7 @@ class Executor:
         if self._storage_error is not None or not self.owns():
             return False
         try:
-            self._writer.put_and_wait(path, data)
+            self._writer.write_ahead(path, data)
         except OSError as error:
             self._storage_failed(error)
             return False

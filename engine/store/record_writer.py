@@ -30,13 +30,30 @@ class RecordWriter:
         self._may_write = may_write
         self._queue: queue.Queue[object] = queue.Queue()
         self._error: BaseException | None = None
+        self._pending: dict[Path, int] = {}  # queued writes per file, not yet done
+        self._pending_lock = threading.Lock()
         self._thread = threading.Thread(target=self._work, name="record writer", daemon=True)
         self._thread.start()
 
     def put(self, path: Path, data: bytes, *, durable: bool) -> None:
         if self._error is not None:
             raise self._error
+        self._count(path, 1)
         self._queue.put((path, data, durable))
+
+    def write_ahead(self, path: Path, data: bytes) -> None:
+        """Write a record durably (file and directory synced) before returning: the attempt recorded before its
+        child starts. On the calling thread when no write of the same file is queued — a batch of other records
+        being synced is not waited for — else queued behind that write and waited for, so a file's writes stay in
+        order either way. (Only the executor's thread queues records, so none can be queued in between.)"""
+        if self._error is not None:
+            raise self._error
+        with self._pending_lock:
+            queued = self._pending.get(path, 0)
+        if queued:
+            self.put_and_wait(path, data)
+        elif self._may_write():
+            write_atomic(path, data, durable=True)
 
     def put_and_wait(self, path: Path, data: bytes) -> None:
         """Queue a record and return once it, and everything queued before it, is on disk and synced (the
@@ -44,10 +61,19 @@ class RecordWriter:
         if self._error is not None:
             raise self._error
         done = threading.Event()
+        self._count(path, 1)
         self._queue.put((path, data, True, done))
         done.wait()
         if self._error is not None:
             raise self._error
+
+    def _count(self, path: Path, change: int) -> None:
+        with self._pending_lock:
+            left = self._pending.get(path, 0) + change
+            if left:
+                self._pending[path] = left
+            else:
+                self._pending.pop(path, None)
 
     def drain(self) -> None:
         """Block until every queued record is written (and durable ones synced)."""
@@ -87,8 +113,10 @@ class RecordWriter:
                 self._error = error
             finally:
                 for entry in batch:
-                    if entry is not _STOP and len(entry) == 4:  # type: ignore[arg-type]
-                        entry[3].set()  # type: ignore[index]  # written and synced (or failed: the error says)
+                    if entry is not _STOP:
+                        self._count(entry[0], -1)  # type: ignore[index]
+                        if len(entry) == 4:  # type: ignore[arg-type]
+                            entry[3].set()  # type: ignore[index]  # written and synced (or failed: the error says)
                     self._queue.task_done()
             if stop:
                 return

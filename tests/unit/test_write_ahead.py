@@ -101,3 +101,32 @@ def test_a_takeover_settles_a_starting_attempt_by_whether_its_child_lives(work):
         if child is not None and child.poll() is None:
             child.kill()
             child.wait()
+
+
+def test_a_write_ahead_never_overtakes_a_queued_write_of_the_same_record(tmp_path):
+    """An older version of a record still queued: the write-ahead waits behind it, and the file ends with the newer
+    version; another file's write-ahead does not wait for the queue."""
+    import threading
+
+    from engine.store.record_writer import RecordWriter
+
+    gate, entered = threading.Event(), threading.Event()
+
+    def may_write() -> bool:
+        entered.set()
+        return gate.wait(10)
+
+    writer = RecordWriter(tmp_path, may_write)
+    path, other = tmp_path / "p.json", tmp_path / "q.json"
+    writer.put(path, b"old", durable=True)
+    assert entered.wait(10)  # the writer holds the old version, not yet written
+    done = threading.Event()
+    thread = threading.Thread(target=lambda: (writer.write_ahead(path, b"new"), done.set()))
+    thread.start()
+    assert not done.wait(0.3), "the write-ahead overtook the queued write"
+    gate.set()
+    thread.join(10)
+    assert done.is_set() and path.read_bytes() == b"new"
+    writer.write_ahead(other, b"alone")  # nothing queued for it: written at once
+    assert other.read_bytes() == b"alone"
+    writer.close()
