@@ -73,6 +73,9 @@ def test_cancel_from_another_process_stops_children_exits_1_and_says_who_and_why
     assert time.monotonic() - asked < 5 + 2.5  # seen within 2 s, children gone within the grace
     assert process.returncode == 1, err
     assert f"stepped in  cancelled by {WHO}: the source resent the file" in out
+    assert "  this run    cancelled: 2 partitions were running; 3 not started\n" in out, out
+    [printed] = [line.split(None, 1)[1] for line in out.splitlines() if line.startswith("  resume      ")]
+    assert printed == f"backfill --continue {backfill.name} --reason TEXT", printed
     assert not [pid for pid in pids if alive(pid)]
     cancelled = [r for r in records(backfill) if r["status"] == "cancelled"]
     assert len(cancelled) == 2
@@ -93,6 +96,10 @@ def test_cancel_from_another_process_stops_children_exits_1_and_says_who_and_why
     assert again.returncode == 2
     assert f"was cancelled by {WHO} at " in again.stderr
     assert "--continue needs its own --reason to go on" in again.stderr
+    import shlex
+
+    as_printed = run_backfill(*shlex.split(printed)[1:], "--no-progress", cwd=work, env={**env, "CHILD_SLEEP": "0"})
+    assert as_printed.returncode == 0, as_printed.stdout + as_printed.stderr  # the summary's command works as printed
     quick = {**env, "CHILD_SLEEP": "0"}
     done = run_backfill("--continue", backfill.name, "--reason", "resent file is in", cwd=work, env=quick)
     assert done.returncode == 0, done.stderr

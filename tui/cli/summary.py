@@ -83,7 +83,10 @@ def summary_lines(
         paint(f"{human.count(counts[name])} {name}", STATUS_STYLE[name]) for name in STATUS_NAMES if counts.get(name)
     ]
     lines.append(f"  partitions  {human.count(board.size)}: " + ", ".join(parts))
-    if outcome.selected < board.size:
+    stopped = _stopped_run(outcome)
+    if stopped is not None:
+        lines.append(f"  this run    {stopped}")
+    elif outcome.selected < board.size:
         failed_here = len(outcome.failed_in_run)
         lines.append(
             f"  this run    {human.count(outcome.selected)} of {human.count(board.size)} partitions {outcome.status}"
@@ -107,11 +110,33 @@ def summary_lines(
         lines.append(f"  record      {outcome.record}")
     if outcome.record_error:
         lines.append(paint(f"  record      not written: {outcome.record_error}", "red"))
+    if resume and needs_own_reason(outcome):
+        resume += " --reason TEXT"  # an operator ended it: a --continue must say why it goes on (exit 2 without)
     if resume and status != "succeeded":
         lines.append(f"  resume      {resume}")
     if resume and failed:
         lines.append(f"  rerun       {resume} --rerun failed")
     return lines
+
+
+def needs_own_reason(outcome: Outcome) -> bool:
+    """Whether an operator ended the backfill (a cancel, or a mark of the whole backfill), after which
+    ``--continue`` needs a reason of its own: the printed resume command then carries ``--reason``."""
+    return bool(outcome.intervention) and outcome.intervention.startswith(("cancelled", "marked"))
+
+
+def _stopped_run(outcome: Outcome) -> str | None:
+    """What a cancelled or paused run stopped: how many partitions were running, how many never started
+    (``cancelled: 3 partitions were running; 44,529 not started``), rather than all of them "cancelled"."""
+    if outcome.status not in ("cancelled", "paused"):
+        return None
+    partitions = {attempt.run_id.rsplit("-a", 1)[0] for attempt in outcome.attempts}
+    not_started = max(0, outcome.selected - len(partitions))
+    if outcome.status == "paused":
+        return f"paused: {human.count(len(partitions))} partitions ran; {human.count(not_started)} not started"
+    running = sum(1 for attempt in outcome.attempts if attempt.status == "cancelled")
+    were = "partition was" if running == 1 else "partitions were"
+    return f"cancelled: {human.count(running)} {were} running; {human.count(not_started)} not started"
 
 
 def _failures(store: StateStore, spec: BackfillSpec, board: StatusBoard, paint: Paint) -> list[str]:
