@@ -21,6 +21,7 @@ STATE_STYLES = {
     "cancelled": "yellow3",
     "marked-succeeded": "green3",
     "marked-failed": "red1",
+    "unreadable": "red1",
 }
 COUNT_STYLES = (
     ("succeeded", "✓", "green3"),
