@@ -209,8 +209,9 @@ def judge_new(
     can_ask: bool,
     dry_run: bool = False,
 ) -> Invocation:
-    """A new backfill, judged before anything is saved. Unless it is a dry run, a missing reason (where no one
-    can be asked), a plan too large to keep and an unusable state root are refused first."""
+    """A new backfill, judged before anything is saved. A plan over the partition limit is refused first, a dry
+    run's too; unless it is a dry run, a paused pipeline, a missing reason (where no one can be asked) and an
+    unusable state root are refused next."""
     root = state_root_for(planned.spec, state_dir, cwd)
     settings.check_plan_size(len(planned.spec.plan))  # a dry run's too: a plan that large is a typo
     if not dry_run:
