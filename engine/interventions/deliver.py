@@ -52,6 +52,13 @@ def deliver(
             finally:
                 lock.release()
         lock.release()
+        if held_by_fenced_owner(store):
+            # The lock's holder is the executor a reconcile fenced out (frozen, say): it may write nothing and
+            # will answer nothing. The lease, not the file lock, says who owns the backfill: nobody does, so the
+            # request is applied here, serialized with reconciles and other such requests by their own lock.
+            fenced = _apply_past_fenced_holder(store, request, hold, submitted)
+            if fenced is not None:
+                return fenced
         if not submitted:
             requests.submit(store.directory, request)
             submitted = True
@@ -66,6 +73,33 @@ def deliver(
                 )
             return _await_answer(store, request, time.monotonic() + wait)
         time.sleep(POLL_SECONDS)
+
+
+def held_by_fenced_owner(store: StateStore) -> bool:
+    """Whether ``.lock`` is held by the executor a reconcile fenced out: the lease is unowned and names it as the
+    one it fenced, and no executor took the backfill over since (``.generation.json`` still names it: a takeover
+    rewrites it under the lock)."""
+    lease = read_lease(store.directory)
+    if lease is None or lease.host is not None or lease.fenced is None:
+        return False
+    generation = store.read_generation()
+    return generation is not None and (generation.pid, generation.pid_started) == lease.fenced
+
+
+def _apply_past_fenced_holder(store: StateStore, request: Request, hold: Callable[[], Holder], submitted: bool):
+    """Apply ``request`` under the reconcile lock when a fenced executor still holds ``.lock``; None when, checked
+    again under that lock, it no longer does (the request then goes the usual way)."""
+    from engine.interventions.reconcile import RECONCILE_LOCK
+
+    lock = FileLock(store.directory / RECONCILE_LOCK)
+    if not lock.acquire(timeout=30):
+        return None
+    try:
+        if not held_by_fenced_owner(store) or (submitted and not requests.withdraw(store.directory, request)):
+            return None
+        return apply(request, hold())
+    finally:
+        lock.release()
 
 
 def owned_elsewhere(store: StateStore) -> bool:

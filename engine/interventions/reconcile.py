@@ -112,7 +112,16 @@ def _settle(
     # The old owner is fenced out before anything is written: from here on, none of its writes is valid.
     write_lease(
         store.directory,
-        Lease(lease.epoch + 1, None, None, None, now, (), f"reconciled at {_when(now)}: {owner}'s lease expired"),
+        Lease(
+            lease.epoch + 1,
+            None,
+            None,
+            None,
+            now,
+            (),
+            f"reconciled at {_when(now)}: {owner}'s lease expired",
+            fenced=(lease.pid, lease.pid_started or 0.0) if lease.pid is not None else None,
+        ),
     )
     finished = now_text()
     message = (

@@ -42,6 +42,7 @@ class Lease:
     expires_at: float  # Unix seconds
     attempts: tuple[LeasedAttempt, ...] = field(default_factory=tuple)
     note: str | None = None  # why it is unowned: "ended", or what a reconcile found
+    fenced: tuple[int, float] | None = None  # a reconcile: the (PID, start time) of the owner it fenced out
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -53,6 +54,7 @@ class Lease:
             "expires_at": self.expires_at,
             "attempts": [attempt.to_json() for attempt in self.attempts],
             "note": self.note,
+            "fenced": list(self.fenced) if self.fenced is not None else None,
         }
 
 
@@ -74,6 +76,7 @@ def read_lease(directory: Path) -> Lease | None:
             float(data["expires_at"]),
             attempts,
             data.get("note"),
+            (int(data["fenced"][0]), float(data["fenced"][1])) if data.get("fenced") else None,
         )
     except FileNotFoundError:
         return None

@@ -196,3 +196,34 @@ def test_show_reports_an_expired_lease_and_settles_nothing(work, home):
     finally:
         process.send_signal(signal.SIGCONT)
     process.communicate(timeout=60)
+
+
+def test_a_lost_partition_can_be_marked_at_once_past_a_frozen_holder_of_the_lock(work, home):
+    """SIGSTOP past the lease, reconcile: the frozen executor still holds .lock, but the lease says it is fenced, so
+    a mark of a lost partition is applied at once by the command (not sent to an executor that will never answer);
+    thawed, the executor exits 1 and the mark stands."""
+    process, backfill, _, env = start_two_running(work, home)
+    env = {**env, "BACKFILL_REQUEST_WAIT_SECONDS": "3"}  # the old way: refused after waiting 3 s
+    process.send_signal(signal.SIGSTOP)
+    try:
+        expires = orjson.loads((backfill / "lease.json").read_bytes())["expires_at"]
+        wait_for(lambda: time.time() > expires + 0.1 or None, timeout=30)
+        settled = run_backfill("reconcile", backfill.name, cwd=work, env=env)
+        assert "2 running attempts marked lost" in settled.stdout, settled.stdout + settled.stderr
+        [lost, *_] = [r for r in records(backfill) if r["attempts"] and r["attempts"][-1]["status"] == "lost"]
+        marked = run_backfill("mark", backfill.name, lost["id"][:10], "--status", "succeeded", "--rows", "5",
+                              "--reason", "loaded by hand", cwd=work, env=env)  # fmt: skip
+        assert marked.returncode == 0, marked.stdout + marked.stderr
+        assert marked.stdout == "marked 1 partition succeeded\n", marked.stdout
+        after_mark = partition_bytes(backfill)
+    finally:
+        process.send_signal(signal.SIGCONT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 1, err
+    assert partition_bytes(backfill) == after_mark  # the thawed, fenced executor overwrote nothing
+    [record] = [r for r in records(backfill) if r["id"] == lost["id"]]
+    assert (record["status"], record["attempts"][-1]["kind"], record["attempts"][-1]["rows"]) == (
+        "succeeded",
+        "mark",
+        5,
+    )

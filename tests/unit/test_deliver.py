@@ -329,3 +329,26 @@ def test_a_request_given_back_unapplied_is_withdrawn_not_left_for_later(holder, 
         executor.join(30)
         executor.lock.release()
     assert leftovers(holder) == []
+
+
+def test_only_the_executor_a_reconcile_fenced_counts_as_a_fenced_holder_of_the_lock(tmp_path):
+    """The lock's holder is the fenced executor only while the lease is unowned, names it as fenced, and no
+    executor took over since (the generation file still names it): an ended lease, an owned one, or a new
+    generation all send requests the usual way."""
+    from engine.interventions.deliver import held_by_fenced_owner
+    from engine.store.lease import Lease, write_lease
+    from tests.saved_backfills import saved_command_backfill
+
+    store = saved_command_backfill(tmp_path, end="2024-01-02").store
+    store.write_generation(1, 4242, 17.5, "t")
+    write_lease(store.directory, Lease(2, None, None, None, 0.0, (), "reconciled", fenced=(4242, 17.5)))
+    assert held_by_fenced_owner(store)
+    write_lease(store.directory, Lease(2, None, None, None, 0.0, (), "ended"))
+    assert not held_by_fenced_owner(store)
+    write_lease(store.directory, Lease(3, "h", 4243, 18.0, 9e9, (), None, fenced=(4242, 17.5)))
+    assert not held_by_fenced_owner(store)
+    write_lease(store.directory, Lease(2, None, None, None, 0.0, (), "reconciled", fenced=(4242, 17.5)))
+    store.write_generation(2, 4243, 18.0, "t")  # a takeover since: the lock is the new owner's
+    assert not held_by_fenced_owner(store)
+    store.write_generation(1, 4242, 17.6, "t")  # the same PID, another process
+    assert not held_by_fenced_owner(store)
