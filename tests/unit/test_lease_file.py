@@ -43,7 +43,16 @@ def test_the_file_holds_the_documented_keys(tmp_path):
             {"run_id": "run-b", "index": 9, "pid": None, "pid_started": None},
         ],
         "note": "renewed",
+        "fenced": None,
     }
+
+
+def test_a_reconciled_lease_keeps_who_it_fenced(tmp_path):
+    """The owner a reconcile fenced out (PID, start time) survives a write and a read, as numbers."""
+    reconciled = Lease(8, None, None, None, 5.0, (), "reconciled", fenced=(4242, 1_700_000_000.25))
+    write_lease(tmp_path, reconciled)
+    assert read_lease(tmp_path) == reconciled
+    assert orjson.loads((tmp_path / LEASE).read_bytes())["fenced"] == [4242, 1_700_000_000.25]
 
 
 def test_an_unowned_lease_with_no_attempts_reads_back(tmp_path):
