@@ -140,24 +140,52 @@ def read(directory: Path) -> AuditLog:
     return log
 
 
-_COUNTED: dict[str, tuple[int, int, bool]] = {}  # path → (bytes counted, newlines in them, ends with one)
+@dataclass(frozen=True)
+class AuditCount:
+    """How many lines of the audit log are interventions (whole JSON objects) and how many are torn."""
+
+    readable: int = 0
+    torn: int = 0
 
 
-def count(directory: Path) -> int:
-    """Lines in the audit log (a torn one included), without parsing any. The log is append-only, so only
-    the bytes added since the last count in this process are read: the browser lists every few seconds."""
+_COUNTED: dict[str, tuple[int, AuditCount]] = {}  # path → (bytes up to the last whole line counted, their count)
+
+
+def count(directory: Path) -> AuditCount:
+    """The interventions and torn lines of the audit log, judged as :func:`read` judges them, so ``list`` and
+    ``show`` say the same. The log is append-only, so only the lines added since the last count in this process
+    are parsed (the browser lists every few seconds); an unterminated last line is judged, and read again next
+    time."""
     path = directory / AUDIT
     try:
         size = os.stat(path).st_size
     except FileNotFoundError:
-        return 0
-    counted, newlines, ends = _COUNTED.get(str(path), (0, 0, True))
+        return AuditCount()
+    counted, total = _COUNTED.get(str(path), (0, AuditCount()))
     if size < counted:  # not the file we counted (replaced by a restore of the directory): start again
-        counted, newlines, ends = 0, 0, True
+        counted, total = 0, AuditCount()
+    tail = b""
     if size > counted:
         with open(path, "rb") as handle:
             handle.seek(counted)
             added = handle.read(size - counted)
-        counted, newlines, ends = counted + len(added), newlines + added.count(b"\n"), added.endswith(b"\n")
-        _COUNTED[str(path)] = (counted, newlines, ends)
-    return newlines + (0 if ends else 1)
+        whole, _, tail = added.rpartition(b"\n")
+        readable, torn = _judge(whole.split(b"\n"))
+        total = AuditCount(total.readable + readable, total.torn + torn)
+        counted += len(added) - len(tail)
+        _COUNTED[str(path)] = (counted, total)
+    readable, torn = _judge([tail])  # an unterminated last line: judged now, read again next time
+    return AuditCount(total.readable + readable, total.torn + torn)
+
+
+def _judge(lines: list[bytes]) -> tuple[int, int]:
+    readable = torn = 0
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            whole = isinstance(orjson.loads(line), dict)
+        except orjson.JSONDecodeError:
+            whole = False
+        readable, torn = (readable + 1, torn) if whole else (readable, torn + 1)
+    return readable, torn

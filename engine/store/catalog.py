@@ -117,7 +117,8 @@ class BackfillSummary:
     counts: dict[str, int]
     state: str  # complete, incomplete, running, paused, cancelled, marked-succeeded, marked-failed
     error: str | None = None  # why this backfill could not be summarized
-    interventions: int = 0  # lines in its audit log
+    interventions: int = 0  # interventions in its audit log (whole lines)
+    torn_interventions: int = 0  # lines of its audit log that cannot be read (a crash while appending)
     decision: str | None = None  # who paused, cancelled or marked it, when and why
 
     def to_json(self) -> dict[str, Any]:
@@ -138,6 +139,7 @@ class BackfillSummary:
             "state": self.state,
             "error": self.error,
             "interventions": self.interventions,
+            "torn_interventions": self.torn_interventions,
             "decision": self.decision,
         }
 
@@ -184,6 +186,7 @@ def summarize(
     else:
         state = INCOMPLETE
     attempted = sum(counts.values()) - counts.get(Status.QUEUED.label, 0)
+    logged = audit.count(store.directory)
     return BackfillSummary(
         id=store.id,
         directory=store.directory,
@@ -200,7 +203,8 @@ def summarize(
         counts=counts,
         state=state,
         error=error,
-        interventions=audit.count(store.directory),
+        interventions=logged.readable,
+        torn_interventions=logged.torn,
         decision=decision.sentence() if decision else None,
     )
 

@@ -240,3 +240,31 @@ def test_no_signal_on_the_strength_of_a_record_naming_an_older_process(work, hom
     finally:
         victim.kill()
         victim.wait()
+
+
+def test_list_and_show_count_the_same_interventions_over_a_torn_audit_line(work, home):
+    """Two marks, then a torn line appended (a crash while appending) and one more mark: list (text and JSON) and
+    show (text and JSON) each count 3 interventions and 1 unreadable line."""
+    _, backfill = saved(work, home)
+    ids = [r["id"] for r in records(backfill)]
+
+    def mark(partition: str) -> None:
+        done = run_backfill("mark", backfill.name, partition[:10], "--status", "skipped", "--reason", "by hand",
+                            cwd=work, env=home)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+
+    mark(ids[0])
+    mark(ids[1])
+    with open(backfill / "audit.jsonl", "ab") as log:
+        log.write(b'{"action": "MA')
+    mark(ids[2])
+    [listed] = json.loads(run_backfill("list", "--output", "json", cwd=work, env=home).stdout)["backfills"]
+    assert (listed["interventions"], listed["torn_interventions"]) == (3, 1)
+    shown = json.loads(run_backfill("show", backfill.name, "--output", "json", cwd=work, env=home).stdout)
+    interventions = shown["backfill"]["interventions"]
+    assert (interventions["count"], len(interventions["torn_lines"])) == (3, 1)
+    text = run_backfill("list", "--output", "text", cwd=work, env=home).stdout
+    assert f"{backfill.name}: 3 intervention(s), 1 unreadable line(s) in its audit log" in text, text
+    assert "✎3" in text
+    show_text = run_backfill("show", backfill.name, "--output", "text", cwd=work, env=home).stdout
+    assert "3 intervention(s), 1 unreadable line(s)" in show_text, show_text

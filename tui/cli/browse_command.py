@@ -97,6 +97,11 @@ def print_list(summaries: list[BackfillSummary], root: Path, paint: Paint, now: 
         name = row[-1] if len(row[-1]) <= room else row[-1][: room - 1] + "…"
         print("  ".join([*cells, name]).rstrip())
     for s in summaries:
+        if s.torn_interventions:  # counted as show counts them: the readable ones, and how many are not
+            print(
+                f"{s.id}: {s.interventions} intervention(s), {s.torn_interventions} unreadable line(s) in its audit log"
+            )
+    for s in summaries:
         if s.decision and s.state != COMPLETE:
             print(f"{s.id}: {s.decision}")
     broken = [s for s in summaries if s.error]

@@ -31,7 +31,7 @@ def intervention_lines(directory: Path) -> list[tuple[str, str]]:
             lines.append(("stepped in", decision.sentence()))
     log = audit.read(directory)
     if log.entries or log.torn:
-        torn = f", {len(log.torn)} torn line(s)" if log.torn else ""
+        torn = f", {len(log.torn)} unreadable line(s)" if log.torn else ""
         lines.append(("audit", f"{len(log.entries)} intervention(s){torn}: backfill audit {directory.name}"))
         for entry in log.entries[-LAST_INTERVENTIONS:]:
             lines.append(("", entry_text(entry, Paint(False))))
