@@ -18,6 +18,15 @@ from tests.conftest import run_backfill
 TEST_LIMITS: dict[str, Any] = {"guardrail_limits": {"auto_max_intervals": 31}}
 
 
+# A Python asset body that says it started (the file LIVE_STARTED names) and then waits for the test's go (the file
+# LIVE_GO names): work that runs for as long as a test needs it to, without a guessed duration.
+WAITER = """import os, pathlib, time
+pathlib.Path(os.environ["LIVE_STARTED"]).write_text("started")
+while not os.path.exists(os.environ["LIVE_GO"]):
+    time.sleep(0.02)  # the test's event (a file), not a guess at a duration
+"""
+
+
 class Repo:
     """A git-like repository with ``.bruin.yml`` and one pipeline ``p`` on DuckDB connection ``db``
     (``sandbox`` guardrails unless told otherwise: see tests/guard_flags.py)."""

@@ -250,7 +250,7 @@ def _check_attempt(data: Any, path: Path, number: int) -> None:
         raise StateUnreadable(f"partition file {path}: attempts[{number}] is {data!r}, not an object")
     for name, valid, accepted in _ATTEMPT_FIELDS:
         value = data.get(name, _ATTEMPT_DEFAULTS.get(name))
-        if name not in data and name not in _ATTEMPT_DEFAULTS and name in ("run_id", "started_at"):
+        if name in ("run_id", "started_at") and name not in data:
             raise KeyError(f"attempts[{number}].{name}")
         if not valid(value):
             raise StateUnreadable(f"partition file {path}: attempts[{number}].{name} is {value!r}: {accepted}")

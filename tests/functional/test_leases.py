@@ -127,6 +127,14 @@ def state_bytes(backfill) -> dict[str, bytes]:
     return {str(p.relative_to(backfill)): p.read_bytes() for p in sorted(backfill.rglob("*")) if p.is_file()}
 
 
+def reconcile_past_expiry(backfill, work, env) -> None:
+    """With its executor frozen: wait until the lease has expired, then reconcile, both running attempts lost."""
+    expires = orjson.loads((backfill / "lease.json").read_bytes())["expires_at"]
+    wait_for(lambda: time.time() > expires + 0.1 or None, timeout=30)
+    settled = run_backfill("reconcile", backfill.name, cwd=work, env=env)
+    assert "2 running attempts marked lost" in settled.stdout, settled.stdout + settled.stderr
+
+
 def test_a_thawed_executor_past_its_reconciled_lease_changes_not_one_byte_of_its_state(work, home):
     """SIGSTOP, reconcile, a mark request queued for the old owner, SIGCONT: the thawed executor claims no
     request, writes no record, audit line, summary or lease — the state directory is byte-identical — and exits
@@ -134,10 +142,7 @@ def test_a_thawed_executor_past_its_reconciled_lease_changes_not_one_byte_of_its
     process, backfill, _, env = start_two_running(work, home)
     process.send_signal(signal.SIGSTOP)
     try:
-        expires = orjson.loads((backfill / "lease.json").read_bytes())["expires_at"]
-        wait_for(lambda: time.time() > expires + 0.1 or None, timeout=30)
-        settled = run_backfill("reconcile", backfill.name, cwd=work, env=env)
-        assert "2 running attempts marked lost" in settled.stdout, settled.stdout + settled.stderr
+        reconcile_past_expiry(backfill, work, env)
         queued = Request("mark", "fixed by hand", "ops@elsewhere", now_text(), {"indices": [3], "to": "skipped"})
         requests.submit(backfill, queued)
         before = state_bytes(backfill)
@@ -206,10 +211,7 @@ def test_a_lost_partition_can_be_marked_at_once_past_a_frozen_holder_of_the_lock
     env = {**env, "BACKFILL_REQUEST_WAIT_SECONDS": "3"}  # the old way: refused after waiting 3 s
     process.send_signal(signal.SIGSTOP)
     try:
-        expires = orjson.loads((backfill / "lease.json").read_bytes())["expires_at"]
-        wait_for(lambda: time.time() > expires + 0.1 or None, timeout=30)
-        settled = run_backfill("reconcile", backfill.name, cwd=work, env=env)
-        assert "2 running attempts marked lost" in settled.stdout, settled.stdout + settled.stderr
+        reconcile_past_expiry(backfill, work, env)
         [lost, *_] = [r for r in records(backfill) if r["attempts"] and r["attempts"][-1]["status"] == "lost"]
         marked = run_backfill("mark", backfill.name, lost["id"][:10], "--status", "succeeded", "--rows", "5",
                               "--reason", "loaded by hand", cwd=work, env=env)  # fmt: skip

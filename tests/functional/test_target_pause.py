@@ -10,14 +10,8 @@ import pytest
 import yaml
 
 from tests.backfills import records, start_background, state_dirs, wait_for
-from tests.builder import Repo
+from tests.builder import WAITER, Repo
 from tests.conftest import run_backfill
-
-WAITER = """import os, pathlib, time
-pathlib.Path(os.environ["LIVE_STARTED"]).write_text("started")
-while not os.path.exists(os.environ["LIVE_GO"]):
-    time.sleep(0.02)  # the test's event (a file), not a guess at a duration
-"""
 
 
 @pytest.fixture
