@@ -78,7 +78,7 @@ def _outcome(unrelated: subprocess.Popen, number: int) -> dict:
     return {"reused": unrelated.pid == number, "survived": survived}
 
 
-def _stopping(identities: list[tuple[int, float | None]]) -> threading.Thread:
+def _stopping(identities: list[tuple[int, float | None, str | None]]) -> threading.Thread:
     from engine.base.processes import stop_verified
 
     thread = threading.Thread(target=stop_verified, args=(identities, GRACE))
@@ -90,13 +90,13 @@ def last_signal(directory: Path) -> dict:
     """Reconcile and takeover stop a lost child (SIGTERM ignored); it dies inside the grace and its PID goes to
     an unrelated process; the SIGKILL at the end of the grace must not reach that process. A second stubborn child
     keeps the grace running to its end."""
-    from engine.base.processes import process_started
+    from engine.base.processes import process_identity
 
     lost = subprocess.Popen(_victim_argv(directory, "lost"), start_new_session=True)
     stubborn = subprocess.Popen(_victim_argv(directory, "stubborn"), start_new_session=True)
     for name in ("lost", "stubborn"):
         _pid_of(directory, name)
-    stop = _stopping([(p.pid, process_started(p.pid)) for p in (lost, stubborn)])
+    stop = _stopping([(p.pid, *process_identity(p.pid)) for p in (lost, stubborn)])
     _release(directory, "lost")
     lost.wait()
     unrelated = _take_number(lost.pid)
@@ -108,14 +108,14 @@ def last_signal(directory: Path) -> dict:
 def descendant(directory: Path) -> dict:
     """A descendant of the lost child (in a session of its own) found at the start of the grace dies inside it;
     the unrelated process that takes its PID must survive the last signal."""
-    from engine.base.processes import process_started
+    from engine.base.processes import process_identity
 
     script = f"trap '' TERM; setsid {' '.join(_victim_argv(directory, 'grandchild'))} & wait"
     lost = subprocess.Popen(["sh", "-c", script], start_new_session=True)
     stubborn = subprocess.Popen(_victim_argv(directory, "stubborn"), start_new_session=True)
     grandchild = _pid_of(directory, "grandchild")
     _pid_of(directory, "stubborn")
-    stop = _stopping([(p.pid, process_started(p.pid)) for p in (lost, stubborn)])
+    stop = _stopping([(p.pid, *process_identity(p.pid)) for p in (lost, stubborn)])
     _release(directory, "grandchild")
     lost.wait()  # its shell reaped the grandchild, then ended
     unrelated = _take_number(grandchild)

@@ -19,8 +19,55 @@ from collections.abc import Iterable
 import psutil
 
 _BOOT_TIME: float | None = None
+_BOOT_ID: str | None = None
 PIDFD_SIGNAL_PROCESS_GROUP = 1 << 2  # linux/pidfd.h: signal the target's process group (Linux ≥ 6.9)
 SAME_START = 0.01  # seconds: two start times closer than this are one process (the clock tick is 10 ms)
+
+
+def _stat_ticks(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks since boot (``/proc/<pid>/stat``): exact, and no clock step moves it."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return int(handle.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _boot_id() -> str:
+    global _BOOT_ID
+    if _BOOT_ID is None:
+        try:
+            with open("/proc/sys/kernel/random/boot_id") as handle:
+                _BOOT_ID = handle.read().strip()
+        except OSError:
+            _BOOT_ID = ""
+    return _BOOT_ID
+
+
+def _birth_of(ticks: int) -> str | None:
+    boot = _boot_id()
+    return f"{boot}:{ticks}" if boot else None
+
+
+def process_identity(pid: int) -> tuple[float | None, str | None]:
+    """What names a live process for good, read once: its start time (Unix seconds, as psutil computes it: shown,
+    and compared with launch times) and its birth, ``<boot id>:<start ticks>`` (Linux), None elsewhere.
+
+    The start time is derived from the boot time the kernel reports, which follows the wall clock: it moves by a
+    whole second as NTP slews the clock, and by the step when the clock is set. Two processes reading it minutes
+    apart can disagree about one child. The birth never moves, so identities are compared by it wherever both
+    sides have one."""
+    ticks = _stat_ticks(pid)
+    if ticks is None:
+        return process_started(pid), None
+    return _boot_time() + ticks / os.sysconf("SC_CLK_TCK"), _birth_of(ticks)
+
+
+def _boot_time() -> float:
+    global _BOOT_TIME
+    if _BOOT_TIME is None:
+        _BOOT_TIME = psutil.boot_time()
+    return _BOOT_TIME
 
 
 def process_started(pid: int) -> float | None:
@@ -29,25 +76,32 @@ def process_started(pid: int) -> float | None:
     On Linux the boot time is read once and ``/proc/<pid>/stat`` once per call: this runs for
     every child the executor starts.
     """
-    global _BOOT_TIME
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            fields = handle.read().rsplit(b")", 1)[1].split()
-        if _BOOT_TIME is None:
-            _BOOT_TIME = psutil.boot_time()
-        return _BOOT_TIME + int(fields[19]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        pass
+    ticks = _stat_ticks(pid)
+    if ticks is not None:
+        return _boot_time() + ticks / os.sysconf("SC_CLK_TCK")
     try:
         return psutil.Process(pid).create_time()
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return None
 
 
-def same_process(pid: int | None, started: float | None) -> bool:
-    """Whether ``pid`` is still the process that started at ``started``. Never init (PID 1), nor this process or
-    its parent: no record, however damaged, makes them a child of ours."""
-    if pid is None or started is None or pid <= 1 or pid in (os.getpid(), os.getppid()):
+def process_birth(pid: int) -> str | None:
+    """The birth of a live process (see :func:`process_identity`), or None."""
+    ticks = _stat_ticks(pid)
+    return _birth_of(ticks) if ticks is not None else None
+
+
+def same_process(pid: int | None, started: float | None, birth: str | None = None) -> bool:
+    """Whether ``pid`` is still the process that started at ``started`` (born ``birth``, when recorded: then
+    exactly, whatever the clock did since). Never init (PID 1), nor this process or its parent: no record, however
+    damaged, makes them a child of ours."""
+    if pid is None or pid <= 1 or pid in (os.getpid(), os.getppid()):
+        return False
+    if birth is not None:
+        actual_birth = process_birth(pid)
+        if actual_birth is not None:
+            return actual_birth == birth
+    if started is None:
         return False
     actual = process_started(pid)
     return actual is not None and abs(actual - started) < SAME_START
@@ -87,23 +141,25 @@ def _open_pidfd(pid: int) -> int | None:
 class Tracked:
     """One process, verified by PID and start time once, then reached only through what names it for good."""
 
-    def __init__(self, pid: int, started: float, pidfd: int | None) -> None:
+    def __init__(self, pid: int, started: float | None, pidfd: int | None, birth: str | None = None) -> None:
         self.pid = pid
         self.started = started
+        self.birth = birth
         self._pidfd = pidfd
 
     @classmethod
-    def verify(cls, pid: int | None, started: float | None) -> Tracked | None:
-        """The process ``pid`` if it still is the one that started at ``started``, else None (gone, or reused)."""
-        if pid is None or started is None or pid <= 0:
+    def verify(cls, pid: int | None, started: float | None, birth: str | None = None) -> Tracked | None:
+        """The process ``pid`` if it still is the one that started at ``started`` (born ``birth``), else None
+        (gone, or reused)."""
+        if pid is None or (started is None and birth is None) or pid <= 0:
             return None
         pidfd = _open_pidfd(pid)
         # Checked after the descriptor is open: whatever the descriptor names is the process that was checked.
-        if not same_process(pid, started):
+        if not same_process(pid, started, birth):
             if pidfd is not None:
                 os.close(pidfd)
             return None
-        return cls(pid, started, pidfd)
+        return cls(pid, started, pidfd, birth)
 
     def reachable(self) -> bool:
         """Not yet reaped, and the process we verified (never a process that took its PID since)."""
@@ -115,7 +171,7 @@ class Tracked:
             except PermissionError:
                 return True
             return True
-        return same_process(self.pid, self.started)
+        return same_process(self.pid, self.started, self.birth)
 
     def alive(self) -> bool:
         """Running or stopped; an exited process that is not reaped yet counts as gone."""
@@ -126,7 +182,7 @@ class Tracked:
         try:
             if self._pidfd is not None:
                 signal.pidfd_send_signal(self._pidfd, signum)
-            elif same_process(self.pid, self.started):  # no pidfd: the identity is checked right before
+            elif same_process(self.pid, self.started, self.birth):  # no pidfd: the identity is checked right before
                 os.kill(self.pid, signum)
             else:
                 return False
@@ -158,7 +214,7 @@ def members_of_group(group: int, anchors: Iterable[Tracked]) -> list[Tracked]:
     for pid in psutil.pids():  # a listing and one getpgid each: this runs at every child's exit
         if pid in held or process_group(pid) != group:
             continue
-        member = Tracked.verify(pid, process_started(pid))
+        member = Tracked.verify(pid, *process_identity(pid))
         if member is None:
             continue
         # Read again once held: the member is still in the group, and the group still ours.
@@ -173,10 +229,10 @@ def leftovers_of(pid: int, pidfd: int | None) -> TrackedFamily:
     """What our exited child ``pid`` left in its process group (``sleep 30 &``), found *before* the child is
     reaped: its zombie still holds the group's number, so every member found is ours."""
     family = TrackedFamily()
-    started = process_started(pid)
+    started, birth = process_identity(pid)
     if started is None:
         return family
-    leader = Tracked(pid, started, os.dup(pidfd) if pidfd is not None else None)
+    leader = Tracked(pid, started, os.dup(pidfd) if pidfd is not None else None, birth)
     try:
         family.add_group(pid, members_of_group(pid, [leader]))
     finally:
@@ -210,7 +266,7 @@ class TrackedFamily:
             except psutil.Error:
                 children = []
             for child in children:
-                descendant = Tracked.verify(child.pid, process_started(child.pid))
+                descendant = Tracked.verify(child.pid, *process_identity(child.pid))
                 if descendant is not None:
                     self.add(descendant, with_descendants=False)
 
@@ -252,12 +308,12 @@ class TrackedFamily:
             self.close()
 
 
-def stop_verified(identities: Iterable[tuple[int | None, float | None]], grace: float) -> list[int]:
-    """Stop each process that still is the one recorded (PID and start time), with its group and descendants;
-    the PIDs stopped. A recorded PID now held by another process is left alone, to the last signal."""
+def stop_verified(identities: Iterable[tuple[int | None, float | None, str | None]], grace: float) -> list[int]:
+    """Stop each process that still is the one recorded (PID, start time and birth), with its group and
+    descendants; the PIDs stopped. A recorded PID now held by another process is left alone, to the last signal."""
     family = TrackedFamily()
-    for pid, started in identities:
-        process = Tracked.verify(pid, started)
+    for pid, started, birth in identities:
+        process = Tracked.verify(pid, started, birth)
         if process is not None:
             family.add(process)
     stopped = family.pids

@@ -94,7 +94,8 @@ def _stop_on_scheduler(
                         signal_group,
                         attempt.remote["pgid"],
                         signum,
-                        attempt.remote.get("pid_started"),
+                        attempt.pid_started,
+                        attempt.pid_birth,
                         workers=[worker],
                         on_error="ignore",
                     )
@@ -209,6 +210,7 @@ class DaskChild:
         if info:
             where.update(worker=info["worker"], host=info["host"], pgid=info["pgid"])
             where["pid_started"] = info.get("pid_started")
+            where["pid_birth"] = info.get("pid_birth")
         return where
 
     def _wake(self) -> None:
@@ -242,7 +244,7 @@ class DaskChild:
             self.lost = f"worker {self.worker or '?'} lost ({type(error).__name__})"
             info = stream.info
             if info:
-                self._launcher.stop_orphan(info["host"], info["pgid"], info.get("pid_started"))
+                self._launcher.stop_orphan(info["host"], info["pgid"], info.get("pid_started"), info.get("pid_birth"))
             self._code = -9
         return self._code
 
@@ -258,7 +260,9 @@ class DaskChild:
     def signal_group(self, signum: int) -> None:
         info = self._stream.info
         if info:
-            self._launcher.signal_remote(info["worker"], info["pgid"], signum, info.get("pid_started"))
+            self._launcher.signal_remote(
+                info["worker"], info["pgid"], signum, info.get("pid_started"), info.get("pid_birth")
+            )
         elif signum == signal.SIGKILL or not self._future.done():
             self._future.cancel()  # not started yet: it never will
 
@@ -372,15 +376,15 @@ class DaskLauncher:
         )
         return DaskChild(self, future, stream)
 
-    def signal_remote(self, worker: str, group: int, signum: int, started: float | None) -> None:
+    def signal_remote(self, worker: str, group: int, signum: int, started: float | None, birth: str | None) -> None:
         from engine.execute.dask_task import signal_group
 
         try:
-            self.client.run(signal_group, group, signum, started, workers=[worker], on_error="ignore")
+            self.client.run(signal_group, group, signum, started, birth, workers=[worker], on_error="ignore")
         except Exception:  # a worker gone: its child is gone with it
             return
 
-    def stop_orphan(self, host: str, group: int, started: float | None) -> None:
+    def stop_orphan(self, host: str, group: int, started: float | None, birth: str | None) -> None:
         """The worker of an attempt died: SIGKILL what may remain of its child through any worker on the same
         host (a lost machine took the child with it)."""
         from engine.execute.dask_task import signal_group
@@ -390,7 +394,9 @@ class DaskLauncher:
         same_host = same_host or [address for address in workers if address.split("//")[-1].startswith(host)]
         if same_host:
             try:
-                self.client.run(signal_group, group, signal.SIGKILL, started, workers=same_host[:1], on_error="ignore")
+                self.client.run(
+                    signal_group, group, signal.SIGKILL, started, birth, workers=same_host[:1], on_error="ignore"
+                )
             except Exception:
                 return
 

@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from engine.base.parent_death import set_parent_death_signal
-from engine.base.processes import Tracked, TrackedFamily, leftovers_of, signal_own_group
+from engine.base.processes import Tracked, TrackedFamily, leftovers_of, process_identity, signal_own_group
 from engine.execute.launcher import group_alive
 
 CHUNK = 64 * 1024  # at most this much output per event: nothing is buffered without bound
@@ -70,12 +70,14 @@ def run_child(
             return 127
         _CHILDREN[run_id] = (backfill_id, generation, process)
     try:
+        started, birth = process_identity(process.pid)
         identity = {
             "pid": process.pid,
             "pgid": process.pid,
             "host": socket.gethostname(),
             "worker": worker.address,
-            "pid_started": _started(process.pid),
+            "pid_started": started,
+            "pid_birth": birth,
         }
         chunks: list[int] = []
         reader = threading.Thread(target=_stream, args=(worker, topic, run_id, process, chunks), daemon=True)
@@ -135,15 +137,6 @@ def _check_executable(program: str, cwd: str, env: dict[str, str]) -> None:
 def _die_with_worker() -> None:
     """In the child, before exec, where setpriv is missing: the parent-death signal (see ``_spawn``)."""
     set_parent_death_signal(signal.SIGKILL)
-
-
-def _started(pid: int) -> float | None:
-    try:
-        import psutil
-
-        return psutil.Process(pid).create_time()
-    except Exception:  # gone already: the executor records no start time
-        return None
 
 
 def _stream(worker: Any, topic: str, run_id: str, process: subprocess.Popen[bytes], chunks: list[int]) -> None:
@@ -216,7 +209,7 @@ def _signal_child(process: subprocess.Popen[bytes], signum: int) -> None:
     signal_own_group(None, process.pid, signum, reaped=process.returncode is not None)
 
 
-def signal_group(group: int, signum: int, started: float | None = None) -> bool:
+def signal_group(group: int, signum: int, started: float | None = None, birth: str | None = None) -> bool:
     """Run on a worker through ``client.run``: signal a child's process group there; whether it is alive. The
     worker's own child is signalled while unreaped; a child of another worker process on this host (its worker
     died) only once verified by its start time, and through a handle on it. A bare group number is never
@@ -227,7 +220,7 @@ def signal_group(group: int, signum: int, started: float | None = None) -> bool:
         _signal_child(own[0], signum)
         return group_alive(group)  # not poll(): the child is reaped by run_child, after its leftovers are held
     family = TrackedFamily()
-    leader = Tracked.verify(group, started)
+    leader = Tracked.verify(group, started, birth)
     if leader is None:
         return False
     family.add(leader)

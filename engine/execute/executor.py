@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.base.errors import BackfillError, StateWriteFailed
-from engine.base.processes import TrackedFamily, process_started
+from engine.base.processes import TrackedFamily, process_identity
 from engine.dates.durations import format_duration
 from engine.dates.plan import Interval
 from engine.execute.children import ChildFactory
@@ -229,7 +229,7 @@ class Executor:
     def _leased_attempts(self) -> tuple[LeasedAttempt, ...]:
         with self._lock:
             return tuple(
-                LeasedAttempt(a.attempt.run_id, a.index, a.child.pid, a.attempt.pid_started)
+                LeasedAttempt(a.attempt.run_id, a.index, a.child.pid, a.attempt.pid_started, a.attempt.pid_birth)
                 for a in self._active.values()
             )
 
@@ -477,7 +477,7 @@ class Executor:
             return
         remoted = hasattr(child, "remote")  # a child on another machine: its identity arrives later
         attempt.pid = child.pid or None
-        attempt.pid_started = None if remoted else process_started(child.pid)
+        attempt.pid_started, attempt.pid_birth = (None, None) if remoted else process_identity(child.pid)
         if remoted:
             attempt.remote = child.remote  # the cluster at least: where a successor looks for it
         self._write(self.store.record_path(partition_id), record.to_bytes(), durable=False)
@@ -521,6 +521,7 @@ class Executor:
         active.identity_pending = False
         attempt = active.attempt
         attempt.pid, attempt.pid_started = active.child.pid, remote.pop("pid_started", None)
+        attempt.pid_birth = remote.pop("pid_birth", None)
         attempt.remote = remote
         if write:
             self._write(self.store.record_path(active.record.id), active.record.to_bytes(), durable=False)

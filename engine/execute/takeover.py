@@ -24,7 +24,7 @@ import psutil
 
 from engine.base.atomic import ensure_directory, remove_stale_temporaries
 from engine.base.errors import Refused
-from engine.base.processes import process_started, same_process, stop_verified
+from engine.base.processes import process_identity, process_started, same_process, stop_verified
 from engine.store.lease import OTHER_HOST_GRACE, read_lease
 from engine.store.live_work import Registration
 from engine.store.locks import FileLock
@@ -59,8 +59,10 @@ class Takeover:
         self.lock.release()
 
 
-def find_orphans(store: StateStore, running: list[PartitionRecord]) -> tuple[set[tuple[int, float]], frozenset[str]]:
-    """Identities (PID, start time) of live children of an earlier executor of this backfill, and the run IDs
+def find_orphans(
+    store: StateStore, running: list[PartitionRecord]
+) -> tuple[set[tuple[int, float, str | None]], frozenset[str]]:
+    """Identities (PID, start time, birth) of live children of an earlier executor of this backfill, and the run IDs
     their environment names (a child whose attempt was still ``starting`` in the records is found by it)."""
     found = set()
     run_ids = set()
@@ -76,7 +78,11 @@ def find_orphans(store: StateStore, running: list[PartitionRecord]) -> tuple[set
         try:
             environment = process.environ()
             if environment.get("BACKFILL_ID") == store.id:
-                found.add((process.pid, process.create_time()))
+                # Its identity as our records take it (not psutil's create_time, which reads the boot time again)
+                started, birth = process_identity(process.pid)
+                if started is None:
+                    continue
+                found.add((process.pid, started, birth))
                 if environment.get("BACKFILL_RUN_ID"):
                     run_ids.add(environment["BACKFILL_RUN_ID"])
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):

@@ -163,7 +163,7 @@ def _settle(
 def _stop_lost_children(lease: Lease, running: list[PartitionRecord]) -> list[int]:
     """Stop each child of the expired owner that verifiably still is that child, with its group and descendants;
     every signal, the last SIGKILL too, goes through a handle on the process verified, never to a bare PID."""
-    candidates = {(a.pid, a.pid_started) for a in lease.attempts}
+    candidates = {(a.pid, a.pid_started, a.pid_birth) for a in lease.attempts}
     children = (a.child() for r in running for a in r.attempts if a.status == RecordStatus.RUNNING)
     candidates |= {child for child in children if child is not None}
     return stop_verified(candidates, LOST_GRACE)

@@ -28,9 +28,16 @@ class LeasedAttempt:
     index: int
     pid: int | None
     pid_started: float | None
+    pid_birth: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "index": self.index, "pid": self.pid, "pid_started": self.pid_started}
+        return {
+            "run_id": self.run_id,
+            "index": self.index,
+            "pid": self.pid,
+            "pid_started": self.pid_started,
+            "pid_birth": self.pid_birth,
+        }
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,12 @@ class Lease:
         }
 
 
+def _birth(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"pid_birth is {value!r}, not a process birth (boot ID:start ticks)")
+    return value
+
+
 def read_lease(directory: Path) -> Lease | None:
     path = directory / LEASE
     try:
@@ -65,7 +78,9 @@ def read_lease(directory: Path) -> Lease | None:
         if not isinstance(data, dict):
             raise TypeError(f"a JSON {type(data).__name__}, not an object")
         attempts = tuple(
-            LeasedAttempt(str(a["run_id"]), int(a["index"]), a.get("pid"), a.get("pid_started"))
+            LeasedAttempt(
+                str(a["run_id"]), int(a["index"]), a.get("pid"), a.get("pid_started"), _birth(a.get("pid_birth"))
+            )
             for a in data.get("attempts") or ()
         )
         return Lease(

@@ -70,6 +70,7 @@ class Attempt:
     log: str | None = None  # path relative to the backfill directory
     pid: int | None = None
     pid_started: float | None = None  # process start time (psutil), so a reused PID is never signalled
+    pid_birth: str | None = None  # "<boot id>:<start ticks>": the same identity, exact whatever the clock does
     generation: int = 0
     duration: float | None = None  # seconds, once finished
     launcher: str = "exec"  # "warm": ``pid`` is the runner that served this attempt (and others)
@@ -80,8 +81,8 @@ class Attempt:
     by: str | None = None  # who marked (user@host)
     remote: dict[str, Any] | None = None  # a Dask attempt: {scheduler or cluster, worker, host, pgid}
 
-    def child(self) -> tuple[int, float] | None:
-        """The (PID, start time) of this attempt's own child as recorded, when the record can name one at all: a
+    def child(self) -> tuple[int, float, str | None] | None:
+        """The (PID, start time, birth) of this attempt's own child as recorded, when the record can name one at all: a
         process that started before the attempt was launched is not its child, whatever the record says (a warm
         runner serves many attempts and predates most; a Dask child is on another machine: neither is judged
         here). Only this identity, verified again, is ever signalled."""
@@ -91,7 +92,7 @@ class Attempt:
             launched = _seconds_of(self.started_at)
             if launched is not None and self.pid_started < launched - LAUNCH_SLACK:
                 return None
-        return self.pid, self.pid_started
+        return self.pid, self.pid_started, self.pid_birth
 
     def to_json(self) -> dict[str, Any]:
         extra = {"kind": self.kind, "rows": self.rows, "asset": self.asset, "by": self.by} if self.kind != "run" else {}
@@ -107,6 +108,7 @@ class Attempt:
             "log": self.log,
             "pid": self.pid,
             "pid_started": self.pid_started,
+            "pid_birth": self.pid_birth,
             "generation": self.generation,
             "duration": self.duration,
             "launcher": self.launcher,
@@ -125,6 +127,7 @@ class Attempt:
             log=data.get("log"),
             pid=data.get("pid"),
             pid_started=data.get("pid_started"),
+            pid_birth=data.get("pid_birth"),
             generation=data.get("generation", 0),
             duration=data.get("duration"),
             launcher=data.get("launcher", "exec"),
@@ -223,6 +226,13 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _is_birth(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    boot, _, ticks = value.rpartition(":")
+    return boot != "" and ticks.isascii() and ticks.isdigit()
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
@@ -235,6 +245,7 @@ _ATTEMPT_FIELDS: tuple[tuple[str, Any, str], ...] = (
     ("finished_at", lambda v: v is None or isinstance(v, str), "a time or null"),
     ("pid", lambda v: v is None or (_is_int(v) and v > 1), "a process ID above 1 or null"),
     ("pid_started", lambda v: v is None or (_is_number(v) and v >= 0), "a process start time in seconds or null"),
+    ("pid_birth", lambda v: v is None or _is_birth(v), "a process birth (boot ID:start ticks) or null"),
     ("exit_code", lambda v: v is None or _is_int(v), "an exit code or null"),
     ("generation", lambda v: _is_int(v) and v >= 0, "a generation number"),
     ("duration", lambda v: v is None or _is_number(v), "seconds or null"),

@@ -160,12 +160,26 @@ READERS = (("show", "{id}", "--output", "text"), ("show", "{id}", "--output", "j
             "attempts[0].pid_started is 'soon': a process start time in seconds or null",
         ),
         (
+            lambda b: _edit_first_record(b, lambda r: r["attempts"][0].update(pid_birth="b:١٢")),
+            "attempts[0].pid_birth is 'b:١٢': a process birth (boot ID:start ticks) or null",
+        ),
+        (
             lambda b: _edit_first_record(b, lambda r: r.update(attempts=[])),
             "status is 'succeeded' with no attempts: only a queued partition has none",
         ),
         (lambda b: _edit_first_record(b, lambda r: r.update(attempts=[5])), "attempts[0] is 5, not an object"),
     ],
-    ids=["guardrails-null", "reason-int", "reason-empty", "pid-x", "pid-1", "pid-started", "no-attempts", "not-object"],
+    ids=[
+        "guardrails-null",
+        "reason-int",
+        "reason-empty",
+        "pid-x",
+        "pid-1",
+        "pid-started",
+        "pid-birth",
+        "no-attempts",
+        "not-object",
+    ],
 )
 def test_every_reader_refuses_a_corrupt_field_naming_it_and_touches_nothing(work, home, damage, says):
     """A damaged manifest or record: show (text, JSON), --continue (and its dry run) and reconcile each exit 5 with

@@ -17,7 +17,7 @@ def _owned() -> Lease:
         pid=4242,
         pid_started=1_700_000_000.25,
         expires_at=1_700_000_060.5,
-        attempts=(LeasedAttempt("run-a", 3, 5151, 1_700_000_001.75), LeasedAttempt("run-b", 9, None, None)),
+        attempts=(LeasedAttempt("run-a", 3, 5151, 1_700_000_001.75, "0f3c:150"), LeasedAttempt("run-b", 9, None, None)),
         note="renewed",
     )
 
@@ -39,8 +39,8 @@ def test_the_file_holds_the_documented_keys(tmp_path):
         "pid_started": 1_700_000_000.25,
         "expires_at": 1_700_000_060.5,
         "attempts": [
-            {"run_id": "run-a", "index": 3, "pid": 5151, "pid_started": 1_700_000_001.75},
-            {"run_id": "run-b", "index": 9, "pid": None, "pid_started": None},
+            {"run_id": "run-a", "index": 3, "pid": 5151, "pid_started": 1_700_000_001.75, "pid_birth": "0f3c:150"},
+            {"run_id": "run-b", "index": 9, "pid": None, "pid_started": None, "pid_birth": None},
         ],
         "note": "renewed",
         "fenced": None,
@@ -87,6 +87,7 @@ def test_no_file_is_no_lease(tmp_path):
         (b'{"epoch": "one", "expires_at": 1}', "invalid literal"),
         (b'{"epoch": 1, "expires_at": 1, "attempts": [{"index": 1}]}', "'run_id'"),
         (b'{"epoch": 1, "expires_at": 1, "attempts": [7]}', "not subscriptable"),
+        (b'{"epoch": 1, "expires_at": 1, "attempts": [{"run_id": "r", "index": 1, "pid_birth": 5}]}', "pid_birth is 5"),
         (b"[]", "a JSON list, not an object"),
         (b"7", "a JSON int, not an object"),
     ],

@@ -43,8 +43,8 @@ def fresh(index: int = 1, status: str = "succeeded") -> PartitionRecord:
 
 RUN = Attempt(
     run_id="run-1", status=RecordStatus.FAILED, started_at="2024-01-02T00:00:01Z", finished_at="2024-01-02T00:00:09Z",
-    exit_code=3, error="exit 3", log="logs/run-1.log", pid=4321, pid_started=1.5, generation=2, duration=8.25,
-    launcher="warm", verification={"status": "failed", "rows": 0},
+    exit_code=3, error="exit 3", log="logs/run-1.log", pid=4321, pid_started=1.5, pid_birth="0f3c:150",
+    generation=2, duration=8.25, launcher="warm", verification={"status": "failed", "rows": 0},
 )  # fmt: skip
 MARK = Attempt(
     run_id="mark-1", status=RecordStatus.SUCCEEDED, started_at="2024-01-03T00:00:00Z", kind="mark", rows=12,
@@ -91,7 +91,7 @@ def test_the_file_holds_the_documented_keys(tmp_path):
     assert run == {
         "run_id": "run-1", "status": "failed", "started_at": "2024-01-02T00:00:01Z",
         "finished_at": "2024-01-02T00:00:09Z", "exit_code": 3, "error": "exit 3", "log": "logs/run-1.log",
-        "pid": 4321, "pid_started": 1.5, "generation": 2, "duration": 8.25, "launcher": "warm",
+        "pid": 4321, "pid_started": 1.5, "pid_birth": "0f3c:150", "generation": 2, "duration": 8.25, "launcher": "warm",
         "verification": {"status": "failed", "rows": 0},
     }  # fmt: skip
     assert (mark["kind"], mark["rows"], mark["asset"], mark["by"]) == ("mark", 12, "mid.daily", "ops@host")
@@ -334,9 +334,9 @@ def test_an_attempt_names_its_child_only_when_it_could_be_one():
         return Attempt(run_id="r", status=RecordStatus.RUNNING, started_at="2024-01-01T00:00:10Z", pid=42, **fields)
 
     launched = 1704067210.0
-    assert attempt(pid_started=launched).child() == (42, launched)
-    assert attempt(pid_started=launched - 1.5).child() == (42, launched - 1.5)  # within the clock's slack
+    assert attempt(pid_started=launched, pid_birth="b:7").child() == (42, launched, "b:7")
+    assert attempt(pid_started=launched - 1.5).child() == (42, launched - 1.5, None)  # within the clock's slack
     assert attempt(pid_started=launched - 3).child() is None
-    assert attempt(pid_started=launched - 3600, launcher="warm").child() == (42, launched - 3600)
+    assert attempt(pid_started=launched - 3600, launcher="warm").child() == (42, launched - 3600, None)
     assert attempt(pid_started=launched, launcher="dask").child() is None
     assert attempt(pid_started=None).child() is None
