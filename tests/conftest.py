@@ -69,3 +69,15 @@ def work(tmp_path: Path, home) -> Path:
     directory = tmp_path / "work"
     (directory / ".git").mkdir(parents=True)
     return directory
+
+
+@pytest.fixture(scope="session")
+def wall_step(tmp_path_factory) -> Path:
+    """The wall-step shim, compiled once per worker: the test fails, never skips, without a C compiler."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.fail("no C compiler (cc or gcc) to build tests/native/wall_step.c")
+    library = tmp_path_factory.mktemp("native") / "wall_step.so"
+    source = ROOT / "tests" / "native" / "wall_step.c"
+    subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", str(library), str(source), "-ldl"], check=True)
+    return library

@@ -18,8 +18,9 @@ from collections.abc import Iterable
 
 import psutil
 
+from engine.base.boot_clock import boot_id
+
 _BOOT_TIME: float | None = None
-_BOOT_ID: str | None = None
 PIDFD_SIGNAL_PROCESS_GROUP = 1 << 2  # linux/pidfd.h: signal the target's process group (Linux ≥ 6.9)
 SAME_START = 0.01  # seconds: two start times closer than this are one process (the clock tick is 10 ms)
 
@@ -33,19 +34,8 @@ def _stat_ticks(pid: int) -> int | None:
         return None
 
 
-def _boot_id() -> str:
-    global _BOOT_ID
-    if _BOOT_ID is None:
-        try:
-            with open("/proc/sys/kernel/random/boot_id") as handle:
-                _BOOT_ID = handle.read().strip()
-        except OSError:
-            _BOOT_ID = ""
-    return _BOOT_ID
-
-
 def _birth_of(ticks: int) -> str | None:
-    boot = _boot_id()
+    boot = boot_id()
     return f"{boot}:{ticks}" if boot else None
 
 

@@ -183,20 +183,28 @@ def _watch_heartbeat(
     exited: _ExitWatch, process: subprocess.Popen[bytes], beat: str, grace: float, silence: float
 ) -> None:
     """Until the child exits: when the executor's heartbeat (a scheduler variable it refreshes every second) has
-    been silent for ``silence`` seconds, SIGTERM the child's group, then SIGKILL after ``grace``."""
+    been silent for ``silence`` seconds, SIGTERM the child's group, then SIGKILL after ``grace``.
+
+    Silence is a value that stopped changing, timed on this worker's monotonic clock: the value is the executor's
+    wall clock, and comparing it with ours would take skew between the hosts, or a step of either clock, for
+    silence and stop live work."""
     from distributed import Variable, get_client
 
     variable = None  # made on the first half-second: a short child never needs it
     stopping_since: float | None = None
+    heard: float | None = None
+    heard_at = time.monotonic()
     while True:
         if exited.wait(0.5):  # returns the moment the child exits: no task outlasts its child by a tick
             return
         try:
             variable = variable or Variable(beat, client=get_client())
-            last = float(variable.get(timeout=2))
-        except Exception:
-            last = 0.0
-        if stopping_since is None and time.time() - last > silence:
+            value = float(variable.get(timeout=2))
+        except Exception:  # the scheduler unreachable, or no beat: nothing heard
+            value = heard
+        if value != heard:
+            heard, heard_at = value, time.monotonic()
+        if stopping_since is None and time.monotonic() - heard_at > silence:
             stopping_since = time.monotonic()
             _signal_child(process, signal.SIGTERM)
         elif stopping_since is not None and time.monotonic() - stopping_since >= grace:

@@ -92,14 +92,11 @@ class Outcome:
     failed_in_run: list[int] = field(default_factory=list)
     started_at: float = 0.0  # Unix seconds: the run's own span, whatever a front end did before or after
     finished_at: float = 0.0
+    seconds: float = 0.0  # how long it ran, on the monotonic clock (a wall-clock step mid-run is not part of it)
     attempts: list[Attempt] = field(default_factory=list)  # every attempt this run made, in the order they ended
     record: str | None = None  # the backfill record the guardrails wrote, if any
     record_error: str | None = None  # why it could not be written (the run then does not report success)
     intervention: str | None = None  # who stopped, paused or ended it and why (an operator, not a signal)
-
-    @property
-    def seconds(self) -> float:
-        return max(0.0, self.finished_at - self.started_at)
 
 
 class Executor:
@@ -276,7 +273,7 @@ class Executor:
     # ---------------------------------------------------------------- the loop
 
     def run(self) -> Outcome:
-        self._started_at = time.time()
+        self._started_at, started = time.time(), time.monotonic()
         setup_error: BackfillError | None = None
         try:
             try:
@@ -307,7 +304,7 @@ class Executor:
             if self.lease is not None:
                 self.lease.stop()
             self.launcher.shutdown()
-            self._finished_at = time.time()
+            self._finished_at, seconds = time.time(), time.monotonic() - started
             self._selector.close()
             try:
                 self._writer.close()
@@ -322,6 +319,7 @@ class Executor:
             failed_in_run=list(self._failed),
             started_at=self._started_at,
             finished_at=self._finished_at,
+            seconds=seconds,
             attempts=list(self._ended),
             intervention=self._intervention,
         )
@@ -564,7 +562,7 @@ class Executor:
                     RecordStatus.FAILED,
                     failure_reason(self.spec, attempt.run_id, log_path, code),
                 )
-            self._finish(index, active.record, attempt, active.attempts_left, active.started_wall)
+            self._finish(index, active.record, attempt, active.attempts_left, active.started)
 
     def _finish(
         self,
@@ -572,10 +570,11 @@ class Executor:
         record: PartitionRecord,
         attempt: Attempt,
         attempts_left: int,
-        started_wall: float | None = None,
+        started: float | None = None,
     ) -> None:
-        """Record an ended attempt durably, then decide: done, retry, or apply the failure policy."""
-        attempt.duration = round(time.time() - started_wall, 6) if started_wall is not None else 0.0
+        """Record an ended attempt durably, then decide: done, retry, or apply the failure policy. Its duration is
+        measured on the monotonic clock: a wall-clock step mid-attempt is not part of it."""
+        attempt.duration = round(time.monotonic() - started, 6) if started is not None else 0.0
         # A lost attempt (its worker died: outcome unknown) leaves its partition failed, as a reconcile does.
         record.status = RecordStatus.FAILED if attempt.status == RecordStatus.LOST else attempt.status
         self._write(self.store.record_path(record.id), record.to_bytes(), durable=True)

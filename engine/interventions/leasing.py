@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from engine.base.boot_clock import boot_id, since_boot
 from engine.base.errors import StateWriteFailed
 from engine.base.processes import process_started
 from engine.base.settings import Settings
@@ -29,7 +30,11 @@ class LeaseKeeper:
         self.epoch = max(generation, (previous.epoch + 1) if previous else 0)
         self.host = socket.gethostname()
         self.pid = os.getpid()
-        self.valid_until = 0.0  # Unix seconds: past this, nothing may be written as this backfill's owner
+        self._started = process_started(self.pid)
+        self.valid_until = 0.0  # Unix seconds, for messages: when the lease written last runs out
+        # Seconds since boot: past this, nothing may be written as this backfill's owner. Measured on the boot
+        # clock, which counts time suspended (a frozen VM lapses) and which no wall-clock step moves.
+        self._valid_until_boot = 0.0
         self.fenced: str | None = None
         self._running: Callable[[], tuple[LeasedAttempt, ...]] = tuple
         self._on_fenced: Callable[[str], None] = lambda message: None
@@ -40,7 +45,7 @@ class LeaseKeeper:
     def start(self, running: Callable[[], tuple[LeasedAttempt, ...]], on_fenced: Callable[[str], None]) -> None:
         self._running, self._on_fenced = running, on_fenced
         try:
-            self._write(time.time())
+            self._write()
         except OSError as error:  # before anything runs: say so and start nothing
             raise StateWriteFailed(
                 f"the lease of backfill {self.store.id} cannot be written ({error.strerror or error}): "
@@ -55,7 +60,7 @@ class LeaseKeeper:
         runners closing) must not fence the run's last writes."""
         if self._released is not None:
             return self._released
-        if self.fenced is None and time.time() > self.valid_until:
+        if self.fenced is None and since_boot() > self._valid_until_boot:
             self._fence(f"its lease expired at {_when(self.valid_until)} before it was renewed (was it stopped?)")
         return self.fenced is None
 
@@ -74,19 +79,21 @@ class LeaseKeeper:
                 with contextlib.suppress(OSError):  # a full disk: the lease just expires; nothing runs any more
                     write_lease(self.store.directory, Lease(self.epoch, None, None, None, time.time(), (), "ended"))
 
-    def _write(self, now: float) -> None:
-        write_lease(
-            self.store.directory,
-            Lease(self.epoch, self.host, self.pid, process_started(self.pid), now + self.seconds, self._running()),
-        )
-        self.valid_until = now + self.seconds
+    def _write(self) -> None:
+        boot_now, now = since_boot(), time.time()
+        lease = Lease(
+            self.epoch, self.host, self.pid, self._started, now + self.seconds, self._running(),
+            boot=boot_id() or None, expires_boot=boot_now + self.seconds,
+        )  # fmt: skip
+        write_lease(self.store.directory, lease)
+        self.valid_until, self._valid_until_boot = now + self.seconds, boot_now + self.seconds
 
     def _work(self) -> None:
         while not self._stop.wait(min(self.renew, 1.0)):
-            now = time.time()
+            now = since_boot()
             if not self.owns():
                 return
-            if now + self.seconds - self.valid_until < self.renew:
+            if now + self.seconds - self._valid_until_boot < self.renew:
                 continue  # not due yet (checks every second, renews every `renew` seconds)
             try:
                 current = read_lease(self.store.directory)
@@ -97,7 +104,7 @@ class LeaseKeeper:
                 self._fence(f"its lease was taken away ({what})")
                 return
             try:
-                self._write(now)
+                self._write()
             except OSError:
                 continue  # retried on the next turn; past the expiry the executor fences itself
 

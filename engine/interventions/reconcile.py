@@ -79,7 +79,7 @@ def _judge(store: StateStore, lease: Lease | None, now: float) -> Reconciled | L
         note = f" ({lease.note})" if lease is not None and lease.note else ""
         return Reconciled(store.id, "unowned", f"backfill {store.id}: no executor owns it{note}")
     owner = f"executor PID {lease.pid} on {lease.host}"
-    if now < lease.expires_at:
+    if not lease.expired(now):
         return Reconciled(
             store.id, "live", f"backfill {store.id}: {owner} holds its lease until {_when(lease.expires_at)}"
         )

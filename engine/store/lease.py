@@ -5,6 +5,11 @@ The executor writes it when it takes the backfill over and renews it every 15 s 
 with the PID and start time of its child, so that a reconcile on the same host can stop exactly those
 processes. ``epoch`` grows with every owner; a reconcile raises it and clears the owner, which fences the
 old owner out: it may no longer write an outcome.
+
+The expiry is written twice: as Unix seconds (``expires_at``) for other hosts, whose clocks may be off by up
+to the 120 s grace, and on this boot's own clock (``expires_boot``, seconds since boot, with the boot's ID)
+for readers on the same host, so that a wall-clock step of an hour or a day neither expires a live lease nor
+prolongs a dead one.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any
 import orjson
 
 from engine.base.atomic import write_atomic
+from engine.base.boot_clock import boot_id, since_boot
 from engine.base.errors import StateUnreadable
 
 LEASE = "lease.json"
@@ -50,6 +56,15 @@ class Lease:
     attempts: tuple[LeasedAttempt, ...] = field(default_factory=tuple)
     note: str | None = None  # why it is unowned: "ended", or what a reconcile found
     fenced: tuple[int, float] | None = None  # a reconcile: the (PID, start time) of the owner it fenced out
+    boot: str | None = None  # the ID of the boot whose clock ``expires_boot`` is on
+    expires_boot: float | None = None  # seconds since that boot
+
+    def expired(self, now: float) -> bool:
+        """Whether the lease has run out: on this boot's clock when it was written on this boot (no wall-clock
+        step moves that clock), else by the wall clock ``now`` (Unix seconds)."""
+        if self.boot and self.expires_boot is not None and self.boot == boot_id():
+            return since_boot() >= self.expires_boot
+        return now >= self.expires_at
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -62,12 +77,14 @@ class Lease:
             "attempts": [attempt.to_json() for attempt in self.attempts],
             "note": self.note,
             "fenced": list(self.fenced) if self.fenced is not None else None,
+            "boot": self.boot,
+            "expires_boot": self.expires_boot,
         }
 
 
-def _birth(value: Any) -> str | None:
+def _text(value: Any, name: str, what: str) -> str | None:
     if value is not None and not isinstance(value, str):
-        raise TypeError(f"pid_birth is {value!r}, not a process birth (boot ID:start ticks)")
+        raise TypeError(f"{name} is {value!r}, not {what}")
     return value
 
 
@@ -79,7 +96,11 @@ def read_lease(directory: Path) -> Lease | None:
             raise TypeError(f"a JSON {type(data).__name__}, not an object")
         attempts = tuple(
             LeasedAttempt(
-                str(a["run_id"]), int(a["index"]), a.get("pid"), a.get("pid_started"), _birth(a.get("pid_birth"))
+                str(a["run_id"]),
+                int(a["index"]),
+                a.get("pid"),
+                a.get("pid_started"),
+                _text(a.get("pid_birth"), "pid_birth", "a process birth (boot ID:start ticks)"),
             )
             for a in data.get("attempts") or ()
         )
@@ -92,6 +113,8 @@ def read_lease(directory: Path) -> Lease | None:
             attempts,
             data.get("note"),
             (int(data["fenced"][0]), float(data["fenced"][1])) if data.get("fenced") else None,
+            _text(data.get("boot"), "boot", "a boot ID"),
+            float(data["expires_boot"]) if data.get("expires_boot") is not None else None,
         )
     except FileNotFoundError:
         return None

@@ -3,6 +3,7 @@ executor's children to be reported running."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -16,15 +17,18 @@ from tests.backfills import records, state_dirs
 
 
 @contextmanager
-def external_cluster(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """A local cluster of two worker processes in a session of its own, as a scheduler address to pass to
-    ``--dask-scheduler``; stopped at the end unless the test killed it."""
+def external_cluster(
+    tmp_path: Path, env: dict[str, str] | None = None
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A local cluster of two worker processes in a session of its own (with ``env`` added to its environment),
+    as a scheduler address to pass to ``--dask-scheduler``; stopped at the end unless the test killed it."""
     address_file = tmp_path / "address"
     cluster = subprocess.Popen(
         [sys.executable, str(Path(__file__).with_name("dask_cluster.py")), str(address_file)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
+        env={**os.environ, **env} if env else None,
     )
     try:
         yield wait_for_text(address_file, 60), cluster

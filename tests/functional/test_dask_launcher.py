@@ -266,3 +266,36 @@ def test_a_worker_that_cannot_see_the_pipeline_is_an_error_before_any_launch(tmp
         for process in reversed(started):
             process.terminate()
             process.wait(30)
+
+
+def test_a_worker_clock_an_hour_ahead_does_not_take_the_executor_for_silent(work, tmp_path, wall_step):
+    """The cluster's wall clock steps an hour ahead of the executor's while two children run: the heartbeat still
+    changes, so no task stops its child (the old check compared the two hosts' clocks and stopped both within
+    the 2 s grace); released, both finish and the run exits 0 with one attempt per partition."""
+    clock, go = tmp_path / "clock", tmp_path / "go"
+    clock.write_text("0\n")
+    stepped = {"LD_PRELOAD": str(wall_step), "WALL_STEP_FILE": str(clock)}
+    env = {**os.environ, "BACKFILL_STOP_GRACE": "2", "NO_COLOR": "1", "CHILD_WAIT_FOR": str(go)}
+    with external_cluster(tmp_path, stepped) as (address, _):
+        process = subprocess.Popen(
+            [
+                *backfill_argv(), "--command", child_command(), "--start-date", "2024-01-01", "--end-date",
+                "2024-01-03", "--launcher", "dask", "--dask-scheduler", address, "--max-parallel", "2",
+                "--no-progress", *GUARD,
+            ],
+            cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )  # fmt: skip
+        try:
+            pids = running_children(work, 2)
+            clock.write_text("3600\n")
+            time.sleep(8)  # deliberate: over twice the silence (2 s) plus the watch's slack, nothing may happen
+            assert all(alive(pid) for pid in pids)
+            go.touch()
+            out, err = process.communicate(timeout=120)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert process.returncode == 0, out + err
+    final = records(only_backfill(work))
+    assert {r["status"] for r in final} == {"succeeded"} and all(len(r["attempts"]) == 1 for r in final)

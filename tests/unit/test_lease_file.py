@@ -3,6 +3,8 @@ exact keys on disk, and every kind of damage refused with one line naming the fi
 
 from __future__ import annotations
 
+import time
+
 import orjson
 import pytest
 
@@ -19,6 +21,8 @@ def _owned() -> Lease:
         expires_at=1_700_000_060.5,
         attempts=(LeasedAttempt("run-a", 3, 5151, 1_700_000_001.75, "0f3c:150"), LeasedAttempt("run-b", 9, None, None)),
         note="renewed",
+        boot="0f3c",
+        expires_boot=1234.5,
     )
 
 
@@ -44,6 +48,8 @@ def test_the_file_holds_the_documented_keys(tmp_path):
         ],
         "note": "renewed",
         "fenced": None,
+        "boot": "0f3c",
+        "expires_boot": 1234.5,
     }
 
 
@@ -88,6 +94,8 @@ def test_no_file_is_no_lease(tmp_path):
         (b'{"epoch": 1, "expires_at": 1, "attempts": [{"index": 1}]}', "'run_id'"),
         (b'{"epoch": 1, "expires_at": 1, "attempts": [7]}', "not subscriptable"),
         (b'{"epoch": 1, "expires_at": 1, "attempts": [{"run_id": "r", "index": 1, "pid_birth": 5}]}', "pid_birth is 5"),
+        (b'{"epoch": 1, "expires_at": 1, "boot": 5, "expires_boot": 2}', "boot is 5"),
+        (b'{"epoch": 1, "expires_at": 1, "boot": "b", "expires_boot": "soon"}', "could not convert"),
         (b"[]", "a JSON list, not an object"),
         (b"7", "a JSON int, not an object"),
     ],
@@ -118,3 +126,18 @@ def test_a_rewrite_replaces_the_whole_file(tmp_path):
     write_lease(tmp_path, short)
     assert read_lease(tmp_path) == short
     assert list(tmp_path.iterdir()) == [tmp_path / LEASE]
+
+
+def test_on_this_boot_a_lease_runs_out_by_the_boot_clock_whatever_the_wall_clock_says():
+    """Written on this boot: a wall clock stepped a day ahead does not expire it, one stepped back does not keep it;
+    written on another boot (or host), the wall clock decides."""
+    from engine.base.boot_clock import boot_id, since_boot
+
+    now = time.time()
+    live = Lease(1, "h", 1, 1.0, now + 60, boot=boot_id(), expires_boot=since_boot() + 60)
+    assert not live.expired(now + 86_400)
+    dead = Lease(1, "h", 1, 1.0, now + 60, boot=boot_id(), expires_boot=since_boot() - 1)
+    assert dead.expired(now - 3_600)
+    elsewhere = Lease(1, "h", 1, 1.0, now + 60, boot="another-boot", expires_boot=since_boot() + 60)
+    assert elsewhere.expired(now + 61) and not elsewhere.expired(now + 59)
+    assert Lease(1, "h", 1, 1.0, now + 60).expired(now + 61)

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from engine.base.boot_clock import since_boot
 from engine.base.errors import StateWriteFailed
 from engine.base.processes import process_started
 from engine.base.settings import Settings
@@ -87,6 +88,7 @@ def test_an_expiry_slept_through_fences_the_executor(store):
     try:
         written = (store.directory / LEASE).read_bytes()
         keeper.valid_until = 1_700_000_000.0  # as if it woke up long after its lease ran out
+        keeper._valid_until_boot = since_boot() - 1.0
         assert not keeper.owns()
         assert not keeper.owns()
         assert told == ["its lease expired at 2023-11-14T22:13:20Z before it was renewed (was it stopped?)"]

@@ -84,6 +84,6 @@ def expired_lease_note(loaded: Loaded) -> str | None:
 def _expired_lease(loaded: Loaded) -> Lease | None:
     """The backfill's lease if an owner holds it and it expired; else None."""
     lease = read_lease(loaded.store.directory)
-    if lease is None or lease.host is None or time.time() < lease.expires_at:
+    if lease is None or lease.host is None or not lease.expired(time.time()):
         return None
     return lease

@@ -176,6 +176,6 @@ def _summary(out, result) -> None:
     parts = [f"{n} {status.replace('_', ' ')}" for status, n in sorted(counts.items())]
     outcome = "succeeded" if result.ok else "failed"
     out.write(
-        f"{outcome}: {', '.join(parts) or 'nothing ran'} in {result.finished_at - result.started_at:.2f}s; "
+        f"{outcome}: {', '.join(parts) or 'nothing ran'} in {result.seconds:.2f}s; "
         f"record {result.record_path}\n"
     )
