@@ -47,12 +47,7 @@ class AssetResult:
     error: str | None = None
     window: Window | None = None  # when interval modifiers moved it
     rows_in_interval: int | None = None  # rows whose incremental key falls in the window, after the run
-
-    @property
-    def duration(self) -> float | None:
-        if self.started_at is None or self.finished_at is None:
-            return None
-        return self.finished_at - self.started_at
+    duration: float | None = None  # seconds, on the monotonic clock (a wall-clock step is not part of it)
 
     @property
     def failed_checks(self) -> list[QualityCheckResult]:
@@ -118,12 +113,12 @@ class AssetRun:
 
     def run(self) -> AssetResult:
         result = self.result
-        result.started_at = time.time()
+        result.started_at, started = time.time(), time.monotonic()
         try:
             context, window = self._context()
             if not self._enabled(context):
                 result.status, result.error = SKIPPED, "disabled: its enabled field is false"
-                result.finished_at = time.time()
+                result.finished_at, result.duration = time.time(), time.monotonic() - started
                 return result
             if window is not self.settings.window:
                 result.window = window
@@ -151,7 +146,7 @@ class AssetRun:
         except Exception as error:
             result.status = FAILED
             result.error = self._stopped or _first_line(error)
-        result.finished_at = time.time()
+        result.finished_at, result.duration = time.time(), time.monotonic() - started
         return result
 
     def _enabled(self, context: dict[str, Any]) -> bool:

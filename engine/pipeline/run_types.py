@@ -58,6 +58,7 @@ class RunResult:
     finished_at: float
     error: str | None = None
     record_path: Path | None = None
+    seconds: float = 0.0  # how long it ran, on the monotonic clock
     peak_concurrency: int = 0
 
     @property

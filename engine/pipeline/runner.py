@@ -107,7 +107,7 @@ def execute_run(prepared: PreparedRun, emit) -> RunResult:
     request, pipeline = prepared.request, prepared.pipeline
     used = {pipeline.connection_of(pipeline.assets[n]) for n in prepared.selected} - {None}
     connections = {c.name: c for c in prepared.environment.connections if c.name in used}
-    started = time.time()
+    started, began = time.time(), time.monotonic()
     pool = DuckDBPool(connections)
     result = RunResult(prepared, [], started, started)
     try:
@@ -158,7 +158,7 @@ def execute_run(prepared: PreparedRun, emit) -> RunResult:
     finally:
         whole = not result.error and bool(result.results) and all(r.status in DONE for r in result.results)
         pool.close_all(park=whole)
-        result.finished_at = time.time()
+        result.finished_at, result.seconds = time.time(), time.monotonic() - began
     result.record_path = write_run_record(result)
     return result
 

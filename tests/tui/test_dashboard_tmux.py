@@ -215,3 +215,54 @@ def test_a_closed_terminal_ends_the_dashboard_and_leaves_nothing_running(tmp_pat
         assert "running" not in statuses and statuses, statuses
     finally:
         tmux.close()
+
+
+@pytest.mark.parametrize("ending", ["finish", "SIGTERM", "SIGINT"])
+def test_with_sighup_ignored_a_closed_terminal_lets_the_backfill_go_on_and_signals_still_stop_it(
+    tmp_path, home, ending
+):
+    """SIGHUP ignored from the start (nohup, ``trap '' HUP``), the terminal closes while two children run: the
+    backfill goes on; released, it finishes and exits 0 with every partition succeeded once; or SIGTERM or SIGINT
+    stops it (exit 130), no child outlives it and nothing is left running. It used to finish and then sit for ever
+    in futex waits, deaf to SIGTERM and SIGINT (Textual's writer dead on the lost terminal, its queue full)."""
+    from tests.backfills import child_command
+
+    work = tmp_path / "work"
+    (work / ".git").mkdir(parents=True)
+    go, pidfile, exitfile = tmp_path / "go", tmp_path / "pid", tmp_path / "exit"
+    days = ["--start-date", "2024-01-01", "--end-date", "2024-01-05"]
+    argv = [*backfill_argv(), *GUARD, "--command", child_command(), *days, "--max-parallel", "2"]
+    script = f'trap "" HUP; echo $$ > {shlex.quote(str(pidfile))}; "$@"; echo $? > {shlex.quote(str(exitfile))}'
+    command = shlex.join(["sh", "-c", script, "sh", *argv])
+    tmux = Tmux(120, 40, command, work, {**home, "TERM": "xterm-256color", "CHILD_WAIT_FOR": str(go)})
+    try:
+        tmux.wait_for("▶ running")
+        [process] = psutil.Process(int(pidfile.read_text())).children()
+        children = process.children(recursive=True)
+        tmux.kill_server()
+        deadline = time.monotonic() + 30
+        while process.is_running() and process.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+            if ending == "finish":
+                go.touch()
+            else:
+                process.send_signal(getattr(signal, ending))
+            if exitfile.exists():
+                break
+            time.sleep(0.5)
+        deadline = time.monotonic() + 60
+        while not exitfile.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert exitfile.exists(), f"the backfill never exited (status {process.status()})"
+        code = int(exitfile.read_text())
+        _gone, alive_still = psutil.wait_procs(children, timeout=10)
+        assert not alive_still
+        [backfill] = list((work / "logs" / "backfills").iterdir())
+        final = [orjson.loads(p.read_bytes()) for p in (backfill / "partitions").glob("*.json")]
+        if ending == "finish":
+            assert code == 0
+            assert [r["status"] for r in final] == ["succeeded"] * 5 and all(len(r["attempts"]) == 1 for r in final)
+        else:
+            assert code == 130
+            assert "running" not in [r["status"] for r in final]
+    finally:
+        tmux.close()

@@ -28,6 +28,7 @@ from engine.execute.executor_thread import ExecutorThread
 from engine.store.state_store import StateStore
 from tui.app.screens.dashboard import DashboardScreen
 from tui.app.sources import BackfillSource, ExecutorSource, open_saved
+from tui.app.terminal_driver import TerminalDriver
 
 if TYPE_CHECKING:
     from engine.execute.invocation import Invocation
@@ -79,7 +80,7 @@ class BackfillApp(App[str | None]):
         if no_color:
             os.environ["NO_COLOR"] = "1"
         try:
-            super().__init__()
+            super().__init__(driver_class=TerminalDriver)
         finally:
             if no_color and saved is None:
                 del os.environ["NO_COLOR"]
@@ -97,6 +98,13 @@ class BackfillApp(App[str | None]):
         self.started_runs: list[StartedRun] = []
         self.crash: BaseException | None = None  # an unexpected exception that ended the app
         self.crash_text: str | None = None
+        self.terminal_gone = False  # the terminal went away (SIGHUP ignored): the work goes on without a screen
+
+    def terminal_lost(self) -> None:
+        """The terminal went away and SIGHUP did not stop us (nohup): leave the screen; the command line carries
+        on with progress lines (see tui/cli/dashboard_runner.py)."""
+        self.terminal_gone = True
+        self.exit(self.outcome)
 
     def _handle_exception(self, error: Exception) -> None:
         # Keep the exception for the command line, which prints one line and writes the full traceback to a

@@ -6,6 +6,7 @@ from textual.app import App
 
 from engine.guardrails.preflight import Preflight
 from tui.app.screens.preflight import PreflightAnswer, PreflightScreen
+from tui.app.terminal_driver import TerminalDriver
 
 CSS = """
 #preflight { padding: 0 1; }
@@ -20,8 +21,12 @@ class PreflightApp(App[PreflightAnswer | None]):
     CSS = CSS
 
     def __init__(self, preflight: Preflight, title: str, reason: str | None) -> None:
-        super().__init__()
+        super().__init__(driver_class=TerminalDriver)
         self.preflight, self.heading, self.reason = preflight, title, reason
+
+    def terminal_lost(self) -> None:
+        """Nobody is left to answer: not approved."""
+        self.exit(None)
 
     def on_mount(self) -> None:
         self.push_screen(PreflightScreen(self.preflight, self.heading, self.reason), callback=self.exit)

@@ -9,6 +9,12 @@ unexpected exception while the backfill runs, the terminal is restored, one line
 says what failed and where the full traceback went, and the backfill goes on to
 its end with progress lines (Ctrl+C still stops it).
 
+A closed terminal under ``nohup`` (SIGHUP ignored) is not a stop: the screen
+leaves (Textual's driver reports the lost terminal instead of blocking on it), the
+terminal's descriptors are pointed at /dev/null, and the backfill goes on to its
+end with progress lines that go nowhere, exiting with its usual code; SIGINT and
+SIGTERM still stop it.
+
 A closed terminal (SIGHUP: the window closed, SSH dropped, tmux killed) is a stop
 too, and the screen has nowhere left to draw: the terminal's descriptors are
 pointed at /dev/null so no write blocks or fails, and once every executor has
@@ -69,7 +75,11 @@ def run_with_dashboard(executor: Executor, prepared: Prepared, *, no_color: bool
         except Exception as error:  # a failure while starting or stopping the app itself
             app.crash = app.crash or error
             app.crash_text = app.crash_text or repr(error)
-        if app.crash is not None and thread.is_alive():
+        if app.terminal_gone:
+            _detach_from_terminal()
+        if app.terminal_gone and thread.is_alive() and not app.stop_requested:
+            _carry_on_without_terminal(executor, prepared, thread)
+        elif app.crash is not None and thread.is_alive():
             _carry_on_without_screen(app, executor, prepared, thread, no_color=no_color)
         elif app.crash is not None:
             report_crash(app.crash, app.crash_text or "", prepared.store.directory, going_on="The backfill had ended.")
@@ -102,6 +112,20 @@ def _leave_once_stopped(threads: list[ExecutorThread]) -> None:
         thread.join()
     time.sleep(HANGUP_GRACE)
     os._exit(EXIT_CANCELLED)
+
+
+def _carry_on_without_terminal(executor: Executor, prepared: Prepared, thread: ExecutorThread) -> None:
+    """The terminal went away with SIGHUP ignored (nohup): the backfill goes on to its end, its progress lines
+    written where the terminal was (nowhere, now), SIGINT and SIGTERM still stopping it."""
+    handlers = install_stop_handlers(executor)
+    try:
+        lines = ProgressLines(executor, prepared.spec, prepared.store, sys.stderr, Paint(False))
+        snapshot = executor.snapshot()
+        lines.last_sequence = snapshot.events[-1].sequence if snapshot.events else 0
+        lines.done = snapshot.finished
+        lines.follow(thread)
+    finally:
+        restore_handlers(handlers)
 
 
 def _carry_on_without_screen(

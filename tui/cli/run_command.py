@@ -175,7 +175,4 @@ def _summary(out, result) -> None:
         counts[item.status] = counts.get(item.status, 0) + 1
     parts = [f"{n} {status.replace('_', ' ')}" for status, n in sorted(counts.items())]
     outcome = "succeeded" if result.ok else "failed"
-    out.write(
-        f"{outcome}: {', '.join(parts) or 'nothing ran'} in {result.seconds:.2f}s; "
-        f"record {result.record_path}\n"
-    )
+    out.write(f"{outcome}: {', '.join(parts) or 'nothing ran'} in {result.seconds:.2f}s; record {result.record_path}\n")
