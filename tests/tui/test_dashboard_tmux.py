@@ -266,3 +266,26 @@ def test_with_sighup_ignored_a_closed_terminal_lets_the_backfill_go_on_and_signa
             assert "running" not in [r["status"] for r in final]
     finally:
         tmux.close()
+
+
+def test_with_sighup_ignored_a_closed_terminal_at_the_preflight_screen_approves_nothing(tmp_path, home):
+    """SIGHUP ignored, the terminal closes while the pre-flight screen waits for the digest: nobody is left to
+    answer, so the backfill is not approved (exit 4) and nothing ran."""
+    work = tmp_path / "work"
+    (work / ".git").mkdir(parents=True)
+    pidfile, exitfile = tmp_path / "pid", tmp_path / "exit"
+    argv = [*backfill_argv(), "--reason", "test", "--command", "true", "--start-date", "2024-01-01",
+            "--end-date", "2024-01-05"]  # fmt: skip
+    script = f'trap "" HUP; echo $$ > {shlex.quote(str(pidfile))}; "$@"; echo $? > {shlex.quote(str(exitfile))}'
+    tmux = Tmux(120, 40, shlex.join(["sh", "-c", script, "sh", *argv]), work, {**home, "TERM": "xterm-256color"})
+    try:
+        tmux.wait_for("digest")
+        tmux.kill_server()
+        deadline = time.monotonic() + 30
+        while not exitfile.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert exitfile.exists(), "the pre-flight screen never left its lost terminal"
+        assert int(exitfile.read_text()) == 4
+        assert not (work / "logs" / "backfills").exists() or not any((work / "logs" / "backfills").iterdir())
+    finally:
+        tmux.close()

@@ -23,9 +23,11 @@ class PreflightApp(App[PreflightAnswer | None]):
     def __init__(self, preflight: Preflight, title: str, reason: str | None) -> None:
         super().__init__(driver_class=TerminalDriver)
         self.preflight, self.heading, self.reason = preflight, title, reason
+        self.terminal_gone = False
 
     def terminal_lost(self) -> None:
         """Nobody is left to answer: not approved."""
+        self.terminal_gone = True
         self.exit(None)
 
     def on_mount(self) -> None:

@@ -25,7 +25,6 @@ terminal and block the app's shutdown for ever).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import sys
@@ -41,7 +40,7 @@ from tui.app.sources import ExecutorSource
 from tui.cli.crash import report_crash
 from tui.cli.progress import ProgressLines
 from tui.cli.stop_signals import FORWARDED, SIGNAL_REASONS, install_stop_handlers, restore_handlers
-from tui.cli.terminal import Paint, colors_enabled
+from tui.cli.terminal import Paint, colors_enabled, detach_from_terminal
 
 
 def run_with_dashboard(executor: Executor, prepared: Prepared, *, no_color: bool) -> tuple[Outcome, list[StartedRun]]:
@@ -60,7 +59,7 @@ def run_with_dashboard(executor: Executor, prepared: Prepared, *, no_color: bool
         for run in app.started_runs:
             run.executor.request_stop(reason, FORWARDED[signum])
         if signum == signal.SIGHUP:
-            _detach_from_terminal()
+            detach_from_terminal()
             threads = [thread, *(run.thread for run in app.started_runs)]
             threading.Thread(target=_leave_once_stopped, args=(threads,), name="hangup", daemon=True).start()
 
@@ -76,7 +75,7 @@ def run_with_dashboard(executor: Executor, prepared: Prepared, *, no_color: bool
             app.crash = app.crash or error
             app.crash_text = app.crash_text or repr(error)
         if app.terminal_gone:
-            _detach_from_terminal()
+            detach_from_terminal()
         if app.terminal_gone and thread.is_alive() and not app.stop_requested:
             _carry_on_without_terminal(executor, prepared, thread)
         elif app.crash is not None and thread.is_alive():
@@ -94,15 +93,6 @@ def run_with_dashboard(executor: Executor, prepared: Prepared, *, no_color: bool
 
 
 HANGUP_GRACE = 5.0  # seconds the screen gets to return by itself once the work has stopped
-
-
-def _detach_from_terminal() -> None:
-    """The terminal is gone: from now on reads see end of file and writes go nowhere, without error."""
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        with contextlib.suppress(OSError):
-            os.dup2(null, fd)
-    os.close(null)
 
 
 def _leave_once_stopped(threads: list[ExecutorThread]) -> None:

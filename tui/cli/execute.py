@@ -20,7 +20,7 @@ from tui.cli.progress import ProgressLines
 from tui.cli.state_output import write_state_json
 from tui.cli.stop_signals import install_stop_handlers, restore_handlers
 from tui.cli.summary import exit_code_of, resume_hint, summary_lines
-from tui.cli.terminal import Paint, colors_enabled, dashboard_possible
+from tui.cli.terminal import Paint, colors_enabled, dashboard_possible, detach_from_terminal
 
 
 def execute(invocation: Invocation, args: argparse.Namespace, *, hint: str, title: str) -> int:
@@ -43,7 +43,10 @@ def guard_decision(invocation: Invocation, args: argparse.Namespace, *, hint: st
         from tui.app.preflight_app import PreflightApp
 
         invocation.close_warehouses()
-        answer = PreflightApp(preflight, title, invocation.reason).run()
+        screen = PreflightApp(preflight, title, invocation.reason)
+        answer = screen.run()
+        if screen.terminal_gone:  # SIGHUP ignored: the refusal below goes nowhere, without failing on the way
+            detach_from_terminal()
         if answer is None:
             if preflight.verdict == AUTO:
                 raise BadInput("--reason is required to run a backfill: none was given on the pre-flight screen")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import IO, ClassVar
@@ -53,3 +54,12 @@ STATUS_STYLE = {
     "retrying": "magenta",
     "started": "blue",
 }
+
+
+def detach_from_terminal() -> None:
+    """The terminal is gone: from now on reads see end of file and writes go nowhere, without error."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        with contextlib.suppress(OSError):
+            os.dup2(null, fd)
+    os.close(null)
