@@ -38,6 +38,7 @@ from engine.store.lease import LeasedAttempt
 from engine.store.manifest import now_text
 from engine.store.record_writer import RecordWriter
 from engine.store.records import Attempt, PartitionRecord, RecordStatus
+from engine.store.space_reserve import SpaceReserve, reserve_size
 from engine.store.state_store import StateStore
 from engine.store.status import RunOutcome, Status, StatusBoard
 
@@ -162,6 +163,7 @@ class Executor:
         self._exhausted = False
         self._selector = selectors.DefaultSelector()
         self._writer = RecordWriter(store.partitions, self.owns)
+        self._reserve = SpaceReserve(store.directory, reserve_size(options.max_parallel))
         self._storage_error: OSError | None = None  # the store could not be written: stop, wait, report
         self._leftovers: list[tuple[TrackedFamily, float]] = []  # what ended attempts left alive, SIGKILL deadline
         self._summary_written = 0.0
@@ -277,6 +279,7 @@ class Executor:
         setup_error: BackfillError | None = None
         try:
             try:
+                self._hold_reserve()
                 if self.lease is not None:
                     self.lease.start(self._leased_attempts, self._fenced_out)
                 self.hooks.before_first_launch()
@@ -298,9 +301,12 @@ class Executor:
                 self._enforce_deadlines()
                 self._sweep_leftovers(wait=False)
                 self._maybe_write_summary()
+                if self._writer.full is not None:
+                    self._storage_failed(self._writer.full)
         finally:
             # Whatever happened (a full disk, a bug of ours), no child outlives this loop unwaited.
             self._stop_everything_and_wait()
+            self._write_deferred()
             if self.lease is not None:
                 self.lease.stop()
             self.launcher.shutdown()
@@ -360,8 +366,9 @@ class Executor:
             write_summary(self.store, self.board, partitions_stamp(self.store))  # a cache: never fails the run
 
     def _write(self, path, data: bytes, *, durable: bool) -> None:
-        """Queue a record; once the store cannot be written, stop the run instead of crashing out of it."""
-        if self._storage_error is not None or not self.owns():
+        """Queue a record; once the store cannot be written, stop the run instead of crashing out of it. On a
+        full disk records are still queued: the writer defers them until the reserve is given back."""
+        if not self.owns():
             return  # fenced: a reconcile decided these partitions' fate; our late word would overwrite it
         try:
             self._writer.put(path, data, durable=durable)
@@ -379,6 +386,26 @@ class Executor:
             self._storage_failed(error)
             return False
         return self.owns()
+
+    def _hold_reserve(self) -> None:
+        """Keep room aside for the records a full disk would defer; no room for it: start nothing."""
+        try:
+            self._reserve.hold()
+        except OSError as error:
+            raise StateWriteFailed(
+                f"the state store {self.store.directory} has no room for its {self._reserve.size // 1024} KiB "
+                f"reserve ({error.strerror or error}): nothing was started; free space, then "
+                f"backfill --continue {self.store.id}"
+            ) from None
+
+    def _write_deferred(self) -> None:
+        """Every child stopped and waited for: the records a full disk deferred are written into the reserve's
+        room; else the reserve is simply given back."""
+        try:
+            self._writer.write_deferred(self._reserve.release)
+        except OSError as error:  # not even that room: the next reader settles what is left running
+            self._storage_failed(error)
+        self._reserve.release()
 
     def _storage_failed(self, error: OSError) -> None:
         if self._storage_error is None:

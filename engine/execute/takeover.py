@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 import psutil
 
 from engine.base.atomic import ensure_directory, remove_stale_temporaries
-from engine.base.errors import Refused
+from engine.base.errors import Refused, StateWriteFailed
 from engine.base.processes import process_identity, process_started, same_process, stop_verified
 from engine.store.lease import OTHER_HOST_GRACE, read_lease
 from engine.store.live_work import Registration
@@ -155,6 +155,23 @@ def take_over(
             f"children of a previous executor of backfill {store.id} are still alive and could not be found "
             "or stopped: find processes with BACKFILL_ID=" + store.id + " in their environment and stop them"
         )
+    try:
+        generation = _settle_previous(store, board, running, started)
+    except OSError as error:  # a full disk, say: what was settled stays settled; nothing starts
+        children_lock.release()
+        lock.release()
+        raise StateWriteFailed(
+            f"the state store {store.directory} could not be written ({error.strerror or error}) while taking "
+            f"backfill {store.id} over: nothing was started; free space or fix the disk, then "
+            f"backfill --continue {store.id}"
+        ) from None
+    return Takeover(lock, children_lock, generation, stopped, notes)
+
+
+def _settle_previous(
+    store: StateStore, board: StatusBoard, running: list[PartitionRecord], started: frozenset[str]
+) -> Generation:
+    """Settle what the previous executor left running and become the next generation."""
     # A writer killed between creating its temporary file and renaming it leaves the file behind.
     for directory in (store.directory, store.partitions, store.directory / "records"):
         remove_stale_temporaries(directory)
@@ -172,7 +189,4 @@ def take_over(
         )
     previous = store.read_generation()
     me = os.getpid()
-    generation = store.write_generation(
-        (previous.number if previous else 0) + 1, me, process_started(me) or 0.0, now_text()
-    )
-    return Takeover(lock, children_lock, generation, stopped, notes)
+    return store.write_generation((previous.number if previous else 0) + 1, me, process_started(me) or 0.0, now_text())

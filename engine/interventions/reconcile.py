@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from engine.base.errors import Refused
+from engine.base.errors import Refused, StateWriteFailed
 from engine.base.processes import stop_verified
 from engine.dates.plan import Plan
 from engine.store import audit
@@ -68,7 +68,15 @@ def reconcile(
         found = _judge(store, read_lease(store.directory), now)  # again, under the lock: it may be settled now
         if not isinstance(found, Lease):
             return found
-        return _settle(store, plan, id_of, found, now, requested_by=requested_by, reason=reason, applied_by=applied_by)
+        try:
+            return _settle(
+                store, plan, id_of, found, now, requested_by=requested_by, reason=reason, applied_by=applied_by
+            )
+        except OSError as error:  # a full disk: the lease first, so nothing was settled, or some records were
+            raise StateWriteFailed(
+                f"backfill {store.id} could not be reconciled: its state store {store.directory} could not be "
+                f"written ({error.strerror or error}); free space or fix the disk, then run the command again"
+            ) from None
     finally:
         lock.release()
 
@@ -128,9 +136,15 @@ def _settle(
         f"lost: the lease of {owner} expired at {_when(lease.expires_at)} while it ran; its outcome is uncertain "
         "(its work may have committed): check the target before running it again"
     )
+    starting = (
+        f"lost: the lease of {owner} expired at {_when(lease.expires_at)} while it was starting this attempt's "
+        "child: whether the child ran is unknown; check the target before running it again"
+    )
     lines = []
     for record in running:
-        store.settle_running(record, board, attempt_status=RecordStatus.LOST, status=Status.FAILED, error=message)
+        store.settle_running(
+            record, board, attempt_status=RecordStatus.LOST, status=Status.FAILED, error=message, starting=starting
+        )
         lines.append(
             audit.entry(
                 backfill_id=store.id,

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -24,9 +26,10 @@ from engine.base.atomic import write_atomic
 from engine.base.errors import StateUnreadable
 from engine.store import audit
 from engine.store.control import Control, read_control
+from engine.store.lease import OTHER_HOST_GRACE, read_lease
 from engine.store.locks import FileLock
 from engine.store.manifest import spec_of
-from engine.store.records import RecordStatus
+from engine.store.records import PartitionRecord, RecordStatus
 from engine.store.state_store import StateStore, saved_backfill_dirs
 from engine.store.status import STATUS_NAMES, Status, StatusBoard
 
@@ -100,6 +103,41 @@ def is_running(store: StateStore) -> bool:
     return FileLock(store.lock_path).is_held_elsewhere()
 
 
+def owner_gone(store: StateStore) -> bool:
+    """Whether no executor can be running the backfill: none holds its lock on this host (a frozen one still
+    does), no child of one holds ``.children.lock``, and no other host holds a lease on it that runs, with that
+    host's grace. Records still saying
+    ``running`` were then left by an executor that ended without recording their outcome (a full disk, a
+    crash): they are interrupted, whatever the records say."""
+    if is_running(store):
+        return False
+    if store.children_lock_path.exists() and FileLock(store.children_lock_path).is_held_elsewhere():
+        return False  # a child of a dead executor still runs (it holds .children.lock): its partition runs too
+    lease = read_lease(store.directory)
+    if lease is None or lease.host is None or lease.host == socket.gethostname():
+        return True
+    return time.time() >= lease.expires_at + OTHER_HOST_GRACE
+
+
+def interrupted_for_reading(store: StateStore, board: StatusBoard, running: list[PartitionRecord]) -> int:
+    """How readers see partitions left ``running`` by an executor that is gone: cancelled on ``board`` (never
+    written: ``--continue`` settles the records); how many. None are touched while an owner may live."""
+    if not running or not owner_gone(store):
+        return 0
+    for record in running:
+        board.set(record.index, Status.CANCELLED)
+    return len(running)
+
+
+def interrupted_note(store: StateStore, count: int) -> str:
+    """The line readers print about partitions left running by an executor that is gone."""
+    return (
+        f"{count} partition{'s' if count != 1 else ''} recorded running but no executor owns backfill {store.id} "
+        "(its last one ended without recording their outcome: a full disk, a crash): shown cancelled; "
+        f"backfill --continue {store.id} settles and resumes them"
+    )
+
+
 @dataclass(frozen=True)
 class BackfillSummary:
     id: str
@@ -166,6 +204,13 @@ def summarize(
             counts = read_counts(store, manifest)
         except StateUnreadable as problem:
             counts, error = {name: 0 for name in STATUS_NAMES}, str(problem)
+    left_running = counts.get(Status.RUNNING.label, 0)
+    try:
+        if left_running and owner_gone(store):  # see interrupted_for_reading
+            cancelled = counts.get(Status.CANCELLED.label, 0) + left_running
+            counts = {**counts, Status.RUNNING.label: 0, Status.CANCELLED.label: cancelled}
+    except StateUnreadable as problem:
+        error = error or str(problem)
     total = manifest.get("partition_count", 0)
     total = total if isinstance(total, int) and not isinstance(total, bool) else 0
     try:

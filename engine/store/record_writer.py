@@ -8,6 +8,11 @@ the executor drains before it reports an outcome.
 
 If the executor is killed, records still queued are lost: a partition then looks
 queued or interrupted, and resume runs it again. Nothing is ever half-written.
+
+A full disk (ENOSPC, EDQUOT) is not the end of the records: what cannot be written
+is deferred, the latest version of each file kept in order, and ``full`` says
+why; once the executor has stopped every child, :meth:`write_deferred` gives
+back the store's reserve (``engine/store/space_reserve.py``) and writes them.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from engine.base.atomic import sync_directory, write_atomic
+from engine.store.space_reserve import FULL
 
 _STOP = object()
 
@@ -30,6 +36,8 @@ class RecordWriter:
         self._may_write = may_write
         self._queue: queue.Queue[object] = queue.Queue()
         self._error: BaseException | None = None
+        self.full: OSError | None = None  # the disk filled: later records wait in _deferred
+        self._deferred: dict[Path, bytes] = {}  # the latest version of each record not written, in first order
         self._pending: dict[Path, int] = {}  # queued writes per file, not yet done
         self._pending_lock = threading.Lock()
         self._thread = threading.Thread(target=self._work, name="record writer", daemon=True)
@@ -53,7 +61,12 @@ class RecordWriter:
         if queued:
             self.put_and_wait(path, data)
         elif self._may_write():
-            write_atomic(path, data, durable=True)
+            try:
+                write_atomic(path, data, durable=True)
+            except OSError as error:
+                if error.errno in FULL:
+                    self.full = self.full or error
+                raise
 
     def put_and_wait(self, path: Path, data: bytes) -> None:
         """Queue a record and return once it, and everything queued before it, is on disk and synced (the
@@ -66,6 +79,8 @@ class RecordWriter:
         done.wait()
         if self._error is not None:
             raise self._error
+        if self.full is not None:  # not written (a write-ahead is never deferred: its child does not start)
+            raise self.full
 
     def _count(self, path: Path, change: int) -> None:
         with self._pending_lock:
@@ -76,10 +91,26 @@ class RecordWriter:
                 self._pending.pop(path, None)
 
     def drain(self) -> None:
-        """Block until every queued record is written (and durable ones synced)."""
+        """Block until every queued record is written (and durable ones synced), or deferred (then ``full``)."""
         self._queue.join()
         if self._error is not None:
             raise self._error
+        if self.full is not None:
+            raise self.full
+
+    def write_deferred(self, release: Callable[[], bool]) -> int:
+        """After a full disk, once every child is stopped: give the reserve back (``release``) and write what was
+        deferred, durably; how many records. OSError when even that room was not enough."""
+        self._queue.join()
+        if not self._deferred or self._error is not None:
+            return 0
+        release()
+        deferred, self._deferred = self._deferred, {}
+        for path, data in deferred.items():
+            if self._may_write():
+                write_atomic(path, data, durable=True, sync_parent=False)
+        sync_directory(self.directory)
+        return len(deferred)
 
     def close(self) -> None:
         self._queue.put(_STOP)
@@ -104,9 +135,20 @@ class RecordWriter:
                     if entry is _STOP:
                         continue
                     path, data, durable = entry[:3]  # type: ignore[index]
-                    if self._error is None and self._may_write():
-                        write_atomic(path, data, durable=durable, sync_parent=False)
-                        sync = sync or durable
+                    if self._error is not None or not self._may_write():
+                        continue
+                    if self.full is None:
+                        try:
+                            write_atomic(path, data, durable=durable, sync_parent=False)
+                            sync = sync or durable
+                            continue
+                        except OSError as error:
+                            if error.errno not in FULL:
+                                raise
+                            self.full = error
+                    if len(entry) == 3:  # type: ignore[arg-type]  # a write-ahead's caller hears of it instead
+                        self._deferred.pop(path, None)  # only the latest version of a file is written
+                        self._deferred[path] = data
                 if sync and self._error is None:
                     sync_directory(self.directory)
             except BaseException as error:

@@ -252,16 +252,17 @@ class StateStore:
         status: Status,
         error: str,
         started: frozenset[str] = frozenset(),
+        starting: str | None = None,
     ) -> None:
         """An owner that is gone left ``record`` running: its running attempts end as ``attempt_status`` with
         ``error``, the partition as ``status``, written durably and shown on ``board``. An attempt it recorded as
         ``starting`` ends so too when its child was found alive (its run ID in ``started``); otherwise whether
-        that child ever ran is unknown, and the attempt is ``lost``, saying so."""
+        that child ever ran is unknown, and the attempt is ``lost``, saying so (``starting``, or ``error`` and that)."""
         finished_at = now_text()
         for attempt in record.attempts:
             if attempt.status == RecordStatus.STARTING and attempt.run_id not in started:
                 attempt.status, attempt.finished_at = RecordStatus.LOST, finished_at
-                attempt.error = f"{error} while starting it: whether its child ran is unknown"
+                attempt.error = starting or f"{error} while starting it: whether its child ran is unknown"
             elif attempt.status in LIVE_ATTEMPT_STATUSES:
                 attempt.status, attempt.finished_at, attempt.error = attempt_status, finished_at, error
         record.status = status.label

@@ -294,3 +294,37 @@ def loaded_options(loaded):
     from engine.store.manifest import initial_options
 
     return initial_options(loaded.manifest)
+
+
+def test_readers_show_partitions_left_running_by_a_dead_executor_as_cancelled_only_once_nothing_runs(work, home):
+    """SIGKILL the executor: while its children live (they hold .children.lock) show and list still say running.
+    Once they are gone too, show and list count those partitions cancelled, show says once why and what settles
+    them, and nothing was written (the records still say running until --continue)."""
+    process = start_background(
+        *GUARD, "--command", child_command(), *SIX_DAYS, "--max-parallel", "2", cwd=work,
+        env={**home, "CHILD_SLEEP": "300"},
+    )  # fmt: skip
+    backfill = backfill_dir(work)
+    orphans = running_pids(backfill, 2)
+    os.kill(process.pid, signal.SIGKILL)
+    process.communicate(timeout=10)
+
+    def seen() -> tuple[str, str, dict]:
+        shown = run_backfill("show", backfill.name, cwd=work, env=home)
+        listed = run_backfill("list", "--output", "json", cwd=work, env=home)
+        assert shown.returncode == 0 and listed.returncode == 0, shown.stderr + listed.stderr
+        return shown.stdout, shown.stderr, orjson.loads(listed.stdout)["backfills"][0]["counts"]
+
+    out, err, counts = seen()
+    assert "running 2" in out and counts["running"] == 2 and "no executor owns" not in err
+    for pid in orphans:
+        os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not any(alive(pid) for pid in orphans))
+    before = {p.name: p.read_bytes() for p in (backfill / "partitions").glob("*.json")}
+    out, err, counts = seen()
+    partitions_line = out.split("partitions:")[1].splitlines()[0]
+    assert "running" not in partitions_line and "cancelled 2" in partitions_line, out
+    assert (counts["running"], counts["cancelled"]) == (0, 2)
+    [note] = [line for line in err.splitlines() if line.startswith("backfill: note:")]
+    assert "2 partitions recorded running but no executor owns" in note and f"--continue {backfill.name}" in note
+    assert {p.name: p.read_bytes() for p in (backfill / "partitions").glob("*.json")} == before

@@ -8,10 +8,11 @@ import shlex
 import subprocess
 import sys
 
+import orjson
 import psutil
 import pytest
 
-from tests.backfills import state_dirs
+from tests.backfills import child_command, records, state_dirs
 from tests.conftest import run_backfill
 from tests.guard_flags import GUARD
 
@@ -40,11 +41,20 @@ def leftovers(backfill_id: str) -> list[int]:
     return found
 
 
-def test_enospc_stops_and_waits_for_children_and_stays_resumable(work, home, small_disk):
+def test_enospc_stops_and_waits_for_children_and_stays_resumable(work, home, small_disk, tmp_path):
     """Children writing output fill a 256 KiB store: the executor stops every child and waits for it, prints one
-    line naming the problem and the resume command (exit 1), leaves no temporary file and a readable manifest;
-    once space is back, --continue completes every partition."""
-    child = shlex.join([sys.executable, "-c", "import time; print('x' * 4000); time.sleep(0.3)"])
+    line naming the problem and the resume command (exit 1), leaves no temporary file and a readable manifest.
+    Every record is final, written into its reserve's room once the children were stopped (show and list say
+    nothing runs); --continue on the still-full disk is one
+    line, no frames; once space is back it completes every partition, and every child that ran (a ledger each
+    writes first thing, off the full disk) has its attempt, naming its PID."""
+    ledger = tmp_path / "ledger"
+    began = (
+        "import json, os, time; "
+        f"open({str(ledger)!r}, 'a').write(json.dumps([os.environ['BACKFILL_RUN_ID'], os.getpid()]) + '\\n'); "
+        "print('x' * 4000); time.sleep(0.3)"
+    )
+    child = shlex.join([sys.executable, "-c", began])
     args = ("--command", child, "--start-date", "2024-01-01", "--end-date", "2024-12-31", "--max-parallel", "3")
     result = run_backfill(*GUARD, *args, "--state-dir", str(small_disk), cwd=work, env=home, timeout=300)
     assert result.returncode == 1, result.stdout + result.stderr
@@ -56,6 +66,18 @@ def test_enospc_stops_and_waits_for_children_and_stays_resumable(work, home, sma
     assert leftovers(backfill.name) == []
     assert not [p for p in backfill.rglob("*") if p.name.endswith(".tmp")]
     assert (backfill / "manifest.json").is_file()
+    left_running = [r for r in records(backfill) if r["status"] == "running"]
+    shown = run_backfill("show", backfill.name, "--state-dir", str(small_disk), cwd=work, env=home)
+    assert shown.returncode == 0, shown.stderr
+    assert "running" not in shown.stdout.split("partitions:")[1].splitlines()[0]
+    assert left_running == []  # the reserve's room took every final record, once the children were stopped
+    assert "recorded running but no executor owns" not in shown.stderr
+    listed = run_backfill("list", "--output", "json", "--state-dir", str(small_disk), cwd=work, env=home)
+    assert orjson.loads(listed.stdout)["backfills"][0]["counts"]["running"] == 0
+    still_full = run_backfill("--continue", backfill.name, "--state-dir", str(small_disk), cwd=work, env=home)
+    assert still_full.returncode == 1 and "Traceback" not in still_full.stderr, still_full.stderr
+    [line] = still_full.stderr.splitlines()
+    assert line.startswith("backfill: error:") and "No space left on device" in line
     subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], check=True)
     resumed = run_backfill(
         "--continue",
@@ -70,6 +92,14 @@ def test_enospc_stops_and_waits_for_children_and_stays_resumable(work, home, sma
     )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "partitions  366: 366 succeeded" in resumed.stdout
+    attempts = {a["run_id"]: a for r in records(backfill) for a in r["attempts"]}
+    ran = [orjson.loads(line) for line in ledger.read_text().splitlines()]
+    wrong = [
+        (run_id, pid, attempts[run_id]["pid"], attempts[run_id]["status"])
+        for run_id, pid in ran
+        if attempts[run_id]["pid"] != pid
+    ]
+    assert ran and not wrong, wrong
 
 
 def test_a_full_disk_at_creation_leaves_no_directory_without_a_manifest(work, home, small_disk):
@@ -94,3 +124,27 @@ def test_a_full_disk_at_creation_leaves_no_directory_without_a_manifest(work, ho
     assert result.stderr.startswith("backfill: error: ") and len(result.stderr.strip().splitlines()) == 1
     states = small_disk / "states"
     assert not states.exists() or all((d / "manifest.json").is_file() for d in states.iterdir())
+
+
+def test_no_room_for_the_reserve_starts_nothing_and_continue_completes_once_there_is(work, home, small_disk):
+    """Room for the backfill's files but not for its reserve (64 KiB + 8 KiB per parallel child): one line naming
+    the reserve, exit 1, no child started; with room for it (fewer at a time), --continue runs every partition."""
+    filler = small_disk / "filler"
+    filler.write_bytes(b"\0" * (150 * 1024))
+    days = ("--start-date", "2024-01-01", "--end-date", "2024-01-03")
+    spans = work / "spans"
+    args = ("--command", child_command("--spans", str(spans)), *days, "--max-parallel", "32")
+    result = run_backfill(*GUARD, *args, "--state-dir", str(small_disk), cwd=work, env=home)
+    assert result.returncode == 1, result.stdout + result.stderr
+    [line] = result.stderr.splitlines()
+    assert "has no room for its 320 KiB reserve" in line and "nothing was started" in line, line
+    assert not spans.exists()
+    [backfill] = state_dirs(small_disk)
+    assert not (backfill / ".reserve").exists()
+    filler.unlink()
+    resumed = run_backfill(
+        "--continue", backfill.name, "--max-parallel", "2", "--state-dir", str(small_disk), cwd=work, env=home
+    )  # 80 KiB of reserve
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert len(spans.read_text().splitlines()) == 3
+    assert not (backfill / ".reserve").exists()  # given back at the end

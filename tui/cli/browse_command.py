@@ -10,7 +10,14 @@ import orjson
 
 from engine.base.errors import BadInput
 from engine.execute.backfill import Loaded, load_backfill, shown_parallelism
-from engine.store.catalog import COMPLETE, BackfillSummary, list_backfills, summarize
+from engine.store.catalog import (
+    COMPLETE,
+    BackfillSummary,
+    interrupted_for_reading,
+    interrupted_note,
+    list_backfills,
+    summarize,
+)
 from engine.store.locate import state_root_of_cwd
 from engine.store.manifest import initial_options
 from engine.store.status import Status
@@ -120,7 +127,10 @@ def show_command(argv: list[str]) -> int:
     from tui.cli.reconcile_command import expired_lease_note
 
     loaded = load_backfill(args.id, args.state_dir, Path.cwd())
-    note = expired_lease_note(loaded)  # said, never acted on: show signals and settles nothing
+    # Said, never acted on: show signals and settles nothing. An executor that is gone (no lock held on this
+    # host) needs no reconcile, only a --continue: then only that is said.
+    interrupted = interrupted_for_reading(loaded.store, loaded.board, loaded.running)
+    note = interrupted_note(loaded.store, interrupted) if interrupted else expired_lease_note(loaded)
     if note is not None:
         sys.stderr.write(f"backfill: note: {note}\n")
     statuses = frozenset(Status.parse(s) for s in args.status) if args.status else None

@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from engine.base.errors import EXIT_BAD_INPUT, EXIT_CANCELLED, BackfillError, NothingToRun
+from engine.base.errors import EXIT_BAD_INPUT, EXIT_CANCELLED, EXIT_FAILED, BackfillError, NothingToRun
 from engine.execute.local_cluster import LOCAL_CLUSTER_VERB
 from engine.execute.warm_launcher import RUNNER_VERB
 from tui.cli.arguments import IMPLEMENTED_VERBS, VERBS, UsageError
@@ -62,6 +62,13 @@ def _main(argv: Sequence[str] | None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except OSError as error:  # a full disk or an I/O error no layer above knew how to say: one line, no frames
+        where = f" ({error.filename})" if error.filename else ""
+        _fail(
+            f"{error.strerror or error}{where}: the command stopped there; what it had written stays, and no "
+            "child was left running; fix the cause, then run it again"
+        )
+        return EXIT_FAILED
 
 
 def _verb(verb: str, args: list[str]) -> int:
