@@ -222,6 +222,14 @@ class DaskChild:
     def poll(self) -> int | None:
         if self._code is not None:
             return self._code
+        code = self._poll()
+        if code is not None:
+            # The outcome is taken: let the future go now. The scheduler recomputes the lost results of futures
+            # a client still holds, so a worker that dies later would run this finished attempt's child again.
+            self._future.release()
+        return code
+
+    def _poll(self) -> int | None:
         with contextlib.suppress(BlockingIOError):
             os.read(self._wake_read, 64)  # what woke the executor is consumed: a later wake is a new event
         stream = self._stream
@@ -412,6 +420,8 @@ class DaskLauncher:
         if stream is None:
             return
         kind = message.get("kind")
+        if stream.code is not None and kind in ("started", "start_failed"):
+            return  # its child already reported its exit: a task the scheduler ran again refused (RAN_ALREADY)
         if kind == "started":
             stream.info = message
         elif kind == "start_failed":
@@ -457,4 +467,8 @@ class DaskLauncher:
 
     def shutdown(self) -> None:
         self._stop_beat.set()
+        from engine.execute.dask_task import forget_claims
+
+        with contextlib.suppress(Exception):  # the scheduler gone: its metadata went with it
+            forget_claims(self.client, self.backfill_id)
         self.shutdown_client()

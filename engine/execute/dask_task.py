@@ -28,6 +28,7 @@ from engine.execute.launcher import group_alive
 CHUNK = 64 * 1024  # at most this much output per event: nothing is buffered without bound
 QUIET_START = 0.05  # seconds a child may run before its task reports it started
 FENCED = 126  # what a task returns when a newer executor fenced its generation off before its child started
+RAN_ALREADY = 125  # what a task returns when its run ID's child already ran (the scheduler ran it again)
 
 # setpriv (util-linux) sets the parent-death signal without a preexec function, which would force a full fork of
 # the worker: 8.6 ms a child instead of 1.8 ms (benchmarks/dask_parts_bench.py).
@@ -57,6 +58,10 @@ def run_child(
     from distributed import get_worker
 
     worker = get_worker()
+    if not _claim(backfill_id, run_id):
+        why = "this attempt's child already ran: the scheduler ran its task again after a worker was lost"
+        worker.log_event(topic, {"run_id": run_id, "kind": "start_failed", "error": why, "code": RAN_ALREADY})
+        return RAN_ALREADY
     with _LOCK:
         if generation < _FENCES.get(backfill_id, 0):
             why = "a newer executor of this backfill took it over before its child started"
@@ -215,6 +220,25 @@ def _signal_child(process: subprocess.Popen[bytes], signum: int) -> None:
     """Signal this worker's own child's group, only while the child is unreaped (its PID, and so the group's
     number, cannot belong to another process)."""
     signal_own_group(None, process.pid, signum, reaped=process.returncode is not None)
+
+
+def _claim(backfill_id: str, run_id: str) -> bool:
+    """Whether this task may start its run ID's child: the first time the cluster's scheduler hears of it. A run
+    ID's child runs once, whatever the scheduler recomputes (a result lost with its worker, before its executor
+    took it). Claims live in the scheduler's metadata, where every worker sees them."""
+    from distributed import get_client
+
+    client = get_client()
+    key = ["backfill", backfill_id or "-", "ran", run_id]
+    if client.get_metadata(key, default=None) is not None:
+        return False
+    client.set_metadata(key, True)
+    return True
+
+
+def forget_claims(client: Any, backfill_id: str) -> None:
+    """Drop a backfill's claims from the scheduler once its executor is done with the cluster."""
+    client.set_metadata(["backfill", backfill_id or "-", "ran"], {})
 
 
 def signal_group(group: int, signum: int, started: float | None = None, birth: str | None = None) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.backfills import child_command, records
+from tests.backfills import child_command, records, wait_for
 from tests.conftest import backfill_argv, run_backfill
 from tests.functional.dask_support import alive, external_cluster, only_backfill, running_children
 from tests.guard_flags import GUARD, REASON
@@ -299,3 +300,71 @@ def test_a_worker_clock_an_hour_ahead_does_not_take_the_executor_for_silent(work
     assert process.returncode == 0, out + err
     final = records(only_backfill(work))
     assert {r["status"] for r in final} == {"succeeded"} and all(len(r["attempts"]) == 1 for r in final)
+
+
+def test_a_dead_worker_never_makes_the_scheduler_run_a_finished_attempt_again(work, tmp_path):
+    """SIGKILL of one worker after many attempts finished on it: the scheduler recomputes lost results of futures
+    a client still holds, so every future is let go once its result is taken (the scheduler keeps no finished
+    one), and a task never starts a child for a run ID that already ran. Every child that started (a ledger) ran
+    once, under an attempt that names it."""
+    ledger = tmp_path / "began"
+    with external_cluster(tmp_path) as (address, _):
+        process = subprocess.Popen(
+            [
+                *backfill_argv(), "--command", child_command("--sleep", "0.3", "--began", str(ledger)),
+                "--start-date", "2024-01-01", "--end-date", "2024-02-09", "--launcher", "dask", "--dask-scheduler",
+                address, "--max-parallel", "2", "--retries", "1", *GUARD, "--no-progress",
+            ],
+            cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            wait_for(lambda: ledger.exists() and len(ledger.read_text().splitlines()) >= 16, timeout=120)
+
+            def kill_a_worker() -> bool:
+                """SIGKILL the worker process of a running child (about half of the attempts ran there)."""
+                running = [
+                    r["attempts"][-1].get("pid") for r in records(only_backfill(work)) if r["status"] == "running"
+                ]
+                for pid in filter(None, running):
+                    try:
+                        os.kill(psutil.Process(pid).ppid(), signal.SIGKILL)
+                        return True
+                    except (psutil.Error, ProcessLookupError):
+                        continue
+                return False
+
+            from distributed import Client
+
+            with Client(address, set_as_default=False) as watcher:  # the tasks the scheduler still keeps
+                kept = watcher.run_on_scheduler(lambda dask_scheduler: [str(key) for key in dask_scheduler.tasks])
+            assert len([key for key in kept if "-p" in key]) <= 4, kept  # running ones, and one just ending each
+            wait_for(kill_a_worker)
+            out, err = process.communicate(timeout=180)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert process.returncode == 0, out + err
+    began = [json.loads(line) for line in ledger.read_text().splitlines()]
+    run_ids = [entry["run_id"] for entry in began]
+    assert len(run_ids) == len(set(run_ids)), sorted(r for r in run_ids if run_ids.count(r) > 1)
+    attempts = {a["run_id"]: a for r in records(only_backfill(work)) for a in r["attempts"]}
+    assert all(attempts[entry["run_id"]]["pid"] == entry["pid"] for entry in began)
+
+
+def test_a_task_run_again_for_a_run_id_whose_child_ran_starts_no_child(tmp_path):
+    """The scheduler runs an attempt's task a second time (as it does for a result lost with its worker before the
+    executor took it): the second run starts no child and returns RAN_ALREADY; the ledger holds one start."""
+    from distributed import Client
+
+    from engine.execute.dask_task import RAN_ALREADY, run_child
+    from tests.backfills import CHILD
+
+    ledger = tmp_path / "began"
+    argv = [sys.executable, str(CHILD), "--partition", "p0", "--start", "2024-01-01", "--began", str(ledger)]
+    env = {**os.environ, "BACKFILL_RUN_ID": "bf-p0-a1"}
+    args = (argv, str(tmp_path), env, "bf-p0-a1", "bf-topic", "bf-beat", 2.0, 2.0, "bf", 1)
+    with external_cluster(tmp_path) as (address, _), Client(address, set_as_default=False) as client:
+        assert client.submit(run_child, *args, key="first", pure=False).result(timeout=60) == 0
+        assert client.submit(run_child, *args, key="again", pure=False).result(timeout=60) == RAN_ALREADY
+    assert len(ledger.read_text().splitlines()) == 1
