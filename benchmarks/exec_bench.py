@@ -4,20 +4,24 @@
     commands, measured in the same run (median of several). Target ratio ≤ 3.
 (b) Peak RSS of the parent during a 1 000 000-partition backfill of ``true``, stopped with SIGINT
     after a few seconds. Target ≤ 150 MB.
+(d) Peak RSS of the executor after 20 000, 200 000 and 1 000 000 partitions of ``true`` *processed*
+    (each run to its end; --sizes picks them). Flat: ≤ 100 MB at 1 000 000.
 (c) ``--continue ID --dry-run --output json`` on a backfill with 100 000 partition files (made by a
     real run of 100 000 children first). Target ≤ 3 s.
 
-Usage: python benchmarks/exec_bench.py [--runs N] [--skip-c]
+Usage: python benchmarks/exec_bench.py [--runs N] [--skip-c] [--sizes 20000,200000,1000000] [--only-d]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from _measure import GUARD_FLAGS, backfill_argv, median, timed_run, verdict
@@ -113,17 +117,43 @@ def bench_resume_dry_run(work: Path, runs: int) -> None:
     )
 
 
+def bench_processed(work: Path, sizes: list[int]) -> None:
+    """Peak RSS of whole runs of ``true``: what the executor keeps per partition processed shows as growth."""
+    for size in sizes:
+        end = datetime(2024, 1, 1, tzinfo=UTC) + timedelta(seconds=size)
+        argv = [
+            *backfill_argv(), *GUARD_FLAGS, "--command", "true", "--start-date", "2024-01-01T00:00:00Z",
+            "--end-date", end.strftime("%Y-%m-%dT%H:%M:%SZ"), "--partition", "1s", "--max-parallel", "4",
+            "--no-progress", "--state-dir", str(work / f"states-{size}"),
+        ]  # fmt: skip
+        started = time.perf_counter()
+        process = subprocess.Popen(argv, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - started
+        rss = usage.ru_maxrss / 1024
+        print(
+            f"(d) {size:>9,} partitions processed in {seconds:.0f} s (exit {os.waitstatus_to_exitcode(status)}): "
+            f"executor peak RSS {rss:.1f} MB" + (f" [{verdict(rss, 100)} ≤ 100 MB]" if size >= 1_000_000 else "")
+        )
+        shutil.rmtree(work / f"states-{size}", ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--skip-c", action="store_true", help="skip (c), which first runs 100 000 children")
+    parser.add_argument("--sizes", default="20000,200000,1000000", help="(d): partitions processed per run")
+    parser.add_argument("--only-d", action="store_true", help="run (d) alone")
     args = parser.parse_args()
+    sizes = [int(size) for size in args.sizes.split(",") if size]
     with tempfile.TemporaryDirectory() as scratch:
         base = Path(scratch)
-        bench_ratio(scratch_repository(base / "a"), args.runs)
-        bench_million(scratch_repository(base / "b"), 5.0)
-        if not args.skip_c:
-            bench_resume_dry_run(scratch_repository(base / "c"), args.runs)
+        if not args.only_d:
+            bench_ratio(scratch_repository(base / "a"), args.runs)
+            bench_million(scratch_repository(base / "b"), 5.0)
+            if not args.skip_c:
+                bench_resume_dry_run(scratch_repository(base / "c"), args.runs)
+        bench_processed(scratch_repository(base / "d"), sizes)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from engine.store.lease import LeasedAttempt
 from engine.store.manifest import now_text
 from engine.store.record_writer import RecordWriter
 from engine.store.records import Attempt, PartitionRecord, RecordStatus
+from engine.store.run_tally import RunTally
 from engine.store.space_reserve import SpaceReserve, reserve_size
 from engine.store.state_store import StateStore
 from engine.store.status import RunOutcome, Status, StatusBoard
@@ -94,7 +95,7 @@ class Outcome:
     started_at: float = 0.0  # Unix seconds: the run's own span, whatever a front end did before or after
     finished_at: float = 0.0
     seconds: float = 0.0  # how long it ran, on the monotonic clock (a wall-clock step mid-run is not part of it)
-    attempts: list[Attempt] = field(default_factory=list)  # every attempt this run made, in the order they ended
+    tally: RunTally = field(default_factory=lambda: RunTally(0))  # what this run's ended attempts add up to
     record: str | None = None  # the backfill record the guardrails wrote, if any
     record_error: str | None = None  # why it could not be written (the run then does not report success)
     intervention: str | None = None  # who stopped, paused or ended it and why (an operator, not a signal)
@@ -168,7 +169,7 @@ class Executor:
         self._leftovers: list[tuple[TrackedFamily, float]] = []  # what ended attempts left alive, SIGKILL deadline
         self._summary_written = 0.0
         self._verification_failed = False  # set by _reap for the attempt _finish records next
-        self._ended: list[Attempt] = []
+        self._tally = RunTally(len(self.plan))
         self.record: str | None = None  # the backfill record written at the end, once it is
         self._paused: str | None = None  # why an operator paused it: running children finish, none start
         self._intervention: str | None = None  # an operator's cancel, pause or end, in their words
@@ -326,7 +327,7 @@ class Executor:
             started_at=self._started_at,
             finished_at=self._finished_at,
             seconds=seconds,
-            attempts=list(self._ended),
+            tally=self._tally,
             intervention=self._intervention,
         )
         if not self.owns():
@@ -401,6 +402,8 @@ class Executor:
     def _write_deferred(self) -> None:
         """Every child stopped and waited for: the records a full disk deferred are written into the reserve's
         room; else the reserve is simply given back."""
+        if not self.owns():
+            return  # fenced: it changes nothing more in the store, not even its reserve (the next owner reuses it)
         try:
             self._writer.write_deferred(self._reserve.release)
         except OSError as error:  # not even that room: the next reader settles what is left running
@@ -623,7 +626,7 @@ class Executor:
                 self._event("retrying", index, attempt.run_id)
             else:
                 self._finished += 1
-        self._ended.append(attempt)
+        self._tally.add(index, attempt)
         self.hooks.after_partition(index, attempt)
         if retry:
             self._retries.appendleft(_Pending(index, attempts_left - 1, record))

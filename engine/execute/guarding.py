@@ -176,7 +176,7 @@ def guard_hooks(prepared: Prepared, preflight: Preflight, approval: Approval | N
     def after_run(outcome: Outcome) -> str:
         return run.write_record(
             counts=outcome.counts,
-            attempts=outcome.attempts,
+            tally=outcome.tally,
             status=outcome.status,
             seconds=outcome.seconds,
             finished_at=outcome.finished_at or time.time(),

@@ -23,6 +23,7 @@ from engine.spec.backfill_spec import BackfillSpec
 from engine.store import audit
 from engine.store.guardrails_log import append_entry
 from engine.store.records import Attempt
+from engine.store.run_tally import RunTally
 from engine.store.state_store import StateStore
 
 
@@ -131,7 +132,7 @@ class GuardedRun:
         return lambda index, interval, attempt: verifier.verify(index, interval, attempt.run_id, only)
 
     def write_record(
-        self, *, counts: dict[str, int], attempts: list[Attempt], status: str, seconds: float, finished_at: float
+        self, *, counts: dict[str, int], tally: RunTally, status: str, seconds: float, finished_at: float
     ) -> str:
         """Write the YAML record of this invocation (and its copy in the state directory); its path."""
         from engine.guardrails.record import build_record, is_table, record_path, tables_after_run
@@ -142,7 +143,7 @@ class GuardedRun:
         spec = self.spec
         is_pipeline = not spec.target.is_command
         before = {a.asset.name: a.table_rows for a in facts.selected if is_table(a.asset)}
-        after, after_range = tables_after_run(facts, with_checks=bool(attempts)) if is_pipeline else ({}, [])
+        after, after_range = tables_after_run(facts, with_checks=bool(tally.total)) if is_pipeline else ({}, [])
         record: dict[str, Any] = build_record(
             backfill_id=self.store.id,
             preflight=self.preflight,
@@ -150,7 +151,7 @@ class GuardedRun:
             reason=self.reason,
             counts=counts,
             total=len(spec.plan),
-            attempts=attempts,
+            tally=tally,
             status=status,
             seconds=seconds,
             before=before if is_pipeline else {},

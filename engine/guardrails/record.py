@@ -23,10 +23,8 @@ from engine.guardrails.facts import Facts
 from engine.guardrails.preflight import Approval, Preflight
 from engine.guardrails.warehouse import Held, Warehouse
 from engine.store import audit
-from engine.store.records import RecordStatus
+from engine.store.run_tally import RunTally
 from engine.store.status import Status
-
-RUNS_LISTED = 1000  # a record names at most this many runs (and says how many there were)
 
 
 def record_path(repository: Path | None, state_directory: Path, name: str, now: float) -> Path:
@@ -90,7 +88,7 @@ def build_record(
     reason: str | None,
     counts: dict[str, int],
     total: int,
-    attempts: list[Any],
+    tally: RunTally,
     status: str,
     seconds: float,
     before: dict[str, int | None],
@@ -103,16 +101,10 @@ def build_record(
     request = facts.request
     spec = request.spec
     selected = facts.selected
-    verifications = Counter(
-        (a.verification or {}).get("status", "none") for a in attempts if a.status != RecordStatus.RUNNING
+    verifications, failures = tally.verifications, tally.verification_failures
+    unverified = _unverified_because(
+        status, request.guard.verify, failures, tally.succeeded_any, verifications, after_range
     )
-    failures = [
-        {"run_id": a.run_id, "detail": a.verification.get("detail")}
-        for a in attempts
-        if a.verification and a.verification.get("status") in ("failed", "warning")
-    ]
-    succeeded_any = any(a.status == RecordStatus.SUCCEEDED for a in attempts)
-    unverified = _unverified_because(status, request.guard.verify, failures, succeeded_any, verifications, after_range)
     row_counts = {}
     for name in sorted(set(before) | set(after)):
         b, n = before.get(name), after.get(name)
@@ -138,16 +130,21 @@ def build_record(
         "intervals_skipped": counts.get(Status.SKIPPED.label, 0),
         "partial": counts.get(Status.SUCCEEDED.label, 0) + counts.get(Status.SKIPPED.label, 0) != total,
         "runs": [
-            {"run_id": a.run_id, "status": a.status, "log": str(state_directory / a.log) if a.log else None}
-            for a in attempts[:RUNS_LISTED]
+            {
+                "run_id": run["run_id"],
+                "status": run["status"],
+                "log": str(state_directory / run["log"]) if run["log"] else None,
+            }
+            for run in tally.listed
         ],
-        "runs_total": len(attempts),
+        "runs_total": tally.total,
         "row_counts": row_counts,
         "duration_total": duration_total(seconds),
         "verified": not unverified,
         "unverified_because": unverified,
         "verification": dict(verifications),
         "verification_failures": failures,
+        "verification_failures_total": tally.verification_failures_total,
         "checks_after_range": after_range,
         "preflight": {
             "verdict": preflight.verdict,
@@ -159,7 +156,7 @@ def build_record(
         },
         "approval": approval.to_json() if approval else None,
         "snapshot": _snapshot_summary(snapshot, state_directory),
-        "downstream_blocked_until_rerun": sorted(a.asset.name for a in facts.downstream) if succeeded_any else [],
+        "downstream_blocked_until_rerun": sorted(a.asset.name for a in facts.downstream) if tally.succeeded_any else [],
         "interventions": _interventions(state_directory),
     }
 

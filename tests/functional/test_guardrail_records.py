@@ -42,6 +42,7 @@ RECORD_FIELDS = [
     "unverified_because",
     "verification",
     "verification_failures",
+    "verification_failures_total",
     "checks_after_range",
     "preflight",
     "approval",

@@ -130,11 +130,11 @@ def _stopped_run(outcome: Outcome) -> str | None:
     (``cancelled: 3 partitions were running; 44,529 not started``), rather than all of them "cancelled"."""
     if outcome.status not in ("cancelled", "paused"):
         return None
-    partitions = {attempt.run_id.rsplit("-a", 1)[0] for attempt in outcome.attempts}
-    not_started = max(0, outcome.selected - len(partitions))
+    ran = outcome.tally.ran
+    not_started = max(0, outcome.selected - ran)
     if outcome.status == "paused":
-        return f"paused: {human.count(len(partitions))} partitions ran; {human.count(not_started)} not started"
-    running = sum(1 for attempt in outcome.attempts if attempt.status == "cancelled")
+        return f"paused: {human.count(ran)} partitions ran; {human.count(not_started)} not started"
+    running = outcome.tally.statuses["cancelled"]
     were = "partition was" if running == 1 else "partitions were"
     return f"cancelled: {human.count(running)} {were} running; {human.count(not_started)} not started"
 
