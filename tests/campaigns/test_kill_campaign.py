@@ -12,8 +12,12 @@ SIGINT; ``--continue`` follows, itself sometimes stopped the same way, until one
   settles one left ``starting``;
 - no child of any executor is left alive, and no temporary file is left in the store.
 
-The default suite runs ``CI_TRIALS`` trials; the long campaign is marked slow and runs outside it:
-``pytest -m slow tests/campaigns`` (``BACKFILL_CAMPAIGN_TRIALS`` sets its size, 200 by default).
+Every launcher is tried: a ``--command`` target (each attempt its own process), a pipeline whose Python asset
+does the same work under the warm runners, and the command on a local Dask cluster of two workers. Successes are
+judged by run ID (under ``warm`` an attempt's PID is its runner's), and by PID too where it is the child's.
+
+The default suite runs ``CI_TRIALS`` trials per launcher; the long campaign is marked slow and runs outside it:
+``pytest -m slow tests/campaigns`` (``BACKFILL_CAMPAIGN_TRIALS`` sets its size per launcher, 100 by default).
 A failing trial prints its seed; ``BACKFILL_CAMPAIGN_SEED`` replays it.
 """
 
@@ -31,18 +35,43 @@ import psutil
 import pytest
 
 from tests.backfills import child_command, records, start_background, state_dirs
+from tests.builder import Repo
 from tests.conftest import run_backfill
 from tests.guard_flags import GUARD
 
-CI_TRIALS = 10
-SLOW_TRIALS = int(os.environ.get("BACKFILL_CAMPAIGN_TRIALS", "200"))
+CI_TRIALS = {"command": 4, "warm": 3, "dask-local:2": 3}  # ten in all
+SLOW_TRIALS = int(os.environ.get("BACKFILL_CAMPAIGN_TRIALS", "100"))
+LAUNCHERS = list(CI_TRIALS)
+
+# The Python asset of the warm trials: the work tests/child.py does for a command (--began, --exclusive-dir,
+# --spans), in a pipeline asset.
+ASSET = """import fcntl, json, os, time
+from pathlib import Path
+
+work = Path(os.environ["CAMPAIGN_WORK"])
+run_id = os.environ["BACKFILL_RUN_ID"]
+with open(work / "began.jsonl", "a") as began:
+    began.write(json.dumps({"run_id": run_id, "pid": os.getpid()}) + "\\n")
+handle = open(work / "locks" / (os.environ["BACKFILL_PARTITION_ID"] + ".lock"), "w")
+try:
+    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+except BlockingIOError:
+    with open(work / "locks" / "OVERLAP", "a") as overlap:
+        overlap.write(run_id + "\\n")
+    raise SystemExit(99)
+time.sleep(float(os.environ["CHILD_SLEEP"]))
+with open(work / "ledger.jsonl", "a") as ledger:
+    ledger.write(json.dumps({"pid": os.getpid(), "env": {"BACKFILL_RUN_ID": run_id}}) + "\\n")
+"""
 STOPS = ["SIGKILL", "SIGKILL", "SIGKILL and delete .children.lock", "SIGTERM", "SIGINT"]
 
 
-def ledger_pids(ledger: Path) -> set[int]:
+def ledger_runs(ledger: Path) -> dict[str, int]:
+    """Run ID → PID of every child that finished its work."""
     if not ledger.exists():
-        return set()
-    return {json.loads(line)["pid"] for line in ledger.read_text().splitlines() if line.strip()}
+        return {}
+    entries = [json.loads(line) for line in ledger.read_text().splitlines() if line.strip()]
+    return {entry["env"]["BACKFILL_RUN_ID"]: entry["pid"] for entry in entries}
 
 
 def children_of_backfill(backfill_id: str) -> list[psutil.Process]:
@@ -79,17 +108,28 @@ def stop_at_random(
             (backfill / ".children.lock").unlink(missing_ok=True)
 
 
-def run_trial(seed: int, root: Path, home: dict[str, str]) -> None:
+def run_trial(seed: int, root: Path, home: dict[str, str], launcher: str = "command") -> None:
     rng = random.Random(seed)
-    work = root / f"trial-{seed}"
-    (work / ".git").mkdir(parents=True)
+    work = root / f"trial-{launcher.replace(':', '')}-{seed}"
     locks, ledger, began = work / "locks", work / "ledger.jsonl", work / "began.jsonl"
-    locks.mkdir()
     days = rng.randint(4, 12)
     parallel = str(rng.randint(1, 4))
-    command = child_command("--began", str(began), "--exclusive-dir", str(locks), "--spans", str(ledger))
-    plan = ["--command", command, "--start-date", "2024-01-01", "--end-date", f"2024-01-{days:02d}"]
-    env = {**home, "CHILD_SLEEP": f"{rng.uniform(0.05, 0.8):.2f}", "BACKFILL_STOP_GRACE": "5"}
+    dates = ["--start-date", "2024-01-01", "--end-date", f"2024-01-{days:02d}"]
+    env = {
+        **home,
+        "CHILD_SLEEP": f"{rng.uniform(0.05, 0.8):.2f}",
+        "BACKFILL_STOP_GRACE": "5",
+        "CAMPAIGN_WORK": str(work),
+    }
+    if launcher == "warm":
+        repo = Repo(work)
+        repo.python("campaign.work", ASSET)
+        plan = ["p", *dates, "--launcher", "warm"]
+    else:
+        (work / ".git").mkdir(parents=True)
+        command = child_command("--began", str(began), "--exclusive-dir", str(locks), "--spans", str(ledger))
+        plan = ["--command", command, *dates, *(["--launcher", launcher] if launcher != "command" else [])]
+    locks.mkdir()
 
     first = start_background(*GUARD, *plan, "--max-parallel", parallel, cwd=work, env=env)
     how = rng.choice(STOPS)
@@ -107,14 +147,17 @@ def run_trial(seed: int, root: Path, home: dict[str, str]) -> None:
         stop_at_random(resume, work, rng, how, seed, earlier)
         stops.append(how)
     final = run_backfill("--continue", backfill.name, cwd=work, env=env, timeout=300)
-    context = f"seed {seed}, {days} days × {parallel}, stops {stops}:\n{final.stdout}\n{final.stderr}"
+    context = f"{launcher}, seed {seed}, {days} days × {parallel}, stops {stops}:\n{final.stdout}\n{final.stderr}"
     assert final.returncode == 0, context
     assert not (locks / "OVERLAP").exists(), f"two live children of one partition: {context}"
     finished = records(backfill)
     assert [r["status"] for r in finished] == ["succeeded"] * days, context
-    done = ledger_pids(ledger)
+    done = ledger_runs(ledger)
     for record in finished:
-        assert record["attempts"][-1]["pid"] in done, f"a success nobody did, partition {record['index']}: {context}"
+        last = record["attempts"][-1]
+        assert last["run_id"] in done, f"a success nobody did, partition {record['index']}: {context}"
+        if launcher != "warm":  # under warm the PID recorded is the runner's
+            assert last["pid"] == done[last["run_id"]], f"a success naming another process: {context}"
     recorded = {a["run_id"]: a["status"] for r in finished for a in r["attempts"]}
     started = [json.loads(line)["run_id"] for line in began.read_text().splitlines()] if began.exists() else []
     unrecorded = [run_id for run_id in started if run_id not in recorded]
@@ -132,14 +175,18 @@ def trial_seeds(count: int) -> list[int]:
     return [base + i for i in range(count)]
 
 
-def test_random_stops_and_resumes_never_overlap_lose_or_leave_work_behind(tmp_path, home):
-    """Ten trials of random SIGKILL/SIGTERM/SIGINT and resumes: no overlap, every success true, no child left."""
-    for seed in trial_seeds(CI_TRIALS):
-        run_trial(seed, tmp_path, home)
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_random_stops_and_resumes_never_overlap_lose_or_leave_work_behind(tmp_path, home, launcher):
+    """A few trials per launcher (ten in all) of random SIGKILL/SIGTERM/SIGINT and resumes: no overlap, every
+    success true, every child that started recorded, no child left."""
+    for seed in trial_seeds(CI_TRIALS[launcher]):
+        run_trial(seed, tmp_path, home, launcher)
 
 
 @pytest.mark.slow
-def test_the_long_kill_campaign(tmp_path, home):
-    """The same trials by the hundred (BACKFILL_CAMPAIGN_TRIALS, 200 by default): run outside the default suite."""
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_the_long_kill_campaign(tmp_path, home, launcher):
+    """The same trials by the hundred per launcher (BACKFILL_CAMPAIGN_TRIALS, 100 by default): outside the default
+    suite."""
     for seed in trial_seeds(SLOW_TRIALS):
-        run_trial(seed, tmp_path, home)
+        run_trial(seed, tmp_path, home, launcher)
