@@ -229,3 +229,34 @@ def test_a_lost_partition_can_be_marked_at_once_past_a_frozen_holder_of_the_lock
         "mark",
         5,
     )
+
+
+def test_mark_stale_is_refused_while_the_lease_runs_and_reconciles_then_marks_once_it_expired(work, home):
+    """mark --stale on a running partition: refused (exit 3, nothing changes) while its executor's lease runs;
+    with the executor frozen past its lease, the expired attempts are reconciled lost and the mark follows."""
+    process, backfill, _children, env = start_two_running(work, home, lease="3")
+    running = [r for r in records(backfill) if child_running(r)]
+    partition = running[0]["id"]
+    try:
+        before = partition_bytes(backfill)
+        live = run_backfill(
+            "mark", backfill.name, partition[:12], "--status", "failed", "--stale", "--reason", "host restarted",
+            cwd=work, env=env,
+        )  # fmt: skip
+        assert live.returncode == 3, live.stdout + live.stderr
+        assert "--stale refused" in live.stderr and "never overrides a valid lease" in live.stderr
+        assert partition_bytes(backfill) == before
+        process.send_signal(signal.SIGSTOP)
+        lease = orjson.loads((backfill / "lease.json").read_bytes())
+        wait_for(lambda: time.time() > lease["expires_at"] + 0.5, timeout=30)
+        stale = run_backfill(
+            "mark", backfill.name, partition[:12], "--status", "skipped", "--stale", "--reason", "host restarted",
+            cwd=work, env=env,
+        )  # fmt: skip
+        assert stale.returncode == 0, stale.stdout + stale.stderr
+        [record] = [r for r in records(backfill) if r["id"] == partition]
+        assert [a["status"] for a in record["attempts"]][-2:] == ["lost", "skipped"]
+        assert record["attempts"][-1]["kind"] == "mark" and record["status"] == "skipped"
+    finally:
+        process.send_signal(signal.SIGCONT)
+        process.communicate(timeout=60)

@@ -35,6 +35,11 @@ def mark_parser() -> Parser:
         help="rows loaded by hand (a marked success then satisfies row-count checks)",
     )
     parser.add_argument("--asset", help="mark one asset of each pipeline partition")
+    parser.add_argument(
+        "--stale",
+        action="store_true",
+        help="the named partitions' attempts are stale: reconcile their expired lease first; refused while live",
+    )
     return parser
 
 

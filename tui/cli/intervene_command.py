@@ -11,6 +11,7 @@ import argparse
 import os
 import socket
 import sys
+import time
 from pathlib import Path
 
 from engine.base.errors import EXIT_OK, BadInput, Refused
@@ -23,6 +24,7 @@ from engine.interventions.deliver import deliver_request
 from engine.interventions.requests import Request
 from engine.store.manifest import now_text
 from engine.store.records import PARTITION_STATUSES
+from engine.store.status import Status
 from tui.cli.intervene_arguments import mark_parser, simple_parser
 from tui.cli.reconcile_command import settle_if_expired
 from tui.cli.resume import check_asset_name, resolve_ids
@@ -53,6 +55,8 @@ def intervene_command(verb: str, argv: list[str]) -> int:
     if verb == "mark":
         loaded = settle_if_expired(loaded, "mark")
     action, params = _mark_request(args, loaded) if verb == "mark" else (verb, {})
+    if verb == "mark" and args.stale:
+        _check_stale(loaded, params)
     request = Request(action, reason, requester(), now_text(), params)
     applied_by = f"backfill {verb} (PID {os.getpid()} on {socket.gethostname()})"
     result = deliver_request(loaded.store, loaded.spec, request, applied_by, wait=settings.request_wait)
@@ -62,6 +66,32 @@ def intervene_command(verb: str, argv: list[str]) -> int:
         raise error
     sys.stdout.write(result.message + "\n")
     return EXIT_OK
+
+
+def _check_stale(loaded: Loaded, params: dict) -> None:
+    """``mark --stale`` (the seed's compatibility option): the expired lease was reconciled above; a partition
+    still running under a lease that runs is live, and --stale never overrides a valid lease."""
+    from engine.store.lease import OTHER_HOST_GRACE, read_lease
+
+    if "indices" not in params:
+        raise BadInput("--stale names the partitions whose attempts are stale: give partition IDs")
+    running = sorted(i for i in params["indices"] if loaded.board.status(i) is Status.RUNNING)
+    lease = read_lease(loaded.store.directory)
+    if not running or lease is None or lease.host is None:
+        return
+    here = lease.host == socket.gethostname()
+    if not lease.expired(time.time()) or (not here and time.time() < lease.expires_at + OTHER_HOST_GRACE):
+        ids = ", ".join(_partition_id(loaded, i)[:12] for i in running[:3])
+        raise Refused(
+            f"--stale refused: partition {ids}{' …' if len(running) > 3 else ''} is live — executor PID "
+            f"{lease.pid} on {lease.host} holds its lease; --stale never overrides a valid lease "
+            f"(cancel the backfill, or wait for the lease to expire and mark again)"
+        )
+
+
+def _partition_id(loaded: Loaded, index: int) -> str:
+    interval = loaded.spec.plan.interval(index)
+    return loaded.spec.ids.of(interval.start, interval.end)
 
 
 def _mark_request(args: argparse.Namespace, loaded: Loaded) -> tuple[str, dict]:
