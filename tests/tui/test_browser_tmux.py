@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import shlex
 
+import pytest
+
 from tests.backfills import child_command, records, state_dirs
 from tests.conftest import backfill_argv, run_backfill
 from tests.guard_flags import GUARD
@@ -55,3 +57,31 @@ def test_show_then_rerun_failed_from_the_form(tmp_path, home):
     final = records(backfill)
     assert [r["status"] for r in final] == ["succeeded"] * 5
     assert [len(r["attempts"]) for r in final] == [1, 2, 1, 2, 1]
+
+
+@pytest.mark.parametrize(("verb", "said"), [("pause", "Paused by"), ("cancel", "Cancelled by")])
+def test_the_browser_of_a_paused_or_cancelled_saved_backfill_says_who_when_and_why(tmp_path, home, verb, said):
+    """A backfill paused (or cancelled) from another process: `backfill show ID` says on the screen who did it, when
+    and why, not only 'saved backfill (nothing runs it)'."""
+    from tests.backfills import start_background, wait_for
+
+    work = tmp_path / "work"
+    (work / ".git").mkdir(parents=True)
+    go = work / "go"
+    days = ("--start-date", "2024-01-01", "--end-date", "2024-01-04")
+    env = {**home, "CHILD_WAIT_FOR": str(go)}
+    process = start_background(*GUARD, "--command", child_command(), *days, "--no-progress", cwd=work, env=env)
+    backfill = wait_for(lambda: (state_dirs(work / "logs" / "backfills") or [None])[0])
+    wait_for(lambda: any(r["status"] == "running" for r in records(backfill)))
+    asked = run_backfill(verb, backfill.name, "--reason", f"warehouse {verb} for the audit", cwd=work, env=env)
+    assert asked.returncode == 0, asked.stdout + asked.stderr
+    go.touch()
+    process.communicate(timeout=60)
+    command = shlex.join([*backfill_argv(), "show", backfill.name])
+    tmux = Tmux(120, 30, command, work, {**home, "TERM": "xterm-256color"})
+    try:
+        screen = tmux.wait_for(said)
+        assert f"warehouse {verb} for the audit" in screen and "saved backfill (nothing runs it)" in screen
+        assert "@" in screen.split(said, 1)[1].split(":")[0]  # who: user@host
+    finally:
+        tmux.close()

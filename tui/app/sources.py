@@ -123,6 +123,7 @@ class SavedSource:
         self.parallelism = parallelism
         self.started_at = started_at
         self._running = running_partitions(running)
+        self.decision = _decision_of(store)
 
     def poll(self) -> SourceState:
         board = self.board
@@ -138,10 +139,25 @@ class SavedSource:
             None,
             None,
             self.started_at,
+            self.decision,
         )
 
     def stop(self, reason: str) -> None:
         raise RuntimeError("a saved backfill that nothing runs cannot be stopped")
+
+
+def _decision_of(store: StateStore) -> str | None:
+    """An operator's pause or end of a saved backfill, as a sentence (who, when, why); None without one. A control
+    file that cannot be read is not shown here: every command that acts on it says so."""
+    from engine.base.errors import StateUnreadable
+    from engine.store.control import read_control
+
+    try:
+        control = read_control(store.directory)
+    except StateUnreadable:
+        return None
+    decision = control.paused or control.ended
+    return decision.sentence() if decision is not None else None
 
 
 def running_partitions(records) -> tuple[RunningPartition, ...]:
@@ -249,6 +265,7 @@ class WatchedSource(SavedSource):
 
             if not is_running(self.store):
                 self._idle = True
+                self.decision = _decision_of(self.store)  # how the other process's run was left
                 self._rescan()
                 self._version += 1
         counts = self.board.counts()
@@ -265,6 +282,7 @@ class WatchedSource(SavedSource):
             None,
             None,
             self.started_at,
+            self.decision if self._idle else None,
         )
 
 

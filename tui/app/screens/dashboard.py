@@ -147,6 +147,11 @@ class DashboardScreen(Screen[None]):
             )
             if state.intervention:
                 text.append(f" — {state.intervention}", style="yellow3")
+        elif state.state == IDLE and state.intervention:
+            said = state.intervention
+            style = "bold magenta" if said.startswith("paused") else "bold yellow3"
+            text.append(f"{said[0].upper()}{said[1:]}", style=style)
+            text.append(" · saved backfill (nothing runs it) · q leaves", style="grey70")
         elif state.intervention and state.state != FINISHED and state.intervention.startswith("paused"):
             active = len(state.running)
             text.append(f"{state.intervention[0].upper()}{state.intervention[1:]}", style="bold magenta")
