@@ -85,3 +85,36 @@ def test_the_browser_of_a_paused_or_cancelled_saved_backfill_says_who_when_and_w
         assert "@" in screen.split(said, 1)[1].split(":")[0]  # who: user@host
     finally:
         tmux.close()
+
+
+def test_the_audit_detail_shows_every_field_at_80_by_24(tmp_path, home):
+    """A mark with a 300-character reason: in an 80×24 terminal the audit view's details (Enter) wrap it and
+    scroll (Down), so every field of the line, and the reason's last words, reach the screen."""
+    import orjson
+
+    work = tmp_path / "work"
+    (work / ".git").mkdir(parents=True)
+    days = ("--start-date", "2024-01-01", "--end-date", "2024-01-03")
+    assert run_backfill(*GUARD, "--command", "true", *days, "--no-progress", cwd=work, env=home).returncode == 0
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    partition = records(backfill)[0]["id"]
+    reason = "the vendor re-sent this day " * 10 + "and the end of it is here"
+    marked = run_backfill("mark", backfill.name, partition[:12], "--status", "skipped", "--reason", reason,
+                          cwd=work, env=home)  # fmt: skip
+    assert marked.returncode == 0, marked.stderr
+    [entry] = [orjson.loads(line) for line in (backfill / "audit.jsonl").read_bytes().splitlines()]
+    tmux = Tmux(80, 24, shlex.join([*backfill_argv(), "show", backfill.name]), work, {**home, "TERM": "xterm-256color"})
+    try:
+        tmux.wait_for("saved backfill")
+        tmux.keys("a")
+        tmux.wait_for("Audit of backfill")
+        tmux.keys("Enter")
+        seen = tmux.wait_for(f"{next(iter(entry))}:")
+        for _ in range(len(entry) + 12):
+            tmux.keys("Down")
+            seen += tmux.screen()
+        flat = " ".join(seen.split())
+        assert all(f"{key}:" in flat for key in entry), [key for key in entry if f"{key}:" not in flat]
+        assert "and the end of it is here" in flat
+    finally:
+        tmux.close()

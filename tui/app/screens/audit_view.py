@@ -14,6 +14,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import VerticalScroll
 from textual.geometry import Size
 from textual.reactive import reactive
 from textual.screen import Screen
@@ -121,9 +122,21 @@ class AuditList(ScrollView, can_focus=True):
             self.cursor = len(self.lines) - 1 if last else 0
 
 
+class AuditDetail(VerticalScroll, can_focus=True):
+    """Every field of the selected line, wrapped; it scrolls when they do not fit (an 80×24 terminal)."""
+
+    BINDINGS = [
+        Binding("up,k", "scroll_up", "Up", show=False),
+        Binding("down,j", "scroll_down", "Down", show=False),
+        Binding("pageup", "page_up", "Page up", show=False),
+        Binding("pagedown", "page_down", "Page down", show=False),
+    ]
+
+
 class AuditScreen(Screen[None]):
     BINDINGS = [
         Binding("enter", "details", "Details"),
+        Binding("tab", "switch", "List/details"),
         Binding("escape,q,a", "close", "Close"),
     ]
 
@@ -140,25 +153,40 @@ class AuditScreen(Screen[None]):
             id="audit-title",
         )
         yield AuditList(self.lines, id="audit-lines")
-        yield Static("", id="audit-detail")
+        with AuditDetail(id="audit-detail"):
+            yield Static("", id="audit-fields")
         yield Footer()
 
     def on_mount(self) -> None:
         self.query_one(AuditList).focus()
-        self.query_one("#audit-detail", Static).display = False
+        self.query_one(AuditDetail).display = False
 
     def action_details(self) -> None:
+        """Every field of the selected line below the list, the detail focused (arrows scroll it; Tab goes back)."""
         listing = self.query_one(AuditList)
-        detail = self.query_one("#audit-detail", Static)
+        detail = self.query_one(AuditDetail)
         if not self.lines:
             return
         entry = listing.entry(listing.cursor)
+        text = Text()
         if entry is None:
-            text = f"line {listing.cursor + 1} is torn:\n{self.lines[listing.cursor][:300]!r}"
+            text.append(f"line {listing.cursor + 1} is torn:\n{self.lines[listing.cursor][:300]!r}")
         else:
-            text = "\n".join(f"{key:>17}  {value}" for key, value in entry.items())
-        detail.update(Text(text))
+            for number, (key, value) in enumerate(entry.items()):
+                text.append(("\n" if number else "") + f"{key}: ", style="bold")
+                text.append(str(value))
+        self.query_one("#audit-fields", Static).update(text)
         detail.display = True
+        detail.scroll_home(animate=False)
+        detail.focus()
+
+    def action_switch(self) -> None:
+        """Tab: between the list and the details, when they are shown."""
+        detail = self.query_one(AuditDetail)
+        if detail.display and not detail.has_focus:
+            detail.focus()
+        else:
+            self.query_one(AuditList).focus()
 
     def action_close(self) -> None:
         self.app.pop_screen()
