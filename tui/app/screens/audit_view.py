@@ -93,10 +93,10 @@ class AuditList(ScrollView, can_focus=True):
         number = int(self.scroll_y) + y
         width = self.size.width
         if number >= len(self.lines):
-            return Strip.blank(width)
+            return Strip.blank(width, PLAIN)
         segments = [Segment(f"{number + 1:>7}  ", DIM)]
         segments += [Segment(text, style) for text, style in summary(self.entry(number))]
-        strip = Strip(segments).crop(0, width).extend_cell_length(width)
+        strip = Strip(segments).crop_extend(0, width, PLAIN)
         if number == self.cursor:
             strip = strip.apply_style(CURSOR)
         return strip
