@@ -328,3 +328,32 @@ def test_readers_show_partitions_left_running_by_a_dead_executor_as_cancelled_on
     [note] = [line for line in err.splitlines() if line.startswith("backfill: note:")]
     assert "2 partitions recorded running but no executor owns" in note and f"--continue {backfill.name}" in note
     assert {p.name: p.read_bytes() for p in (backfill / "partitions").glob("*.json")} == before
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_before_the_executor_starts_leaves_nothing_and_exits_130(work, home, signum):
+    """SIGTERM or SIGHUP while the command waits to join the live-work registry (its lock held here), before any
+    store exists: it stops as Ctrl+C does, exit 130, and leaves no backfill and no half-built one (the default
+    action used to end it at once; during a store's build that left a .building-* directory behind)."""
+    import fcntl
+
+    import psutil
+
+    live = Path(home["XDG_STATE_HOME"]) / "backfill" / "live"
+    live.mkdir(parents=True)
+    with open(live / ".lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        process = start_background(*GUARD, "--command", "true", *SIX_DAYS, "--no-progress", cwd=work, env=home)
+
+        def waiting_for_the_registry() -> bool:
+            try:
+                return any(f.path == str(live / ".lock") for f in psutil.Process(process.pid).open_files())
+            except psutil.Error:
+                return False
+
+        wait_for(waiting_for_the_registry)
+        process.send_signal(signum)
+        out, err = process.communicate(timeout=30)
+    assert process.returncode == 130, out + err
+    backfills = work / "logs" / "backfills"
+    assert not backfills.exists() or not [p for p in backfills.iterdir() if not p.name.startswith(".lock")]

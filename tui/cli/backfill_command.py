@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,17 @@ from tui.cli.plan_output import header_lines, options_json, page_bounds, page_ro
 from tui.cli.terminal import dashboard_possible
 
 
+def _stop_as_interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def backfill_command(argv: list[str]) -> int:
+    # Until an executor takes the stop signals over, SIGTERM (and SIGHUP, unless ignored: nohup) stops the command
+    # as Ctrl+C does: a store being built is removed, nothing half-made is left, exit 130. Their default action
+    # would end the process at once, leaving a .building-* directory behind (found by the kill campaign).
+    signal.signal(signal.SIGTERM, _stop_as_interrupt)
+    if signal.getsignal(signal.SIGHUP) != signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, _stop_as_interrupt)
     args = backfill_parser().parse_args(argv)
     _check_combinations(args)
     settings = Settings.from_environment()  # a bad BACKFILL_* value is refused before anything is judged
