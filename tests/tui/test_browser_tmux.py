@@ -168,3 +168,29 @@ def test_every_screen_and_form_opens_and_closes_in_no_colour_mode_at_80_by_24(tm
         assert not list(backfill.glob("*crash*"))
     finally:
         tmux.close()
+
+
+def test_a_pause_from_the_screen_and_a_resume_from_the_cli_show_on_a_saved_backfill(tmp_path, home):
+    """On a saved backfill, p with a reason pauses it: the status line then says who paused it and why. A resume
+    from another terminal takes that away again (the screen reads the control file when it changes)."""
+    work = tmp_path / "work"
+    (work / ".git").mkdir(parents=True)
+    days = ("--start-date", "2024-01-01", "--end-date", "2024-01-03")
+    assert run_backfill(*GUARD, "--command", "true", *days, "--no-progress", cwd=work, env=home).returncode == 0
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    tmux = Tmux(
+        100, 30, shlex.join([*backfill_argv(), "show", backfill.name]), work, {**home, "TERM": "xterm-256color"}
+    )
+    try:
+        tmux.wait_for("saved backfill (nothing runs it)")
+        tmux.keys("p")
+        tmux.wait_for("Pause backfill")
+        tmux.keys("held for the vendor", "Enter")
+        tmux.wait_for("Paused by")
+        assert "held for the vendor" in tmux.screen()
+        resumed = run_backfill("resume", backfill.name, "--reason", "vendor fixed", cwd=work, env=home)
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        screen = tmux.wait_for("saved backfill (nothing runs it) · q leaves")
+        assert "Paused by" not in screen
+    finally:
+        tmux.close()

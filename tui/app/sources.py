@@ -7,6 +7,7 @@ message per partition; it polls a few times a second.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,7 +124,16 @@ class SavedSource:
         self.parallelism = parallelism
         self.started_at = started_at
         self._running = running_partitions(running)
+        self._control_stamp = _control_stamp(store)
         self.decision = _decision_of(store)
+
+    def _decision_now(self) -> str | None:
+        """The pause or end in force, read again only when control.json changed (a pause from this screen, a
+        resume from another terminal)."""
+        stamp = _control_stamp(self.store)
+        if stamp != self._control_stamp:
+            self._control_stamp, self.decision = stamp, _decision_of(self.store)
+        return self.decision
 
     def poll(self) -> SourceState:
         board = self.board
@@ -139,11 +149,20 @@ class SavedSource:
             None,
             None,
             self.started_at,
-            self.decision,
+            self._decision_now(),
         )
 
     def stop(self, reason: str) -> None:
         raise RuntimeError("a saved backfill that nothing runs cannot be stopped")
+
+
+def _control_stamp(store: StateStore) -> int | None:
+    from engine.store.control import CONTROL
+
+    try:
+        return os.stat(store.directory / CONTROL).st_mtime_ns
+    except OSError:
+        return None
 
 
 def _decision_of(store: StateStore) -> str | None:
@@ -265,7 +284,6 @@ class WatchedSource(SavedSource):
 
             if not is_running(self.store):
                 self._idle = True
-                self.decision = _decision_of(self.store)  # how the other process's run was left
                 self._rescan()
                 self._version += 1
         counts = self.board.counts()
@@ -282,7 +300,7 @@ class WatchedSource(SavedSource):
             None,
             None,
             self.started_at,
-            self.decision if self._idle else None,
+            self._decision_now() if self._idle else None,
         )
 
 
