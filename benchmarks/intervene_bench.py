@@ -10,6 +10,10 @@
   plain Python, measured in the same run.
 - audit: `backfill audit ID` over the 100,000 lines that mark wrote, in full (to /dev/null) and its first
   screen (40 lines, through `head`). Goal: first screen ≤ 0.5 s.
+- cancel during a large mark: a live backfill of 1 + ``--partitions`` hourly partitions runs 2 sleeping
+  children; `backfill mark ID --status-filter queued --status skipped` (every queued partition) is sent to it,
+  and 0.2 s later `backfill cancel`. The time from the cancel to its return (applied), and whether the mark
+  command got its answer. Goal: cancel ≤ 2.5 s, the mark answered.
 
 Usage: python benchmarks/intervene_bench.py [--runs N] [--partitions N]
 """
@@ -85,6 +89,37 @@ def latency(verb: str, root: Path, number: int) -> tuple[float, float]:
         executor.send_signal(2)
     executor.wait(timeout=120)
     return applied, time.perf_counter() - started
+
+
+def cancel_during_mark(root: Path, partitions: int, number: int) -> tuple[float, int, float]:
+    """Seconds from `backfill cancel` to its return while a mark of every queued partition is being applied by
+    the live executor; the mark's exit code, and how long the mark took."""
+    work = root / f"cancel-mark-{number}"
+    (work / ".git").mkdir(parents=True)
+    env = installed_environment()
+    end = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(946684800 + (partitions + 1) * 3600))
+    argv = [
+        *backfill_argv(), *GUARD_FLAGS, "--command", SLEEPER, "--start-date", "2000-01-01T00:00:00",
+        "--end-date", end, "--partition", "1h", "--max-parallel", "2", "--no-progress",
+    ]  # fmt: skip
+    executor = subprocess.Popen(argv, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    backfill = state_dir(work)
+    running_children(backfill, 2)
+    mark_started = time.perf_counter()
+    mark = subprocess.Popen(
+        [*backfill_argv(), "mark", backfill.name, "--status-filter", "queued", "--status", "skipped",
+         "--reason", "benchmark"],
+        cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    time.sleep(0.2)  # the mark is on its way: the cancel comes while it is applied
+    started = time.perf_counter()
+    subprocess.run([*backfill_argv(), "cancel", backfill.name, "--reason", "benchmark"], cwd=work, env=env,
+                   check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+    applied = time.perf_counter() - started
+    code = mark.wait(timeout=300)
+    marked = time.perf_counter() - mark_started
+    executor.wait(timeout=120)
+    return applied, code, marked
 
 
 def mark_and_audit(root: Path, partitions: int, number: int) -> tuple[float, float, float, int]:
@@ -188,6 +223,13 @@ def main() -> None:
         print(f"audit   {count:,} lines, all    median {median([r[1] for r in results]):.3f} s")
         first = median([r[2] for r in results])
         print(f"audit   first screen (40 lines)  median {first:.3f} s  ({verdict(first, 0.5)}, goal ≤ 0.5 s)")
+        during = [cancel_during_mark(root, args.partitions, n) for n in range(max(1, args.runs // 2))]
+        applied = median([r[0] for r in during])
+        codes = sorted({r[1] for r in during})
+        print(
+            f"cancel  during a mark of {args.partitions:,}  median {applied:.3f} s  ({verdict(applied, 2.5)}, "
+            f"goal ≤ 2.5 s); the mark exited {codes} after {median([r[2] for r in during]):.3f} s"
+        )
 
 
 if __name__ == "__main__":

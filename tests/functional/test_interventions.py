@@ -386,3 +386,30 @@ def test_a_mark_of_many_partitions_is_one_bulk_file_that_every_reader_merges(wor
     resumed = run_backfill("--continue", backfill.name, "--rerun", "failed", "--dry-run", "--output", "json",
                            cwd=work, env=quick)  # fmt: skip
     assert orjson.loads(resumed.stdout)["summary"]["not_selected"] == 0  # all 101 are failed now: all would run
+
+
+def test_a_cancel_sent_while_a_large_mark_is_applied_takes_effect_and_both_get_answers(work, env):
+    """A live backfill of 20,024 hourly partitions, two children running: a mark of every queued partition is sent,
+    and a cancel right behind it. Both commands get their answer (exit 0, no 'took the request but gave no
+    answer'), the executor ends cancelled (exit 1) with its children stopped, and the queued partitions read
+    skipped; no answer file is left behind."""
+    days = ("--start-date", "2024-01-01T00:00:00Z", "--end-date", "2026-04-14T08:00:00Z", "--partition", "1h")
+    process, backfill = started(work, "--command", child_command(), *days, "--max-parallel", "2", env=env)
+    pids = running_pids(backfill, 2)
+    mark = subprocess.Popen(
+        [*backfill_argv(), "mark", backfill.name, "--status-filter", "queued", "--status", "skipped", "--reason",
+         "the vendor will never send these"],
+        cwd=work, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    wait_for(lambda: any((backfill / "requests").glob("*.json")) or mark.poll() is not None, timeout=30)
+    cancel = run_backfill("cancel", backfill.name, "--reason", "stop it now", cwd=work, env=env)
+    marked_out, marked_err = mark.communicate(timeout=120)
+    assert cancel.returncode == 0, cancel.stdout + cancel.stderr
+    assert mark.returncode == 0 and "gave no answer" not in marked_err, marked_out + marked_err
+    process.communicate(timeout=60)
+    assert process.returncode == 1
+    assert not [pid for pid in pids if alive(pid)]
+    shown = run_backfill("show", backfill.name, "--output", "json", "--limit", "1", cwd=work, env=env)
+    counts = orjson.loads(shown.stdout)["summary"]
+    assert counts["queued"] == 0 and counts["cancelled"] == 2 and counts["skipped"] > 20_000, counts
+    assert not list((backfill / "requests").glob("*.result.json"))
