@@ -33,3 +33,15 @@ def test_names_are_kept_up_to_the_limit_and_the_totals_go_on():
     assert len(tally.listed) == 3 and len(tally.verification_failures) == 3
     assert (tally.total, tally.ran, tally.verification_failures_total) == (10_000, 10_000, 10_000)
     assert tally.succeeded_any
+
+
+def test_counts_add_up_names_are_whole_and_an_index_outside_the_plan_is_not_a_partition():
+    """Two verified successes count two of each; a listed run is its ID, status and log; an index past the plan
+    (never one of ours) counts as an attempt but as no partition, without failing."""
+    tally = RunTally(2)
+    tally.add(0, ended("b-p0-a1", RecordStatus.SUCCEEDED, "verified"))
+    tally.add(1, ended("b-p1-a1", RecordStatus.SUCCEEDED, "verified"))
+    tally.add(2, ended("b-p2-a1", RecordStatus.SUCCEEDED))
+    assert tally.statuses["succeeded"] == 3 and tally.verifications["verified"] == 2
+    assert tally.listed[0] == {"run_id": "b-p0-a1", "status": "succeeded", "log": "children/b-p0-a1.log"}
+    assert (tally.total, tally.ran) == (3, 2)
