@@ -120,6 +120,16 @@ def test_the_audit_detail_shows_every_field_at_80_by_24(tmp_path, home):
         tmux.close()
 
 
+def gone_within(tmux: Tmux, text: str, timeout: float = 30.0) -> None:
+    """Wait until ``text`` has left the screen."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while text in tmux.screen():
+        assert time.monotonic() < deadline, f"{text!r} never left the screen:\n{tmux.screen()}"
+        time.sleep(0.1)
+
+
 def test_every_screen_and_form_opens_and_closes_in_no_colour_mode_at_80_by_24(tmp_path, home):
     """NO_COLOR=1 at 80×24: from the list, a backfill's dashboard, then its details, jump box, filter, rerun form,
     help, mark form, pause form and audit view (with its details), each opened and closed in turn, and
@@ -158,7 +168,7 @@ def test_every_screen_and_form_opens_and_closes_in_no_colour_mode_at_80_by_24(tm
             tmux.keys("Escape")
             if key == "a":
                 tmux.keys("Escape")
-            tmux.wait_for("saved backfill")
+            gone_within(tmux, shows)  # closed before the next key, or that key would land in this screen
             assert "failed (" not in tmux.screen()
         tmux.keys("q")
         tmux.wait_for("Saved backfills")
@@ -179,13 +189,15 @@ def test_a_pause_from_the_screen_and_a_resume_from_the_cli_show_on_a_saved_backf
     assert run_backfill(*GUARD, "--command", "true", *days, "--no-progress", cwd=work, env=home).returncode == 0
     [backfill] = state_dirs(work / "logs" / "backfills")
     tmux = Tmux(
-        100, 30, shlex.join([*backfill_argv(), "show", backfill.name]), work, {**home, "TERM": "xterm-256color"}
+        160, 30, shlex.join([*backfill_argv(), "show", backfill.name]), work, {**home, "TERM": "xterm-256color"}
     )
     try:
         tmux.wait_for("saved backfill (nothing runs it)")
         tmux.keys("p")
         tmux.wait_for("Pause backfill")
-        tmux.keys("held for the vendor", "Enter")
+        tmux.keys("held for the vendor")
+        tmux.wait_for("held for the vendor")  # typed into the form's reason before it is sent
+        tmux.keys("Enter")
         tmux.wait_for("Paused by")
         assert "held for the vendor" in tmux.screen()
         resumed = run_backfill("resume", backfill.name, "--reason", "vendor fixed", cwd=work, env=home)

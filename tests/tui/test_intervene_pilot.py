@@ -81,7 +81,12 @@ def test_the_mark_form_previews_validates_and_marks_what_the_filter_shows(work, 
             assert "2 interventions" in shown and shown.count("failed → succeeded") == 2
             await pilot.press("enter")
             await pilot.pause()
-            assert "target_count  12" in screen_text(app)
+            for _ in range(20):  # the details scroll: every field is reached with the arrow keys
+                if "target_count: 12" in screen_text(app):
+                    break
+                await pilot.press("down")
+                await pilot.pause()
+            assert "target_count: 12" in screen_text(app)
 
     asyncio.run(scenario())
     marked = [r for r in records(backfill) if r["attempts"][-1].get("kind") == "mark"]
