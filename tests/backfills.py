@@ -104,3 +104,10 @@ def alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def kill_if_running(process: subprocess.Popen[str]) -> None:
+    """At the end of a test: a process a failed assertion left running is killed and waited for."""
+    if process.poll() is None:
+        process.kill()
+        process.wait()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -81,3 +82,23 @@ def wall_step(tmp_path_factory) -> Path:
     source = ROOT / "tests" / "native" / "wall_step.c"
     subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", str(library), str(source), "-ldl"], check=True)
     return library
+
+
+@contextlib.contextmanager
+def tmpfs(directory: Path, size: str):
+    """A tmpfs of ``size`` (``64k``) mounted on ``directory`` for the block (root only: the caller checks)."""
+    directory.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(directory)], check=True)
+    try:
+        yield directory
+    finally:
+        subprocess.run(["umount", "-l", str(directory)], check=False)
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path):
+    """A 64 KiB tmpfs: a disk that fills (root only, as CI runs; skipped elsewhere)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tiny tmpfs needs root (CI runs as root)")
+    with tmpfs(tmp_path / "disk", "64k") as disk:
+        yield disk

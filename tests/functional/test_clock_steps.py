@@ -11,7 +11,15 @@ import time
 import orjson
 import pytest
 
-from tests.backfills import child_command, child_running, records, start_background, state_dirs, wait_for
+from tests.backfills import (
+    child_command,
+    child_running,
+    kill_if_running,
+    records,
+    start_background,
+    state_dirs,
+    wait_for,
+)
 from tests.conftest import run_backfill
 from tests.guard_flags import GUARD
 
@@ -44,9 +52,7 @@ def test_a_wall_clock_step_mid_run_fences_nothing_and_no_duration_takes_it_in(wo
         go.touch()
         out, err = process.communicate(timeout=120)
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        kill_if_running(process)
     assert process.returncode == 0, out + err
     assert "lease" not in out + err
     final = records(backfill)

@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.backfills import child_command, records, wait_for
+from tests.backfills import child_command, kill_if_running, records, wait_for
 from tests.conftest import backfill_argv, run_backfill
 from tests.functional.dask_support import alive, external_cluster, only_backfill, running_children
 from tests.guard_flags import GUARD, REASON
@@ -294,9 +294,7 @@ def test_a_worker_clock_an_hour_ahead_does_not_take_the_executor_for_silent(work
             go.touch()
             out, err = process.communicate(timeout=120)
         finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+            kill_if_running(process)
     assert process.returncode == 0, out + err
     final = records(only_backfill(work))
     assert {r["status"] for r in final} == {"succeeded"} and all(len(r["attempts"]) == 1 for r in final)
@@ -341,9 +339,7 @@ def test_a_dead_worker_never_makes_the_scheduler_run_a_finished_attempt_again(wo
             wait_for(kill_a_worker)
             out, err = process.communicate(timeout=180)
         finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+            kill_if_running(process)
     assert process.returncode == 0, out + err
     began = [json.loads(line) for line in ledger.read_text().splitlines()]
     run_ids = [entry["run_id"] for entry in began]

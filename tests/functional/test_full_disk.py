@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from tests.backfills import child_command, records, state_dirs
-from tests.conftest import run_backfill
+from tests.conftest import run_backfill, tmpfs
 from tests.guard_flags import GUARD
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root (CI runs as root)")
@@ -21,13 +21,8 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpf
 
 @pytest.fixture
 def small_disk(tmp_path):
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)], check=True)
-    try:
+    with tmpfs(tmp_path / "disk", "256k") as disk:
         yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
 def leftovers(backfill_id: str) -> list[int]:
