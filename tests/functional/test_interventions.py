@@ -137,6 +137,7 @@ def test_pause_lets_running_children_finish_exits_22_then_continue_holds_until_r
     out, err = process.communicate(timeout=30)
     assert process.returncode == 22, err
     assert f"stepped in  paused by {WHO}: CRM migration" in out
+    assert f"resume      backfill resume {backfill.name} --reason TEXT, then backfill --continue {backfill.name}" in out
     after_pause = statuses(backfill)
     assert sorted(after_pause.values()) == ["succeeded", "succeeded"]  # the two that ran finished; none started
     listed = orjson.loads(run_backfill("list", "--output", "json", cwd=work, env=env).stdout)

@@ -112,7 +112,11 @@ def summary_lines(
         lines.append(paint(f"  record      not written: {outcome.record_error}", "red"))
     if resume and needs_own_reason(outcome):
         resume += " --reason TEXT"  # an operator ended it: a --continue must say why it goes on (exit 2 without)
-    if resume and status != "succeeded":
+    if resume and outcome.status == "paused":
+        # --continue holds while the pause is in force (exit 0, nothing started): the pause is lifted first
+        lifted = resume.replace(" --continue ", " resume ", 1)
+        lines.append(f"  resume      {lifted} --reason TEXT, then {resume}")
+    elif resume and status != "succeeded":
         lines.append(f"  resume      {resume}")
     if resume and failed:
         lines.append(f"  rerun       {resume} --rerun failed")
