@@ -48,8 +48,11 @@ def process_identity(pid: int) -> tuple[float | None, str | None]:
     apart can disagree about one child. The birth never moves, so identities are compared by it wherever both
     sides have one."""
     ticks = _stat_ticks(pid)
-    if ticks is None:
-        return process_started(pid), None
+    if ticks is None:  # no /proc: psutil's start time alone
+        try:
+            return psutil.Process(pid).create_time(), None
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            return None, None
     return _boot_time() + ticks / os.sysconf("SC_CLK_TCK"), _birth_of(ticks)
 
 
@@ -66,13 +69,7 @@ def process_started(pid: int) -> float | None:
     On Linux the boot time is read once and ``/proc/<pid>/stat`` once per call: this runs for
     every child the executor starts.
     """
-    ticks = _stat_ticks(pid)
-    if ticks is not None:
-        return _boot_time() + ticks / os.sysconf("SC_CLK_TCK")
-    try:
-        return psutil.Process(pid).create_time()
-    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-        return None
+    return process_identity(pid)[0]
 
 
 def process_birth(pid: int) -> str | None:

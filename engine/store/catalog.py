@@ -106,9 +106,8 @@ def is_running(store: StateStore) -> bool:
 def owner_gone(store: StateStore) -> bool:
     """Whether no executor can be running the backfill: none holds its lock on this host (a frozen one still
     does), no child of one holds ``.children.lock``, and no other host holds a lease on it that runs, with that
-    host's grace. Records still saying
-    ``running`` were then left by an executor that ended without recording their outcome (a full disk, a
-    crash): they are interrupted, whatever the records say."""
+    host's grace. Records still saying ``running`` were then left by an executor that ended without recording
+    their outcome (a full disk, a crash): they are interrupted, whatever the records say."""
     if is_running(store):
         return False
     if store.children_lock_path.exists() and FileLock(store.children_lock_path).is_held_elsewhere():

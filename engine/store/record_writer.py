@@ -10,7 +10,7 @@ If the executor is killed, records still queued are lost: a partition then looks
 queued or interrupted, and resume runs it again. Nothing is ever half-written.
 
 A full disk (ENOSPC, EDQUOT) is not the end of the records: what cannot be written
-is deferred, the latest version of each file kept in order, and ``full`` says
+is deferred, the latest version of each file kept, and ``full`` says
 why; once the executor has stopped every child, :meth:`write_deferred` gives
 back the store's reserve (``engine/store/space_reserve.py``) and writes them.
 """
@@ -37,7 +37,7 @@ class RecordWriter:
         self._queue: queue.Queue[object] = queue.Queue()
         self._error: BaseException | None = None
         self.full: OSError | None = None  # the disk filled: later records wait in _deferred
-        self._deferred: dict[Path, bytes] = {}  # the latest version of each record not written, in first order
+        self._deferred: dict[Path, bytes] = {}  # the latest version of each record not written
         self._pending: dict[Path, int] = {}  # queued writes per file, not yet done
         self._pending_lock = threading.Lock()
         self._thread = threading.Thread(target=self._work, name="record writer", daemon=True)

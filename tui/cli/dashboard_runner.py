@@ -107,15 +107,7 @@ def _leave_once_stopped(threads: list[ExecutorThread]) -> None:
 def _carry_on_without_terminal(executor: Executor, prepared: Prepared, thread: ExecutorThread) -> None:
     """The terminal went away with SIGHUP ignored (nohup): the backfill goes on to its end, its progress lines
     written where the terminal was (nowhere, now), SIGINT and SIGTERM still stopping it."""
-    handlers = install_stop_handlers(executor)
-    try:
-        lines = ProgressLines(executor, prepared.spec, prepared.store, sys.stderr, Paint(False))
-        snapshot = executor.snapshot()
-        lines.last_sequence = snapshot.events[-1].sequence if snapshot.events else 0
-        lines.done = snapshot.finished
-        lines.follow(thread)
-    finally:
-        restore_handlers(handlers)
+    _follow_with_lines(executor, prepared, thread, Paint(False))
 
 
 def _carry_on_without_screen(
@@ -128,16 +120,16 @@ def _carry_on_without_screen(
         prepared.store.directory,
         going_on="The backfill goes on with progress lines; Ctrl+C stops it.",
     )
+    _follow_with_lines(executor, prepared, thread, Paint(colors_enabled(sys.stderr, no_color_flag=no_color)))
+
+
+def _follow_with_lines(executor: Executor, prepared: Prepared, thread: ExecutorThread, paint: Paint) -> None:
+    """Progress lines on stderr from where the screen left off, until the executor's thread ends; Ctrl+C and
+    SIGTERM stop the run meanwhile."""
     handlers = install_stop_handlers(executor)
     try:
-        lines = ProgressLines(
-            executor,
-            prepared.spec,
-            prepared.store,
-            sys.stderr,
-            Paint(colors_enabled(sys.stderr, no_color_flag=no_color)),
-        )
-        snapshot = executor.snapshot()  # the lines pick up where the screen left off
+        lines = ProgressLines(executor, prepared.spec, prepared.store, sys.stderr, paint)
+        snapshot = executor.snapshot()
         lines.last_sequence = snapshot.events[-1].sequence if snapshot.events else 0
         lines.done = snapshot.finished
         lines.follow(thread)
