@@ -4,7 +4,7 @@ DuckDB files under the backfill's state directory, and ``backfill restore`` puts
 ``time_interval`` and ``delete+insert`` tables keep only the rows inside the range
 (what the backfill can delete or replace); every other table is copied whole. A
 table that did not exist is restored by dropping it. Views and DDL change no data
-and are not copied.
+and are not copied. The other tables an asset's hooks write are copied whole.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import orjson
 
 from engine.base.atomic import write_atomic
 from engine.base.errors import BackfillError, BadInput
-from engine.guardrails.facts import Facts
+from engine.guardrails.facts import AssetFacts, Facts
 from engine.guardrails.warehouse import Held
 from engine.pipeline.materialization import Database, quote_identifier, quote_name, window_predicate
 
@@ -52,6 +52,19 @@ class SnapshotTable:
             "rows": self.rows,
             "copy": self.copy,
         }
+
+
+def _written_by_hooks(assets: list[AssetFacts]) -> list[str]:
+    """The other tables the assets' hooks write (as the first partition renders them), in the order first named:
+    hooks are part of the asset, so what they may change is copied whole like a rebuilt table."""
+    from engine.pipeline.sql_writes import classify
+
+    names = []
+    for asset_facts in assets:
+        for hooks in asset_facts.hooks.values():
+            for hook in hooks:
+                names += [w.table for w in classify(hook).writes if w.table not in names]
+    return names
 
 
 def _copy_name(name: str) -> str:
@@ -98,6 +111,18 @@ def take_snapshot(facts: Facts, directory: Path) -> dict[str, Any]:
                 db.execute(f"CREATE TABLE snap.{copy} AS SELECT * FROM {quote_name(asset.name)}{where}")
                 rows = int(db.scalar(f"SELECT count(*) FROM snap.{copy}"))
                 tables.append(SnapshotTable(asset.name, True, "range" if predicate else "whole", predicate, rows, copy))
+            own = {t.name.lower() for t in tables}
+            for name in _written_by_hooks(assets):
+                if name.lower() in own:
+                    continue
+                own.add(name.lower())
+                copy = _copy_name(name)
+                if not db.table_exists(name):
+                    tables.append(SnapshotTable(name, False, "whole", None, 0, copy))
+                    continue
+                db.execute(f"CREATE TABLE snap.{copy} AS SELECT * FROM {quote_name(name)}")
+                rows = int(db.scalar(f"SELECT count(*) FROM snap.{copy}"))
+                tables.append(SnapshotTable(name, True, "whole", None, rows, copy))
         except duckdb.Error as error:
             raise SnapshotFailed(f"cannot snapshot {path} into {target} ({error}): nothing was run") from None
         finally:

@@ -995,3 +995,29 @@ def test_a_continue_its_preflight_holds_reopens_nothing(daily, home):
     actions = [json.loads(x)["action"] for x in (backfill / "audit.jsonl").read_text().splitlines()]
     assert actions == ["CANCEL"]
     assert (backfill / "control.json").read_bytes() == control
+
+
+def test_a_restore_gives_back_the_tables_the_hooks_wrote(daily, home):
+    """Hooks are part of the asset: a post hook that appends to an audit table (it passes every check) and one
+    that creates a table are in the snapshot, so `backfill restore` gives the audit table back row for row and
+    drops the table the backfill created."""
+    daily.execute("CREATE TABLE mid.audit AS SELECT 'before' AS note, range AS n FROM range(3)")
+    before = daily.query("SELECT * FROM mid.audit ORDER BY ALL")
+    redeclare_daily(
+        daily,
+        hooks={
+            "post": [
+                {"query": "INSERT INTO mid.audit SELECT 'ran {{ start_date }}', 0"},
+                {"query": "CREATE TABLE IF NOT EXISTS mid.made_by_hook AS SELECT 1 AS x"},
+            ]
+        },
+    )
+    ran = run_backfill("p", *WEEK, "--reason", "r", "--no-progress", cwd=daily.root, env=home)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert daily.query("SELECT count(*) FROM mid.audit") == [(8,)]
+    [backfill] = state_dirs(daily.root / "logs" / "backfills")
+    restored = run_backfill("restore", backfill.name, "--reason", "undo", cwd=daily.root, env=home)
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert "mid.audit: 3 rows put back" in restored.stdout
+    assert daily.query("SELECT * FROM mid.audit ORDER BY ALL") == before
+    assert daily.query("SELECT count(*) FROM information_schema.tables WHERE table_name = 'made_by_hook'") == [(0,)]
