@@ -46,6 +46,13 @@ class Preflight:
         return [c for c in self.checks if c.status == "warn"]
 
     @property
+    def pipeline_warnings(self) -> tuple[str, ...]:
+        """What validation read but does not understand (keys of ``.bruin.yml``, fields of the pipeline): shown
+        with the report, never a reason to stop."""
+        checked = self.facts.request.checked
+        return checked.warnings if checked is not None else ()
+
+    @property
     def blocking(self) -> list[PreflightCheck]:
         return [c for c in self.checks if c.tier == self.verdict and self.verdict != AUTO]
 
@@ -55,6 +62,7 @@ class Preflight:
             "digest": self.digest,
             "level": self.settings.level,
             "checks": [check.to_json() for check in self.checks],
+            "pipeline_warnings": list(self.pipeline_warnings),
         }
 
 

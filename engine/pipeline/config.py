@@ -2,8 +2,10 @@
 
 Only what planning and the embedded runner need is interpreted: every
 connection's name and ``max_concurrent_assets``, and for DuckDB its file and
-``read_only``. Other connection types are kept (they still limit parallelism)
-but cannot be run by the embedded runner.
+``read_only``; an environment's ``schema_prefix`` and ``config.full_refresh_restricted``.
+Other connection types are kept (they still limit parallelism) but cannot be run
+by the embedded runner. A key neither Bruin nor we define is a warning, never
+silently ignored.
 """
 
 from __future__ import annotations
@@ -19,6 +21,17 @@ from engine.pipeline.repository import Target
 from engine.pipeline.yamlfile import Located, line_of, read_yaml
 
 CONFIG_NAMES = (".bruin.yml", ".bruin.yaml")
+# What Bruin's .bruin.yml defines (pkg/config/manager.go) and the guardrail keys we add to an environment.
+TOP_LEVEL_KEYS = ("default_environment", "environments")
+ENVIRONMENT_KEYS = (
+    "connections",
+    "schema_prefix",
+    "config",
+    "guardrails",
+    "guardrail_limits",
+    "dependency_gates",
+)
+ENVIRONMENT_CONFIG_KEYS = ("full_refresh_restricted",)
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -50,6 +63,9 @@ class Environment:
     name: str
     connections: tuple[Connection, ...]
     schema_prefix: str | None = None
+    # config.full_refresh_restricted: --full-refresh drops no table of this environment (Bruin's meaning).
+    full_refresh_restricted: bool = False
+    warnings: tuple[str, ...] = ()  # keys of this environment we do not understand
 
     def connection(self, name: str) -> Connection | None:
         return next((c for c in self.connections if c.name == name), None)
@@ -60,6 +76,7 @@ class Config:
     path: Path
     default_environment: str
     raw_environments: dict[str, Any]
+    warnings: tuple[str, ...] = ()  # top-level keys we do not understand
 
     @property
     def environment_names(self) -> list[str]:
@@ -114,7 +131,16 @@ def load_config(path: Path) -> Config:
     default = data.get("default_environment", "default")
     if not isinstance(default, str):
         raise BadInput(f"{path}:{line_of(data, 'default_environment')}: default_environment must be a name")
-    return Config(path, default, dict(environments))
+    warnings = tuple(
+        _unknown_key(path, data, key, "a top-level key of .bruin.yml", TOP_LEVEL_KEYS)
+        for key in data
+        if key not in TOP_LEVEL_KEYS
+    )
+    return Config(path, default, dict(environments), warnings)
+
+
+def _unknown_key(path: Path, mapping: Any, key: Any, what: str, known: tuple[str, ...]) -> str:
+    return f"{path}:{line_of(mapping, key) or 1}: {key!r} is not {what} ({', '.join(known)}): ignored"
 
 
 def _expand(value: Any, path: Path, line: int) -> Any:
@@ -153,7 +179,34 @@ def _parse_environment(name: str, raw: Any, path: Path) -> Environment:
             f"{path}:{line_of(raw, 'schema_prefix')}: schema_prefix {prefix!r} of environment {name!r} must be "
             "letters, digits and '_' (it starts schema names)"
         )
-    return Environment(name, tuple(connections), prefix or None)
+    warnings = [
+        _unknown_key(path, raw, key, f"a key of environment {name!r}", ENVIRONMENT_KEYS)
+        for key in raw
+        if key not in ENVIRONMENT_KEYS
+    ]
+    restricted, more = _environment_config(name, raw, path)
+    return Environment(name, tuple(connections), prefix or None, restricted, tuple(warnings + more))
+
+
+def _environment_config(name: str, raw: dict[str, Any], path: Path) -> tuple[bool, list[str]]:
+    """An environment's ``config:`` block: ``full_refresh_restricted`` (a boolean), and warnings for the rest."""
+    block = raw.get("config")
+    if block is None:
+        return False, []
+    if not isinstance(block, dict):
+        raise BadInput(f"{path}:{line_of(raw, 'config')}: config of environment {name!r} must be a mapping")
+    restricted = block.get("full_refresh_restricted", False)
+    if not isinstance(restricted, bool):
+        raise BadInput(
+            f"{path}:{line_of(block, 'full_refresh_restricted')}: config.full_refresh_restricted of environment "
+            f"{name!r} is {restricted!r}: use true or false"
+        )
+    warnings = [
+        _unknown_key(path, block, key, f"a config key of environment {name!r}", ENVIRONMENT_CONFIG_KEYS)
+        for key in block
+        if key not in ENVIRONMENT_CONFIG_KEYS
+    ]
+    return restricted, warnings
 
 
 def _parse_connection(kind: str, entry: Any, path: Path, fallback_line: int) -> Connection:

@@ -100,6 +100,12 @@ class Pipeline:
         downstream = {rename[name]: [rename[c] for c in children] for name, children in self.downstream.items()}
         return replace(self, assets=assets, downstream=downstream, schema_prefix=prefix)
 
+    def with_full_refresh_restricted(self) -> Pipeline:
+        """The pipeline as an environment with ``config.full_refresh_restricted`` runs it: Bruin marks every
+        asset restricted, so ``--full-refresh`` drops no table and each runs its own strategy."""
+        assets = {name: replace(asset, full_refresh_restricted=True) for name, asset in self.assets.items()}
+        return replace(self, assets=assets)
+
     def with_variables(self, values: dict[str, Any]) -> Pipeline:
         """The pipeline as one run sees it: templated identity fields rendered with the run's variables."""
         if self.name_template is None:

@@ -70,6 +70,7 @@ def record_json(result: RunResult) -> dict[str, Any]:
         "duration_seconds": round(result.finished_at - result.started_at, 6),
         "error": result.error,
         "notes": prepared.notes,
+        "warnings": list(prepared.warnings),
         "assets": [
             {
                 "name": r.name,

@@ -48,6 +48,7 @@ class PreparedRun:
     variables: dict[str, Any]
     selected: set[str]
     notes: list[str]
+    warnings: tuple[str, ...] = ()  # what the run reads but does not understand (CheckedPipeline.warnings)
 
 
 @dataclass

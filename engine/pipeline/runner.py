@@ -68,7 +68,16 @@ def prepare_run(request: RunRequest, *, cwd: Path | None = None) -> PreparedRun:
     checked = check_pipeline(target, config, environment, request.options)
     pipeline, variables, selected, notes = checked.pipeline, checked.variables, checked.selected, checked.notes
     return PreparedRun(
-        request, request.run_id or new_run_id(), target, pipeline, environment, window, variables, selected, notes
+        request,
+        request.run_id or new_run_id(),
+        target,
+        pipeline,
+        environment,
+        window,
+        variables,
+        selected,
+        notes,
+        checked.warnings,
     )
 
 

@@ -28,6 +28,9 @@ class CheckedPipeline:
     variables: dict[str, Any]
     selected: set[str]
     notes: list[str]
+    # What we read but do not understand (keys of .bruin.yml, fields of the pipeline): shown once per run,
+    # listed by --dry-run, never a reason to stop.
+    warnings: tuple[str, ...] = ()
 
 
 def check_pipeline(target: Target, config: Config, environment: Environment, options: RunOptions) -> CheckedPipeline:
@@ -85,12 +88,14 @@ def check_pipeline(target: Target, config: Config, environment: Environment, opt
 
         pipeline = pipeline.with_schema_prefix(environment.schema_prefix)
         selected = {prefixed_name(name, environment.schema_prefix) for name in selected}
+    if environment.full_refresh_restricted:
+        pipeline = pipeline.with_full_refresh_restricted()
     notes = []
     if not options.apply_interval_modifiers and (
         pipeline.default_interval_modifiers or any(pipeline.assets[n].interval_modifiers for n in selected)
     ):
         notes.append("interval modifiers are ignored (pass --apply-interval-modifiers to apply them)")
-    return CheckedPipeline(pipeline, resolved, selected, notes)
+    return CheckedPipeline(pipeline, resolved, selected, notes, (*config.warnings, *environment.warnings))
 
 
 def check_asset_flag(pipeline: Pipeline, name: str) -> None:

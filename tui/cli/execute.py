@@ -83,6 +83,7 @@ def run_prepared(
         f"{parallelism.effective} at a time{capped}{runners}\n"
         f"  state   {prepared.store.directory}\n  resume  {hint}\n"
         + "".join(f"  note    {note}\n" for note in prepared.takeover.notes)
+        + "".join(f"  warning {warning}\n" for warning in (preflight.pipeline_warnings if preflight else ()))
         + (verdict_line(preflight) + "\n" if preflight is not None else "")
     )
     announce.flush()

@@ -17,6 +17,7 @@ def report_lines(preflight: Preflight) -> list[str]:
         lines.append(
             f"  {ICONS[check.status]} {check.status:<4}  {tier:<16}  {check.name.ljust(width)}  {check.detail}"
         )
+    lines += [f"  warning  {warning}" for warning in preflight.pipeline_warnings]
     lines.append(f"verdict: {preflight.verdict}  ·  plan digest {preflight.short_digest}")
     return lines
 

@@ -79,6 +79,8 @@ def _run(prepared, as_json: bool) -> int:
         )
         for note in prepared.notes:
             out.write(f"note: {note}\n")
+    for warning in prepared.warnings:  # on stderr with --output json, where nothing else may go to stdout
+        out.write(f"warning: {warning}\n")
     result = execute_run(prepared, emit)
     if as_json:
         sys.stdout.buffer.write(orjson.dumps(record_json(result)) + b"\n")
