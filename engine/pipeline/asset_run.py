@@ -26,9 +26,10 @@ from engine.pipeline.asset_status import AssetStatus
 from engine.pipeline.assets import Asset, enabled_value
 from engine.pipeline.duckdb_pool import DuckDBPool
 from engine.pipeline.interval_modifiers import apply_modifiers
-from engine.pipeline.materialization import Database, RunStopped, load_seed, materialize, quote_name, window_predicate
+from engine.pipeline.materialization import Database, RunStopped, materialize, quote_name, window_predicate
 from engine.pipeline.quality_checks import QualityCheckResult, run_checks
 from engine.pipeline.schema_prefix import existing_tables, rewrite_references
+from engine.pipeline.seeds import load_seed
 from engine.pipeline.templating import TemplateProblem, Window, render
 
 SUCCEEDED, FAILED, UPSTREAM_FAILED, SKIPPED = AssetStatus

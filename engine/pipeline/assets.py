@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from engine.base.errors import BadInput
@@ -18,6 +18,16 @@ from engine.pipeline.yamlfile import Located, line_of, parse_yaml
 
 SQL_TYPES = ("duckdb.sql",)
 SEED_TYPES = ("duckdb.seed",)
+# Bruin's seed formats (pkg/ingestr/operator.go, seedFileSchemes): a file_type or an extension → the format read.
+SEED_FORMATS = {
+    "csv": "csv",
+    "parquet": "parquet",
+    "pq": "parquet",
+    "json": "json",
+    "jsonl": "jsonl",
+    "ndjson": "jsonl",
+    "avro": "avro",
+}
 PYTHON_TYPES = ("python",)
 SUPPORTED_TYPES = (*SQL_TYPES, *SEED_TYPES, *PYTHON_TYPES)
 STRATEGIES = (
@@ -104,7 +114,10 @@ class Asset:
     hooks: dict[str, list[str]] = field(default_factory=dict)
     body: str = ""
     body_line: int = 1
-    seed_path: Path | None = None
+    seed_path: Path | None = None  # a seed's local file
+    seed_url: str | None = None  # or its http(s) URL
+    seed_format: str = "csv"  # one of SEED_FORMATS' values
+    seed_types: bool = True  # parameters.enforce_schema: declared column types are applied
     enabled: Any = True  # a boolean, or a template rendered per run ("{{ var.with_snapshot }}")
     timeout: int | None = None  # microseconds; the pipeline's default.timeout applies when None
     secrets: tuple[tuple[str, str], ...] = ()  # (connection name, environment variable)
@@ -232,14 +245,7 @@ def _build_asset(
         asset.always_full_refresh = flag is True or str(flag).lower() == "true"
     _check_strategy_needs(asset, data, problems)
     if asset.kind == "seed":
-        parameters = data.get("parameters")
-        seed = parameters.get("path") if isinstance(parameters, dict) else None
-        if not isinstance(seed, str) or not seed:
-            problems.add(path, line_of(data, "parameters"), "a seed asset needs parameters.path (a CSV file)")
-        else:
-            asset.seed_path = (path.parent / seed).resolve()
-            if not asset.seed_path.is_file():
-                problems.add(path, line_of(parameters, "path"), f"seed file {seed!r} does not exist")
+        _read_seed_parameters(asset, data, path, problems)
     if asset.kind == "python" and asset.materialization.type is not None:
         problems.add(
             path,
@@ -498,3 +504,38 @@ def parse_hooks(data: dict[str, Any], path: Path, problems: Problems) -> dict[st
             queries.append(entry["query"])
         result[phase] = queries
     return result
+
+
+def _read_seed_parameters(asset: Asset, data: Any, path: Path, problems: Problems) -> None:
+    """A seed's ``path`` (a file beside the asset, or an http(s) URL), its format (``file_type``, else the
+    extension, else CSV as in Bruin) and ``enforce_schema``."""
+    parameters = data.get("parameters")
+    parameters = parameters if isinstance(parameters, dict) else {}
+    seed = parameters.get("path")
+    if not isinstance(seed, str) or not seed.strip():
+        problems.add(path, line_of(data, "parameters"), "a seed asset needs parameters.path (a file or an http(s) URL)")
+        return
+    file_type = parameters.get("file_type")
+    if file_type is not None:
+        token = str(file_type).strip().lower()
+        if token not in SEED_FORMATS:
+            problems.add(
+                path,
+                line_of(parameters, "file_type"),
+                f"unsupported seed file_type {file_type!r}: use one of {', '.join(SEED_FORMATS)}",
+            )
+            return
+        asset.seed_format = SEED_FORMATS[token]
+    else:
+        extension = PurePosixPath(seed.split("?", 1)[0]).suffix.lstrip(".").lower()
+        asset.seed_format = SEED_FORMATS.get(extension, "csv")  # Bruin reads any other extension as CSV
+    enforce = parameters.get("enforce_schema", True)
+    if not isinstance(enforce, bool) and str(enforce).lower() not in ("true", "false"):
+        problems.add(path, line_of(parameters, "enforce_schema"), "parameters.enforce_schema must be true or false")
+    asset.seed_types = enforce is True or str(enforce).lower() == "true"
+    if seed.lower().startswith(("http://", "https://")):
+        asset.seed_url = seed
+        return
+    asset.seed_path = (path.parent / seed).resolve()
+    if not asset.seed_path.is_file():
+        problems.add(path, line_of(parameters, "path"), f"seed file {seed!r} does not exist")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import time, timedelta
-from typing import Any
 
 from engine.dates.instants import to_datetime
 from engine.pipeline.assets import Asset
@@ -29,7 +28,6 @@ __all__ = [
     "Database",
     "OutsideWindowChanged",
     "RunStopped",
-    "load_seed",
     "materialize",
     "quote_identifier",
     "quote_name",
@@ -260,22 +258,3 @@ def _column_definitions(asset: Asset) -> str:
     if asset.primary_key:
         parts.append("PRIMARY KEY (" + ", ".join(quote_identifier(c) for c in asset.primary_key) + ")")
     return ", ".join(parts)
-
-
-def load_seed(db: Database, asset: Asset) -> int:
-    """Replace the seed's table with the CSV's rows (typed by declared columns when given)."""
-    target = quote_name(asset.name)
-    declared = {c.name: c.type for c in asset.columns if c.type}
-
-    ensure_schema(db, asset.name)
-
-    def work() -> int:
-        source = "read_csv(?, header = true, auto_detect = true"
-        if declared:
-            source += ", types = ?"
-            parameters: list[Any] = [str(asset.seed_path), declared]
-        else:
-            parameters = [str(asset.seed_path)]
-        return db.count(f"CREATE OR REPLACE TABLE {target} AS SELECT * FROM {source})", parameters)
-
-    return run_in_transaction(db, work)

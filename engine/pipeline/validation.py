@@ -65,6 +65,12 @@ def check_pipeline(target: Target, config: Config, environment: Environment, opt
                     asset.line,
                     f"secret {key!r} is not a connection of environment {environment.name!r} of {config.path}",
                 )
+        if asset.kind == "seed":
+            from engine.pipeline.seeds import missing_extension  # DuckDB is imported only for such a seed
+
+            missing = missing_extension(asset)
+            if missing is not None:
+                problems.add(asset.path, asset.line, f"seed {name}: {missing}")
         connection_name = pipeline.connection_of(asset)
         if asset.kind == "python" and connection_name is None:
             continue

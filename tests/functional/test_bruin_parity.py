@@ -53,3 +53,90 @@ def test_the_environment_config_block_protects_every_table_from_a_full_refresh(t
     assert sum("  warning  " in line and "is not a" in line for line in dry.stdout.splitlines()) == 3, dry.stdout
     dry_json = run_backfill("p", *DAY, "--dry-run", "--output", "json", cwd=repo.root, env=home)
     assert len(json.loads(dry_json.stdout)["preflight"]["pipeline_warnings"]) == 3
+
+
+SEED_ROWS = [(1, "alpha", 2.5), (2, "beta", None), (3, "gamma", 7.0)]
+
+
+def _seed(repo: Repo, name: str, path: str, **parameters) -> None:
+    lines = "".join(f"  {key}: {value}\n" for key, value in {"path": path, **parameters}.items())
+    repo.write(f"p/assets/{name}.asset.yml", f"name: seeds.{name}\ntype: duckdb.seed\nparameters:\n{lines}")
+
+
+def test_seeds_of_every_format_bruin_reads_load_the_same_rows(tmp_path):
+    """docs/assets/seed.md: CSV, Parquet (.parquet, .pq), JSON, JSONL and NDJSON seeds, and a file_type override
+    on a file without a known extension, load the same rows (an .jsonl seed once loaded as a one-column CSV);
+    declared column types apply to every format, and enforce_schema: false keeps the file's own types."""
+    import duckdb
+
+    repo = Repo(tmp_path / "repo")
+    assets = repo.pipeline_dir / "assets"
+    assets.mkdir(parents=True, exist_ok=True)
+    with duckdb.connect() as make:
+        make.execute("CREATE TABLE t(id INTEGER, name VARCHAR, amount DOUBLE)")
+        make.execute("INSERT INTO t VALUES (1, 'alpha', 2.5), (2, 'beta', NULL), (3, 'gamma', 7.0)")
+        for file, options in (
+            ("rows.csv", "FORMAT csv, HEADER true"),
+            ("rows.parquet", "FORMAT parquet"),
+            ("rows.pq", "FORMAT parquet"),
+            ("rows.json", "FORMAT json, ARRAY true"),
+            ("rows.jsonl", "FORMAT json"),
+            ("rows.ndjson", "FORMAT json"),
+            ("rows.bin", "FORMAT parquet"),
+        ):
+            make.execute(f"COPY t TO '{assets / file}' ({options})")
+    for name, file in (
+        ("csv", "rows.csv"),
+        ("parquet", "rows.parquet"),
+        ("pq", "rows.pq"),
+        ("json", "rows.json"),
+        ("jsonl", "rows.jsonl"),
+        ("ndjson", "rows.ndjson"),
+    ):
+        _seed(repo, name, file)
+    _seed(repo, "overridden", "rows.bin", file_type="parquet")
+    columns = "columns:\n  - name: id\n    type: varchar\n"
+    repo.write(
+        "p/assets/typed.asset.yml", f"name: seeds.typed\ntype: duckdb.seed\nparameters:\n  path: rows.jsonl\n{columns}"
+    )
+    repo.write(
+        "p/assets/untyped.asset.yml",
+        "name: seeds.untyped\ntype: duckdb.seed\nparameters:\n  path: rows.jsonl\n  enforce_schema: false\n" + columns,
+    )
+    repo.run_ok(*DAY)
+    for name in ("csv", "parquet", "pq", "json", "jsonl", "ndjson", "overridden"):
+        got = repo.query(f"SELECT id, name, amount FROM seeds.{name} ORDER BY ALL")
+        assert got == SEED_ROWS, (name, got)
+    assert repo.query("SELECT id FROM seeds.typed ORDER BY ALL") == [("1",), ("2",), ("3",)]
+    assert repo.query("SELECT id FROM seeds.untyped ORDER BY ALL") == [(1,), (2,), (3,)]
+
+
+def test_a_seed_this_duckdb_cannot_read_is_one_line_before_anything_runs(tmp_path):
+    """docs/assets/seed.md: Avro and URL seeds need DuckDB's avro and httpfs extensions; without them (no
+    network here to install them) the run is refused with one line naming the seed and the way on, exit 2,
+    and nothing runs. An unknown file_type is refused the same way, naming what Bruin accepts."""
+    import duckdb
+
+    repo = Repo(tmp_path / "repo")
+    repo.sql("s.first", "SELECT 1 AS x")
+    repo.write("p/assets/events.avro", "not read")
+    _seed(repo, "events", "events.avro")
+    _seed(repo, "zones", "https://example.invalid/taxi_zone_lookup.csv")
+    with duckdb.connect() as probe:
+        present = probe.execute(
+            "SELECT count(*) FROM duckdb_extensions() WHERE extension_name IN ('avro', 'httpfs') "
+            "AND (installed OR loaded)"
+        ).fetchone()[0]
+    assert present == 0, "this DuckDB has the avro or httpfs extension: the refusal cannot be seen here"
+    ran = repo.run(*DAY)
+    assert ran.returncode == 2, ran.stdout + ran.stderr
+    assert "seed seeds.events: an Avro seed needs DuckDB's avro extension, which is not installed here" in ran.stderr
+    assert "seed seeds.zones: an http(s) seed needs DuckDB's httpfs extension" in ran.stderr
+    assert "Traceback" not in ran.stderr
+    assert not repo.database.exists() or repo.query(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'first'"
+    ) == [(0,)]
+    _seed(repo, "events", "events.avro", file_type="xml")
+    ran = repo.run(*DAY)
+    assert ran.returncode == 2
+    assert "unsupported seed file_type 'xml': use one of csv, parquet, pq, json, jsonl, ndjson, avro" in ran.stderr

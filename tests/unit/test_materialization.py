@@ -17,10 +17,10 @@ from engine.pipeline.database import Database, strip_statement
 from engine.pipeline.materialization import (
     OutsideWindowChanged,
     fences_its_window,
-    load_seed,
     materialize,
     window_predicate,
 )
+from engine.pipeline.seeds import load_seed
 from engine.pipeline.templating import Window
 
 DAY_2 = Window(

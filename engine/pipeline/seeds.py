@@ -1,0 +1,78 @@
+"""Seeds, as Bruin loads them: a CSV, Parquet, JSON, JSONL/NDJSON or Avro file beside the asset, or an http(s)
+URL, replaces the seed's table, typed by its declared columns unless ``enforce_schema: false``.
+
+DuckDB reads every format itself; Avro and URLs need its ``avro`` and ``httpfs`` extensions. Whether they
+are there is asked before anything runs (``missing_extension``), so a pipeline whose seed cannot be read
+fails validation with one line instead of failing its first partition.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.pipeline.assets import Asset
+from engine.pipeline.database import Database, ensure_schema, quote_identifier, quote_name, run_in_transaction
+
+READERS = {
+    "csv": "read_csv(?, header = true, auto_detect = true)",
+    "parquet": "read_parquet(?)",
+    "json": "read_json(?, format = 'auto')",
+    "jsonl": "read_json(?, format = 'newline_delimited')",
+    "avro": "read_avro(?)",
+}
+
+
+def needed_extensions(asset: Asset) -> list[str]:
+    """The DuckDB extensions reading this seed needs beyond those DuckDB carries built in."""
+    return (["avro"] if asset.seed_format == "avro" else []) + (["httpfs"] if asset.seed_url else [])
+
+
+def missing_extension(asset: Asset) -> str | None:
+    """Why this seed cannot be read here (an extension neither loaded nor installed), or None."""
+    needed = needed_extensions(asset)
+    if not needed:
+        return None
+    import duckdb
+
+    with duckdb.connect() as probe:  # in memory: what this DuckDB has installed, asked without the network
+        present = {
+            name
+            for name, installed, loaded in probe.execute(
+                "SELECT extension_name, installed, loaded FROM duckdb_extensions()"
+            ).fetchall()
+            if installed or loaded
+        }
+    for name in needed:
+        if name not in present:
+            what = "an http(s) seed" if name == "httpfs" else "an Avro seed"
+            return (
+                f"{what} needs DuckDB's {name} extension, which is not installed here: run INSTALL {name} "
+                f"in DuckDB {duckdb.__version__} where the network allows"
+                + (", or download the file and give its path" if name == "httpfs" else ", or convert it to Parquet")
+            )
+    return None
+
+
+def load_seed(db: Database, asset: Asset) -> int:
+    """Replace the seed's table with the file's rows; the number of rows."""
+    target = quote_name(asset.name)
+    declared = {c.name: c.type for c in asset.columns if c.type} if asset.seed_types else {}
+    source = asset.seed_url or str(asset.seed_path)
+    ensure_schema(db, asset.name)
+
+    def work() -> int:
+        parameters: list[Any] = [source]
+        if asset.seed_format == "csv" and declared:
+            reader = READERS["csv"].replace(")", ", types = ?)")
+            parameters.append(declared)
+            select = "*"
+        else:
+            reader = READERS[asset.seed_format]
+            # Other formats carry their own types: declared ones are applied as casts (a missing column fails).
+            casts = ", ".join(
+                f"CAST({quote_identifier(n)} AS {t}) AS {quote_identifier(n)}" for n, t in declared.items()
+            )
+            select = f"* REPLACE ({casts})" if casts else "*"
+        return db.count(f"CREATE OR REPLACE TABLE {target} AS SELECT {select} FROM {reader}", parameters)
+
+    return run_in_transaction(db, work)
