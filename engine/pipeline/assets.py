@@ -13,6 +13,7 @@ from typing import Any
 
 from engine.base.errors import BadInput
 from engine.pipeline.columns import Column, CustomCheck, parse_columns, parse_custom_checks
+from engine.pipeline.inline_header import inline_header
 from engine.pipeline.problems import Problems
 from engine.pipeline.yamlfile import Located, line_of, parse_yaml
 
@@ -142,9 +143,14 @@ class Asset:
         return [column.name for column in self.columns if column.primary_key]
 
 
+# Bruin's SupportedFileSuffixes (pkg/pipeline/pipeline.go), R files aside (reported as unsupported).
+YAML_ASSET_SUFFIXES = (".asset.yml", ".asset.yaml", ".task.yml", ".task.yaml")
+# The directories of a pipeline Bruin reads assets from (cmd/const.go, assetsDirectoryNames), in its order.
+ASSET_DIRECTORIES = ("tasks", "assets")
+
+
 def is_asset_file(path: Path) -> bool:
-    name = path.name
-    return name.endswith((".sql", ".py", ".asset.yml", ".asset.yaml"))
+    return path.name.endswith((".sql", ".py", *YAML_ASSET_SUFFIXES))
 
 
 def read_asset(path: Path, pipeline_dir: Path, problems: Problems) -> Asset | None:
@@ -155,13 +161,21 @@ def read_asset(path: Path, pipeline_dir: Path, problems: Problems) -> Asset | No
         problems.add(path, 0, f"cannot read the file: {error}")
         return None
     relative = path.relative_to(pipeline_dir).as_posix()
-    if path.name.endswith((".asset.yml", ".asset.yaml")):
+    if path.name.endswith(YAML_ASSET_SUFFIXES):
         header, header_line, body, body_line = text, 1, "", 1
     else:
         pattern = _SQL_HEADER if path.suffix == ".sql" else _PY_HEADER
         match = pattern.match(text)
         if not match:
-            return None
+            inline = inline_header(text, path.suffix)
+            if inline is None:
+                if "@bruin" in text:
+                    problems.warn(path, 1, "mentions @bruin but has no @bruin header Bruin reads: not an asset")
+                return None
+            data, body, skipped = inline
+            for line, message in skipped:
+                problems.warn(path, line, message)
+            return _build_asset(data, path, relative, data.line, body, 1, problems)
         header = match.group(2)
         header_line = match.group(1).count("\n") + 1
         body = text[match.end() :]
@@ -182,10 +196,10 @@ def read_asset(path: Path, pipeline_dir: Path, problems: Problems) -> Asset | No
 
 def _default_name(relative: str) -> str:
     parts = relative.split("/")
-    if parts and parts[0] == "assets":
+    if parts and parts[0] in ASSET_DIRECTORIES:
         parts = parts[1:]
     stem = parts[-1]
-    for suffix in (".asset.yml", ".asset.yaml", ".sql", ".py"):
+    for suffix in (*YAML_ASSET_SUFFIXES, ".sql", ".py"):
         if stem.endswith(suffix):
             stem = stem[: -len(suffix)]
             break

@@ -10,6 +10,7 @@ from typing import Any
 
 from engine.base.errors import BadInput
 from engine.pipeline.assets import (
+    ASSET_DIRECTORIES,
     Asset,
     check_start_date,
     is_asset_file,
@@ -78,6 +79,7 @@ class Pipeline:
     schema_prefix: str | None = None  # set by with_schema_prefix: asset names already carry it
     start_date: str | None = None  # where a --full-refresh run's window starts, for assets without their own
     schedule: str | None = None  # pipeline.yml's schedule (hourly, daily, … or cron): what the guardrails compare
+    warnings: tuple[str, ...] = ()  # fields read but not understood (Problems.warn): shown, never fatal
 
     def with_schema_prefix(self, prefix: str | None) -> Pipeline:
         """The pipeline as a schema-prefixed environment runs it: every asset (and every reference to one in
@@ -312,6 +314,7 @@ def load_pipeline(directory: Path) -> Pipeline:
         asset.hooks = {**default_hooks, **asset.hooks}
     _check_graph(pipeline, problems)
     problems.raise_if_any(f"pipeline {pipeline.name!r}")
+    pipeline.warnings = tuple(problems.warnings)
     return pipeline
 
 
@@ -368,9 +371,10 @@ def _macros(directory: Path, problems: Problems) -> str:
 
 
 def _read_assets(pipeline: Pipeline, problems: Problems) -> None:
-    root = pipeline.directory / "assets"
-    candidates = sorted(p for p in root.rglob("*") if p.is_file() and is_asset_file(p)) if root.is_dir() else []
-    for path in sorted(root.rglob("*.[rR]")) if root.is_dir() else []:
+    """Every asset under ``tasks/`` and ``assets/``, as Bruin discovers them."""
+    roots = [pipeline.directory / name for name in ASSET_DIRECTORIES if (pipeline.directory / name).is_dir()]
+    candidates = [p for root in roots for p in sorted(root.rglob("*")) if p.is_file() and is_asset_file(p)]
+    for path in sorted(p for root in roots for p in root.rglob("*.[rR]")):
         try:
             declares = "@bruin" in path.read_text(encoding="utf-8", errors="replace")
         except OSError:

@@ -13,6 +13,11 @@ class Problems:
     """Collected validation problems, each ``path:line: message``."""
 
     items: list[str] = field(default_factory=list)
+    # What is read but not understood (a field Bruin accepts that changes nothing here): shown, never fatal.
+    warnings: list[str] = field(default_factory=list)
+
+    def warn(self, path: Path | str, line: int, message: str) -> None:
+        self.warnings.append(f"{path}:{line}: {message}" if line else f"{path}: {message}")
 
     def add(self, path: Path | str, line: int, message: str) -> None:
         self.items.append(f"{path}:{line}: {message}" if line else f"{path}: {message}")

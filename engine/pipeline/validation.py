@@ -101,7 +101,9 @@ def check_pipeline(target: Target, config: Config, environment: Environment, opt
         pipeline.default_interval_modifiers or any(pipeline.assets[n].interval_modifiers for n in selected)
     ):
         notes.append("interval modifiers are ignored (pass --apply-interval-modifiers to apply them)")
-    return CheckedPipeline(pipeline, resolved, selected, notes, (*config.warnings, *environment.warnings))
+    return CheckedPipeline(
+        pipeline, resolved, selected, notes, (*config.warnings, *environment.warnings, *pipeline.warnings)
+    )
 
 
 def check_asset_flag(pipeline: Pipeline, name: str) -> None:

@@ -140,3 +140,50 @@ def test_a_seed_this_duckdb_cannot_read_is_one_line_before_anything_runs(tmp_pat
     ran = repo.run(*DAY)
     assert ran.returncode == 2
     assert "unsupported seed file_type 'xml': use one of csv, parquet, pq, json, jsonl, ndjson, avro" in ran.stderr
+
+
+def test_assets_are_found_where_and_as_bruin_finds_them(tmp_path):
+    """docs/assets/definition-schema.md and pkg/pipeline/comment.go: assets under tasks/ as well as assets/,
+    SQL and Python assets declared in inline comments (`-- @bruin.name: …`, `# @bruin.name: …`), and *.task.yml;
+    a pipeline whose assets all live there runs them all instead of saying there is nothing to run."""
+    repo = Repo(tmp_path / "repo")
+    repo.write(
+        "p/tasks/stg/events.sql",
+        "-- @bruin.name: stg.events\n"
+        "-- @bruin.materialization.type: table\n"
+        "-- @bruin.columns.id.checks: not_null, unique\n"
+        "-- @bruin.columns.id.type: integer\n"
+        "-- @bruin.owner: someone@example.com\n"
+        "-- a plain comment stays a comment\n"
+        "SELECT range AS id FROM range(3)\n",
+    )
+    repo.write(
+        "p/tasks/mart/totals.sql",
+        "/* @bruin\nname: mart.totals\nmaterialization:\n  type: table\ndepends: [stg.events]\n@bruin */\n"
+        "SELECT count(*) AS n FROM stg.events\n",
+    )
+    repo.write(
+        "p/tasks/report.py",
+        "# @bruin.name: mart.report\n# @bruin.depends: mart.totals, stg.events\n# @bruin.connection: db\n"
+        "import duckdb, os\n"
+        "with duckdb.connect(os.environ['BRUIN_DUCKDB_PATH']) as db:\n"
+        "    db.execute('CREATE OR REPLACE TABLE mart.report AS SELECT n * 10 AS n FROM mart.totals')\n",
+    )
+    repo.write("p/tasks/codes.csv", "code\n7\n")
+    repo.write("p/tasks/codes.task.yml", "name: ref.codes\ntype: duckdb.seed\nparameters:\n  path: codes.csv\n")
+    repo.write("p/assets/helper.sql", "-- see the @bruin docs for headers\nSELECT 1\n")
+    ran = repo.run_ok(*DAY)
+    assert repo.query("SELECT * FROM stg.events ORDER BY ALL") == [(0,), (1,), (2,)]
+    assert repo.query("SELECT * FROM mart.report") == [(30,)]
+    assert repo.query("SELECT * FROM ref.codes") == [(7,)]
+    [record] = repo.records()
+    assert {a["name"] for a in record["assets"]} == {"stg.events", "mart.totals", "mart.report", "ref.codes"}
+    [events] = [a for a in record["assets"] if a["name"] == "stg.events"]
+    assert {c["name"] for c in events["checks"]} == {"not_null(id)", "unique(id)"}, events["checks"]
+    warnings = [line for line in ran.stdout.splitlines() if line.startswith("warning: ")]
+    assert any(
+        "events.sql:5: '@bruin.owner: someone@example.com' is not a field of Bruin's inline" in w for w in warnings
+    )
+    assert any(
+        "helper.sql:1: mentions @bruin but has no @bruin header Bruin reads: not an asset" in w for w in warnings
+    )
