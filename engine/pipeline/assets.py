@@ -73,6 +73,24 @@ ASSET_FIELDS = {
     "refresh_restricted",
     "enabled",
     "timeout",
+    # Bruin defines these too (pkg/pipeline/yaml.go, taskDefinition); they change nothing on DuckDB here.
+    "retries",
+    "tier",
+    "metadata",
+    "notifications",
+    "unit_tests",
+    "routing",
+    "run",
+    "connections",
+    "snowflake",
+    "athena",
+    "bigquery",
+    "doris",
+    "starrocks",
+}
+# Fields Bruin acts on when it runs an asset that we do not: accepted with a warning saying what differs.
+NOT_USED_HERE = {
+    "retries": "an asset is not retried on its own here; a backfill retries whole partitions (--retries)",
 }
 MATERIALIZATION_FIELDS = {
     "type",
@@ -211,7 +229,10 @@ def _build_asset(
 ) -> Asset:
     for key in data:
         if key not in ASSET_FIELDS:
-            problems.add(path, line_of(data, key), f"unknown field {key!r}")
+            problems.warn(path, line_of(data, key), f"unknown field {key!r} (ignored)")
+    for key, why in NOT_USED_HERE.items():
+        if key in data:
+            problems.warn(path, line_of(data, key), f"{key}: {why} (ignored)")
     default_type = "python" if path.suffix == ".py" else "duckdb.sql"
     asset_type = data.get("type", default_type)
     if asset_type not in SUPPORTED_TYPES:
@@ -405,7 +426,7 @@ def _materialization(data: dict[str, Any], path: Path, problems: Problems) -> Ma
         return Materialization(None, None, None, None)
     for key in raw:
         if key not in MATERIALIZATION_FIELDS:
-            problems.add(path, line_of(raw, key), f"unknown field 'materialization.{key}'")
+            problems.warn(path, line_of(raw, key), f"unknown field 'materialization.{key}' (ignored)")
     kind = raw.get("type")
     if kind not in ("table", "view", None):
         problems.add(path, line_of(raw, "type"), f"materialization type {kind!r} must be table or view")

@@ -36,9 +36,18 @@ COLUMN_FIELDS = {
     "merge_sql",
     "extends",
     "foreign_key",
+    # Bruin defines these too (pkg/pipeline/yaml.go, column); they change nothing on DuckDB here.
+    "source_column",
+    "mask",
+    "default",
+    "precision",
+    "scale",
+    "length",
+    "collation",
+    "upstreams",
 }
-CHECK_FIELDS = {"name", "value", "blocking", "description", "notifications"}
-CUSTOM_CHECK_FIELDS = {"name", "query", "value", "blocking", "description", "count", "notifications"}
+CHECK_FIELDS = {"name", "value", "blocking", "description", "notifications", "retries"}
+CUSTOM_CHECK_FIELDS = {"name", "query", "value", "blocking", "description", "count", "notifications", "retries"}
 
 
 @dataclass(frozen=True)
@@ -85,7 +94,7 @@ def parse_columns(data: dict[str, Any], path: Path, problems: Problems) -> tuple
             continue
         for key in entry:
             if key not in COLUMN_FIELDS:
-                problems.add(path, line_of(entry, key), f"unknown field {key!r} in column {entry['name']!r}")
+                problems.warn(path, line_of(entry, key), f"unknown field {key!r} in column {entry['name']!r} (ignored)")
         checks = []
         for check in entry.get("checks") or []:
             check_line = line_of(check) or line_of(entry, "checks")
@@ -94,7 +103,9 @@ def parse_columns(data: dict[str, Any], path: Path, problems: Problems) -> tuple
                 continue
             for key in check:
                 if key not in CHECK_FIELDS:
-                    problems.add(path, line_of(check, key), f"unknown field {key!r} in check {check['name']!r}")
+                    problems.warn(
+                        path, line_of(check, key), f"unknown field {key!r} in check {check['name']!r} (ignored)"
+                    )
             if check["name"] not in COLUMN_CHECKS:
                 problems.add(
                     path, check_line, f"unknown check {check['name']!r} (supported: {', '.join(COLUMN_CHECKS)})"
@@ -157,7 +168,9 @@ def parse_custom_checks(data: dict[str, Any], path: Path, problems: Problems) ->
             continue
         for key in entry:
             if key not in CUSTOM_CHECK_FIELDS:
-                problems.add(path, line_of(entry, key), f"unknown field {key!r} in custom check {entry['name']!r}")
+                problems.warn(
+                    path, line_of(entry, key), f"unknown field {key!r} in custom check {entry['name']!r} (ignored)"
+                )
         count = entry.get("count")
         if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
             problems.add(

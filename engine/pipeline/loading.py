@@ -11,6 +11,7 @@ from typing import Any
 from engine.base.errors import BadInput
 from engine.pipeline.assets import (
     ASSET_DIRECTORIES,
+    NOT_USED_HERE,
     Asset,
     check_start_date,
     is_asset_file,
@@ -45,6 +46,12 @@ PIPELINE_FIELDS = {
     "agent",
     "variants",
     "max_active_steps",
+    # Bruin defines these too (pkg/pipeline/pipeline.go, Pipeline); they change nothing here.
+    "id",
+    "commit",
+    "snapshot",
+    "macros",
+    "fixtures",
 }
 # What `default:` may hold; type, parameters, routing and rerun_cooldown are accepted and ignored (docs/pipelines.md).
 DEFAULT_FIELDS = {
@@ -58,7 +65,15 @@ DEFAULT_FIELDS = {
     "rerun_cooldown",
 }
 VARIANT_NAME = re.compile(r"[A-Za-z0-9_-]+", re.ASCII)
-VARIABLE_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "array": list, "object": dict}
+VARIABLE_TYPES = {
+    "string": str,
+    "integer": int,
+    "number": (int, float),
+    "boolean": bool,
+    "array": list,
+    "object": dict,
+    "null": type(None),
+}
 
 
 @dataclass
@@ -253,7 +268,9 @@ def load_pipeline(directory: Path) -> Pipeline:
         data.lines, data.line = {}, 1
     for key in data:
         if key not in PIPELINE_FIELDS:
-            problems.add(path, line_of(data, key), f"unknown field {key!r}")
+            problems.warn(path, line_of(data, key), f"unknown field {key!r} (ignored)")
+    if "retries" in data:
+        problems.warn(path, line_of(data, "retries"), f"retries: {NOT_USED_HERE['retries']} (ignored)")
     connections = data.get("default_connections") or {}
     if not isinstance(connections, dict):
         problems.add(path, line_of(data, "default_connections"), "default_connections must map a platform to a name")

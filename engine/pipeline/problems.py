@@ -26,5 +26,5 @@ class Problems:
         if self.items:
             count = len(self.items)
             plural = "problem" if count == 1 else "problems"
-            listing = "\n".join(f"  {item}" for item in self.items)
+            listing = "\n".join([*(f"  {item}" for item in self.items), *(f"  warning: {w}" for w in self.warnings)])
             raise BadInput(f"{count} {plural} in {what} (nothing was run):\n{listing}")

@@ -187,3 +187,57 @@ def test_assets_are_found_where_and_as_bruin_finds_them(tmp_path):
     assert any(
         "helper.sql:1: mentions @bruin but has no @bruin header Bruin reads: not an asset" in w for w in warnings
     )
+
+
+def test_fields_bruin_accepts_are_never_refused(tmp_path, home):
+    """docs/assets/definition-schema.md, docs/variables/custom.md and pkg/lint (unknown-asset-fields is a warning):
+    asset retries, tier, metadata, owner, column upstreams, a check's retries, a variable of type null and an
+    `environments:` block in pipeline.yml run; fields Bruin does not define and retries (which Bruin acts on
+    and we do not) are warnings, each shown once, listed by a backfill's dry run and its start, never a stop."""
+    repo = Repo(
+        tmp_path / "repo",
+        pipeline={
+            "name": "p",
+            "default_connections": {"duckdb": "db"},
+            "retries": 2,
+            "environments": {"prod": {"schedule": "daily"}},
+            "variables": {"maybe": {"type": "null", "default": None}},
+        },
+    )
+    repo.sql(
+        "s.t",
+        "SELECT 1 AS id, {{ var.maybe is none }} AS nothing",
+        materialization={"type": "table"},
+        retries=3,
+        tier=2,
+        metadata={"team": "data"},
+        owner="someone@example.com",
+        colour="red",
+        columns=[
+            {
+                "name": "id",
+                "type": "integer",
+                "upstreams": [{"table": "raw.x", "column": "id"}],
+                "checks": [{"name": "not_null", "retries": 1}],
+            }
+        ],
+    )
+    ran = repo.run_ok(*DAY)
+    assert repo.query("SELECT * FROM s.t") == [(1, True)]
+    warnings = [line for line in ran.stdout.splitlines() if line.startswith("warning: ")]
+    expected = [
+        "pipeline.yml:3: unknown field 'environments' (ignored)",
+        "pipeline.yml:7: retries: an asset is not retried on its own here",
+        "s.t.sql:11: unknown field 'colour' (ignored)",
+        "s.t.sql:6: retries: an asset is not retried on its own here",
+    ]
+    for text in expected:
+        assert sum(text in line for line in warnings) == 1, (text, warnings)
+    assert len(warnings) == len(expected), warnings
+    dry = run_backfill("p", *DAY, "--dry-run", cwd=repo.root, env=home)
+    assert dry.returncode == 0, dry.stderr
+    assert sum(line.startswith("  warning  ") for line in dry.stdout.splitlines()) == len(expected), dry.stdout
+    started = run_backfill("p", *DAY, "--reason", "r", "--no-progress", cwd=repo.root, env=home)
+    assert started.returncode == 0, started.stdout + started.stderr
+    for text in expected:
+        assert sum(text in line for line in started.stdout.splitlines()) == 1, (text, started.stdout)

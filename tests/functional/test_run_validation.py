@@ -16,7 +16,8 @@ def problems_of(repo: Repo) -> list[str]:
 
 
 def test_every_problem_is_listed_with_file_and_line(tmp_path):
-    """Unknown type, unknown field, missing dependency, duplicate name and a cycle are all reported together."""
+    """Unknown type, missing dependency, duplicate name and a cycle are all reported together, and an unknown
+    field among them as the warning Bruin's linter gives (never an error on its own)."""
     repo = Repo(tmp_path / "repo")
     a = repo.write("p/assets/a.sql", "/* @bruin\nname: s.a\ntype: snowflake.sql\n@bruin */\nselect 1\n")
     b = repo.write("p/assets/b.sql", "/* @bruin\nname: s.b\nmaterialisation:\n  type: table\n@bruin */\nselect 1\n")
@@ -25,12 +26,12 @@ def test_every_problem_is_listed_with_file_and_line(tmp_path):
     e = repo.write("p/assets/e.sql", "/* @bruin\nname: s.e\ndepends: [s.f]\n@bruin */\nselect 1\n")
     repo.write("p/assets/f.sql", "/* @bruin\nname: s.f\ndepends: [s.e]\n@bruin */\nselect 1\n")
     lines = problems_of(repo)
-    assert lines[0] == "backfill: error: 5 problems in pipeline 'p' (nothing was run):"
+    assert lines[0] == "backfill: error: 4 problems in pipeline 'p' (nothing was run):"
     assert (
         f"  {a}:3: unknown or unsupported asset type 'snowflake.sql' (supported: duckdb.sql, duckdb.seed, python)"
         in lines
     )
-    assert f"  {b}:3: unknown field 'materialisation'" in lines
+    assert f"  warning: {b}:3: unknown field 'materialisation' (ignored)" in lines
     assert f"  {c}:4: dependency 's.nowhere' is not an asset of this pipeline" in lines
     assert f"  {d}:1: duplicate asset name 's.c' (also defined in {c})" in lines
     assert f"  {e}:3: dependency cycle: s.e -> s.f -> s.e" in lines
@@ -76,7 +77,7 @@ def test_pipeline_and_connection_problems(tmp_path):
     pipeline = repo.write("p/pipeline.yml", "name: p\nschedul: daily\nvariables:\n  n:\n    type: integer\n")
     asset = repo.write("p/assets/a.sql", "/* @bruin\nname: s.a\nconnection: elsewhere\n@bruin */\nselect 1\n")
     lines = problems_of(repo)
-    assert f"  {pipeline}:2: unknown field 'schedul'" in lines
+    assert f"  warning: {pipeline}:2: unknown field 'schedul' (ignored)" in lines
     assert f"  {pipeline}:4: variable 'n' needs a default" in lines
     repo.write("p/pipeline.yml", "name: p\n")
     lines = problems_of(repo)
