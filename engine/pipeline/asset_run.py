@@ -23,6 +23,7 @@ import orjson
 
 from engine.dates.instants import local_day_start
 from engine.pipeline.asset_status import AssetStatus
+from engine.pipeline.asset_types import AssetKind
 from engine.pipeline.assets import Asset, enabled_value
 from engine.pipeline.duckdb_pool import DuckDBPool
 from engine.pipeline.interval_modifiers import apply_modifiers
@@ -226,7 +227,9 @@ class AssetRun:
 
     def _main(self, context: dict[str, Any], window: Window) -> None:
         asset = self.asset
-        if asset.kind == "python":
+        if asset.kind == AssetKind.NO_OP:
+            return  # duckdb.source, empty: Bruin runs nothing for them
+        if asset.kind == AssetKind.PYTHON:
             self._run_python(window, context)
             return
         db = self._database()

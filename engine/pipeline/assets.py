@@ -12,13 +12,12 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from engine.base.errors import BadInput
+from engine.pipeline.asset_types import BRUIN_TYPES, SUPPORTED_TYPES, AssetKind, kind_of
 from engine.pipeline.columns import Column, CustomCheck, parse_columns, parse_custom_checks
 from engine.pipeline.inline_header import inline_header
 from engine.pipeline.problems import Problems
 from engine.pipeline.yamlfile import Located, line_of, parse_yaml
 
-SQL_TYPES = ("duckdb.sql",)
-SEED_TYPES = ("duckdb.seed",)
 # Bruin's seed formats (pkg/ingestr/operator.go, seedFileSchemes): a file_type or an extension → the format read.
 SEED_FORMATS = {
     "csv": "csv",
@@ -29,8 +28,6 @@ SEED_FORMATS = {
     "ndjson": "jsonl",
     "avro": "avro",
 }
-PYTHON_TYPES = ("python",)
-SUPPORTED_TYPES = (*SQL_TYPES, *SEED_TYPES, *PYTHON_TYPES)
 STRATEGIES = (
     "create+replace",
     "append",
@@ -145,15 +142,14 @@ class Asset:
     start_date: str | None = None  # where a --full-refresh run's window starts (YYYY-MM-DD)
 
     @property
-    def kind(self) -> str:
-        if self.type in PYTHON_TYPES:
-            return "python"
-        if self.type in SEED_TYPES:
-            return "seed"
-        return "sql"
+    def kind(self) -> AssetKind:
+        return kind_of(self.type)
 
     @property
     def has_checks(self) -> bool:
+        """Whether a run checks it: Bruin runs no check of a no-op asset (``duckdb.source``, ``empty``)."""
+        if self.kind == AssetKind.NO_OP:
+            return False
         return bool(self.custom_checks) or any(column.checks for column in self.columns)
 
     @property
@@ -235,11 +231,12 @@ def _build_asset(
             problems.warn(path, line_of(data, key), f"{key}: {why} (ignored)")
     default_type = "python" if path.suffix == ".py" else "duckdb.sql"
     asset_type = data.get("type", default_type)
-    if asset_type not in SUPPORTED_TYPES:
+    if asset_type not in SUPPORTED_TYPES and asset_type not in BRUIN_TYPES:
         problems.add(
             path,
             line_of(data, "type"),
-            f"unknown or unsupported asset type {asset_type!r} (supported: {', '.join(SUPPORTED_TYPES)})",
+            f"unknown asset type {asset_type!r}: Bruin defines no such type (this runner runs "
+            f"{', '.join(SUPPORTED_TYPES)})",
         )
     name = data.get("name") or _default_name(relative)
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*", name):
@@ -254,6 +251,10 @@ def _build_asset(
         body=body,
         body_line=body_line,
     )
+    if asset.kind == AssetKind.ELSEWHERE:
+        # Another platform's asset: its header is Bruin's to judge, its body another engine's SQL. Only what
+        # places it in the graph is read; selecting it is refused at validation (check_pipeline).
+        problems = Problems()
     asset.connection = _optional_str(data, "connection", path, problems)
     asset.owner = _optional_str(data, "owner", path, problems)
     asset.description = _optional_str(data, "description", path, problems)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine.base.errors import BadInput, NothingToRun
+from engine.pipeline.asset_types import SUPPORTED_TYPES, AssetKind
 from engine.pipeline.config import Config, Environment
 from engine.pipeline.loading import PIPELINES, Pipeline
 from engine.pipeline.problems import Problems
@@ -58,6 +59,16 @@ def check_pipeline(target: Target, config: Config, environment: Environment, opt
     problems = Problems()
     for name in sorted(selected):
         asset = pipeline.assets[name]
+        if asset.kind == AssetKind.ELSEWHERE:
+            problems.add(
+                asset.path,
+                asset.line,
+                f"asset {name} is a {asset.type} asset, which this runner cannot run (it runs "
+                f"{', '.join(SUPPORTED_TYPES)}): leave it out with --exclude-tag, a selector or a single-asset target",
+            )
+            continue
+        if asset.type == "empty":
+            continue  # Bruin runs nothing for it, on no connection
         for key, _variable in asset.secrets:
             if environment.connection(key) is None:
                 problems.add(

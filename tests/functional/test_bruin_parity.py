@@ -241,3 +241,50 @@ def test_fields_bruin_accepts_are_never_refused(tmp_path, home):
     assert started.returncode == 0, started.stdout + started.stderr
     for text in expected:
         assert sum(text in line for line in started.stdout.splitlines()) == 1, (text, started.stdout)
+
+
+def test_a_pipeline_with_other_platforms_runs_its_duckdb_assets_when_they_are_left_out(tmp_path, home):
+    """docs/getting-started/concepts.md (a pipeline spans platforms) and pkg/executor/defaults.go: BigQuery and
+    ingestr assets in the pipeline do not stop its DuckDB assets from running when the selection leaves them
+    out (--exclude-tag, a single-asset target, a selector); selecting one is one error naming it; duckdb.source
+    runs nothing and checks nothing."""
+    repo = Repo(tmp_path / "repo")
+    repo.sql("s.events", "SELECT 1 AS id", materialization={"type": "table"})
+    repo.sql("s.totals", "SELECT count(*) AS n FROM s.events", materialization={"type": "table"}, depends=["s.events"])
+    repo.sql(
+        "bq.report",
+        "SELECT * FROM `project.dataset.table` QUALIFY ROW_NUMBER() OVER () = 1",
+        type="bq.sql",
+        tags=["cloud"],
+        materialization={"type": "table", "strategy": "bigquery_only"},
+        depends=["s.totals"],
+    )
+    repo.write(
+        "p/assets/ingest.asset.yml",
+        "name: raw.ingested\ntype: ingestr\ntags: [cloud]\nparameters:\n  source_connection: pg\n"
+        "  source_table: public.users\n",
+    )
+    repo.write(
+        "p/assets/existing.asset.yml",
+        "name: s.existing\ntype: duckdb.source\ncolumns:\n  - name: id\n    checks:\n      - name: not_null\n",
+    )
+    everything = repo.run(*DAY)
+    assert everything.returncode == 2, everything.stdout + everything.stderr
+    assert "asset bq.report is a bq.sql asset, which this runner cannot run" in everything.stderr
+    assert "asset raw.ingested is a ingestr asset, which this runner cannot run" in everything.stderr
+    assert not repo.database.exists()  # nothing ran
+    ran = repo.run_ok(*DAY, "--exclude-tag", "cloud")
+    assert repo.query("SELECT * FROM s.totals") == [(1,)]
+    [record] = repo.records()
+    statuses = {a["name"]: a["status"] for a in record["assets"]}
+    assert statuses == {"s.events": "succeeded", "s.totals": "succeeded", "s.existing": "succeeded"}, statuses
+    assert not next(a for a in record["assets"] if a["name"] == "s.existing")["checks"]  # no table, no check run
+    assert "warning" not in ran.stdout
+    single = run_backfill("run", str(repo.pipeline_dir / "assets" / "s.events.sql"), *DAY, cwd=repo.root, env=home)
+    assert single.returncode == 0, single.stdout + single.stderr
+    selected = repo.run(*DAY, "--selector", "bq.report")
+    assert selected.returncode == 2 and "asset bq.report is a bq.sql asset" in selected.stderr
+    backfill = run_backfill(
+        "p", *DAY, "--exclude-tag", "cloud", "--reason", "r", "--no-progress", cwd=repo.root, env=home
+    )
+    assert backfill.returncode == 0, backfill.stdout + backfill.stderr

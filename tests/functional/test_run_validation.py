@@ -28,8 +28,8 @@ def test_every_problem_is_listed_with_file_and_line(tmp_path):
     lines = problems_of(repo)
     assert lines[0] == "backfill: error: 4 problems in pipeline 'p' (nothing was run):"
     assert (
-        f"  {a}:3: unknown or unsupported asset type 'snowflake.sql' (supported: duckdb.sql, duckdb.seed, python)"
-        in lines
+        f"  {a}:3: unknown asset type 'snowflake.sql': Bruin defines no such type (this runner runs duckdb.sql, "
+        "duckdb.seed, python, duckdb.source, empty)" in lines
     )
     assert f"  warning: {b}:3: unknown field 'materialisation' (ignored)" in lines
     assert f"  {c}:4: dependency 's.nowhere' is not an asset of this pipeline" in lines
