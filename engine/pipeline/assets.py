@@ -14,6 +14,7 @@ from typing import Any
 from engine.base.errors import BadInput
 from engine.pipeline.asset_types import BRUIN_TYPES, SUPPORTED_TYPES, AssetKind, kind_of
 from engine.pipeline.columns import Column, CustomCheck, parse_columns, parse_custom_checks
+from engine.pipeline.defaults import with_defaults
 from engine.pipeline.inline_header import inline_header
 from engine.pipeline.problems import Problems
 from engine.pipeline.yamlfile import Located, line_of, parse_yaml
@@ -167,8 +168,11 @@ def is_asset_file(path: Path) -> bool:
     return path.name.endswith((".sql", ".py", *YAML_ASSET_SUFFIXES))
 
 
-def read_asset(path: Path, pipeline_dir: Path, problems: Problems) -> Asset | None:
-    """Parse one asset file; None when it is not an asset (a .sql/.py file without a @bruin header)."""
+def read_asset(
+    path: Path, pipeline_dir: Path, problems: Problems, defaults: dict[str, Any] | None = None
+) -> Asset | None:
+    """Parse one asset file, ``default:`` of pipeline.yml merged in; None when it is not an asset (a .sql/.py
+    file without a @bruin header)."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
@@ -189,6 +193,7 @@ def read_asset(path: Path, pipeline_dir: Path, problems: Problems) -> Asset | No
             data, body, skipped = inline
             for line, message in skipped:
                 problems.warn(path, line, message)
+            data = with_defaults(data, defaults or {}, python_file=path.suffix == ".py")
             return _build_asset(data, path, relative, data.line, body, 1, problems)
         header = match.group(2)
         header_line = match.group(1).count("\n") + 1
@@ -205,6 +210,7 @@ def read_asset(path: Path, pipeline_dir: Path, problems: Problems) -> Asset | No
     if not isinstance(data, dict):
         problems.add(path, header_line, "the @bruin header must be a YAML mapping")
         return None
+    data = with_defaults(data, defaults or {}, python_file=path.suffix == ".py")
     return _build_asset(data, path, relative, header_line, body, body_line, problems)
 
 
@@ -529,6 +535,10 @@ def parse_hooks(data: dict[str, Any], path: Path, problems: Problems) -> dict[st
         problems.add(path, line_of(data, "hooks"), "hooks must map pre/post to a list of {query: ...}")
         return {}
     for phase, entries in raw.items():
+        if phase == "applicable_type":  # default.hooks only: the asset types that inherit them
+            if not isinstance(entries, list) or not all(isinstance(t, str) for t in entries):
+                problems.add(path, line_of(raw, phase), "hooks.applicable_type must be a list of asset types")
+            continue
         if phase not in ("pre", "post") or not isinstance(entries, list):
             problems.add(path, line_of(raw, phase), "hooks must map pre/post to a list of {query: ...}")
             continue

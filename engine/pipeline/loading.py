@@ -21,6 +21,7 @@ from engine.pipeline.assets import (
     read_asset,
 )
 from engine.pipeline.datavault import datavault_roles
+from engine.pipeline.defaults import DEFAULT_FIELDS
 from engine.pipeline.problems import Problems
 from engine.pipeline.repository import pipeline_file
 from engine.pipeline.templating import syntax_problem
@@ -52,17 +53,6 @@ PIPELINE_FIELDS = {
     "snapshot",
     "macros",
     "fixtures",
-}
-# What `default:` may hold; type, parameters, routing and rerun_cooldown are accepted and ignored (docs/pipelines.md).
-DEFAULT_FIELDS = {
-    "interval_modifiers",
-    "timeout",
-    "secrets",
-    "hooks",
-    "type",
-    "parameters",
-    "routing",
-    "rerun_cooldown",
 }
 VARIANT_NAME = re.compile(r"[A-Za-z0-9_-]+", re.ASCII)
 VARIABLE_TYPES = {
@@ -297,7 +287,9 @@ def load_pipeline(directory: Path) -> Pipeline:
         default.lines, default.line = {}, line_of(data, "default")
     for key in default:
         if key not in DEFAULT_FIELDS:
-            problems.add(path, line_of(default, key), f"unknown field 'default.{key}'")
+            problems.warn(path, line_of(default, key), f"unknown field 'default.{key}' (ignored)")
+    if "retries" in default:
+        problems.warn(path, line_of(default, "retries"), f"default.retries: {NOT_USED_HERE['retries']} (ignored)")
     modifiers = default.get("interval_modifiers")
     start_date = check_start_date(data, path, problems, f"pipeline {str(data.get('name') or directory.name)!r}")
     raw_name = str(data.get("name") or directory.name)
@@ -322,13 +314,9 @@ def load_pipeline(directory: Path) -> Pipeline:
             pipeline.name = pipeline.with_variables(defaults).name
         except BadInput as error:
             problems.items.append(str(error))
-    default_secrets = parse_secrets(default, path, problems)
-    default_hooks = parse_hooks(default, path, problems)
-    _read_assets(pipeline, problems)
-    for asset in pipeline.assets.values():
-        # Defaults come first; pre and post hooks are inherited independently, as in Bruin.
-        asset.secrets = tuple(dict.fromkeys((*default_secrets, *asset.secrets)))
-        asset.hooks = {**default_hooks, **asset.hooks}
+    parse_secrets(default, path, problems)  # their shape is checked here, once; each asset gets them merged
+    parse_hooks(default, path, problems)
+    _read_assets(pipeline, problems, default)
     _check_graph(pipeline, problems)
     problems.raise_if_any(f"pipeline {pipeline.name!r}")
     pipeline.warnings = tuple(problems.warnings)
@@ -387,7 +375,7 @@ def _macros(directory: Path, problems: Problems) -> str:
     return "\n".join(texts)
 
 
-def _read_assets(pipeline: Pipeline, problems: Problems) -> None:
+def _read_assets(pipeline: Pipeline, problems: Problems, defaults: dict[str, Any]) -> None:
     """Every asset under ``tasks/`` and ``assets/``, as Bruin discovers them."""
     roots = [pipeline.directory / name for name in ASSET_DIRECTORIES if (pipeline.directory / name).is_dir()]
     candidates = [p for root in roots for p in sorted(root.rglob("*")) if p.is_file() and is_asset_file(p)]
@@ -400,7 +388,7 @@ def _read_assets(pipeline: Pipeline, problems: Problems) -> None:
             problems.add(path, 1, "R assets are not supported: the embedded runner runs DuckDB SQL, seeds and Python")
     first_seen: dict[str, Asset] = {}
     for path in candidates:
-        asset = read_asset(path, pipeline.directory, problems)
+        asset = read_asset(path, pipeline.directory, problems, defaults)
         if asset is None:
             continue
         if asset.name in first_seen:

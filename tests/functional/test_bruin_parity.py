@@ -288,3 +288,48 @@ def test_a_pipeline_with_other_platforms_runs_its_duckdb_assets_when_they_are_le
         "p", *DAY, "--exclude-tag", "cloud", "--reason", "r", "--no-progress", cwd=repo.root, env=home
     )
     assert backfill.returncode == 0, backfill.stdout + backfill.stderr
+
+
+def test_pipeline_defaults_reach_every_asset_as_bruin_merges_them(tmp_path):
+    """docs/pipelines/definition.md, "Default (pipeline-level defaults)", and SetupDefaultsFromPipeline: tags,
+    materialization (field by field), columns and their checks, custom checks and parameters from `default:`
+    reach every asset, the asset's own values winning; hooks reach SQL assets only (not a seed), and only the
+    types `applicable_type` lists."""
+    repo = Repo(
+        tmp_path / "repo",
+        pipeline={
+            "name": "p",
+            "default_connections": {"duckdb": "db"},
+            "default": {
+                "tags": ["nightly"],
+                "materialization": {"type": "table", "strategy": "append"},
+                "columns": [{"name": "id", "checks": [{"name": "not_null"}]}],
+                "custom_checks": [{"name": "some rows", "query": "SELECT count(*) > 0 FROM {{ this }}", "value": 1}],
+                "parameters": {"region": "eu"},
+                "hooks": {
+                    "applicable_type": ["duckdb.sql"],
+                    "post": [{"query": "INSERT INTO s.audit SELECT '{{ this }}'"}],
+                },
+                "refresh_restricted": True,
+            },
+        },
+    )
+    repo.execute("CREATE SCHEMA s", "CREATE TABLE s.audit (what VARCHAR)")
+    repo.sql("s.appended", "SELECT 1 AS id")
+    repo.sql("s.replaced", "SELECT 2 AS id", materialization={"strategy": "create+replace"}, tags=["own"])
+    repo.write("p/assets/codes.csv", "id\n3\n")
+    repo.write("p/assets/codes.asset.yml", "name: s.codes\ntype: duckdb.seed\nparameters:\n  path: codes.csv\n")
+    repo.run_ok(*DAY, "--tag", "nightly")
+    repo.run_ok(*DAY, "--tag", "nightly", "--full-refresh", "--reason", "r")  # refresh_restricted: appends again
+    assert repo.query("SELECT * FROM s.appended") == [(1,), (1,)]  # the default's strategy: append
+    assert repo.query("SELECT * FROM s.replaced") == [(2,)]  # its own strategy wins, the default's type fills in
+    assert repo.query("SELECT * FROM s.audit ORDER BY ALL") == [("s.appended",)] * 2 + [("s.replaced",)] * 2
+    record = repo.records()[-1]
+    checks = {a["name"]: sorted(c["name"] for c in a["checks"]) for a in record["assets"]}
+    assert checks["s.appended"] == ["not_null(id)", "some rows"], checks
+    assert checks["s.codes"] == ["not_null(id)", "some rows"], checks  # checks reach every asset; hooks do not
+    pipeline = yaml.safe_load((repo.pipeline_dir / "pipeline.yml").read_text())
+    pipeline["default"]["hooks"]["applicable_type"] = ["bq.sql"]
+    repo.write("p/pipeline.yml", yaml.safe_dump(pipeline))
+    repo.run_ok(*DAY, "--tag", "nightly")
+    assert repo.query("SELECT count(*) FROM s.audit") == [(4,)]  # no duckdb.sql asset inherits them now
