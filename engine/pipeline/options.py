@@ -20,6 +20,8 @@ import orjson
 from engine.base.errors import BadInput
 
 ONLY = ("main", "checks")
+# Bruin's --only also takes push-metadata (its metadata push, a Bruin Cloud feature: nothing here).
+ONLY_ACCEPTED = (*ONLY, "push-metadata")
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,7 @@ class Kind(Enum):
     FLAG = "flag"  # --downstream: present or not
     VALUE = "value"  # --only main: one text, or None
     VARIABLES = "variables"  # --var name=<json>, repeatable, overlaid on BRUIN_VARS
+    STEPS = "steps"  # --only main --only checks: repeatable, kept as the one step chosen, or None for both
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,6 +139,8 @@ class RunOption:
             return bool(given)
         if self.kind is Kind.VARIABLES:
             return parse_variables(list(given or ()), environ_vars)
+        if self.kind is Kind.STEPS:
+            return steps_of(list(given or ()))
         return self.check(given) if (given is not None and self.check is not None) else given
 
 
@@ -163,8 +168,8 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         help="with an asset target: its downstream too",
     ),
     RunOption(
-        attribute="only", flag="--only", kind=Kind.VALUE, label="only", record_key="only", selects=True,
-        choices=ONLY, help="run only the assets' main step or their checks",
+        attribute="only", flag="--only", kind=Kind.STEPS, label="only", record_key="only", selects=True,
+        choices=ONLY_ACCEPTED, help="run only the assets' main step or their checks (repeatable, as in Bruin)",
     ),
     RunOption(
         attribute="variables", flag="--var", kind=Kind.VARIABLES, label="variables", metavar="NAME=JSON",
@@ -179,6 +184,18 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         check=check_variant, help="run this variant of the pipeline (pipeline.yml variants:)",
     ),
 )  # fmt: skip
+
+
+def steps_of(given: list[str]) -> str | None:
+    """``--only`` as Bruin reads it (a list, each value adding a step): the one step chosen, or None when both
+    main and checks run (the default; how saved backfills keep it)."""
+    if "push-metadata" in given:
+        raise BadInput(
+            "--only push-metadata means nothing here: metadata push is a Bruin Cloud feature; use --only main "
+            "or --only checks"
+        )
+    chosen = set(given)
+    return None if not chosen or chosen >= set(ONLY) else chosen.pop()
 
 
 def run_options_of(args: Any, environ_vars: str | None, annotations: str | None) -> RunOptions:

@@ -5,7 +5,7 @@ Selector grammar (one ``--selector`` value; several values are a union)::
     expression := term (" " term)*         space = union
     term       := atom ("," atom)*         comma = intersection
     atom       := ["@"] [N] ["+"] method [ "+" [N] ]
-    method     := "tag:" GLOB | "path:" GLOB | "fqn:" NAME | NAME-GLOB
+    method     := "tag:" GLOB | "path:" GLOB | "file:" GLOB | "fqn:" NAME | NAME-GLOB
 
 ``+name`` adds every upstream asset (``2+name`` up to two levels), ``name+``
 every downstream one (``name+1`` one level), ``@name`` the downstream assets
@@ -24,7 +24,7 @@ from engine.pipeline.loading import Pipeline
 _ATOM = re.compile(
     r"^(?P<at>@)?(?:(?P<up_depth>\d+)?(?P<up>\+))?(?P<body>[^+]+?)(?:(?P<down>\+)(?P<down_depth>\d+)?)?$"
 )
-_SELECTOR_HELP = "use tag:GLOB, path:GLOB, fqn:NAME or a name, with +name, name+, 2+name+1 or @name"
+_SELECTOR_HELP = "use tag:GLOB, path:GLOB, file:GLOB, fqn:NAME or a name, with +name, name+, 2+name+1 or @name"
 
 
 def _walk(pipeline: Pipeline, start: Iterable[str], *, upstream: bool, depth: int | None) -> set[str]:
@@ -60,11 +60,20 @@ def _method(pipeline: Pipeline, body: str, expression: str) -> set[str]:
             or fnmatchcase(a.path.name, pattern)
             or a.relative_path.startswith((folder, f"assets/{folder}"))
         }
+    if body.startswith("file:"):
+        return {n for n, a in pipeline.assets.items() if _matches_file(a.path.name, body[5:])}
     if body.startswith("fqn:"):
         return {body[4:]} & set(pipeline.assets)
     if ":" in body:
         raise BadInput(f"--selector {expression!r}: unknown method {body.split(':')[0]!r}: {_SELECTOR_HELP}")
-    return {n for n in pipeline.assets if fnmatchcase(n, body)}
+    return {n for n, a in pipeline.assets.items() if fnmatchcase(n, body) or _matches_file(a.path.name, body)}
+
+
+def _matches_file(name: str, pattern: str) -> bool:
+    """Bruin's file: method (pkg/pipeline/selector.go): the file's name, or its stem with every extension
+    taken off (``orders.asset.yml`` → ``orders``), exactly or as a glob."""
+    stem = name.split(".", 1)[0] if not name.startswith(".") else name
+    return any(fnmatchcase(candidate, pattern) for candidate in {name, stem} if candidate)
 
 
 def _atom(pipeline: Pipeline, text: str, expression: str) -> set[str]:
@@ -110,12 +119,22 @@ def select_assets(
     selectors: Iterable[str],
     tags: Iterable[str],
     exclude_tags: Iterable[str],
+    warnings: list[str] | None = None,
 ) -> set[str]:
-    """The assets to run. An expression or filter that selects nothing is an error."""
+    """The assets to run. An expression or filter that selects nothing is an error; what Bruin only warns of
+    (an exclude tag no asset has) is added to ``warnings``."""
     selectors, tags, exclude_tags = list(selectors), list(tags), list(exclude_tags)
     if downstream and target_asset is None:
         raise BadInput("--downstream needs a single asset file as TARGET")
     if target_asset is not None:
+        # Bruin's HandleSingleTask (cmd/run.go): a tag filter means nothing for one asset; excluding by tag only
+        # with its downstream.
+        if tags:
+            raise BadInput("you cannot use the '--tag' flag when running a single asset")
+        if exclude_tags and not downstream:
+            raise BadInput(
+                "when running a single asset with '--exclude-tag', you must also use the '--downstream' flag"
+            )
         chosen = {target_asset}
         if downstream:
             chosen |= _walk(pipeline, chosen, upstream=False, depth=None)
@@ -131,6 +150,9 @@ def select_assets(
         if not tagged:
             raise BadInput(f"--tag {', '.join(tags)} matches no asset of pipeline {pipeline.name!r}")
         chosen &= tagged
+    for pattern in exclude_tags:
+        if warnings is not None and not any(fnmatchcase(t, pattern) for a in pipeline.assets.values() for t in a.tags):
+            warnings.append(f"no assets found with exclude tag {pattern!r}; continuing without excluding any assets")
     if exclude_tags:
         chosen = {
             n for n in chosen if not any(fnmatchcase(t, p) for t in pipeline.assets[n].tags for p in exclude_tags)

@@ -48,6 +48,7 @@ def check_pipeline(target: Target, config: Config, environment: Environment, opt
         target_asset = next((n for n, a in pipeline.assets.items() if a.path == target.path), None)
         if target_asset is None:
             raise BadInput(f"{target.path} is not an asset (no @bruin header)")
+    selection_warnings: list[str] = []
     selected = select_assets(
         pipeline,
         target_asset=target_asset,
@@ -55,6 +56,7 @@ def check_pipeline(target: Target, config: Config, environment: Environment, opt
         selectors=options.selector,
         tags=options.tags,
         exclude_tags=options.exclude_tags,
+        warnings=selection_warnings,
     )
     problems = Problems()
     for name in sorted(selected):
@@ -112,9 +114,8 @@ def check_pipeline(target: Target, config: Config, environment: Environment, opt
         pipeline.default_interval_modifiers or any(pipeline.assets[n].interval_modifiers for n in selected)
     ):
         notes.append("interval modifiers are ignored (pass --apply-interval-modifiers to apply them)")
-    return CheckedPipeline(
-        pipeline, resolved, selected, notes, (*config.warnings, *environment.warnings, *pipeline.warnings)
-    )
+    warnings = (*config.warnings, *environment.warnings, *pipeline.warnings, *selection_warnings)
+    return CheckedPipeline(pipeline, resolved, selected, notes, warnings)
 
 
 def check_asset_flag(pipeline: Pipeline, name: str) -> None:

@@ -333,3 +333,43 @@ def test_pipeline_defaults_reach_every_asset_as_bruin_merges_them(tmp_path):
     repo.write("p/pipeline.yml", yaml.safe_dump(pipeline))
     repo.run_ok(*DAY, "--tag", "nightly")
     assert repo.query("SELECT count(*) FROM s.audit") == [(4,)]  # no duckdb.sql asset inherits them now
+
+
+def test_selection_as_bruin_reads_it(tmp_path):
+    """docs/commands/run.md and cmd/run.go: the file: selector method (a file's name or its stem, globs too);
+    --only repeatable (`--only main --only checks` runs both; push-metadata is one line); --exclude-tag on a
+    single asset needs --downstream and --tag means nothing there (Bruin's messages); an exclude tag no asset
+    has is a warning, not silence."""
+    repo = Repo(tmp_path / "repo")
+    repo.sql(
+        "s.orders",
+        "SELECT 1 AS id",
+        materialization={"type": "table"},
+        columns=[{"name": "id", "checks": [{"name": "not_null"}]}],
+    )
+    repo.sql("s.users", "SELECT 2 AS id", materialization={"type": "table"}, tags=["pii"], depends=["s.orders"])
+    repo.run_ok(*DAY, "--selector", "file:s.orders.sql")
+    repo.run_ok(*DAY, "--selector", "file:s.ord*")
+    assert [sorted(a["name"] for a in r["assets"]) for r in repo.records()] == [["s.orders"], ["s.orders"]]
+    both = repo.run_ok(*DAY, "--selector", "s.orders", "--only", "main", "--only", "checks")
+    [orders] = repo.records()[-1]["assets"]
+    assert orders["rows_written"] == 1 and [c["name"] for c in orders["checks"]] == ["not_null(id)"], both.stdout
+    checks_only = repo.run_ok(*DAY, "--selector", "s.orders", "--only", "checks")
+    [orders] = repo.records()[-1]["assets"]
+    assert orders["rows_written"] is None and orders["checks"], checks_only.stdout
+    pushed = repo.run(*DAY, "--only", "push-metadata")
+    assert pushed.returncode == 2 and "--only push-metadata means nothing here" in pushed.stderr
+    single = str(repo.pipeline_dir / "assets" / "s.orders.sql")
+    refused = repo.run(*DAY, "--exclude-tag", "pii", target=single)
+    assert refused.returncode == 2
+    assert "when running a single asset with '--exclude-tag', you must also use the '--downstream' flag" in (
+        refused.stderr
+    )
+    tagged = repo.run(*DAY, "--tag", "pii", target=single)
+    assert tagged.returncode == 2 and "you cannot use the '--tag' flag when running a single asset" in tagged.stderr
+    downstream = repo.run_ok(*DAY, "--downstream", "--exclude-tag", "pii", target=single)
+    assert [a["name"] for a in repo.records()[-1]["assets"]] == ["s.orders"], downstream.stdout
+    missing = repo.run_ok(*DAY, "--exclude-tag", "nosuchtag")
+    assert "warning: no assets found with exclude tag 'nosuchtag'; continuing without excluding any assets" in (
+        missing.stdout
+    )

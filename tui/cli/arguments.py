@@ -144,7 +144,7 @@ def _run_option_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config-file", help="path of .bruin.yml (default: BRUIN_CONFIG_FILE or discovered)")
     for option in RUN_OPTIONS:
         extra: dict = {"help": option.help}
-        if option.kind in (Kind.REPEATED, Kind.VARIABLES):
+        if option.kind in (Kind.REPEATED, Kind.VARIABLES, Kind.STEPS):
             extra.update(action="append", default=[])
         elif option.kind is Kind.FLAG:
             extra.update(action="store_true")
