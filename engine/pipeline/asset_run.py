@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime
 from typing import Any
 
 import orjson
@@ -30,7 +30,7 @@ from engine.pipeline.interval_modifiers import apply_modifiers
 from engine.pipeline.materialization import Database, RunStopped, materialize, quote_name, window_predicate
 from engine.pipeline.quality_checks import QualityCheckResult, run_checks
 from engine.pipeline.schema_prefix import existing_tables, rewrite_references
-from engine.pipeline.seeds import load_seed
+from engine.pipeline.seeds import load_seed, seed_source
 from engine.pipeline.templating import TemplateProblem, Window, render
 
 SUCCEEDED, FAILED, UPSTREAM_FAILED, SKIPPED = AssetStatus
@@ -76,6 +76,10 @@ class RunSettings:
     schema_prefix: str | None = None
     start_date: str | None = None  # the pipeline's start_date
     fence_window: bool = False  # a backfill's partition: its table outside the window must not change
+    executed: datetime | None = None  # when the run started (Bruin's execution_date), UTC
+    commit_hash: str = ""  # the repository's current commit, as Bruin's commit_hash
+    variables_schema: dict[str, Any] = field(default_factory=dict)  # BRUIN_VARS_SCHEMA: declarations, no defaults
+    connection_types: dict[str, str] = field(default_factory=dict)  # connection name → its type
 
 
 class AssetRun:
@@ -175,7 +179,14 @@ class AssetRun:
         from engine.pipeline.templating import base_context, with_macros
 
         context = base_context(
-            s.window, run_id=s.run_id, pipeline=s.pipeline, variables=s.variables, full_refresh=s.full_refresh
+            s.window,
+            run_id=s.run_id,
+            pipeline=s.pipeline,
+            variables=s.variables,
+            full_refresh=s.full_refresh,
+            executed=s.executed,
+            commit_hash=s.commit_hash,
+            schema_prefix=s.schema_prefix or "",
         )
         context["this"] = self.asset.name
         context["full_refresh"] = self._refreshing()
@@ -235,7 +246,7 @@ class AssetRun:
         db = self._database()
         try:
             if asset.kind == "seed":
-                self.result.rows = load_seed(db, asset)
+                self.result.rows = load_seed(db, asset, seed_source(asset, context))
                 return
             pre = [self._rewrite(db, render(hook, context)) for hook in asset.hooks.get("pre", [])]
             post = [self._rewrite(db, render(hook, context)) for hook in asset.hooks.get("post", [])]
@@ -266,15 +277,27 @@ class AssetRun:
             "BRUIN_END_DATETIME": variables["end_datetime"],
             "BRUIN_START_TIMESTAMP": variables["start_timestamp"],
             "BRUIN_END_TIMESTAMP": variables["end_timestamp"],
+            "BRUIN_EXECUTION_DATE": context["execution_date"],
+            "BRUIN_EXECUTION_DATETIME": context["execution_datetime"],
+            "BRUIN_EXECUTION_TIMESTAMP": context["execution_timestamp"],
             "BRUIN_RUN_ID": s.run_id,
             "BRUIN_PIPELINE": s.pipeline,
             "BRUIN_THIS": self.asset.name,
+            "BRUIN_ASSET": self.asset.name,
             "BRUIN_VARS": orjson.dumps(s.variables).decode(),
+            "BRUIN_VARS_SCHEMA": orjson.dumps(s.variables_schema).decode(),
             "BRUIN_FULL_REFRESH": "1" if self._refreshing() else "",
+            "BRUIN_COMMIT_HASH": s.commit_hash,
+            "BRUIN_SCHEMA_PREFIX": s.schema_prefix or "",
             "PYTHONUNBUFFERED": "1",
         }
+        types = {}
         for key, variable in self.asset.secrets:
             environment[variable] = s.secret_of(key)
+            if s.connection_types.get(key):
+                types[variable] = s.connection_types[key]
+        if types:  # Bruin's BRUIN_CONNECTION_TYPES: each injected name → its connection's type
+            environment["BRUIN_CONNECTION_TYPES"] = orjson.dumps(types).decode()
         connection = s.connection_of(self.asset)
         if connection is not None:
             environment["BRUIN_CONNECTION"] = connection

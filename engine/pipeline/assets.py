@@ -133,6 +133,7 @@ class Asset:
     body_line: int = 1
     seed_path: Path | None = None  # a seed's local file
     seed_url: str | None = None  # or its http(s) URL
+    seed_template: str | None = None  # or a path that is a template ("{{ var.region }}.csv"), rendered per run
     seed_format: str = "csv"  # one of SEED_FORMATS' values
     seed_types: bool = True  # parameters.enforce_schema: declared column types are applied
     enabled: Any = True  # a boolean, or a template rendered per run ("{{ var.with_snapshot }}")
@@ -579,6 +580,9 @@ def _read_seed_parameters(asset: Asset, data: Any, path: Path, problems: Problem
     if not isinstance(enforce, bool) and str(enforce).lower() not in ("true", "false"):
         problems.add(path, line_of(parameters, "enforce_schema"), "parameters.enforce_schema must be true or false")
     asset.seed_types = enforce is True or str(enforce).lower() == "true"
+    if "{{" in seed or "{%" in seed:  # Bruin renders parameters as templates: found (or not) when it runs
+        asset.seed_template = seed
+        return
     if seed.lower().startswith(("http://", "https://")):
         asset.seed_url = seed
         return

@@ -9,7 +9,7 @@ from pathlib import Path
 from engine.base.errors import BadInput
 
 PIPELINE_FILES = ("pipeline.yml", "pipeline.yaml")
-ASSET_SUFFIXES = (".sql", ".py", ".asset.yml", ".asset.yaml")
+ASSET_SUFFIXES = (".sql", ".py", ".asset.yml", ".asset.yaml", ".task.yml", ".task.yaml")
 
 
 def repository_root(path: Path) -> Path | None:
@@ -19,6 +19,28 @@ def repository_root(path: Path) -> Path | None:
         if (candidate / ".git").exists():
             return candidate
     return None
+
+
+def current_commit(repository: Path | None) -> str:
+    """The commit checked out in ``repository`` (Bruin's ``commit_hash``), read from ``.git`` without running
+    git; "" when there is none (no repository, no commit yet, a worktree file)."""
+    if repository is None:
+        return ""
+    git = repository / ".git"
+    try:
+        head = (git / "HEAD").read_text().strip()
+        if not head.startswith("ref: "):
+            return head if len(head) in (40, 64) else ""
+        ref = head[5:].strip()
+        if (git / ref).is_file():
+            return (git / ref).read_text().strip()
+        for line in (git / "packed-refs").read_text().splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[1] == ref:
+                return parts[0]
+    except (OSError, UnicodeDecodeError):
+        return ""
+    return ""
 
 
 def pipeline_file(directory: Path) -> Path | None:

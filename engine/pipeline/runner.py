@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from engine.base.errors import BadInput
@@ -19,7 +19,7 @@ from engine.pipeline.asset_run import DONE, AssetResult, AssetRun, RunSettings
 from engine.pipeline.asset_scheduler import AssetScheduler
 from engine.pipeline.config import find_config_file, load_config
 from engine.pipeline.duckdb_pool import DatabaseLocked, DuckDBPool
-from engine.pipeline.repository import resolve_target
+from engine.pipeline.repository import current_commit, resolve_target
 from engine.pipeline.run_record import write_run_record
 from engine.pipeline.run_types import PreparedRun, RunRequest, RunResult
 from engine.pipeline.templating import Window, today_in
@@ -138,6 +138,12 @@ def execute_run(prepared: PreparedRun, emit) -> RunResult:
             schema_prefix=pipeline.schema_prefix,
             start_date=pipeline.start_date,
             fence_window=request.backfill_id is not None,
+            executed=datetime.fromtimestamp(started, UTC),
+            commit_hash=current_commit(prepared.target.repository),
+            variables_schema={
+                name: {k: v for k, v in schema.items() if k != "default"} for name, schema in pipeline.variables.items()
+            },
+            connection_types={c.name: c.kind for c in prepared.environment.connections},
         )
         order: list[AssetResult] = []
 

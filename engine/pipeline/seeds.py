@@ -53,11 +53,30 @@ def missing_extension(asset: Asset) -> str | None:
     return None
 
 
-def load_seed(db: Database, asset: Asset) -> int:
-    """Replace the seed's table with the file's rows; the number of rows."""
+def seed_source(asset: Asset, context: dict[str, Any]) -> str:
+    """What the seed reads this run: its URL or file, a templated path rendered with the run's variables
+    (a bad template or a rendered path that is not a file fails the asset, naming both)."""
+    if asset.seed_template is None:
+        return asset.seed_url or str(asset.seed_path)
+    from engine.pipeline.templating import TemplateProblem, render
+
+    try:
+        rendered = render(asset.seed_template, context).strip()
+    except TemplateProblem as error:
+        raise ValueError(f"parameters.path {asset.seed_template!r}: {error}") from None
+    if rendered.lower().startswith(("http://", "https://")):
+        return rendered
+    path = (asset.path.parent / rendered).resolve()
+    if not path.is_file():
+        raise ValueError(f"seed file {rendered!r} (parameters.path {asset.seed_template!r}) does not exist")
+    return str(path)
+
+
+def load_seed(db: Database, asset: Asset, source: str | None = None) -> int:
+    """Replace the seed's table with the file's rows (``source``: as ``seed_source`` found it); the rows."""
     target = quote_name(asset.name)
     declared = {c.name: c.type for c in asset.columns if c.type} if asset.seed_types else {}
-    source = asset.seed_url or str(asset.seed_path)
+    source = source or asset.seed_url or str(asset.seed_path)
     ensure_schema(db, asset.name)
 
     def work() -> int:

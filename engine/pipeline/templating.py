@@ -9,13 +9,14 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, tzinfo
+from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import Any
 
 import jinja2
 
 from engine.dates.formatting import InstantFormatter
 from engine.dates.instants import to_datetime
+from engine.pipeline.sql_helpers import BRUIN_HELPERS
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,9 @@ class Window:
         start, end = to_datetime(self.start, self.zone), to_datetime(self.end, self.zone)
         return {
             "start_date": start.date().isoformat(),
+            "start_date_nodash": start.strftime("%Y%m%d"),
             "end_date": end.date().isoformat(),
+            "end_date_nodash": end.strftime("%Y%m%d"),
             "start_datetime": start.strftime("%Y-%m-%dT%H:%M:%S"),
             "end_datetime": end.strftime("%Y-%m-%dT%H:%M:%S"),
             "start_timestamp": formatter.format(self.start, "always"),
@@ -51,11 +54,14 @@ def _parse_any(value: Any) -> tuple[datetime, str]:
 
 
 def _render_shape(moment: datetime, shape: str, original: str) -> str:
+    """``moment`` in the shape (and separator, and fraction) the input had, as Bruin's filters keep it."""
     if shape == "date":
         return moment.date().isoformat()
+    separator = " " if len(original) > 10 and original[10] == " " else "T"
     if shape == "datetime":
-        return moment.strftime("%Y-%m-%dT%H:%M:%S") + (f".{moment.microsecond:06d}" if "." in original else "")
-    text = moment.isoformat(timespec="microseconds")
+        fraction = f".{moment.microsecond:06d}" if "." in original else ""
+        return moment.strftime(f"%Y-%m-%d{separator}%H:%M:%S") + fraction
+    text = moment.isoformat(sep=separator, timespec="microseconds" if "." in original else "seconds")
     return text[:-6] + "Z" if original.endswith("Z") and text.endswith("+00:00") else text
 
 
@@ -65,6 +71,34 @@ def _shifter(**unit: int):
         return _render_shape(moment + timedelta(**{k: v * amount for k, v in unit.items()}), shape, str(value))
 
     return shift
+
+
+def _calendar_shift(months_per_unit: int):
+    """add_months / add_years as Go's ``AddDate``: the day is kept and overflows into the next month
+    (January 31 plus a month is March 2 or 3; February 29 plus a year is March 1)."""
+
+    def shift(value: Any, amount: int) -> str:
+        moment, shape = _parse_any(value)
+        months = moment.year * 12 + (moment.month - 1) + months_per_unit * int(amount)
+        first = moment.replace(year=months // 12, month=months % 12 + 1, day=1)
+        return _render_shape(first + timedelta(days=moment.day - 1), shape, str(value))
+
+    return shift
+
+
+def _truncator(unit: str):
+    """truncate_year/month/day/hour: the start of that unit, in the input's shape."""
+
+    def truncate(value: Any) -> str:
+        moment, shape = _parse_any(value)
+        keep = {"year": ("month", "day"), "month": ("day",), "day": (), "hour": ()}[unit]
+        start = moment.replace(minute=0, second=0, microsecond=0)
+        if unit != "hour":
+            start = start.replace(hour=0)
+        start = start.replace(**{field: 1 for field in keep})
+        return _render_shape(start, shape, str(value))
+
+    return truncate
 
 
 def _date_format(value: Any, pattern: str) -> str:
@@ -81,6 +115,12 @@ def _environment() -> jinja2.Environment:
         add_minutes=_shifter(minutes=1),
         add_seconds=_shifter(seconds=1),
         add_milliseconds=_shifter(milliseconds=1),
+        add_months=_calendar_shift(1),
+        add_years=_calendar_shift(12),
+        truncate_year=_truncator("year"),
+        truncate_month=_truncator("month"),
+        truncate_day=_truncator("day"),
+        truncate_hour=_truncator("hour"),
         date_format=_date_format,
     )
     return environment
@@ -134,16 +174,39 @@ def with_macros(macros: str, context: dict[str, Any]) -> dict[str, Any]:
     return {**context, **exported}
 
 
+def execution_variables(moment: datetime) -> dict[str, str]:
+    """Bruin's ``execution_*`` variables: when the run started, in UTC (its ``time.Now().UTC()``)."""
+    moment = moment.astimezone(UTC)
+    return {
+        "execution_date": moment.date().isoformat(),
+        "execution_date_nodash": moment.strftime("%Y%m%d"),
+        "execution_datetime": moment.strftime("%Y-%m-%dT%H:%M:%S"),
+        "execution_timestamp": moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+    }
+
+
 def base_context(
-    window: Window, *, run_id: str, pipeline: str, variables: dict[str, Any], full_refresh: bool
+    window: Window,
+    *,
+    run_id: str,
+    pipeline: str,
+    variables: dict[str, Any],
+    full_refresh: bool,
+    executed: datetime | None = None,
+    commit_hash: str = "",
+    schema_prefix: str = "",
 ) -> dict[str, Any]:
-    """Everything a template may use except ``this`` (added per asset)."""
+    """Everything a template may use except ``this`` (added per asset): Bruin's built-in variables."""
     return {
         **window.variables(),
+        **execution_variables(executed or datetime.now(UTC)),
         "run_id": run_id,
         "pipeline": pipeline,
         "var": variables,
         "full_refresh": full_refresh,
+        "commit_hash": commit_hash,
+        "schema_prefix": schema_prefix,
+        "bruin": BRUIN_HELPERS,
     }
 
 

@@ -373,3 +373,67 @@ def test_selection_as_bruin_reads_it(tmp_path):
     assert "warning: no assets found with exclude tag 'nosuchtag'; continuing without excluding any assets" in (
         missing.stdout
     )
+
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def test_bruin_template_variables_filters_and_python_environment(tmp_path):
+    """docs/variables/built-in.md and docs/assets/templating/filters.md: every built-in variable (the _nodash
+    forms, execution_*, commit_hash, schema_prefix, pipeline, this), the date filters (add_months and add_years
+    as Go's AddDate, truncate_*), a seed path rendered as a template, and a Python asset's BRUIN_* environment
+    (BRUIN_ASSET, BRUIN_EXECUTION_*, BRUIN_COMMIT_HASH, BRUIN_SCHEMA_PREFIX, BRUIN_VARS_SCHEMA,
+    BRUIN_CONNECTION_TYPES)."""
+    repo = Repo(
+        tmp_path / "repo",
+        pipeline={
+            "name": "p",
+            "default_connections": {"duckdb": "db"},
+            "variables": {"region": {"type": "string", "default": "us", "enum": ["us", "eu"]}},
+        },
+    )
+    repo.write(".git/HEAD", "ref: refs/heads/main\n")
+    repo.write(".git/refs/heads/main", COMMIT + "\n")
+    repo.sql(
+        "s.vars",
+        "SELECT '{{ start_date_nodash }}' AS s, '{{ end_date_nodash }}' AS e, '{{ execution_date }}' AS x, "
+        "'{{ execution_date_nodash }}' AS xn, '{{ execution_timestamp }}' AS xt, '{{ commit_hash }}' AS c, "
+        "'{{ schema_prefix }}' AS sp, '{{ pipeline }}' AS p, '{{ this }}' AS t, "
+        "'{{ '2024-01-31' | add_months(1) }}' AS m, '{{ '2024-02-29' | add_years(1) }}' AS y, "
+        "'{{ '2024-03-20 15:30:45' | truncate_month }}' AS tm, '{{ start_datetime | truncate_hour }}' AS th",
+        materialization={"type": "table"},
+    )
+    repo.write("p/assets/eu.csv", "code\n7\n")
+    repo.write(
+        "p/assets/codes.asset.yml",
+        'name: s.codes\ntype: duckdb.seed\nparameters:\n  path: "{{ var.region }}.csv"\n',
+    )
+    repo.python(
+        "s.env",
+        "import duckdb, json, os\n"
+        "keys = ['BRUIN_ASSET', 'BRUIN_EXECUTION_DATE', 'BRUIN_COMMIT_HASH', 'BRUIN_SCHEMA_PREFIX',\n"
+        "        'BRUIN_VARS_SCHEMA', 'BRUIN_CONNECTION_TYPES']\n"
+        "with duckdb.connect(os.environ['BRUIN_DUCKDB_PATH']) as db:\n"
+        "    db.execute('CREATE OR REPLACE TABLE s.env (k VARCHAR, v VARCHAR)')\n"
+        "    db.executemany('INSERT INTO s.env VALUES (?, ?)', [(k, os.environ.get(k)) for k in keys])\n",
+        connection="db",
+        secrets=[{"key": "db", "inject_as": "WAREHOUSE"}],
+        depends=["s.vars"],
+    )
+    repo.run_ok("--start-date", "2024-03-05", "--end-date", "2024-03-06", "--var", 'region="eu"')
+    [record] = repo.records()
+    executed = record["started_at"][:10]
+    [row] = repo.query("SELECT * FROM s.vars")
+    assert row[:2] == ("20240305", "20240306")
+    assert row[2] == executed and row[3] == executed.replace("-", "") and row[4].endswith("Z")
+    assert row[5:9] == (COMMIT, "", "p", "s.vars")
+    assert row[9:] == ("2024-03-02", "2025-03-01", "2024-03-01 00:00:00", "2024-03-05T00:00:00")
+    assert repo.query("SELECT * FROM s.codes") == [(7,)]
+    env = dict(repo.query("SELECT * FROM s.env"))
+    assert env["BRUIN_ASSET"] == "s.env" and env["BRUIN_EXECUTION_DATE"] == executed
+    assert env["BRUIN_COMMIT_HASH"] == COMMIT and env["BRUIN_SCHEMA_PREFIX"] == ""
+    assert json.loads(env["BRUIN_VARS_SCHEMA"]) == {"region": {"type": "string", "enum": ["us", "eu"]}}
+    assert json.loads(env["BRUIN_CONNECTION_TYPES"]) == {"WAREHOUSE": "duckdb"}
+    missing = repo.run("--start-date", "2024-03-05", "--end-date", "2024-03-06")  # region us: no us.csv
+    assert missing.returncode == 1
+    assert "seed file 'us.csv' (parameters.path '{{ var.region }}.csv') does not exist" in missing.stdout
