@@ -16,11 +16,12 @@ COLUMN_CHECKS = (
     "non_negative",
     "negative",
     "accepted_values",
+    "pattern",
     "min",
     "max",
     "relationships",
 )
-CHECKS_WITH_VALUE = ("accepted_values", "min", "max")
+CHECKS_WITH_VALUE = ("accepted_values", "pattern", "min", "max")
 COLUMN_FIELDS = {
     "name",
     "type",
@@ -118,8 +119,15 @@ def parse_columns(data: dict[str, Any], path: Path, problems: Problems) -> tuple
             if check["name"] == "accepted_values" and not isinstance(value, list):
                 problems.add(path, check_line, "check accepted_values needs a list value")
                 continue
-            if check["name"] in ("min", "max") and (isinstance(value, bool) or not isinstance(value, int | float)):
-                problems.add(path, check_line, f"check {check['name']} needs a number value")
+            if check["name"] in ("min", "max") and (
+                isinstance(value, bool) or not isinstance(value, int | float | str)
+            ):
+                problems.add(
+                    path, check_line, f"check {check['name']} needs a number, or a date or text to compare with"
+                )
+                continue
+            if check["name"] == "pattern" and not isinstance(value, str):
+                problems.add(path, check_line, "check pattern needs a regular expression (a string value)")
                 continue
             if check["name"] == "relationships" and not isinstance(entry.get("foreign_key"), dict):
                 problems.add(path, check_line, f"check relationships of column {entry['name']!r} needs foreign_key")

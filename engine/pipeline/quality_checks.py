@@ -49,6 +49,8 @@ def _violations_query(table: str, column: str, check: Check, foreign_key: tuple[
     if check.name == "accepted_values":
         values = ", ".join(_literal(v) for v in check.value)
         return f"SELECT count(*) FROM {table} WHERE {col} IS NOT NULL AND {col} NOT IN ({values})"
+    if check.name == "pattern":  # Bruin's DuckDB check is "col !~ 'pattern'": a search, so anchor with ^ and $
+        return f"SELECT count(*) FROM {table} WHERE NOT regexp_matches({col}, {_literal(check.value)})"
     if check.name == "min":
         return f"SELECT count(*) FROM {table} WHERE {col} < {_literal(check.value)}"
     if check.name == "max":

@@ -437,3 +437,45 @@ def test_bruin_template_variables_filters_and_python_environment(tmp_path):
     missing = repo.run("--start-date", "2024-03-05", "--end-date", "2024-03-06")  # region us: no us.csv
     assert missing.returncode == 1
     assert "seed file 'us.csv' (parameters.path '{{ var.region }}.csv') does not exist" in missing.stdout
+
+
+def test_every_column_check_bruin_documents(tmp_path):
+    """docs/quality/available_checks.md: pattern (a regular expression the values must match, NULL ignored) and
+    min/max against dates and timestamps as well as numbers pass and fail on real rows, each failure counted."""
+    repo = Repo(tmp_path / "repo")
+    repo.sql(
+        "s.people",
+        "SELECT * FROM (VALUES ('Ada', DATE '2024-01-05', TIMESTAMP '2024-01-05 10:00:00', 3), "
+        "('bob', DATE '2023-12-31', TIMESTAMP '2024-02-01 00:00:01', 12), (NULL, NULL, NULL, NULL)) "
+        "v(name, day, seen, n)",
+        materialization={"type": "table"},
+        columns=[
+            {"name": "name", "checks": [{"name": "pattern", "value": "^[A-Z][a-z]*$", "blocking": False}]},
+            {
+                "name": "day",
+                "checks": [
+                    {"name": "min", "value": "2024-01-01", "blocking": False},
+                    {"name": "max", "value": "2024-12-31", "blocking": False},
+                ],
+            },
+            {"name": "seen", "checks": [{"name": "max", "value": "2024-02-01 00:00:00", "blocking": False}]},
+            {"name": "n", "checks": [{"name": "min", "value": 1}, {"name": "max", "value": 10.5, "blocking": False}]},
+        ],
+    )
+    repo.run_ok(*DAY)
+    [asset] = repo.records()[-1]["assets"]
+    outcome = {c["name"]: c["passed"] for c in asset["checks"]}
+    assert outcome == {
+        "pattern(name)": False,
+        "min(day)": False,
+        "max(day)": True,
+        "max(seen)": False,
+        "min(n)": True,
+        "max(n)": False,
+    }, asset["checks"]
+    details = {c["name"]: c["detail"] for c in asset["checks"]}
+    assert details["pattern(name)"].startswith("1 ") and details["min(day)"].startswith("1 "), details
+    bad = Repo(tmp_path / "bad")
+    bad.sql("s.x", "SELECT 1 AS n", columns=[{"name": "n", "checks": [{"name": "pattern", "value": 5}]}])
+    refused = bad.run(*DAY)
+    assert refused.returncode == 2 and "check pattern needs a regular expression (a string value)" in refused.stderr
