@@ -102,6 +102,7 @@ class RunOption:
     choices: tuple[str, ...] | None = None
     metavar: str | None = None
     check: Callable[[str], str] | None = None  # validates a VALUE (raises BadInput)
+    aliases: tuple[str, ...] = ()  # Bruin's short spellings (-t, -x), accepted wherever the flag is
 
     @property
     def dest(self) -> str:
@@ -157,11 +158,11 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     ),
     RunOption(
         attribute="tags", flag="--tag", kind=Kind.REPEATED, label="tags", record_key="tags", selects=True,
-        help="only assets with this tag (repeatable)",
+        help="only assets with this tag (repeatable)", aliases=("-t",),
     ),
     RunOption(
         attribute="exclude_tags", flag="--exclude-tag", kind=Kind.REPEATED, label="exclude tags",
-        record_key="exclude_tags", selects=True, help="skip assets with this tag (repeatable)",
+        record_key="exclude_tags", selects=True, help="skip assets with this tag (repeatable)", aliases=("-x",),
     ),
     RunOption(
         attribute="downstream", flag="--downstream", kind=Kind.FLAG, record_key="downstream", selects=True,

@@ -479,3 +479,73 @@ def test_every_column_check_bruin_documents(tmp_path):
     bad.sql("s.x", "SELECT 1 AS n", columns=[{"name": "n", "checks": [{"name": "pattern", "value": 5}]}])
     refused = bad.run(*DAY)
     assert refused.returncode == 2 and "check pattern needs a regular expression (a string value)" in refused.stderr
+
+
+def test_the_command_line_a_bruin_user_types(tmp_path, home):
+    """docs/commands/run.md and cmd/run.go: -e/-env, -t, -x, -r, -f, BRUIN_START_DATE/BRUIN_END_DATE/
+    BRUIN_FULL_REFRESH, --query-annotations, --no-color, --no-validation, --no-log-file, --minimal-logs and
+    --timeout in whole seconds work with Bruin's meaning; flags that mean nothing here are one line each."""
+    repo = Repo(tmp_path / "repo")
+    repo.sql(
+        "s.days",
+        "SELECT '{{ start_date }}' AS first, '{{ end_date }}' AS last",
+        materialization={"type": "table", "strategy": "append"},
+        tags=["keep"],
+    )
+    repo.sql("s.other", "SELECT 1 AS x", materialization={"type": "table"}, tags=["drop"])
+    repo.sql("s.query", "SELECT current_query() AS q", materialization={"type": "table"}, tags=["keep"])
+    env = {**home, "BRUIN_START_DATE": "2024-02-01", "BRUIN_END_DATE": "2024-02-03"}
+    ran = repo.run(
+        "-env",
+        "dev",
+        "-t",
+        "keep",
+        "-x",
+        "drop",
+        "--no-color",
+        "--no-validation",
+        "--no-log-file",
+        "--minimal-logs",
+        "--timeout",
+        "3600",
+        "--query-annotations",
+        '{"team": "data"}',
+        "-f",
+        env=env,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert not ran.stdout.startswith("run ")  # --minimal-logs: no analysis header
+    [record] = repo.records()
+    assert sorted(a["name"] for a in record["assets"]) == ["s.days", "s.query"]
+    assert record["interval"]["start"].startswith("2024-02-01") and record["options"]["timeout"] == "1h"
+    [(query,)] = repo.query("SELECT q FROM s.query")
+    assert '"team":"data"' in query, query
+    assert repo.query("SELECT * FROM s.days") == [("2024-02-01", "2024-02-03")]
+    refreshed = repo.run("-e", "dev", "-t", "keep", "--reason", "rebuild", env={**env, "BRUIN_FULL_REFRESH": "1"})
+    assert refreshed.returncode == 0, refreshed.stdout + refreshed.stderr
+    assert repo.query("SELECT count(*) FROM s.days") == [(1,)]  # dropped and rebuilt: a full refresh
+    backfill = run_backfill(
+        "p",
+        *DAY,
+        "-t",
+        "keep",
+        "--reason",
+        "r",
+        "--no-progress",
+        cwd=repo.root,
+        env={**home, "BRUIN_FULL_REFRESH": "1"},
+    )
+    assert backfill.returncode == 0, backfill.stdout + backfill.stderr
+    assert repo.query("SELECT count(*) FROM s.days") == [(2,)]  # a partition's child ignores the variable
+    unreasoned = repo.run("-t", "keep", env={**env, "BRUIN_FULL_REFRESH": "true"})
+    assert unreasoned.returncode == 2 and "--reason" in unreasoned.stderr  # a full refresh by hand says why
+    for flag, why in (
+        ("--push-metadata", "metadata push is a Bruin Cloud feature"),
+        ("--sensor-mode=wait", "sensors run only on Bruin's platforms"),
+        ("-i", "`backfill` itself is the interactive view"),
+        ("--continue", "keeps no pipeline state to continue from"),
+    ):
+        refused = repo.run(*DAY, flag)
+        assert refused.returncode == 2, (flag, refused.stdout + refused.stderr)
+        assert refused.stderr.count("\n") == 1 and why in refused.stderr, (flag, refused.stderr)
+        assert "unknown option" not in refused.stderr

@@ -120,6 +120,8 @@ def timeout_arg(text: str | None) -> tuple[bool, int | None]:
         return True, None
     if not text.strip():
         raise BadInput("--timeout '' is empty: give a Go duration such as 30m, or none")
+    if _ASCII_INT.fullmatch(text):  # Bruin's --timeout: whole seconds
+        text = f"{text}s"
     value = parse_duration(text, "--timeout")
     if value > MAX_TIMEOUT_HOURS * 3_600_000_000:
         raise BadInput(f"--timeout {text!r} is out of range: use at most {MAX_TIMEOUT_HOURS}h (a year), or none")
@@ -152,8 +154,8 @@ def _run_option_flags(parser: argparse.ArgumentParser) -> None:
             extra["choices"] = option.choices
         if option.metavar is not None:
             extra["metavar"] = option.metavar
-        parser.add_argument(option.flag, **extra)
-    parser.add_argument("--full-refresh", action="store_true", help="drop and rebuild incremental tables")
+        parser.add_argument(option.flag, *option.aliases, **extra)
+    parser.add_argument("--full-refresh", "-r", action="store_true", help="drop and rebuild incremental tables")
     parser.add_argument(
         "--workers",
         type=positive_int("--workers"),
@@ -166,8 +168,11 @@ def _run_option_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def run_options_from(args: argparse.Namespace) -> RunOptions:
-    """The run options both `backfill` and `backfill run` take, with BRUIN_VARS and BRUIN_QUERY_ANNOTATIONS."""
-    return run_options_of(args, *environ_run_inputs())
+    """The run options both `backfill` and `backfill run` take, with BRUIN_VARS and BRUIN_QUERY_ANNOTATIONS
+    (``--query-annotations``, where given, wins over the variable)."""
+    variables, annotations = environ_run_inputs()
+    given = getattr(args, "query_annotations", None)
+    return run_options_of(args, variables, given if given is not None else annotations)
 
 
 # What `backfill --help` ends with: every verb of IMPLEMENTED_VERBS and every exit code of docs/cli.md
@@ -303,13 +308,46 @@ def backfill_parser() -> Parser:
     return parser
 
 
+# `bruin run` flags that cannot mean anything for an embedded DuckDB run: each is one line saying why (exit 2).
+BRUIN_ONLY_RUN_FLAGS = {
+    "--push-metadata": "metadata push is a Bruin Cloud feature (BigQuery only)",
+    "--sensor-mode": "sensors run only on Bruin's platforms; this runner has none",
+    "--interactive": "`backfill` itself is the interactive view: run `backfill PIPELINE` on a terminal",
+    "--stream": "streaming CDC ingestr assets run only in Bruin",
+    "--modified": "this runner does not compare with a git branch: select assets with --selector",
+    "--single-check": "check IDs are Bruin's: run --only checks with a --selector",
+    "--continue": "`backfill run` keeps no pipeline state to continue from: a backfill resumes with --continue ID",
+    "--debug-ingestr-src": "ingestr assets run only in Bruin",
+    "--exp-use-winget-for-uv": "Python assets run with the current interpreter, not uv",
+    "--use-pip": "Python assets run with the current interpreter",
+    "--use-gong": "ingestr assets run only in Bruin",
+    "--secrets-backend": "secrets come from .bruin.yml here",
+    "--verbose": "the run's output is already everything it does; its record holds the rest",
+}
+# `bruin run` flags that change nothing here and are accepted as Bruin accepts them.
+BRUIN_NO_OP_RUN_FLAGS = ("--no-log-file", "--no-timestamp", "--no-validation", "--minimal-logs")
+
+
 def run_parser() -> Parser:
     parser = Parser(prog="backfill run", description="Run a pipeline (or one asset) once over one interval.")
     parser.add_argument("target", help="pipeline directory or asset file")
-    parser.add_argument("--start-date", help="start (default: yesterday 00:00)")
-    parser.add_argument("--end-date", help="inclusive end (default: yesterday 23:59:59.999999)")
+    parser.add_argument("--start-date", help="start (default: BRUIN_START_DATE, else yesterday 00:00)")
+    parser.add_argument("--end-date", help="inclusive end (default: BRUIN_END_DATE, else yesterday 23:59:59.999999)")
     parser.add_argument("--timezone", "--tz", default="UTC", help="zone for unzoned dates (default UTC)")
     _run_option_flags(parser)
+    parser.add_argument("-env", dest="environment", help=argparse.SUPPRESS)  # Bruin's single-dash spelling
+    parser.add_argument("--env", dest="environment", help=argparse.SUPPRESS)
+    parser.add_argument("--force", "-f", action="store_true", help="accepted as in Bruin (no question is asked here)")
+    parser.add_argument("--query-annotations", metavar="JSON", help="annotations added to each query as a comment")
+    parser.add_argument("--no-color", action="store_true", help="no colours (also NO_COLOR, TERM=dumb)")
+    parser.add_argument(
+        "--mask-credentials", nargs="?", const="true", help="accepted as in Bruin (credentials are never printed)"
+    )
+    for flag in BRUIN_NO_OP_RUN_FLAGS:
+        parser.add_argument(flag, action="store_true", help="accepted as in Bruin")
+    for flag in BRUIN_ONLY_RUN_FLAGS:
+        parser.add_argument(flag, nargs="?", const=True, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("-i", dest="interactive", action="store_const", const=True, help=argparse.SUPPRESS)
     parser.add_argument("--run-id", help="ID of this run (default: generated)")
     parser.add_argument("--backfill-id", help=argparse.SUPPRESS)
     parser.add_argument("--backfill-total", type=non_negative_int("--backfill-total"), help=argparse.SUPPRESS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from typing import Any
@@ -17,17 +18,41 @@ from engine.pipeline.run_types import RunRequest
 from engine.pipeline.runner import describe_window, execute_run, prepare_run
 from engine.store.live_work import join
 from engine.store.target_pauses import check_not_paused
-from tui.cli.arguments import run_options_from, run_parser, timeout_arg
+from tui.cli.arguments import BRUIN_ONLY_RUN_FLAGS, run_options_from, run_parser, timeout_arg
 
 SYMBOLS = {SUCCEEDED: "✓", "failed": "✗", UPSTREAM_FAILED: "-", SKIPPED: "○"}
 
 
+def _bruin_flags(args) -> tuple[str | None, str | None, bool]:
+    """What `bruin run` users pass through: a flag that cannot mean anything here is one line; by hand (not as a
+    backfill's child, whose inputs are its own), BRUIN_START_DATE, BRUIN_END_DATE and BRUIN_FULL_REFRESH stand
+    in for flags not given, as in Bruin."""
+    for flag, why in BRUIN_ONLY_RUN_FLAGS.items():
+        if getattr(args, flag.lstrip("-").replace("-", "_")) is not None:
+            raise BadInput(f"{flag} means nothing here: {why}")
+    if args.backfill_id:
+        return args.start_date, args.end_date, args.full_refresh
+    refresh = args.full_refresh
+    if not refresh and os.environ.get("BRUIN_FULL_REFRESH"):
+        text = os.environ["BRUIN_FULL_REFRESH"].strip().lower()
+        if text not in ("1", "0", "true", "false", "t", "f", ""):
+            raise BadInput(
+                f"BRUIN_FULL_REFRESH {os.environ['BRUIN_FULL_REFRESH']!r} is not a boolean: use 1/0 or true/false"
+            )
+        refresh = text in ("1", "true", "t")
+    start = args.start_date if args.start_date is not None else os.environ.get("BRUIN_START_DATE") or None
+    end = args.end_date if args.end_date is not None else os.environ.get("BRUIN_END_DATE") or None
+    return start, end, refresh
+
+
 def run_command(argv: list[str]) -> int:
     args = run_parser().parse_args(argv)
+    start, end, full_refresh = _bruin_flags(args)
+    args.full_refresh = full_refresh
     request = RunRequest(
         target=args.target,
-        start=args.start_date,
-        end=args.end_date,
+        start=start,
+        end=end,
         timezone=args.timezone,
         environment=args.environment,
         config_file=args.config_file,
@@ -53,13 +78,13 @@ def run_command(argv: list[str]) -> int:
         paused = lambda: check_not_paused(prepared.pipeline.directory)  # noqa: E731 - checked under the lock
         registration = join(live_work_of_run(prepared), check=paused)
     try:
-        return _run(prepared, as_json)
+        return _run(prepared, as_json, minimal=args.minimal_logs)
     finally:
         if registration is not None:
             registration.release()
 
 
-def _run(prepared, as_json: bool) -> int:
+def _run(prepared, as_json: bool, *, minimal: bool = False) -> int:
     out = sys.stderr if as_json else sys.stdout
     lock = threading.Lock()
     width = max(len(name) for name in prepared.selected)
@@ -72,7 +97,7 @@ def _run(prepared, as_json: bool) -> int:
                 out.write(f"{item}\n")
             out.flush()
 
-    if not as_json:
+    if not as_json and not minimal:  # --minimal-logs: Bruin's "skip initial pipeline analysis logs"
         out.write(
             f"run {prepared.run_id}: {prepared.pipeline.name} ({prepared.environment.name}), "
             f"{describe_window(prepared.window)}, {len(prepared.selected)} asset(s)\n"
