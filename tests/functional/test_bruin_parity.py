@@ -543,9 +543,42 @@ def test_the_command_line_a_bruin_user_types(tmp_path, home):
         ("--push-metadata", "metadata push is a Bruin Cloud feature"),
         ("--sensor-mode=wait", "sensors run only on Bruin's platforms"),
         ("-i", "`backfill` itself is the interactive view"),
-        ("--continue", "keeps no pipeline state to continue from"),
+        ("--stream", "streaming CDC ingestr assets run only in Bruin"),
     ):
         refused = repo.run(*DAY, flag)
         assert refused.returncode == 2, (flag, refused.stdout + refused.stderr)
         assert refused.stderr.count("\n") == 1 and why in refused.stderr, (flag, refused.stderr)
         assert "unknown option" not in refused.stderr
+
+
+def test_run_continue_reruns_what_did_not_succeed_in_the_last_run(tmp_path):
+    """docs/commands/run.md (--continue) and Scheduler.RestoreState: the last run by hand again, with its interval
+    and options, only for the assets that failed or whose upstream failed; succeeded ones are not run again; a
+    pipeline whose assets changed is refused; nothing left to rerun says so."""
+    repo = Repo(tmp_path / "repo")
+    repo.sql("s.a", "SELECT '{{ start_date }}' AS day", materialization={"type": "table", "strategy": "append"})
+    repo.sql(
+        "s.b",
+        "SELECT CASE WHEN (SELECT count(*) FROM s.fixed) > 0 THEN 1 ELSE error('not yet') END AS ok",
+        materialization={"type": "table"},
+        depends=["s.a"],
+    )
+    repo.sql("s.c", "SELECT * FROM s.b", materialization={"type": "table"}, depends=["s.b"])
+    repo.execute("CREATE SCHEMA s", "CREATE TABLE s.fixed (x INTEGER)")
+    failed = repo.run("--start-date", "2024-05-01", "--end-date", "2024-05-01")
+    assert failed.returncode == 1
+    repo.execute("INSERT INTO s.fixed VALUES (1)")
+    refused = repo.run("--continue", "--tag", "x")
+    assert refused.returncode == 2 and "--tag means nothing with --continue" in refused.stderr
+    continued = repo.run_ok("--continue")
+    assert "continuing run run-" in continued.stdout and "s.b, s.c again" in continued.stdout
+    last = repo.records()[-1]
+    assert sorted(a["name"] for a in last["assets"]) == ["s.b", "s.c"]  # s.a succeeded: not run again
+    assert last["interval"]["start"].startswith("2024-05-01")
+    assert repo.query("SELECT * FROM s.a") == [("2024-05-01",)]  # appended once only
+    assert repo.query("SELECT * FROM s.c") == [(1,)]
+    again = repo.run("--continue")
+    assert again.returncode == 0 and "nothing to continue: every asset of run" in again.stdout
+    (repo.pipeline_dir / "assets" / "s.c.sql").unlink()
+    changed = repo.run("--continue")
+    assert changed.returncode == 2 and "the pipeline has changed since run" in changed.stderr

@@ -316,7 +316,6 @@ BRUIN_ONLY_RUN_FLAGS = {
     "--stream": "streaming CDC ingestr assets run only in Bruin",
     "--modified": "this runner does not compare with a git branch: select assets with --selector",
     "--single-check": "check IDs are Bruin's: run --only checks with a --selector",
-    "--continue": "`backfill run` keeps no pipeline state to continue from: a backfill resumes with --continue ID",
     "--debug-ingestr-src": "ingestr assets run only in Bruin",
     "--exp-use-winget-for-uv": "Python assets run with the current interpreter, not uv",
     "--use-pip": "Python assets run with the current interpreter",
@@ -348,6 +347,12 @@ def run_parser() -> Parser:
     for flag in BRUIN_ONLY_RUN_FLAGS:
         parser.add_argument(flag, nargs="?", const=True, default=None, help=argparse.SUPPRESS)
     parser.add_argument("-i", dest="interactive", action="store_const", const=True, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--continue",
+        dest="continue_run",
+        action="store_true",
+        help="run the last run by hand again, only its assets that did not succeed (Bruin's --continue)",
+    )
     parser.add_argument("--run-id", help="ID of this run (default: generated)")
     parser.add_argument("--backfill-id", help=argparse.SUPPRESS)
     parser.add_argument("--backfill-total", type=non_negative_int("--backfill-total"), help=argparse.SUPPRESS)

@@ -45,6 +45,27 @@ def _bruin_flags(args) -> tuple[str | None, str | None, bool]:
     return start, end, refresh
 
 
+# What --continue takes from the run it continues, so that giving one of these with it means nothing.
+_CONTINUED = ("start_date", "end_date", "selector", "tag", "exclude_tag", "only", "var", "variant", "downstream")
+
+
+def _continued(request, args):
+    """``--continue``: the last run by hand of the pipeline, again, for the assets that did not succeed."""
+    from engine.pipeline.loading import PIPELINES
+    from engine.pipeline.repository import resolve_target
+    from engine.pipeline.run_continuation import continuation
+
+    given = [f"--{name.replace('_', '-')}" for name in _CONTINUED if getattr(args, name, None) not in (None, [], False)]
+    if given or args.stand_in or args.backfill_id:
+        shown = ", ".join(given) or ("--stand-in" if args.stand_in else "--backfill-id")
+        raise BadInput(f"{shown} means nothing with --continue: it runs the last run again as that run was given")
+    target = resolve_target(request.target)
+    pipeline = PIPELINES.load(target.pipeline_dir)
+    continued = continuation(request, target, pipeline.name, set(pipeline.assets))
+    sys.stdout.write(f"continuing run {continued.run_id}: {', '.join(continued.assets)} again\n")
+    return continued.request
+
+
 def run_command(argv: list[str]) -> int:
     args = run_parser().parse_args(argv)
     start, end, full_refresh = _bruin_flags(args)
@@ -66,6 +87,9 @@ def run_command(argv: list[str]) -> int:
         partition_id=args.partition_id,
         reason=None if args.stand_in else check_reason(args.reason),
     )
+    if args.continue_run:
+        request = _continued(request, args)
+        args.full_refresh = request.full_refresh  # a continued full refresh by hand needs its --reason again
     _check_stand_in_flags(args)
     prepared = prepare_run(request)
     as_json = args.output == "json"
