@@ -16,12 +16,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import datetime
 from typing import Any
 
 import orjson
 
-from engine.dates.instants import local_day_start
 from engine.pipeline.asset_status import AssetStatus
 from engine.pipeline.asset_types import AssetKind
 from engine.pipeline.assets import Asset, enabled_value
@@ -74,7 +73,6 @@ class RunSettings:
     secret_of: Callable[[str], str] = lambda key: ""  # what a secrets: entry injects (see Connection.secret_text)
     macros: str = ""
     schema_prefix: str | None = None
-    start_date: str | None = None  # the pipeline's start_date
     fence_window: bool = False  # a backfill's partition: its table outside the window must not change
     executed: datetime | None = None  # when the run started (Bruin's execution_date), UTC
     commit_hash: str = ""  # the repository's current commit, as Bruin's commit_hash
@@ -190,10 +188,10 @@ class AssetRun:
         )
         context["this"] = self.asset.name
         context["full_refresh"] = self._refreshing()
-        window = self._full_refresh_window()
-        if window is not s.window:
-            context.update(window.variables())
-        if s.apply_interval_modifiers:
+        window = s.window
+        # A full refresh keeps the run's window: Bruin moves it to start_date for ingestr assets only, and ignores
+        # --apply-interval-modifiers with --full-refresh (setApplyIntervalModifiers in cmd/run.go).
+        if s.apply_interval_modifiers and not s.full_refresh:
             window = apply_modifiers(window, self.asset.interval_modifiers or s.default_modifiers, context)
             if window is not s.window:
                 context.update(window.variables())
@@ -205,17 +203,6 @@ class AssetRun:
         """--full-refresh, or the asset's parameters.full_refresh, unless full_refresh_restricted."""
         asset = self.asset
         return (self.settings.full_refresh or asset.always_full_refresh) and not asset.full_refresh_restricted
-
-    def _full_refresh_window(self) -> Window:
-        """A full refresh processes from the asset's (else the pipeline's) start_date, as in Bruin."""
-        s, asset = self.settings, self.asset
-        start = asset.start_date or s.start_date
-        if not self._refreshing() or start is None:
-            return s.window
-        first = local_day_start(date.fromisoformat(start), s.window.zone)
-        if first > s.window.end:
-            raise TemplateProblem(f"start_date {start} is after the end of the run's interval")
-        return Window(first, s.window.end, s.window.zone)
 
     def _database(self) -> Database:
         name = self.settings.connection_of(self.asset)

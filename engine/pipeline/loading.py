@@ -146,8 +146,9 @@ class Pipeline:
         return asset.connection or self.default_connection
 
     def resolve_variables(self, overrides: dict[str, Any], variant: str | None = None) -> dict[str, Any]:
-        """Declared defaults, overlaid by the variant's values, overlaid by overrides (each checked against its
-        declared schema)."""
+        """Declared defaults, overlaid by overrides (each checked against its declared schema: a rule of ours),
+        overlaid by the variant's values: as in Bruin (variableOverridesMutator), a variant's value wins over a
+        --var for the same variable (``overridden_by_variant`` names those, for a warning)."""
         values = {name: schema.get("default") for name, schema in self.variables.items()}
         if self.variants and variant is None:
             names = ", ".join(sorted(self.variants))
@@ -160,16 +161,24 @@ class Pipeline:
                     f"--variant {variant!r} is not a variant of pipeline {self.name!r} "
                     f"(variants: {', '.join(sorted(self.variants))})"
                 )
-            values.update(self.variants[variant])
         for name, value in overrides.items():
             if name not in self.variables:
                 known = ", ".join(sorted(self.variables)) or "none"
                 raise BadInput(f"--var {name!r} is not declared in {self.file} (declared variables: {known})")
             problem = schema_problem(value, self.variables[name])
             if problem:
-                raise BadInput(f"--var {name}={_short(value)} {problem}")
+                raise BadInput(
+                    f"--var {name}={_short(value)} {problem} (a rule of backfill's, stricter than Bruin's: a value "
+                    "outside its declaration would render SQL the pipeline's author did not write)"
+                )
             values[name] = value
+        if variant is not None:
+            values.update(self.variants[variant])
         return values
+
+    def overridden_by_variant(self, overrides: dict[str, Any], variant: str | None) -> list[str]:
+        """The --var names the variant sets too: their --var value is ignored, as Bruin ignores it."""
+        return sorted(set(overrides) & set(self.variants.get(variant, {}))) if variant else []
 
 
 def _short(value: Any) -> str:

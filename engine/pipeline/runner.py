@@ -77,8 +77,15 @@ def prepare_run(request: RunRequest, *, cwd: Path | None = None) -> PreparedRun:
         variables,
         selected,
         notes,
-        checked.warnings,
+        (*checked.warnings, *_ignored_modifiers(request)),
     )
+
+
+def _ignored_modifiers(request: RunRequest) -> tuple[str, ...]:
+    """Bruin's setApplyIntervalModifiers: a full refresh keeps the whole window, modifiers or not."""
+    if request.full_refresh and request.options.apply_interval_modifiers:
+        return ("--apply-interval-modifiers is ignored when --full-refresh is given (as in Bruin)",)
+    return ()
 
 
 class Cancellation:
@@ -136,7 +143,6 @@ def execute_run(prepared: PreparedRun, emit) -> RunResult:
             secret_of=lambda key: _secret(prepared, key),
             macros=pipeline.macros,
             schema_prefix=pipeline.schema_prefix,
-            start_date=pipeline.start_date,
             fence_window=request.backfill_id is not None,
             executed=datetime.fromtimestamp(started, UTC),
             commit_hash=current_commit(prepared.target.repository),

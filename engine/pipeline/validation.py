@@ -114,7 +114,11 @@ def check_pipeline(target: Target, config: Config, environment: Environment, opt
         pipeline.default_interval_modifiers or any(pipeline.assets[n].interval_modifiers for n in selected)
     ):
         notes.append("interval modifiers are ignored (pass --apply-interval-modifiers to apply them)")
-    warnings = (*config.warnings, *environment.warnings, *pipeline.warnings, *selection_warnings)
+    ignored = [
+        f"--var {name} is ignored: variant {options.variant!r} sets it, and a variant's value wins (as in Bruin)"
+        for name in pipeline.overridden_by_variant(options.variables, options.variant)
+    ]
+    warnings = (*config.warnings, *environment.warnings, *pipeline.warnings, *selection_warnings, *ignored)
     return CheckedPipeline(pipeline, resolved, selected, notes, warnings)
 
 

@@ -582,3 +582,49 @@ def test_run_continue_reruns_what_did_not_succeed_in_the_last_run(tmp_path):
     (repo.pipeline_dir / "assets" / "s.c.sql").unlink()
     changed = repo.run("--continue")
     assert changed.returncode == 2 and "the pipeline has changed since run" in changed.stderr
+
+
+def test_a_full_refresh_keeps_the_window_and_ignores_interval_modifiers(tmp_path):
+    """docs/pipelines/definition.md ("bruin run … does not read this field"), docs/assets/definition-schema.md
+    (an asset's start_date is for ingestr assets) and setApplyIntervalModifiers: a full refresh of a DuckDB
+    asset renders the run's own window, and --apply-interval-modifiers with --full-refresh is ignored, saying
+    so."""
+    repo = Repo(
+        tmp_path / "repo", pipeline={"name": "p", "default_connections": {"duckdb": "db"}, "start_date": "2020-01-01"}
+    )
+    repo.sql(
+        "s.window",
+        "SELECT '{{ start_date }}' AS first, '{{ end_date }}' AS last",
+        materialization={"type": "table"},
+        start_date="2023-01-01",
+        interval_modifiers={"start": "-1d"},
+    )
+    ran = repo.run_ok(*DAY, "--full-refresh", "--reason", "rebuild", "--apply-interval-modifiers")
+    assert repo.query("SELECT * FROM s.window") == [("2024-01-01", "2024-01-01")]
+    assert "warning: --apply-interval-modifiers is ignored when --full-refresh is given (as in Bruin)" in ran.stdout
+    repo.run_ok(*DAY, "--apply-interval-modifiers")
+    assert repo.query("SELECT * FROM s.window") == [("2023-12-31", "2024-01-01")]  # without it, they apply
+
+
+def test_a_variants_value_wins_over_var_and_our_stricter_rule_says_it_is_ours(tmp_path):
+    """docs/pipelines/variants.md and cmd/const.go (variableOverridesMutator): a --var the chosen variant sets too
+    is ignored, with a warning naming it; a --var outside its declaration is refused with a message that says
+    the rule is ours and why."""
+    repo = Repo(
+        tmp_path / "repo",
+        pipeline={
+            "name": "p",
+            "default_connections": {"duckdb": "db"},
+            "variables": {"days": {"type": "integer", "default": 1}, "region": {"type": "string", "default": "us"}},
+            "variants": {"alpha": {"days": 7}},
+        },
+    )
+    repo.sql("s.v", "SELECT {{ var.days }} AS days, '{{ var.region }}' AS region", materialization={"type": "table"})
+    ran = repo.run_ok(*DAY, "--variant", "alpha", "--var", "days=3", "--var", 'region="eu"')
+    assert repo.query("SELECT * FROM s.v") == [(7, "eu")]
+    assert "warning: --var days is ignored: variant 'alpha' sets it, and a variant's value wins (as in Bruin)" in (
+        ran.stdout
+    )
+    typed = repo.run(*DAY, "--variant", "alpha", "--var", "region=5")
+    assert typed.returncode == 2
+    assert "a rule of backfill's, stricter than Bruin's" in typed.stderr

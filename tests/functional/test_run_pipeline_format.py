@@ -41,7 +41,8 @@ VARIANTS = pipeline_yml(
 
 
 def test_a_variant_sets_variables_and_the_templated_pipeline_name(tmp_path):
-    """--variant overlays its values on the defaults; --var still wins; the record names the rendered pipeline."""
+    """--variant overlays its values on the defaults; --var sets what the variant leaves; the record names the
+    rendered pipeline."""
     repo = Repo(tmp_path / "repo", pipeline=VARIANTS)
     repo.sql("s.t", "SELECT '{{ var.client }}' AS client, {{ var.days }} AS days", materialization={"type": "table"})
     code, record = repo.run_json(*DAY, "--variant", "alpha")
@@ -289,8 +290,9 @@ def test_merge_incremental_predicate_limits_the_rows_a_merge_can_match(tmp_path)
 
 
 def test_full_refresh_fields_start_date_parameters_and_restriction(tmp_path):
-    """--full-refresh starts the window at start_date; parameters.full_refresh rebuilds on every run;
-    full_refresh_restricted keeps an asset's table through --full-refresh."""
+    """--full-refresh keeps the run's window whatever the pipeline's or the asset's start_date says (Bruin moves
+    it for ingestr assets only: docs/assets/definition-schema.md); parameters.full_refresh rebuilds on every
+    run; full_refresh_restricted keeps an asset's table through --full-refresh."""
     repo = Repo(tmp_path / "repo", pipeline=pipeline_yml(start_date="2023-06-01"))
     append = {"type": "table", "strategy": "append"}
     repo.sql("s.window", "SELECT '{{ start_date }}' AS first, '{{ end_date }}' AS last", materialization=append)
@@ -299,8 +301,8 @@ def test_full_refresh_fields_start_date_parameters_and_restriction(tmp_path):
     repo.sql("s.kept", "SELECT 1 AS x", materialization=append, full_refresh_restricted=True)
     repo.run_ok(*DAY)
     repo.run_ok(*DAY, "--full-refresh", "--reason", "rebuild")
-    assert repo.query("SELECT * FROM s.window") == [("2023-06-01", "2024-01-01")]
-    assert repo.query("SELECT * FROM s.own") == [("2023-12-25",)]
+    assert repo.query("SELECT * FROM s.window") == [("2024-01-01", "2024-01-01")]
+    assert repo.query("SELECT * FROM s.own") == [("2024-01-01",)]
     assert repo.query("SELECT count(*) FROM s.always") == [(1,)]
     assert repo.query("SELECT count(*) FROM s.kept") == [(2,)]
     repo.run_ok(*DAY)
