@@ -94,6 +94,13 @@ def check_pipeline(target: Target, config: Config, environment: Environment, opt
                 asset.line,
                 f"connection {connection_name!r} is not defined in environment {environment.name!r} of {config.path}",
             )
+        elif connection.kind == "duckdb" and dict(connection.details).get("lakehouse") is not None:
+            problems.add(
+                asset.path,
+                asset.line,
+                f"connection {connection_name!r} is a DuckDB lakehouse (Iceberg or DuckLake), which the embedded "
+                "runner does not attach: its tables live in the catalog, not in the file (run it with Bruin)",
+            )
         elif connection.kind != "duckdb":
             problems.add(
                 asset.path,

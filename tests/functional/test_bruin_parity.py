@@ -628,3 +628,39 @@ def test_a_variants_value_wins_over_var_and_our_stricter_rule_says_it_is_ours(tm
     typed = repo.run(*DAY, "--variant", "alpha", "--var", "region=5")
     assert typed.returncode == 2
     assert "a rule of backfill's, stricter than Bruin's" in typed.stderr
+
+
+def test_a_lakehouse_connection_is_refused_not_read_as_a_plain_file(tmp_path):
+    """docs/platforms/duckdb.md (Lakehouse Support): a DuckDB connection with a lakehouse block keeps its tables in
+    a catalog; running its assets against the bare file would read and write the wrong tables, so it is one
+    line naming the connection, exit 2, and nothing runs."""
+    repo = Repo(tmp_path / "repo")
+    repo.write(
+        ".bruin.yml",
+        yaml.safe_dump(
+            {
+                "default_environment": "dev",
+                "environments": {
+                    "dev": {
+                        "guardrails": "sandbox",
+                        "connections": {
+                            "duckdb": [
+                                {
+                                    "name": "db",
+                                    "path": "warehouse.duckdb",
+                                    "lakehouse": {"format": "ducklake", "catalog": {"type": "duckdb"}},
+                                }
+                            ]
+                        },
+                    }
+                },
+            }
+        ),
+    )
+    repo.sql("s.t", "SELECT 1 AS x", materialization={"type": "table"})
+    ran = repo.run(*DAY)
+    assert ran.returncode == 2
+    assert "connection 'db' is a DuckDB lakehouse (Iceberg or DuckLake), which the embedded runner does not" in (
+        ran.stderr
+    )
+    assert not repo.database.exists()
