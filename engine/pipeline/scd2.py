@@ -59,10 +59,26 @@ def apply_scd2(db: Database, asset: Asset, query: str, *, full_refresh: bool) ->
                 f"table {asset.name} exists without the SCD2 column(s) {', '.join(missing)}: "
                 "rebuild it with backfill run --full-refresh"
             )
+    _widen_to_the_data(db, asset, target, batch)
     _close_versions_gone_from_source(db, target, batch)
     rows = _apply_time(db, target, batch) if by_time else _apply_column(db, asset, target, batch)
     db.execute(f"DROP TABLE {batch.stage}")
     return rows
+
+
+def _widen_to_the_data(db: Database, asset: Asset, target: str, batch: _Batch) -> None:
+    """A column whose new data is wider than the history's type (INTEGER then BIGINT, DATE then TIMESTAMP) takes
+    the type both fit, as Bruin's DuckDB SCD2 does by rebuilding the table from the union of history and
+    source; without it the insert would fail, or cast the new rows down."""
+    for column in batch.columns:
+        current = db.column_type(asset.name, column)
+        if current is None:
+            continue
+        name = quote_identifier(column)
+        both = db.execute(f"DESCRIBE SELECT {name} FROM {target} UNION ALL SELECT {name} FROM {batch.stage}")
+        wider = str(both.fetchall()[0][1])
+        if wider.upper() != current.upper():
+            db.execute(f"ALTER TABLE {target} ALTER COLUMN {name} SET DATA TYPE {wider}")
 
 
 def _stage(db: Database, asset: Asset, query: str, *, by_time: bool) -> _Batch:

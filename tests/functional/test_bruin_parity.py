@@ -664,3 +664,21 @@ def test_a_lakehouse_connection_is_refused_not_read_as_a_plain_file(tmp_path):
         ran.stderr
     )
     assert not repo.database.exists()
+
+
+def test_scd2_history_takes_the_wider_type_of_new_data(tmp_path):
+    """assets/materialization.md (SCD2) and pkg/duckdb/materialization.go: Bruin rebuilds the history from the union
+    of the table and the new rows, so a value wider than the column's first type (an INTEGER column, then a
+    BIGINT value; a DATE key, then a TIMESTAMP) is kept whole, not refused or cut; the history stays right."""
+    repo = Repo(tmp_path / "repo")
+    header = {
+        "materialization": {"type": "table", "strategy": "scd2_by_column"},
+        "columns": [{"name": "id", "type": "integer", "primary_key": True}, {"name": "v", "type": "integer"}],
+    }
+    repo.sql("s.dim", "SELECT 1::INTEGER AS id, 5::INTEGER AS v", **header)
+    repo.run_ok(*DAY)
+    repo.sql("s.dim", "SELECT 1::INTEGER AS id, 3000000000::BIGINT AS v", **header)
+    ran = repo.run(*DAY)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert repo.query("SELECT v, _is_current FROM s.dim ORDER BY v") == [(5, False), (3000000000, True)]
+    assert repo.query("SELECT data_type FROM information_schema.columns WHERE column_name = 'v'") == [("BIGINT",)]
