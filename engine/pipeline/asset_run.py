@@ -127,6 +127,7 @@ class AssetRun:
             if window is not self.settings.window:
                 result.window = window
             if self.settings.only != "checks":
+                _render_parameters(self.asset, context)
                 self._main(context, window)
                 self._tables = None  # the checks read the tables again: this asset's own now exists
             if self._stopped is None and self.settings.only != "main" and self.asset.has_checks:
@@ -314,6 +315,22 @@ class AssetRun:
             raise RuntimeError(self._stopped)
         if code != 0:
             raise RuntimeError(f"python exited with code {code}" + (f": {last_line}" if last_line else ""))
+
+
+def _render_parameters(asset: Asset, context: dict[str, Any]) -> dict[str, Any]:
+    """Every string parameter rendered as Bruin renders it: a template that does not render fails the asset."""
+    from engine.pipeline.templating import TemplateProblem, render
+
+    rendered = {}
+    for name, value in asset.parameters.items():
+        if not isinstance(value, str) or ("{{" not in value and "{%" not in value):
+            rendered[name] = value
+            continue
+        try:
+            rendered[name] = render(value, context)
+        except TemplateProblem as error:
+            raise ValueError(f"parameters.{name} {value!r}: {error}") from None
+    return rendered
 
 
 def _rows_in_window(db: Database, asset: Asset, window: Window) -> int | None:

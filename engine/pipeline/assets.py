@@ -134,6 +134,7 @@ class Asset:
     seed_path: Path | None = None  # a seed's local file
     seed_url: str | None = None  # or its http(s) URL
     seed_template: str | None = None  # or a path that is a template ("{{ var.region }}.csv"), rendered per run
+    parameters: dict[str, Any] = field(default_factory=dict)  # as written; Bruin renders each string as a template
     seed_format: str = "csv"  # one of SEED_FORMATS' values
     seed_types: bool = True  # parameters.enforce_schema: declared column types are applied
     enabled: Any = True  # a boolean, or a template rendered per run ("{{ var.with_snapshot }}")
@@ -281,6 +282,8 @@ def _build_asset(
     asset.full_refresh_restricted = restricted is True
     asset.start_date = check_start_date(data, path, problems, f"asset {name!r}")
     parameters = data.get("parameters")
+    if isinstance(parameters, dict):
+        asset.parameters = dict(parameters)
     if isinstance(parameters, dict) and "full_refresh" in parameters:
         flag = parameters["full_refresh"]
         if not isinstance(flag, bool) and str(flag).lower() not in ("true", "false"):

@@ -682,3 +682,14 @@ def test_scd2_history_takes_the_wider_type_of_new_data(tmp_path):
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert repo.query("SELECT v, _is_current FROM s.dim ORDER BY v") == [(5, False), (3000000000, True)]
     assert repo.query("SELECT data_type FROM information_schema.columns WHERE column_name = 'v'") == [("BIGINT",)]
+
+
+def test_a_parameter_template_that_does_not_render_fails_its_asset(tmp_path):
+    """variables/built-in.md ("YAML parameters" are templated): a parameter whose template cannot render (an
+    undefined variable) fails its asset, naming the parameter, and its downstream does not run."""
+    repo = Repo(tmp_path / "repo")
+    repo.sql("s.t", "SELECT 1 AS x", materialization={"type": "table"}, parameters={"label": "{{ var.nowhere }}"})
+    ran = repo.run(*DAY)
+    assert ran.returncode == 1
+    assert "parameters.label '{{ var.nowhere }}'" in ran.stdout, ran.stdout
+    assert not repo.query("SELECT count(*) FROM information_schema.tables WHERE table_name = 't'")[0][0]
