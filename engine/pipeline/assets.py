@@ -89,6 +89,7 @@ ASSET_FIELDS = {
 # Fields Bruin acts on when it runs an asset that we do not: accepted with a warning saying what differs.
 NOT_USED_HERE = {
     "retries": "an asset is not retried on its own here; a backfill retries whole partitions (--retries)",
+    "extends": "glossary entities are not read here: the columns and checks they would add do not run",
 }
 MATERIALIZATION_FIELDS = {
     "type",

@@ -213,6 +213,7 @@ def test_fields_bruin_accepts_are_never_refused(tmp_path, home):
         metadata={"team": "data"},
         owner="someone@example.com",
         colour="red",
+        extends=["Customer"],
         columns=[
             {
                 "name": "id",
@@ -230,6 +231,7 @@ def test_fields_bruin_accepts_are_never_refused(tmp_path, home):
         "pipeline.yml:7: retries: an asset is not retried on its own here",
         "s.t.sql:11: unknown field 'colour' (ignored)",
         "s.t.sql:6: retries: an asset is not retried on its own here",
+        "extends: glossary entities are not read here: the columns and checks they would add do not run",
     ]
     for text in expected:
         assert sum(text in line for line in warnings) == 1, (text, warnings)
