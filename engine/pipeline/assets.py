@@ -367,8 +367,8 @@ def parse_secrets(data: dict[str, Any], path: Path, problems: Problems) -> tuple
         if not isinstance(key, str) or not key or not isinstance(inject_as, str) or not inject_as:
             problems.add(path, line, "each secret needs a key (a connection name) and optionally inject_as")
             continue
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", inject_as):
-            problems.add(path, line, f"secret inject_as {inject_as!r} must be an environment variable name")
+        if "=" in inject_as or "\0" in inject_as:  # what an environment can hold; Bruin takes any other name
+            problems.add(path, line, f"secret inject_as {inject_as!r} cannot name an environment variable ('=' or NUL)")
             continue
         found.append((key, inject_as))
     return tuple(found)

@@ -695,3 +695,24 @@ def test_a_parameter_template_that_does_not_render_fails_its_asset(tmp_path):
     assert ran.returncode == 1
     assert "parameters.label '{{ var.nowhere }}'" in ran.stdout, ran.stdout
     assert not repo.query("SELECT count(*) FROM information_schema.tables WHERE table_name = 't'")[0][0]
+
+
+def test_inject_as_takes_any_name_bruin_takes(tmp_path):
+    """secrets/overview.md (inject_as): Bruin injects a secret under any name it is given, dashes included; only a
+    name no environment can hold ('=' in it) is refused, naming it."""
+    repo = Repo(tmp_path / "repo")
+    repo.python(
+        "s.p",
+        "import duckdb, json, os\n"
+        "path = json.loads(os.environ['db-details'])['path']\n"
+        "with duckdb.connect(os.environ['BRUIN_DUCKDB_PATH']) as db:\n"
+        "    db.execute('CREATE SCHEMA IF NOT EXISTS s')\n"
+        "    db.execute('CREATE OR REPLACE TABLE s.p AS SELECT ? AS path', [path])\n",
+        connection="db",
+        secrets=[{"key": "db", "inject_as": "db-details"}],
+    )
+    repo.run_ok(*DAY)
+    assert repo.query("SELECT path FROM s.p") == [(str(repo.database),)]
+    repo.python("s.p", "print(1)\n", secrets=[{"key": "db", "inject_as": "a=b"}])
+    refused = repo.run(*DAY)
+    assert refused.returncode == 2 and "secret inject_as 'a=b' cannot name an environment variable" in refused.stderr
