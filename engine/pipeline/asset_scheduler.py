@@ -43,6 +43,7 @@ class AssetScheduler:
         self.on_finish = on_finish
         self.results: dict[str, AssetResult] = {}
         self._active: dict[str, tuple[AssetRun, float]] = {}
+        self._began = time.monotonic()  # reset when run() starts: --timeout counts from there
         self._per_connection: dict[str, int] = {}
         self._exclusive: set[str] = set()
         self._finished: queue.Queue[AssetRun] = queue.Queue()
@@ -125,6 +126,7 @@ class AssetScheduler:
 
     def run(self) -> dict[str, AssetResult]:
         pending = set(self.selected)
+        self._began = time.monotonic()
         while pending or self._active:
             if self._stopping is not None:
                 for name in sorted(pending):
@@ -150,18 +152,19 @@ class AssetScheduler:
         return self.results
 
     def _limit_of(self, run: AssetRun) -> tuple[int, str] | None:
-        """The shortest of the asset's timeout (or the pipeline's default.timeout) and the run's --timeout."""
-        limits = []
+        """The asset's own timeout, or the pipeline's default.timeout."""
         if run.asset.timeout is not None:
-            limits.append((run.asset.timeout, "the asset's timeout"))
-        elif self.pipeline.default_timeout is not None:
-            limits.append((self.pipeline.default_timeout, "the pipeline's default.timeout"))
-        if self.timeout is not None:
-            limits.append((self.timeout, "--timeout"))
-        return min(limits) if limits else None
+            return run.asset.timeout, "the asset's timeout"
+        if self.pipeline.default_timeout is not None:
+            return self.pipeline.default_timeout, "the pipeline's default.timeout"
+        return None
 
     def _enforce_timeouts(self) -> None:
+        """Each asset's own limit, and --timeout over the whole run, as Bruin's ("timeout for the entire pipeline
+        run"): past it, what runs is stopped and nothing more starts."""
         now = time.monotonic()
+        if self.timeout is not None and (now - self._began) * 1_000_000 >= self.timeout:
+            self.stop(f"timed out after {format_duration(self.timeout)} (--timeout, the whole run's)")
         for run, started in list(self._active.values()):
             limit = self._limit_of(run)
             if limit is not None and (now - started) * 1_000_000 >= limit[0]:

@@ -716,3 +716,17 @@ def test_inject_as_takes_any_name_bruin_takes(tmp_path):
     repo.python("s.p", "print(1)\n", secrets=[{"key": "db", "inject_as": "a=b"}])
     refused = repo.run(*DAY)
     assert refused.returncode == 2 and "secret inject_as 'a=b' cannot name an environment variable" in refused.stderr
+
+
+def test_timeout_bounds_the_whole_run_as_bruins(tmp_path):
+    """commands/run.md (--timeout: "timeout for the entire pipeline run"): an asset started after others ran is
+    stopped when the run's time is up, not after a full --timeout of its own."""
+    repo = Repo(tmp_path / "repo")
+    repo.python("s.first", "import time\ntime.sleep(1)\n", connection="db")
+    repo.python("s.second", "import time\ntime.sleep(60)\n", connection="db", depends=["s.first"])
+    ran = repo.run(*DAY, "--timeout", "3")
+    assert ran.returncode == 1
+    second = next(a for a in repo.records()[-1]["assets"] if a["name"] == "s.second")
+    assert second["error"] == "timed out after 3s (--timeout, the whole run's)", second
+    # its own share of the run: what the run had left when it started, never a full 3 s of its own
+    assert second["duration_seconds"] is None or second["duration_seconds"] < 3, second

@@ -213,7 +213,8 @@ def test_run_record_holds_interval_options_assets_and_backfill_fields(tmp_path):
 
 
 def test_timeouts_stop_sql_and_python_assets(tmp_path):
-    """--timeout stops an asset over its time (a DuckDB query or a Python process) and fails it."""
+    """--timeout bounds the whole run, as Bruin's: the asset running when it passes (a DuckDB query or a Python
+    process) is stopped and fails, and the one not started yet fails without starting."""
     repo = Repo(tmp_path / "repo")
     repo.sql("s.slow", "SELECT sum(hash(i)) FROM range(100000000000) t(i)", materialization={"type": "table"})
     repo.python("py.slow", "import time\ntime.sleep(60)")
@@ -221,7 +222,7 @@ def test_timeouts_stop_sql_and_python_assets(tmp_path):
     result = repo.run(*DAY, "--timeout", "500ms")
     assert time.monotonic() - started < 30
     assert result.returncode == 1
-    assert result.stdout.count("error: timed out after 500ms (--timeout)") == 2
+    assert result.stdout.count("error: timed out after 500ms (--timeout, the whole run's)") == 2
     assert repo.query("SELECT count(*) FROM information_schema.tables WHERE table_name = 'slow'") == [(0,)]
 
 
