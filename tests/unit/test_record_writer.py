@@ -1,0 +1,174 @@
+"""The record writer's write-ahead and full-disk paths in-process: a write-ahead is never overtaken by an older
+queued version of its file and never waits on other files; a full disk defers the latest version of each record
+and writes them once the reserve is given back; a write-ahead on a full disk is refused, never deferred; a
+fenced owner writes nothing."""
+
+from __future__ import annotations
+
+import errno
+import threading
+from pathlib import Path
+
+import pytest
+
+from engine.store import record_writer as writer_module
+from engine.store.record_writer import RecordWriter
+from tests.hang_guard import finishes
+
+REAL_WRITE = writer_module.write_atomic
+
+
+class Disk:
+    """write_atomic as the writer sees it: a file can be held (its write waits for a release) and the disk can
+    be full (ENOSPC) or failing (EIO)."""
+
+    def __init__(self) -> None:
+        self.held: dict[str, threading.Event] = {}
+        self.started: dict[str, threading.Event] = {}
+        self.failure: int | None = None
+        self.writes: list[tuple[str, bytes, bool]] = []
+
+    def hold(self, name: str) -> threading.Event:
+        self.held[name], self.started[name] = threading.Event(), threading.Event()
+        return self.held[name]
+
+    def write(self, path: Path, data: bytes, *, durable: bool = True, sync_parent: bool = True) -> None:
+        if path.name in self.held:
+            self.started[path.name].set()
+            assert self.held[path.name].wait(30), "the test never released the file"
+        if self.failure is not None:
+            raise OSError(self.failure, "simulated")
+        self.writes.append((path.name, data, durable))
+        REAL_WRITE(path, data, durable=durable, sync_parent=sync_parent)
+
+
+@pytest.fixture
+def disk(monkeypatch) -> Disk:
+    simulated = Disk()
+    monkeypatch.setattr(writer_module, "write_atomic", simulated.write)
+    return simulated
+
+
+def test_a_write_ahead_goes_behind_a_queued_version_of_its_file(tmp_path, disk):
+    """A record still queued for the same file is written first, then the write-ahead: the file ends with the
+    write-ahead's bytes, durably, never overtaken by the older version."""
+    writer = RecordWriter(tmp_path)
+    release = disk.hold("a.json")
+    writer.put(tmp_path / "a.json", b"queued", durable=False)
+    assert disk.started["a.json"].wait(10)
+    ahead = threading.Thread(target=writer.write_ahead, args=(tmp_path / "a.json", b"ahead"))
+    ahead.start()
+    release.set()
+    finishes(ahead.join)
+    finishes(writer.close)
+    assert (tmp_path / "a.json").read_bytes() == b"ahead"
+    assert [w for w in disk.writes if w[0] == "a.json"] == [("a.json", b"queued", False), ("a.json", b"ahead", True)]
+
+
+def test_a_write_ahead_never_waits_for_other_files(tmp_path, disk):
+    """With the writer's thread stuck on another file, and after earlier writes of this file were drained, a
+    write-ahead is written on the caller's thread at once (the queue's count of it went back to zero)."""
+    writer = RecordWriter(tmp_path)
+    writer.put(tmp_path / "a.json", b"one", durable=False)
+    writer.put(tmp_path / "a.json", b"two", durable=True)
+    finishes(writer.drain)
+    release = disk.hold("other.json")
+    writer.put(tmp_path / "other.json", b"slow", durable=False)
+    assert disk.started["other.json"].wait(10)
+    finishes(lambda: writer.write_ahead(tmp_path / "a.json", b"three"), seconds=10)
+    assert (tmp_path / "a.json").read_bytes() == b"three" and disk.writes[-1] == ("a.json", b"three", True)
+    release.set()
+    finishes(writer.close)
+
+
+def test_a_fenced_owner_writes_nothing_ahead(tmp_path, disk):
+    """A write-ahead asked for by an owner that lost its lease writes nothing."""
+    writer = RecordWriter(tmp_path, may_write=lambda: False)
+    writer.write_ahead(tmp_path / "a.json", b"late")
+    finishes(writer.close)
+    assert not (tmp_path / "a.json").exists() and disk.writes == []
+
+
+@pytest.mark.parametrize("code, full", [(errno.ENOSPC, True), (errno.EIO, False)])
+def test_a_write_ahead_that_cannot_be_written_is_refused(tmp_path, disk, code, full):
+    """On a full disk the write-ahead raises and the writer says the disk is full (its child must not start);
+    any other error raises without calling the disk full."""
+    writer = RecordWriter(tmp_path)
+    disk.failure = code
+    with pytest.raises(OSError) as raised:
+        writer.write_ahead(tmp_path / "a.json", b"ahead")
+    assert raised.value.errno == code
+    assert (writer.full is not None) is full
+    disk.failure = None
+    finishes(writer.close)
+
+
+def test_a_full_disk_defers_the_latest_version_of_each_record_until_the_reserve_is_given_back(tmp_path, disk):
+    """Records queued on a full disk are kept, the latest version of each; drain says the disk is full; once the
+    reserve is released they are written, durably, and counted; a write-ahead queued meanwhile is refused and
+    never deferred."""
+    writer = RecordWriter(tmp_path)
+    disk.failure = errno.ENOSPC
+    writer.put(tmp_path / "a.json", b"a1", durable=False)
+    writer.put(tmp_path / "a.json", b"a2", durable=False)
+    writer.put(tmp_path / "b.json", b"b1", durable=True)
+    with pytest.raises(OSError) as full:
+        finishes(writer.drain)
+    assert full.value.errno == errno.ENOSPC and writer.full is full.value
+    with pytest.raises(OSError):
+        writer.put_and_wait(tmp_path / "c.json", b"ahead")
+    released: list[bool] = []
+    disk.failure = None
+    written = writer.write_deferred(lambda: released.append(True) or True)
+    assert written == 2 and released == [True]
+    assert (tmp_path / "a.json").read_bytes() == b"a2" and (tmp_path / "b.json").read_bytes() == b"b1"
+    assert not (tmp_path / "c.json").exists()
+    assert {(name, durable) for name, _, durable in disk.writes} == {("a.json", True), ("b.json", True)}
+    assert writer.write_deferred(lambda: released.append(True) or True) == 0 and released == [True]
+    finishes(writer.close)
+
+
+def test_nothing_deferred_gives_nothing_back(tmp_path, disk):
+    """Without a full disk there is nothing to write afterwards, and the reserve is not released."""
+    writer = RecordWriter(tmp_path)
+    writer.put(tmp_path / "a.json", b"a", durable=True)
+    released: list[bool] = []
+    assert writer.write_deferred(lambda: released.append(True) or True) == 0 and released == []
+    finishes(writer.close)
+
+
+def test_deferred_records_of_a_fenced_owner_are_not_written(tmp_path, disk):
+    """An owner fenced while its records waited for room writes none of them when the room comes."""
+    owner = {"owns": True}
+    writer = RecordWriter(tmp_path, may_write=lambda: owner["owns"])
+    disk.failure = errno.ENOSPC
+    writer.put(tmp_path / "a.json", b"a", durable=True)
+    with pytest.raises(OSError):
+        finishes(writer.drain)
+    disk.failure, owner["owns"] = None, False
+    writer.write_deferred(lambda: True)
+    assert not (tmp_path / "a.json").exists()
+    finishes(writer.close)
+
+
+def test_after_the_writer_failed_nothing_deferred_is_written(tmp_path, disk):
+    """A writer that failed (an error other than a full disk) writes nothing later, deferred or not."""
+    writer = RecordWriter(tmp_path)
+    disk.failure = errno.ENOSPC
+    writer.put(tmp_path / "a.json", b"a", durable=True)
+    with pytest.raises(OSError):
+        finishes(writer.drain)
+    disk.failure = errno.EIO
+    writer.full = None
+    writer.put(tmp_path / "b.json", b"b", durable=True)
+    with pytest.raises(OSError):
+        finishes(writer.drain)
+    disk.failure = None
+    assert writer.write_deferred(lambda: True) == 0
+    assert not (tmp_path / "a.json").exists()
+    with pytest.raises(OSError):
+        writer.put(tmp_path / "c.json", b"c", durable=True)
+    with pytest.raises(OSError):
+        writer.put_and_wait(tmp_path / "c.json", b"c")
+    with pytest.raises(OSError):
+        writer.write_ahead(tmp_path / "c.json", b"c")
