@@ -31,6 +31,11 @@ LEFT_OPEN = {
 def test_a_process_that_never_closes_them_still_exits(tmp_path: Path):
     """Neither thread keeps its process alive: a front end that dies without closing the writer or stopping the
     lease keeper exits (exit 0 here), as the crash paths rely on."""
+    RecordWriter(tmp_path).close()  # the same classes, started here too (so mutation runs tie this test to them)
+    (tmp_path / "bf").mkdir()
+    keeper = LeaseKeeper(StateStore(tmp_path / "bf"), 1, Settings(lease_renew_seconds=0.05))
+    keeper.start(tuple, print)
+    keeper.stop()
     for name, source in LEFT_OPEN.items():
         directory = tmp_path / name.replace(" ", "-")
         directory.mkdir()

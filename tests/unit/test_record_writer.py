@@ -33,9 +33,10 @@ class Disk:
         return self.held[name]
 
     def write(self, path: Path, data: bytes, *, durable: bool = True, sync_parent: bool = True) -> None:
-        if path.name in self.held:
+        if path.name in self.held:  # the first write of the file only
+            held = self.held.pop(path.name)
             self.started[path.name].set()
-            assert self.held[path.name].wait(30), "the test never released the file"
+            assert held.wait(30), "the test never released the file"
         if self.failure is not None:
             raise OSError(self.failure, "simulated")
         self.writes.append((path.name, data, durable))
@@ -70,7 +71,8 @@ def test_a_write_ahead_never_waits_for_other_files(tmp_path, disk):
     write-ahead is written on the caller's thread at once (the queue's count of it went back to zero)."""
     writer = RecordWriter(tmp_path)
     writer.put(tmp_path / "a.json", b"one", durable=False)
-    writer.put(tmp_path / "a.json", b"two", durable=True)
+    finishes(lambda: writer.put_and_wait(tmp_path / "a.json", b"two"))
+    writer.put(tmp_path / "a.json", b"two again", durable=True)
     finishes(writer.drain)
     release = disk.hold("other.json")
     writer.put(tmp_path / "other.json", b"slow", durable=False)
@@ -172,3 +174,17 @@ def test_after_the_writer_failed_nothing_deferred_is_written(tmp_path, disk):
         writer.put_and_wait(tmp_path / "c.json", b"c")
     with pytest.raises(OSError):
         writer.write_ahead(tmp_path / "c.json", b"c")
+
+
+def test_every_record_of_a_batch_is_written(tmp_path, disk):
+    """Records queued while the writer was busy are written as one batch, every one of them."""
+    writer = RecordWriter(tmp_path)
+    release = disk.hold("x.json")
+    writer.put(tmp_path / "x.json", b"x", durable=False)
+    assert disk.started["x.json"].wait(10)
+    for name in ("a.json", "b.json", "c.json"):
+        writer.put(tmp_path / name, name.encode(), durable=True)
+    release.set()
+    finishes(writer.drain)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "b.json", "c.json", "x.json"]
+    finishes(writer.close)
