@@ -279,3 +279,20 @@ def test_a_stopped_keeper_keeps_the_ownership_it_had_when_it_stopped(store):
     fenced = LeaseKeeper(store, 5, SHORT)  # never started: its validity long past
     finishes(fenced.stop)
     assert not fenced.owns()
+
+
+def test_the_lease_carries_its_expiry_on_this_boot_s_clock(store):
+    """The lease names this boot and when it runs out on the boot clock (what a same-host reconcile judges by,
+    whatever the wall clock says), a lease ahead of the moment it was written, renewal after renewal."""
+    from engine.base.boot_clock import boot_id
+
+    keeper = LeaseKeeper(store, 1, SHORT)
+    before = since_boot()
+    keeper.start(lambda: RUNNING, lambda message: None)
+    try:
+        first = read_lease(store.directory)
+        assert first.boot == boot_id() and first.boot
+        assert before + 30 <= first.expires_boot <= since_boot() + 30
+        until(lambda: read_lease(store.directory).expires_boot > first.expires_boot)
+    finally:
+        finishes(keeper.stop)
