@@ -90,3 +90,15 @@ def _umask() -> int:
     current = os.umask(0)
     os.umask(current)
     return current
+
+
+def test_acquire_in_this_process_waits_for_the_holder_to_let_go(tmp_path):
+    """Two locks of one file in this process are two holders: acquire() waits for the other's release (a timer
+    here) and takes the lock, well within its time."""
+    import threading
+
+    holder, waiter = FileLock(tmp_path / ".lock"), FileLock(tmp_path / ".lock")
+    assert holder.try_acquire()
+    threading.Timer(0.3, holder.release).start()
+    assert waiter.acquire(30)
+    waiter.release()

@@ -100,3 +100,28 @@ def test_an_id_that_could_leave_the_store_is_refused(outside, bad):
     """An empty ID, a path or a hidden name is not an ID: one line, nothing read."""
     with pytest.raises(BadInput, match="is not a backfill ID: use the ID printed when it started"):
         locate_backfill(bad, "states", outside)
+
+
+def test_long_lists_are_cut_and_every_store_is_named(tmp_path, monkeypatch):
+    """From a repository both stores are searched and named; an ambiguous prefix lists ten candidates, an
+    unknown ID the five most recent, each with its creation time to the minute."""
+    import re
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    repository = tmp_path / "repo"
+    (repository / ".git").mkdir(parents=True)
+    saved = [saved_command_backfill(repository, end="2024-01-02") for _ in range(11)]
+    roots = searched_roots(None, repository)
+    for backfill in saved:  # into the repository's own store, where a command run there looks first
+        roots[0].mkdir(parents=True, exist_ok=True)
+        os.rename(backfill.store.directory, roots[0] / backfill.store.id)
+    with pytest.raises(BadInput) as ambiguous:
+        locate_backfill(saved[0].store.id[:4], None, repository)
+    lines = str(ambiguous.value).splitlines()
+    assert f"Searched {roots[0]}, {roots[1]}; candidates:" in lines[0]
+    assert len(lines) == 11
+    assert all(re.fullmatch(r"  \S+  true  created \d{4}-\d\d-\d\d \d\d:\d\d  incomplete", line) for line in lines[1:])
+    with pytest.raises(BadInput) as unknown:
+        locate_backfill("zzz", None, repository)
+    lines = str(unknown.value).splitlines()
+    assert len(lines) == 7 and lines[-1].startswith("run from the repository")
