@@ -125,3 +125,23 @@ def test_long_lists_are_cut_and_every_store_is_named(tmp_path, monkeypatch):
         locate_backfill("zzz", None, repository)
     lines = str(unknown.value).splitlines()
     assert len(lines) == 7 and lines[-1].startswith("run from the repository")
+
+
+def test_the_most_recent_are_the_newest_ids_whichever_store_holds_them(tmp_path, monkeypatch):
+    """Across the repository's store and the user's, the most recent are ordered by ID (its creation time),
+    not by where they are stored."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    repository = tmp_path / "repo"
+    (repository / ".git").mkdir(parents=True)
+    roots = searched_roots(None, repository)
+    low, high = sorted(
+        (saved_command_backfill(repository, end="2024-01-02") for _ in range(2)), key=lambda b: b.store.id
+    )
+    for backfill, root in ((high, roots[0]), (low, roots[1])):  # the newer in the store whose path sorts first
+        root.mkdir(parents=True, exist_ok=True)
+        os.rename(backfill.store.directory, root / backfill.store.id)
+    assert str(roots[0]) < str(roots[1])
+    with pytest.raises(BadInput) as unknown:
+        locate_backfill("zzz", None, repository)
+    lines = str(unknown.value).splitlines()
+    assert [line.split()[0] for line in lines[1:3]] == [high.store.id, low.store.id]
