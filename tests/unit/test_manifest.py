@@ -109,3 +109,13 @@ def test_damaged_controls_are_refused_before_anything_is_launched(saved, saved_c
     with pytest.raises(StateUnreadable) as refused:
         initial_options(manifest)
     assert message in str(refused.value) and repr(prepared.store.id) in str(refused.value)
+
+
+def test_older_manifests_without_a_count_and_saved_workers_are_read(saved):
+    """A manifest from before partition_count was saved plans from its inputs alone; saved workers are the ones
+    read back, not the default."""
+    _, manifest = saved
+    del manifest["partition_count"]
+    assert len(spec_of(manifest).plan) == 5
+    manifest["initial_execution"]["workers"] = 4
+    assert initial_options(manifest).workers == 4
