@@ -39,6 +39,7 @@ def test_a_mark_is_written_once_read_back_as_written_and_in_the_order_made(direc
     write_bulk_mark(directory, earlier)
     (directory / BULK_MARKS / ".002.json.tmp").write_bytes(b"{")
     (directory / BULK_MARKS / "notes.txt").write_bytes(b"x")
+    (directory / BULK_MARKS / ".003.json").write_bytes(b"{")  # a hidden file is never a mark
     assert read_bulk_marks(directory) == [earlier, later]
     saved = orjson.loads((directory / BULK_MARKS / "002.json").read_bytes())
     assert saved == {
@@ -88,6 +89,8 @@ def test_merging_appends_each_mark_once_as_its_numbered_entry(directory):
     assert len(folded.attempts) == 3 and folded.status == "failed"
     behind = merge(record(1, attempts=2), [first], "bf")
     assert [a.run_id for a in behind.attempts][-1] == "bf-p1-m3" and behind.status == "succeeded"
+    later = merge(record(1, attempts=3), [first, mark("003", {1: 4})], "bf")  # first folded in already
+    assert [a.run_id for a in later.attempts][-1] == "bf-p1-m4"
     untouched = merge(record(5, attempts=1), [first, second], "bf")
     assert len(untouched.attempts) == 1 and untouched.status == "failed"
 
