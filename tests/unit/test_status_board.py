@@ -33,8 +33,12 @@ def test_a_plan_too_large_is_refused_before_anything_is_held():
     """The largest plan is allowed; one more partition is refused, as bad input for a new plan and as unreadable
     state for a saved one."""
     check_plan_size(MAX_PARTITIONS)
-    with pytest.raises(BadInput, match="the plan has 50,000,001 partitions; a backfill holds at most 50,000,000"):
+    with pytest.raises(BadInput) as refused:
         check_plan_size(MAX_PARTITIONS + 1)
+    assert str(refused.value) == (
+        "the plan has 50,000,001 partitions; a backfill holds at most 50,000,000: use a coarser --partition or a "
+        "shorter range"
+    )
     with pytest.raises(StateUnreadable):
         StatusBoard(MAX_PARTITIONS + 1)
 
@@ -47,6 +51,9 @@ def test_counts_follow_every_change_and_never_need_a_scan():
     board.set(0, Status.RUNNING)
     board.set(0, Status.RUNNING)
     board.set(1, Status.FAILED)
+    board.set(2, Status.FAILED)
+    assert board.count(Status.FAILED) == 2
+    board.set(2, Status.QUEUED)
     board.set(0, Status.SUCCEEDED)
     assert board.count(Status.QUEUED) == 3 and board.count(Status.SUCCEEDED) == 1 and board.count(Status.RUNNING) == 0
     assert board.status(0) is Status.SUCCEEDED and board.status(4) is Status.QUEUED
@@ -86,6 +93,8 @@ def test_find_forwards_and_backwards():
     assert board.find(Status.FAILED, 5, backwards=True) == 4 and board.find(Status.FAILED, 4, backwards=True) == 4
     assert board.find(Status.FAILED, 3, backwards=True) == 1 and board.find(Status.FAILED, 0, backwards=True) == -1
     assert board.find(Status.FAILED, -1, backwards=True) == -1
+    board.set(0, Status.FAILED)
+    assert board.find(Status.FAILED, 0, backwards=True) == 0 and board.find(Status.FAILED, 0) == 0
 
 
 def test_a_copy_takes_everything():
