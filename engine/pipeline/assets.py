@@ -143,7 +143,6 @@ class Asset:
     secrets: tuple[tuple[str, str], ...] = ()  # (connection name, environment variable)
     full_refresh_restricted: bool = False
     always_full_refresh: bool = False  # parameters.full_refresh: true
-    start_date: str | None = None  # where a --full-refresh run's window starts (YYYY-MM-DD)
 
     @property
     def kind(self) -> AssetKind:
@@ -281,7 +280,7 @@ def _build_asset(
     if not isinstance(restricted, bool):
         problems.add(path, line_of(data, "full_refresh_restricted"), "full_refresh_restricted must be true or false")
     asset.full_refresh_restricted = restricted is True
-    asset.start_date = check_start_date(data, path, problems, f"asset {name!r}")
+    check_start_date(data, path, problems, f"asset {name!r}")  # validated; a DuckDB run never reads it (as Bruin)
     parameters = data.get("parameters")
     if isinstance(parameters, dict):
         asset.parameters = dict(parameters)

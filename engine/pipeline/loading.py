@@ -82,7 +82,6 @@ class Pipeline:
     default_timeout: int | None = None  # microseconds, for assets without their own
     macros: str = ""  # every macros/*.sql, in name order
     schema_prefix: str | None = None  # set by with_schema_prefix: asset names already carry it
-    start_date: str | None = None  # where a --full-refresh run's window starts, for assets without their own
     schedule: str | None = None  # pipeline.yml's schedule (hourly, daily, … or cron): what the guardrails compare
     warnings: tuple[str, ...] = ()  # fields read but not understood (Problems.warn): shown, never fatal
 
@@ -300,7 +299,9 @@ def load_pipeline(directory: Path) -> Pipeline:
     if "retries" in default:
         problems.warn(path, line_of(default, "retries"), f"default.retries: {NOT_USED_HERE['retries']} (ignored)")
     modifiers = default.get("interval_modifiers")
-    start_date = check_start_date(data, path, problems, f"pipeline {str(data.get('name') or directory.name)!r}")
+    check_start_date(
+        data, path, problems, f"pipeline {str(data.get('name') or directory.name)!r}"
+    )  # validated; `bruin run` never reads it
     raw_name = str(data.get("name") or directory.name)
     pipeline = Pipeline(
         name=raw_name,
@@ -314,7 +315,6 @@ def load_pipeline(directory: Path) -> Pipeline:
         name_template=raw_name if "{" in raw_name else None,
         default_timeout=parse_timeout(default, path, problems),
         macros=_macros(directory, problems),
-        start_date=start_date,
         schedule=str(data["schedule"]).strip().lower() if data.get("schedule") else None,
     )
     if pipeline.name_template is not None:
