@@ -73,6 +73,7 @@ class Prepared:
     reason: str | None = None  # why this backfill runs: saved, recorded, and BACKFILL_REASON for children
     hooks: ExecutorHooks | None = None  # the guardrails' verification, once the pre-flight has run
     rerun_asset: AssetRerun | None = None  # --asset: this invocation runs one asset (and downstream) again
+    whole_partitions: bool = False  # --rerun-whole-partition: no asset of a failed attempt is carried over
 
     @property
     def launcher_name(self) -> str:

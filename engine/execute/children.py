@@ -58,20 +58,26 @@ class ChildFactory:
         if reason is not None:
             base["BACKFILL_REASON"] = reason
         self.base_environment = base
-        self.prefix = self._pipeline_prefix() if not spec.target.is_command else []
+        self.prefix = self._pipeline_prefix(rerun_asset) if not spec.target.is_command else []
 
-    def _pipeline_prefix(self) -> list[str]:
+    def _pipeline_prefix(self, rerun: AssetRerun | None, assets: tuple[str, ...] | None = None) -> list[str]:
+        """``backfill run TARGET`` with the spec's run options. An operator's rerun of one asset (and its
+        downstream) replaces the spec's selection of assets; an asset-level resume's ``assets`` (a part of that
+        selection) replace its selectors, whose union would widen them: tags, excluded tags, an asset target's
+        downstream and the ``--only`` steps still apply, and leave every one of ``assets`` in."""
         spec, options = self.spec, self.spec.run_options
         argv = [*backfill_program(), "run", str(spec.target.path)]
         if spec.environment:
             argv += ["--environment", spec.environment]
         if options.config_file:
             argv += ["--config-file", options.config_file]
-        rerun = self.rerun_asset
-        if rerun is not None:  # an operator's rerun of one asset (and its downstream) replaces the selection
+        if rerun is not None:
             argv += ["--selector", f"fqn:{rerun.name}" + ("+" if rerun.downstream else "")]
+        if assets is not None:
+            argv += ["--selector", " ".join(f"fqn:{name}" for name in assets)]
         for option in RUN_OPTIONS:
-            if not (option.selects and rerun is not None):
+            replaced = rerun is not None or (assets is not None and option.attribute == "selector")
+            if not (option.selects and replaced):
                 argv += option.child_argv(getattr(options, option.attribute))
         return argv
 
@@ -89,13 +95,24 @@ class ChildFactory:
             "run_id": run_id,
         }
 
-    def child(self, interval: Interval, partition_id: str, run_id: str, log_path: Path, total: int) -> ChildSpec:
+    def child(
+        self,
+        interval: Interval,
+        partition_id: str,
+        run_id: str,
+        log_path: Path,
+        total: int,
+        *,
+        assets: tuple[str, ...] | None = None,
+    ) -> ChildSpec:
+        """``assets``: an asset-level resume runs only these (None: the spec's selection)."""
         values = self.values(interval, partition_id, run_id)
         if self.spec.target.is_command:
             argv = [substitute(word, values) for word in self.words]
         else:
+            prefix = self.prefix if assets is None else self._pipeline_prefix(None, assets)
             argv = [
-                *self.prefix,
+                *prefix,
                 "--start-date",
                 values["start"],
                 "--end-date",

@@ -25,6 +25,7 @@ from engine.base.errors import BackfillError, StateWriteFailed
 from engine.base.processes import TrackedFamily, process_identity
 from engine.dates.durations import format_duration
 from engine.dates.plan import Interval
+from engine.execute.asset_resume import AssetPlan
 from engine.execute.children import ChildFactory
 from engine.execute.executor_snapshot import FINISHED, RUNNING, STARTING, STOPPING, Event, RunningPartition, Snapshot
 from engine.execute.failure_reason import failure_reason
@@ -60,6 +61,9 @@ class ExecutorHooks:
     after_run: Callable[[Outcome], str | None] = lambda outcome: None
     # Called on every turn of the loop (at least every 0.25 s): picks up operators' requests (interventions).
     poll: Callable[[Executor], None] = lambda executor: None
+    # Before each attempt of a pipeline partition: the assets it runs and carries (engine.execute.asset_resume),
+    # or None to run the whole selection.
+    plan_assets: Callable[[PartitionRecord | None], AssetPlan | None] = lambda record: None
 
 
 @dataclass
@@ -483,11 +487,18 @@ class Executor:
             generation=self.takeover.generation.number,
             launcher=self.launcher.name,
         )
+        assets = None
         if self.rerun_asset is not None:
             attempt.kind, attempt.asset = "rerun", self.rerun_asset.name
+        else:
+            assets = self.hooks.plan_assets(record if record.attempts else None)
+            if assets is not None:
+                attempt.assets, attempt.carried = list(assets.run), assets.carried
         record.attempts.append(attempt)
         record.status = RecordStatus.RUNNING
-        child_spec = self.factory.child(interval, partition_id, run_id, log_path, len(self.plan))
+        child_spec = self.factory.child(
+            interval, partition_id, run_id, log_path, len(self.plan), assets=assets.run if assets else None
+        )
         # Write-ahead: the attempt is on disk, synced, before its child can start, so a child that ran always has an
         # attempt record, whatever kills this executor next (a takeover settles a "starting" one: issue 24).
         if not self._write_ahead(self.store.record_path(partition_id), record.to_bytes()):

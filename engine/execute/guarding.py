@@ -18,6 +18,7 @@ from typing import Any
 from engine.base.errors import StateUnreadable
 from engine.base.who import requester
 from engine.dates.plan import Interval
+from engine.execute.asset_resume import AssetResume
 from engine.execute.backfill import Loaded, Prepared
 from engine.execute.children import ChildFactory
 from engine.execute.executor import ExecutorHooks, Outcome
@@ -27,6 +28,7 @@ from engine.guardrails.preflight import Approval, Preflight
 from engine.guardrails.request import RERUN, TRIGGER, GuardOptions, GuardRequest
 from engine.guardrails.settings import GuardrailSettings
 from engine.guardrails.verification import CommandVerifier, Verification
+from engine.pipeline.repository import logs_root, resolve_target
 from engine.spec.backfill_spec import Planned
 from engine.store import audit
 from engine.store.manifest import now_text
@@ -183,10 +185,25 @@ def guard_hooks(prepared: Prepared, preflight: Preflight, approval: Approval | N
         )
 
     hooks = ExecutorHooks(before_first_launch=run.before_first_launch, after_run=after_run)
+    resume = asset_resume(prepared, preflight)
+    if resume is not None:
+        hooks.plan_assets = resume.plan
     verify = run.pipeline_verifier() if not prepared.spec.target.is_command else command_verifier(prepared, preflight)
     if verify is not None:
         hooks.verify = verify
     return hooks
+
+
+def asset_resume(prepared: Prepared, preflight: Preflight) -> AssetResume | None:
+    """How each attempt of a pipeline partition is planned asset by asset; None when it always runs its whole
+    selection: a command target (no assets), an operator's ``--asset`` rerun, ``--rerun-whole-partition``."""
+    facts = preflight.facts
+    if prepared.spec.target.is_command or facts.pipeline is None:
+        return None
+    if prepared.rerun_asset is not None or prepared.whole_partitions:
+        return None
+    runs = logs_root(resolve_target(prepared.spec.target.path or "").repository) / "runs"
+    return AssetResume(runs, {a.asset.name: a.asset.digest for a in facts.selected}, facts.pipeline.downstream)
 
 
 def command_verifier(

@@ -76,6 +76,7 @@ class Invocation:
     loaded: Loaded | None = None  # resumes: the saved backfill
     selection: PartitionSelection = field(default_factory=PartitionSelection)
     rerun_asset: AssetRerun | None = None
+    whole_partitions: bool = False  # --rerun-whole-partition: no asset of an earlier attempt is carried over
     prepared: Prepared | None = None  # resumes: taken over (its locks held); new backfills once started
     paused: Decision | None = None  # resumes: paused by an operator when taken over; nothing is held
     _started: bool = field(default=False, init=False, repr=False)  # given up or started: nothing to release
@@ -164,6 +165,7 @@ class Invocation:
                         prepared.store, self.loaded, self.selection.indices, self.rerun_asset.name, self.reason or ""
                     )
                     prepared.rerun_asset = self.rerun_asset
+                prepared.whole_partitions = self.whole_partitions
                 prepared.hooks = guard_hooks(prepared, self.preflight, approval)
         except BaseException:
             if registration is not None:
@@ -250,6 +252,7 @@ def judge_resume(
     settings: Settings,
     can_ask: bool,
     rerun_asset: AssetRerun | None = None,
+    whole_partitions: bool = False,
     dry_run: bool = False,
 ) -> Invocation:
     """A saved backfill resumed: re-planned (its pipeline validated once), then, unless a dry run, taken over
@@ -285,6 +288,7 @@ def judge_resume(
         loaded=loaded,
         selection=selection,
         rerun_asset=rerun_asset,
+        whole_partitions=whole_partitions,
     )
     if dry_run:
         if runs_something:

@@ -129,7 +129,9 @@ class GuardedRun:
         target = resolve_target(self.spec.target.path or "")
         verifier = PipelineVerifier(self.preflight.facts, logs_root(target.repository) / "runs", guard.verify)
         only = rerun_assets(self.preflight, self.rerun_asset, self.rerun_downstream)
-        return lambda index, interval, attempt: verifier.verify(index, interval, attempt.run_id, only)
+        return lambda index, interval, attempt: verifier.verify(
+            index, interval, attempt.run_id, only, carried=attempt.carried
+        )
 
     def write_record(
         self, *, counts: dict[str, int], tally: RunTally, status: str, seconds: float, finished_at: float

@@ -82,8 +82,17 @@ class PipelineVerifier:
         self.baselines = baselines(facts)
         self.written = written_baselines(facts)  # tables without a time key: judged by the rows each run wrote
 
-    def verify(self, index: int, interval: Interval, run_id: str, only: set[str] | None = None) -> Verification:
-        """``only``: the assets an operator's asset rerun ran (the others were not run again)."""
+    def verify(
+        self,
+        index: int,
+        interval: Interval,
+        run_id: str,
+        only: set[str] | None = None,
+        carried: dict[str, str] | None = None,
+    ) -> Verification:
+        """``only``: the assets an operator's asset rerun ran (the others were not run again). ``carried``: an
+        asset-level resume's assets taken from earlier attempts (name → run ID), judged by those attempts' run
+        records, or as marked when an operator's asset mark carried them (a mark has no run record)."""
         path = self.runs_directory / f"{run_id}.json"
         try:
             record = orjson.loads(path.read_bytes())
@@ -93,6 +102,8 @@ class PipelineVerifier:
         if record.get("status") != AssetStatus.SUCCEEDED:
             problems.append(f"the run record says {record.get('status')!r}")
         by_name = {a.get("name"): a for a in record.get("assets") or []}
+        for name, source in (carried or {}).items():
+            by_name.setdefault(name, self._carried_entry(name, source))
         for name in sorted(self.selected if only is None else self.selected & only):
             entry = by_name.get(name)
             if entry is None:
@@ -122,6 +133,16 @@ class PipelineVerifier:
                     problems.append(describe_outside(name, rows, bounds, bucket_name(bucket, self.kind)))
             assets.append(judged)
         return _judge(problems, assets, self.mode)
+
+    def _carried_entry(self, name: str, run_id: str) -> dict[str, Any]:
+        try:
+            earlier = orjson.loads((self.runs_directory / f"{run_id}.json").read_bytes())
+        except FileNotFoundError:
+            return {"name": name, "status": AssetStatus.SUCCEEDED}  # an operator's asset mark
+        except (OSError, orjson.JSONDecodeError):
+            return {"name": name, "status": f"unreadable in {run_id}"}
+        found = [a for a in earlier.get("assets") or [] if isinstance(a, dict) and a.get("name") == name]
+        return found[0] if found else {"name": name, "status": f"missing from {run_id}"}
 
 
 def describe_outside(name: str, rows: int, bounds: Bounds, bucket: str) -> str:

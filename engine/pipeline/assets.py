@@ -6,10 +6,13 @@ Parsing never stops at the first problem: every problem found is collected as
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+import orjson
 
 from engine.base.errors import BadInput
 from engine.pipeline.asset_types import BRUIN_TYPES, SUPPORTED_TYPES, AssetKind, kind_of
@@ -143,6 +146,7 @@ class Asset:
     secrets: tuple[tuple[str, str], ...] = ()  # (connection name, environment variable)
     full_refresh_restricted: bool = False
     always_full_refresh: bool = False  # parameters.full_refresh: true
+    digest: str = ""  # of the file's text: an asset-level resume carries a success only over the same file
 
     @property
     def kind(self) -> AssetKind:
@@ -196,7 +200,7 @@ def read_asset(
             for line, message in skipped:
                 problems.warn(path, line, message)
             data = with_defaults(data, defaults or {}, python_file=path.suffix == ".py")
-            return _build_asset(data, path, relative, data.line, body, 1, problems)
+            return _digested(_build_asset(data, path, relative, data.line, body, 1, problems), text, defaults)
         header = match.group(2)
         header_line = match.group(1).count("\n") + 1
         body = text[match.end() :]
@@ -213,7 +217,14 @@ def read_asset(
         problems.add(path, header_line, "the @bruin header must be a YAML mapping")
         return None
     data = with_defaults(data, defaults or {}, python_file=path.suffix == ".py")
-    return _build_asset(data, path, relative, header_line, body, body_line, problems)
+    return _digested(_build_asset(data, path, relative, header_line, body, body_line, problems), text, defaults)
+
+
+def _digested(asset: Asset, text: str, defaults: dict[str, Any] | None) -> Asset:
+    """The asset's digest: its file and the pipeline's ``default:`` it takes in."""
+    merged = orjson.dumps(defaults or {}, option=orjson.OPT_SORT_KEYS, default=str)
+    asset.digest = hashlib.sha256(text.encode("utf-8") + b"\0" + merged).hexdigest()[:16]
+    return asset
 
 
 def _default_name(relative: str) -> str:

@@ -75,6 +75,7 @@ def record_json(result: RunResult) -> dict[str, Any]:
             {
                 "name": r.name,
                 "type": r.kind,
+                "digest": prepared.pipeline.assets[r.name].digest,
                 "status": r.status,
                 "started_at": _seconds(r.started_at),
                 "finished_at": _seconds(r.finished_at),

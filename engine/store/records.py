@@ -80,6 +80,10 @@ class Attempt:
     asset: str | None = None  # a mark of one asset of a pipeline partition (--asset)
     by: str | None = None  # who marked (user@host)
     remote: dict[str, Any] | None = None  # a Dask attempt: {scheduler or cluster, worker, host, pgid}
+    # An asset-level resume of a pipeline partition: the assets this attempt ran, and those it took from an
+    # earlier attempt or an operator's asset mark (name → that attempt's run ID). None: the whole selection ran.
+    assets: list[str] | None = None
+    carried: dict[str, str] | None = None
 
     def child(self) -> tuple[int, float, str | None] | None:
         """The (PID, start time, birth) of this attempt's own child as recorded, when the record can name one at all: a
@@ -98,6 +102,8 @@ class Attempt:
         extra = {"kind": self.kind, "rows": self.rows, "asset": self.asset, "by": self.by} if self.kind != "run" else {}
         if self.remote is not None:
             extra = extra | self.remote
+        if self.assets is not None:
+            extra = extra | {"assets": self.assets, "carried": self.carried}
         return extra | {
             "run_id": self.run_id,
             "status": self.status,
@@ -137,7 +143,19 @@ class Attempt:
             asset=data.get("asset"),
             by=data.get("by"),
             remote={k: data[k] for k in ("scheduler", "cluster", "worker", "host", "pgid") if k in data} or None,
+            assets=_names(data.get("assets")),
+            carried=_carried(data.get("carried")),
         )
+
+
+def _names(value: Any) -> list[str] | None:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else None
+
+
+def _carried(value: Any) -> dict[str, str] | None:
+    if not isinstance(value, dict):
+        return None
+    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
 
 
 @dataclass

@@ -114,8 +114,11 @@ def test_executed_json_has_ids_statuses_attempts_and_pages(work, home):
         "rows",
         "asset",
         "by",
+        "assets",
+        "carried",
     }
     assert (attempt["kind"], attempt["rows"], attempt["by"]) == ("run", None, None)
+    assert (attempt["assets"], attempt["carried"]) == (None, None)  # a command has no assets
     assert attempt["exit_code"] == 3 and attempt["error"] == "failing 2024-01-03 on purpose"
     assert failed["reason"] == "failing 2024-01-03 on purpose"
     assert Path(attempt["log"]).read_text().startswith("child ")

@@ -160,7 +160,7 @@ class BackfillApp(App[str | None]):
             return
         self.push_screen(DashboardScreen(source, self.clock))
 
-    def start_rerun(self, source: BackfillSource, options, selection) -> None:
+    def start_rerun(self, source: BackfillSource, options, selection, *, whole_partitions: bool = False) -> None:
         """Resume a saved backfill on an engine thread, exactly as `backfill --continue` does (pre-flight
         included: the pre-flight screen asks when a person must answer), and show it in a live dashboard
         instead of the browsed one."""
@@ -172,7 +172,15 @@ class BackfillApp(App[str | None]):
             manifest = store.read_manifest()
             board, running = store.load_board(source.spec.plan, source.spec.ids.of)
             loaded = Loaded(store, source.spec, manifest, board, running, store.directory.parent)
-            invocation = judge_resume(loaded, options, selection, reason=None, settings=self.settings, can_ask=True)
+            invocation = judge_resume(
+                loaded,
+                options,
+                selection,
+                reason=None,
+                settings=self.settings,
+                can_ask=True,
+                whole_partitions=whole_partitions,
+            )
         except BackfillError as error:
             self.notify(str(error), title="cannot rerun", severity="error", timeout=10)
             return

@@ -302,6 +302,11 @@ def backfill_parser() -> Parser:
         "--asset", metavar="NAME", help="with --continue --ids: run only this asset again (its upstream unchecked)"
     )
     parser.add_argument("--with-downstream", action="store_true", help="with --asset: and everything downstream of it")
+    parser.add_argument(
+        "--rerun-whole-partition",
+        action="store_true",
+        help="with --continue: run every asset of a failed pipeline partition again, not only those that failed",
+    )
     parser.add_argument("--no-progress", action="store_true", help="compact progress lines, no dashboard")
     parser.add_argument("--no-color", action="store_true", help="no colours (also NO_COLOR, TERM=dumb)")
     _output_flags(parser, paged=True)

@@ -156,6 +156,7 @@ def _check_combinations(args: argparse.Namespace) -> None:
             ("--ids-from", args.ids_from),
             ("--asset", args.asset),
             ("--with-downstream", args.with_downstream),
+            ("--rerun-whole-partition", args.rerun_whole_partition),
         ):
             if given:
                 raise UsageError(f"{flag} is only accepted together with --continue ID")

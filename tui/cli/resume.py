@@ -151,6 +151,20 @@ def asset_rerun_of(args: argparse.Namespace, selection: PartitionSelection, reas
     return AssetRerun(args.asset, bool(args.with_downstream))
 
 
+def whole_partitions_of(args: argparse.Namespace, loaded: Loaded) -> bool:
+    """``--rerun-whole-partition``: only a pipeline's partitions carry assets over, and ``--asset`` chooses
+    what runs already."""
+    if not args.rerun_whole_partition:
+        return False
+    if loaded.spec.target.is_command:
+        raise BadInput(
+            "--rerun-whole-partition means nothing for a --command backfill (it has no assets): leave it out"
+        )
+    if args.asset is not None:
+        raise BadInput("--rerun-whole-partition and --asset choose what runs in two ways: give one of them")
+    return True
+
+
 def check_asset_name(loaded: Loaded, name: str) -> None:
     """``--asset`` names an asset of this backfill's pipeline (a command backfill has none)."""
     if loaded.spec.target.is_command:
@@ -195,6 +209,7 @@ def resume_command(args: argparse.Namespace, settings: Settings) -> int:
         settings=settings,
         can_ask=dashboard_possible(no_progress=args.no_progress, json_output=args.output == "json"),
         rerun_asset=asset_rerun_of(args, selection, reason),
+        whole_partitions=whole_partitions_of(args, loaded),
         dry_run=args.dry_run,
     )
     if invocation.paused is not None:

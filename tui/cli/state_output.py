@@ -27,6 +27,8 @@ def attempts_json(store: StateStore, record_attempts) -> list[dict[str, Any]]:
             "rows": a.rows,
             "asset": a.asset,
             "by": a.by,
+            "assets": a.assets,
+            "carried": a.carried,
         }
         for a in record_attempts
     ]

@@ -460,6 +460,8 @@ class DashboardScreen(Screen[None]):
 
         def submitted(request) -> None:
             if request is not None:
-                self.app.start_rerun(self.source, request.options, request.selection)  # type: ignore[attr-defined]
+                self.app.start_rerun(  # type: ignore[attr-defined]
+                    self.source, request.options, request.selection, whole_partitions=request.whole_partitions
+                )
 
         self.app.push_screen(RerunForm(self.source, choices, blocked=blocked), submitted)

@@ -27,6 +27,7 @@ class RerunRequest:
     options: ExecutionOptions
     selection: PartitionSelection
     description: str
+    whole_partitions: bool = False  # --rerun-whole-partition: no asset of a failed attempt is carried over
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,13 @@ class RerunForm(ModalScreen[RerunRequest | None]):
                 )
                 yield Static("", id="error-timeout", classes="error")
             yield Checkbox("Newest first (reverse)", options.reverse, id="reverse", compact=True)
+            if not self.source.spec.target.is_command:  # only a pipeline's partitions carry assets over
+                yield Checkbox(
+                    "Whole partitions (run every asset again, not only those that failed)",
+                    False,
+                    id="whole_partitions",
+                    compact=True,
+                )
 
     def on_mount(self) -> None:
         self.validate()
@@ -200,7 +208,13 @@ class RerunForm(ModalScreen[RerunRequest | None]):
             reverse=self.query_one("#reverse", Checkbox).value,
             timeout=timeout,
         )
-        return RerunRequest(options, choice.selection, f"{choice.label} ({choice.count})")
+        whole = self.query("#whole_partitions")
+        return RerunRequest(
+            options,
+            choice.selection,
+            f"{choice.label} ({choice.count})",
+            whole_partitions=bool(whole) and whole.first(Checkbox).value,
+        )
 
     def on_input_changed(self, _event: Input.Changed) -> None:
         self.validate()

@@ -51,6 +51,17 @@ def verification_text(verification: dict) -> str:
     return f"verification: {verification.get('status')} · {detail}"
 
 
+def asset_resume_text(attempt: Attempt, attempts: list[Attempt]) -> str:
+    """What an asset-level resume ran, and which attempt (or mark) each asset it carried came from."""
+    numbers = {a.run_id: position + 1 for position, a in enumerate(attempts)}
+    by_source: dict[str, list[str]] = {}
+    for name, run_id in (attempt.carried or {}).items():
+        source = numbers.get(run_id)
+        by_source.setdefault(f"#{source}" if source else run_id, []).append(name)
+    taken = "; ".join(f"took {', '.join(names)} from {source}" for source, names in by_source.items())
+    return f"ran {', '.join(attempt.assets or []) or 'nothing'}" + (f"; {taken}" if taken else "")
+
+
 def _clock(text: str | None) -> str:
     """``2026-11-29T09:45:13.002Z`` → ``2026-11-29 09:45:13``."""
     return text[:19].replace("T", " ") if text else "—"
@@ -171,6 +182,8 @@ class PartitionDetails(Vertical):
                     f" on worker {attempt.remote['worker']} ({attempt.remote.get('host')})" if attempt.remote else ""
                 )
                 text.append(f"\n      {who} {attempt.pid}{where}", style="grey58")
+            if attempt.assets is not None:
+                text.append("\n      " + asset_resume_text(attempt, self.attempts), style="grey70")
             if chosen and attempt.verification:
                 text.append(
                     "\n      " + verification_text(attempt.verification),
