@@ -14,6 +14,10 @@
   children; `backfill mark ID --status-filter queued --status skipped` (every queued partition) is sent to it,
   and 0.2 s later `backfill cancel`. The time from the cancel to its return (applied), and whether the mark
   command got its answer. Goal: cancel ≤ 2.5 s, the mark answered.
+- asset-level resume: a pipeline of 10 Python assets in a chain (a0 → … → a9), each standing in for 0.5 s of
+  work, backfilled over one day with a7 failing; then `--continue` with a7 fixed, asset by asset (a7, a8, a9
+  run again) against `--continue --rerun-whole-partition` (all ten), each from its own copy of the failed
+  backfill: seconds of the `--continue` and the assets it ran (counted from what the assets logged).
 
 Usage: python benchmarks/intervene_bench.py [--runs N] [--partitions N]
 """
@@ -23,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -122,6 +127,60 @@ def cancel_during_mark(root: Path, partitions: int, number: int) -> tuple[float,
     return applied, code, marked
 
 
+CHAIN = 10
+FAILING = "a7"
+ASSET = """\"\"\"@bruin
+name: {name}
+type: python
+{depends}@bruin\"\"\"
+import os, time
+if "{name}" == "{failing}" and os.path.exists(os.environ["BENCH_FAIL"]):
+    raise SystemExit("{name}: the source is not there yet")
+time.sleep(0.5)  # stands in for the asset's work
+with open(os.environ["BENCH_RUNS"], "a") as log:
+    log.write("{name}\\n")
+"""
+
+
+def chain_repository(work: Path) -> None:
+    """A repository with pipeline ``p``: a0 → a1 → … → a9, sandbox guardrails, one DuckDB connection."""
+    (work / ".git").mkdir(parents=True)
+    (work / ".bruin.yml").write_text(
+        "default_environment: dev\nenvironments:\n  dev:\n    guardrails: sandbox\n    connections:\n"
+        "      duckdb:\n        - name: db\n          path: warehouse.duckdb\n"
+    )
+    assets = work / "p" / "assets"
+    assets.mkdir(parents=True)
+    (work / "p" / "pipeline.yml").write_text("name: p\ndefault_connections:\n  duckdb: db\n")
+    for n in range(CHAIN):
+        depends = f"depends:\n  - a{n - 1}\n" if n else ""
+        (assets / f"a{n}.py").write_text(ASSET.format(name=f"a{n}", depends=depends, failing=FAILING))
+
+
+def asset_resume(root: Path, number: int, *, whole: bool) -> tuple[float, int]:
+    """Seconds of a `--continue` of a one-day backfill that failed at a7, and how many assets it ran."""
+    work = root / f"resume-{'whole' if whole else 'assets'}-{number}"
+    chain_repository(work)
+    env = {**installed_environment(), "BENCH_FAIL": str(work / "fail"), "BENCH_RUNS": str(work / "runs.log")}
+    (work / "fail").write_text("")
+    first = subprocess.run(
+        [*backfill_argv(), "p", "--reason", "benchmark", "--start-date", "2024-01-01", "--end-date", "2024-01-01",
+         "--no-progress"],
+        cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    if first.returncode != 1:
+        raise SystemExit(f"the first run should fail at {FAILING} (exit 1), not exit {first.returncode}")
+    (work / "fail").unlink()
+    os.unlink(work / "runs.log")
+    backfill = state_dir(work)
+    argv = [*backfill_argv(), "--continue", backfill.name, "--no-progress"]
+    started = time.perf_counter()
+    subprocess.run([*argv, *(["--rerun-whole-partition"] if whole else [])], cwd=work, env=env, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    seconds = time.perf_counter() - started
+    return seconds, len((work / "runs.log").read_text().splitlines())
+
+
 def mark_and_audit(root: Path, partitions: int, number: int) -> tuple[float, float, float, int]:
     work = root / f"mark-{number}"
     (work / ".git").mkdir(parents=True)
@@ -204,32 +263,51 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--partitions", type=int, default=100_000)
+    parser.add_argument("--only-resume", action="store_true", help="only the asset-level resume scenario")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
-        for verb in ("cancel", "pause"):
-            results = [latency(verb, root, n) for n in range(args.runs)]
-            applied = median([r[0] for r in results])
-            print(f"{verb:7} request → applied   median {applied:.3f} s  ({verdict(applied, 2.5)}, goal ≤ 2.5 s)")
-            if verb == "cancel":
-                ended = median([r[1] for r in results])
-                print(f"{verb:7} request → all stopped median {ended:.3f} s")
-        results = [mark_and_audit(root, args.partitions, n) for n in range(max(1, args.runs // 2))]
-        count = results[0][3]
-        mark = median([r[0] for r in results])
-        print(f"mark    {count:,} partitions    median {mark:.3f} s  ({verdict(mark, 5.0)}, goal ≤ 5 s)")
-        floor = filesystem_floor(root, count)
-        print(f"floor   {count:,} files created and renamed    {floor:.3f} s  (mark / floor = {mark / floor:.2f})")
-        print(f"audit   {count:,} lines, all    median {median([r[1] for r in results]):.3f} s")
-        first = median([r[2] for r in results])
-        print(f"audit   first screen (40 lines)  median {first:.3f} s  ({verdict(first, 0.5)}, goal ≤ 0.5 s)")
-        during = [cancel_during_mark(root, args.partitions, n) for n in range(max(1, args.runs // 2))]
-        applied = median([r[0] for r in during])
-        codes = sorted({r[1] for r in during})
-        print(
-            f"cancel  during a mark of {args.partitions:,}  median {applied:.3f} s  ({verdict(applied, 2.5)}, "
-            f"goal ≤ 2.5 s); the mark exited {codes} after {median([r[2] for r in during]):.3f} s"
-        )
+        if not args.only_resume:
+            requests(root, args)
+        resumes(root, args)
+
+
+def requests(root: Path, args: argparse.Namespace) -> None:
+    """Cancel, pause, mark, audit and a cancel during a large mark."""
+    for verb in ("cancel", "pause"):
+        results = [latency(verb, root, n) for n in range(args.runs)]
+        applied = median([r[0] for r in results])
+        print(f"{verb:7} request → applied   median {applied:.3f} s  ({verdict(applied, 2.5)}, goal ≤ 2.5 s)")
+        if verb == "cancel":
+            ended = median([r[1] for r in results])
+            print(f"{verb:7} request → all stopped median {ended:.3f} s")
+    results = [mark_and_audit(root, args.partitions, n) for n in range(max(1, args.runs // 2))]
+    count = results[0][3]
+    mark = median([r[0] for r in results])
+    print(f"mark    {count:,} partitions    median {mark:.3f} s  ({verdict(mark, 5.0)}, goal ≤ 5 s)")
+    floor = filesystem_floor(root, count)
+    print(f"floor   {count:,} files created and renamed    {floor:.3f} s  (mark / floor = {mark / floor:.2f})")
+    print(f"audit   {count:,} lines, all    median {median([r[1] for r in results]):.3f} s")
+    first = median([r[2] for r in results])
+    print(f"audit   first screen (40 lines)  median {first:.3f} s  ({verdict(first, 0.5)}, goal ≤ 0.5 s)")
+    during = [cancel_during_mark(root, args.partitions, n) for n in range(max(1, args.runs // 2))]
+    applied = median([r[0] for r in during])
+    codes = sorted({r[1] for r in during})
+    print(
+        f"cancel  during a mark of {args.partitions:,}  median {applied:.3f} s  ({verdict(applied, 2.5)}, "
+        f"goal ≤ 2.5 s); the mark exited {codes} after {median([r[2] for r in during]):.3f} s"
+    )
+
+
+def resumes(root: Path, args: argparse.Namespace) -> None:
+    """An asset-level resume against a whole-partition rerun, in one run."""
+    resumed = {whole: [asset_resume(root, n, whole=whole) for n in range(args.runs)] for whole in (False, True)}
+    for whole, label in ((False, "asset by asset"), (True, "--rerun-whole-partition")):
+        seconds = median([r[0] for r in resumed[whole]])
+        ran = sorted({r[1] for r in resumed[whole]})
+        print(f"resume  a 10-asset partition failed at {FAILING}, {label}: median {seconds:.3f} s, assets run {ran}")
+    ratio = median([r[0] for r in resumed[False]]) / median([r[0] for r in resumed[True]])
+    print(f"resume  asset by asset / whole partition = {ratio:.2f}")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ MAX_RUNNER_PARTITIONS = 1_000_000
 DEFAULT_LEASE_SECONDS, DEFAULT_RENEW_SECONDS = 60.0, 15.0
 MAX_LEASE_SECONDS = 3600.0
 DEFAULT_REQUEST_WAIT = 15.0
+DEFAULT_OTHER_HOST_GRACE, MAX_OTHER_HOST_GRACE = 120.0, 86_400.0
 MAX_REQUEST_WAIT = 600
 DEFAULT_MAX_PARTITIONS = 10_000_000  # a plan larger than this is a typo (1us over days), not a backfill
 MAX_PARTITIONS_CEILING = 50_000_000  # what the status arrays can hold (engine.store.status.MAX_PARTITIONS)
@@ -35,6 +36,9 @@ class Settings:
     lease_renew_seconds: float = DEFAULT_RENEW_SECONDS  # BACKFILL_LEASE_RENEW_SECONDS: how often it is renewed
     request_wait: float = DEFAULT_REQUEST_WAIT  # BACKFILL_REQUEST_WAIT_SECONDS: wait for a live executor's answer
     max_partitions: int = DEFAULT_MAX_PARTITIONS  # BACKFILL_MAX_PARTITIONS: the largest plan accepted, dry runs too
+    # BACKFILL_OTHER_HOST_GRACE: how long past its lease's expiry an executor here is still taken for alive by
+    # other hosts (the clocks of hosts sharing a state directory may disagree); written into the lease
+    other_host_grace: float = DEFAULT_OTHER_HOST_GRACE
 
     def check_plan_size(self, size: int) -> None:
         """A new plan over the limit is refused with its count, a dry run's too: nothing that large is meant."""
@@ -71,6 +75,9 @@ class Settings:
             ),
             max_partitions=_whole(
                 env, "BACKFILL_MAX_PARTITIONS", DEFAULT_MAX_PARTITIONS, MAX_PARTITIONS_CEILING, "partitions"
+            ),
+            other_host_grace=_seconds(
+                env, "BACKFILL_OTHER_HOST_GRACE", DEFAULT_OTHER_HOST_GRACE, low_open=False, high=MAX_OTHER_HOST_GRACE
             ),
         )
 

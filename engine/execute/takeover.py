@@ -25,7 +25,7 @@ import psutil
 from engine.base.atomic import ensure_directory, remove_stale_temporaries
 from engine.base.errors import Refused, StateWriteFailed
 from engine.base.processes import process_identity, process_started, same_process, stop_verified
-from engine.store.lease import OTHER_HOST_GRACE, read_lease
+from engine.store.lease import read_lease
 from engine.store.live_work import Registration
 from engine.store.locks import FileLock
 from engine.store.manifest import now_text
@@ -92,11 +92,11 @@ def find_orphans(
 
 def check_not_owned_elsewhere(store: StateStore) -> None:
     """Our lock only excludes executors on this host: one on another host sharing the state directory owns
-    the backfill while its lease runs, and for OTHER_HOST_GRACE seconds after (it may only be slow)."""
+    the backfill while its lease runs, and for its grace for other hosts after (it may only be slow)."""
     lease = read_lease(store.directory)
     if lease is None or lease.host is None or lease.host == socket.gethostname():
         return
-    until = lease.expires_at + OTHER_HOST_GRACE
+    until = lease.held_elsewhere_until()
     if time.time() < until:
         when = datetime.fromtimestamp(until, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
         raise Refused(

@@ -11,7 +11,7 @@ from engine.interventions import requests
 from engine.interventions.apply import CommandHolder, Holder, apply
 from engine.interventions.requests import Request, Result
 from engine.spec.backfill_spec import BackfillSpec
-from engine.store.lease import OTHER_HOST_GRACE, read_lease
+from engine.store.lease import read_lease
 from engine.store.locks import FileLock
 from engine.store.state_store import StateStore
 
@@ -108,7 +108,7 @@ def owned_elsewhere(store: StateStore) -> bool:
     lease = read_lease(store.directory)
     if lease is None or lease.host is None or lease.host == socket.gethostname():
         return False
-    return time.time() < lease.expires_at + OTHER_HOST_GRACE
+    return time.time() < lease.held_elsewhere_until()
 
 
 def _await_answer(store: StateStore, request: Request, deadline: float) -> Result:

@@ -26,6 +26,7 @@ class LeaseKeeper:
     def __init__(self, store: StateStore, generation: int, settings: Settings) -> None:
         self.store = store
         self.seconds, self.renew = settings.lease_seconds, settings.lease_renew_seconds
+        self.host_grace = settings.other_host_grace
         previous = read_lease(store.directory)
         self.epoch = max(generation, (previous.epoch + 1) if previous else 0)
         self.host = socket.gethostname()
@@ -83,7 +84,7 @@ class LeaseKeeper:
         boot_now, now = since_boot(), time.time()
         lease = Lease(
             self.epoch, self.host, self.pid, self._started, now + self.seconds, self._running(),
-            boot=boot_id() or None, expires_boot=boot_now + self.seconds,
+            boot=boot_id() or None, expires_boot=boot_now + self.seconds, host_grace=self.host_grace,
         )  # fmt: skip
         write_lease(self.store.directory, lease)
         self.valid_until, self._valid_until_boot = now + self.seconds, boot_now + self.seconds

@@ -2,7 +2,7 @@
 
 An expired attempt on this host becomes ``lost`` (its outcome is uncertain: its work may have committed) and
 its partition ``failed``, after its child — verified by PID *and* start time, never a reused PID — and that
-child's descendants are stopped. An owner on another host gets ``OTHER_HOST_GRACE`` more seconds past its
+child's descendants are stopped. An owner on another host gets its lease's ``host_grace`` more seconds past its
 expiry, since we cannot see its processes. The lease is then left unowned with a higher epoch, which fences
 the old owner out: if it wakes up (SIGCONT), it writes nothing and stops itself.
 """
@@ -18,7 +18,7 @@ from engine.base.errors import Refused, StateWriteFailed
 from engine.base.processes import stop_verified
 from engine.dates.plan import Plan
 from engine.store import audit
-from engine.store.lease import OTHER_HOST_GRACE, Lease, read_lease, write_lease
+from engine.store.lease import Lease, read_lease, write_lease
 from engine.store.locks import FileLock
 from engine.store.manifest import now_text
 from engine.store.records import PartitionRecord, RecordStatus
@@ -92,12 +92,12 @@ def _judge(store: StateStore, lease: Lease | None, now: float) -> Reconciled | L
             store.id, "live", f"backfill {store.id}: {owner} holds its lease until {_when(lease.expires_at)}"
         )
     here = lease.host == socket.gethostname()
-    if not here and now < lease.expires_at + OTHER_HOST_GRACE:
+    if not here and now < lease.held_elsewhere_until():
         return Reconciled(
             store.id,
             "in grace",
             f"backfill {store.id}: the lease of {owner} expired at {_when(lease.expires_at)}; another host gets "
-            f"{OTHER_HOST_GRACE:g} s more, until {_when(lease.expires_at + OTHER_HOST_GRACE)}",
+            f"{lease.host_grace:g} s more, until {_when(lease.held_elsewhere_until())}",
         )
     return lease
 

@@ -26,7 +26,7 @@ from engine.base.atomic import write_atomic
 from engine.base.errors import StateUnreadable
 from engine.store import audit
 from engine.store.control import Control, read_control
-from engine.store.lease import OTHER_HOST_GRACE, read_lease
+from engine.store.lease import read_lease
 from engine.store.locks import FileLock
 from engine.store.manifest import spec_of
 from engine.store.records import PartitionRecord, RecordStatus
@@ -115,7 +115,7 @@ def owner_gone(store: StateStore) -> bool:
     lease = read_lease(store.directory)
     if lease is None or lease.host is None or lease.host == socket.gethostname():
         return True
-    return time.time() >= lease.expires_at + OTHER_HOST_GRACE
+    return time.time() >= lease.held_elsewhere_until()
 
 
 def interrupted_for_reading(store: StateStore, board: StatusBoard, running: list[PartitionRecord]) -> int:

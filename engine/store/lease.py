@@ -7,9 +7,10 @@ processes. ``epoch`` grows with every owner; a reconcile raises it and clears th
 old owner out: it may no longer write an outcome.
 
 The expiry is written twice: as Unix seconds (``expires_at``) for other hosts, whose clocks may be off by up
-to the 120 s grace, and on this boot's own clock (``expires_boot``, seconds since boot, with the boot's ID)
-for readers on the same host, so that a wall-clock step of an hour or a day neither expires a live lease nor
-prolongs a dead one.
+to the owner's grace for other hosts (``host_grace``: 120 s unless ``BACKFILL_OTHER_HOST_GRACE`` set it where
+the owner runs; every reader takes the owner's value, so all hosts agree), and on this boot's own clock
+(``expires_boot``, seconds since boot, with the boot's ID) for readers on the same host, so that a wall-clock
+step of an hour or a day neither expires a live lease nor prolongs a dead one.
 """
 
 from __future__ import annotations
@@ -23,9 +24,12 @@ import orjson
 from engine.base.atomic import write_atomic
 from engine.base.boot_clock import boot_id, since_boot
 from engine.base.errors import StateUnreadable
+from engine.base.settings import DEFAULT_OTHER_HOST_GRACE, MAX_OTHER_HOST_GRACE
 
 LEASE = "lease.json"
-OTHER_HOST_GRACE = 120.0  # an owner on another host may only be slow to renew: wait this long past expiry
+# An owner on another host may only be slow to renew: wait this long past expiry (leases written before
+# ``host_grace`` existed).
+OTHER_HOST_GRACE = DEFAULT_OTHER_HOST_GRACE
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,11 @@ class Lease:
     fenced: tuple[int, float] | None = None  # a reconcile: the (PID, start time) of the owner it fenced out
     boot: str | None = None  # the ID of the boot whose clock ``expires_boot`` is on
     expires_boot: float | None = None  # seconds since that boot
+    host_grace: float = OTHER_HOST_GRACE  # how long past ``expires_at`` another host still waits for this owner
+
+    def held_elsewhere_until(self) -> float:
+        """Until when (Unix seconds) a reader on another host takes the owner for alive: its expiry and grace."""
+        return self.expires_at + self.host_grace
 
     def expired(self, now: float) -> bool:
         """Whether the lease has run out: on this boot's clock when it was written on this boot (no wall-clock
@@ -79,6 +88,7 @@ class Lease:
             "fenced": list(self.fenced) if self.fenced is not None else None,
             "boot": self.boot,
             "expires_boot": self.expires_boot,
+            "host_grace": self.host_grace,
         }
 
 
@@ -86,6 +96,13 @@ def _text(value: Any, name: str, what: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise TypeError(f"{name} is {value!r}, not {what}")
     return value
+
+
+def _grace(value: Any) -> float:
+    grace = float(value)
+    if not 0 <= grace <= MAX_OTHER_HOST_GRACE:  # False for NaN
+        raise ValueError(f"host_grace {value!r} is not a number of seconds from 0 to {MAX_OTHER_HOST_GRACE:g}")
+    return grace
 
 
 def read_lease(directory: Path) -> Lease | None:
@@ -115,6 +132,7 @@ def read_lease(directory: Path) -> Lease | None:
             (int(data["fenced"][0]), float(data["fenced"][1])) if data.get("fenced") else None,
             _text(data.get("boot"), "boot", "a boot ID"),
             float(data["expires_boot"]) if data.get("expires_boot") is not None else None,
+            _grace(data.get("host_grace", OTHER_HOST_GRACE)),
         )
     except FileNotFoundError:
         return None

@@ -23,6 +23,7 @@ def _owned() -> Lease:
         note="renewed",
         boot="0f3c",
         expires_boot=1234.5,
+        host_grace=30.5,
     )
 
 
@@ -50,6 +51,7 @@ def test_the_file_holds_the_documented_keys(tmp_path):
         "fenced": None,
         "boot": "0f3c",
         "expires_boot": 1234.5,
+        "host_grace": 30.5,
     }
 
 
@@ -67,6 +69,18 @@ def test_an_unowned_lease_with_no_attempts_reads_back(tmp_path):
     lease = read_lease(tmp_path)
     assert lease == Lease(epoch=2, host=None, pid=None, pid_started=None, expires_at=5.0, attempts=(), note=None)
     assert isinstance(lease.expires_at, float) and lease.attempts == ()
+
+
+def test_a_lease_without_a_host_grace_gives_other_hosts_120_s(tmp_path):
+    """A lease written before ``host_grace`` existed is held by other hosts for 120 s past its expiry; one that
+    states its grace is held exactly that long (0 and a day are accepted)."""
+    (tmp_path / LEASE).write_bytes(orjson.dumps({"epoch": 2, "host": "h", "expires_at": 1000.0}))
+    assert read_lease(tmp_path).held_elsewhere_until() == 1120.0
+    for grace in (0, 86_400):
+        (tmp_path / LEASE).write_bytes(
+            orjson.dumps({"epoch": 2, "host": "h", "expires_at": 1000.0, "host_grace": grace})
+        )
+        assert read_lease(tmp_path).held_elsewhere_until() == 1000.0 + grace
 
 
 def test_text_numbers_are_read_as_numbers(tmp_path):
@@ -96,6 +110,9 @@ def test_no_file_is_no_lease(tmp_path):
         (b'{"epoch": 1, "expires_at": 1, "attempts": [{"run_id": "r", "index": 1, "pid_birth": 5}]}', "pid_birth is 5"),
         (b'{"epoch": 1, "expires_at": 1, "boot": 5, "expires_boot": 2}', "boot is 5"),
         (b'{"epoch": 1, "expires_at": 1, "boot": "b", "expires_boot": "soon"}', "could not convert"),
+        (b'{"epoch": 1, "expires_at": 1, "host_grace": -1}', "host_grace -1 is not a number of seconds from 0"),
+        (b'{"epoch": 1, "expires_at": 1, "host_grace": 86401}', "host_grace 86401 is not a number of seconds"),
+        (b'{"epoch": 1, "expires_at": 1, "host_grace": "x"}', "could not convert"),
         (b"[]", "a JSON list, not an object"),
         (b"7", "a JSON int, not an object"),
     ],

@@ -296,3 +296,17 @@ def test_the_lease_carries_its_expiry_on_this_boot_s_clock(store):
         until(lambda: read_lease(store.directory).expires_boot > first.expires_boot)
     finally:
         finishes(keeper.stop)
+
+
+def test_the_lease_states_the_grace_other_hosts_give_it(store):
+    """BACKFILL_OTHER_HOST_GRACE where the executor runs is written into its lease, so every reader on another
+    host waits that long past the expiry, whatever its own setting."""
+    from dataclasses import replace
+
+    keeper = LeaseKeeper(store, 1, replace(SHORT, other_host_grace=7.5))
+    keeper.start(lambda: RUNNING, lambda message: None)
+    try:
+        lease = read_lease(store.directory)
+        assert lease.host_grace == 7.5 and lease.held_elsewhere_until() == lease.expires_at + 7.5
+    finally:
+        finishes(keeper.stop)

@@ -42,6 +42,13 @@ def test_values_are_read_at_their_bounds():
     assert high.request_wait == 600.0 and isinstance(high.request_wait, float)
 
 
+def test_the_grace_for_other_hosts_is_read_at_its_bounds():
+    """BACKFILL_OTHER_HOST_GRACE: 120 s unset, 0 (no skew tolerated) to a day."""
+    assert Settings.from_environment({}).other_host_grace == 120.0
+    assert Settings.from_environment({"BACKFILL_OTHER_HOST_GRACE": "0"}).other_host_grace == 0.0
+    assert Settings.from_environment({"BACKFILL_OTHER_HOST_GRACE": "86400"}).other_host_grace == 86_400.0
+
+
 def test_a_short_lease_is_renewed_at_a_quarter_of_it_unless_told():
     """Without BACKFILL_LEASE_RENEW_SECONDS a lease under 60 s is renewed every quarter of it, a longer one
     every 15 s."""
@@ -76,6 +83,12 @@ def test_a_short_lease_is_renewed_at_a_quarter_of_it_unless_told():
          "BACKFILL_REQUEST_WAIT_SECONDS '0' is not a whole number of seconds from 1 to 600"),
         ("BACKFILL_REQUEST_WAIT_SECONDS", "601",
          "BACKFILL_REQUEST_WAIT_SECONDS '601' is not a whole number of seconds from 1 to 600"),
+        ("BACKFILL_OTHER_HOST_GRACE", "-0.5",
+         "BACKFILL_OTHER_HOST_GRACE '-0.5' is not a number of seconds from 0 to 86400"),
+        ("BACKFILL_OTHER_HOST_GRACE", "86401",
+         "BACKFILL_OTHER_HOST_GRACE '86401' is not a number of seconds from 0 to 86400"),
+        ("BACKFILL_OTHER_HOST_GRACE", "nan",
+         "BACKFILL_OTHER_HOST_GRACE 'nan' is not a number of seconds from 0 to 86400"),
     ],
 )  # fmt: skip
 def test_a_bad_value_is_one_line_naming_it_and_what_is_accepted(name, value, message):

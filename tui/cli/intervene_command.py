@@ -71,7 +71,7 @@ def intervene_command(verb: str, argv: list[str]) -> int:
 def _check_stale(loaded: Loaded, params: dict) -> None:
     """``mark --stale`` (the seed's compatibility option): the expired lease was reconciled above; a partition
     still running under a lease that runs is live, and --stale never overrides a valid lease."""
-    from engine.store.lease import OTHER_HOST_GRACE, read_lease
+    from engine.store.lease import read_lease
 
     if "indices" not in params:
         raise BadInput("--stale names the partitions whose attempts are stale: give partition IDs")
@@ -80,7 +80,7 @@ def _check_stale(loaded: Loaded, params: dict) -> None:
     if not running or lease is None or lease.host is None:
         return
     here = lease.host == socket.gethostname()
-    if not lease.expired(time.time()) or (not here and time.time() < lease.expires_at + OTHER_HOST_GRACE):
+    if not lease.expired(time.time()) or (not here and time.time() < lease.held_elsewhere_until()):
         ids = ", ".join(_partition_id(loaded, i)[:12] for i in running[:3])
         raise Refused(
             f"--stale refused: partition {ids}{' …' if len(running) > 3 else ''} is live — executor PID "
