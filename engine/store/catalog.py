@@ -74,8 +74,8 @@ def read_counts(store: StateStore, manifest: dict[str, Any]) -> dict[str, int]:
             counts = {name: cached["counts"].get(name, 0) for name in STATUS_NAMES}
             if cached.get("check") == _check(store, stamp, counts) and _plausible(counts, len(spec.plan)):
                 return counts
-    except (FileNotFoundError, orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
-        pass
+    except (OSError, orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
+        pass  # no cache, or one that cannot be read (a directory in its place, no permission): recompute
     board, _ = store.load_board(spec.plan, spec.ids.of)
     with contextlib.suppress(OSError):  # the cache is optional: a read-only store is read, never written
         write_summary(store, board, stamp)
