@@ -32,8 +32,6 @@ def strategy_of(asset: Asset) -> str:
     """``view``, ``none`` (SQL run as written), a seed's ``create+replace``, or the declared strategy."""
     if asset.kind == "seed":
         return "create+replace"
-    if asset.kind == "python" and asset.materialization.type is None:
-        return "none"
     m = asset.materialization
     if m.type == "view":
         return "view"

@@ -40,11 +40,10 @@ def check_run_by_hand(prepared: PreparedRun, *, reason: str | None) -> None:
 
 def _rebuilt(asset: Asset) -> bool:
     """Whether a full refresh drops the asset's table (seeds are left out by the caller: one is rebuilt from its
-    file in the repository, and no source is lost). Views, DDL and SQL run as written are not tables a refresh
-    drops; a ``full_refresh_restricted`` table is kept."""
-    if strategy_of(asset) in ("view", "ddl", "none"):
-        return False
-    return asset.materialization.type == "table" and not asset.full_refresh_restricted
+    file in the repository, and no source is lost). Views and SQL run as written are not tables, and a DDL table
+    is not rebuilt by a refresh; a ``full_refresh_restricted`` table is kept."""
+    table = asset.materialization.type == "table"
+    return table and strategy_of(asset) != "ddl" and not asset.full_refresh_restricted
 
 
 def live_work_of_run(prepared: PreparedRun) -> LiveWork:
