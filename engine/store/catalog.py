@@ -77,8 +77,7 @@ def read_counts(store: StateStore, manifest: dict[str, Any]) -> dict[str, int]:
     except (OSError, orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
         pass  # no cache, or one that cannot be read (a directory in its place, no permission): recompute
     board, _ = store.load_board(spec.plan, spec.ids.of)
-    with contextlib.suppress(OSError):  # the cache is optional: a read-only store is read, never written
-        write_summary(store, board, stamp)
+    write_summary(store, board, stamp)  # the cache is optional: a read-only store is read, never written
     return board.counts()
 
 
@@ -203,10 +202,11 @@ def summarize(
             counts = read_counts(store, manifest)
         except StateUnreadable as problem:
             counts, error = {name: 0 for name in STATUS_NAMES}, str(problem)
-    left_running = counts.get(Status.RUNNING.label, 0)
+    counts = {name: counts.get(name, 0) for name in STATUS_NAMES}  # every status, whoever counted
+    left_running = counts[Status.RUNNING.label]
     try:
         if left_running and owner_gone(store):  # see interrupted_for_reading
-            cancelled = counts.get(Status.CANCELLED.label, 0) + left_running
+            cancelled = counts[Status.CANCELLED.label] + left_running
             counts = {**counts, Status.RUNNING.label: 0, Status.CANCELLED.label: cancelled}
     except StateUnreadable as problem:
         error = error or str(problem)
@@ -225,11 +225,11 @@ def summarize(
         state = (
             control.ended.status if control.ended.status == RecordStatus.CANCELLED else f"marked-{control.ended.status}"
         )
-    elif counts.get(Status.SUCCEEDED.label, 0) + counts.get(Status.SKIPPED.label, 0) == total and error is None:
+    elif counts[Status.SUCCEEDED.label] + counts[Status.SKIPPED.label] == total and error is None:
         state = COMPLETE
     else:
         state = INCOMPLETE
-    attempted = sum(counts.values()) - counts.get(Status.QUEUED.label, 0)
+    attempted = sum(counts.values()) - counts[Status.QUEUED.label]
     logged = audit.count(store.directory)
     return BackfillSummary(
         id=store.id,
@@ -257,7 +257,7 @@ def list_backfills(root: Path) -> list[BackfillSummary]:
     """Every backfill under ``root``, newest first (IDs sort by creation time)."""
     if not root.is_dir():
         return []
-    directories = sorted(saved_backfill_dirs(root), key=lambda p: p.name, reverse=True)
+    directories = sorted(saved_backfill_dirs(root), reverse=True)  # one parent: by name
     return [_summarize_or_unreadable(StateStore(directory)) for directory in directories]
 
 

@@ -96,3 +96,36 @@ def test_torn_lines_are_reported_with_their_numbers(tmp_path):
     path.write_bytes(b'{"a": 1}\n\n  \n7\n{"b": 2}')
     log = audit.read(tmp_path)
     assert log.entries == [{"a": 1}, {"b": 2}] and log.torn == [4]
+
+
+def test_whole_lines_are_appended_without_blank_lines_between(tmp_path):
+    """An append after a whole last line adds no newline of its own."""
+    audit.append(tmp_path, [{"a": 1}])
+    audit.append(tmp_path, [{"b": 2}])
+    assert (tmp_path / "audit.jsonl").read_bytes() == b'{"a":1}\n{"b":2}\n'
+
+
+def test_counts_of_two_logs_and_of_an_unchanged_one(tmp_path):
+    """Each log is counted on its own; counting a log again with nothing added gives the same count."""
+    first, second = tmp_path / "one", tmp_path / "two"
+    first.mkdir()
+    second.mkdir()
+    (first / "audit.jsonl").write_bytes(b'{"a": 1}\n{"b": 2}\n')
+    (second / "audit.jsonl").write_bytes(b'{"a": 1}\n')
+    assert audit.count(first) == audit.AuditCount(2, 0)
+    assert audit.count(second) == audit.AuditCount(1, 0)
+    assert audit.count(first) == audit.AuditCount(2, 0)
+    assert audit.count(second) == audit.AuditCount(1, 0)
+
+
+def test_entry_ids_are_microseconds_and_two_lines_are_plural(tmp_path):
+    """An ID starts with the time in microseconds; two torn lines are 'lines … are'."""
+    import time
+
+    before = time.time_ns() // 1000
+    stamp = int(audit.new_entry_id().split("-")[0])
+    assert before <= stamp <= time.time_ns() // 1000
+    problem = audit.AuditLog(torn=[1, 2]).problem(tmp_path)
+    assert problem.endswith(
+        ": lines 1, 2 are torn (a crash while appending); kept as written, every other line is read"
+    )

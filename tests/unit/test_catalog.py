@@ -247,3 +247,92 @@ def test_damage_is_named_and_never_takes_the_listing_down(saved, tmp_path):
     assert by_id[store.id].state == "incomplete"
     assert [s.id for s in listed] == sorted(by_id, reverse=True)
     assert list_backfills(tmp_path / "nowhere") == []
+
+
+def test_the_cache_s_check_is_pinned(saved):
+    """The check binding a cache to its directory is sha256 of a fixed prefix and the sorted JSON of the ID, the
+    stamp and the counts, cut to 32 hex digits: caches written by earlier runs stay valid across versions."""
+    import hashlib
+
+    store = saved.store
+    given = counts(queued=3)
+    text = orjson.dumps({"counts": given, "id": store.id, "stamp": 42}, option=orjson.OPT_SORT_KEYS)
+    assert catalog._check(store, 42, given) == hashlib.sha256(b"backfill summary 1\0" + text).hexdigest()[:32]
+
+
+def test_a_summary_names_its_target_interventions_and_activity_exactly(saved):
+    """The name, target and kind from the manifest's target (a pipeline's path when there is no template), the
+    interventions its audit log holds (and torn lines), the last activity in UTC seconds."""
+    from datetime import UTC, datetime
+
+    from engine.store import audit
+
+    store = saved.store
+    audit.append(store.directory, [audit.entry(action="MARK"), audit.entry(action="PAUSE")])
+    with open(store.directory / audit.AUDIT, "ab") as handle:
+        handle.write(b"{torn\n")
+    record(saved, 0, "failed")
+    summary = summarize(store)
+    assert (summary.interventions, summary.torn_interventions) == (2, 1)
+    expected = datetime.fromtimestamp(partitions_stamp(store) // 1_000_000_000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert summary.last_activity == expected
+    manifest = orjson.loads((store.directory / "manifest.json").read_bytes())
+    pipeline = {**manifest, "target": {"kind": "pipeline", "path": "p/pipeline.yml", "name": "shop"}}
+    named = summarize(store, manifest=pipeline)
+    assert (named.name, named.target, named.target_kind, named.end) == (
+        "shop", "p/pipeline.yml", "pipeline", manifest["end"],
+    )  # fmt: skip
+    broken = summarize(store, manifest={**manifest, "target": "not a mapping"})
+    assert (broken.name, broken.target, broken.target_kind) == ("", "", "")
+
+
+def test_a_running_backfill_is_running_or_paused(saved):
+    """An executor holding the lock: running, or paused once an operator paused it; no lock file: not
+    running."""
+    store = saved.store
+    held = FileLock(store.lock_path)
+    held.try_acquire()
+    try:
+        assert summarize(store).state == "running"
+        write_control(store.directory, Control(paused=Decision("paused", "a@b", "t", "why")))
+        assert summarize(store).state == "paused"
+    finally:
+        held.release()
+    store.lock_path.unlink()
+    assert not catalog.is_running(store)
+
+
+def test_an_unreadable_backfill_is_listed_with_nothing_but_why(saved):
+    """Every field empty or zero, the state unreadable and the error the reader gave."""
+    store = saved.store
+    (store.directory / "manifest.json").write_text("{")
+    [listed] = list_backfills(store.directory.parent)
+    assert listed.to_json() == {
+        "id": store.id, "state_dir": str(store.directory), "name": "", "target": "", "target_kind": "",
+        "start": "", "end": "", "timezone": "", "partition": "", "created_at": "", "last_activity": "",
+        "total": 0, "counts": counts(), "state": "unreadable", "error": listed.error, "interventions": 0,
+        "torn_interventions": 0, "decision": None,
+    }  # fmt: skip
+    assert "manifest.json" in listed.error
+
+
+def test_the_interrupted_note_in_full(saved):
+    """The line readers print about partitions left running."""
+    store = saved.store
+    assert interrupted_note(store, 3) == (
+        f"3 partitions recorded running but no executor owns backfill {store.id} (its last one ended without "
+        "recording their outcome: a full disk, a crash): shown cancelled; "
+        f"backfill --continue {store.id} settles and resumes them"
+    )
+
+
+def test_a_failed_error_while_counting_is_named(saved, monkeypatch):
+    """Records that cannot be read: the summary carries the reader's own message."""
+    from engine.base.errors import StateUnreadable
+
+    def unreadable(store, manifest):
+        raise StateUnreadable("partition 3 is damaged")
+
+    monkeypatch.setattr(catalog, "read_counts", unreadable)
+    summary = summarize(saved.store)
+    assert summary.error == "partition 3 is damaged" and summary.counts == counts()

@@ -192,3 +192,110 @@ def test_an_invocation_refused_at_start_saves_nothing(tmp_path, monkeypatch):
         assert [w.backfill_id for w in read_live()] == ["rival"]
     finally:
         rival.release()
+
+
+def test_keys_and_files_name_one_target_and_one_file_however_spelt(tmp_path):
+    """A command's key is a digest of its identity and directory (pinned: entries of earlier runs must still
+    match); a pipeline's is its real directory; files are real paths, once each, sorted."""
+    import hashlib
+
+    import orjson
+
+    from engine.store.live_work import command_key, pipeline_key, real_files
+
+    text = orjson.dumps({"cwd": "/w", "identity": {"t": "x"}}, option=orjson.OPT_SORT_KEYS)
+    assert command_key({"t": "x"}, "/w") == "command:" + hashlib.sha256(text).hexdigest()[:32]
+    assert command_key({"t": "x"}, "/v") != command_key({"t": "x"}, "/w")
+    (tmp_path / "p").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "p")
+    assert pipeline_key(tmp_path / "link") == "pipeline:" + str((tmp_path / "p").resolve())
+    (tmp_path / "b.duckdb").write_text("")
+    (tmp_path / "a.duckdb").symlink_to(tmp_path / "b.duckdb")
+    files = [tmp_path / "a.duckdb", tmp_path / "b.duckdb", tmp_path / "c.duckdb"]
+    assert real_files(files) == (str((tmp_path / "b.duckdb").resolve()), str((tmp_path / "c.duckdb").resolve()))
+
+
+def test_this_process_and_the_registry_s_place(tmp_path, monkeypatch):
+    """Work of this process carries its PID and host; the registry is the user state directory's live/."""
+    import os
+    import socket
+
+    from engine.store.live_work import registry_dir, this_process
+
+    mine = this_process(kind=WorkKind.RUN, target="t", shown="s")
+    assert (mine.pid, mine.host) == (os.getpid(), socket.gethostname())
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    assert registry_dir() == tmp_path / "backfill" / "live"
+
+
+def test_an_entry_reads_back_with_defaults_for_what_it_lacks():
+    """Every field survives JSON; an entry of an older version without lists or a state directory reads with
+    empty ones."""
+    full = work(state_dir="/s")
+    assert LiveWork.from_json(full.to_json()) == full
+    bare = LiveWork.from_json({"kind": "run", "target": "t", "shown": "s", "pid": "7", "host": "h"})
+    assert bare == LiveWork(kind=WorkKind.RUN, target="t", shown="s", pid=7, host="h")
+    assert bare.state_dir is None and bare.windows == () and bare.files == ()
+
+
+def test_windows_that_only_touch_do_not_overlap_and_are_named_in_utc():
+    """[0, DAY) and [DAY, 2·DAY) share no instant: the same target over them both runs; sentences name windows
+    in UTC, several joined by commas, none as 'no interval'."""
+    from engine.store.live_work import _windows_text
+
+    assert conflicts(work(backfill_id="b2", files=(), assets=("x",), downstream=(), windows=((DAY, 2 * DAY),)),
+                     [work(files=(), assets=("y",), downstream=())]) == []  # fmt: skip
+    assert _windows_text(((0, DAY), (DAY, 2 * DAY))) == (
+        "1970-01-01T00:00:00Z → 1970-01-02T00:00:00Z, 1970-01-02T00:00:00Z → 1970-01-03T00:00:00Z"
+    )
+    assert _windows_text(()) == "no interval"
+
+
+def test_every_running_invocation_in_the_way_is_named_once_each():
+    """Work of our own backfill and unrelated work are passed over, not stopping the look at the rest; two
+    clashing assets are named together; two blockers make two sentences, and a refused join names both."""
+    ours = work(backfill_id="b9", assets=("mid.daily", "mid.other"))
+    running = [
+        work(backfill_id="b9"),  # our own
+        work(backfill_id="x", target="pipeline:/elsewhere", files=("/other.duckdb",)),  # unrelated
+        work(backfill_id="b2", assets=("mid.daily", "mid.other"), downstream=()),
+        work(backfill_id="b3", target="pipeline:/q", assets=("z",), downstream=()),
+    ]
+    found = conflicts(ours, running)
+    assert len(found) == 2
+    assert found[0].startswith("wait for backfill b2, PID 4242 on h1: it runs mid.daily, mid.other over ")
+    assert found[1] == (
+        f"wait for backfill b3, PID 4242 on h1: it writes {DB}, and DuckDB allows one writer process per file"
+    )
+
+
+def test_a_refusal_names_every_blocker(registry):
+    """Two entries in the way: one refusal naming both, joined by '; '."""
+    first = join(work(backfill_id="b1"), registry)
+    second = join(work(backfill_id="b2", target="pipeline:/q", assets=("z",), downstream=(), files=("/o",)), registry)
+    try:
+        with pytest.raises(Refused) as refused:
+            join(work(backfill_id="b3", files=(DB, "/o"), assets=("mid.daily",)), registry)
+        message = str(refused.value)
+        assert message.startswith("never: wait for backfill ") and message.count("; wait for backfill ") == 1
+        assert "backfill b1, PID" in message and "backfill b2, PID" in message
+    finally:
+        first.release()
+        second.release()
+
+
+def test_a_damaged_entry_before_a_good_one_does_not_hide_it(registry):
+    """The registry is read past an entry it cannot parse."""
+    import fcntl
+    import os
+
+    held = join(work(), registry)
+    bad = registry / "0-bad.json"
+    bad.write_text("{")
+    fd = os.open(bad, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    try:
+        assert read_live(registry) == [work()]
+    finally:
+        os.close(fd)
+        held.release()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pytest
 
 from engine.base.errors import Refused, StateUnreadable
@@ -112,3 +113,24 @@ def test_every_paused_target_is_listed_by_name(tmp_path: Path):
         pause_target(tmp_path / name, name, Decision("paused", "ann@h", "t", "why"), directory)
     resume_target(tmp_path / "c", "c", "ann@h", "t", "ok", directory)
     assert [t.name for t in paused_targets(directory)] == ["a", "b"]
+
+
+def test_a_pause_file_of_an_older_or_other_shape(tmp_path: Path):
+    """A record without a name or paused backfills reads with empty ones; another format, or not an object, is
+    damage naming the file; the target is kept as text."""
+    import hashlib
+
+    from engine.store.target_pauses import TargetPause, read_pause
+
+    target = tmp_path / "p"
+    target.mkdir()
+    path = tmp_path / "pauses" / (hashlib.sha256(str(target.resolve()).encode()).hexdigest()[:24] + ".json")
+    path.parent.mkdir()
+    path.write_bytes(orjson.dumps({"format": 1, "target": 5, "paused": None}))
+    assert read_pause(target, path.parent) == TargetPause("5")
+    for bad in ({"format": 2, "target": "x"}, [1], {"format": 1}):
+        path.write_bytes(orjson.dumps(bad))
+        with pytest.raises(StateUnreadable, match=f"^{path} is damaged"):
+            read_pause(target, path.parent)
+    path.write_bytes(orjson.dumps({"format": 1, "target": "t", "paused_backfills": [{"id": 1, "state_dir": 2}]}))
+    assert read_pause(target, path.parent).paused_backfills == [{"id": "1", "state_dir": "2"}]
