@@ -75,11 +75,8 @@ class History:
         return merge_spans(spans)
 
     def median_duration(self) -> float | None:
-        durations = [
-            run.duration
-            for run in self.runs
-            if run.status == AssetStatus.SUCCEEDED and not run.run_id.startswith("mark:")
-        ]
+        """Of the succeeded runs that ran: a stand-in or a mark took no time, and would pull the estimate down."""
+        durations = [run.duration for run in self.runs if run.status == AssetStatus.SUCCEEDED and run.ran]
         return median(durations) if durations else None
 
 
