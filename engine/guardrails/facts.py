@@ -272,6 +272,8 @@ def _look_into_warehouses(facts: Facts) -> None:
         except Held as held:
             facts.held.append(held)
             facts.errors.setdefault("row_count_sanity", f"{held}")
+            for asset_facts in assets:  # each sample says why it was not taken
+                asset_facts.sample_error = str(held)
             continue
         except Exception as error:  # a file we cannot read: a question we cannot answer
             facts.errors.setdefault("size_and_duration", f"cannot open {path}: {error}")

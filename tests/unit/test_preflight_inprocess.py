@@ -298,3 +298,283 @@ def test_the_digest_names_each_file_and_changes_with_it(tmp_path):
     assert after.digest != before.digest
     assert changed_components(before.components, after.components)[0] == "file assets/mid.latest.sql changed"
     assert preflight(repo, "2024-01-08", "2024-01-12").digest == after.digest
+
+
+def test_the_backfill_record_says_what_was_done(repo, tmp_path):
+    """The record of a week run with one verification warning and a failed partition: every field as the
+    invocation left it, written as YAML to its path and its copy."""
+    import yaml
+
+    from engine.guardrails.preflight import Approval
+    from engine.guardrails.record import build_record, record_path, write_record
+    from engine.store import audit
+    from engine.store.records import Attempt
+    from engine.store.run_tally import RunTally
+
+    judged = preflight(repo, "2024-01-08", "2024-01-12")
+    approval = Approval(judged.digest, "ann@box", "2024-01-13T00:00:00Z", "auto", "fix", "auto")
+    tally = RunTally(5)
+    warned = {"status": "warning", "detail": "mid.daily: 3 rows, outside 5–20"}
+    tally.add(0, Attempt(run_id="r0", status="succeeded", started_at="t", log="children/r0.log",
+                         verification={"status": "verified"}))  # fmt: skip
+    tally.add(1, Attempt(run_id="r1", status="succeeded", started_at="t", log=None, verification=warned))
+    tally.add(2, Attempt(run_id="r2", status="failed", started_at="t", log="children/r2.log"))
+    state = tmp_path / "state"
+    state.mkdir()
+    audit.append(state, [audit.entry(action="PAUSE", reason="outage", requested_by="bo@box")])
+    snapshot = {"taken_at": "T", "bytes": 10, "files": [{"tables": [{"name": "mid.daily"}, {"name": "mid.latest"}]}]}
+    counts = {"queued": 2, "running": 0, "succeeded": 2, "failed": 1, "cancelled": 0, "skipped": 0}
+    after_range = [{"asset": "mid.daily", "check": "not_null", "passed": False, "detail": "2 nulls"}]
+    record = build_record(
+        backfill_id="B", preflight=judged, approval=approval, reason="fix", counts=counts, total=5, tally=tally,
+        status="failed", seconds=4.1, before={"mid.daily": 100, "mid.latest": 0}, after={"mid.daily": 110,
+        "mid.latest": 1}, snapshot=snapshot, after_range=after_range, state_directory=state,
+    )  # fmt: skip
+    assert {k: record[k] for k in list(record)[:17]} == {
+        "backfill_id": "B", "status": "failed", "asset": ["mid.daily", "mid.latest", "raw.events"], "pipeline": "p",
+        "command": None, "environment": "dev",
+        "range": "2024-01-08T00:00:00Z to 2024-01-13T00:00:00Z (end exclusive)", "partition": "daily in UTC",
+        "reason": "fix", "mode": "trigger",
+        "materialization_strategy": {
+            "mid.daily": "time_interval", "mid.latest": "create+replace", "raw.events": "view",
+        },
+        "layer": {"mid.daily": "mid", "mid.latest": "mid", "raw.events": "raw"},
+        "intervals_attempted": 3, "intervals_succeeded": 2, "intervals_failed": 1, "intervals_cancelled": 0,
+        "intervals_skipped": 0,
+    }  # fmt: skip
+    assert record["partial"] is True
+    assert record["runs"] == [
+        {"run_id": "r0", "status": "succeeded", "log": str(state / "children/r0.log")},
+        {"run_id": "r1", "status": "succeeded", "log": None},
+        {"run_id": "r2", "status": "failed", "log": str(state / "children/r2.log")},
+    ]
+    assert record["runs_total"] == 3
+    assert record["row_counts"] == {
+        "mid.daily": {"before": 100, "after": 110, "delta_pct": 10.0},
+        "mid.latest": {"before": 0, "after": 1, "delta_pct": None},
+    }
+    assert record["duration_total"] == "4.1s"
+    assert record["verified"] is False
+    assert record["unverified_because"] == [
+        "the invocation ended failed",
+        "1 partition failed or warned in verification",
+        "check not_null of mid.daily failed over the whole table: 2 nulls",
+    ]
+    assert record["verification"] == {"verified": 1, "warning": 1, "none": 1}
+    assert record["verification_failures"] == [{"run_id": "r1", "detail": "mid.daily: 3 rows, outside 5–20"}]
+    assert record["verification_failures_total"] == 1 and record["checks_after_range"] == after_range
+    assert record["preflight"]["verdict"] == "auto" and record["preflight"]["digest"] == judged.digest
+    assert record["preflight"]["level"] == "standard" and len(record["preflight"]["checks"]) == len(judged.checks)
+    assert record["preflight"]["checks"][0] == {
+        "name": "target_valid", "status": "pass", "tier": "auto",
+        "detail": "pipeline 'p' validates: 3 assets, 3 selected",
+    }  # fmt: skip
+    assert record["approval"] == approval.to_json()
+    assert record["snapshot"] == {"taken_at": "T", "bytes": 10, "tables": ["mid.daily", "mid.latest"],
+                                  "restore": "backfill restore state --reason TEXT"}  # fmt: skip
+    assert record["downstream_blocked_until_rerun"] == []
+    interventions = record["interventions"]
+    assert (interventions["count"], interventions["torn_lines"], interventions["all"]) == (
+        0 + 1,
+        [],
+        "backfill audit state",
+    )
+    assert interventions["entries"][0]["action"] == "PAUSE" and interventions["entries"][0]["requested_by"] == "bo@box"
+    assert set(interventions["entries"][0]) == {"action", "partition_id", "asset", "from_status", "to_status",
+                                                "target_count", "reason", "requested_by", "applied_at"}  # fmt: skip
+    path = record_path(tmp_path / "repo", state, "shop/daily orders", 0.0)
+    assert path == tmp_path / "repo" / ".context" / "backfill-shop-daily-orders-19700101T000000Z.yml"
+    assert record_path(None, state, "///", 0.0) == state / "backfill-backfill-19700101T000000Z.yml"
+    written = write_record(record, path, state / "copy.yml")
+    assert yaml.safe_load(written.read_text()) == yaml.safe_load((state / "copy.yml").read_text())
+    assert yaml.safe_load(written.read_text())["preflight"]["checks"][0]["status"] == "pass"
+
+
+def test_a_record_is_verified_only_when_nothing_says_otherwise(repo, tmp_path):
+    """A succeeded invocation whose partitions were verified (or had too little history) is verified; --verify
+    off, no success, or an unknown verification status each say why not."""
+    from engine.guardrails.record import _unverified_because
+
+    fine = Counter_of(verified=3, **{"insufficient history": 1, "none": 1})
+    assert _unverified_because("succeeded", "on", [], True, fine, []) == []
+    passing = [{"check": "c", "asset": "a", "passed": True, "detail": ""}]
+    assert _unverified_because("succeeded", "off", [], False, Counter_of(odd=1, later=2), passing) == [
+        "verification was off (--verify off)",
+        "no partition succeeded in this invocation",
+        "verification statuses not known to be safe: later, odd",
+    ]  # fmt: skip
+    two = [{"run_id": "a"}, {"run_id": "b"}]
+    assert _unverified_because("succeeded", "on", two, True, fine, []) == [
+        "2 partitions failed or warned in verification"
+    ]
+
+
+def Counter_of(**counts: int):
+    from collections import Counter
+
+    return Counter(counts)
+
+
+def scenario(tmp_path, *, level: str = "standard", limits: dict | None = None, quota: int | None = None,
+             gates: str | None = None) -> Repo:  # fmt: skip
+    """raw.events → mid.daily run over 2023-12-01..2024-01-07, in an environment with these guardrail keys."""
+    import yaml
+
+    from tests.builder import TEST_LIMITS
+
+    repo = Repo(tmp_path / "repo", guardrails=level)
+    connection = {"name": "db", "path": "warehouse.duckdb", **({"daily_run_quota": quota} if quota else {})}
+    dev = {"guardrails": level, "guardrail_limits": {**TEST_LIMITS["guardrail_limits"], **(limits or {})},
+           "connections": {"duckdb": [connection]}, **({"dependency_gates": gates} if gates else {})}  # fmt: skip
+    repo.write(".bruin.yml", yaml.safe_dump({"default_environment": "dev", "environments": {"dev": dev}}))
+    repo.sql("raw.events", "SELECT 1 AS x", materialization={"type": "view"})
+    repo.sql(
+        "mid.daily",
+        "SELECT CAST(range AS DATE) AS day, n FROM range(DATE '{{ start_date }}', DATE '{{ end_date }}' + "
+        "INTERVAL 1 DAY, INTERVAL 1 DAY), range(10) AS t(n)",
+        depends=["raw.events"],
+        materialization=TIME_INTERVAL,
+    )
+    run_in_process(repo, "2023-12-01", "2024-01-07")
+    return repo
+
+
+RAW_IGNORES = (
+    "interval_semantics", "warn", "auto",
+    "raw.events ignores the interval: rerun once per partition for nothing; select it out (--exclude-tag, --selector)",
+)  # fmt: skip
+
+
+def test_a_quota_the_backfill_would_exhaust_is_never(tmp_path):
+    """db allows 1 run a day: five partitions would exhaust it."""
+    judged = preflight(scenario(tmp_path, quota=1), "2024-01-08", "2024-01-12")
+    assert judged.verdict == "never"
+    assert rows(judged, only_unpassed=True) == [
+        RAW_IGNORES,
+        ("connector_quotas", "fail", "never", "would exhaust the day's quota: db: 1 runs today + 5 > quota 1"),
+    ]
+
+
+def test_tight_limits_make_size_and_rows_need_approval(tmp_path):
+    """A duration, size and row ratio above tiny limits: approval, each saying what it found and the limit."""
+    limits = {"max_hours": 0.0000001, "max_gib": 0.000001, "row_ratio": 0.5}
+    judged = preflight(scenario(tmp_path, limits=limits), "2024-01-08", "2024-01-12")
+    assert judged.verdict == "approval"
+    found = {name: (status, tier, detail) for name, status, tier, detail in rows(judged, only_unpassed=True)}
+    status, tier, detail = found["size_and_duration"]
+    assert (status, tier) == ("fail", "approval") and detail.startswith("large: ~")
+    assert detail.endswith("(limits 1e-07 h, 1e-06 GiB)") and "(5 × median " in detail
+    assert found["row_count_sanity"] == ("fail", "approval", "mid.daily: 10 rows per partition vs 10 before (> 0.5×)")
+
+
+def test_production_needs_approval_for_every_run(tmp_path):
+    """The production level: every run needs approval, said by the environment check."""
+    judged = preflight(scenario(tmp_path, level="production"), "2024-01-08", "2024-01-12")
+    assert judged.verdict == "approval"
+    assert ("environment", "fail", "approval", "dev: production guardrails: every run needs approval") in rows(judged)
+
+
+def test_gates_let_missing_upstream_through_only_with_approval(tmp_path):
+    """dependency_gates: warn, or --ignore-dependencies: a gap in the upstream needs approval, naming it."""
+    gap = "raw.events: 2024-01-08T00:00:00Z → 2024-01-13T00:00:00Z"
+    warned = preflight(scenario(tmp_path, gates="warn"), "2024-01-08", "2024-01-12", selector=("mid.daily",))
+    assert warned.verdict == "approval"
+    assert rows(warned, only_unpassed=True)[0] == (
+        "upstream_coverage", "fail", "approval",
+        f"dependency_gates: warn lets missing upstream intervals through: {gap}",
+    )  # fmt: skip
+    ignored = preflight(scenario(tmp_path / "b"), "2024-01-08", "2024-01-12", GuardOptions(ignore_dependencies=True),
+                        selector=("mid.daily",))  # fmt: skip
+    assert rows(ignored, only_unpassed=True)[0] == (
+        "upstream_coverage", "fail", "approval",
+        f"--ignore-dependencies lets missing upstream intervals through: {gap}",
+    )  # fmt: skip
+
+
+def test_slicing_what_ignores_the_interval_is_human_only(tmp_path):
+    """Only raw.events (a view that ignores the interval): slicing is meaningless; nothing to sample."""
+    judged = preflight(scenario(tmp_path), "2024-01-08", "2024-01-12", selector=("raw.events",))
+    assert judged.verdict == "human-only"
+    assert rows(judged, only_unpassed=True)[:2] == [
+        ("interval_semantics", "fail", "human-only",
+         "no selected asset uses the interval: every partition would compute the same thing, slicing is meaningless"),
+        ("row_count_sanity", "n/a", "auto", "no selected SQL table asset to sample"),
+    ]  # fmt: skip
+
+
+def test_never_run_assets_and_a_deleting_raw_table(tmp_path):
+    """Assets that never succeeded are human-only (and cannot be sampled against history); a raw table with a
+    delete-style strategy is never."""
+    repo = scenario(tmp_path)
+    repo.sql("raw.load", "SELECT CAST('{{ start_date }}' AS DATE) AS day",
+             materialization={"type": "table", "strategy": "delete+insert", "incremental_key": "day"})  # fmt: skip
+    repo.sql("mid.never", "SELECT 1 AS y", materialization={"type": "table"})
+    judged = preflight(repo, "2024-01-08", "2024-01-12")
+    assert judged.verdict == "never"
+    found = {name: (status, tier, detail) for name, status, tier, detail in rows(judged, only_unpassed=True)}
+    assert found["history_exists"] == (
+        "fail", "human-only",
+        "never succeeded: mid.never, raw.load; there is no back to fill: run it once with `backfill run` first",
+    )  # fmt: skip
+    assert found["layer_risk"] == (
+        "fail", "never", "raw.load: raw layer with a delete-style strategy (source data is never deleted or rebuilt)",
+    )  # fmt: skip
+    assert found["row_count_sanity"] == (
+        "fail", "human-only",
+        "could not decide: mid.never: no history to compare its sample of 1 rows with; raw.load: no history to "
+        "compare its sample of 1 rows with",
+    )  # fmt: skip
+    assert found["certainty"] == ("fail", "human-only", "1 check(s) could not decide: row_count_sanity")
+
+
+def test_work_running_on_the_assets_or_the_file_is_never_joined(tmp_path, monkeypatch):
+    """A backfill of the same asset in the live-work registry, or a process writing the DuckDB file: never,
+    naming it; the held file's sample says why it was not taken (it once said 'sample failed (None)')."""
+    import subprocess
+    import sys
+
+    from engine.store.live_work import LiveWork, WorkKind, join, pipeline_key
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    repo = scenario(tmp_path)
+    database = str((repo.root / "warehouse.duckdb").resolve())
+    week = (1_704_672_000_000_000, 1_705_104_000_000_000)
+    other = LiveWork(kind=WorkKind.BACKFILL, target=pipeline_key(repo.pipeline_dir), shown="p", backfill_id="b7",
+                     assets=("mid.daily",), files=(database,), windows=(week,), pid=99, host="h")  # fmt: skip
+    registration = join(other)
+    try:
+        live = preflight(repo, "2024-01-08", "2024-01-12")
+    finally:
+        registration.release()
+    assert live.verdict == "never"
+    waits = "wait for backfill b7, PID 99 on h: it runs mid.daily over 2024-01-08T00:00:00Z → 2024-01-13T00:00:00Z"
+    assert ("downstream_awareness", "fail", "never", waits) in rows(live)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('ok', flush=True); "
+         "sys.stdin.read()", database],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert writer.stdout.readline() == "ok\n"
+        held = preflight(repo, "2024-01-08", "2024-01-12")
+    finally:
+        writer.stdin.close()
+        writer.wait(timeout=30)
+    found = {name: (status, tier, detail) for name, status, tier, detail in rows(held)}
+    assert found["downstream_awareness"] == (
+        "fail", "never",
+        f"{database} is open for writing by process {writer.pid} (a `backfill run`?): wait for it to finish",
+    )  # fmt: skip
+    assert found["row_count_sanity"] == (
+        "fail", "human-only",
+        f"could not decide: mid.daily: sample failed ({database} is held by process {writer.pid})",
+    )  # fmt: skip
+
+
+def test_a_downstream_asset_left_out_is_named(tmp_path):
+    """raw.events alone: mid.daily, downstream of it, is named as not selected."""
+    judged = preflight(scenario(tmp_path), "2024-01-08", "2024-01-12", selector=("raw.events",))
+    assert ("downstream_awareness", "pass", "auto",
+            "nothing else is running on these assets or their warehouse; downstream not selected: mid.daily") in (
+        rows(judged)
+    )  # fmt: skip
