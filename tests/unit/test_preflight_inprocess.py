@@ -3,6 +3,8 @@ every shape, each check's status, tier and detail compared whole; then the decis
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from engine.base.errors import BadInput, Refused
@@ -24,11 +26,35 @@ IGNORING = (
 NO_QUOTA = ("connector_quotas", "n/a", "auto", "no connection declares a daily_run_quota")
 
 
-@pytest.fixture(scope="module")
-def repo(tmp_path_factory) -> Repo:
+# Repositories the tests only read, built once per process and kept across test sessions in it: mutation
+# testing forks a session per mutant from one that has run every test, and rebuilding them each time would
+# multiply its hours. Tests that change a repository, or hold its files, build their own.
+_BUILT: dict[tuple, Repo] = {}
+
+
+def built(key: tuple, build) -> Repo:
+    import atexit
+    import os
+    import shutil
+    import tempfile
+
+    if key not in _BUILT:
+        base, creator = Path(tempfile.mkdtemp(prefix="backfill-preflight-")), os.getpid()
+        # Removed when the process that built it exits (never by a forked session that only borrowed it).
+        atexit.register(lambda: os.getpid() == creator and shutil.rmtree(base, ignore_errors=True))
+        _BUILT[key] = build(base)
+    return _BUILT[key]
+
+
+@pytest.fixture
+def repo() -> Repo:
     """raw.events (a view) → mid.daily (time_interval, ten rows a day) and mid.latest (a table without a time
-    key), run once from 2023-12-01 to 2024-01-07."""
-    repo = Repo(tmp_path_factory.mktemp("preflight") / "repo", guardrails="standard")
+    key), run once from 2023-12-01 to 2024-01-07 (read only)."""
+    return built(("three assets",), three_assets)
+
+
+def three_assets(base: Path) -> Repo:
+    repo = Repo(base / "repo", guardrails="standard")
     repo.sql("raw.events", "SELECT 1 AS x", materialization={"type": "view"})
     repo.sql(
         "mid.daily",
@@ -416,8 +442,15 @@ def Counter_of(**counts: int):
 
 
 def scenario(tmp_path, *, level: str = "standard", limits: dict | None = None, quota: int | None = None,
-             gates: str | None = None) -> Repo:  # fmt: skip
-    """raw.events → mid.daily run over 2023-12-01..2024-01-07, in an environment with these guardrail keys."""
+             gates: str | None = None, fresh: bool = False) -> Repo:  # fmt: skip
+    """raw.events → mid.daily run over 2023-12-01..2024-01-07, in an environment with these guardrail keys (built
+    once per process unless ``fresh``: a test that changes it or holds its files)."""
+    key = ("scenario", level, tuple(sorted((limits or {}).items())), quota, gates)
+    build = lambda base: _scenario(base, level=level, limits=limits, quota=quota, gates=gates)  # noqa: E731
+    return build(tmp_path) if fresh else built(key, build)
+
+
+def _scenario(tmp_path, *, level: str, limits: dict | None, quota: int | None, gates: str | None) -> Repo:
     import yaml
 
     from tests.builder import TEST_LIMITS
@@ -505,7 +538,7 @@ def test_slicing_what_ignores_the_interval_is_human_only(tmp_path):
 def test_never_run_assets_and_a_deleting_raw_table(tmp_path):
     """Assets that never succeeded are human-only (and cannot be sampled against history); a raw table with a
     delete-style strategy is never."""
-    repo = scenario(tmp_path)
+    repo = scenario(tmp_path, fresh=True)
     repo.sql("raw.load", "SELECT CAST('{{ start_date }}' AS DATE) AS day",
              materialization={"type": "table", "strategy": "delete+insert", "incremental_key": "day"})  # fmt: skip
     repo.sql("mid.never", "SELECT 1 AS y", materialization={"type": "table"})
@@ -536,7 +569,7 @@ def test_work_running_on_the_assets_or_the_file_is_never_joined(tmp_path, monkey
     from engine.store.live_work import LiveWork, WorkKind, join, pipeline_key
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    repo = scenario(tmp_path)
+    repo = scenario(tmp_path, fresh=True)
     database = str((repo.root / "warehouse.duckdb").resolve())
     week = (1_704_672_000_000_000, 1_705_104_000_000_000)
     other = LiveWork(kind=WorkKind.BACKFILL, target=pipeline_key(repo.pipeline_dir), shown="p", backfill_id="b7",
