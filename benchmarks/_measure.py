@@ -93,3 +93,16 @@ def installed_environment() -> dict[str, str]:
     """This environment as an installed user has it: bytecode cached. PYTHONDONTWRITEBYTECODE (set on some
     machines, this one included) would make every process compile every module and time the compiler."""
     return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def sandbox_repository(root: Path) -> Path:
+    """A repository with pipeline ``p`` on one DuckDB connection, sandbox guardrails; its assets directory."""
+    (root / ".git").mkdir(parents=True)
+    (root / ".bruin.yml").write_text(
+        "default_environment: dev\nenvironments:\n  dev:\n    guardrails: sandbox\n    connections:\n"
+        "      duckdb:\n        - name: db\n          path: warehouse.duckdb\n"
+    )
+    assets = root / "p" / "assets"
+    assets.mkdir(parents=True)
+    (root / "p" / "pipeline.yml").write_text("name: p\ndefault_connections:\n  duckdb: db\n")
+    return assets

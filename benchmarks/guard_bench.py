@@ -27,7 +27,7 @@ import time
 from datetime import date, timedelta
 from pathlib import Path
 
-from _measure import ROOT, backfill_argv, installed_environment, median
+from _measure import ROOT, backfill_argv, installed_environment, median, sandbox_repository
 
 ASSETS = 10
 SQL = """/* @bruin
@@ -46,14 +46,7 @@ FROM range(DATE '{{{{ start_date }}}}', DATE '{{{{ end_date }}}}' + INTERVAL 1 D
 
 
 def make_repository(root: Path) -> Path:
-    (root / ".git").mkdir(parents=True)
-    (root / ".bruin.yml").write_text(
-        "default_environment: dev\nenvironments:\n  dev:\n    guardrails: sandbox\n    connections:\n"
-        "      duckdb:\n        - name: db\n          path: warehouse.duckdb\n"
-    )
-    assets = root / "p" / "assets"
-    assets.mkdir(parents=True)
-    (root / "p" / "pipeline.yml").write_text("name: p\ndefault_connections:\n  duckdb: db\n")
+    assets = sandbox_repository(root)
     for n in range(ASSETS):
         depends = f"depends:\n  - mid.t{n - 1}\n" if n else ""
         (assets / f"t{n}.sql").write_text(SQL.format(n=n, depends=depends))

@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _measure import GUARD_FLAGS, backfill_argv, installed_environment, median, verdict
+from _measure import GUARD_FLAGS, backfill_argv, installed_environment, median, sandbox_repository, verdict
 
 SLEEPER = f"{sys.executable} -c 'import time; time.sleep(60)'"
 
@@ -144,14 +144,7 @@ with open(os.environ["BENCH_RUNS"], "a") as log:
 
 def chain_repository(work: Path) -> None:
     """A repository with pipeline ``p``: a0 → a1 → … → a9, sandbox guardrails, one DuckDB connection."""
-    (work / ".git").mkdir(parents=True)
-    (work / ".bruin.yml").write_text(
-        "default_environment: dev\nenvironments:\n  dev:\n    guardrails: sandbox\n    connections:\n"
-        "      duckdb:\n        - name: db\n          path: warehouse.duckdb\n"
-    )
-    assets = work / "p" / "assets"
-    assets.mkdir(parents=True)
-    (work / "p" / "pipeline.yml").write_text("name: p\ndefault_connections:\n  duckdb: db\n")
+    assets = sandbox_repository(work)
     for n in range(CHAIN):
         depends = f"depends:\n  - a{n - 1}\n" if n else ""
         (assets / f"a{n}.py").write_text(ASSET.format(name=f"a{n}", depends=depends, failing=FAILING))

@@ -17,6 +17,13 @@ from tui.app.screens.rerun_form import RerunForm
 from tui.app.widgets.details import PartitionDetails
 
 
+async def open_backfill(pilot, app, name: str) -> None:
+    """From the browser's list to the backfill's dashboard."""
+    await wait_until(pilot, lambda: isinstance(app.screen, BackfillListScreen) and name in screen_text(app))
+    await pilot.press("enter")
+    await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+
+
 def test_the_details_pane_shows_what_an_asset_level_resume_ran_and_took(chain, monkeypatch):  # noqa: F811
     """After c failed and --continue ran c and d only, the details of partition 0 show, under attempt #2,
     "ran c, d; took a, b from #1" on the screen."""
@@ -31,11 +38,7 @@ def test_the_details_pane_shows_what_an_asset_level_resume_ran_and_took(chain, m
 
     async def scenario():
         async with app.run_test(size=(120, 40)) as pilot:
-            await wait_until(
-                pilot, lambda: isinstance(app.screen, BackfillListScreen) and backfill.name in screen_text(app)
-            )
-            await pilot.press("enter")
-            await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+            await open_backfill(pilot, app, backfill.name)
             await pilot.press("home", "enter")
             await wait_until(pilot, lambda: app.screen.query_one(PartitionDetails).index == 0)
             await wait_until(pilot, lambda: "ran c, d; took a, b from #1" in screen_text(app))
@@ -56,11 +59,7 @@ def test_a_rerun_from_the_screen_resumes_asset_by_asset_unless_whole_partitions_
 
     async def scenario():
         async with app.run_test(size=(120, 44)) as pilot:
-            await wait_until(
-                pilot, lambda: isinstance(app.screen, BackfillListScreen) and backfill.name in screen_text(app)
-            )
-            await pilot.press("enter")
-            await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+            await open_backfill(pilot, app, backfill.name)
             await pilot.press("r")
             await wait_until(
                 pilot, lambda: isinstance(app.screen, RerunForm) and "Whole partitions" in screen_text(app)

@@ -16,6 +16,7 @@ from engine.pipeline.options import RunOptions
 from engine.spec.backfill_spec import ExecutionOptions
 from engine.spec.planning import plan_request
 from tests.builder import Repo
+from tests.functional.test_guardrails import redeclare_daily
 
 TIME_INTERVAL = {"type": "table", "strategy": "time_interval", "incremental_key": "day", "time_granularity": "date"}
 IGNORING = (
@@ -56,13 +57,7 @@ def repo() -> Repo:
 def three_assets(base: Path) -> Repo:
     repo = Repo(base / "repo", guardrails="standard")
     repo.sql("raw.events", "SELECT 1 AS x", materialization={"type": "view"})
-    repo.sql(
-        "mid.daily",
-        "SELECT CAST(range AS DATE) AS day, n FROM range(DATE '{{ start_date }}', DATE '{{ end_date }}' + "
-        "INTERVAL 1 DAY, INTERVAL 1 DAY), range(10) AS t(n)",
-        depends=["raw.events"],
-        materialization=TIME_INTERVAL,
-    )
+    redeclare_daily(repo)  # mid.daily as the functional guardrail tests declare it: ten rows a day
     repo.sql("mid.latest", "SELECT 1 AS x", materialization={"type": "table"})
     run_in_process(repo, "2023-12-01", "2024-01-07")
     return repo
@@ -461,13 +456,7 @@ def _scenario(tmp_path, *, level: str, limits: dict | None, quota: int | None, g
            "connections": {"duckdb": [connection]}, **({"dependency_gates": gates} if gates else {})}  # fmt: skip
     repo.write(".bruin.yml", yaml.safe_dump({"default_environment": "dev", "environments": {"dev": dev}}))
     repo.sql("raw.events", "SELECT 1 AS x", materialization={"type": "view"})
-    repo.sql(
-        "mid.daily",
-        "SELECT CAST(range AS DATE) AS day, n FROM range(DATE '{{ start_date }}', DATE '{{ end_date }}' + "
-        "INTERVAL 1 DAY, INTERVAL 1 DAY), range(10) AS t(n)",
-        depends=["raw.events"],
-        materialization=TIME_INTERVAL,
-    )
+    redeclare_daily(repo)  # mid.daily as the functional guardrail tests declare it: ten rows a day
     run_in_process(repo, "2023-12-01", "2024-01-07")
     return repo
 
