@@ -101,6 +101,7 @@ def build_record(
     request = facts.request
     spec = request.spec
     selected = facts.selected
+    counted = {status: counts.get(status.label, 0) for status in Status}  # every status, whoever counted
     verifications, failures = tally.verifications, tally.verification_failures
     unverified = _unverified_because(
         status, request.guard.verify, failures, tally.succeeded_any, verifications, after_range
@@ -123,12 +124,12 @@ def build_record(
         "mode": request.mode,
         "materialization_strategy": {a.asset.name: a.strategy for a in selected} or None,
         "layer": {a.asset.name: a.layer for a in selected} or None,
-        "intervals_attempted": total - counts.get(Status.QUEUED.label, 0),
-        "intervals_succeeded": counts.get(Status.SUCCEEDED.label, 0),
-        "intervals_failed": counts.get(Status.FAILED.label, 0),
-        "intervals_cancelled": counts.get(Status.CANCELLED.label, 0),
-        "intervals_skipped": counts.get(Status.SKIPPED.label, 0),
-        "partial": counts.get(Status.SUCCEEDED.label, 0) + counts.get(Status.SKIPPED.label, 0) != total,
+        "intervals_attempted": total - counted[Status.QUEUED],
+        "intervals_succeeded": counted[Status.SUCCEEDED],
+        "intervals_failed": counted[Status.FAILED],
+        "intervals_cancelled": counted[Status.CANCELLED],
+        "intervals_skipped": counted[Status.SKIPPED],
+        "partial": counted[Status.SUCCEEDED] + counted[Status.SKIPPED] != total,
         "runs": [
             {
                 "run_id": run["run_id"],

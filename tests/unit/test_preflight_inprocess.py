@@ -600,3 +600,32 @@ def test_a_downstream_asset_left_out_is_named(tmp_path):
             "nothing else is running on these assets or their warehouse; downstream not selected: mid.daily") in (
         rows(judged)
     )  # fmt: skip
+
+
+def test_a_command_s_record_and_the_yaml_as_written(repo, tmp_path):
+    """A command backfill's record names the command, no assets, pipeline or approval, and leaves the downstream
+    alone when nothing succeeded; row deltas keep two decimals and a table that appeared is listed; the YAML
+    keeps the record's order, writes non-ASCII as it is and wraps at 120 columns."""
+    from engine.guardrails.record import build_record, write_record
+    from engine.store.run_tally import RunTally
+
+    judged = preflight(repo, "2024-01-08", "2024-01-12", command="true")
+    record = build_record(
+        backfill_id="C", preflight=judged, approval=None, reason="r → s", counts={"queued": 5}, total=5,
+        tally=RunTally(5), status="cancelled", seconds=0.0, before={"t": 3}, after={"t": 4, "new": 2},
+        snapshot={"taken_at": "T"}, after_range=[], state_directory=tmp_path,
+    )  # fmt: skip
+    assert (record["asset"], record["pipeline"], record["command"], record["approval"]) == ("true", None, "true", None)
+    assert (record["materialization_strategy"], record["layer"], record["partial"]) == (None, None, True)
+    assert record["intervals_attempted"] == 0 and record["downstream_blocked_until_rerun"] == []
+    assert record["row_counts"] == {
+        "new": {"before": None, "after": 2, "delta_pct": None},
+        "t": {"before": 3, "after": 4, "delta_pct": 33.33},
+    }
+    assert record["snapshot"]["tables"] == [] and record["duration_total"] == "100ms"
+    path = write_record(record | {"long": "x " * 100}, tmp_path / "r.yml", tmp_path / "r.yml")
+    text = path.read_text()
+    assert text.startswith("backfill_id: C\nstatus: cancelled\nasset: 'true'\n")
+    assert "reason: r → s\n" in text
+    widths = [len(line) for line in text.splitlines()]
+    assert 100 < max(widths) <= 122  # wrapped at 120 columns, not at YAML's default 80
