@@ -152,7 +152,9 @@ class Executor:
         self._queue: Iterator[int] = selection.iterate(board, reverse=options.reverse)
         self._retries: deque[_Pending] = deque()
         self._active: dict[int, _Active] = {}
-        self._lock = threading.Lock()
+        # Re-entrant: a stop signal's handler (request_stop) runs in the main thread, possibly while that very
+        # thread holds the lock for a snapshot; a plain lock would wait for itself forever.
+        self._lock = threading.RLock()
         self._events: deque[Event] = deque(maxlen=EVENTS_KEPT)
         self._sequence = 0
         self._version = 0
