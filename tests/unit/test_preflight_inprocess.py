@@ -406,6 +406,7 @@ def test_the_backfill_record_says_what_was_done(repo, tmp_path):
     path = record_path(tmp_path / "repo", state, "shop/daily orders", 0.0)
     assert path == tmp_path / "repo" / ".context" / "backfill-shop-daily-orders-19700101T000000Z.yml"
     assert record_path(None, state, "///", 0.0) == state / "backfill-backfill-19700101T000000Z.yml"
+    assert record_path(None, state, "Xmas orders/", 0.0).name == "backfill-Xmas-orders-19700101T000000Z.yml"
     written = write_record(record, path, state / "copy.yml")
     assert yaml.safe_load(written.read_text()) == yaml.safe_load((state / "copy.yml").read_text())
     assert yaml.safe_load(written.read_text())["preflight"]["checks"][0]["status"] == "pass"
