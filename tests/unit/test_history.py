@@ -91,7 +91,7 @@ def test_run_records_of_one_pipeline_are_read_in_start_order(tmp_path):
     pipeline's, a file that is not JSON, and records of other names are passed over or listed unreadable; an
     asset's own interval (modifiers) wins over the run's; a stand-in did not run."""
     runs = tmp_path / "runs"
-    run_record(runs, "late", started_at="2024-01-03T00:00:00Z")
+    run_record(runs, "late", started_at="2024-01-03T00:00:00Z", backfill_id="B1")
     shifted = {"start": "2023-12-31T00:00:00Z", "end": "2023-12-31T23:59:59.999999Z"}
     run_record(runs, "early", started_at="2024-01-01T00:00:00Z", stand_in=True,
                assets=[{"name": "a", "status": "succeeded", "interval": shifted}])  # fmt: skip
@@ -106,7 +106,7 @@ def test_run_records_of_one_pipeline_are_read_in_start_order(tmp_path):
     assert sorted(Path(p).name for p in history.unreadable) == ["broken.json", "torn.json"]
     nostart, early, late = history.runs
     assert (nostart.started_at, nostart.duration) == (0, 0.0)
-    assert late == PastRun("late", "succeeded", instant_of("2024-01-03T00:00:00Z"), 1.5, "dev", None,
+    assert late == PastRun("late", "succeeded", instant_of("2024-01-03T00:00:00Z"), 1.5, "dev", "B1",
                            instant_of("2024-01-01T00:00:00Z"), instant_of("2024-01-02T00:00:00Z"),
                            {"a": AssetRun("succeeded", instant_of("2024-01-01T00:00:00Z"),
                                           instant_of("2024-01-02T00:00:00Z"), 10, 12)})  # fmt: skip
@@ -154,11 +154,19 @@ def test_a_command_s_history_is_its_earlier_backfills_partitions(tmp_path):
     identity = saved.spec.target.identity
     history = command_history(backfills, identity)
     zero, two = saved.spec.plan.interval(0), saved.spec.plan.interval(2)
+    assert {(r.started_at, r.environment) for r in history.runs} == {(0, None)}
+    assert all(r.assets == {} for r in history.runs)
     assert sorted((r.run_id, r.status, r.duration, r.start, r.end, r.backfill_id) for r in history.runs) == [
         ("r1", "succeeded", 2.5, zero.start, zero.end, saved.store.id),
         ("r2", "failed", 0.0, two.start, two.end, saved.store.id),
     ]
     assert command_history(backfills, {"other": 1}).runs == []
+    older = {"status": "succeeded", "start": "2024-01-02T00:00:00Z", "end": "2024-01-03T00:00:00Z",
+             "attempts": [{"run_id": "old", "status": "succeeded"}]}  # fmt: skip
+    (saved.store.partitions / "00-older.json").write_bytes(orjson.dumps(older))  # a record without start_us/end_us
+    found = {r.run_id: r for r in command_history(backfills, identity).runs}
+    assert (found["old"].start, found["old"].end) == (instant_of(older["start"]), instant_of(older["end"]))
+    (saved.store.partitions / "00-older.json").unlink()
     assert len(command_history(backfills, identity, limit=1).runs) == 1
     (saved.store.partitions / "zz.json").write_text("{")
     assert [Path(p).name for p in command_history(backfills, identity).unreadable] == ["zz.json"]
@@ -196,6 +204,7 @@ def test_partitions_marked_succeeded_with_rows_stand_for_runs(tmp_path):
     ]
     first = next(r for r in found if r.run_id == "mark:m1")
     assert first.assets["a"] == AssetRun("succeeded", zero.start_us, zero.end_us, 7, 7)
+    assert (first.duration, first.environment, first.start, first.end) == (0.0, None, zero.start_us, zero.end_us)
     assert (first.started_at, first.status, first.backfill_id) == (
         instant_of("2024-01-05T00:00:00Z"), "succeeded", backfill.id,
     )  # fmt: skip
