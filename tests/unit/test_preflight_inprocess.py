@@ -630,3 +630,95 @@ def test_a_command_s_record_and_the_yaml_as_written(repo, tmp_path):
     assert "reason: r → s\n" in text
     widths = [len(line) for line in text.splitlines()]
     assert 100 < max(widths) <= 122  # wrapped at 120 columns, not at YAML's default 80
+
+
+def test_approvals_say_who_when_and_how_and_what_holds_a_plan(repo, tmp_path, monkeypatch):
+    """Each way of approving records the digest, who, when, the tier, the reason and how; a plan held for
+    approval lists every blocking check; a shown digest's components are kept under the user cache; a bad
+    prefix is one line."""
+    from engine.base.who import requester
+    from engine.guardrails.preflight import Approval, pending_directory
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    allowed = preflight(repo, "2023-10-01", "2024-01-08", GuardOptions(allow_long_range=True))
+    typed = decide(allowed, approve=None, interactive_approval=True, reason="r", now_text="t")
+    assert typed == Approval(allowed.digest, requester(), "t", "approval", "r", "typed at the terminal")
+    given = decide(allowed, approve=allowed.digest[:8], interactive_approval=False, reason="r", now_text="t")
+    assert given == Approval(allowed.digest, requester(), "t", "approval", "r", "--approve")
+    assert given.to_json() == {"digest": allowed.digest, "by": requester(), "at": "t", "tier": "approval",
+                               "reason": "r", "how": "--approve"}  # fmt: skip
+    safe = preflight(repo, "2024-01-08", "2024-01-12")
+    assert decide(safe, approve=None, interactive_approval=False, reason="r", now_text="t").by == requester()
+    with pytest.raises(NeedsApproval) as held:
+        decide(allowed, approve=None, interactive_approval=False, reason=None, now_text="t")
+    assert str(held.value).startswith(
+        f"needs approval (plan {allowed.short_digest}): range_size: 100 days > 90 days (--allow-long-range given); "
+        "interval_count: 100 intervals > 31"
+    )
+    person = preflight(repo, "2023-10-01", "2024-01-08")
+    with pytest.raises(NeedsApproval) as human:
+        decide(person, approve=None, interactive_approval=False, reason=None, now_text="t")
+    assert str(human.value).endswith("; run it on a terminal and type the digest on the pre-flight screen")
+    with pytest.raises(NeedsApproval) as not_enough:
+        decide(person, approve=person.digest, interactive_approval=False, reason=None, now_text="t")
+    assert str(not_enough.value) == (
+        f"human-only (plan {person.short_digest}): --approve is not enough; run it on a terminal and type the "
+        "digest on the pre-flight screen"
+    )
+    remember(person)
+    assert pending_directory() == tmp_path / "cache" / "backfill" / "approvals"
+    assert (pending_directory() / f"{person.digest}.json").is_file()
+    with pytest.raises(BadInput) as bad:
+        check_digest_prefix("xyz")
+    assert str(bad.value) == (
+        "--approve 'xyz' is not a plan digest: give at least 8 hexadecimal characters of the digest the pre-flight "
+        "report printed"
+    )
+    with pytest.raises(NeedsApproval, match="the plan changed since it was approved"):
+        decide(safe, approve=("1" if safe.digest[0] != "1" else "2") * 8, interactive_approval=False, reason=None,
+               now_text="t")  # fmt: skip
+
+
+def test_the_tables_and_checks_after_a_range(tmp_path):
+    """After the run: every selected table's rows (a view has none), and the selected assets' checks run once
+    over the whole table; without checks only the rows; a file held by a writer leaves every count unknown and
+    each check failed with why; a pre-flight's JSON says its verdict, digest, level and checks."""
+    import subprocess
+    import sys
+
+    from engine.guardrails.record import is_table, tables_after_run
+
+    repo = scenario(tmp_path, fresh=True)
+    column_checks = [{"name": "not_null"}, {"name": "negative", "blocking": False}]
+    columns = [{"name": "n", "type": "integer", "checks": column_checks}]
+    redeclare_daily(repo, columns=columns)
+    repo.sql("mid.latest", "SELECT 1 AS x", materialization={"type": "table"})
+    run_in_process(repo, "2024-01-01", "2024-01-07")
+    judged = preflight(repo, "2024-01-01", "2024-01-07")
+    counts, checks = tables_after_run(judged.facts, with_checks=True)
+    assert counts == {"mid.daily": 380, "mid.latest": 1}
+    assert [(c["asset"], c["check"], c["passed"]) for c in checks] == [
+        ("mid.daily", "not_null(n)", True), ("mid.daily", "negative(n)", False),
+    ]  # fmt: skip
+    assert tables_after_run(judged.facts, with_checks=False) == (counts, [])
+    assert [is_table(a.asset) for a in sorted(judged.facts.selected, key=lambda a: a.asset.name)] == [
+        True, True, False,
+    ]  # fmt: skip
+    database = str((repo.root / "warehouse.duckdb").resolve())
+    writer = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('ok', flush=True); "
+         "sys.stdin.read()", database],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert writer.stdout.readline() == "ok\n"
+        held_counts, held_checks = tables_after_run(judged.facts, with_checks=True)
+    finally:
+        writer.stdin.close()
+        writer.wait(timeout=30)
+    assert held_counts == {"mid.daily": None, "mid.latest": None}
+    assert [(c["asset"], c["check"], c["passed"]) for c in held_checks] == [("mid.daily", "*", False)]
+    assert str(writer.pid) in held_checks[0]["detail"]
+    shown = judged.to_json()
+    assert (shown["verdict"], shown["digest"], shown["level"]) == (judged.verdict, judged.digest, "standard")
+    assert shown["checks"] == [c.to_json() for c in judged.checks] and shown["pipeline_warnings"] == []
