@@ -3,6 +3,7 @@ every shape, each check's status, tier and detail compared whole; then the decis
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -550,11 +551,28 @@ def test_never_run_assets_and_a_deleting_raw_table(tmp_path):
     assert found["certainty"] == ("fail", "human-only", "1 check(s) could not decide: row_count_sanity")
 
 
+@contextlib.contextmanager
+def writing(database: str):
+    """Another process holding the DuckDB file open for writing while the block runs (yields that process)."""
+    import subprocess
+    import sys
+
+    writer = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('ok', flush=True); "
+         "sys.stdin.read()", database],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert writer.stdout.readline() == "ok\n"
+        yield writer
+    finally:
+        writer.stdin.close()
+        writer.wait(timeout=30)
+
+
 def test_work_running_on_the_assets_or_the_file_is_never_joined(tmp_path, monkeypatch):
     """A backfill of the same asset in the live-work registry, or a process writing the DuckDB file: never,
     naming it; the held file's sample says why it was not taken (it once said 'sample failed (None)')."""
-    import subprocess
-    import sys
 
     from engine.store.live_work import LiveWork, WorkKind, join, pipeline_key
 
@@ -572,17 +590,8 @@ def test_work_running_on_the_assets_or_the_file_is_never_joined(tmp_path, monkey
     assert live.verdict == "never"
     waits = "wait for backfill b7, PID 99 on h: it runs mid.daily over 2024-01-08T00:00:00Z → 2024-01-13T00:00:00Z"
     assert ("downstream_awareness", "fail", "never", waits) in rows(live)
-    writer = subprocess.Popen(
-        [sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('ok', flush=True); "
-         "sys.stdin.read()", database],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert writer.stdout.readline() == "ok\n"
+    with writing(database) as writer:
         held = preflight(repo, "2024-01-08", "2024-01-12")
-    finally:
-        writer.stdin.close()
-        writer.wait(timeout=30)
     found = {name: (status, tier, detail) for name, status, tier, detail in rows(held)}
     assert found["downstream_awareness"] == (
         "fail", "never",
@@ -683,8 +692,6 @@ def test_the_tables_and_checks_after_a_range(tmp_path):
     """After the run: every selected table's rows (a view has none), and the selected assets' checks run once
     over the whole table; without checks only the rows; a file held by a writer leaves every count unknown and
     each check failed with why; a pre-flight's JSON says its verdict, digest, level and checks."""
-    import subprocess
-    import sys
 
     from engine.guardrails.record import is_table, tables_after_run
 
@@ -705,17 +712,8 @@ def test_the_tables_and_checks_after_a_range(tmp_path):
         True, True, False,
     ]  # fmt: skip
     database = str((repo.root / "warehouse.duckdb").resolve())
-    writer = subprocess.Popen(
-        [sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('ok', flush=True); "
-         "sys.stdin.read()", database],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert writer.stdout.readline() == "ok\n"
+    with writing(database) as writer:
         held_counts, held_checks = tables_after_run(judged.facts, with_checks=True)
-    finally:
-        writer.stdin.close()
-        writer.wait(timeout=30)
     assert held_counts == {"mid.daily": None, "mid.latest": None}
     assert [(c["asset"], c["check"], c["passed"]) for c in held_checks] == [("mid.daily", "*", False)]
     assert str(writer.pid) in held_checks[0]["detail"]
