@@ -720,3 +720,61 @@ def test_the_tables_and_checks_after_a_range(tmp_path):
     shown = judged.to_json()
     assert (shown["verdict"], shown["digest"], shown["level"]) == (judged.verdict, judged.digest, "standard")
     assert shown["checks"] == [c.to_json() for c in judged.checks] and shown["pipeline_warnings"] == []
+
+
+def test_the_digest_s_parts_are_pinned(repo):
+    """The digest is sha256 of its sorted components; the plan inputs, the environment and each check's
+    evidence are each a sha256 of their sorted JSON, so an approval given by an earlier version still matches;
+    secrets in the configuration are blanked however deep; changes are named gone, new or changed."""
+    import hashlib
+
+    import orjson
+
+    from engine.guardrails.digest import _without_secrets, changed_components, digest_of
+
+    judged = preflight(repo, "2024-01-08", "2024-01-12")
+    parts = judged.components
+
+    def hashed(value) -> str:
+        return hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)).hexdigest()
+
+    joined = "".join(f"{name}={value}\n" for name, value in sorted(parts.items())).encode()
+    assert judged.digest == digest_of(parts) == hashlib.sha256(joined).hexdigest()
+    request = judged.facts.request
+    assert parts["plan inputs"] == hashed({
+        "spec": request.spec.to_json(), "mode": "trigger", "execution": request.options.to_json(),
+        "guardrails": request.guard.to_json(), "selected": 5,
+    })  # fmt: skip
+    ids = hashlib.sha256()
+    for index in range(5):
+        interval = request.spec.plan.interval(index)
+        ids.update(request.spec.ids.of(interval.start, interval.end).encode() + b"\n")
+    assert parts["partition IDs"] == ids.hexdigest()
+    connection = request.environment.connections[0]
+    assert parts["environment"] == hashed({
+        "name": "dev",
+        "connections": [{"kind": "duckdb", "name": "db", "path": str(connection.path), "read_only": False,
+                         "max_concurrent_assets": connection.max_concurrent_assets}],
+        "guardrails": judged.facts.settings.to_json(),
+    })  # fmt: skip
+    for check in judged.checks:
+        assert parts[f"evidence of {check.name}"] == hashed(check.to_json())
+    file_parts = {name for name in parts if name.startswith("file ")}
+    assert file_parts == {
+        "file pipeline.yml", "file assets/raw.events.sql", "file assets/mid.daily.sql", "file assets/mid.latest.sql",
+        "file .bruin.yml (environment dev, secrets left out)",
+    }  # fmt: skip
+    config = request.config
+    assert parts["file .bruin.yml (environment dev, secrets left out)"] == hashed(
+        {"default_environment": "dev", "dev": _without_secrets(config.raw_environments["dev"])}
+    )
+    assert (
+        parts["file assets/raw.events.sql"]
+        == hashlib.sha256((repo.pipeline_dir / "assets" / "raw.events.sql").read_bytes()).hexdigest()
+    )
+    assert _without_secrets({"db": [{"Password": "x", "path": "p", "nested": {"API_TOKEN": 1}}], "n": 2}) == {
+        "db": [{"Password": "<secret>", "path": "p", "nested": {"API_TOKEN": "<secret>"}}], "n": 2,
+    }  # fmt: skip
+    assert changed_components({"a": "1", "b": "2", "c": "3"}, {"b": "2", "c": "4", "d": "5"}) == [
+        "a is gone", "c changed", "d is new",
+    ]  # fmt: skip
