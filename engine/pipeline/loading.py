@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from dataclasses import dataclass, field, replace
@@ -400,6 +401,8 @@ def _read_assets(pipeline: Pipeline, problems: Problems, defaults: dict[str, Any
         asset = read_asset(path, pipeline.directory, problems, defaults)
         if asset is None:
             continue
+        if pipeline.macros:  # a macro an asset renders is part of its definition (an asset-level resume reads it)
+            asset.digest = hashlib.sha256(f"{asset.digest}\0{pipeline.macros}".encode()).hexdigest()[:16]
         if asset.name in first_seen:
             problems.add(
                 path, asset.line, f"duplicate asset name {asset.name!r} (also defined in {first_seen[asset.name].path})"

@@ -158,3 +158,17 @@ def test_bad_combinations_of_rerun_whole_partition_are_one_line(chain, tmp_path)
                            "--rerun", "all", "--reason", "r", cwd=tmp_path, env=env)  # fmt: skip
     assert refused.returncode == 2, refused.stderr
     assert "--rerun-whole-partition means nothing for a --command backfill" in refused.stderr
+
+
+def test_a_changed_macro_carries_nothing_over(chain):
+    """A fix merged in a macro (macros/*.sql) changes every asset's definition: the next --continue runs the whole
+    partition, never trusting tables the old macro built."""
+    repo, env = chain
+    repo.write("p/macros/m.sql", "{% macro one() %}1{% endmacro %}\n")
+    backfill = failed_backfill(repo, env)
+    Path(env["FAIL_FLAG"]).unlink()
+    repo.write("p/macros/m.sql", "{% macro one() %}2{% endmacro %}\n")
+    again = run_backfill("--continue", backfill.name, "--no-progress", cwd=repo.root, env=env)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert len(ran(env)) == 8
+    assert all("assets" not in second for _, second in attempts(backfill))
