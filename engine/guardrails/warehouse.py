@@ -6,7 +6,6 @@ file another process holds for writing is reported as held (by whom), not waited
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 
 from engine.dates.instants import to_datetime
 from engine.pipeline.assets import Asset
+from engine.pipeline.duckdb_pool import lock_holder
 from engine.pipeline.materialization import Database, quote_identifier, quote_name, window_predicate
 from engine.pipeline.templating import Window
 
@@ -63,10 +63,9 @@ class Warehouse:
         try:
             return cls(path, duckdb.connect(str(path), read_only=True))
         except duckdb.IOException as error:
-            text = str(error)
-            if "lock" in text.lower():
-                holder = re.search(r"\(PID (\d+)\)", text)
-                raise Held(path, f"process {holder.group(1)}" if holder else "another process") from None
+            holder = lock_holder(error, path)
+            if holder is not None:
+                raise Held(path, holder) from None
             raise
 
     def close(self) -> None:

@@ -103,12 +103,21 @@ def open_database(connection: Connection) -> Any:
     try:
         return duckdb.connect(str(path), read_only=connection.read_only)
     except duckdb.IOException as error:
-        text = str(error)
-        if "lock" in text.lower():
-            holder = re.search(r"\(PID (\d+)\)", text)
-            who = f" by process {holder.group(1)}" if holder else " by another process"
+        holder = lock_holder(error, path)
+        if holder is not None:
             raise DatabaseLocked(
-                f"DuckDB file {path} (connection {connection.name!r}) is locked{who}: DuckDB allows one writer "
-                "process per file; wait for it to finish or close it"
+                f"DuckDB file {path} (connection {connection.name!r}) is locked by {holder}: DuckDB allows one "
+                "writer process per file; wait for it to finish or close it"
             ) from None
         raise
+
+
+def lock_holder(error: Exception, path: Path) -> str | None:
+    """Who holds ``path``, when DuckDB's error says another process locks it ("process 123" or "another
+    process"); None for any other error. Only DuckDB's own words count: a path may say "lock" too
+    ("/data/blockchain.duckdb" that is no database once read as locked)."""
+    text = str(error).replace(str(path), "")
+    if "could not set lock" not in text.lower():
+        return None
+    pid = re.search(r"\(PID (\d+)\)", text)
+    return f"process {pid.group(1)}" if pid else "another process"

@@ -3,7 +3,6 @@ every shape, each check's status, tier and detail compared whole; then the decis
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from engine.pipeline.options import RunOptions
 from engine.spec.backfill_spec import ExecutionOptions
 from engine.spec.planning import plan_request
 from tests.builder import Repo
+from tests.duckdb_writer import writing
 from tests.functional.test_guardrails import redeclare_daily
 
 TIME_INTERVAL = {"type": "table", "strategy": "time_interval", "incremental_key": "day", "time_granularity": "date"}
@@ -549,25 +549,6 @@ def test_never_run_assets_and_a_deleting_raw_table(tmp_path):
         "compare its sample of 1 rows with",
     )  # fmt: skip
     assert found["certainty"] == ("fail", "human-only", "1 check(s) could not decide: row_count_sanity")
-
-
-@contextlib.contextmanager
-def writing(database: str):
-    """Another process holding the DuckDB file open for writing while the block runs (yields that process)."""
-    import subprocess
-    import sys
-
-    writer = subprocess.Popen(
-        [sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('ok', flush=True); "
-         "sys.stdin.read()", database],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert writer.stdout.readline() == "ok\n"
-        yield writer
-    finally:
-        writer.stdin.close()
-        writer.wait(timeout=30)
 
 
 def test_work_running_on_the_assets_or_the_file_is_never_joined(tmp_path, monkeypatch):
