@@ -11,27 +11,17 @@ from datetime import datetime
 from pathlib import Path
 
 from engine.dates.durations import format_duration
-from engine.dates.instants import format_instant, to_datetime
-from engine.guardrails.asset_risk import (
-    HISTORY,
-    INSERT_ONLY,
-    KNOWN_STRATEGIES,
-    NOT_DELETING,
-    RAW_SCHEMAS,
-    REBUILDING,
-)
+from engine.dates.instants import format_instant
+from engine.guardrails.data_checks import DAY, layer_risk, listed, materialization, reversibility, size_text
 from engine.guardrails.facts import Facts
 from engine.guardrails.history import missing_spans
-from engine.guardrails.table_snapshot import measured_copy_rate
 from engine.guardrails.tiers import (
     APPROVAL,
-    AUTO,
     HUMAN_ONLY,
     NEVER,
     PRODUCTION,
     PreflightCheck,
     failed,
-    highest,
     not_applicable,
     passed,
     warned,
@@ -40,19 +30,11 @@ from engine.pipeline.asset_status import AssetStatus
 from engine.pipeline.templating import Window
 from engine.store.live_work import conflicts
 
-DAY = 86_400_000_000
 GIB = 1024**3
-# A little under what benchmarks/guard_bench.py measured for the snapshot on the reference machine (performance.md).
-SNAPSHOT_ROWS_PER_SECOND = 2_000_000
 
 
 def _days(micros: int) -> float:
     return micros / DAY
-
-
-def _names(items) -> str:
-    names = sorted(items)
-    return ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
 
 
 def target_valid(facts: Facts) -> PreflightCheck:
@@ -95,7 +77,7 @@ def history_exists(facts: Facts) -> PreflightCheck:
         return failed(
             name,
             HUMAN_ONLY,
-            f"never succeeded: {_names(never_run)}; there is no back to fill: run it once with `backfill run` first",
+            f"never succeeded: {listed(never_run)}; there is no back to fill: run it once with `backfill run` first",
             never_succeeded=sorted(never_run),
             run_records=runs,
         )
@@ -243,259 +225,11 @@ def interval_semantics(facts: Facts) -> PreflightCheck:
     if without:
         return warned(
             name,
-            f"{_names(without)} ignore{'s' if len(without) == 1 else ''} the interval: rerun once per partition "
+            f"{listed(without)} ignore{'s' if len(without) == 1 else ''} the interval: rerun once per partition "
             f"for nothing; select {'it' if len(without) == 1 else 'them'} out (--exclude-tag, --selector)",
             without_interval=sorted(without),
         )
     return passed(name, "every selected asset uses the interval")
-
-
-def materialization(facts: Facts) -> PreflightCheck:
-    name = "materialization"
-    if facts.is_command:
-        return not_applicable(name, "a command's effect on data is not known to backfill")
-    partitions = facts.request.selected_count
-    findings: list[tuple[str, str]] = []  # (tier, text)
-    rebuilt: list[str] = []
-    strategies: dict[str, dict] = {}
-    for asset_facts in facts.assets.values():
-        entry = strategies[asset_facts.asset.name] = {
-            "strategy": asset_facts.strategy,
-            "selected": asset_facts.selected,
-        }
-        if asset_facts.selected:
-            finding = _strategy_finding(asset_facts, partitions)
-            if finding == "rebuilt":
-                rebuilt.append(asset_facts.asset.name)
-            elif finding is not None:
-                findings.append(finding)
-                if asset_facts.rows_in_range:
-                    entry["rows_in_range"] = asset_facts.rows_in_range
-            if asset_facts.sample_outside:  # the query lies about its window: each partition adds these rows
-                entry["sample_rows_outside_window"] = asset_facts.sample_outside
-                findings.append(
-                    (
-                        NEVER,
-                        f"{asset_facts.asset.name}: the query returns {asset_facts.sample_outside:,} rows outside "
-                        f"the partition's window; {asset_facts.strategy} would duplicate them",
-                    )
-                )
-    for asset_facts in facts.selected:
-        findings += _hook_findings(asset_facts)
-    coarse = [a.asset.name for a in facts.selected if _keyed_by_date(a)]
-    if coarse and not _partitions_are_whole_days(facts):
-        unit = facts.request.spec.unit.name
-        findings.append(
-            (
-                NEVER,
-                f"{_names(coarse)}: {unit} partitions over a date key (time_granularity: date): each partition "
-                "would replace whole days, deleting the rows the other partitions of its day wrote",
-            )
-        )
-    if rebuilt:
-        text = f"{_names(rebuilt)} rebuilt {partitions} times (they ignore the interval): run once or select out"
-        findings.append((AUTO, text))
-    evidence = {"assets": strategies, "partitions": partitions, "findings": [text for _, text in findings]}
-    blocking = [tier for tier, _ in findings if tier != AUTO]
-    if blocking:
-        tier = highest(blocking)
-        return failed(name, tier, "; ".join(text for t, text in findings if t == tier), **evidence)
-    if findings:
-        return warned(name, findings[0][1], **evidence)
-    shown = ", ".join(sorted({a.strategy for a in facts.selected}))
-    return passed(name, f"strategies safe per partition: {shown}", **evidence)
-
-
-def _hook_findings(asset_facts) -> list[tuple[str, str]]:
-    """Hooks are part of the asset, judged from what they run (rendered with the pipeline's macros and the
-    first partition's variables): a statement that deletes or rewrites a raw table is never allowed, one that
-    cannot be classified is human-only (its effect on data is unknown)."""
-    from engine.pipeline.sql_writes import classify
-
-    findings = []
-    asset = asset_facts.asset
-    for phase in ("pre", "post"):
-        for hook in asset_facts.hooks.get(phase, []):
-            classified = classify(hook)
-            for write in classified.writes:
-                schema = write.table.split(".")[0].lower() if "." in write.table else ""
-                if write.deletes and schema in RAW_SCHEMAS:
-                    findings.append(
-                        (
-                            NEVER,
-                            f"{asset.name}: a {phase} hook runs {write.verb} on {write.table}, a raw table: source "
-                            "data is never deleted or rebuilt",
-                        )
-                    )
-            for statement in classified.unclassified:
-                findings.append(
-                    (HUMAN_ONLY, f"{asset.name}: a {phase} hook runs SQL that cannot be classified: {statement!r}")
-                )
-    return findings
-
-
-def _keyed_by_date(facts_of) -> bool:
-    m = facts_of.asset.materialization
-    return (
-        facts_of.strategy in ("time_interval", "delete+insert")
-        and bool(m.incremental_key)
-        and (m.time_granularity == "date")
-    )
-
-
-def _partitions_are_whole_days(facts: Facts) -> bool:
-    """Whether every partition covers whole local days: a calendar unit of a day or more, or a step of whole
-    days whose first partition starts at local midnight (hourly or 6h partitions never do)."""
-    spec = facts.request.spec
-    unit = spec.unit
-    if unit.is_calendar:
-        return True
-    if unit.step % DAY:
-        return False
-    first = facts.first
-    return first is None or to_datetime(first.start, spec.zone).time() == datetime.min.time()
-
-
-def _strategy_finding(facts_of, partitions: int) -> tuple[str, str] | str | None:
-    """What one selected asset's strategy risks: (tier, why), ``"rebuilt"`` (safe, repeated) or None."""
-    asset, strategy = facts_of.asset, facts_of.strategy
-    label = f"{asset.name} ({strategy})"
-    always_refreshed = (
-        asset.always_full_refresh and not asset.full_refresh_restricted and strategy not in ("view", "none")
-    )
-    if always_refreshed:
-        label = f"{asset.name} ({strategy}, parameters.full_refresh)"
-    if strategy in REBUILDING or always_refreshed:
-        if partitions <= 1:
-            return None
-        if not facts_of.uses_interval:
-            return "rebuilt"
-        return NEVER, f"{label} rebuilds its table from one partition's slice: only the last partition would survive"
-    if strategy == "append":
-        if facts_of.rows_in_range:
-            return APPROVAL, f"{label} would duplicate {facts_of.rows_in_range:,} rows already in the range"
-        if facts_of.sample_existing:  # no key in the range, yet the rows are there (a load-date key, say)
-            return APPROVAL, (
-                f"{label}: the first partition's query returns {facts_of.sample_existing:,} rows the table already "
-                "holds; appending would duplicate them"
-            )
-        if facts_of.table_rows and not asset.materialization.incremental_key:
-            rows = f"{facts_of.table_rows:,}"
-            return HUMAN_ONLY, f"{label} has {rows} rows and no incremental_key: cannot tell which are in the range"
-        return None
-    if strategy == "merge" and not asset.primary_key:
-        return HUMAN_ONLY, f"{label} has no primary_key column: what it would overwrite is unclear"
-    if strategy == "delete+insert" and not asset.materialization.incremental_key:
-        return HUMAN_ONLY, f"{label} has no incremental_key: what it would delete is unclear"
-    if strategy == "none":
-        what = "script" if asset.kind == "python" else "SQL"
-        return HUMAN_ONLY, f"{asset.name} runs its {what} as written: its effect on data cannot be judged"
-    if strategy in HISTORY:
-        if partitions <= 1:
-            return None
-        if not facts_of.uses_interval:
-            return "rebuilt"
-        return NEVER, (
-            f"{label} treats each run's rows as the whole source: every partition would close the history of the "
-            "keys outside its slice"
-        )
-    if strategy == "datavault_satellite" and partitions > 1 and facts_of.uses_interval:
-        return AUTO, (
-            f"{label} compares each row with the latest one loaded: run the partitions in time order "
-            "(--max-parallel 1) or some unchanged rows are loaded again"
-        )
-    if strategy in INSERT_ONLY:
-        return None
-    if strategy not in KNOWN_STRATEGIES:
-        return HUMAN_ONLY, f"{label}: a strategy the runner does not understand"
-    return None
-
-
-def reversibility(facts: Facts) -> PreflightCheck:
-    name = "reversibility"
-    guard = facts.request.guard
-    # The seed: an uncertain restore path is human-only, whatever flag says otherwise.
-    if facts.is_command:
-        if not guard.reversible:
-            return failed(
-                name, HUMAN_ONLY, "no restore path known for a command: pass --reversible only if you can undo it"
-            )
-        if not any(run.status == AssetStatus.SUCCEEDED for run in facts.history.runs):
-            return failed(
-                name,
-                HUMAN_ONLY,
-                "--reversible, but this command has never succeeded here, so how to undo it is untried: run one "
-                "partition first",
-                stated_by="operator",
-            )
-        return passed(name, "stated reversible by the operator (--reversible)", stated_by="operator")
-    changing = [a for a in facts.selected if a.changes_data]
-    if not changing:
-        return passed(name, "nothing selected changes data (views and DDL only)")
-    if not guard.snapshot:
-        return failed(name, HUMAN_ONLY, f"--no-snapshot: no restore path for {_names(a.asset.name for a in changing)}")
-    cost = snapshot_cost(facts)
-    return passed(
-        name,
-        f"a snapshot of {len(changing)} table{'s' if len(changing) != 1 else ''} is taken before the first "
-        f"partition (~{cost['rows']:,} rows, ~{_bytes(cost['bytes'])}, ~{_seconds(cost['seconds'])})",
-        **cost,
-    )
-
-
-def snapshot_cost(facts: Facts) -> dict[str, int]:
-    """Rows the snapshot copies (rows in range for time_interval and delete+insert, else whole tables), and
-    their share of the database files' bytes."""
-    rows = total_rows = 0
-    for a in facts.selected:
-        if not a.changes_data or a.table_rows is None:
-            continue
-        partial = a.strategy in ("time_interval", "delete+insert") and a.rows_in_range is not None
-        rows += a.rows_in_range if partial else a.table_rows  # type: ignore[operator]
-    for a in facts.assets.values():
-        total_rows += a.table_rows or 0
-    database = sum(facts.database_bytes.values())
-    measured = measured_copy_rate([b.directory for b in facts.backfills])
-    rate = measured or SNAPSHOT_ROWS_PER_SECOND
-    seconds = round(rows / rate, 1)
-    return {
-        "rows": rows,
-        "bytes": int(database * rows / total_rows) if total_rows else 0,
-        "seconds": seconds,
-        "rows_per_second": round(rate),
-        "rate_from": "the latest snapshots in this state root" if measured else "the default (no snapshot timed yet)",
-    }
-
-
-def _seconds(value: float) -> str:
-    return "under 1 s" if value < 1 else f"{value:.0f} s"
-
-
-def _bytes(value: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GiB"
-
-
-def layer_risk(facts: Facts) -> PreflightCheck:
-    name = "layer_risk"
-    if facts.is_command:
-        return not_applicable(name, "a command's tables are not known to backfill")
-    layers = {a.asset.name: {"layer": a.layer, "from": a.layer_source} for a in facts.selected}
-    deleting = [a.asset.name for a in facts.selected if a.layer == "raw" and a.strategy not in NOT_DELETING]
-    appending = [a.asset.name for a in facts.selected if a.layer == "raw" and a.strategy == "append"]
-    if deleting:
-        return failed(
-            name,
-            NEVER,
-            f"{_names(deleting)}: raw layer with a delete-style strategy (source data is never deleted or rebuilt)",
-            layers=layers,
-        )
-    if appending:
-        return failed(name, APPROVAL, f"{_names(appending)}: appends to the raw layer", layers=layers)
-    return passed(name, "no raw asset is deleted or rebuilt", layers=layers)
 
 
 def upstream_coverage(facts: Facts) -> PreflightCheck:
@@ -524,7 +258,7 @@ def upstream_coverage(facts: Facts) -> PreflightCheck:
         else None
     )
     if not missing:
-        detail = f"{_names(upstream)} succeeded over the whole range"
+        detail = f"{listed(upstream)} succeeded over the whole range"
         return passed(name, detail + (f" ({how} let nothing through)" if how else ""), upstream=upstream)
     summary = "; ".join(f"{n}: {', '.join(spans[:3])}{' …' if len(spans) > 3 else ''}" for n, spans in missing.items())
     if how is not None:
@@ -556,7 +290,7 @@ def downstream_awareness(facts: Facts) -> PreflightCheck:
     if facts.is_command:
         return passed(name, "no other backfill of this command is running over these intervals")
     shown = (
-        f"downstream not selected: {_names(downstream)}" if downstream else "no downstream asset outside the selection"
+        f"downstream not selected: {listed(downstream)}" if downstream else "no downstream asset outside the selection"
     )
     return passed(name, f"nothing else is running on these assets or their warehouse; {shown}", **evidence)
 
@@ -570,11 +304,11 @@ def size_and_duration(facts: Facts) -> PreflightCheck:
     database = sum(facts.database_bytes.values())
     evidence: dict = {"partitions": partitions, "parallel": parallel, "database_bytes": database}
     if median is None:
-        return not_applicable(name, f"no succeeded run to estimate from; tables now {_bytes(database)}", **evidence)
+        return not_applicable(name, f"no succeeded run to estimate from; tables now {size_text(database)}", **evidence)
     seconds = median * partitions / parallel
     evidence.update(median_seconds=round(median, 3), estimate_seconds=round(seconds, 1))
     total = format_duration(round(seconds) * 1_000_000) if seconds >= 60 else f"{seconds:.1f}s"
-    estimate = f"~{total} ({partitions} × median {median:.2f}s ÷ {parallel}); tables {_bytes(database)}"
+    estimate = f"~{total} ({partitions} × median {median:.2f}s ÷ {parallel}); tables {size_text(database)}"
     if seconds > limits.max_hours * 3600 or database > limits.max_gib * GIB:
         return failed(
             name, APPROVAL, f"large: {estimate} (limits {limits.max_hours:g} h, {limits.max_gib:g} GiB)", **evidence
@@ -617,7 +351,7 @@ def row_count_sanity(facts: Facts) -> PreflightCheck:
         return failed(name, APPROVAL, "; ".join(too_many), assets=evidence)
     if undecided:
         return failed(name, HUMAN_ONLY, "could not decide: " + "; ".join(undecided), assets=evidence)
-    return passed(name, f"samples within {ratio:g}× of history for {_names(fine)}", assets=evidence)
+    return passed(name, f"samples within {ratio:g}× of history for {listed(fine)}", assets=evidence)
 
 
 def connector_quotas(facts: Facts) -> PreflightCheck:
