@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from engine.base.errors import BadInput
-from engine.guardrails.facts import AssetFacts
 from engine.guardrails.data_checks import _strategy_finding
+from engine.guardrails.facts import AssetFacts
 from engine.guardrails.record import duration_total
 from engine.guardrails.settings import settings_of_environment
 from engine.pipeline.assets import Asset, Materialization

@@ -111,6 +111,11 @@ def test_a_lock_error_without_a_pid_names_another_process_and_other_errors_pass(
     def locked(*_args, **_kwargs):
         raise duckdb.IOException("IO Error: Could not set LOCK on file: Conflicting lock is held")
 
+    named_like_a_lock = tmp_path / "could not set lock (PID 1).duckdb"
+    named_like_a_lock.write_bytes(b"not a database" * 100)
+    with pytest.raises(duckdb.IOException, match="not a valid DuckDB database file"):
+        Warehouse.open(named_like_a_lock)
+
     monkeypatch.setattr(duckdb, "connect", locked)
     with pytest.raises(Held) as held:
         Warehouse.open(garbage)
@@ -121,6 +126,8 @@ def test_rows_and_the_rows_of_a_window_with_an_inclusive_end(events):
     """rows counts the table (None without it); rows_in_window counts keys in [start, end], end included."""
     warehouse = Warehouse.open(events)
     assert warehouse.exists("main.t") and not warehouse.exists("main.other")
+    with pytest.raises(duckdb.Error, match="read-only"):  # no pre-flight query can change data
+        warehouse.connection.execute("DELETE FROM main.t")
     assert warehouse.rows("main.t") == 7 and warehouse.rows("main.other") is None
     assert warehouse.rows_in_window(asset(), day_window("2024-01-02", "2024-01-03")) == 3
     noon = at("2024-01-04T12:00:00")
@@ -143,9 +150,9 @@ def test_a_query_s_rows_outside_the_window_count_null_keys_and_rows_already_held
         "SELECT * FROM (VALUES (1, TIMESTAMP '2024-01-01 12:00:00'), (1, TIMESTAMP '2024-01-01 12:00:00'), "
         "(3, TIMESTAMP '2024-01-03 12:00:00'), (3, TIMESTAMP '2024-01-03 12:00:00'), "
         "(3, TIMESTAMP '2024-01-03 12:00:00'), "
-        "(7, TIMESTAMP '2024-01-07 12:00:00')) v(id, ts)"
+        "(7, TIMESTAMP '2024-01-07 12:00:00'), (5, TIMESTAMP '2024-01-09 12:00:00')) v(id, ts)"
     )  # fmt: skip
-    # Table copies: id 1 once, id 3 twice, id 7 none; the table's third column is not compared.
+    # Table copies: id 1 once, id 3 twice, id 7 none, id 5 at another time none; the third column is not compared.
     assert warehouse.count_existing(asset(), query) == 3
     assert warehouse.count_existing(asset(), 'SELECT 2 AS "id"') == 1
     warehouse.close()
