@@ -129,8 +129,8 @@ class GuardedRun:
         target = resolve_target(self.spec.target.path or "")
         verifier = PipelineVerifier(self.preflight.facts, logs_root(target.repository) / "runs", guard.verify)
         only = rerun_assets(self.preflight, self.rerun_asset, self.rerun_downstream)
-        return lambda index, interval, attempt: verifier.verify(
-            index, interval, attempt.run_id, only, carried=attempt.carried
+        return lambda _index, interval, attempt: verifier.verify(
+            interval, attempt.run_id, only, carried=attempt.carried
         )
 
     def write_record(
@@ -143,9 +143,9 @@ class GuardedRun:
         facts = self.preflight.facts
         facts.warehouses.close()  # the record reads the files as the children left them
         spec = self.spec
-        is_pipeline = not spec.target.is_command
+        # A command has no selected assets: no table before, none after.
         before = {a.asset.name: a.table_rows for a in facts.selected if is_table(a.asset)}
-        after, after_range = tables_after_run(facts, with_checks=bool(tally.total)) if is_pipeline else ({}, [])
+        after, after_range = tables_after_run(facts, with_checks=bool(tally.total))
         record: dict[str, Any] = build_record(
             backfill_id=self.store.id,
             preflight=self.preflight,
@@ -156,7 +156,7 @@ class GuardedRun:
             tally=tally,
             status=status,
             seconds=seconds,
-            before=before if is_pipeline else {},
+            before=before,
             after=after,
             snapshot=read_snapshot(self.store.directory),
             after_range=after_range,

@@ -84,7 +84,6 @@ class PipelineVerifier:
 
     def verify(
         self,
-        index: int,
         interval: Interval,
         run_id: str,
         only: set[str] | None = None,

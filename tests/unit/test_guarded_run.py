@@ -5,6 +5,7 @@ each partition's verifier, and the YAML record at the end."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -79,6 +80,24 @@ def test_the_invocation_is_recorded_with_its_preflight_and_approval(repo, tmp_pa
     assert audit.read(store.directory).entries == []
 
 
+def test_an_invocation_that_lets_a_gap_through_audits_it_with_its_reason_and_time(tmp_path):
+    """dependency_gates: warn over a gap: record_invocation writes the GATE_BYPASS line into this backfill's
+    audit log, with the invocation's reason and approval time."""
+    from tests.unit.test_preflight_inprocess import scenario
+
+    judged = preflight(scenario(tmp_path, gates="warn"), "2024-01-08", "2024-01-12", selector=("mid.daily",))
+    approval = Approval(judged.digest, "ann@box", "T0", "approval", "fix", "--approve")
+    store = store_in(tmp_path)
+    record_invocation(store, mode="trigger", reason="fix", preflight=judged, approval=approval)
+    [line] = audit.read(store.directory).entries
+    assert (line["action"], line["asset"], line["requested_at"], line["applied_at"]) == (
+        "GATE_BYPASS", "raw.events", "T0", "T0",
+    )  # fmt: skip
+    assert line["reason"] == (
+        "fix (dependency_gates: warn; let through raw.events: 2024-01-08T00:00:00Z → 2024-01-13T00:00:00Z)"
+    )
+
+
 def bypassing(spans: dict | None, *, ignored: bool = False, gates: str = "warn"):
     """A pre-flight, built by hand, whose upstream check let ``spans`` through."""
     evidence = {"gate_bypass": spans} if spans is not None else {}
@@ -113,6 +132,7 @@ def test_ignoring_dependencies_is_audited_even_when_nothing_was_missing(tmp_path
     store = store_in(tmp_path)
     record_gate_bypasses(store, reason=None, preflight=bypassing(None, ignored=True), at="T")
     record_gate_bypasses(store, reason=None, preflight=bypassing({"u": ["a", "b"]}, ignored=True), at="T")
+    record_gate_bypasses(store, reason="r", preflight=bypassing({"v": list("abcde")}, ignored=True), at="T2")
     record_gate_bypasses(store, reason="r", preflight=bypassing({}), at="T")
     record_gate_bypasses(store, reason="r", preflight=SimpleNamespace(
         checks=[], facts=bypassing(None).facts, settings=SimpleNamespace(dependency_gates="off")), at="T")  # fmt: skip
@@ -121,7 +141,14 @@ def test_ignoring_dependencies_is_audited_even_when_nothing_was_missing(tmp_path
         ("IGNORE_DEPENDENCIES", None, None, "--ignore-dependencies"),
         ("IGNORE_DEPENDENCIES", None, None, "--ignore-dependencies"),
         ("GATE_BYPASS", "u", "--ignore-dependencies; let through u: a, b", "--ignore-dependencies"),
+        ("IGNORE_DEPENDENCIES", None, "r", "--ignore-dependencies"),
+        ("GATE_BYPASS", "v", "r (--ignore-dependencies; let through v: a, b, c, d, e)", "--ignore-dependencies"),
     ]  # fmt: skip
+    ignored = lines[3]
+    assert (ignored["backfill_id"], ignored["requested_by"], ignored["requested_at"], ignored["applied_at"]) == (
+        "B1", requester(), "T2", "T2",
+    )  # fmt: skip
+    assert ignored["applied_by"] == f"backfill (PID {os.getpid()})"
 
 
 def test_an_asset_rerun_runs_the_asset_and_with_downstream_all_that_follows_once(tmp_path):
@@ -224,6 +251,8 @@ def test_the_record_counts_tables_before_and_after_and_runs_checks_only_after_a_
     judged = preflight(repo, "2024-01-08", "2024-01-12")
     store = store_in(tmp_path)
     run = guarded(judged, store)
+    run.approval = Approval(judged.digest, "ann@box", "T0", "auto", "fix", "auto")
+    (store.directory / SNAPSHOT_INDEX).write_bytes(orjson.dumps({"taken_at": "S", "bytes": 1, "files": []}))
     counts = {"queued": 0, "running": 0, "succeeded": 0, "failed": 0, "cancelled": 0, "skipped": 0}
     path = Path(run.write_record(counts=counts, tally=RunTally(5), status="cancelled", seconds=1.0,
                                  finished_at=0.0))  # fmt: skip
@@ -234,6 +263,7 @@ def test_the_record_counts_tables_before_and_after_and_runs_checks_only_after_a_
     assert record["row_counts"]["mid.daily"] == {"before": 380, "after": 380, "delta_pct": 0.0}
     assert set(record["row_counts"]) == {"mid.daily", "mid.latest"}
     assert record["checks_after_range"] == []
+    assert record["approval"]["by"] == "ann@box" and record["snapshot"]["taken_at"] == "S"
     tally = RunTally(5)
     tally.add(0, Attempt(run_id="r0", status="succeeded", started_at="t", log=None))
     ran = yaml.safe_load(Path(run.write_record(counts=counts, tally=tally, status="succeeded", seconds=1.0,
@@ -241,9 +271,18 @@ def test_the_record_counts_tables_before_and_after_and_runs_checks_only_after_a_
     assert [(c["asset"], c["check"], c["passed"]) for c in ran["checks_after_range"]] == [
         ("mid.daily", "not_null(n)", True)
     ]
+    spec = judged.facts.request.spec
+    one_asset = replace(spec, target=replace(spec.target, name="p/mid.daily"))
+    named = GuardedRun(preflight=judged, approval=None, store=store, spec=one_asset, reason=None,
+                       working_directory="/")  # fmt: skip
+    path = named.write_record(counts=counts, tally=RunTally(5), status="cancelled", seconds=1.0, finished_at=180.0)
+    assert path == str(repo.root / ".context" / "backfill-p-19700101T000300Z.yml")
     command = preflight(repo, "2024-01-08", "2024-01-12", command="true")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
     run = GuardedRun(preflight=command, approval=None, store=store, spec=command.facts.request.spec, reason=None,
-                     working_directory=str(repo.root))  # fmt: skip
-    written = yaml.safe_load(Path(run.write_record(counts=counts, tally=tally, status="succeeded", seconds=1.0,
-                                                   finished_at=120.0)).read_text())  # fmt: skip
+                     working_directory=str(outside))  # fmt: skip
+    path = Path(run.write_record(counts=counts, tally=tally, status="succeeded", seconds=1.0, finished_at=120.0))
+    assert path == store.directory / "backfill-true-19700101T000200Z.yml"  # no repository: kept with the state
+    written = yaml.safe_load(path.read_text())
     assert written["row_counts"] == {} and written["checks_after_range"] == []

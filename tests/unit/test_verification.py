@@ -127,7 +127,7 @@ def test_rows_within_the_weekday_bounds_verify(verifier):
     verifiers, runs = verifier
     verifiers["on"].written = {}
     record(runs, "r1", **{"mid.daily": ok(10), "raw.events": ok(None)})
-    result = verifiers["on"].verify(2, WEDNESDAY, "r1")
+    result = verifiers["on"].verify(WEDNESDAY, "r1")
     assert result == Verification(
         VERIFIED,
         "run record OK; rows within bounds",
@@ -153,7 +153,7 @@ def test_the_bounds_are_inclusive_and_rows_outside_fail_with_the_numbers(verifie
     """5 and 20 are inside (half and twice the mean); 4, 21 and 1,000 fail with the asset, rows and bounds."""
     verifiers, runs = verifier
     record(runs, "r1", **{"mid.daily": ok(rows)})
-    result = verifiers["on"].verify(2, WEDNESDAY, "r1")
+    result = verifiers["on"].verify(WEDNESDAY, "r1")
     if admitted:
         assert result.status == VERIFIED and result.assets[0]["status"] == "inside"
         return
@@ -166,7 +166,7 @@ def test_warn_mode_records_the_failure_without_failing_the_partition(verifier):
     """--verify warn: the same problem is a warning; the partition is not failed."""
     verifiers, runs = verifier
     record(runs, "r1", **{"mid.daily": ok(1000)})
-    on, warn = verifiers["on"].verify(2, WEDNESDAY, "r1"), verifiers["warn"].verify(2, WEDNESDAY, "r1")
+    on, warn = verifiers["on"].verify(WEDNESDAY, "r1"), verifiers["warn"].verify(WEDNESDAY, "r1")
     assert on.status == FAILED and on.fails_partition
     assert warn.status == WARNING and not warn.fails_partition
     assert warn.detail == on.detail
@@ -175,11 +175,11 @@ def test_warn_mode_records_the_failure_without_failing_the_partition(verifier):
 def test_a_missing_or_unreadable_run_record_fails_or_warns(verifier):
     """No run record (or one that is not JSON): failed under on, a warning under warn, naming the file."""
     verifiers, runs = verifier
-    missing = verifiers["on"].verify(2, WEDNESDAY, "absent")
+    missing = verifiers["on"].verify(WEDNESDAY, "absent")
     assert missing.status == FAILED and missing.detail.startswith(f"no readable run record {runs / 'absent.json'} (")
-    assert verifiers["warn"].verify(2, WEDNESDAY, "absent").status == WARNING
+    assert verifiers["warn"].verify(WEDNESDAY, "absent").status == WARNING
     (runs / "garbled.json").write_text("{not json")
-    assert verifiers["on"].verify(2, WEDNESDAY, "garbled").status == FAILED
+    assert verifiers["on"].verify(WEDNESDAY, "garbled").status == FAILED
 
 
 def test_what_the_run_record_says_is_judged_before_the_rows(verifier):
@@ -187,30 +187,30 @@ def test_what_the_run_record_says_is_judged_before_the_rows(verifier):
     a failing non-blocking check is not."""
     verifiers, runs = verifier
     record(runs, "failed-run", "failed", **{"mid.daily": ok()})
-    assert verifiers["on"].verify(2, WEDNESDAY, "failed-run").detail == "the run record says 'failed'"
+    assert verifiers["on"].verify(WEDNESDAY, "failed-run").detail == "the run record says 'failed'"
     record(runs, "missing")
-    assert verifiers["on"].verify(2, WEDNESDAY, "missing").detail == "mid.daily is not in the run record"
+    assert verifiers["on"].verify(WEDNESDAY, "missing").detail == "mid.daily is not in the run record"
     record(runs, "asset-failed", **{"mid.daily": {"status": "failed", "rows_in_interval": 10}})
-    assert verifiers["on"].verify(2, WEDNESDAY, "asset-failed").detail == "mid.daily failed"
+    assert verifiers["on"].verify(WEDNESDAY, "asset-failed").detail == "mid.daily failed"
     blocking = [{"name": "not_null(day)", "passed": False, "blocking": True}]
     record(runs, "check", **{"mid.daily": ok(10, blocking)})
-    assert verifiers["on"].verify(2, WEDNESDAY, "check").detail == "mid.daily has a failing check"
+    assert verifiers["on"].verify(WEDNESDAY, "check").detail == "mid.daily has a failing check"
     warning_only = [{"name": "positive(n)", "passed": False, "blocking": False}]
     record(runs, "soft", **{"mid.daily": ok(10, warning_only)})
-    assert verifiers["on"].verify(2, WEDNESDAY, "soft").status == VERIFIED
+    assert verifiers["on"].verify(WEDNESDAY, "soft").status == VERIFIED
     passing = [{"name": "not_null(day)", "passed": True, "blocking": True}]
     record(runs, "passing", **{"mid.daily": ok(10, passing)})
-    assert verifiers["on"].verify(2, WEDNESDAY, "passing").status == VERIFIED
+    assert verifiers["on"].verify(WEDNESDAY, "passing").status == VERIFIED
     record(runs, "two", "failed", **{"mid.daily": {"status": "failed", "rows_in_interval": None}})
-    assert verifiers["on"].verify(2, WEDNESDAY, "two").detail == "the run record says 'failed'; mid.daily failed"
+    assert verifiers["on"].verify(WEDNESDAY, "two").detail == "the run record says 'failed'; mid.daily failed"
 
 
 def test_an_asset_rerun_is_judged_only_on_the_assets_it_ran(verifier):
     """``only``: an asset the rerun did not run may be absent from its run record."""
     verifiers, runs = verifier
     record(runs, "r1")
-    assert verifiers["on"].verify(2, WEDNESDAY, "r1", only={"raw.events"}).status == VERIFIED
-    assert verifiers["on"].verify(2, WEDNESDAY, "r1").status == FAILED
+    assert verifiers["on"].verify(WEDNESDAY, "r1", only={"raw.events"}).status == VERIFIED
+    assert verifiers["on"].verify(WEDNESDAY, "r1").status == FAILED
 
 
 def test_no_count_and_too_little_history(verifier, facts, tmp_path):
@@ -218,14 +218,14 @@ def test_no_count_and_too_little_history(verifier, facts, tmp_path):
     values is insufficient history, naming the asset."""
     verifiers, runs = verifier
     record(runs, "r1", **{"mid.daily": ok(None)})
-    result = verifiers["on"].verify(2, WEDNESDAY, "r1")
+    result = verifiers["on"].verify(WEDNESDAY, "r1")
     assert result.status == VERIFIED and result.assets[0]["status"] == "no count"
     assert result.detail == "run record OK; rows within bounds"
     thin = PipelineVerifier(facts, tmp_path, "on")
     thin.baselines = {"mid.daily": {2: [10, 10]}}
     thin.written = {}
     record(runs, "r2", **{"mid.daily": ok(10)})
-    judged = thin.verify(2, WEDNESDAY, "r2")
+    judged = thin.verify(WEDNESDAY, "r2")
     assert judged.status == INSUFFICIENT and not judged.fails_partition
     assert judged.detail == "run record OK; too little history to judge rows of mid.daily"
     assert judged.assets[0] == {"asset": "mid.daily", "rows": 10, "bucket": "Wednesday", "status": INSUFFICIENT,
@@ -239,7 +239,7 @@ def test_a_bucket_without_history_and_two_assets_short_of_it(verifier, facts, tm
     thin.baselines = {"mid.daily": {}, "mid.other": {2: [1]}}
     thin.written = {}
     record(runs, "r1", **{"mid.daily": ok(10), "mid.other": ok(1)})
-    judged = thin.verify(2, WEDNESDAY, "r1")
+    judged = thin.verify(WEDNESDAY, "r1")
     assert judged.detail == "run record OK; too little history to judge rows of mid.daily, mid.other"
     assert [a["values"] for a in judged.assets] == [0, 1]
 
@@ -254,7 +254,7 @@ def test_the_bucket_is_the_partition_start_in_the_backfill_zone(verifier, facts,
     local.baselines = {"mid.daily": {1: [10, 10, 10], 2: [1000, 1000, 1000]}}
     local.written = {}
     record(runs, "r1", **{"mid.daily": ok(10)})
-    judged = local.verify(2, WEDNESDAY, "r1")
+    judged = local.verify(WEDNESDAY, "r1")
     assert judged.status == VERIFIED and judged.assets[0]["bucket"] == "Tuesday"
 
 
@@ -265,7 +265,7 @@ def test_without_keyed_assets_the_record_alone_verifies(verifier):
     bare.baselines = {}
     bare.written = {}
     record(runs, "r1", **{"mid.daily": ok(10)})
-    assert bare.verify(2, WEDNESDAY, "r1") == Verification(VERIFIED, "run record OK", [])
+    assert bare.verify(WEDNESDAY, "r1") == Verification(VERIFIED, "run record OK", [])
 
 
 def _values(interval: Interval, partition_id: str, run_id: str) -> dict[str, str]:
@@ -329,9 +329,9 @@ def test_a_table_without_a_time_key_is_judged_by_the_rows_its_runs_wrote(verifie
     assert written_baselines(facts) == {"mid.latest": {2: [1, 1, 1, 1, 1], 6: [1], 5: [1]}}
     on = verifiers["on"]
     record(runs, "r1", **{"mid.daily": ok(10), "mid.latest": {**ok(None), "rows_written": 100}})
-    judged = on.verify(2, WEDNESDAY, "r1")
+    judged = on.verify(WEDNESDAY, "r1")
     assert judged.status == FAILED and "mid.latest: 100 rows, outside" in judged.detail, judged.detail
     record(runs, "r2", **{"mid.daily": ok(10), "mid.latest": {**ok(None), "rows_written": 1}})
-    fine = on.verify(2, WEDNESDAY, "r2")
+    fine = on.verify(WEDNESDAY, "r2")
     assert fine.status == VERIFIED
     assert [a["status"] for a in fine.assets] == ["inside", "inside"]
