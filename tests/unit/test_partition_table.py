@@ -439,3 +439,79 @@ def test_a_filter_that_matches_nothing_leaves_no_selection(source):
         assert all(line.strip() == "" for line in lines(table))
 
     drive(source, scenario)
+
+
+def test_a_click_on_the_first_row_selects_it_and_just_below_the_last_does_nothing(source):
+    """The first visible row is clickable like any other; the line right after the last row is not a row."""
+
+    async def scenario(pilot, table):
+        table.set_filter(frozenset({Status.FAILED}))  # rows 40 and 41
+        table.cursor_row = 1
+        await pilot.pause()
+        await pilot.click(PartitionTable, offset=(10, 2))  # the first line below the last row
+        await pilot.pause()
+        assert table.cursor_row == 1 and table.selected_index == 41
+        await pilot.click(PartitionTable, offset=(10, 0))
+        await pilot.pause()
+        assert table.cursor_row == 0 and table.selected_index == 40
+
+    drive(source, scenario)
+
+
+REASON = "psycopg.OperationalError: connection to server lost"  # partition 40's reason
+
+
+def row_of_40(source, size: tuple[int, int]) -> tuple[str, int]:
+    """Partition 40's row as painted at this terminal size, and the table's width."""
+    painted = {}
+
+    async def scenario(pilot, table):
+        table.select_index(40)
+        await pilot.pause()
+        painted["text"] = table.render_line(table.rows.row_of(40) - int(table.scroll_offset.y)).text
+        painted["width"] = table.scrollable_content_region.width
+
+    drive(source, scenario, size=size)
+    return painted["text"], painted["width"]
+
+
+def test_a_reason_as_wide_as_its_room_is_whole_and_eight_columns_is_the_least_shown(source):
+    """The reason gets what is left after two spaces: exactly its length shows it whole, one less cuts it
+    with …; eight columns show seven letters and …, seven columns show none."""
+    wide, width = row_of_40(source, (160, 12))
+    start = wide.index(REASON)  # where the reason starts: the room is the width from there
+    scrollbar = 160 - width
+
+    def at(room: int) -> str:
+        text, shown = row_of_40(source, (start + room + scrollbar, 12))
+        assert shown == start + room
+        return text[start - 2 :].rstrip()
+
+    assert at(len(REASON)) == "  " + REASON
+    assert at(len(REASON) - 1) == "  " + REASON[: len(REASON) - 2] + "…"
+    assert at(8) == "  psycopg…"
+    assert at(7) == ""
+
+
+def test_a_poll_that_moves_the_selected_partition_within_as_many_rows_follows_it(source):
+    """Filtered to running, one partition finishes as another starts: as many rows as before, but the selected
+    partition is on another row, and the cursor goes with it; without a change reported, the rows stay."""
+
+    async def scenario(pilot, table):
+        table.follow = False
+        table.set_filter(frozenset({Status.RUNNING}))
+        table.select_index(45)
+        await pilot.pause()
+        assert table.cursor_row == 2
+        source.board.set(43, Status.SUCCEEDED)
+        source.board.set(47, Status.RUNNING)
+        table.update_running((), False)  # nothing reported as changed: the rows are not rebuilt
+        await pilot.pause()
+        assert [table.rows.index_at(r) for r in range(len(table.rows))] == [43, 44, 45, 46]
+        table.update_running((), True)
+        await pilot.pause()
+        assert [table.rows.index_at(r) for r in range(len(table.rows))] == [44, 45, 46, 47]
+        assert table.selected_index == 45 and table.cursor_row == 1
+        assert lines(table)[1].startswith("▸ 45")
+
+    drive(source, scenario)
