@@ -127,3 +127,153 @@ def test_a_window_as_runs_see_it_after_interval_modifiers(tmp_path):
     options.apply_interval_modifiers = True
     facts.pipeline = None
     assert facts.effective_window(plain, window) == window
+
+
+PARIS = ZoneInfo("Europe/Paris")
+MARCH_31 = 1_711_839_600_000_000  # 2024-03-31 00:00 in Paris (the day clocks go forward: 23 hours)
+
+
+def first_partition_facts(*, modifiers=None, macros: str = "", apply: bool = True, variables=None) -> Facts:
+    """Facts of a daily backfill in Paris whose first partition is 31 March 2024, built by hand."""
+    from engine.dates.plan import Interval
+
+    options = SimpleNamespace(apply_interval_modifiers=apply)
+    spec = SimpleNamespace(target=SimpleNamespace(is_command=False), zone=PARIS, run_options=options)
+    pipeline = SimpleNamespace(name="p", macros=macros, default_interval_modifiers=modifiers)
+    end = MARCH_31 + 23 * 3_600_000_000
+    first = Interval(0, MARCH_31, end)
+    return Facts(SimpleNamespace(spec=spec), None, (MARCH_31, end), first, pipeline=pipeline,
+                 variables=variables if variables is not None else {"region": "eu"})  # fmt: skip
+
+
+def sql_asset(body: str = "SELECT 1", *, body_line: int = 1, hooks=None, **fields) -> Asset:
+    materialization = Materialization("table", "time_interval", "ts", "timestamp")
+    return Asset("mid.t", "duckdb.sql", Path("t.sql"), "t.sql", 1, materialization=materialization, body=body,
+                 body_line=body_line, hooks=hooks or {}, **fields)  # fmt: skip
+
+
+def test_the_first_partition_s_context_is_the_run_s_own(monkeypatch):
+    """The first partition's window in the backfill's zone (its end one microsecond before the next), the
+    pre-flight's run ID, the pipeline, its variables, no full refresh, and ``this``."""
+    from engine.guardrails.facts import _first_context
+
+    context, window = _first_context(first_partition_facts(), sql_asset())
+    assert window == Window(MARCH_31, MARCH_31 + 23 * 3_600_000_000 - 1, PARIS)
+    assert (context["start_date"], context["end_date"]) == ("2024-03-31", "2024-03-31")
+    assert context["start_datetime"] == "2024-03-31T00:00:00" and context["end_datetime"] == "2024-03-31T23:59:59"
+    assert context["end_timestamp"].startswith("2024-03-31T23:59:59.999999")
+    assert (context["run_id"], context["pipeline"], context["var"]) == ("preflight", "p", {"region": "eu"})
+    assert context["full_refresh"] is False and context["this"] == "mid.t"
+
+
+def test_modifiers_move_the_first_window_and_macros_see_it_moved():
+    """The asset's modifiers, else the pipeline's, move the window and its variables; macros render with the
+    moved window; modifiers switched off leave it."""
+    from engine.guardrails.facts import _first_context
+
+    macros = "{% macro since() %}{{ start_date }}/{{ var.region }}{% endmacro %}"
+    facts = first_partition_facts(modifiers={"start": "-1d"}, macros=macros)
+    context, window = _first_context(facts, sql_asset())
+    assert window.start == MARCH_31 - DAY and context["start_date"] == "2024-03-30"
+    assert str(context["since"]()) == "2024-03-30/eu"
+    own, _ = _first_context(facts, sql_asset(interval_modifiers={"start": "-2d"}))
+    assert own["start_date"] == "2024-03-29"
+    off = first_partition_facts(modifiers={"start": "-1d"}, apply=False)
+    assert _first_context(off, sql_asset())[0]["start_date"] == "2024-03-31"
+    assert "since" not in _first_context(first_partition_facts(), sql_asset())[0]
+
+
+def test_the_sample_query_is_rendered_stripped_and_its_errors_name_the_file_s_line():
+    """The body rendered with the first partition's context, its trailing semicolon and comment stripped; a
+    template error names the line in the asset's file, counted from where the body starts."""
+    from engine.guardrails.facts import _sample_query
+    from engine.pipeline.templating import TemplateProblem
+
+    facts = first_partition_facts()
+    query, window = _sample_query(facts, sql_asset("SELECT '{{ start_date }}', '{{ var.region }}'; -- done"))
+    assert query == "SELECT '2024-03-31', 'eu'" and window.start == MARCH_31
+    with pytest.raises(TemplateProblem, match=r"^line 12: template syntax"):
+        _sample_query(facts, sql_asset("SELECT\n1,\n{{ broken(", body_line=10))
+
+
+def test_hooks_are_rendered_as_the_first_run_renders_them_or_kept_as_written():
+    """Pre and post hooks rendered with the first partition's context (macros included); one that cannot be
+    rendered is kept as written, and so is every hook when the context itself cannot be built."""
+    from engine.guardrails.facts import _rendered_hooks
+
+    hooks = {"pre": ["DELETE FROM raw.x WHERE d = '{{ start_date }}'", "{{ nope( }}"], "post": ["SELECT {{ one() }}"]}
+    facts = first_partition_facts(macros="{% macro one() %}1{% endmacro %}")
+    assert _rendered_hooks(facts, sql_asset(hooks=hooks)) == {
+        "pre": ["DELETE FROM raw.x WHERE d = '2024-03-31'", "{{ nope( }}"], "post": ["SELECT 1"],
+    }  # fmt: skip
+    assert _rendered_hooks(facts, sql_asset()) == {}
+    broken = first_partition_facts(macros="{% macro one( %}")  # the macros fail: nothing can be rendered here
+    assert _rendered_hooks(broken, sql_asset(hooks=hooks)) == hooks
+    broken.first = None  # no partition selected: as written
+    assert _rendered_hooks(broken, sql_asset(hooks={"post": ["SELECT {{ start_date }}"]})) == {
+        "post": ["SELECT {{ start_date }}"]
+    }
+
+
+def test_an_error_is_kept_as_its_first_line_or_its_type():
+    """What could not be read is said in one line of at most 300 characters; an empty message gives the type."""
+    from engine.guardrails.facts import _first_line
+
+    assert _first_line(ValueError("  first\nsecond  ")) == "first"
+    assert _first_line(ValueError("   ")) == "ValueError"
+    assert _first_line(OSError("x" * 400)) == "x" * 300
+
+
+def with_variables(base: Path):
+    """p with variables on=false and region=eu: mid.flag enabled by {{ var.on }}, mid.regional reading the window
+    only for region us, and mid.daily (ten rows a day) run over 2023-12-01..2024-01-07; then five hand-written
+    run records of mid.daily: one without it, one counting rows in its interval, one only rows written, a
+    failed one and one of no length."""
+    import orjson
+
+    from engine.pipeline.repository import logs_root
+    from tests.builder import Repo
+    from tests.functional.test_guardrails import redeclare_daily
+    from tests.unit.test_preflight_inprocess import run_in_process
+
+    variables = {"on": {"type": "boolean", "default": False}, "region": {"type": "string", "default": "eu"}}
+    repo = Repo(base / "repo", guardrails="standard",
+                pipeline={"name": "p", "default_connections": {"duckdb": "db"}, "variables": variables})  # fmt: skip
+    repo.sql("raw.events", "SELECT 1 AS x", materialization={"type": "view"})
+    redeclare_daily(repo)
+    repo.sql("mid.flag", "SELECT 1 AS x", enabled="{{ var.on }}", materialization={"type": "table"})
+    repo.sql("mid.regional", "{% if var.region == 'us' %}SELECT '{{ start_date }}' AS d{% else %}SELECT 1 AS d"
+             "{% endif %}", materialization={"type": "table"})  # fmt: skip
+    run_in_process(repo, "2023-12-01", "2024-01-07")
+    runs = logs_root(repo.root) / "runs"
+
+    def record(run_id: str, started: str, days: int, **daily) -> None:
+        """A run of ``days`` days from 1 June 2023 holding mid.daily with ``daily``'s fields (none: without it)."""
+        interval = {"start": "2023-06-01T00:00:00Z", "end": f"2023-06-{days:02d}T23:59:59.999999Z"}
+        entries = [{"name": "mid.daily", "status": "succeeded", **daily}] if daily else []
+        data = {"run_id": run_id, "pipeline": "p", "target": str(repo.pipeline_dir), "status": "succeeded",
+                "started_at": started, "interval": interval, "assets": entries}  # fmt: skip
+        (runs / f"{run_id}.json").write_bytes(orjson.dumps(data))
+
+    no_length = {"start": "2023-06-01T00:00:00Z", "end": "2023-05-31T23:59:59.999999Z"}
+    record("h0", "2023-07-01T00:00:00Z", 1)  # mid.daily not in it
+    record("h1", "2023-07-02T00:00:00Z", 7, rows_in_interval=70, rows_written=700)
+    record("h2", "2023-07-03T00:00:00Z", 1, rows_written=30)
+    record("h3", "2023-07-04T00:00:00Z", 1, rows_written=99, status="failed")
+    record("h4", "2023-07-05T00:00:00Z", 1, rows_written=5, interval=no_length)
+    return repo
+
+
+def test_assets_are_judged_with_the_pipeline_s_variables_and_past_rows_are_per_partition(tmp_path):
+    """The pipeline's variables decide what is enabled and what reads the window; each succeeded past run of
+    mid.daily gives its rows per daily partition (rows in its interval first, else rows written), in run order,
+    leaving out runs without it, failed ones and runs of no length."""
+    from tests.unit.test_preflight_inprocess import built, preflight
+
+    repo = built(("facts with variables",), with_variables)
+    facts = preflight(repo, "2024-01-08", "2024-01-12").facts
+    assert facts.variables == {"on": False, "region": "eu"}
+    assert facts.assets["mid.flag"].selected is False and facts.assets["mid.daily"].selected
+    assert facts.assets["mid.regional"].uses_interval is False and facts.assets["mid.daily"].uses_interval
+    assert facts.assets["mid.daily"].past_rows == [10, 30, 10]
+    assert facts.assets["mid.regional"].connection.name == "db"
