@@ -3,6 +3,7 @@ environments, the selection's first and last partitions, assets grouped by file,
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from zoneinfo import ZoneInfo
@@ -243,7 +244,8 @@ def with_variables(base: Path):
     redeclare_daily(repo)
     repo.sql("mid.flag", "SELECT 1 AS x", enabled="{{ var.on }}", materialization={"type": "table"})
     repo.sql("mid.regional", "{% if var.region == 'us' %}SELECT '{{ start_date }}' AS d{% else %}SELECT 1 AS d"
-             "{% endif %}", materialization={"type": "table"})  # fmt: skip
+             "{% endif %}", materialization={"type": "table"},
+             hooks={"post": [{"query": "SELECT '{{ start_date }}/{{ var.region }}'"}]})  # fmt: skip
     run_in_process(repo, "2023-12-01", "2024-01-07")
     runs = logs_root(repo.root) / "runs"
 
@@ -277,3 +279,75 @@ def test_assets_are_judged_with_the_pipeline_s_variables_and_past_rows_are_per_p
     assert facts.assets["mid.regional"].uses_interval is False and facts.assets["mid.daily"].uses_interval
     assert facts.assets["mid.daily"].past_rows == [10, 30, 10]
     assert facts.assets["mid.regional"].connection.name == "db"
+    assert facts.assets["mid.regional"].hooks == {"post": ["SELECT '2024-01-08/eu'"]}  # as the first run renders it
+
+
+def test_each_file_is_looked_into_once_and_one_that_cannot_be_opened_is_a_question_left_open(tmp_path):
+    """Tables (and seeds) get their rows and rows in range; views and tables not made yet are left alone; a
+    file that is no database leaves size_and_duration undecided, a held one row_count_sanity, and the other
+    files are still read, each size kept under its own path."""
+    import duckdb
+
+    from engine.guardrails.facts import _look_into_warehouses
+    from tests.duckdb_writer import writing
+
+    good, broken, held = tmp_path / "good.duckdb", tmp_path / "broken.duckdb", tmp_path / "held.duckdb"
+    with duckdb.connect(str(good)) as connection:
+        connection.execute("CREATE TABLE main.t AS SELECT TIMESTAMP '2024-01-01' + i * INTERVAL 1 HOUR AS ts "
+                           "FROM range(48) r(i)")  # fmt: skip
+        connection.execute("CREATE TABLE main.s AS SELECT 1 AS x")
+        connection.execute("CREATE TABLE main.nokey AS SELECT 1 AS x")
+    broken.write_bytes(b"not a database" * 100)
+    duckdb.connect(str(held)).close()
+
+    def on(path: Path, name: str) -> AssetFacts:
+        return asset_facts(name, Connection("duckdb", "db", path, False, None))
+
+    table, seed, view = on(good, "main.t"), on(good, "main.s"), on(good, "main.v")
+    seed.asset = replace(seed.asset, type="duckdb.seed", materialization=Materialization(None, None, None, None))
+    view.asset.materialization = Materialization("view", None, "ts", None)
+    nokey = on(good, "main.nokey")
+    nokey.asset.materialization = Materialization("table", "create+replace", None, None)
+    missing = on(good, "main.later")
+    unreadable, waiting = on(broken, "main.t"), on(held, "main.t")
+    options = SimpleNamespace(apply_interval_modifiers=True)
+    spec = SimpleNamespace(target=SimpleNamespace(is_command=False), zone=UTC, run_options=options)
+    pipeline = SimpleNamespace(name="p", default_interval_modifiers={"start": "-1d"}, macros="")
+    jan_2 = 1_704_153_600_000_000
+    facts = Facts(SimpleNamespace(spec=spec), None, (jan_2, jan_2 + DAY // 2), None, pipeline=pipeline,
+                  assets={a.asset.name + str(i): a for i, a in enumerate(
+                      (unreadable, waiting, table, seed, view, nokey, missing))})  # fmt: skip
+    with writing(str(held)) as writer:
+        _look_into_warehouses(facts)
+    facts.warehouses.close()
+    assert (table.table_rows, table.rows_in_range) == (48, 36)  # the day before (modifier) and half of this one
+    assert (seed.table_rows, seed.rows_in_range) == (1, None)
+    assert (view.table_rows, view.rows_in_range) == (None, None)
+    assert (nokey.table_rows, nokey.rows_in_range) == (1, None)
+    assert (missing.table_rows, missing.rows_in_range) == (None, None)
+    assert list(facts.database_bytes) == [str(good)] and facts.database_bytes[str(good)] == good.stat().st_size
+    assert facts.errors["size_and_duration"].startswith(f"cannot open {broken}: ")
+    assert facts.errors["row_count_sanity"] == f"{held} is held by process {writer.pid}"
+    assert waiting.sample_error == f"{held} is held by process {writer.pid}" and [h.path for h in facts.held] == [held]
+    assert "materialization" not in facts.errors
+
+
+def test_a_table_that_cannot_be_read_leaves_the_materialization_undecided(tmp_path):
+    """A table whose key column is gone: its rows are known, its rows in range are not, and the materialization
+    check is left undecided, naming the table and the error's first line."""
+    import duckdb
+
+    from engine.guardrails.facts import _look_into_warehouses
+
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as connection:
+        connection.execute("CREATE TABLE main.t AS SELECT 1 AS x")
+    table = asset_facts("main.t", Connection("duckdb", "db", path, False, None))
+    options = SimpleNamespace(apply_interval_modifiers=False)
+    spec = SimpleNamespace(target=SimpleNamespace(is_command=False), zone=UTC, run_options=options)
+    facts = Facts(SimpleNamespace(spec=spec), None, (0, DAY), None, assets={"main.t": table})
+    _look_into_warehouses(facts)
+    facts.warehouses.close()
+    assert table.table_rows == 1 and table.rows_in_range is None
+    assert facts.errors["materialization"].startswith("cannot read table main.t: ")
+    assert "\n" not in facts.errors["materialization"]

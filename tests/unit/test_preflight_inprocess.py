@@ -574,6 +574,7 @@ def test_work_running_on_the_assets_or_the_file_is_never_joined(tmp_path, monkey
     with writing(database) as writer:
         held = preflight(repo, "2024-01-08", "2024-01-12")
     found = {name: (status, tier, detail) for name, status, tier, detail in rows(held)}
+    assert held.facts.errors == {"row_count_sanity": f"{database} is held by process {writer.pid}"}
     assert found["downstream_awareness"] == (
         "fail", "never",
         f"{database} is open for writing by process {writer.pid} (a `backfill run`?): wait for it to finish",
