@@ -395,7 +395,8 @@ def test_verification_marks_follow_the_status_and_an_unattempted_row_is_blank(so
 
 
 def test_a_click_selects_the_row_under_the_pointer_and_turns_follow_off(source):
-    """A click on the fourth visible row selects it; a click below the last row does nothing."""
+    """A click on the fourth visible row selects it; a click below the last row, even on the line right after
+    it, does nothing; the first row is clickable."""
     app = Listening(source)
 
     async def scenario(pilot, table):
@@ -410,6 +411,12 @@ def test_a_click_selects_the_row_under_the_pointer_and_turns_follow_off(source):
         await pilot.click(PartitionTable, offset=(10, 1))
         await pilot.pause()
         assert table.selected_index == 41 and table.cursor_row == 1
+        await pilot.click(PartitionTable, offset=(10, 2))  # the first line below the last row is no row
+        await pilot.pause()
+        assert table.selected_index == 41 and table.cursor_row == 1
+        await pilot.click(PartitionTable, offset=(10, 0))  # the first row is clickable like any other
+        await pilot.pause()
+        assert table.selected_index == 40 and table.cursor_row == 0
 
     drive_app(app, scenario)
 
@@ -437,23 +444,6 @@ def test_a_filter_that_matches_nothing_leaves_no_selection(source):
         await pilot.press("end", "pagedown", "down")
         assert table.cursor_row == 0
         assert all(line.strip() == "" for line in lines(table))
-
-    drive(source, scenario)
-
-
-def test_a_click_on_the_first_row_selects_it_and_just_below_the_last_does_nothing(source):
-    """The first visible row is clickable like any other; the line right after the last row is not a row."""
-
-    async def scenario(pilot, table):
-        table.set_filter(frozenset({Status.FAILED}))  # rows 40 and 41
-        table.cursor_row = 1
-        await pilot.pause()
-        await pilot.click(PartitionTable, offset=(10, 2))  # the first line below the last row
-        await pilot.pause()
-        assert table.cursor_row == 1 and table.selected_index == 41
-        await pilot.click(PartitionTable, offset=(10, 0))
-        await pilot.pause()
-        assert table.cursor_row == 0 and table.selected_index == 40
 
     drive(source, scenario)
 
