@@ -24,17 +24,23 @@ async def open_backfill(pilot, app, name: str) -> None:
     await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
 
 
+def fixed_after_failure(repo, env: dict[str, str], monkeypatch) -> tuple[Path, BackfillApp]:
+    """The chain's backfill after c failed, the failure then mended, and the app over its state root with the
+    chain's environment."""
+    backfill = failed_backfill(repo, env)
+    Path(env["FAIL_FLAG"]).unlink()
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return backfill, BackfillApp(root=repo.root / "logs" / "backfills")
+
+
 def test_the_details_pane_shows_what_an_asset_level_resume_ran_and_took(chain, monkeypatch):  # noqa: F811
     """After c failed and --continue ran c and d only, the details of partition 0 show, under attempt #2,
     "ran c, d; took a, b from #1" on the screen."""
     repo, env = chain
-    backfill = failed_backfill(repo, env)
-    Path(env["FAIL_FLAG"]).unlink()
+    backfill, app = fixed_after_failure(repo, env, monkeypatch)
     again = run_backfill("--continue", backfill.name, "--no-progress", cwd=repo.root, env=env)
     assert again.returncode == 0, again.stdout + again.stderr
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    app = BackfillApp(root=repo.root / "logs" / "backfills")
 
     async def scenario():
         async with app.run_test(size=(120, 40)) as pilot:
@@ -51,11 +57,7 @@ def test_a_rerun_from_the_screen_resumes_asset_by_asset_unless_whole_partitions_
     """The rerun form of a pipeline backfill (r, then Ctrl+S) runs only c and d in each failed partition; with
     "Whole partitions" ticked it runs all four assets again."""
     repo, env = chain
-    backfill = failed_backfill(repo, env)
-    Path(env["FAIL_FLAG"]).unlink()
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    app = BackfillApp(root=repo.root / "logs" / "backfills")
+    backfill, app = fixed_after_failure(repo, env, monkeypatch)
 
     async def scenario():
         async with app.run_test(size=(120, 44)) as pilot:

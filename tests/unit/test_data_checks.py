@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
+from zoneinfo import ZoneInfo
 
 import orjson
 import pytest
@@ -49,7 +50,7 @@ def facts_of(*assets: AssetFacts, partitions: int = 5, unit=DAILY, first_start: 
     from engine.dates.plan import Interval
 
     target = SimpleNamespace(is_command=command, template="load {start}")
-    spec = SimpleNamespace(target=target, zone=__import__("zoneinfo").ZoneInfo("UTC"), unit=unit)
+    spec = SimpleNamespace(target=target, zone=ZoneInfo("UTC"), unit=unit)
     request = SimpleNamespace(spec=spec, selected_count=partitions, guard=guard or GuardOptions())
     first = Interval(0, first_start, first_start + unit.step)
     return Facts(request, None, (first_start, first_start + partitions * unit.step), first,
