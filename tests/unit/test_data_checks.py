@@ -59,6 +59,8 @@ def facts_of(*assets: AssetFacts, partitions: int = 5, unit=DAILY, first_start: 
 
 
 def judged(check: PreflightCheck) -> tuple[str, str, str]:
+    """The check's status, tier and line, after asserting it reports under its own name."""
+    assert check.name in ("materialization", "reversibility", "layer_risk")
     return str(check.status), str(check.tier), check.detail
 
 
@@ -175,6 +177,8 @@ def test_hooks_that_delete_raw_data_are_never_and_unclassified_ones_human_only()
     assert judged(unclassified)[:2] == ("fail", "human-only")
     unqualified = materialization(facts_of(fact("mid.h", hooks={"pre": ["DELETE FROM events"]})))
     assert judged(unqualified)[0] == "pass"
+    named_raw = materialization(facts_of(fact("mid.h", hooks={"pre": ["DELETE FROM raw"]})))
+    assert judged(named_raw)[0] == "pass"  # a table called raw, in no schema: not the raw layer
 
 
 # ---------------------------------------------------------------- reversibility and the snapshot's cost
@@ -284,6 +288,7 @@ def test_long_lists_of_names_are_cut_at_eight():
     names = [f"n{i}" for i in range(10)]
     assert listed(reversed(names)) == "n0, n1, n2, n3, n4, n5, n6, n7 and 2 more"
     assert listed(names[:8]) == "n0, n1, n2, n3, n4, n5, n6, n7"
+    assert listed(names[:9]) == "n0, n1, n2, n3, n4, n5, n6, n7 and 1 more"
 
 
 # ---------------------------------------------------------------- the raw layer
@@ -301,10 +306,13 @@ def test_the_raw_layer_is_never_deleted_and_appending_to_it_needs_approval():
         ("raw.a", "raw"), ("raw.b", "raw"), ("mid.c", "mid"))}}  # fmt: skip
     appending = layer_risk(facts_of(fact("raw.b", "append", layer="raw"), fact("raw.v", "view", key=None, layer="raw")))
     assert judged(appending) == ("fail", "approval", "raw.b: appends to the raw layer")
+    assert appending.evidence == {"layers": {"raw.b": {"layer": "raw", "from": "schema"},
+                                             "raw.v": {"layer": "raw", "from": "schema"}}}  # fmt: skip
     fine = layer_risk(
         facts_of(fact("raw.v", "view", key=None, layer="raw"), fact("raw.x", layer="raw", selected=False))
     )
     assert judged(fine) == ("pass", "auto", "no raw asset is deleted or rebuilt")
+    assert fine.evidence == {"layers": {"raw.v": {"layer": "raw", "from": "schema"}}}
 
 
 @pytest.mark.parametrize(("seconds", "shown"), [(0.0, "under 1 s"), (0.99, "under 1 s"), (1.0, "1 s"), (12.6, "13 s")])
@@ -313,3 +321,94 @@ def test_the_snapshot_s_time_is_whole_seconds_or_under_one(seconds, shown):
     from engine.guardrails.data_checks import _seconds
 
     assert _seconds(seconds) == shown
+
+
+# ---------------------------------------------------------------- strategies at their edges
+
+
+def test_an_asset_refreshed_every_run_is_judged_by_its_strategy_when_it_is_a_view_or_sql_as_written():
+    """parameters.full_refresh on a view or on SQL run as written rebuilds no table: the view passes, the SQL
+    as written is human-only for what it is (SQL or a script), never for a rebuild."""
+    view = fact("mid.v", "view", key=None)
+    view.asset.always_full_refresh = True
+    assert judged(materialization(facts_of(view))) == ("pass", "auto", "strategies safe per partition: view")
+    written = fact("mid.w", "none", key=None)
+    written.asset.always_full_refresh = True
+    assert judged(materialization(facts_of(written))) == (
+        "fail", "human-only", "mid.w runs its SQL as written: its effect on data cannot be judged",
+    )  # fmt: skip
+    script = fact("mid.s", "none", key=None, kind="python")
+    assert judged(materialization(facts_of(script))) == (
+        "fail", "human-only", "mid.s runs its script as written: its effect on data cannot be judged",
+    )  # fmt: skip
+
+
+def test_an_append_names_the_rows_it_would_duplicate_or_the_rows_it_cannot_place():
+    """Rows the sample finds already in the table: approval with their count; rows and no incremental_key:
+    human-only with the table's count; a key and no rows in the range: nothing; an empty table: nothing."""
+    existing = fact("mid.a", "append", key="loaded_on")
+    existing.sample_existing = 1200
+    assert judged(materialization(facts_of(existing))) == (
+        "fail", "approval",
+        "mid.a (append): the first partition's query returns 1,200 rows the table already holds; appending would "
+        "duplicate them",
+    )  # fmt: skip
+    unkeyed = fact("mid.a", "append", key=None, table_rows=12_345)
+    assert judged(materialization(facts_of(unkeyed))) == (
+        "fail", "human-only",
+        "mid.a (append) has 12,345 rows and no incremental_key: cannot tell which are in the range",
+    )  # fmt: skip
+    assert judged(materialization(facts_of(fact("mid.a", "append", key=None, table_rows=0))))[0] == "pass"
+    assert judged(materialization(facts_of(fact("mid.a", "append", key="day", table_rows=50))))[0] == "pass"
+
+
+def test_history_strategies_close_keys_only_over_two_partitions_or_more():
+    """scd2_by_time over one partition: fine; over two: never, with its reason; a satellite over one partition
+    says nothing, over two it asks for time order."""
+    scd2 = fact("mid.h", "scd2_by_time")
+    assert judged(materialization(facts_of(scd2, partitions=1)))[0] == "pass"
+    assert judged(materialization(facts_of(scd2, partitions=2))) == (
+        "fail", "never",
+        "mid.h (scd2_by_time) treats each run's rows as the whole source: every partition would close the history "
+        "of the keys outside its slice",
+    )  # fmt: skip
+    satellite = fact("mid.s", "datavault_satellite", key=None)
+    assert judged(materialization(facts_of(satellite, partitions=1)))[0] == "pass"
+    assert judged(materialization(facts_of(satellite, partitions=2))) == (
+        "warn", "auto",
+        "mid.s (datavault_satellite) compares each row with the latest one loaded: run the partitions in time order "
+        "(--max-parallel 1) or some unchanged rows are loaded again",
+    )  # fmt: skip
+
+
+def test_a_date_key_under_delete_insert_is_judged_as_under_time_interval():
+    """delete+insert deletes whole days for a date key too: under 6-hour partitions, never."""
+    six_hours = SimpleNamespace(name="6h", is_calendar=False, step=6 * HOUR)
+    keyed = fact("mid.d", "delete+insert", key="day", granularity="date")
+    assert judged(materialization(facts_of(keyed, unit=six_hours)))[:2] == ("fail", "never")
+
+
+def test_whole_days_are_local_days_of_the_backfill_s_zone():
+    """48-hour partitions from local midnight in Asia/Kolkata (18:30 UTC) are whole days there; from UTC
+    midnight they are not."""
+    from engine.dates.plan import Interval
+
+    two_days = SimpleNamespace(name="48h", is_calendar=False, step=2 * DAY)
+    keyed = fact("mid.d", key="day", granularity="date")
+    local_midnight = 18 * HOUR + 30 * 60_000_000
+    facts = facts_of(keyed, unit=two_days, first_start=local_midnight)
+    facts.request.spec.zone = ZoneInfo("Asia/Kolkata")
+    assert judged(materialization(facts))[0] == "pass"
+    facts.first = Interval(0, 0, 2 * DAY)
+    assert judged(materialization(facts))[:2] == ("fail", "never")
+
+
+def test_delete_insert_snapshots_only_the_rows_in_its_range_and_the_time_keeps_one_decimal(tmp_path):
+    """delete+insert, like time_interval, copies the rows in range; the time is rounded to a tenth of a
+    second."""
+    directory = tmp_path / "b1"
+    directory.mkdir()
+    (directory / SNAPSHOT_INDEX).write_bytes(orjson.dumps({"rows": 30_000, "seconds": 1.0}))
+    partial = fact("mid.d", "delete+insert", table_rows=90_000, rows_in_range=7_000)
+    cost = snapshot_cost(facts_of(partial, backfills=[SimpleNamespace(directory=directory)]))
+    assert (cost["rows"], cost["rows_per_second"], cost["seconds"]) == (7_000, 30_000, 0.2)

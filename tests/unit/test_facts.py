@@ -351,3 +351,48 @@ def test_a_table_that_cannot_be_read_leaves_the_materialization_undecided(tmp_pa
     assert table.table_rows == 1 and table.rows_in_range is None
     assert facts.errors["materialization"].startswith("cannot read table main.t: ")
     assert "\n" not in facts.errors["materialization"]
+
+
+def test_saved_backfills_of_the_state_root_bring_their_marks_and_our_own_is_left_out(tmp_path):
+    """A saved backfill of the pipeline whose partition was marked succeeded with rows for mid.latest: the
+    pre-flight lists it among the earlier backfills and counts its mark as a past run of mid.latest; judged as
+    that backfill itself (a resume), it is neither."""
+    from engine.base.settings import Settings
+    from engine.execute.backfill import create_backfill, state_root_for
+    from engine.execute.guarding import request_for_new
+    from engine.guardrails.facts import gather
+    from engine.guardrails.request import GuardOptions
+    from engine.pipeline.options import RunOptions
+    from engine.spec.backfill_spec import ExecutionOptions
+    from engine.spec.planning import plan_request
+    from engine.store import audit
+    from engine.store.records import Attempt
+    from tests.unit.test_history import record_of
+    from tests.unit.test_preflight_inprocess import three_assets
+
+    repo = three_assets(tmp_path)
+    planned = plan_request(
+        target=str(repo.pipeline_dir), command=None, name=None, start="2024-01-08", end="2024-01-09",
+        timezone="UTC", partition="daily", environment=None, config_file=None, run_options=RunOptions(),
+        options=ExecutionOptions(), force=False, cwd=repo.root,
+    )  # fmt: skip
+    root = state_root_for(planned.spec, None, repo.root)
+    saved = create_backfill(planned, root=root, cwd=repo.root, settings=Settings())
+    saved.release()
+    mark = Attempt(run_id="m1", status="succeeded", started_at="t", finished_at="2024-01-10T00:00:00Z",
+                   kind="mark", rows=7, asset="mid.latest")  # fmt: skip
+    marked = record_of(saved, 0, mark)
+    line = audit.entry(action="MARK", partition_id=marked.id, asset="mid.latest", to_status="succeeded",
+                       target_count=7)  # fmt: skip
+    audit.append(saved.store.directory, [line])
+    request = request_for_new(planned, GuardOptions(), reason="test", root=root.path, cwd=repo.root)
+    facts = gather(request)
+    facts.warehouses.close()
+    assert [b.id for b in facts.backfills] == [saved.store.id]
+    marks = [run for run in facts.history.runs if run.run_id == "mark:m1"]
+    assert [(sorted(run.assets), run.ran, run.backfill_id) for run in marks] == [
+        (["mid.latest"], False, saved.store.id)
+    ]
+    itself = gather(replace(request, backfill_id=saved.store.id))
+    itself.warehouses.close()
+    assert itself.backfills == [] and not [run for run in itself.history.runs if run.run_id.startswith("mark:")]
