@@ -126,6 +126,11 @@ def test_a_window_as_runs_see_it_after_interval_modifiers(tmp_path):
     options.apply_interval_modifiers = False
     assert facts.effective_window(plain, window) == window
     options.apply_interval_modifiers = True
+    templated = {"start": "{{ '-1d' if pipeline == 'p' and run_id == 'preflight' and not full_refresh else '0' }}",
+                 "end": "{{ var.reach }}"}  # fmt: skip
+    facts.variables = {"reach": "1h"}
+    moved = facts.effective_window(asset_facts("t", None, interval_modifiers=templated).asset, window)
+    assert moved == Window(9 * DAY, 12 * DAY - 1 + 3_600_000_000, UTC)  # rendered with the run's own context
     facts.pipeline = None
     assert facts.effective_window(plain, window) == window
 
@@ -349,7 +354,7 @@ def test_a_table_that_cannot_be_read_leaves_the_materialization_undecided(tmp_pa
     _look_into_warehouses(facts)
     facts.warehouses.close()
     assert table.table_rows == 1 and table.rows_in_range is None
-    assert facts.errors["materialization"].startswith("cannot read table main.t: ")
+    assert facts.errors["materialization"].startswith("cannot read table main.t: Binder Error: ")
     assert "\n" not in facts.errors["materialization"]
 
 
@@ -396,3 +401,168 @@ def test_saved_backfills_of_the_state_root_bring_their_marks_and_our_own_is_left
     itself = gather(replace(request, backfill_id=saved.store.id))
     itself.warehouses.close()
     assert itself.backfills == [] and not [run for run in itself.history.runs if run.run_id.startswith("mark:")]
+
+
+def test_the_first_partition_s_sample_is_counted_against_its_window_and_the_table(tmp_path):
+    """Only selected SQL assets are sampled: the query's rows, those outside the first window for a windowed
+    strategy with a key, and those the table already holds for an append to a table with rows; a query that
+    fails is its first line, a file not made yet says so, and a comparison that fails leaves the
+    materialization undecided, naming the asset."""
+    import duckdb
+
+    from engine.dates.plan import Interval
+    from engine.guardrails.facts import _look_into_warehouses
+
+    path, later = tmp_path / "w.duckdb", tmp_path / "later.duckdb"
+    with duckdb.connect(str(path)) as connection:
+        connection.execute("CREATE TABLE main.t AS SELECT TIMESTAMP '2024-01-01' + i * INTERVAL 1 DAY AS ts "
+                           "FROM range(3) r(i)")  # fmt: skip
+        connection.execute("CREATE TABLE main.empty (ts TIMESTAMP)")
+    link = Connection("duckdb", "db", path, False, None)
+    three_days = "SELECT TIMESTAMP '2024-01-01' + i * INTERVAL 1 DAY AS ts FROM range(3) r(i)"
+
+    def sql(name: str, body: str, strategy: str = "time_interval", *, key: str | None = "ts", on=link,
+            selected: bool = True, type_: str = "duckdb.sql") -> AssetFacts:  # fmt: skip
+        made = asset_facts(name, on, selected=selected)
+        made.asset = replace(made.asset, type=type_, body=body,
+                             materialization=Materialization("table", strategy, key, "timestamp"))  # fmt: skip
+        made.strategy = strategy
+        return made
+
+    liar = sql("main.t", three_days)
+    appender = sql("main.t", "SELECT TIMESTAMP '2024-01-02' AS ts UNION ALL SELECT TIMESTAMP '2024-01-09'", "append")
+    onto_empty = sql("main.empty", three_days, "append", key=None)
+    unkeyed = sql("main.t", three_days, "delete+insert", key=None)
+    merged = sql("main.t", three_days, "merge")
+    downstream = sql("main.t", three_days, selected=False)
+    script = sql("main.t", three_days, type_="python")
+    broken = sql("main.t", "SELECT * FROM nowhere\nWHERE 1")
+    unmade = sql("main.t", three_days, on=Connection("duckdb", "db", later, False, None))
+    wrong_key = sql("main.t", "SELECT 1 AS other", key="ts")
+    options = SimpleNamespace(apply_interval_modifiers=False)
+    spec = SimpleNamespace(target=SimpleNamespace(is_command=False), zone=UTC, run_options=options)
+    pipeline = SimpleNamespace(name="p", default_interval_modifiers=None, macros="")
+    jan_1 = 1_704_067_200_000_000
+    everyone = (liar, appender, onto_empty, unkeyed, merged, downstream, script, broken, unmade, wrong_key)
+    facts = Facts(SimpleNamespace(spec=spec), None, (jan_1, jan_1 + DAY), Interval(0, jan_1, jan_1 + DAY),
+                  pipeline=pipeline, assets={str(i): a for i, a in enumerate(everyone)})  # fmt: skip
+    _look_into_warehouses(facts)
+    facts.warehouses.close()
+    assert (liar.sample_rows, liar.sample_outside, liar.sample_existing) == (3, 2, None)
+    assert (appender.sample_rows, appender.sample_outside, appender.sample_existing) == (2, None, 1)
+    assert (onto_empty.sample_rows, onto_empty.sample_existing) == (3, None)  # nothing in the table to repeat
+    assert (unkeyed.sample_rows, unkeyed.sample_outside) == (3, None)
+    assert (merged.sample_rows, merged.sample_outside, merged.sample_existing) == (3, None, None)
+    assert (downstream.sample_rows, downstream.sample_error) == (None, None)
+    assert (script.sample_rows, script.sample_error) == (None, None)
+    assert broken.sample_rows is None and broken.sample_error.startswith("Catalog Error: Table with name nowhere")
+    assert "\n" not in broken.sample_error
+    assert (unmade.sample_rows, unmade.sample_error) == (None, f"{later} does not exist yet")
+    assert wrong_key.sample_rows == 1 and wrong_key.sample_outside is None
+    assert facts.errors["materialization"].startswith("cannot compare main.t's sample: Binder Error")
+    assert list(facts.errors) == ["materialization"]
+
+
+def test_equal_levels_keep_their_own_source_and_a_level_may_come_from_a_neighbour_s_name(tmp_path):
+    """Another environment on the same file at the same level changes nothing, not even where the level came
+    from; one without a guardrails key whose name says prod makes it production."""
+    loaded = config(tmp_path, {"dev": on("standard", "a.duckdb"), "peer": on("standard", "a.duckdb"),
+                               "prod-eu": {"connections": {"duckdb": [{"name": "c", "path": "b.duckdb"}]}},
+                               "qa": on("sandbox", "b.duckdb")})  # fmt: skip
+    assert level_of(loaded) == ("standard", ".bruin.yml")
+    shared = (tmp_path / "b.duckdb").resolve()
+    assert level_of(loaded, "qa") == ("production", f"environment 'prod-eu' uses the same DuckDB file {shared}")
+
+
+def test_live_work_names_what_this_invocation_runs(tmp_path):
+    """A pipeline's entry: its directory's key, the selected assets and the downstream ones sorted, their DuckDB
+    files by real path, the range, this process; a command's: the command's key in its working directory. An
+    explicit backfill ID (a takeover's) wins over the request's."""
+    import os
+    import socket
+
+    from engine.store.live_work import LiveWork, WorkKind, command_key, pipeline_key
+
+    path = tmp_path / "w.duckdb"
+    link = Connection("duckdb", "db", tmp_path / "sub" / ".." / "w.duckdb", False, None)
+    request = SimpleNamespace(spec=SimpleNamespace(target=SimpleNamespace(is_command=False)), backfill_id="B1",
+                              state_root=tmp_path / "states", working_directory=tmp_path)  # fmt: skip
+    pipeline = SimpleNamespace(name="p", directory=tmp_path / "p")
+    assets = {"b": asset_facts("mid.b", link), "a": asset_facts("mid.a", None),
+              "d": asset_facts("mid.d", link, selected=False),
+              "c": asset_facts("mid.c", link, selected=False)}  # fmt: skip
+    facts = Facts(request, None, (5, 9), None, pipeline=pipeline, assets=assets)
+    here = {"pid": os.getpid(), "host": socket.gethostname()}
+    assert facts.live_work() == LiveWork(
+        kind=WorkKind.BACKFILL, target=pipeline_key(tmp_path / "p"), shown="p", backfill_id="B1",
+        state_dir=str(tmp_path / "states"), assets=("mid.a", "mid.b"), downstream=("mid.c", "mid.d"),
+        files=(str(path),), windows=((5, 9),), **here,
+    )  # fmt: skip
+    assert facts.live_work("B2").backfill_id == "B2"
+    target = SimpleNamespace(is_command=True, identity={"template": "load {start}"}, name="load")
+    request.spec = SimpleNamespace(target=target)
+    command = Facts(request, None, (5, 9), None)
+    assert command.live_work() == LiveWork(
+        kind=WorkKind.BACKFILL, target=command_key({"template": "load {start}"}, str(tmp_path)), shown="load",
+        backfill_id="B1", state_dir=str(tmp_path / "states"), windows=((5, 9),), **here,
+    )  # fmt: skip
+
+
+def test_a_command_s_facts_come_from_its_selection_and_its_earlier_backfills(tmp_path):
+    """The span and first partition from the bounds or, without them, from the selection itself; the earlier
+    backfills of the state root with their partitions as the command's history; our own backfill left out."""
+    from engine.execute.guarding import request_for_new
+    from engine.guardrails.facts import gather
+    from engine.guardrails.request import GuardOptions
+    from engine.store.records import Attempt
+    from tests.saved_backfills import saved_command_backfill
+    from tests.unit.test_history import record_of
+
+    saved = saved_command_backfill(tmp_path, end="2024-01-03")
+    record_of(saved, 0, Attempt(run_id="r1", status="succeeded", started_at="t", duration=2.0))
+    planned = SimpleNamespace(spec=saved.spec, options=saved.options, parallelism=SimpleNamespace(effective=1),
+                              config=None, environment=None, checked=None)  # fmt: skip
+    root = saved.store.directory.parent
+    request = request_for_new(planned, GuardOptions(), reason="test", root=root, cwd=tmp_path)
+    plan = saved.spec.plan
+    facts = gather(request)
+    assert (facts.span, facts.first) == ((plan.interval(0).start, plan.interval(2).end), plan.interval(0))
+    assert [b.id for b in facts.backfills] == [saved.store.id]
+    assert [(run.run_id, run.duration) for run in facts.history.runs] == [("r1", 2.0)]
+    chosen = gather(replace(request, bounds=None, selected=lambda: iter([1, 2])))
+    assert (chosen.span, chosen.first) == ((plan.interval(1).start, plan.interval(2).end), plan.interval(1))
+    nothing = gather(replace(request, bounds=None, selected=lambda: iter(())))
+    assert (nothing.span, nothing.first) == ((plan.start, plan.start), None)
+    itself = gather(replace(request, backfill_id=saved.store.id))
+    assert itself.backfills == [] and itself.history.runs == []
+
+
+def test_a_pipeline_s_level_comes_from_its_environment_s_name(tmp_path):
+    """An environment without a guardrails key named prod-…: the pre-flight's settings are production, saying
+    why."""
+    import yaml
+
+    from engine.execute.backfill import state_root_for
+    from engine.execute.guarding import request_for_new
+    from engine.guardrails.facts import gather
+    from engine.guardrails.request import GuardOptions
+    from engine.pipeline.options import RunOptions
+    from engine.spec.backfill_spec import ExecutionOptions
+    from engine.spec.planning import plan_request
+    from tests.unit.test_preflight_inprocess import three_assets
+
+    repo = three_assets(tmp_path)
+    path = repo.root / ".bruin.yml"
+    loaded = yaml.safe_load(path.read_text())
+    environment = loaded["environments"].pop("dev")
+    environment.pop("guardrails")
+    path.write_text(yaml.safe_dump({"default_environment": "prod-eu", "environments": {"prod-eu": environment}}))
+    planned = plan_request(
+        target=str(repo.pipeline_dir), command=None, name=None, start="2024-01-08", end="2024-01-08",
+        timezone="UTC", partition="daily", environment=None, config_file=None, run_options=RunOptions(),
+        options=ExecutionOptions(), force=True, cwd=repo.root,
+    )  # fmt: skip
+    root = state_root_for(planned.spec, None, repo.root).path
+    facts = gather(request_for_new(planned, GuardOptions(), reason="test", root=root, cwd=repo.root))
+    facts.warehouses.close()
+    assert (facts.settings.level, facts.settings.level_source) == ("production", "its name contains 'prod'")
