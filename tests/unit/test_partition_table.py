@@ -352,16 +352,39 @@ def test_a_poll_refilters_and_keeps_the_selected_partition(source):
     drive(source, scenario)
 
 
-def test_a_reason_not_yet_on_disk_is_read_again_later(source):
-    """The board is ahead of the records (the writer thread is behind): no reason yet, and the next paint reads
-    the record again instead of caching the absence."""
+def lagging(source, index: int):
+    """Rewrite ``index``'s record as the writer thread had it a moment before the board: its latest attempt
+    still running, no error. Returns the record as it really ended, to be written back."""
+    from dataclasses import replace
+
+    spec, store = source.spec, source.store
+    interval = spec.plan.interval(index)
+    ended = store.read_record(spec.ids.of(interval.start, interval.end), spec.plan, spec.ids.of)
+    running = replace(ended.attempts[-1], status="running", error=None, finished_at=None, exit_code=None)
+    store.write_record(replace(ended, status="running", attempts=[*ended.attempts[:-1], running]), durable=False)
+    return ended
+
+
+def test_a_reason_read_while_the_record_lagged_is_read_again_when_it_changes(source):
+    """The board says failed while the record still holds the running attempt (the writer thread is behind):
+    no reason on screen; once the record is written with the same number of attempts, the next poll shows the
+    reason — it is never cached for good on the attempt count."""
+    ended = lagging(source, 40)
 
     async def scenario(pilot, table):
-        table.follow = False
-        assert table.reason(40, Status.FAILED, 3) is None  # the record holds 2 attempts
-        assert table.reason(40, Status.FAILED, 2) == "psycopg.OperationalError: connection to server lost"
-        assert table.reason(0, Status.SUCCEEDED, 1) is None
-        assert table.reason(42, Status.CANCELLED, 1) == "cancelled: interrupted (Ctrl+C)"
+        table.select_index(40)
+        await pilot.pause()
+        line = app_screen_line(table, 40)
+        assert "✗ failed       2       12s" in line and "psycopg" not in line  # no reason yet
+        table.update_running((), False)  # a poll with the record unchanged: still none
+        await pilot.pause()
+        assert "psycopg" not in app_screen_line(table, 40)
+        source.store.write_record(ended, durable=False)
+        table.update_running((), False)
+        await pilot.pause()
+        assert "psycopg.OperationalError: connection to" in app_screen_line(table, 40)
+        assert table.reason(0, Status.SUCCEEDED) is None
+        assert table.reason(42, Status.CANCELLED) == "cancelled: interrupted (Ctrl+C)"
 
     drive(source, scenario)
 

@@ -20,6 +20,7 @@ from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions
 from engine.spec.parallelism import Parallelism
 from engine.store.state_store import StateStore
 from engine.store.status import Status, StatusBoard
+from tui.app.record_cache import RecordCache
 
 IDLE = "idle"  # a saved backfill nobody is running
 
@@ -43,6 +44,7 @@ class BackfillSource(Protocol):
     spec: BackfillSpec
     store: StateStore
     board: StatusBoard
+    records: RecordCache  # the records the screens show, each read again only when it changed
     options: ExecutionOptions
     parallelism: Parallelism
     can_stop: bool
@@ -70,6 +72,7 @@ class ExecutorSource:
         self.spec = executor.spec
         self.store = executor.store
         self.board = executor.board
+        self.records = RecordCache(self.spec, self.store)
         self.options = options
         self.parallelism = parallelism
 
@@ -120,6 +123,7 @@ class SavedSource:
         self.spec = spec
         self.store = store
         self.board = board
+        self.records = RecordCache(spec, store)
         self.options = options
         self.parallelism = parallelism
         self.started_at = started_at

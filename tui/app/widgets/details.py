@@ -1,7 +1,7 @@
 """The details pane: the selected partition's interval (zone and UTC), ID, every attempt, and a log.
 
-Attempts come from the partition's record, re-read when its status or attempt
-count changes. ``[`` and ``]`` choose the attempt whose log is shown; the latest
+Attempts come from the partition's record, as the source's record cache holds it:
+read again whenever the record changes. ``[`` and ``]`` choose the attempt whose log is shown; the latest
 is shown by default and tails live while its child runs.
 """
 
@@ -12,7 +12,6 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from engine.base.errors import StateUnreadable
 from engine.dates.instants import UTC, format_instant, offset_micros
 from engine.store.records import Attempt
 from engine.store.status import Status
@@ -87,17 +86,18 @@ class PartitionDetails(Vertical):
 
     def show_partition(self, index: int, *, force: bool = False) -> None:
         board = self.source.board
-        signature = (index, board.raw()[index], board.attempts(index))
-        # The record may lag the status board by a few milliseconds (it is written by another thread):
-        # keep re-reading until it holds every attempt the board counts.
-        caught_up = len(self.attempts) >= board.attempts(index)
-        if not force and signature == self._signature and caught_up:
+        loaded = self.source.records.load(index) if board.attempts(index) else None
+        # The record's own version, not the board's counts: the record lags the board by a few milliseconds
+        # (another thread writes it), and may still hold the running attempt of a partition the board calls done.
+        signature = (index, board.raw()[index], board.attempts(index), loaded.version if loaded else None)
+        if not force and signature == self._signature:
             return
         same_partition = self.index == index
         was_latest = self.chosen is None or self.chosen == len(self.attempts) - 1
         previous_log = self._chosen_log()
         self._signature, self.index = signature, index
-        self._load_attempts()
+        self.attempts = loaded.record.attempts if loaded is not None and loaded.record is not None else []
+        self.error = loaded.error if loaded is not None else None
         if not same_partition or was_latest:
             self.chosen = len(self.attempts) - 1 if self.attempts else None
         self._render_summary()
@@ -108,21 +108,6 @@ class PartitionDetails(Vertical):
         if self.chosen is None or not self.attempts or self.chosen >= len(self.attempts):
             return None
         return self.attempts[self.chosen].log
-
-    def _load_attempts(self) -> None:
-        assert self.index is not None
-        spec, store = self.source.spec, self.source.store
-        self.error = None
-        if not self.source.board.attempts(self.index):
-            self.attempts = []
-            return
-        interval = spec.plan.interval(self.index)
-        try:
-            record = store.read_record(spec.ids.of(interval.start, interval.end), spec.plan, spec.ids.of)
-        except StateUnreadable as error:
-            self.attempts, self.error = [], str(error)
-            return
-        self.attempts = record.attempts if record else []
 
     def choose_attempt(self, delta: int) -> None:
         if not self.attempts or self.chosen is None:

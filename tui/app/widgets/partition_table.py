@@ -99,7 +99,6 @@ class PartitionTable(ScrollView, can_focus=True):
         self.running: dict[int, RunningPartition] = {}
         self.marked: set[int] = set()
         self._painted: dict[int, tuple] = {}
-        self._reasons: dict[tuple[int, int], str | None] = {}
         self._index_width = len(str(max(len(self.plan) - 1, 0)))
         self._interval_width = self._measure_interval_width()
         self.virtual_size = Size(0, len(self.rows))
@@ -139,6 +138,7 @@ class PartitionTable(ScrollView, can_focus=True):
         self._painted.clear()
         self.cursor_row = self.rows.nearest_row(keep) if keep is not None else 0
         self._scroll_cursor_into_view()
+        self._load_visible()
         self.refresh()
 
     def update_running(self, running: tuple[RunningPartition, ...], changed: bool) -> None:
@@ -177,31 +177,28 @@ class PartitionTable(ScrollView, can_focus=True):
             self.board.verification(index),
             row == self.cursor_row,
             index in self.marked,
-            self.reason(index, status, self.board.attempts(index)),
+            self.reason(index, status),
         )
 
-    def reason(self, index: int, status: int, attempts: int) -> str | None:
-        """Why a failed or cancelled partition ended (its latest attempt's error), read once from its record."""
+    def reason(self, index: int, status: int) -> str | None:
+        """Why a failed or cancelled partition ended (its latest attempt's error), as its record was last loaded:
+        painting never reads the disk (``_load_visible`` does, on a poll or a scroll)."""
         if status not in (Status.FAILED, Status.CANCELLED):
             return None
-        key = (index, attempts)
-        if key in self._reasons:
-            return self._reasons[key]
-        interval = self.plan.interval(index)
-        try:
-            record = self.source.store.read_record(
-                self.source.spec.ids.of(interval.start, interval.end), self.plan, self.source.spec.ids.of
-            )
-        except Exception:  # an unreadable record has no reason to show; the details pane says what is wrong
-            record = None
-        if record is None or len(record.attempts) < attempts or not record.attempts:
-            return None  # not on disk yet (the writer thread is behind): try again on the next repaint
-        if len(self._reasons) > 4096:
-            self._reasons.clear()
-        self._reasons[key] = reason = record.attempts[-1].error
-        return reason
+        loaded = self.source.records.cached(index)
+        return loaded.reason if loaded is not None else None
+
+    def _load_visible(self) -> None:
+        """Load the records of the failed and cancelled rows on screen, each read again only when it changed."""
+        top = int(self.scroll_offset.y)
+        raw = self.board.raw()
+        for row in range(top, min(top + max(1, self.size.height), len(self.rows))):
+            index = self.rows.index_at(row)
+            if raw[index] in (Status.FAILED, Status.CANCELLED):
+                self.source.records.load(index)
 
     def _repaint_changed(self) -> None:
+        self._load_visible()
         top = int(self.scroll_offset.y)
         height = self.size.height
         for row in range(top, min(top + height, len(self.rows))):
@@ -275,6 +272,10 @@ class PartitionTable(ScrollView, can_focus=True):
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)
         self._painted.clear()
+        self._load_visible()
+
+    def on_resize(self) -> None:
+        self._load_visible()
 
     def _move_to(self, row: int) -> None:
         self.follow = False
