@@ -167,6 +167,7 @@ class Executor:
         self._failed: list[int] = []
         self._started_at = time.time()
         self._finished_at = self._started_at
+        takeover.generation = store.record_selection(takeover.generation, self._selected, self._started_at)
         self._exhausted = False
         self._selector = selectors.DefaultSelector()
         self._writer = RecordWriter(store.partitions, self.owns)

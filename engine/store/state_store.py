@@ -141,6 +141,11 @@ class Generation:
     # to stop children it left on a cluster, whatever its records managed to say before it died.
     cluster: str | None = None
     cluster_grace: float = 0.0
+    # How many partitions this generation's executor runs and when it began running them (seconds since the
+    # epoch), once it knows: a screen in another process measures progress and the ETA from these, as the
+    # executor's own screen does.
+    selected: int | None = None
+    run_started_at: float | None = None
 
 
 class StateStore:
@@ -350,6 +355,8 @@ class StateStore:
                 data["started_at"],
                 data.get("cluster"),
                 float(data.get("cluster_grace", 0.0)),
+                _count_or_none(data.get("selected")),
+                _seconds_or_none(data.get("run_started_at")),
             )
         except (KeyError, TypeError) as error:
             raise StateUnreadable(f"{self.generation_path} lacks {error}: it was not written by backfill") from None
@@ -370,6 +377,13 @@ class StateStore:
         self._write_generation(generation)
         return generation
 
+    def record_selection(self, generation: Generation, selected: int, started_at: float) -> Generation:
+        """Once the executor has counted its selection and starts: what a screen in another process measures its
+        progress against."""
+        generation = replace(generation, selected=selected, run_started_at=started_at)
+        self._write_generation(generation)
+        return generation
+
     def _write_generation(self, generation: Generation) -> None:
         data: dict[str, Any] = {
             "generation": generation.number,
@@ -380,4 +394,15 @@ class StateStore:
         }
         if generation.cluster is not None:
             data.update(cluster=generation.cluster, cluster_grace=generation.cluster_grace)
+        if generation.selected is not None:
+            data.update(selected=generation.selected, run_started_at=generation.run_started_at)
         write_atomic(self.generation_path, orjson.dumps(data))
+
+
+def _count_or_none(value: Any) -> int | None:
+    """A count as an older or damaged generation may hold it: a whole number of 0 or more, else unknown."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _seconds_or_none(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0 else None

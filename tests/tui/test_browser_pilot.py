@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 import orjson
 import pytest
 
+from engine.dates.durations import parse_duration
 from tests.backfills import child_command, records, start_background, state_dirs, wait_for
 from tests.conftest import run_backfill
-from tests.guard_flags import GUARD
+from tests.guard_flags import GUARD, REASON
 from tests.tui.live import screen_text, wait_until
 from tui.app.backfill_app import BackfillApp
 from tui.app.screens.backfill_list import BackfillListScreen
@@ -207,3 +209,52 @@ def test_show_and_list_as_json_and_text(work, home):
     assert missing.returncode == 2 and "no backfill 'nope'" in missing.stderr
     summary = orjson.loads((backfill / ".summary.json").read_bytes())
     assert summary["counts"]["failed"] == 2
+
+
+def test_a_resumed_backfill_watched_from_elsewhere_counts_only_its_own_run(work, home):
+    """A --continue of the 4 failed days of 8, run by another process: the watched screen measures progress
+    as that executor does — 0/4, then 1/4 done with an ETA from that run's own start — never the 4 days an
+    earlier run finished (it once read 4/8, and an ETA ten times too short)."""
+    broken = work / "broken"
+    broken.write_text("the bug")
+    for day in range(1, 9):
+        (work / f"go-2024-01-0{day}").write_text("")
+    template = child_command("--fail-while", str(broken), "--wait-for", str(work / "go-{start_date}"),
+                             *(word for day in range(5, 9) for word in ("--fail-on", f"2024-01-0{day}")))  # fmt: skip
+    first = run_backfill(*GUARD, "--command", template, *EIGHT_DAYS, "--on-failure", "continue", cwd=work, env=home)
+    assert first.returncode == 1, first.stderr
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    broken.unlink()
+    for day in range(5, 9):
+        (work / f"go-2024-01-0{day}").unlink()
+    process = start_background(*REASON, "--continue", backfill.name, "--max-parallel", "4", cwd=work, env=home)
+    try:
+        wait_for(lambda: sum(r["status"] == "running" for r in records(backfill)) == 4)
+        app = BackfillApp(root=work / "logs" / "backfills")
+
+        async def scenario():
+            async with app.run_test(size=(120, 44)) as pilot:
+                await wait_until(pilot, lambda: "running" in screen_text(app))
+                await pilot.press("enter")
+                await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+                screen = dashboard(app)
+                assert isinstance(screen.source, WatchedSource)
+                generation = orjson.loads((backfill / ".generation.json").read_bytes())
+                assert generation["selected"] == 4
+                assert screen.source.started_at == generation["run_started_at"]
+                await wait_until(pilot, lambda: "0/4 done" in screen_text(app))
+                assert "ETA" not in screen_text(app) and "left" not in screen_text(app)
+                (work / "go-2024-01-05").write_text("")
+                await wait_until(pilot, lambda: "1/4 done" in screen_text(app) and "ETA " in screen_text(app))
+                elapsed, left = re.search(r"elapsed (\S+)  ETA (\S+)", screen_text(app)).groups()
+                # One of four done: three more at that pace. The earlier run's four days, counted, gave 0.6×.
+                assert parse_duration(left, "ETA") >= 2 * parse_duration(elapsed, "elapsed")
+                for day in range(6, 9):
+                    (work / f"go-2024-01-0{day}").write_text("")
+                await wait_until(pilot, lambda: "8/8 succeeded" in screen_text(app), timeout=30)
+
+        asyncio.run(scenario())
+    finally:
+        for day in range(5, 9):
+            (work / f"go-2024-01-0{day}").write_text("")
+        process.wait(timeout=60)

@@ -346,3 +346,27 @@ def test_a_long_state_directory_is_cut_at_120_characters_in_messages(tmp_path):
     with pytest.raises(BadInput) as raised:
         StateStore(blocker / "b1").create({"format": 1})  # the root is the file itself
     assert str(raised.value).startswith(f"state directory {str(blocker)[:120]!r} is not a writable directory")
+
+
+def test_a_generation_keeps_its_run_s_selection_and_start_beside_its_cluster(tmp_path):
+    """The executor's selection and start are written once it knows them and read back; a cluster recorded
+    after them keeps them; a selection or start that is not a count or a time of 0 or more reads as unknown
+    (an older executor, or a damaged field), never as an error."""
+    store = StateStore(tmp_path / "b1")
+    store.create({"format": 1})
+    written = store.write_generation(2, 1234, 1.0, "2024-01-01T00:00:00Z")
+    assert (written.selected, written.run_started_at) == (None, None)
+    assert "selected" not in orjson.loads(store.generation_path.read_bytes())
+    selected = store.record_selection(written, 40, 1700000000.25)
+    assert store.read_generation() == selected and (selected.selected, selected.run_started_at) == (40, 1700000000.25)
+    clustered = store.record_cluster(selected, "tcp://h:8786", 5.0)
+    assert store.read_generation() == clustered and (clustered.selected, clustered.cluster) == (40, "tcp://h:8786")
+    base = orjson.loads(store.generation_path.read_bytes())
+    for selected_value, started_value in [(True, 1.0), (-1, 1.0), ("40", 1.0), (40, False), (40, -0.5), (40, "t")]:
+        store.generation_path.write_bytes(orjson.dumps({**base, "selected": selected_value,
+                                                        "run_started_at": started_value}))  # fmt: skip
+        read = store.read_generation()
+        assert (read.selected is None) == (selected_value not in (40,))
+        assert (read.run_started_at is None) == (started_value not in (1.0,))
+    store.generation_path.write_bytes(orjson.dumps({**base, "selected": 0, "run_started_at": 0}))
+    assert (store.read_generation().selected, store.read_generation().run_started_at) == (0, 0.0)

@@ -18,8 +18,8 @@ from engine.execute.executor import Executor
 from engine.execute.executor_snapshot import RunningPartition
 from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions
 from engine.spec.parallelism import Parallelism
-from engine.store.state_store import StateStore
-from engine.store.status import Status, StatusBoard
+from engine.store.state_store import Generation, StateStore
+from engine.store.status import FINISHED, Status, StatusBoard
 from tui.app.record_cache import RecordCache
 
 IDLE = "idle"  # a saved backfill nobody is running
@@ -227,8 +227,8 @@ class WatchedSource(SavedSource):
             generation = store.read_generation()
         except BackfillError:  # shown without the other executor's start time; resuming reports the problem
             generation = None
-        started = _unix(generation.started_at) if generation else None
-        super().__init__(spec, store, board, running, options, parallelism, started_at=started)
+        self.progress = RunProgress(generation)
+        super().__init__(spec, store, board, running, options, parallelism, started_at=self.progress.started_at)
         self.pid = generation.pid if generation else None
         self._version = 1
         self._stamp = -1
@@ -267,6 +267,7 @@ class WatchedSource(SavedSource):
                 self.board.set_attempts(record.index, len(record.attempts))
                 if record.attempts:
                     self.board.set_duration(record.index, record.attempts[-1].duration)
+                self.progress.saw(record.index, status, record.attempts[-1].finished_at if record.attempts else None)
                 if status is Status.RUNNING:
                     self._running_records[record.index] = record
                 else:
@@ -283,6 +284,9 @@ class WatchedSource(SavedSource):
         now = time.monotonic()
         if not self._idle and now - self._last_scan >= self.RESCAN_SECONDS:
             self._last_scan = now
+            if not self.progress.known:  # the executor writes its selection as it starts: look again
+                self.progress.learn(self.store)
+                self.started_at = self.progress.started_at
             self._rescan()
             from engine.store.catalog import is_running
 
@@ -292,12 +296,16 @@ class WatchedSource(SavedSource):
                 self._version += 1
         counts = self.board.counts()
         state = IDLE if self._idle else RUNNING_ELSEWHERE
-        finished = counts["succeeded"] + counts["failed"] + counts["cancelled"] + counts["skipped"]
+        if self.progress.known:  # what the executor's own screen shows: this run's selection and its progress
+            selected, finished = self.progress.selected, self.progress.finished
+        else:  # an executor from before the generation said so: every partition, and every final one
+            selected = self.board.size
+            finished = counts["succeeded"] + counts["failed"] + counts["cancelled"] + counts["skipped"]
         return SourceState(
             self._version,
             counts,
             self.board.size,
-            self.board.size,
+            selected,
             finished,
             self._running,
             state,
@@ -309,6 +317,55 @@ class WatchedSource(SavedSource):
 
 
 RUNNING_ELSEWHERE = "running elsewhere"
+
+
+class RunProgress:
+    """How far another process's executor is through its own run, from the same data its screen uses: the
+    partitions it selected (its generation says how many, and when it began) and those whose latest attempt
+    ended since then — so the completion bar and the ETA agree with that executor's own, whatever earlier runs
+    finished."""
+
+    def __init__(self, generation: Generation | None) -> None:
+        self.generation_started = _unix(generation.started_at) if generation else None
+        self.selected: int | None = None
+        self.run_started: float | None = None
+        self._ended: dict[int, float] = {}  # partition → when its latest attempt ended (final statuses only)
+        self.finished = 0
+        if generation is not None:
+            self._adopt(generation)
+
+    @property
+    def known(self) -> bool:
+        return self.selected is not None and self.run_started is not None
+
+    @property
+    def started_at(self) -> float | None:
+        return self.run_started if self.run_started is not None else self.generation_started
+
+    def learn(self, store: StateStore) -> None:
+        try:
+            generation = store.read_generation()
+        except BackfillError:
+            return
+        if generation is not None:
+            self._adopt(generation)
+
+    def _adopt(self, generation: Generation) -> None:
+        if generation.selected is None or generation.run_started_at is None:
+            return
+        self.selected, self.run_started = generation.selected, generation.run_started_at
+        self.finished = sum(1 for ended in self._ended.values() if ended >= self.run_started)
+
+    def saw(self, index: int, status: Status, finished_at: str | None) -> None:
+        """A record read again: count it once if its latest attempt ended in this run."""
+        before = self._ended.pop(index, None)
+        if before is not None and self.run_started is not None and before >= self.run_started:
+            self.finished -= 1
+        if status in FINISHED and finished_at:
+            ended = _unix(finished_at)
+            self._ended[index] = ended
+            if self.run_started is not None and ended >= self.run_started:
+                self.finished += 1
 
 
 def open_saved(store: StateStore) -> SavedSource:
