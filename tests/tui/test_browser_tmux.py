@@ -200,9 +200,11 @@ def test_a_pause_from_the_screen_and_a_resume_from_the_cli_show_on_a_saved_backf
         tmux.keys("Enter")
         tmux.wait_for("Paused by")
         assert "held for the vendor" in tmux.screen()
+        tmux.wait_for("p Resume")  # the footer offers what p now does
         resumed = run_backfill("resume", backfill.name, "--reason", "vendor fixed", cwd=work, env=home)
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr
         screen = tmux.wait_for("saved backfill (nothing runs it) · q leaves")
         assert "Paused by" not in screen
+        assert "p Resume" not in tmux.wait_for("p Pause")
     finally:
         tmux.close()

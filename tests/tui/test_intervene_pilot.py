@@ -4,6 +4,7 @@ pause, resume and cancel of a live run from its dashboard."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 
@@ -111,10 +112,31 @@ def test_pause_resume_and_cancel_a_live_run_from_its_dashboard(work):
             await reason(pilot, "migration")
             await wait_until(pilot, lambda: live.executor.paused is not None)
             await wait_until(pilot, lambda: "Paused by" in live.status_line() and "migration" in live.status_line())
-            assert len(live.executor.snapshot().running) == 2
+            await wait_until(pilot, lambda: "p Resume" in screen_text(live.app))
+            assert len(live.executor.snapshot().running) == 2 and "p Pause" not in screen_text(live.app)
             await pilot.press("p")
             await reason(pilot, "done")
             await wait_until(pilot, lambda: live.executor.paused is None)
+            await wait_until(pilot, lambda: "Paused by" not in live.status_line())
+            await wait_until(pilot, lambda: "p Pause" in screen_text(live.app))
+            await pilot.press("p")  # paused again, and resumed from another terminal
+            await reason(pilot, "again")
+            await wait_until(pilot, lambda: "Paused by" in live.status_line() and "p Resume" in screen_text(live.app))
+            resumed = await asyncio.to_thread(
+                run_backfill,
+                "resume",
+                backfill.name,
+                "--state-dir",
+                str(work / "states"),
+                "--reason",
+                "from the shell",
+                cwd=work,
+                env=dict(os.environ),
+            )
+            assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+            await wait_until(
+                pilot, lambda: "Paused by" not in live.status_line() and "p Pause" in screen_text(live.app)
+            )
             await pilot.press("c")
             await reason(pilot, "wrong file")
             await wait_until(pilot, lambda: "Backfill cancelled — cancelled by" in live.status_line(), timeout=60)
@@ -124,5 +146,5 @@ def test_pause_resume_and_cancel_a_live_run_from_its_dashboard(work):
         asyncio.run(scenario())
     finally:
         live.finish()
-    assert audit_actions(backfill) == ["PAUSE", "RESUME", "CANCEL"]
+    assert audit_actions(backfill) == ["PAUSE", "RESUME", "PAUSE", "RESUME", "CANCEL"]
     assert not [r for r in records(backfill) if r["status"] == "running"]

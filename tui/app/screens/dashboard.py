@@ -55,6 +55,7 @@ class DashboardScreen(Screen[None]):
         Binding("m", "intervene_mark", "Mark"),
         Binding("c", "intervene_cancel", "Cancel"),
         Binding("p", "intervene_pause", "Pause"),
+        Binding("p", "intervene_resume", "Resume"),
         Binding("a", "audit", "Audit"),
     ]
 
@@ -65,6 +66,8 @@ class DashboardScreen(Screen[None]):
         self.last_version = -1
         self.last_state: SourceState | None = None
         self.confirming_stop = False  # q was pressed once while children run: q or y stops, anything else keeps
+        self.paused = False  # as the control file says: the footer offers p Resume instead of p Pause
+        self._intervention_seen: str | None = None
 
     def compose(self) -> ComposeResult:
         table = PartitionTable(self.source, self.clock, id="partitions")
@@ -117,6 +120,9 @@ class DashboardScreen(Screen[None]):
         self.last_version = state.version
         if self.last_state is None or state.state != self.last_state.state:
             self.call_later(self.refresh_bindings)  # the footer's q: Stop while it runs here, Quit once finished
+        if self.last_state is None or state.intervention != self._intervention_seen:
+            self._intervention_seen = state.intervention  # a pause or resume, from here or from anywhere else
+            self._note_pause()
         self.last_state = state
         try:
             bar = self.query_one(CompletionBar)
@@ -211,6 +217,10 @@ class DashboardScreen(Screen[None]):
             return self.source.can_stop and not self._runs_here()
         if action == "leave":
             return not self.source.can_stop
+        if action == "intervene_pause":
+            return not self.paused
+        if action == "intervene_resume":
+            return self.paused
         if action == "intervene_cancel":  # only something running can be cancelled from here
             state = self.last_state
             return state is not None and state.state not in (FINISHED, IDLE)
@@ -356,6 +366,7 @@ class DashboardScreen(Screen[None]):
         self.notify(result.message, severity="information" if result.exit_code == 0 else "error", timeout=6)
         self.table.refresh()
         self.refresh_from_source()
+        self._note_pause()
         self.refresh_bindings()
 
     def action_intervene_mark(self) -> None:
@@ -402,6 +413,19 @@ class DashboardScreen(Screen[None]):
                 self._send("cancel", reason)
 
         self.app.push_screen(ReasonForm(f"Cancel backfill {self.source.store.id}", consequence, "Cancel it"), chosen)
+
+    def _note_pause(self) -> None:
+        """Read whether the backfill is paused (the control file) and let the footer say p Pause or p Resume."""
+        from tui.app.intervening import is_paused
+
+        paused = is_paused(self.source)
+        if paused != self.paused:
+            self.paused = paused
+            self.call_later(self.refresh_bindings)
+
+    def action_intervene_resume(self) -> None:
+        """p while paused: resume."""
+        self.action_intervene_pause()
 
     def action_intervene_pause(self) -> None:
         """p: pause the backfill, or resume it when it is paused."""
