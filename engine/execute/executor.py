@@ -44,6 +44,8 @@ from engine.store.space_reserve import SpaceReserve, reserve_size
 from engine.store.state_store import StateStore
 from engine.store.status import RunOutcome, Status, StatusBoard
 
+# What a stop asked again sends, at once, to every child still running: SIGTERM the second time, SIGKILL the third.
+ESCALATION = (signal.SIGTERM, signal.SIGKILL)
 SUMMARY_SECONDS = 2.0  # how often the counts cache for `backfill list` is refreshed while running
 EVENTS_KEPT = 512
 
@@ -80,6 +82,7 @@ class _Active:
     stop_status: RecordStatus = RecordStatus.CANCELLED
     stop_started: float = 0.0
     kill_sent: bool = False
+    escalated: int = 0  # how many of the operator's repeated stop requests this child has been sent
     identity_pending: bool = False  # a remote child whose PID and worker are not known yet
 
 
@@ -162,12 +165,12 @@ class Executor:
         self._state = STARTING
         self._stop_reason: str | None = None
         self._stop_signal: int = signal.SIGINT
+        self._escalation = 0  # stop requests after the first: 1 sends SIGTERM now, 2 or more SIGKILL now
         self._halted = False  # on-failure stop / fail-fast: launch nothing more
         self._outcome: str | None = None
         self._failed: list[int] = []
         self._started_at = time.time()
         self._finished_at = self._started_at
-        takeover.generation = store.record_selection(takeover.generation, self._selected, self._started_at)
         self._exhausted = False
         self._selector = selectors.DefaultSelector()
         self._writer = RecordWriter(store.partitions, self.owns)
@@ -193,6 +196,22 @@ class Executor:
                 self._stop_reason = reason
                 self._stop_signal = signum
                 self._version += 1
+
+    def operator_stop(self, reason: str, signum: int = signal.SIGINT) -> None:
+        """A person's stop (Ctrl+C, the dashboard's stop, a SIGTERM): the first is ``request_stop``; asked again
+        while stopping, it escalates — the second sends SIGTERM to every child still running, the third
+        SIGKILL, now, whatever is left of the grace."""
+        with self._lock:
+            if self._stop_reason is not None:
+                self._escalation = min(self._escalation + 1, len(ESCALATION))
+                self._version += 1
+                return
+        self.request_stop(reason, signum)
+
+    @property
+    def escalation(self) -> int:
+        """How many times a stop was asked again (0: once or not at all)."""
+        return self._escalation
 
     # ---------------------------------------------------------------- interventions (called from hooks.poll)
 
@@ -256,11 +275,26 @@ class Executor:
     def paused(self) -> str | None:
         return self._paused
 
+    def _kill_due(self, active: _Active, now: float) -> float | None:
+        """When SIGKILL reaches a child being stopped (Unix seconds; ``now`` once sent), None when not stopping."""
+        if active.stop_reason is None:
+            return None
+        if active.kill_sent:
+            return now
+        return now + max(0.0, active.stop_started + self.grace - time.monotonic())
+
     def snapshot(self) -> Snapshot:
+        now = time.time()
         with self._lock:
             running = tuple(
                 RunningPartition(
-                    a.index, a.record.id, a.attempt.run_id, len(a.record.attempts), a.started_wall, a.child.pid
+                    a.index,
+                    a.record.id,
+                    a.attempt.run_id,
+                    len(a.record.attempts),
+                    a.started_wall,
+                    a.child.pid,
+                    self._kill_due(a, now),
                 )
                 for a in sorted(self._active.values(), key=lambda a: a.index)
             )
@@ -278,12 +312,16 @@ class Executor:
                 outcome=self._outcome,
                 board=self.board,
                 intervention=self._intervention,
+                escalation=self._escalation,
             )
 
     # ---------------------------------------------------------------- the loop
 
     def run(self) -> Outcome:
         self._started_at, started = time.time(), time.monotonic()
+        self.takeover.generation = self.store.record_selection(
+            self.takeover.generation, self._selected, self._started_at
+        )
         setup_error: BackfillError | None = None
         try:
             try:
@@ -689,6 +727,11 @@ class Executor:
                 self._begin_stop(active, f"timed out after {format_duration(timeout)}", RecordStatus.FAILED)
             if active.stop_reason is None:
                 continue
+            while active.escalated < self._escalation and not active.kill_sent:
+                active.escalated += 1
+                signum = ESCALATION[active.escalated - 1]
+                active.kill_sent = signum == signal.SIGKILL
+                active.child.signal_group(signum)
             if not active.kill_sent and now - active.stop_started >= self.grace:
                 active.kill_sent = True
                 active.child.signal_group(signal.SIGKILL)

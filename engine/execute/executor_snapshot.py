@@ -34,6 +34,7 @@ class RunningPartition:
     attempt: int  # 1-based number of this attempt in the partition's whole history
     started_at: float  # Unix seconds
     pid: int
+    kill_at: float | None = None  # being stopped: when SIGKILL reaches it (Unix seconds); None while it runs on
 
 
 @dataclass(frozen=True)
@@ -62,3 +63,4 @@ class Snapshot:
     outcome: str | None  # succeeded, failed, cancelled or paused once finished
     board: StatusBoard
     intervention: str | None = None  # an operator's cancel, pause or mark: who and why
+    escalation: int = 0  # stop requests after the first: 1 sent SIGTERM to every child, 2 SIGKILL

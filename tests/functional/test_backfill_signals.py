@@ -87,6 +87,48 @@ def test_stubborn_children_are_killed_after_the_grace_period(work, home):
     assert records(backfill)[0]["attempts"][0]["exit_code"] == -signal.SIGKILL
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_sent_again_sends_sigterm_then_sigkill_now(work, home, signum):
+    """Ctrl+C (or SIGTERM) three times to `backfill` without a terminal, under a grace of 300 s: the child deaf
+    to everything gets its first signal, then SIGTERM at the second, then SIGKILL at the third — the executor
+    waits for it and exits 130 long before the grace would have ended."""
+    log = work / "signals"
+    process = start_background(
+        *GUARD, "--command", child_command("--ignore-signals", "--record-signals", str(log), "--sleep", "600"),
+        *SIX_DAYS, cwd=work, env={**home, "BACKFILL_STOP_GRACE": "300"},
+    )  # fmt: skip
+    backfill = backfill_dir(work)
+    [pid] = running_pids(backfill, 1)
+    first = "SIGINT" if signum == signal.SIGINT else "SIGTERM"
+    os.kill(process.pid, signum)
+    wait_for(lambda: log.exists() and log.read_text().split() == [first])
+    os.kill(process.pid, signum)
+    wait_for(lambda: log.read_text().split() == [first, "SIGTERM"])
+    assert alive(pid)
+    os.kill(process.pid, signum)
+    process.communicate(timeout=60)
+    assert process.returncode == 130 and not alive(pid)
+    assert records(backfill)[0]["attempts"][0]["exit_code"] == -signal.SIGKILL
+
+
+def test_a_closed_terminal_stops_once_however_many_hangups(work, home):
+    """SIGHUP twice: the child gets SIGTERM once, and nothing more before the grace's SIGKILL (nobody is at a
+    closed terminal to insist)."""
+    log = work / "signals"
+    process = start_background(
+        *GUARD, "--command", child_command("--ignore-signals", "--record-signals", str(log), "--sleep", "600"),
+        *SIX_DAYS, cwd=work, env={**home, "BACKFILL_STOP_GRACE": "3"},
+    )  # fmt: skip
+    backfill = backfill_dir(work)
+    running_pids(backfill, 1)
+    os.kill(process.pid, signal.SIGHUP)
+    wait_for(lambda: log.exists() and log.read_text().split() == ["SIGTERM"])
+    os.kill(process.pid, signal.SIGHUP)
+    process.communicate(timeout=60)
+    assert log.read_text().split() == ["SIGTERM"]
+    assert records(backfill)[0]["attempts"][0]["exit_code"] == -signal.SIGKILL
+
+
 def test_sigkill_of_the_parent_then_continue_loses_nothing_and_never_overlaps(work, home):
     """SIGKILL the executor mid-run: its children live on. --continue stops them (found by PID and start time),
     records them cancelled 'previous executor interrupted', and reruns them; no two children of one partition

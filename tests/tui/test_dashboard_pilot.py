@@ -300,6 +300,38 @@ def test_stop_key_shows_stopping_and_returns_only_after_children_exit(work, keys
         live.finish()
 
 
+def test_ctrl_c_again_escalates_and_each_stopping_child_counts_down_to_sigkill(work):
+    """Ctrl+C: the rows of children being stopped read '■ stopping' with the seconds left before SIGKILL, and the
+    status line says what Ctrl+C does next; again: SIGTERM sent; a third time: SIGKILL now, and the app returns
+    once both children are gone — long before the 300 s grace."""
+    deaf = child_command("--ignore-signals", "--sleep", "600")
+    live = start_live(work, deaf, "2024-01-01", "2024-01-05", max_parallel=2, grace=300.0)
+
+    async def scenario():
+        async with live.app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: len(live.executor.snapshot().running) == 2)
+            pids = [r.pid for r in live.executor.snapshot().running]
+            await pilot.press("ctrl+c")
+            await wait_until(pilot, lambda: "Ctrl+C again sends SIGTERM now" in live.status_line())
+            assert "Stopping… waiting for 2 active runs to exit" in live.status_line()
+            await wait_until(pilot, lambda: re.search(r"■ stopping\s+1\s+kill 29\ds", screen_text(live.app)))
+            assert len(re.findall(r"■ stopping\s+1\s+kill 29\ds", screen_text(live.app))) == 2
+            await pilot.press("ctrl+c")
+            await wait_until(pilot, lambda: "SIGTERM sent; Ctrl+C again sends SIGKILL now" in live.status_line())
+            assert all(alive(pid) for pid in pids)  # deaf to SIGTERM too
+            await pilot.press("ctrl+c")
+            await wait_until(pilot, lambda: not live.app.is_running, timeout=30)
+            return pids
+
+    try:
+        pids = run(scenario())
+        live.thread.join(timeout=30)
+        assert not live.thread.is_alive() and not any(alive(pid) for pid in pids)
+        assert [r["attempts"][-1]["exit_code"] for r in records(live.prepared.store.directory)] == [-9, -9]
+    finally:
+        live.finish()
+
+
 def test_a_successful_backfill_closes_the_dashboard_by_itself(work):
     """When every partition succeeds, the app exits on its own with 'succeeded'."""
     live = start_live(work, "true", "2024-01-01", "2024-01-05")

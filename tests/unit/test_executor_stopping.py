@@ -3,7 +3,9 @@ leftovers, a bug of ours in the loop, pauses and an operator's end."""
 
 from __future__ import annotations
 
+import shlex
 import signal
+import sys
 import threading
 import time
 from datetime import datetime
@@ -83,6 +85,51 @@ def test_a_child_ignoring_the_stop_signal_gets_sigkill_only_after_the_grace(work
     assert second["attempts"][-1]["exit_code"] != -9 and second["status"] == "cancelled"
     killed = datetime.fromisoformat(first["attempts"][-1]["finished_at"].replace("Z", "+00:00")).timestamp()
     assert killed - stopped_at >= 1.0  # SIGKILL waited for the whole grace period
+
+
+def test_a_stop_asked_again_sends_sigterm_then_sigkill_at_once(work):
+    """An operator's second stop (Ctrl+C again) sends SIGTERM to every child now, the third SIGKILL now, however
+    long the grace: a child deaf to SIGINT ends on the SIGTERM, one deaf to both on the SIGKILL; while stopping,
+    each running partition says when SIGKILL is due (the grace's end), and the snapshot how far it escalated."""
+    signals = work / "signals"
+    script = work / "deaf_to_sigint.py"
+    script.write_text("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)\n")
+    deaf_to_int = shlex.join([sys.executable, str(script)])
+    deaf = child_command("--sleep", "60", "--ignore-signals", "--record-signals", str(signals))
+    template = f"sh -c 'case {{start}} in 2024-01-01*) exec {deaf} ;; *) exec {deaf_to_int} ;; esac'"
+    prepared = prepare(work, template, 2, max_parallel=2)
+    executor = prepared.executor(grace=300.0)
+    thread = threading.Thread(target=executor.run)
+    thread.start()
+    try:
+        wait_until(lambda: len(executor.snapshot().running) == 2)
+        assert all(r.kill_at is None for r in executor.snapshot().running)
+        asked = time.time()
+        executor.operator_stop("operator said so")
+        wait_until(lambda: signals.exists() and signals.read_text().split() == ["SIGINT"])
+        running = executor.snapshot().running
+        assert len(running) == 2 and executor.snapshot().escalation == 0
+        assert all(asked + 290 <= r.kill_at <= time.time() + 300 for r in running)  # the grace's end
+        executor.request_stop("a second caller, not a person: no escalation")
+        assert executor.escalation == 0
+        executor.operator_stop("again")
+        wait_until(lambda: signals.read_text().split() == ["SIGINT", "SIGTERM"])
+        wait_until(lambda: len(executor.snapshot().running) == 1)  # the one deaf to SIGINT alone ended
+        assert executor.snapshot().escalation == 1 and executor.snapshot().running[0].index == 0
+        executor.operator_stop("and again")
+        thread.join(60)
+        assert not thread.is_alive()  # long before the 300 s grace
+    finally:
+        executor.operator_stop("test over")
+        executor.operator_stop("test over")
+        executor.operator_stop("test over")
+        thread.join(60)
+    first, second = records(prepared.store.directory)
+    assert (first["status"], first["attempts"][-1]["exit_code"]) == ("cancelled", -9)
+    assert (second["status"], second["attempts"][-1]["exit_code"]) == ("cancelled", -15)
+    assert executor.snapshot().escalation == 2
+    executor.operator_stop("more")  # no level past SIGKILL
+    assert executor.escalation == 2
 
 
 def test_a_timed_out_child_that_ignores_sigint_is_killed_after_the_grace(work):

@@ -233,10 +233,11 @@ class BackfillApp(App[str | None]):
         if screen is not None and screen is self.screen:
             state = screen.source.poll()
             if screen.source.can_stop and state.state != FINISHED:
-                if not self.stop_requested:
-                    self.stop_requested = True
-                    screen.source.stop(reason)
-                    self.poll_source()
+                # The first stop sends SIGINT and waits out the grace; asked again, the executor escalates:
+                # SIGTERM to every child now, then SIGKILL now.
+                self.stop_requested = True
+                screen.source.stop(reason)
+                self.poll_source()
                 return
             self.outcome = state.outcome if screen.source.can_stop else self.outcome
             if len(self.screen_stack) > 2:

@@ -38,6 +38,7 @@ class SourceState:
     outcome: str | None
     started_at: float | None
     intervention: str | None = None  # an operator's cancel, pause or mark of this run: who and why
+    escalation: int = 0  # a stop asked again: 1 sent SIGTERM to every child, 2 SIGKILL
 
 
 class BackfillSource(Protocol):
@@ -90,10 +91,11 @@ class ExecutorSource:
             snap.outcome,
             snap.started_at,
             snap.intervention,
+            snap.escalation,
         )
 
     def stop(self, reason: str) -> None:
-        self.executor.request_stop(reason)
+        self.executor.operator_stop(reason)  # a person's stop: asked again, it escalates (SIGTERM, then SIGKILL)
 
     @property
     def record(self) -> str | None:

@@ -39,7 +39,7 @@ from tui.app.backfill_app import BackfillApp, StartedRun
 from tui.app.sources import ExecutorSource
 from tui.cli.crash import report_crash
 from tui.cli.progress import ProgressLines
-from tui.cli.stop_signals import FORWARDED, SIGNAL_REASONS, install_stop_handlers, restore_handlers
+from tui.cli.stop_signals import FORWARDED, SIGNAL_REASONS, install_stop_handlers, restore_handlers, stop_for
 from tui.cli.terminal import Paint, colors_enabled, detach_from_terminal
 
 
@@ -55,9 +55,9 @@ def run_with_dashboard(executor: Executor, prepared: Prepared, *, no_color: bool
         # the process, whatever the screen.
         reason = SIGNAL_REASONS[signum]
         app.stop_requested = True
-        executor.request_stop(reason, FORWARDED[signum])
+        stop_for(executor, signum, reason, FORWARDED[signum])
         for run in app.started_runs:
-            run.executor.request_stop(reason, FORWARDED[signum])
+            stop_for(run.executor, signum, reason, FORWARDED[signum])
         if signum == signal.SIGHUP:
             detach_from_terminal()
             threads = [thread, *(run.thread for run in app.started_runs)]

@@ -15,15 +15,24 @@ SIGNAL_REASONS = {
 FORWARDED = {signal.SIGINT: signal.SIGINT, signal.SIGTERM: signal.SIGTERM, signal.SIGHUP: signal.SIGTERM}
 
 
+def stop_for(executor: Executor, signum: int, reason: str, forwarded: int) -> None:
+    """Ctrl+C and SIGTERM are a person's (or a supervisor's) stop: sent again, they escalate — SIGTERM to every
+    child now, then SIGKILL now. A closed terminal (SIGHUP) stops once: nobody is there to insist."""
+    if signum == signal.SIGHUP:
+        executor.request_stop(reason, forwarded)
+    else:
+        executor.operator_stop(reason, forwarded)
+
+
 def install_stop_handlers(executor: Executor) -> dict[int, object]:
-    """Route the stop signals to ``executor.request_stop``; returns the previous handlers."""
+    """Route the stop signals to the executor (``stop_for``); returns the previous handlers."""
     previous = {}
     for signum, reason in SIGNAL_REASONS.items():
         if signum == signal.SIGHUP and signal.getsignal(signum) == signal.SIG_IGN:
             continue  # started under nohup: a closed terminal is meant not to stop it
 
-        def handler(_signum, _frame, reason=reason, forwarded=FORWARDED[signum]):
-            executor.request_stop(reason, forwarded)
+        def handler(signum, _frame, reason=reason, forwarded=FORWARDED[signum]):
+            stop_for(executor, signum, reason, forwarded)
 
         previous[signum] = signal.signal(signum, handler)
     return previous

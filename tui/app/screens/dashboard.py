@@ -33,6 +33,14 @@ OUTCOME_STYLES = {
 }
 
 
+# What the status line says while stopping, after as many stop requests beyond the first (Ctrl+C again).
+ESCALATION_HINTS = (
+    "Ctrl+C again sends SIGTERM now",
+    "SIGTERM sent; Ctrl+C again sends SIGKILL now",
+    "SIGKILL sent",
+)
+
+
 class DashboardScreen(Screen[None]):
     BINDINGS = [
         Binding("f", "follow", "Follow"),
@@ -151,6 +159,7 @@ class DashboardScreen(Screen[None]):
             text.append(
                 f"Stopping… waiting for {active} active run{'s' if active != 1 else ''} to exit", style="bold yellow3"
             )
+            text.append(f" · {ESCALATION_HINTS[min(state.escalation, 2)]}", style="yellow3")
             if state.intervention:
                 text.append(f" — {state.intervention}", style="yellow3")
         elif state.state == IDLE and state.intervention:

@@ -8,6 +8,7 @@ signature changed are repainted.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from rich.segment import Segment
@@ -44,6 +45,7 @@ STATUS_STYLES = {
     Status.SKIPPED: Style(color="grey58"),
 }
 INTERRUPTED = Style(color="yellow3")
+STOPPING = Style(color="yellow3", bold=True)
 REASON_STYLES = {Status.FAILED: Style(color="red1"), Status.CANCELLED: Style(color="yellow3")}
 CURSOR = Style(bgcolor="grey23", bold=True)
 MARK = Style(color="magenta", bold=True)
@@ -168,12 +170,15 @@ class PartitionTable(ScrollView, can_focus=True):
         status = self.board.raw()[index]
         running = self.running.get(index)
         elapsed = max(0, int(self.clock() - running.started_at)) if running else None
+        # Being stopped: the seconds its grace has left before SIGKILL, shown instead of the elapsed time.
+        kill_in = max(0, math.ceil(running.kill_at - self.clock())) if running and running.kill_at else None
         return (
             index,
             status,
             self.board.attempts(index),
             self.board.duration(index),
             elapsed,
+            kill_in,
             self.board.verification(index),
             row == self.cursor_row,
             index in self.marked,
@@ -215,9 +220,11 @@ class PartitionTable(ScrollView, can_focus=True):
             return Strip.blank(width, PLAIN)
         signature = self._signature(row)
         self._painted[row] = signature
-        index, status_code, attempts, duration, elapsed, verification, is_cursor, is_marked, reason = signature
+        index, status_code, attempts, duration, elapsed, kill_in, verification, is_cursor, is_marked, reason = signature
         status = Status(status_code)
-        if elapsed is not None:
+        if kill_in is not None:
+            time_text = f"kill {kill_in}s"
+        elif elapsed is not None:
             time_text = human.duration(elapsed) if elapsed >= 10 else f"{elapsed}s"
         elif duration is not None:
             time_text = human.duration(duration)
@@ -226,6 +233,8 @@ class PartitionTable(ScrollView, can_focus=True):
         base = CURSOR if is_cursor else PLAIN
         if status is Status.RUNNING and self.source.nobody_runs:  # recorded running, but nobody runs it
             symbol, label, style = "↯", "interrupted", INTERRUPTED
+        elif kill_in is not None:
+            symbol, label, style = "■", "stopping", STOPPING
         else:
             symbol, label, style = SYMBOLS[status], status.label, STATUS_STYLES[status]
         segments = [
