@@ -319,7 +319,7 @@ def test_a_saved_backfill_s_running_rows_read_interrupted(tmp_path):
     drive(saved, scenario)
 
 
-@pytest.mark.parametrize(("seconds", "shown"), [(9, "9s"), (10, "10s"), (65, "1m 5s")])
+@pytest.mark.parametrize(("seconds", "shown"), [(0, "0s"), (9, "9s"), (10, "10s"), (65, "1m 5s")])
 def test_a_running_partition_shows_its_elapsed_time(source, seconds, shown):
     """Elapsed time of a running row: whole seconds under ten, the human duration from ten on."""
 
@@ -385,6 +385,7 @@ def test_a_reason_read_while_the_record_lagged_is_read_again_when_it_changes(sou
         assert "psycopg.OperationalError: connection to" in app_screen_line(table, 40)
         assert table.reason(0, Status.SUCCEEDED) is None
         assert table.reason(42, Status.CANCELLED) == "cancelled: interrupted (Ctrl+C)"
+        assert table.reason(80, Status.FAILED) is None  # never loaded (off screen): nothing read while painting
 
     drive(source, scenario)
 
@@ -467,6 +468,9 @@ def test_a_filter_that_matches_nothing_leaves_no_selection(source):
         await pilot.press("end", "pagedown", "down")
         assert table.cursor_row == 0
         assert all(line.strip() == "" for line in lines(table))
+        table.set_filter(None)  # rows again, and no partition to keep: the first row
+        await pilot.pause()
+        assert table.cursor_row == 0 and table.selected_index == 0
 
     drive(source, scenario)
 
@@ -526,5 +530,61 @@ def test_a_poll_that_moves_the_selected_partition_within_as_many_rows_follows_it
         assert [table.rows.index_at(r) for r in range(len(table.rows))] == [44, 45, 46, 47]
         assert table.selected_index == 45 and table.cursor_row == 1
         assert lines(table)[1].startswith("▸ 45")
+
+    drive(source, scenario)
+
+
+def test_a_filtered_view_scrolls_over_all_its_rows_and_grows_when_a_poll_adds_one(source):
+    """Filtered to queued: End reaches the last of them on screen; filtered to succeeded and queued, a
+    partition after the selected one becoming queued (a rerun) adds a row without moving the selection, and
+    End still reaches the last row."""
+
+    async def scenario(pilot, table):
+        table.follow = False
+        table.set_filter(frozenset({Status.QUEUED}))
+        await pilot.pause()
+        queued = [table.rows.index_at(r) for r in range(len(table.rows))]
+        await pilot.press("end")
+        assert f"▸ {queued[-1]}" in app_screen_line(table, queued[-1])
+        table.set_filter(frozenset({Status.SUCCEEDED, Status.QUEUED}))
+        await pilot.press("home")
+        before = len(table.rows)
+        source.board.set(41, Status.QUEUED)  # a row after the selected one appears (a rerun of 41)
+        table.update_running((), True)
+        await pilot.pause()
+        assert len(table.rows) == before + 1 and table.selected_index == 0 and table.cursor_row == 0
+        await pilot.press("end")
+        assert table.selected_index == 89 and "▸ 89" in app_screen_line(table, 89)
+
+    drive(source, scenario)
+
+
+def test_the_view_moves_only_as_far_as_the_cursor_needs(source):
+    """A partition on the top row selected: the view stays; one just below the last row: it scrolls to show
+    it as the last; Down at the last row scrolls by one; Page Up near the top stops at the first row and the
+    top of the table, turning follow off."""
+
+    async def scenario(pilot, table):
+        height = table.size.height
+        table.select_index(50)
+        await pilot.pause()
+        top = int(table.scroll_offset.y)
+        table.select_index(top)  # the row at the top of the view
+        await pilot.pause()
+        assert int(table.scroll_offset.y) == top
+        table.select_index(top + height)  # just below the last row: centred a third of the way down
+        await pilot.pause()
+        assert int(table.scroll_offset.y) == top + height - height // 3
+        table.cursor_row = int(table.scroll_offset.y) + height - 1  # the last row shown
+        await pilot.pause()
+        before = int(table.scroll_offset.y)
+        await pilot.press("down")
+        assert int(table.scroll_offset.y) == before + 1 and table.cursor_row == before + height
+        table.select_index(2)
+        await pilot.pause()
+        assert int(table.scroll_offset.y) == 0
+        table.follow = True
+        await pilot.press("pageup")
+        assert table.cursor_row == 0 and int(table.scroll_offset.y) == 0 and table.follow is False
 
     drive(source, scenario)
