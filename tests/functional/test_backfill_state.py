@@ -264,3 +264,19 @@ def test_full_refresh_is_refused_for_backfills(work, home):
     result = run_backfill(*GUARD, "--command", "true", *SIX_DAYS, "--full-refresh", cwd=work, env=home)
     assert result.returncode == 2 and "--full-refresh is not supported for backfills" in result.stderr
     assert not (work / "logs").exists()
+
+
+def test_show_status_lines_up_its_columns_whatever_the_indices(work, home):
+    """`show --status failed` over twelve days where days 3 and 11 failed: the rows of index 2 and 10 start their
+    IDs, statuses and intervals in the same columns (the index column is as wide as the plan's last index)."""
+    run_backfill(*GUARD, "--command", child_command("--fail-on", "2024-01-03", "--fail-on", "2024-01-11"),
+                 "--start-date", "2024-01-01", "--end-date", "2024-01-12", "--on-failure", "continue",
+                 cwd=work, env=home)  # fmt: skip
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    shown = run_backfill("show", backfill.name, "--status", "failed", "--output", "text", cwd=work, env=home)
+    assert shown.returncode == 0, shown.stderr
+    rows = [line for line in shown.stdout.splitlines() if " failed " in line and "2024-01-" in line]
+    assert [row.split()[0] for row in rows] == ["2", "10"]
+    assert len({row.index("failed") for row in rows}) == 1 and len({row.index("2024-01-") for row in rows}) == 1
+    header = next(line for line in shown.stdout.splitlines() if line.lstrip().startswith("#"))
+    assert header.index("status") == rows[0].index("failed")

@@ -331,3 +331,14 @@ def test_production_needs_force(shop, home):
     refused = run_backfill(*REASON, *args, cwd=shop, env=home)
     assert refused.returncode == 3 and "looks like production: pass --force" in refused.stderr
     assert run_backfill(*REASON, *args, "--force", cwd=shop, env=home).returncode == 0
+
+
+def test_large_counts_in_a_text_plan_are_thousands_separated_and_the_hint_stays_typable(tmp_path, home):
+    """1,464 hourly partitions: the counts and the page read 1,464 and 1,000, while the next-page hint's values
+    stay as a shell would take them (--offset 1000)."""
+    hours = ("--start-date", "2024-01-01", "--end-date", "2024-03-01", "--partition", "hourly")
+    result = run_backfill(*REASON, "--command", "true", *hours, "--dry-run", "--guardrails", "sandbox",
+                          cwd=tmp_path, env=home)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "partitions: 1,464 (queued 1,464)" in result.stdout
+    assert "showing 1–1,000 of 1,464; next page: repeat with --offset 1000 --limit 1000" in result.stdout

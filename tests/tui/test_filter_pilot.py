@@ -202,3 +202,22 @@ def test_the_rerun_form_takes_arrow_keys_from_the_first_moment(large_store: Path
             await wait_until(pilot, lambda: radio._selected != before)
 
     asyncio.run(scenario())
+
+
+def test_counts_in_the_filter_dialog_and_the_rerun_form_are_thousands_separated(large_store: Path):
+    """The filter dialog's and the rerun form's counts read 4,900 and 9,800, as every other count does."""
+    app = BackfillApp(open_store=large_store, frozen=True)
+
+    async def scenario():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+            await pilot.press("s")
+            await wait_until(pilot, lambda: "Show partitions" in screen_text(app))
+            text = screen_text(app)
+            assert "all  (9,800)" in text and "queued  (4,900)" in text and "succeeded  (4,900)" in text
+            await pilot.press("escape")
+            await pilot.press("r")
+            await wait_until(pilot, lambda: isinstance(app.screen, RerunForm))
+            assert re.search(r"\(4,900\)", screen_text(app)), screen_text(app)
+
+    asyncio.run(scenario())

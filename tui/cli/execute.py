@@ -15,6 +15,7 @@ from engine.execute.executor_thread import ExecutorThread
 from engine.execute.invocation import Invocation
 from engine.guardrails.preflight import Approval, NeedsApproval, Preflight
 from engine.guardrails.tiers import AUTO, NEVER
+from tui import human
 from tui.cli.preflight_text import verdict_line, write_report
 from tui.cli.progress import ProgressLines
 from tui.cli.state_output import write_state_json
@@ -79,7 +80,8 @@ def run_prepared(
     if describe is not None:
         runners = f", on {describe()}"
     announce.write(
-        f"backfill {prepared.store.id}: {selected} of {len(prepared.spec.plan)} partitions to run, "
+        f"backfill {prepared.store.id}: {human.count(selected)} of {human.count(len(prepared.spec.plan))} partitions "
+        "to run, "
         f"{parallelism.effective} at a time{capped}{runners}\n"
         f"  state   {prepared.store.directory}\n  resume  {hint}\n"
         + "".join(f"  note    {note}\n" for note in prepared.takeover.notes)

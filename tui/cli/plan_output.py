@@ -18,6 +18,7 @@ from engine.pipeline.options import RUN_OPTIONS
 from engine.spec.backfill_spec import Planned
 from engine.spec.partitions import PartitionDescriber
 from engine.store.status import STATUS_NAMES
+from tui import human
 
 SUMMARY_KEYS = ("total", *STATUS_NAMES, "not_selected")
 _CHUNK = 4096
@@ -119,10 +120,13 @@ def write_text(
     lines = [title]
     width = max(len(label) for label, _ in header)
     lines += [f"  {label.ljust(width)}  {value}" for label, value in header]
-    counts = ", ".join(f"{name.replace('_', ' ')} {summary[name]}" for name in SUMMARY_KEYS[1:] if summary[name])
-    lines.append(f"partitions: {summary['total']}" + (f" ({counts})" if counts else ""))
+    counts = ", ".join(
+        f"{name.replace('_', ' ')} {human.count(summary[name])}" for name in SUMMARY_KEYS[1:] if summary[name]
+    )
+    lines.append(f"partitions: {human.count(summary['total'])}" + (f" ({counts})" if counts else ""))
     out.write("\n".join(lines) + "\n\n")
-    index_width = max(1, len(str(max(stop - 1, 0))))
+    # As wide as the plan's last index, whatever the page or the status filter lists: columns line up.
+    index_width = len(str(max(summary["total"] - 1, 0)))
     out.write(f"  {'#'.rjust(index_width)}  {'id':<12}  {'status':<9}  {'start':<26}  end (exclusive)\n")
     for row in rows:
         out.write(
@@ -131,9 +135,9 @@ def write_text(
         )
     total = summary["total"] if listed_total is None else listed_total
     if begin >= stop:
-        out.write(f"\n(no partitions at offset {begin}; {total} listed)\n")
+        out.write(f"\n(no partitions at offset {human.count(begin)}; {human.count(total)} listed)\n")
     else:
-        out.write(f"\nshowing {begin + 1}–{stop} of {total}")
+        out.write(f"\nshowing {human.count(begin + 1)}–{human.count(stop)} of {human.count(total)}")
         if stop < total:
             step = limit or 1000
             out.write(f"; next page: {next_page_hint} --offset {stop} --limit {step}")

@@ -23,6 +23,7 @@ from engine.pipeline.options import RUN_OPTIONS
 from engine.spec.backfill_spec import ExecutionOptions
 from engine.store.control import Decision
 from engine.store.manifest import initial_options
+from tui import human
 from tui.cli.arguments import UsageError, timeout_arg
 from tui.cli.reconcile_command import settle_if_expired
 from tui.cli.state_output import write_state_json
@@ -259,7 +260,7 @@ def _print_dry_run(args: argparse.Namespace, loaded: Loaded, invocation: Invocat
         selection,
         args.offset,
         args.limit,
-        title=f"backfill {loaded.store.id} (dry run: {selected} partitions would run)",
+        title=f"backfill {loaded.store.id} (dry run: {human.count(selected)} partitions would run)",
     )
     if preflight is not None:
         from tui.cli.preflight_text import write_report

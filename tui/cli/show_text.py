@@ -12,6 +12,7 @@ from engine.spec.backfill_spec import ExecutionOptions, Planned
 from engine.spec.parallelism import Parallelism
 from engine.spec.partitions import PartitionDescriber
 from engine.store.status import Status
+from tui import human
 from tui.cli.plan_output import header_lines, page_bounds, page_rows, summary_json, write_text
 
 LAST_INTERVENTIONS = 3
@@ -31,8 +32,9 @@ def intervention_lines(directory: Path) -> list[tuple[str, str]]:
             lines.append(("stepped in", decision.sentence()))
     log = audit.read(directory)
     if log.entries or log.torn:
-        torn = f", {len(log.torn)} unreadable line(s)" if log.torn else ""
-        lines.append(("audit", f"{len(log.entries)} intervention(s){torn}: backfill audit {directory.name}"))
+        torn = f", {human.count(len(log.torn))} unreadable line(s)" if log.torn else ""
+        entries = human.count(len(log.entries))
+        lines.append(("audit", f"{entries} intervention(s){torn}: backfill audit {directory.name}"))
         for entry in log.entries[-LAST_INTERVENTIONS:]:
             lines.append(("", entry_text(entry, Paint(False))))
     return lines

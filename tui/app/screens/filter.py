@@ -10,6 +10,7 @@ from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
 from engine.store.status import Status
+from tui import human
 
 CHOICES = [("all", None)] + [(status.label, frozenset({status})) for status in Status]
 CHOICES.insert(5, ("failed or cancelled", frozenset({Status.FAILED, Status.CANCELLED})))
@@ -26,7 +27,7 @@ class FilterScreen(ModalScreen[tuple[str, frozenset | None] | None]):
         options = []
         for label, statuses in CHOICES:
             count = sum(self.counts.get(s.label, 0) for s in statuses) if statuses else sum(self.counts.values())
-            options.append(Option(f"{label}  ({count})", id=label))
+            options.append(Option(f"{label}  ({human.count(count)})", id=label))
         with Vertical(id="filter-box"):
             yield Static("[b]Show partitions[/b]  (Enter to choose, Esc to cancel)")
             yield OptionList(*options, id="filter-options")

@@ -19,6 +19,7 @@ from engine.base.errors import BadInput
 from engine.dates.durations import format_duration, parse_duration
 from engine.execute.rerun import PartitionSelection
 from engine.spec.backfill_spec import ON_FAILURE, ExecutionOptions
+from tui import human
 from tui.app.sources import BackfillSource
 
 
@@ -105,7 +106,9 @@ class RerunForm(ModalScreen[RerunRequest | None]):
             with RadioSet(id="rerun-which"):
                 for choice in self.choices:
                     yield RadioButton(
-                        f"{choice.label} ({choice.count})", value=choice.key == default, id=f"which-{choice.key}"
+                        f"{choice.label} ({human.count(choice.count)})",
+                        value=choice.key == default,
+                        id=f"which-{choice.key}",
                     )
             yield Static("", id="error-which", classes="error")
             with Grid(id="rerun-fields"):
@@ -212,7 +215,7 @@ class RerunForm(ModalScreen[RerunRequest | None]):
         return RerunRequest(
             options,
             choice.selection,
-            f"{choice.label} ({choice.count})",
+            f"{choice.label} ({human.count(choice.count)})",
             whole_partitions=bool(whole) and whole.first(Checkbox).value,
         )
 
