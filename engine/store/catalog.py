@@ -43,7 +43,7 @@ class ListedState(StrEnum):
     INCOMPLETE = "incomplete"
     RUNNING_NOW = "running"
     PAUSED = "paused"
-    UNREADABLE = "unreadable"  # its manifest cannot be read: the error says why
+    UNREADABLE = "unreadable"  # its manifest, a partition file or its control file cannot be read: the error says why
 
 
 COMPLETE, INCOMPLETE, RUNNING_NOW, PAUSED, UNREADABLE = ListedState
@@ -219,13 +219,15 @@ def summarize(
     decision = control.paused or control.ended
     if is_running(store):
         state = RUNNING_NOW if control.paused is None else PAUSED
+    elif error is not None:  # a record or the control file cannot be read: a resume would stop on it (exit 5)
+        state = UNREADABLE
     elif control.paused is not None:
         state = PAUSED
     elif control.ended is not None:
         state = (
             control.ended.status if control.ended.status == RecordStatus.CANCELLED else f"marked-{control.ended.status}"
         )
-    elif counts[Status.SUCCEEDED.label] + counts[Status.SKIPPED.label] == total and error is None:
+    elif counts[Status.SUCCEEDED.label] + counts[Status.SKIPPED.label] == total:
         state = COMPLETE
     else:
         state = INCOMPLETE

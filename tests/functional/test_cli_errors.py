@@ -125,6 +125,33 @@ def test_list_text_fits_100_columns(work, home):
     assert any(line.endswith("…") for line in lines) and "just now" in result.stdout
 
 
+def test_list_shows_ranges_says_how_to_see_names_whole_and_marks_what_cannot_be_read(work, home):
+    """backfill list: each backfill's range (end exclusive) and last activity; a cut name points at --wide, which
+    shows it whole with when each was created; a backfill whose partition file, control file or manifest cannot
+    be read is listed unreadable, with a warning naming the file."""
+    long_name = "a very long name for a backfill that would never fit in any sensible column at all"
+    for name in (long_name, "short", "broken records", "broken manifest"):
+        assert run_backfill(*GUARD, "--command", "true", *DAY, "--name", name, cwd=work, env=home).returncode == 0
+    broken_records, broken_manifest = sorted((work / "logs" / "backfills").iterdir())[2:]
+    next(broken_records.glob("partitions/*.json")).write_text("{")
+    (broken_records / ".summary.json").unlink(missing_ok=True)
+    (broken_manifest / "manifest.json").write_text("{")
+    result = run_backfill("list", "--output", "text", cwd=work, env=home)
+    header, *rows = result.stdout.split("\n\n")[0].splitlines()
+    assert header.split() == ["ID", "STATE", "ACTIVITY", "RANGE", "UNIT", "PARTITIONS", "NAME"]
+    by_id = {row.split()[0]: row for row in rows}
+    assert (
+        by_id[broken_records.name].split()[1] == "unreadable" and by_id[broken_manifest.name].split()[1] == "unreadable"
+    )
+    assert "2024-01-01 → 01-03  daily" in result.stdout  # two days, the end exclusive
+    assert "backfill list --wide shows them whole" in result.stdout and long_name not in result.stdout
+    assert f"warning: {broken_records.name}: partition file " in result.stderr
+    assert f"warning: {broken_manifest.name}: manifest " in result.stderr
+    wide = run_backfill("list", "--output", "text", "--wide", cwd=work, env=home)
+    assert wide.stdout.splitlines()[0].split()[:4] == ["ID", "STATE", "CREATED", "ACTIVITY"]
+    assert long_name in wide.stdout and "--wide shows them whole" not in wide.stdout
+
+
 def test_help_lists_every_verb_and_every_documented_exit_code():
     """`backfill --help` (a real process) names each implemented verb and each exit code of docs/cli.md's table,
     with its meaning: 4 is 'needs approval', 5 'unreadable state'."""

@@ -218,17 +218,18 @@ def test_paused_cancelled_and_marked_backfills_say_so_with_the_decision(saved):
 
 
 def test_damage_is_named_and_never_takes_the_listing_down(saved, tmp_path):
-    """Unreadable records: zero counts and the error; a damaged control file or lease: the error; a damaged
-    manifest: listed unreadable; damaged manifest fields show as what they are."""
+    """Unreadable records: zero counts, the error, and listed unreadable (a resume would stop on them); a damaged
+    control file: the same; a damaged lease: the error; a damaged manifest: listed unreadable; damaged manifest
+    fields show as what they are."""
     store = saved.store
     bad = store.partitions / "f00.json"
     bad.write_text("{")
     os.utime(store.partitions, ns=(1, 1))
     summary = summarize(store)
-    assert summary.counts == counts() and summary.error and summary.state == "incomplete"
+    assert summary.counts == counts() and summary.error and summary.state == "unreadable"
     bad.unlink()
     (store.directory / "control.json").write_text("[")
-    assert "control.json" in summarize(store).error
+    assert "control.json" in summarize(store).error and summarize(store).state == "unreadable"
     (store.directory / "control.json").unlink()
     record(saved, 0, "running")
     (store.directory / "lease.json").write_text("{")

@@ -376,6 +376,9 @@ def run_parser() -> Parser:
 def list_parser() -> Parser:
     parser = Parser(prog="backfill list", description="Saved backfills of this repository, newest first.")
     parser.add_argument("--state-dir", help="root of the state store")
+    parser.add_argument(
+        "--wide", action="store_true", help="text: every column (created too) and names whole, however wide"
+    )
     parser.add_argument("--no-color", action="store_true", help="no colours (also NO_COLOR, TERM=dumb)")
     parser.add_argument(
         "--output", choices=("text", "json"), default=None, help="text or JSON (default: TUI on a terminal)"

@@ -60,7 +60,7 @@ def list_command(argv: list[str]) -> int:
         }
         sys.stdout.buffer.write(orjson.dumps(document) + b"\n")
         return 0
-    print_list(summaries, root, Paint(colors_enabled(sys.stdout, no_color_flag=args.no_color)))
+    print_list(summaries, root, Paint(colors_enabled(sys.stdout, no_color_flag=args.no_color)), wide=args.wide)
     for target in paused:  # whichever state root: a paused pipeline holds every backfill of it
         print(f"paused: {target.sentence()}")
     return 0
@@ -85,23 +85,45 @@ def counts_text(summary: BackfillSummary) -> str:
     return " ".join([human.count(summary.total), *parts])
 
 
-def print_list(summaries: list[BackfillSummary], root: Path, paint: Paint, now: float | None = None) -> None:
-    """One line per backfill within 100 columns: ID, state, last activity (relative, local zone), unit,
-    partitions, then the name in what is left. Ranges and exact times are in ``backfill show ID``."""
+def range_text(start: str, end: str) -> str:
+    """``2024-01-01 → 03-31`` (end exclusive, in the backfill's zone): dates alone when both ends are midnight,
+    the end's year left out when it is the start's."""
+    if not start or not end:
+        return "—"
+    whole_days = start[11:16] in ("", "00:00") and end[11:16] in ("", "00:00")
+    first = start[:10] if whole_days else f"{start[:10]} {start[11:16]}"
+    last = end[:10] if whole_days else f"{end[:10]} {end[11:16]}"
+    if last[:5] == first[:5]:
+        last = last[5:]
+    return f"{first} → {last}"
+
+
+def print_list(
+    summaries: list[BackfillSummary], root: Path, paint: Paint, now: float | None = None, *, wide: bool = False
+) -> None:
+    """One line per backfill: ID, state, last activity (relative, local zone), range (end exclusive), unit,
+    partitions, then the name — within 100 columns, the name cut to what is left (``--wide``: every column,
+    the time each was created among them, and names whole, however wide)."""
     if not summaries:
         print(f"no saved backfills under {root}")
         return
-    rows = [("ID", "STATE", "ACTIVITY", "UNIT", "PARTITIONS", "NAME")]
+    titles = ("ID", "STATE", *(("CREATED",) if wide else ()), "ACTIVITY", "RANGE", "UNIT", "PARTITIONS", "NAME")
+    rows = [titles]
     for s in summaries:
         state = s.state + (f" ✎{s.interventions}" if s.interventions else "")  # ✎: operators stepped in
-        rows.append((s.id, state, human.relative_time(s.last_activity, now), s.partition, counts_text(s), s.name))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    room = max(8, LIST_WIDTH - sum(widths) - 2 * len(widths))
+        created = (human.relative_time(s.created_at, now),) if wide else ()
+        activity = human.relative_time(s.last_activity, now)
+        rows.append((s.id, state, *created, activity, range_text(s.start, s.end), s.partition, counts_text(s), s.name))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(titles) - 1)]
+    room = LIST_WIDTH - sum(widths) - 2 * len(widths)
+    cut = False
     for number, row in enumerate(rows):
         cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
         if number:
             cells[1] = paint(cells[1], STATE_STYLES.get(row[1].split(" ")[0], "bold"))
-        name = row[-1] if len(row[-1]) <= room else row[-1][: room - 1] + "…"
+        name = row[-1]
+        if not wide and len(name) > max(8, room):
+            name, cut = name[: max(8, room) - 1] + "…", True
         print("  ".join([*cells, name]).rstrip())
     for s in summaries:
         if s.torn_interventions:  # counted as show counts them: the readable ones, and how many are not
@@ -114,8 +136,10 @@ def print_list(summaries: list[BackfillSummary], root: Path, paint: Paint, now: 
     broken = [s for s in summaries if s.error]
     for s in broken:
         print(f"warning: {s.id}: {s.error}", file=sys.stderr)
-    print(f"\n{len(summaries)} backfill(s) under {root}")
-    print(f"times in {human.local_zone()}; details: backfill show ID")
+    print(f"\n{human.count(len(summaries))} backfill(s) under {root}")
+    print(f"times in {human.local_zone()}; ranges end exclusive; details: backfill show ID")
+    if cut:
+        print(f"names cut to fit {LIST_WIDTH} columns: backfill list --wide shows them whole, and when each was made")
 
 
 def show_command(argv: list[str]) -> int:
