@@ -31,6 +31,7 @@ from engine.guardrails.verification import CommandVerifier, Verification
 from engine.pipeline.repository import logs_root, resolve_target
 from engine.spec.backfill_spec import Planned
 from engine.store import audit
+from engine.store.failure_groups import failure_groups
 from engine.store.manifest import now_text
 from engine.store.records import Attempt
 from engine.store.state_store import StateStore
@@ -176,12 +177,15 @@ def guard_hooks(prepared: Prepared, preflight: Preflight, approval: Approval | N
     )
 
     def after_run(outcome: Outcome) -> str:
+        failed = outcome.counts.get(Status.FAILED.label, 0)
+        groups = failure_groups(prepared.spec, prepared.store, prepared.board) if failed else []
         return run.write_record(
             counts=outcome.counts,
             tally=outcome.tally,
             status=outcome.status,
             seconds=outcome.seconds,
             finished_at=outcome.finished_at or time.time(),
+            failure_groups=groups,
         )
 
     hooks = ExecutorHooks(before_first_launch=run.before_first_launch, after_run=after_run)

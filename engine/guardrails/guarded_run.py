@@ -21,6 +21,7 @@ from engine.guardrails.verification import PipelineVerifier, Verification
 from engine.pipeline.repository import logs_root, repository_root, resolve_target
 from engine.spec.backfill_spec import BackfillSpec
 from engine.store import audit
+from engine.store.failure_groups import GROUPS_SHOWN, FailureGroup
 from engine.store.guardrails_log import append_entry
 from engine.store.records import Attempt
 from engine.store.run_tally import RunTally
@@ -134,7 +135,14 @@ class GuardedRun:
         )
 
     def write_record(
-        self, *, counts: dict[str, int], tally: RunTally, status: str, seconds: float, finished_at: float
+        self,
+        *,
+        counts: dict[str, int],
+        tally: RunTally,
+        status: str,
+        seconds: float,
+        finished_at: float,
+        failure_groups: tuple[FailureGroup, ...] | list[FailureGroup] = (),
     ) -> str:
         """Write the YAML record of this invocation (and its copy in the state directory); its path."""
         from engine.guardrails.record import build_record, is_table, record_path, tables_after_run
@@ -161,6 +169,8 @@ class GuardedRun:
             snapshot=read_snapshot(self.store.directory),
             after_range=after_range,
             state_directory=self.store.directory,
+            failure_groups=[group.to_json(spec) for group in failure_groups[:GROUPS_SHOWN]],
+            failure_groups_total=len(failure_groups),
         )
         anchor = Path(spec.target.path) if spec.target.path else Path(self.working_directory)
         path = record_path(repository_root(anchor), self.store.directory, spec.target.name.split("/")[0], finished_at)

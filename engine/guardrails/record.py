@@ -96,6 +96,8 @@ def build_record(
     snapshot: dict[str, Any] | None,
     after_range: list[dict[str, Any]],
     state_directory: Path,
+    failure_groups: list[dict[str, Any]] | None = None,
+    failure_groups_total: int = 0,
 ) -> dict[str, Any]:
     facts = preflight.facts
     request = facts.request
@@ -146,6 +148,9 @@ def build_record(
         "verification": dict(verifications),
         "verification_failures": failures,
         "verification_failures_total": tally.verification_failures_total,
+        # The kinds of failure (engine.store.failure_groups): count, first and last partition, an example.
+        "failure_groups": failure_groups or [],
+        "failure_groups_total": failure_groups_total,
         "checks_after_range": after_range,
         "preflight": {
             "verdict": preflight.verdict,

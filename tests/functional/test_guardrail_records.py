@@ -43,6 +43,8 @@ RECORD_FIELDS = [
     "verification",
     "verification_failures",
     "verification_failures_total",
+    "failure_groups",
+    "failure_groups_total",
     "checks_after_range",
     "preflight",
     "approval",
@@ -203,6 +205,13 @@ def test_a_partial_backfill_says_so(tmp_path, home):
     assert [run["status"] for run in record["runs"]] == ["succeeded", "failed", "succeeded"]
     assert Path(record_line(result.stdout)).parent == work / ".context"
     assert record["verified"] is False and "the invocation ended failed" in record["unverified_because"]
+    [kind] = record["failure_groups"]  # the one kind of failure, with its one partition
+    assert (kind["count"], kind["first"]["index"], kind["last"]["index"], record["failure_groups_total"]) == (
+        1,
+        1,
+        1,
+        1,
+    )
 
 
 def test_a_cancelled_backfill_still_writes_its_record(tmp_path, home):

@@ -22,6 +22,7 @@ from engine.guardrails.table_snapshot import SNAPSHOT_INDEX, read_snapshot
 from engine.guardrails.tiers import APPROVAL, FAIL, PreflightCheck, passed
 from engine.pipeline.repository import logs_root
 from engine.store import audit
+from engine.store.failure_groups import group_failures
 from engine.store.guardrails_log import read_guardrails
 from engine.store.records import Attempt
 from engine.store.run_tally import RunTally
@@ -266,8 +267,12 @@ def test_the_record_counts_tables_before_and_after_and_runs_checks_only_after_a_
     assert record["approval"]["by"] == "ann@box" and record["snapshot"]["taken_at"] == "S"
     tally = RunTally(5)
     tally.add(0, Attempt(run_id="r0", status="succeeded", started_at="t", log=None))
+    assert (record["failure_groups"], record["failure_groups_total"]) == ([], 0)
+    kinds = group_failures([(1, "mid.daily failed: out of memory"), (3, "mid.daily failed: out of memory")])
     ran = yaml.safe_load(Path(run.write_record(counts=counts, tally=tally, status="succeeded", seconds=1.0,
-                                               finished_at=60.0)).read_text())  # fmt: skip
+                                               finished_at=60.0, failure_groups=kinds)).read_text())  # fmt: skip
+    assert ran["failure_groups_total"] == 1 and ran["failure_groups"][0]["count"] == 2
+    assert ran["failure_groups"][0]["first"]["index"] == 1 and ran["failure_groups"][0]["last"]["index"] == 3
     assert [(c["asset"], c["check"], c["passed"]) for c in ran["checks_after_range"]] == [
         ("mid.daily", "not_null(n)", True)
     ]

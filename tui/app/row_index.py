@@ -20,9 +20,12 @@ _ONE = re.compile(b"\x01")
 
 
 class RowIndex:
-    def __init__(self, board: StatusBoard, statuses: frozenset[Status] | None = None) -> None:
+    def __init__(
+        self, board: StatusBoard, statuses: frozenset[Status] | None = None, only: frozenset[int] | None = None
+    ) -> None:
         self.board = board
-        self.statuses = statuses
+        self.statuses = statuses if statuses is not None or only is None else frozenset(Status)
+        self.only = only  # a set of partitions (a kind of failure): rows are those of them with the statuses
         self._mask = b""
         self._cumulative: list[int] = []
         self._positions: dict[int, list[int]] = {}
@@ -40,6 +43,12 @@ class RowIndex:
             return
         table = bytes(1 if code < len(Status) and Status(code) in self.statuses else 0 for code in range(256))
         mask = bytes(self.board.raw()).translate(table)
+        if self.only is not None:
+            chosen = bytearray(len(mask))
+            for index in self.only:
+                if 0 <= index < len(mask) and mask[index]:
+                    chosen[index] = 1
+            mask = bytes(chosen)
         counts = (mask.count(1, start, start + BLOCK) for start in range(0, len(mask), BLOCK))
         self._mask = mask
         self._cumulative = list(accumulate(counts))

@@ -7,6 +7,7 @@ from typing import IO, Any
 from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions, Planned
 from engine.spec.parallelism import Parallelism
 from engine.spec.partitions import PartitionDescriber
+from engine.store.failure_groups import GROUPS_SHOWN, failure_groups
 from engine.store.state_store import StateStore
 from engine.store.status import StatusBoard
 from tui.cli.plan_output import options_json, page_bounds, page_rows, summary_json, write_json
@@ -81,6 +82,12 @@ def write_state_json(
 
     rows = page_rows(describer, range(begin, stop) if listing is None else listing[begin:stop], decorate)
     planned = Planned(spec, options, parallelism)
+    groups = failure_groups(spec, store, board)
+    extra = {
+        "failure_groups": [group.to_json(spec) for group in groups[:GROUPS_SHOWN]],
+        "failure_groups_total": len(groups),
+        **(extra or {}),
+    }
     write_json(
         out,
         backfill={**backfill_json(spec, store), **(extra_backfill or {})},

@@ -12,6 +12,7 @@ from engine.execute.backfill import Prepared
 from engine.execute.executor import Outcome
 from engine.guardrails.preflight import Preflight
 from engine.spec.backfill_spec import BackfillSpec
+from engine.store.failure_groups import failure_groups, groups_sentence
 from engine.store.locate import searched_roots
 from engine.store.state_store import StateStore
 from engine.store.status import STATUS_NAMES, Status, StatusBoard, backfill_status
@@ -100,6 +101,9 @@ def summary_lines(
             lines.append(
                 f"              … and {failed - FAILURES_LISTED} more: backfill show {store.id} --status failed"
             )
+        kinds = groups_sentence(failure_groups(spec, store, board))
+        if kinds is not None:  # a thousand failures are usually a few problems: say which (t in the dashboard)
+            lines.append(paint(f"  kinds       {kinds}", "red"))
     if outcome.intervention:
         lines.append(paint(f"  stepped in  {outcome.intervention}", "yellow"))
     for check in preflight.checks if preflight is not None else ():

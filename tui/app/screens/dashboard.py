@@ -48,6 +48,7 @@ class DashboardScreen(Screen[None]):
         Binding("escape", "close_details", "Close", show=False),
         Binding("slash", "jump", "Jump"),
         Binding("s", "filter", "Filter"),
+        Binding("t", "triage", "Triage", show=False),  # help lists it; the footer keeps its 80 columns
         Binding("n", "next_failed(1)", "Next failed", show=False),  # the status line says so when any failed
         Binding("N", "next_failed(-1)", "Prev failed", show=False),
         Binding("left_square_bracket", "attempt(-1)", "Prev attempt", show=False),
@@ -311,6 +312,28 @@ class DashboardScreen(Screen[None]):
             line.refresh_text()
 
         self.app.push_screen(FilterScreen(counts), chosen)
+
+    def action_triage(self) -> None:
+        """t: the failed partitions grouped by kind; Enter shows one kind, r reruns it."""
+        from engine.store.failure_groups import failure_groups
+        from tui.app.screens.triage import TriageScreen
+
+        source = self.source
+        groups = failure_groups(source.spec, source.store, source.board)
+
+        def chosen(choice) -> None:
+            if choice is None:
+                return
+            group = choice.group
+            label = f"failure: {group.signature[:40]}{'…' if len(group.signature) > 40 else ''}"
+            self.table.set_filter(frozenset({Status.FAILED}), frozenset(group.indices))
+            line = self.query_one(StatusLine)
+            line.filter_label = label
+            line.refresh_text()
+            if choice.action == "rerun":
+                self.action_rerun()
+
+        self.app.push_screen(TriageScreen(groups), chosen)
 
     def action_jump(self) -> None:
         def chosen(index: int | None) -> None:

@@ -129,10 +129,11 @@ class PartitionTable(ScrollView, can_focus=True):
     def selected_index(self) -> int | None:
         return self.rows.index_at(self.cursor_row) if len(self.rows) else None
 
-    def set_filter(self, statuses: frozenset[Status] | None) -> None:
-        """Show only partitions with these statuses (None: all); keeps the selected partition if shown."""
+    def set_filter(self, statuses: frozenset[Status] | None, only: frozenset[int] | None = None) -> None:
+        """Show only partitions with these statuses (None: all), and of ``only`` when given (a kind of failure);
+        keeps the selected partition if shown."""
         keep = self.selected_index
-        self.rows = RowIndex(self.board, statuses)
+        self.rows = RowIndex(self.board, statuses, only)
         self._reset_rows(keep)
 
     def _reset_rows(self, keep: int | None) -> None:

@@ -1,0 +1,93 @@
+"""Failure triage (issue 26, item 14) over a real backfill whose partitions failed two ways: the groups on screen,
+Enter filtering the table to one kind, r opening the rerun form for it; the same groups in the run's summary
+and in `show --output json`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.store.state_store import StateStore
+from tests.backfills import state_dirs
+from tests.conftest import run_backfill
+from tests.guard_flags import GUARD
+from tests.tui.live import screen_text, wait_until
+from tui.app.backfill_app import BackfillApp
+from tui.app.screens.dashboard import DashboardScreen
+from tui.app.screens.rerun_form import RerunForm
+from tui.app.screens.triage import TriageScreen
+from tui.app.widgets.partition_table import PartitionTable
+
+TEMPLATE = (
+    "sh -c 'case {start_date} in "
+    '2024-01-0[2468]) echo "load failed for {start_date}: HTTP 503"; exit 1;; '
+    '2024-01-05) echo "mid.a failed: division by zero"; exit 1;; '
+    "esac'"
+)
+
+
+@pytest.fixture
+def failed_twice(tmp_path: Path, home, monkeypatch) -> tuple[Path, str]:
+    """Ten days: four failed with HTTP 503 (2, 4, 6, 8 January), one with a division by zero (5 January)."""
+    for key, value in home.items():
+        monkeypatch.setenv(key, value)
+    work = tmp_path / "work"
+    (work / ".git").mkdir(parents=True)
+    result = run_backfill(*GUARD, "--command", TEMPLATE, "--start-date", "2024-01-01", "--end-date", "2024-01-10",
+                          "--on-failure", "continue", "--no-progress", cwd=work, env=home)  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    return backfill, result.stdout
+
+
+def test_the_summary_and_the_json_name_each_kind_of_failure(failed_twice, home):
+    """The run's summary says how many kinds and which; show --output json lists each group with its count,
+    first and last partition and an example reason as written."""
+    backfill, summary = failed_twice
+    assert (
+        "kinds       2 kinds of failure: load failed for <time>: HTTP <n> (4); mid.a failed: division by zero (1)"
+        in summary
+    )
+    shown = run_backfill("show", backfill.name, "--output", "json", cwd=backfill.parent, env=home)
+    document = json.loads(shown.stdout)
+    groups = document["failure_groups"]
+    assert document["failure_groups_total"] == 2
+    assert [(g["signature"], g["count"], g["first"]["index"], g["last"]["index"]) for g in groups] == [
+        ("load failed for <time>: HTTP <n>", 4, 1, 7),
+        ("mid.a failed: division by zero", 1, 4, 4),
+    ]
+    assert groups[0]["example"] == "load failed for 2024-01-02: HTTP 503" and len(groups[0]["first"]["id"]) == 64
+
+
+def test_t_lists_the_kinds_enter_filters_to_one_and_r_reruns_it(failed_twice):
+    """At 160×48: t lists both kinds with their counts and spans; Enter on the first shows only its four
+    partitions, the status line naming the kind; t then r on the second opens the rerun form offering exactly
+    its one partition."""
+    backfill, _ = failed_twice
+    app = BackfillApp(open_store=StateStore(backfill), frozen=True)
+
+    async def scenario():
+        async with app.run_test(size=(160, 48)) as pilot:
+            await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+            await pilot.press("t")
+            await wait_until(pilot, lambda: isinstance(app.screen, TriageScreen))
+            text = screen_text(app)
+            assert "5 failed, 2 kinds" in text
+            assert "4  #1–#7  load failed for <time>: HTTP <n>" in text
+            assert "1  #4–#4  mid.a failed: division by zero" in text
+            assert "e.g. partition 1: load failed for 2024-01-02: HTTP 503" in text
+            await pilot.press("enter")
+            await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+            table = app.screen.query_one(PartitionTable)
+            assert [table.rows.index_at(r) for r in range(len(table.rows))] == [1, 3, 5, 7]
+            await wait_until(pilot, lambda: "filter: failure: load failed for <time>: HTTP <n>" in screen_text(app))
+            await pilot.press("t")
+            await wait_until(pilot, lambda: isinstance(app.screen, TriageScreen))
+            await pilot.press("down", "r")
+            await wait_until(pilot, lambda: isinstance(app.screen, RerunForm))
+            assert "those matching the filter 'failure: mid.a failed: division by zero' (1)" in screen_text(app)
+
+    asyncio.run(scenario())
