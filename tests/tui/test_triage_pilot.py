@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from textual.widgets import Input
 
 from engine.store.state_store import StateStore
 from tests.backfills import state_dirs
@@ -17,6 +18,7 @@ from tests.guard_flags import GUARD
 from tests.tui.live import screen_text, wait_until
 from tui.app.backfill_app import BackfillApp
 from tui.app.screens.dashboard import DashboardScreen
+from tui.app.screens.export_form import ExportForm
 from tui.app.screens.rerun_form import RerunForm
 from tui.app.screens.triage import TriageScreen
 from tui.app.widgets.partition_table import PartitionTable
@@ -91,3 +93,55 @@ def test_t_lists_the_kinds_enter_filters_to_one_and_r_reruns_it(failed_twice):
             assert "those matching the filter 'failure: mid.a failed: division by zero' (1)" in screen_text(app)
 
     asyncio.run(scenario())
+
+
+def said(app) -> str:
+    """The screen's words with wrapping undone: a long path may wrap inside a form."""
+    return " ".join(screen_text(app).replace("│", " ").split())
+
+
+def test_e_exports_the_rows_shown_as_csv_or_json_and_refuses_what_it_cannot_write(failed_twice, tmp_path):
+    """Filtered to one kind of failure, e writes exactly its four rows — reasons as their records hold them —
+    to the CSV named, and says where; a .json name writes JSON; a file in a directory that does not exist, or
+    with another extension, is refused in one line on the form and nothing is written."""
+    import csv
+
+    backfill, _ = failed_twice
+    app = BackfillApp(open_store=StateStore(backfill), frozen=True)
+    target = tmp_path / "kinds.csv"
+
+    async def export(pilot, path: Path) -> None:
+        await pilot.press("e")
+        await wait_until(pilot, lambda: isinstance(app.screen, ExportForm))
+        field = app.screen.query_one("#export-path", Input)
+        field.value = str(path)
+        await pilot.press("enter")
+
+    async def scenario():
+        async with app.run_test(size=(160, 48), notifications=True) as pilot:
+            await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+            await pilot.press("t")
+            await wait_until(pilot, lambda: isinstance(app.screen, TriageScreen))
+            await pilot.press("enter")
+            await wait_until(pilot, lambda: "filter: failure:" in screen_text(app))
+            await export(pilot, tmp_path / "missing" / "x.csv")
+            await wait_until(pilot, lambda: f"{tmp_path / 'missing'} is not a directory" in said(app))
+            app.screen.query_one("#export-path", Input).value = str(tmp_path / "x.txt")
+            await pilot.press("enter")
+            await wait_until(pilot, lambda: "'x.txt' ends in neither .csv nor .json" in said(app))
+            await pilot.press("escape")
+            await export(pilot, target)
+            await wait_until(pilot, lambda: "wrote 4 rows to" in said(app) and target.exists())
+            assert "kinds.csv" in said(app).replace("▌ ", "")  # the notification names the file (wrapped)
+            await export(pilot, tmp_path / "kinds.json")
+            await wait_until(pilot, lambda: (tmp_path / "kinds.json").exists())
+
+    asyncio.run(scenario())
+    rows = list(csv.DictReader(target.open()))
+    assert [(r["index"], r["status"], r["attempts"], r["reason"]) for r in rows] == [
+        (str(i), "failed", "1", f"load failed for 2024-01-0{i + 1}: HTTP 503") for i in (1, 3, 5, 7)
+    ]
+    assert rows[0]["start"] == "2024-01-02T00:00:00Z" and len(rows[0]["id"]) == 64
+    document = json.loads((tmp_path / "kinds.json").read_text())
+    assert document["backfill"] == backfill.name and [p["index"] for p in document["partitions"]] == [1, 3, 5, 7]
+    assert not (tmp_path / "missing").exists() and not (tmp_path / "x.txt").exists()

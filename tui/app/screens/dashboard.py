@@ -49,6 +49,7 @@ class DashboardScreen(Screen[None]):
         Binding("slash", "jump", "Jump"),
         Binding("s", "filter", "Filter"),
         Binding("t", "triage", "Triage", show=False),  # help lists it; the footer keeps its 80 columns
+        Binding("e", "export", "Export", show=False),
         Binding("n", "next_failed(1)", "Next failed", show=False),  # the status line says so when any failed
         Binding("N", "next_failed(-1)", "Prev failed", show=False),
         Binding("left_square_bracket", "attempt(-1)", "Prev attempt", show=False),
@@ -334,6 +335,29 @@ class DashboardScreen(Screen[None]):
                 self.action_rerun()
 
         self.app.push_screen(TriageScreen(groups), chosen)
+
+    def action_export(self) -> None:
+        """e: write the visible rows (after the filter) to a CSV or JSON file, and say where."""
+        from pathlib import Path
+
+        from tui.app.export import write_export
+        from tui.app.screens.export_form import ExportForm
+
+        indices = self.table.rows.indices()
+        label = self.query_one(StatusLine).filter_label
+        suffix = "" if label is None else "-" + "".join(c if c.isalnum() else "-" for c in label)[:30].strip("-")
+        default = Path.cwd() / f"backfill-{self.source.store.id}{suffix}.csv"
+        written: dict[str, int] = {}
+
+        def write(path: Path) -> None:
+            written["rows"] = write_export(path, self.source, indices)
+
+        def done(path: Path | None) -> None:
+            if path is not None:
+                rows = written.get("rows", 0)
+                self.notify(f"wrote {rows:,} row{'s' if rows != 1 else ''} to {path}", timeout=8)
+
+        self.app.push_screen(ExportForm(len(indices), default, write), done)
 
     def action_jump(self) -> None:
         def chosen(index: int | None) -> None:
