@@ -208,3 +208,48 @@ def test_a_pause_from_the_screen_and_a_resume_from_the_cli_show_on_a_saved_backf
         assert "p Resume" not in tmux.wait_for("p Pause")
     finally:
         tmux.close()
+
+
+def test_watch_is_a_live_read_only_dashboard_for_a_second_operator(tmp_path, home):
+    """`backfill watch ID` while another process runs the backfill: its rows live in a real terminal, the status
+    line saying read-only, no acting key in the footer, and c, p, m and r opening nothing; q leaves it running.
+    Without a terminal it is one line and exit 2."""
+    from tests.backfills import start_background, wait_for
+
+    work = tmp_path / "work"
+    (work / ".git").mkdir(parents=True)
+    gate = work / "go"
+    days = ("--start-date", "2024-01-01", "--end-date", "2024-01-04")
+    process = start_background(*GUARD, "--command", child_command("--wait-for", str(gate)), *days,
+                               "--max-parallel", "2", cwd=work, env=home)  # fmt: skip
+    try:
+        backfill = wait_for(lambda: (state_dirs(work / "logs" / "backfills") or [None])[0])
+        wait_for(lambda: sum(r["status"] == "running" for r in records(backfill)) == 2)
+        piped = run_backfill("watch", backfill.name, cwd=work, env=home)
+        assert piped.returncode == 2 and piped.stderr.count("\n") == 1 and "needs a terminal" in piped.stderr
+        command = shlex.join([*backfill_argv(), "watch", backfill.name])
+        tmux = Tmux(120, 30, command, work, {**home, "TERM": "xterm-256color"})
+        try:
+            tmux.wait_for("read-only: no key acts on it")
+            screen = tmux.wait_for("▶ running")
+            assert "running in another process" in screen
+            footer = screen.rstrip().splitlines()[-1]
+            assert not any(word in footer for word in ("Cancel", "Pause", "Rerun", "Mark", "Stop")), footer
+            tmux.keys("c", "p", "m", "r")
+            tmux.keys("t")  # a key that only looks still works
+            screen = tmux.wait_for("Failures by kind")
+            assert not any(
+                title in screen for title in ("Cancel backfill", "Pause backfill", "Mark ", "Rerun backfill")
+            )
+            tmux.keys("Escape")
+            gate.write_text("")
+            tmux.wait_for("saved backfill (nothing runs it)", timeout=60)
+            tmux.keys("q")
+            tmux.wait_for("EXIT=0", timeout=30)
+        finally:
+            tmux.close()
+    finally:
+        gate.write_text("")
+        process.wait(timeout=60)
+    assert process.returncode == 0 and [r["status"] for r in records(backfill)] == ["succeeded"] * 4
+    assert not (backfill / "requests").exists() or not list((backfill / "requests").iterdir())

@@ -73,6 +73,7 @@ class BackfillApp(App[str | None]):
         closes_when_done: bool | None = None,
         no_color: bool = False,
         settings: Settings | None = None,
+        read_only: bool = False,
     ) -> None:
         # Textual reads NO_COLOR when the app is built: --no-color sets it for that moment only, so the
         # children started later do not inherit it.
@@ -85,6 +86,7 @@ class BackfillApp(App[str | None]):
             if no_color and saved is None:
                 del os.environ["NO_COLOR"]
         self.settings = settings if settings is not None else Settings.from_environment()
+        self.read_only = read_only  # backfill watch: nothing on screen acts on the backfill
         self.source = source
         self.root = root
         self.open_store = open_store

@@ -26,9 +26,12 @@ VERBS = (
     "rerun",
     "reconcile",
     "audit",
+    "watch",
     "validate",
 )
-IMPLEMENTED_VERBS = ("run", "list", "show", "restore", "mark", "cancel", "pause", "resume", "reconcile", "audit")
+IMPLEMENTED_VERBS = (
+    "run", "list", "show", "watch", "restore", "mark", "cancel", "pause", "resume", "reconcile", "audit",
+)  # fmt: skip
 
 
 class UsageError(Exception):
@@ -181,6 +184,7 @@ VERB_HELP = (
     ("run TARGET --start-date S --end-date E", "one run of a pipeline over one interval (what a partition runs)"),
     ("list", "saved backfills and paused pipelines (the browser on a terminal)"),
     ("show ID", "one saved backfill: its partitions, attempts and logs"),
+    ("watch ID", "a backfill's live dashboard, read-only: for a second operator (a terminal)"),
     ("restore ID --reason TEXT", "put back what a backfill changed, from its snapshot (--prune: old ones)"),
     ("mark ID [PARTITION...] --status S --reason TEXT", "set partitions, or the backfill, succeeded/failed/skipped"),
     ("cancel ID --reason TEXT", "stop a backfill now; resumable"),
@@ -397,6 +401,14 @@ def restore_parser() -> Parser:
         "--prune", action="store_true", help="delete the state root's snapshots older than their retention"
     )
     parser.add_argument("--state-dir", help="root of the state store")
+    return parser
+
+
+def watch_parser() -> Parser:
+    parser = Parser(prog="backfill watch", description="A backfill's dashboard, read-only: every key that acts is off.")
+    parser.add_argument("id", help="backfill ID (or a unique prefix)")
+    parser.add_argument("--state-dir", help="root of the state store")
+    parser.add_argument("--no-color", action="store_true", help="no colours (also NO_COLOR, TERM=dumb)")
     return parser
 
 

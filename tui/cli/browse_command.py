@@ -23,7 +23,7 @@ from engine.store.manifest import initial_options
 from engine.store.status import Status
 from engine.store.target_pauses import paused_targets
 from tui import human
-from tui.cli.arguments import list_parser, show_parser
+from tui.cli.arguments import list_parser, show_parser, watch_parser
 from tui.cli.state_output import write_state_json
 from tui.cli.terminal import Paint, colors_enabled, dashboard_possible
 
@@ -176,6 +176,19 @@ def show_command(argv: list[str]) -> int:
         statuses=statuses,
     )
     return 0
+
+
+def watch_command(argv: list[str]) -> int:
+    """``backfill watch ID``: the dashboard of a backfill, live while another process runs it, read-only."""
+    args = watch_parser().parse_args(argv)
+    if not dashboard_possible(no_progress=False, json_output=False):
+        raise BadInput(
+            "backfill watch needs a terminal (this output is not one, or TERM=dumb): "
+            f"use backfill show {args.id} --output text, or --output json"
+        )
+    from tui.cli.browser import browse
+
+    return browse(root=None, backfill_id=args.id, state_dir=args.state_dir, no_color=args.no_color, read_only=True)
 
 
 def _guardrails_json(loaded: Loaded) -> dict[str, Any]:

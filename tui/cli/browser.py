@@ -14,12 +14,19 @@ from tui.cli.summary import exit_code_of, resume_hint, summary_lines
 from tui.cli.terminal import Paint, colors_enabled
 
 
-def browse(*, root: Path | None, backfill_id: str | None, state_dir: str | None, no_color: bool = False) -> int:
+def browse(
+    *,
+    root: Path | None,
+    backfill_id: str | None,
+    state_dir: str | None,
+    no_color: bool = False,
+    read_only: bool = False,
+) -> int:
     store = None
     if backfill_id is not None:
         store, _ = locate_backfill(backfill_id, state_dir, Path.cwd())
         store.read_manifest()  # a broken backfill is an error before the screen opens
-    app = BackfillApp(root=root, open_store=store, closes_when_done=False, no_color=no_color)
+    app = BackfillApp(root=root, open_store=store, closes_when_done=False, no_color=no_color, read_only=read_only)
 
     def on_sigterm(*_args) -> None:
         for run in app.started_runs:

@@ -84,6 +84,10 @@ def _verb(verb: str, args: list[str]) -> int:
         from tui.cli.browse_command import show_command
 
         return show_command(args)
+    if verb == "watch":
+        from tui.cli.browse_command import watch_command
+
+        return watch_command(args)
     if verb == "restore":
         from tui.cli.restore_command import restore_command
 

@@ -33,6 +33,11 @@ OUTCOME_STYLES = {
 }
 
 
+# The keys that change a backfill: off in a read-only attach (`backfill watch`).
+ACTING = frozenset(
+    {"rerun", "intervene_mark", "intervene_cancel", "intervene_pause", "intervene_resume", "stop_run", "quit_finished"}
+)
+
 # What the status line says while stopping, after as many stop requests beyond the first (Ctrl+C again).
 ESCALATION_HINTS = (
     "Ctrl+C again sends SIGTERM now",
@@ -196,6 +201,8 @@ class DashboardScreen(Screen[None]):
             text.append(
                 f"running in another process{f' (PID {pid})' if pid else ''} · q leaves it running", style="grey70"
             )
+        if self.read_only:
+            text.append(" · read-only: no key acts on it", style="bold grey70")
         line.state_text = text if text.plain else None
         line.live = not self.source.nobody_runs
         line.following = self.table.follow
@@ -219,7 +226,14 @@ class DashboardScreen(Screen[None]):
         state = self.last_state
         return self.source.can_stop and (state is None or state.state != FINISHED)
 
+    @property
+    def read_only(self) -> bool:
+        """``backfill watch``: a second operator looks; every key that acts is off (and off the footer)."""
+        return bool(getattr(self.app, "read_only", False))
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.read_only and action in ACTING:
+            return False
         if action == "follow":
             return not self.source.nobody_runs  # nothing runs: nothing to follow
         if action == "stop_run":
@@ -331,7 +345,7 @@ class DashboardScreen(Screen[None]):
             line = self.query_one(StatusLine)
             line.filter_label = label
             line.refresh_text()
-            if choice.action == "rerun":
+            if choice.action == "rerun" and not self.read_only:
                 self.action_rerun()
 
         self.app.push_screen(TriageScreen(groups), chosen)
