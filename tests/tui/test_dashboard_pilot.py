@@ -247,7 +247,7 @@ def test_earlier_attempt_log_with_brackets(work):
 
 
 def test_help_screen_opens_and_closes(work):
-    """? shows every key; Escape closes it."""
+    """? shows every key, then a legend of every glyph the table draws (scrolled to); Escape closes it."""
     live = start_live(work, SLOW, "2024-01-01", "2024-01-02")
 
     async def scenario():
@@ -256,6 +256,13 @@ def test_help_screen_opens_and_closes(work):
             await wait_until(pilot, lambda: live.app.screen.__class__.__name__ == "HelpScreen")
             text = screen_text(live.app)
             assert "follow execution again" in text and "next or previous failed partition" in text
+            await pilot.press("end")
+            await wait_until(pilot, lambda: "What the table draws" in screen_text(live.app))
+            legend = screen_text(live.app)
+            glyphs = (("↯", "interrupted:"), ("■", "stopping:"), ("⊘", "cancelled:"),
+                      ("? after the status", "insufficient history"), ("●", "marked with space"))  # fmt: skip
+            for glyph, meaning in glyphs:
+                assert any(glyph in line and meaning in line for line in legend.splitlines()), (glyph, legend)
             await pilot.press("escape")
             assert live.app.screen.__class__.__name__ == "DashboardScreen"
 

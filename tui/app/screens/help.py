@@ -40,6 +40,34 @@ KEYS = [
 ]
 
 
+def legend() -> list[tuple[str, str]]:
+    """Every glyph the table draws, from the constants it draws them with (one source for both)."""
+    from engine.store.status import Status
+    from tui.app.widgets.partition_table import SYMBOLS, VERIFICATION_MARKS
+
+    meaning = {
+        Status.QUEUED: "queued: not attempted yet (or to run again)",
+        Status.RUNNING: "running: a child runs it now",
+        Status.SUCCEEDED: "succeeded",
+        Status.FAILED: "failed: the reason is the latest attempt's error",
+        Status.CANCELLED: "cancelled: stopped, resumable",
+        Status.SKIPPED: "skipped: marked done by an operator, without data",
+    }
+    verified = {1: "verified", 2: "a verification warning (--verify warn)", 3: "failed verification",
+                4: "insufficient history to verify"}  # fmt: skip
+    rows = [(SYMBOLS[status], text) for status, text in meaning.items()]
+    rows += [
+        ("↯", "interrupted: recorded running, but nothing runs it (--continue resumes it)"),
+        ("■", "stopping: the seconds left before SIGKILL (kill 27s)"),
+    ]
+    rows += [
+        (f"{status_symbol} after the status", verified[code]) for code, (status_symbol, _) in VERIFICATION_MARKS.items()
+    ]
+    rows += [("▸", "the selected row"), ("●", "marked with space (the rerun form can run them)"),
+             ("✎N", "in the list: N interventions (who paused, cancelled or marked it is printed below)")]  # fmt: skip
+    return rows
+
+
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
 
@@ -49,7 +77,14 @@ class HelpScreen(ModalScreen[None]):
         table.add_column()
         for keys, meaning in KEYS:
             table.add_row(keys, meaning)
+        glyphs = Table.grid(padding=(0, 2))
+        glyphs.add_column(style="bold", no_wrap=True)
+        glyphs.add_column()
+        for glyph, meaning in legend():
+            glyphs.add_row(glyph, meaning)
         with VerticalScroll(id="help-box"):  # scrolls when the terminal is shorter than the list
             yield Static("[b]Keys[/b]  (Esc to close, ↑ ↓ to scroll)", id="help-title")
             yield Static(table)
+            yield Static("\n[b]What the table draws[/b]")
+            yield Static(glyphs)
         yield Footer()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 
 from rich.text import Text
@@ -20,12 +21,30 @@ COUNT_STYLES = (
 )
 
 
+THROUGHPUT_WINDOW = 300.0  # seconds: partitions per minute over the last five minutes
+THROUGHPUT_AFTER = 10.0  # seconds of samples before a rate is worth saying
+
+
 class CompletionBar(Static):
     def __init__(self, clock: Callable[[], float], **kwargs) -> None:
         super().__init__("", **kwargs)
         self.clock = clock
         self.ended_elapsed: float | None = None  # once finished, elapsed stops: it is the run's span
         self.nobody_runs = False  # then partitions recorded running were interrupted
+        self._samples: deque[tuple[float, int]] = deque()  # (clock, partitions done) of recent polls
+
+    def throughput(self, done: int) -> float | None:
+        """Partitions per minute over the last five minutes of polls; None before ten seconds of them."""
+        now = self.clock()
+        samples = self._samples
+        if not samples or samples[-1][1] != done or now - samples[-1][0] >= 1.0:
+            samples.append((now, done))
+        while len(samples) > 2 and now - samples[1][0] >= THROUGHPUT_WINDOW:
+            samples.popleft()
+        since, then = samples[0]
+        if now - since < THROUGHPUT_AFTER:
+            return None
+        return max(0, done - then) * 60.0 / (now - since)
 
     def show(self, state: SourceState) -> None:
         width = max(10, self.size.width - 2 if self.size.width else 60)
@@ -61,6 +80,9 @@ class CompletionBar(Static):
                     else f"ETA {human.duration(left)}"
                 )
                 text.append(f"  {eta}", style="grey70")
+            rate = self.throughput(done) if state.state not in ("finished",) else None
+            if rate is not None:
+                text.append(f"  {rate:,.1f}/min" if rate < 10 else f"  {rate:,.0f}/min", style="grey70")
         text.append("\n")
         for name, symbol, style in COUNT_STYLES:
             count = counts.get(name, 0)
