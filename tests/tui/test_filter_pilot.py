@@ -159,7 +159,7 @@ def test_a_saved_view_has_no_follow_mode_and_counts_use_separators(large_store: 
 
 def test_at_80x24_the_details_pane_leaves_the_log_eight_lines_and_help_scrolls(large_store: Path):
     """80×24: with the details pane open the log area keeps at least 8 rows; help opens within the screen and
-    scrolls to its last key."""
+    scrolls to its last key, and on to the legend's last glyph."""
     from tui.app.widgets.log_view import LogView
 
     app = BackfillApp(open_store=large_store, frozen=True)
@@ -177,9 +177,13 @@ def test_at_80x24_the_details_pane_leaves_the_log_eight_lines_and_help_scrolls(l
             await pilot.press("escape", "question_mark")
             await wait_until(pilot, lambda: "Keys" in screen_text(app))
             assert "this help" not in screen_text(app), "the list is longer than 24 rows"
-            for _ in range(20):
+            for _ in range(60):  # ↓ scrolls a line at a time, to the last key
+                if "this help" in screen_text(app):
+                    break
                 await pilot.press("down")
-            await wait_until(pilot, lambda: "this help" in screen_text(app))
+            assert "this help" in screen_text(app)
+            await pilot.press("end")  # and on to the legend's last glyph
+            await wait_until(pilot, lambda: "N interventions" in screen_text(app))
 
     asyncio.run(scenario())
 

@@ -111,6 +111,7 @@ def test_e_exports_the_rows_shown_as_csv_or_json_and_refuses_what_it_cannot_writ
     target = tmp_path / "kinds.csv"
 
     async def export(pilot, path: Path) -> None:
+        await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))  # the last form has gone
         await pilot.press("e")
         await wait_until(pilot, lambda: isinstance(app.screen, ExportForm))
         field = app.screen.query_one("#export-path", Input)
@@ -145,3 +146,36 @@ def test_e_exports_the_rows_shown_as_csv_or_json_and_refuses_what_it_cannot_writ
     document = json.loads((tmp_path / "kinds.json").read_text())
     assert document["backfill"] == backfill.name and [p["index"] for p in document["partitions"]] == [1, 3, 5, 7]
     assert not (tmp_path / "missing").exists() and not (tmp_path / "x.txt").exists()
+
+
+def test_o_cycles_the_order_of_the_rows_and_the_status_line_says_which(failed_twice):
+    """o: duration, attempts, status (the failures first, in plan order), then the plan's order again; the
+    status line names the order, and the selected partition stays selected."""
+    backfill, _ = failed_twice
+    app = BackfillApp(open_store=StateStore(backfill), frozen=True)
+
+    def first_row() -> str:
+        return next(
+            line
+            for line in screen_text(app).splitlines()
+            if "2024-01-" in line and " failed" in line or "succeeded" in line and "2024-01-" in line
+        )
+
+    async def scenario():
+        async with app.run_test(size=(120, 30)) as pilot:
+            await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+            table = app.screen.query_one(PartitionTable)
+            await pilot.press("o")
+            await wait_until(pilot, lambda: "sort: duration (o to change)" in screen_text(app))
+            await pilot.press("o")
+            await wait_until(pilot, lambda: "sort: attempts" in screen_text(app))
+            await pilot.press("o")
+            await wait_until(pilot, lambda: "sort: status" in screen_text(app))
+            assert [table.rows.index_at(r) for r in range(len(table.rows))] == [1, 3, 4, 5, 7, 0, 2, 6, 8, 9]
+            assert first_row().lstrip("▸ ").startswith("1  2024-01-02") and "✗ failed" in first_row()
+            table.select_index(4)
+            await pilot.press("o")
+            await wait_until(pilot, lambda: "sort:" not in screen_text(app))
+            assert [table.rows.index_at(r) for r in range(3)] == [0, 1, 2] and table.selected_index == 4
+
+    asyncio.run(scenario())

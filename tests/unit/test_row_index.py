@@ -63,3 +63,43 @@ def test_a_row_past_the_end_is_an_index_error_not_a_wrong_partition():
         pass
     else:
         raise AssertionError("index_at past the end returned a partition")
+
+
+def sorted_board() -> StatusBoard:
+    """Six partitions: durations, attempts and statuses that order them differently."""
+    board = StatusBoard(6)
+    for index, (status, attempts, seconds) in enumerate([
+        (Status.SUCCEEDED, 1, 3.0), (Status.FAILED, 3, 1.0), (Status.QUEUED, 0, None),
+        (Status.SUCCEEDED, 2, 9.0), (Status.CANCELLED, 1, 0.5), (Status.FAILED, 1, 9.0),
+    ]):  # fmt: skip
+        board.set(index, status)
+        board.set_attempts(index, attempts)
+        board.set_duration(index, seconds)
+    return board
+
+
+def test_rows_sort_by_duration_attempts_or_status_ties_in_plan_order_and_rows_map_back():
+    """Duration: the longest first, never attempted last; attempts: the most first; status: failed, cancelled,
+    running, queued, skipped, succeeded; ties keep plan order; row_of inverts index_at and the filter still
+    applies."""
+    from tui.app.row_index import SortKey
+
+    board = sorted_board()
+    expected = {
+        SortKey.INTERVAL: [0, 1, 2, 3, 4, 5],
+        SortKey.DURATION: [3, 5, 0, 1, 4, 2],
+        SortKey.ATTEMPTS: [1, 3, 0, 4, 5, 2],
+        SortKey.STATUS: [1, 5, 4, 2, 0, 3],
+    }
+    for order, rows in expected.items():
+        index = RowIndex(board, None, None, order)
+        assert [index.index_at(r) for r in range(len(index))] == rows, order
+        assert [index.row_of(i) for i in rows] == list(range(6)) and index.indices() == rows
+    failed = RowIndex(board, frozenset({Status.FAILED}), None, SortKey.DURATION)
+    assert [failed.index_at(r) for r in range(len(failed))] == [5, 1] and failed.row_of(0) is None
+    assert failed.nearest_row(0) == 0 and failed.nearest_row(1) == 1
+    board.set_duration(1, 20.0)
+    failed.rebuild()  # statuses or durations changed: sorted again
+    assert [failed.index_at(r) for r in range(len(failed))] == [1, 5]
+    assert failed.changes_with_statuses and RowIndex(board, None, None, SortKey.ATTEMPTS).changes_with_statuses
+    assert not RowIndex(board).changes_with_statuses

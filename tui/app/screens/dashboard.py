@@ -55,6 +55,7 @@ class DashboardScreen(Screen[None]):
         Binding("s", "filter", "Filter"),
         Binding("t", "triage", "Triage", show=False),  # help lists it; the footer keeps its 80 columns
         Binding("e", "export", "Export", show=False),
+        Binding("o", "sort", "Sort", show=False),
         Binding("n", "next_failed(1)", "Next failed", show=False),  # the status line says so when any failed
         Binding("N", "next_failed(-1)", "Prev failed", show=False),
         Binding("left_square_bracket", "attempt(-1)", "Prev attempt", show=False),
@@ -349,6 +350,17 @@ class DashboardScreen(Screen[None]):
                 self.action_rerun()
 
         self.app.push_screen(TriageScreen(groups), chosen)
+
+    def action_sort(self) -> None:
+        """o: order the rows by interval (the plan), duration, attempts or status, in turn."""
+        from tui.app.row_index import SortKey
+
+        keys = list(SortKey)
+        order = keys[(keys.index(self.table.rows.order) + 1) % len(keys)]
+        self.table.set_order(order)
+        line = self.query_one(StatusLine)
+        line.sort_label = None if order is SortKey.INTERVAL else str(order)
+        line.refresh_text()
 
     def action_export(self) -> None:
         """e: write the visible rows (after the filter) to a CSV or JSON file, and say where."""

@@ -21,6 +21,7 @@ KEYS = [
     ("/", "jump to a date or timestamp, a partition number or an ID prefix"),
     ("s", "filter partitions by status"),
     ("t", "triage: failures grouped by kind (Enter shows a kind, r reruns it)"),
+    ("o", "sort by interval, duration (longest first), attempts (most first) or status (failed first)"),
     ("e", "export the rows shown (after the filter) to a .csv or .json file"),
     ("n  N", "next or previous failed partition (wraps around)"),
     ("y", "copy the selected partition's ID (also shown, selectable, in the details)"),

@@ -25,7 +25,7 @@ from engine.execute.executor_snapshot import RunningPartition
 from engine.store.status import Status
 from tui import human
 from tui.app.messages import FollowChanged, PartitionSelected
-from tui.app.row_index import RowIndex
+from tui.app.row_index import RowIndex, SortKey
 from tui.app.sources import BackfillSource
 
 SYMBOLS = {
@@ -133,7 +133,13 @@ class PartitionTable(ScrollView, can_focus=True):
         """Show only partitions with these statuses (None: all), and of ``only`` when given (a kind of failure);
         keeps the selected partition if shown."""
         keep = self.selected_index
-        self.rows = RowIndex(self.board, statuses, only)
+        self.rows = RowIndex(self.board, statuses, only, self.rows.order)
+        self._reset_rows(keep)
+
+    def set_order(self, order: SortKey) -> None:
+        """Order the rows (the filter kept): plan order, or by duration, attempts or status."""
+        keep = self.selected_index
+        self.rows = RowIndex(self.board, self.rows.statuses, self.rows.only, order)
         self._reset_rows(keep)
 
     def _reset_rows(self, keep: int | None) -> None:
@@ -147,7 +153,7 @@ class PartitionTable(ScrollView, can_focus=True):
     def update_running(self, running: tuple[RunningPartition, ...], changed: bool) -> None:
         """After a poll: refilter, follow, and repaint the visible rows whose content changed."""
         self.running = {r.index: r for r in running}
-        if changed and self.rows.filtered:
+        if changed and self.rows.changes_with_statuses:
             keep = self.selected_index
             before = len(self.rows)
             self.rows.rebuild()

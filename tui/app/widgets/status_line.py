@@ -11,6 +11,7 @@ class StatusLine(Static):
         super().__init__("", **kwargs)
         self.following = True
         self.filter_label: str | None = None
+        self.sort_label: str | None = None  # None: plan order
         self.state_text: Text | None = None
         self.live = True  # follow mode means something only while an executor runs the backfill
 
@@ -27,6 +28,8 @@ class StatusLine(Static):
             text.append("follow off — press f to follow execution", style="yellow3")
         if self.filter_label:
             text.append(f"   filter: {self.filter_label} (s to change)", style="cyan")
+        if self.sort_label:
+            text.append(f"   sort: {self.sort_label} (o to change)", style="cyan")
         return text
 
     def refresh_text(self) -> None:
