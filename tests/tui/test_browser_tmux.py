@@ -253,3 +253,48 @@ def test_watch_is_a_live_read_only_dashboard_for_a_second_operator(tmp_path, hom
         process.wait(timeout=60)
     assert process.returncode == 0 and [r["status"] for r in records(backfill)] == ["succeeded"] * 4
     assert not (backfill / "requests").exists() or not list((backfill / "requests").iterdir())
+
+
+def test_triage_filter_a_kind_rerun_it_and_read_the_summary_at_160x48(tmp_path, home):
+    """In a real 160×48 terminal: `backfill show ID`, t lists two kinds of failure, Enter filters the table to
+    the larger, t and r open the rerun form for it with its four partitions, Ctrl+S reruns them (the cause
+    fixed), and the summary printed on leaving says what ran; the smaller kind is still failed on disk."""
+    work = tmp_path / "work"
+    (work / ".git").mkdir(parents=True)
+    outage = work / "OUTAGE"
+    outage.write_text("503")
+    template = (
+        "sh -c 'case {start_date} in "
+        f'2024-01-0[2468]) if [ -f {outage} ]; then echo "load failed for {{start_date}}: HTTP 503"; exit 1; fi;; '
+        '2024-01-05) echo "mid.a failed: division by zero"; exit 1;; '
+        "esac'"
+    )
+    days = ("--start-date", "2024-01-01", "--end-date", "2024-01-10")
+    result = run_backfill(*GUARD, "--command", template, *days, "--on-failure", "continue", cwd=work, env=home)
+    assert result.returncode == 1, result.stderr
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    outage.unlink()  # the source is back
+    command = shlex.join([*backfill_argv(), "show", backfill.name])
+    tmux = Tmux(160, 48, command, work, {**home, "TERM": "xterm-256color"})
+    try:
+        tmux.wait_for("saved backfill (nothing runs it)")
+        tmux.keys("t")
+        screen = tmux.wait_for("Failures by kind")
+        assert "4  #1–#7  load failed for <time>: HTTP <n>" in screen and "1  #4–#4  mid.a failed" in screen
+        tmux.keys("Enter")
+        screen = tmux.wait_for("filter: failure: load failed for <time>: HTTP <n>")
+        assert "mid.a failed: division by zero" not in screen  # only the chosen kind's rows
+        tmux.keys("t")
+        tmux.wait_for("Failures by kind")
+        tmux.keys("r")
+        screen = tmux.wait_for("Rerun backfill")
+        assert "those matching the filter 'failure: load failed for <time>: HTTP <n>' (4)" in screen
+        tmux.keys("C-s")
+        tmux.wait_for("Backfill failed", timeout=60)  # the other kind still fails the whole backfill
+        tmux.keys("q")
+        screen = tmux.wait_for("EXIT=", timeout=30)
+        assert f"backfill {backfill.name}" in screen and "kinds       1 kind of failure: mid.a failed" in screen
+    finally:
+        tmux.close()
+    assert [r["status"] for r in records(backfill)] == ["succeeded"] * 4 + ["failed"] + ["succeeded"] * 5
+    assert [len(r["attempts"]) for r in records(backfill)] == [1, 2, 1, 2, 1, 2, 1, 2, 1, 1]

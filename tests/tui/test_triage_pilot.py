@@ -158,7 +158,7 @@ def test_o_cycles_the_order_of_the_rows_and_the_status_line_says_which(failed_tw
         return next(
             line
             for line in screen_text(app).splitlines()
-            if "2024-01-" in line and " failed" in line or "succeeded" in line and "2024-01-" in line
+            if "2024-01-" in line and (" failed" in line or "succeeded" in line)
         )
 
     async def scenario():

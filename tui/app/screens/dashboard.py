@@ -347,7 +347,7 @@ class DashboardScreen(Screen[None]):
             line.filter_label = label
             line.refresh_text()
             if choice.action == "rerun" and not self.read_only:
-                self.action_rerun()
+                self.action_rerun(chosen="filter")  # that kind, not every failure
 
         self.app.push_screen(TriageScreen(groups), chosen)
 
@@ -535,7 +535,7 @@ class DashboardScreen(Screen[None]):
 
         self.app.push_screen(AuditScreen(self.source.store.directory))
 
-    def action_rerun(self) -> None:
+    def action_rerun(self, chosen: str | None = None) -> None:
         from tui.app.screens.rerun_form import RerunForm, partition_choices
 
         state = self.source.poll()
@@ -570,4 +570,4 @@ class DashboardScreen(Screen[None]):
                     self.source, request.options, request.selection, whole_partitions=request.whole_partitions
                 )
 
-        self.app.push_screen(RerunForm(self.source, choices, blocked=blocked), submitted)
+        self.app.push_screen(RerunForm(self.source, choices, blocked=blocked, chosen=chosen), submitted)

@@ -79,15 +79,19 @@ def partition_choices(
 class RerunForm(ModalScreen[RerunRequest | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "submit", "Run")]
 
-    def __init__(self, source: BackfillSource, choices: list[Choice], *, blocked: str | None = None) -> None:
+    def __init__(
+        self, source: BackfillSource, choices: list[Choice], *, blocked: str | None = None, chosen: str | None = None
+    ) -> None:
         super().__init__()
         self.source = source
         self.choices = choices
         self.blocked = blocked
+        self.chosen = chosen  # the choice to start from (a kind of failure from triage: "filter")
         self.errors: dict[str, str] = {}
 
     def compose(self) -> ComposeResult:
-        default = next((c.key for c in self.choices if c.key == "failed" and c.count), None) or "missing"
+        default = next((c.key for c in self.choices if c.key == self.chosen and c.count), None)
+        default = default or next((c.key for c in self.choices if c.key == "failed" and c.count), None) or "missing"
         with Vertical(id="rerun-box"):
             yield Static(f"[b]Rerun backfill {self.source.store.id}[/b]", id="rerun-title")
             yield from self._body(default)
