@@ -84,9 +84,9 @@ def write_state_json(
     planned = Planned(spec, options, parallelism)
     groups = failure_groups(spec, store, board)
     extra = {
+        **(extra or {}),
         "failure_groups": [group.to_json(spec) for group in groups[:GROUPS_SHOWN]],
         "failure_groups_total": len(groups),
-        **(extra or {}),
     }
     write_json(
         out,
