@@ -133,3 +133,26 @@ def test_verification_marks_and_numbers_reach_the_screen(daily, home, monkeypatc
             assert "mid.daily 100 rows outside 5–20 (Wednesday mean 10 over" in screen_text(app)
 
     asyncio.run(scenario())
+
+
+def test_at_80x24_every_check_reads_whole_and_the_digest_and_reason_stay_in_view(preflight):
+    """80×24: the failing check's detail wraps under itself instead of being cut; the list scrolls (Tab to it,
+    End) to the last check, read whole too; the verdict with the plan digest and the reason field never leave
+    the screen, so approving is never typed blind."""
+    app = PreflightApp(preflight, "p · a week", None)
+
+    async def scenario():
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_until(pilot, lambda: "verdict human-only" in screen_text(app))
+            words = " ".join(screen_text(app).split())
+            assert "mid.adhoc runs its SQL as written: its effect on data cannot be judged" in words
+            assert "…" not in screen_text(app)  # nothing cut
+            assert "why this backfill runs" in screen_text(app)
+            await pilot.press("shift+tab")
+            await pilot.press("end")
+            await wait_until(pilot, lambda: "verification" in screen_text(app))
+            words = " ".join(screen_text(app).split())
+            assert "each partition verified against its run record and history (on)" in words
+            assert f"plan digest {preflight.short_digest}" in screen_text(app)
+
+    asyncio.run(scenario())

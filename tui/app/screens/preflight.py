@@ -3,6 +3,7 @@ verdict needs a person, the plan digest to type back as approval."""
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -27,10 +28,12 @@ class PreflightAnswer:
 
 
 def checks_text(preflight: Preflight, width: int = 120) -> Text:
-    """One line per check, the detail cut to ``width`` (the details are in the report and the JSON)."""
-    text = Text(no_wrap=True, overflow="ellipsis")
+    """A check per line, its detail whole: wrapped under itself within ``width`` (the list scrolls), so at
+    80×24 every word of every check can be read before approving."""
+    text = Text(no_wrap=True)
     name_width = max(len(check.name) for check in preflight.checks)
-    room = max(20, width - (3 + 5 + 17 + name_width + 2))
+    indent = 3 + 5 + 17 + name_width + 2
+    room = max(20, width - indent)
     for check in preflight.checks:
         icon, style = ICONS[check.status]
         tier = check.tier if check.demanded is None else f"{check.demanded}→warn"
@@ -38,8 +41,10 @@ def checks_text(preflight: Preflight, width: int = 120) -> Text:
         text.append(f"{check.status:<4} ", style=style)
         text.append(f"{tier:<16} ", style=TIER_STYLES.get(check.demanded or check.tier, ""))
         text.append(f"{check.name.ljust(name_width)}  ", style="bold")
-        detail = check.detail if len(check.detail) <= room else check.detail[: room - 1] + "…"
-        text.append(detail + "\n")
+        lines = textwrap.wrap(check.detail, room, break_long_words=True, break_on_hyphens=False) or [""]
+        text.append(lines[0] + "\n")
+        for line in lines[1:]:
+            text.append(" " * indent + line + "\n")
     return text
 
 
