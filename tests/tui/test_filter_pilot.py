@@ -225,3 +225,26 @@ def test_counts_in_the_filter_dialog_and_the_rerun_form_are_thousands_separated(
             assert re.search(r"\(4,900\)", screen_text(app)), screen_text(app)
 
     asyncio.run(scenario())
+
+
+def test_at_80x24_the_details_pane_shows_the_last_two_attempts_and_eight_log_lines(tmp_path):
+    """80×24, partition 40 (failed twice) selected with the details open: its interval, reason and ID, both
+    attempts, and the log's last eight lines are on screen at once; the table keeps three rows."""
+    from tests.tui.fixtures import build_saved_backfill
+
+    app = BackfillApp(open_store=build_saved_backfill(tmp_path / "states"), frozen=True)
+
+    async def scenario():
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+            app.screen.query_one(PartitionTable).select_index(40)
+            await pilot.press("enter")
+            await wait_until(pilot, lambda: "psycopg.OperationalError: connection to server lost" in screen_text(app))
+            lines = screen_text(app).splitlines()
+            assert any(line.strip().startswith("▸ #2 failed") for line in lines), lines
+            assert any(line.strip().startswith("#1 failed") for line in lines), lines
+            log = [line for line in lines if line.startswith(("loading orders", "Traceback", "  File", "psycopg"))]
+            assert len(log) >= 8, lines
+            assert sum(1 for line in lines if "2024-02-" in line and " → " in line and "+00  " in line) == 3
+
+    asyncio.run(scenario())

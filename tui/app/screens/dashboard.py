@@ -104,17 +104,20 @@ class DashboardScreen(Screen[None]):
         return self.query_one(PartitionDetails)
 
     LOG_MIN_LINES = 8
+    SUMMARY_MIN_LINES = 5  # interval, reason, ID, and the last two attempts
     FIXED_ROWS = 7  # header 2, completion 2, column titles 1, status line 1, footer 1
 
     def on_resize(self) -> None:
         self.size_details()
 
     def size_details(self) -> None:
-        """Split the height between table and details so the log keeps at least 8 lines (at 80×24 too),
-        the summary gets what is left (its first lines: interval, reason, ID), and the table at least 5."""
+        """Split the height between table and details so the log keeps at least 8 lines and the summary 5
+        (interval, reason, ID and the last two attempts) — at 80×24 too, where the table keeps 3 rows (5 from
+        30 rows on)."""
         available = max(0, self.size.height - self.FIXED_ROWS)
-        wanted = max(int(available * 0.55), 1 + 3 + self.LOG_MIN_LINES)
-        height = max(1, min(wanted, available - 5))
+        wanted = max(int(available * 0.55), 1 + self.SUMMARY_MIN_LINES + self.LOG_MIN_LINES)
+        table_rows = 3 if self.size.height < 30 else 5
+        height = max(1, min(wanted, available - table_rows))
         self.details.styles.height = height
         summary = self.details.query_one("#details-summary")
         summary.styles.max_height = max(1, min(9, height - 1 - self.LOG_MIN_LINES))
