@@ -520,3 +520,24 @@ def test_on_a_dask_cluster_the_header_names_it_and_details_name_the_worker(work)
         run(scenario())
     finally:
         live.finish()
+
+
+def test_at_80_columns_the_footer_of_a_live_run_cuts_no_label(work):
+    """80×24 while children run here: every footer label is whole (it once read "c Cance"): the keys are packed
+    tight and r, which cannot rerun a run going on here, is out of the footer until the run ends."""
+    live = start_live(work, SLOW, "2024-01-01", "2024-01-05", max_parallel=2)
+
+    async def scenario():
+        async with live.app.run_test(size=(80, 24)) as pilot:
+            await wait_until(pilot, lambda: len(live.executor.snapshot().running) == 2)
+            await wait_until(pilot, lambda: "a Audit" in screen_text(live.app).splitlines()[-1])
+            footer = screen_text(live.app).splitlines()[-1]
+            for label in ("f Follow", "⏎ Details", "/ Jump", "s Filter", "? Help", "q Stop", "m Mark", "c Cancel",
+                          "p Pause", "a Audit"):  # fmt: skip
+                assert label in footer, footer
+            assert "Rerun" not in footer
+
+    try:
+        run(scenario())
+    finally:
+        live.finish()

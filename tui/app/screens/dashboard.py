@@ -109,6 +109,8 @@ class DashboardScreen(Screen[None]):
 
     def on_resize(self) -> None:
         self.size_details()
+        # Below 110 columns the footer packs its keys tight, so no label is cut ("c Cance") at 80 columns.
+        self.query_one(Footer).compact = self.size.width < 110
 
     def size_details(self) -> None:
         """Split the height between table and details so the log keeps at least 8 lines and the summary 5
@@ -242,6 +244,8 @@ class DashboardScreen(Screen[None]):
             return not self.source.nobody_runs  # nothing runs: nothing to follow
         if action == "stop_run":
             return self._runs_here()
+        if action == "rerun":  # a run going on here cannot be rerun until it ends: r is off, out of the footer
+            return not self._runs_here()
         if action == "quit_finished":
             return self.source.can_stop and not self._runs_here()
         if action == "leave":
