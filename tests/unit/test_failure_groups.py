@@ -51,6 +51,7 @@ def test_groups_are_counted_ordered_and_keep_their_first_reason():
         (NO_REASON, 1, 9, 9, (9,)),
     ]
     assert groups[0].example == "load failed for 2024-01-08: 503"  # the first seen, as written
+    assert groups[2].example == NO_REASON  # no reason at all is said so, not left empty
     assert group_failures([]) == []
 
 
@@ -61,4 +62,49 @@ def test_the_sentence_names_the_three_largest_and_counts_the_rest():
         "5 kinds of failure: error kind a (2); error kind b (1); error kind c (1); and 2 more"
     )
     assert groups_sentence(group_failures([(0, "x")])) == "1 kind of failure: x (1)"
+    three = group_failures([(0, "x"), (1, "y"), (2, "z")])
+    assert groups_sentence(three) == "3 kinds of failure: x (1); y (1); z (1)"  # none more to count
     assert groups_sentence([]) is None
+
+
+def test_a_backfill_s_failed_records_are_read_once_each_and_grouped(tmp_path):
+    """Only partitions the board says failed are read, in plan order: their latest attempt's error; a record
+    that cannot be read gives its problem as the reason; the groups' JSON names the first and last partition
+    by index and ID."""
+    from engine.store.failure_groups import failed_reasons, failure_groups
+    from engine.store.records import Attempt
+    from engine.store.status import Status, StatusBoard
+    from tests.saved_backfills import saved_command_backfill
+    from tests.unit.test_history import record_of
+
+    saved = saved_command_backfill(tmp_path, end="2024-01-05")
+    spec, store = saved.spec, saved.store
+    first = Attempt(run_id="r0", status="failed", started_at="t", error="disk full at 2024-01-01")
+    record_of(saved, 0, Attempt(run_id="q", status="failed", started_at="t", error="older"), first, status="failed")
+    record_of(saved, 1, Attempt(run_id="r1", status="succeeded", started_at="t"))
+    record_of(saved, 3, Attempt(run_id="r3", status="failed", started_at="t", error="disk full at 2024-01-04"),
+              status="failed")  # fmt: skip
+    interval = spec.plan.interval(2)
+    store.record_path(spec.ids.of(interval.start, interval.end)).write_text("{")
+    board = StatusBoard(len(spec.plan))
+    for index, status in (
+        (0, Status.FAILED),
+        (1, Status.SUCCEEDED),
+        (2, Status.FAILED),
+        (3, Status.FAILED),
+        (4, Status.FAILED),
+    ):  # 4: failed on the board, no record on disk (no reason to read)
+        board.set(index, status)
+    reasons = list(failed_reasons(spec, store, board))
+    assert [index for index, _ in reasons] == [0, 2, 3, 4] and reasons[3][1] is None
+    assert reasons[0][1] == "disk full at 2024-01-01" and "is not valid JSON" in reasons[1][1]
+    groups = failure_groups(spec, store, board)
+    assert (groups[0].signature, groups[0].count, len(groups)) == ("disk full at <time>", 2, 3)
+    document = groups[0].to_json(spec)
+    last = spec.plan.interval(3)
+    assert document["first"] == {"index": 0, "id": spec.ids.of(spec.plan.interval(0).start, spec.plan.interval(0).end)}
+    assert document["last"] == {"index": 3, "id": spec.ids.of(last.start, last.end)}
+    assert (document["example"], document["count"], document["signature"]) == (
+        "disk full at 2024-01-01", 2, "disk full at <time>",
+    )  # fmt: skip
+    assert list(failed_reasons(spec, store, StatusBoard(len(spec.plan)))) == []
