@@ -227,6 +227,7 @@ def test_an_asset_edited_mid_backfill_is_read_again_for_the_next_partition(tmp_p
     """The runner keeps the parsed pipeline, yet an edit made while Jan 2 runs is what Jan 3 and later run."""
     repo = Repo(tmp_path / "repo")
     marker = tmp_path / "go"
+    waiting = tmp_path / "waiting"
     asset = repo.sql(
         "s.t",
         "SELECT DATE '{{ start_date }}' AS day, 'old' AS version",
@@ -235,13 +236,16 @@ def test_an_asset_edited_mid_backfill_is_read_again_for_the_next_partition(tmp_p
     )
     repo.python(
         "s.wait",
-        "import os, time\n"
+        "import os, pathlib, time\n"
+        "if os.environ['BACKFILL_START'].startswith('2024-01-02'):\n"
+        f"    pathlib.Path({str(waiting)!r}).touch()\n"
         f"while os.environ['BACKFILL_START'].startswith('2024-01-02') and not os.path.exists({str(marker)!r}):\n"
         "    time.sleep(0.05)\n",
     )
     process = start_background(*REASON, "p", *FIVE_DAYS, "--no-progress", cwd=repo.root, env=home)
-    backfill = backfill_of(repo.root)
-    running_record(backfill, 1)
+    # Wait until Jan 2's pipeline has been parsed and its first asset runs, not merely until the record says
+    # running: the runner may not have read the asset yet when the executor has written its attempt.
+    wait_for(waiting.exists, timeout=60)
     asset.write_text(asset.read_text().replace("'old'", "'new'"))
     marker.touch()
     process.communicate(timeout=120)
