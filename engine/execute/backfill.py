@@ -121,9 +121,12 @@ class Prepared:
     ) -> Executor:
         launcher = launcher or self.start_launcher()
         parallel = self.parallelism.effective
+        cap = self.parallelism.limit
         threads = getattr(launcher, "threads", None)
         if threads is not None:  # never submit more than the cluster can start: a queued attempt would wait
-            parallel = max(1, min(parallel, threads()))
+            slots = threads()
+            if slots < parallel:
+                parallel, cap = max(1, slots), (max(1, slots), f"the cluster has {slots} worker threads")
         return Executor(
             self.spec,
             self.store,
@@ -139,6 +142,7 @@ class Prepared:
             reason=self.reason,
             lease=LeaseKeeper(self.store, self.takeover.generation.number, self.settings),
             rerun_asset=self.rerun_asset,
+            parallel_cap=cap,
         )
 
     def release(self) -> None:

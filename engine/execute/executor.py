@@ -126,6 +126,7 @@ class Executor:
         reason: str | None = None,
         lease: LeaseKeeper | None = None,
         rerun_asset: AssetRerun | None = None,
+        parallel_cap: tuple[int, str] | None = None,
     ) -> None:
         self.spec = spec
         self.store = store
@@ -134,6 +135,8 @@ class Executor:
         self.selection = selection
         self.takeover = takeover
         self.parallel = max(1, effective_parallel)
+        self.requested_parallel = options.max_parallel  # what operators asked for; `parallel` is what runs
+        self.parallel_cap = parallel_cap  # (most children at once, why): a connection's or a cluster's limit
         self.launcher = launcher or ForkExecLauncher()
         self.hooks = hooks or ExecutorHooks()
         self.grace = grace
@@ -184,6 +187,7 @@ class Executor:
         self._paused: str | None = None  # why an operator paused it: running children finish, none start
         self._intervention: str | None = None  # an operator's cancel, pause or end, in their words
         self._ended_as: str | None = None  # the status an operator's mark ended the backfill with
+        self._stopped: set[int] = set()  # partitions an operator stopped one by one: the run is not a success
 
     # ---------------------------------------------------------------- front-end API
 
@@ -245,6 +249,36 @@ class Executor:
         """Pause (``message``) or resume (None): while paused, running children finish and none start."""
         with self._lock:
             self._paused = message
+            self._intervention = message
+            self._version += 1
+
+    def set_parallel(self, requested: int) -> str:
+        """An operator's ``--max-parallel`` while it runs: more children start at the next turn of the loop;
+        fewer, and none starts until enough have ended (none is stopped for it). The reserve grows with it
+        first (an OSError when the disk has no room for it: nothing changes)."""
+        cap = self.parallel_cap
+        effective = max(1, min(requested, cap[0])) if cap is not None else max(1, requested)
+        size = reserve_size(requested)
+        if self._reserve.held and size > self._reserve.size:
+            self._reserve.grow(size)
+        with self._lock:
+            self.requested_parallel, self.parallel = requested, effective
+            self._version += 1
+        if self.owns():  # what the screens of other processes show
+            self.takeover.generation = self.store.record_parallel(self.takeover.generation, (requested, effective))
+        if effective < requested:
+            return f"{effective} at once now (capped: {cap[1]})" if cap is not None else f"{effective} at once now"
+        return f"{effective} at once now"
+
+    def stop_partitions(self, indices: list[int], message: str) -> None:
+        """An operator's stop of single partitions: each is stopped as a cancel stops it (SIGINT, SIGKILL after
+        the grace), recorded cancelled and not retried; the others go on."""
+        with self._lock:
+            for index in indices:
+                active = self._active.get(index)
+                if active is not None:
+                    self._stopped.add(index)
+                    self._begin_stop(active, f"cancelled: {message}", RecordStatus.CANCELLED)
             self._intervention = message
             self._version += 1
 
@@ -313,6 +347,7 @@ class Executor:
                 board=self.board,
                 intervention=self._intervention,
                 escalation=self._escalation,
+                parallel=(self.requested_parallel, self.parallel),
             )
 
     # ---------------------------------------------------------------- the loop
@@ -320,7 +355,7 @@ class Executor:
     def run(self) -> Outcome:
         self._started_at, started = time.time(), time.monotonic()
         self.takeover.generation = self.store.record_selection(
-            self.takeover.generation, self._selected, self._started_at
+            self.takeover.generation, self._selected, self._started_at, (self.requested_parallel, self.parallel)
         )
         setup_error: BackfillError | None = None
         try:
@@ -472,7 +507,7 @@ class Executor:
             return RunOutcome.PAUSED
         if self._stop_reason is not None:
             return RunOutcome.CANCELLED
-        if self._failed:
+        if self._failed or self._stopped:  # a partition an operator stopped is not done: exit 1, resumable
             return RunOutcome.FAILED
         return RunOutcome.SUCCEEDED if self._exhausted else RunOutcome.FAILED
 

@@ -64,3 +64,4 @@ class Snapshot:
     board: StatusBoard
     intervention: str | None = None  # an operator's cancel, pause or mark: who and why
     escalation: int = 0  # stop requests after the first: 1 sent SIGTERM to every child, 2 SIGKILL
+    parallel: tuple[int, int] = (1, 1)  # --max-parallel asked (an operator may change it live), and what runs

@@ -24,6 +24,7 @@ class ExecutorHolder:
 
     executor: Executor
     writes: int = 0  # writes allowed so far: a request fenced before its first write is given back whole
+    live: bool = True
 
     @property
     def store(self) -> StateStore:
@@ -44,6 +45,15 @@ class ExecutorHolder:
 
     def running(self) -> frozenset[int]:
         return self.executor.running_indices()
+
+    def requested_parallel(self) -> int:
+        return self.executor.requested_parallel
+
+    def set_parallel(self, value: int) -> str:
+        return self.executor.set_parallel(value)
+
+    def stop_partitions(self, indices: list[int], message: str) -> None:
+        self.executor.stop_partitions(indices, message)
 
     def flush(self) -> None:
         self.executor.flush_records()

@@ -18,7 +18,7 @@ from engine.interventions.requests import Request, Result
 from engine.spec.backfill_spec import BackfillSpec
 from engine.store import audit
 from engine.store.bulk_marks import BulkMark, write_bulk_mark
-from engine.store.control import Control, Decision, read_control, write_control
+from engine.store.control import Control, Decision, Setting, read_control, resume_options, write_control
 from engine.store.manifest import now_text
 from engine.store.records import Attempt, PartitionRecord, RecordStatus
 from engine.store.state_store import StateStore
@@ -27,6 +27,7 @@ from engine.store.status import Status, StatusBoard
 MARK_STATUSES = (RecordStatus.SUCCEEDED, RecordStatus.FAILED, RecordStatus.SKIPPED)
 BACKFILL_MARK_STATUSES = (RecordStatus.SUCCEEDED, RecordStatus.FAILED)
 DURABLE_ONE_BY_ONE = 64  # up to this many marks are written into each record; more go into one bulk mark
+MOST_PARALLEL = 100_000  # as --max-parallel: anything above is a typo, not a plan
 
 
 class Holder(Protocol):
@@ -36,8 +37,19 @@ class Holder(Protocol):
     spec: BackfillSpec
     board: StatusBoard
     applied_by: str
+    live: bool  # an executor runs the backfill: it has children to stop and a parallelism to change
 
     def running(self) -> frozenset[int]: ...
+
+    def requested_parallel(self) -> int:
+        """The ``--max-parallel`` in force: the live run's, else what the next ``--continue`` starts from."""
+
+    def set_parallel(self, value: int) -> str:
+        """Run up to ``value`` children at once from now on; what that means here, in a few words (an
+        OSError when the executor cannot keep room for that many records: nothing changed)."""
+
+    def stop_partitions(self, indices: list[int], message: str) -> None:
+        """Stop these running partitions now (recorded cancelled, resumable); the rest goes on."""
 
     def flush(self) -> None: ...
 
@@ -61,6 +73,7 @@ class CommandHolder:
     spec: BackfillSpec
     board: StatusBoard
     applied_by: str
+    live: bool = False
 
     def running(self) -> frozenset[int]:
         """Partitions still recorded running: an executor that is gone left them so (a later takeover or
@@ -84,6 +97,15 @@ class CommandHolder:
     def end(self, status: str, message: str) -> None:
         pass
 
+    def requested_parallel(self) -> int:
+        return resume_options(self.store.read_manifest(), self.store.directory).max_parallel
+
+    def set_parallel(self, value: int) -> str:
+        return "nothing runs now: the next --continue starts from it"
+
+    def stop_partitions(self, indices: list[int], message: str) -> None:
+        raise AssertionError("no executor runs the backfill: there is nothing to stop")
+
     def before_write(self) -> None:
         pass  # the command holds .lock: no executor runs the backfill
 
@@ -96,6 +118,8 @@ def apply(request: Request, holder: Holder) -> Result:
         "cancel": _cancel,
         "pause": _pause,
         "resume": _resume,
+        "set": _set,
+        "stop": _stop,
     }.get(request.action)
     if handler is None:
         return Result(EXIT_BAD_INPUT, f"unknown request {request.action!r}")
@@ -375,6 +399,93 @@ def _resume(request: Request, holder: Holder) -> Result:
     )
     holder.pause(False, "")
     return Result(EXIT_OK, f"backfill {holder.store.id} resumed: backfill --continue {holder.store.id} goes on", 1)
+
+
+def _set(request: Request, holder: Holder) -> Result:
+    """``backfill set --max-parallel N``: the live run takes it at once (running children are never stopped
+    for it: above the new value, none starts until enough have ended), and later resumes start from it."""
+    value = request.params.get("max_parallel")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MOST_PARALLEL:
+        return Result(
+            EXIT_BAD_INPUT, f"--max-parallel {value!r} is not allowed: give a whole number from 1 to {MOST_PARALLEL:,}"
+        )
+    before = holder.requested_parallel()
+    if value == before:
+        return Result(EXIT_OK, f"backfill {holder.store.id} has --max-parallel {value} already: nothing changed")
+    control = read_control(holder.store.directory)
+    holder.before_write()
+    effect = holder.set_parallel(value)
+    try:
+        setting = Setting(value, request.requested_by, now_text(), request.reason)
+        write_control(holder.store.directory, replace(control, max_parallel=setting))
+        holder.before_write()
+        audit.append(
+            holder.store.directory,
+            [
+                _line(
+                    request,
+                    holder.store,
+                    holder.applied_by,
+                    action="SET",
+                    from_status=f"max-parallel {before}",
+                    to_status=f"max-parallel {value}",
+                )
+            ],
+        )
+    except BaseException:
+        holder.set_parallel(before)  # not recorded: the run goes on as before
+        raise
+    return Result(EXIT_OK, f"backfill {holder.store.id}: --max-parallel {before} → {value}; {effect}", 1)
+
+
+def _stop(request: Request, holder: Holder) -> Result:
+    """``backfill cancel ID --ids P``: stop running partitions now, each recorded cancelled (resumable); the
+    rest of the backfill goes on. Only a running partition can be stopped: anything else is refused whole."""
+    indices = sorted({int(index) for index in request.params.get("indices") or ()})
+    if not indices:
+        return Result(EXIT_BAD_INPUT, "name the running partitions to stop (--ids)")
+    if not holder.live:
+        return Result(
+            EXIT_REFUSED,
+            f"no executor runs backfill {holder.store.id}: no partition of it runs, nothing to stop "
+            "(one still recorded running is settled by backfill reconcile or --continue)",
+        )
+    running = holder.running()
+    idle = [index for index in indices if index not in running]
+    if idle:
+        shown = ", ".join(
+            f"{holder.spec.ids.of(*_bounds(holder, index))[:12]} ({holder.board.status(index).label})"
+            for index in idle[:3]
+        )
+        more = f" and {len(idle) - 3} more" if len(idle) > 3 else ""
+        return Result(
+            EXIT_REFUSED,
+            f"partition {shown}{more} of backfill {holder.store.id} is not running: only a running partition can "
+            "be stopped (backfill mark changes one that is not): nothing was stopped",
+        )
+    ids = [holder.spec.ids.of(*_bounds(holder, index)) for index in indices]
+    lines = [
+        _line(
+            request,
+            holder.store,
+            holder.applied_by,
+            partition_id=partition_id,
+            action="CANCEL",
+            from_status="running",
+            to_status=RecordStatus.CANCELLED,
+        )
+        for partition_id in ids
+    ]
+    holder.before_write()
+    audit.append(holder.store.directory, lines)
+    which = f"partition {ids[0][:12]}" if len(ids) == 1 else f"{len(ids)} partitions"
+    holder.stop_partitions(indices, f"stopped {which} by {request.requested_by}: {request.reason}")
+    return Result(
+        EXIT_OK,
+        f"{which} of backfill {holder.store.id} stopping: recorded cancelled once it has exited; the rest goes on, "
+        "and --continue runs it again",
+        len(indices),
+    )
 
 
 def reopen_for_continue(store: StateStore, reason: str, requested_by: str, applied_by: str) -> None:

@@ -19,11 +19,13 @@ class Parallelism:
     effective: int
     reason: str | None  # why ``effective`` is below ``requested``, or None
     short_reason: str | None = None  # the same in a few words, for headers
+    limit: tuple[int, str] | None = None  # the environment's own cap, binding or not, and in a few words why:
+    # a --max-parallel raised while the backfill runs is held to it too
 
 
 def effective_parallelism(requested: int, workers: int, environment: Environment | None) -> Parallelism:
     """Cap ``requested`` by every connection of the environment; say which connection capped it."""
-    cap, reason, short = requested, None, None
+    cap, reason, short = None, None, None
     for connection in environment.connections if environment else ():
         if connection.kind == "duckdb" and not connection.read_only:
             limit = 1
@@ -39,6 +41,10 @@ def effective_parallelism(requested: int, workers: int, environment: Environment
             brief = f"{connection.name!r} max {slots} assets"
         else:
             continue
-        if limit < cap:
+        if cap is None or limit < cap:
             cap, reason, short = limit, why, brief
-    return Parallelism(requested, cap, reason, short)
+    if cap is None:
+        return Parallelism(requested, requested, None)
+    if cap < requested:
+        return Parallelism(requested, cap, reason, short, (cap, short))
+    return Parallelism(requested, requested, None, None, (cap, short))

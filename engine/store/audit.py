@@ -34,6 +34,7 @@ ACTIONS = (
     "GATE_BYPASS",
     "RECONCILE_LOST",
     "RESTORE",
+    "SET",
 )
 FIELDS = (
     "id",

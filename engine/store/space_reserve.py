@@ -50,6 +50,22 @@ class SpaceReserve:
         os.close(descriptor)
         self.held = True
 
+    def grow(self, size: int) -> None:
+        """Make the reserve held ``size`` bytes (more children at once); OSError when there is no room, and the
+        reserve already held stays as it was."""
+        descriptor = os.open(self.path, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            try:
+                os.posix_fallocate(descriptor, 0, size)
+            except OSError as error:
+                if error.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                    raise
+                os.pwrite(descriptor, b"\0" * (size - self.size), self.size)
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+        self.size = size
+
     def release(self) -> bool:
         """Give the room back; whether there was any to give."""
         if not self.held:

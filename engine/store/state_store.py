@@ -146,6 +146,9 @@ class Generation:
     # executor's own screen does.
     selected: int | None = None
     run_started_at: float | None = None
+    # --max-parallel as asked and the children it runs at once, as it started and after each live change: what
+    # a screen in another process shows in its header.
+    parallel: tuple[int, int] | None = None
 
 
 class StateStore:
@@ -357,6 +360,7 @@ class StateStore:
                 float(data.get("cluster_grace", 0.0)),
                 _count_or_none(data.get("selected")),
                 _seconds_or_none(data.get("run_started_at")),
+                _parallel_or_none(data.get("max_parallel"), data.get("parallel")),
             )
         except (KeyError, TypeError) as error:
             raise StateUnreadable(f"{self.generation_path} lacks {error}: it was not written by backfill") from None
@@ -377,10 +381,18 @@ class StateStore:
         self._write_generation(generation)
         return generation
 
-    def record_selection(self, generation: Generation, selected: int, started_at: float) -> Generation:
+    def record_selection(
+        self, generation: Generation, selected: int, started_at: float, parallel: tuple[int, int]
+    ) -> Generation:
         """Once the executor has counted its selection and starts: what a screen in another process measures its
-        progress against."""
-        generation = replace(generation, selected=selected, run_started_at=started_at)
+        progress against, and how many children it runs at once."""
+        generation = replace(generation, selected=selected, run_started_at=started_at, parallel=parallel)
+        self._write_generation(generation)
+        return generation
+
+    def record_parallel(self, generation: Generation, parallel: tuple[int, int]) -> Generation:
+        """An operator changed --max-parallel while it runs: (asked, at once) for the screens of other processes."""
+        generation = replace(generation, parallel=parallel)
         self._write_generation(generation)
         return generation
 
@@ -396,7 +408,16 @@ class StateStore:
             data.update(cluster=generation.cluster, cluster_grace=generation.cluster_grace)
         if generation.selected is not None:
             data.update(selected=generation.selected, run_started_at=generation.run_started_at)
+        if generation.parallel is not None:
+            data.update(max_parallel=generation.parallel[0], parallel=generation.parallel[1])
         write_atomic(self.generation_path, orjson.dumps(data))
+
+
+def _parallel_or_none(asked: Any, running: Any) -> tuple[int, int] | None:
+    """(asked, at once) when both are counts of 1 or more (older generations hold neither), else unknown."""
+    if _count_or_none(asked) and _count_or_none(running):
+        return asked, running
+    return None
 
 
 def _count_or_none(value: Any) -> int | None:

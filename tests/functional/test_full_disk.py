@@ -12,7 +12,7 @@ import orjson
 import psutil
 import pytest
 
-from tests.backfills import child_command, records, state_dirs
+from tests.backfills import child_command, child_running, records, start_background, state_dirs, wait_for
 from tests.conftest import run_backfill, tmpfs
 from tests.guard_flags import GUARD
 
@@ -143,3 +143,36 @@ def test_no_room_for_the_reserve_starts_nothing_and_continue_completes_once_ther
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert len(spans.read_text().splitlines()) == 3
     assert not (backfill / ".reserve").exists()  # given back at the end
+
+
+def test_a_live_max_parallel_without_room_for_its_reserve_is_refused_and_changes_nothing(work, home, small_disk):
+    """`backfill set --max-parallel 32` while it runs, on a store with room for 2's reserve but not 32's: refused
+    in one line naming the disk's error, nothing saved or audited, and the run goes on two at a time."""
+    released = work / "released"
+    days = ("--start-date", "2024-01-01", "--end-date", "2024-01-04")
+    args = ("--command", child_command("--wait-for", str(released)), *days, "--max-parallel", "2")
+    process = start_background(*GUARD, *args, "--no-progress", "--state-dir", str(small_disk), cwd=work, env=home)
+    backfill = wait_for(lambda: (state_dirs(small_disk) or [None])[0], timeout=30)
+    wait_for(lambda: sum(1 for r in records(backfill) if child_running(r)) == 2, timeout=30)
+    filler = small_disk / "filler"
+    filler.write_bytes(b"\0" * (100 * 1024))  # what is left is less than 320 KiB - 80 KiB
+    bigger = run_backfill(
+        "set",
+        backfill.name,
+        "--max-parallel",
+        "32",
+        "--reason",
+        "r",
+        "--state-dir",
+        str(small_disk),
+        cwd=work,
+        env=home,
+    )
+    assert bigger.returncode == 1, bigger.stdout + bigger.stderr
+    assert bigger.stderr.strip().endswith("the request could not be applied (No space left on device): nothing changed")
+    assert not (backfill / "control.json").exists() and not (backfill / "audit.jsonl").exists()
+    assert sum(1 for r in records(backfill) if child_running(r)) == 2
+    filler.unlink()
+    released.touch()
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, out + err

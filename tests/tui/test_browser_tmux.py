@@ -212,7 +212,8 @@ def test_a_pause_from_the_screen_and_a_resume_from_the_cli_show_on_a_saved_backf
 
 def test_watch_is_a_live_read_only_dashboard_for_a_second_operator(tmp_path, home):
     """`backfill watch ID` while another process runs the backfill: its rows live in a real terminal, the status
-    line saying read-only, no acting key in the footer, and c, p, m and r opening nothing; q leaves it running.
+    line saying read-only, no acting key in the footer, and c, p, m, r, +, - and x opening nothing; a `backfill set`
+    from a third terminal reaches its header; q leaves it running.
     Without a terminal it is one line and exit 2."""
     from tests.backfills import start_background, wait_for
 
@@ -235,13 +236,25 @@ def test_watch_is_a_live_read_only_dashboard_for_a_second_operator(tmp_path, hom
             assert "running in another process" in screen
             footer = screen.rstrip().splitlines()[-1]
             assert not any(word in footer for word in ("Cancel", "Pause", "Rerun", "Mark", "Stop")), footer
-            tmux.keys("c", "p", "m", "r")
+            tmux.keys("c", "p", "m", "r", "+", "-", "x")
             tmux.keys("t")  # a key that only looks still works
             screen = tmux.wait_for("Failures by kind")
             assert not any(
-                title in screen for title in ("Cancel backfill", "Pause backfill", "Mark ", "Rerun backfill")
+                title in screen
+                for title in (
+                    "Cancel backfill",
+                    "Pause backfill",
+                    "Mark ",
+                    "Rerun backfill",
+                    "at once for",
+                    "Stop part",
+                )
             )
             tmux.keys("Escape")
+            assert "  2 parallel" in tmux.wait_for("▶ running")
+            raised = run_backfill("set", backfill.name, "--max-parallel", "3", "--reason", "r", cwd=work, env=home)
+            assert raised.returncode == 0, raised.stderr
+            tmux.wait_for("  3 parallel")  # another terminal's change reaches the watcher's header
             gate.write_text("")
             tmux.wait_for("saved backfill (nothing runs it)", timeout=60)
             tmux.keys("q")

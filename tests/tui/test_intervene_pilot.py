@@ -148,3 +148,64 @@ def test_pause_resume_and_cancel_a_live_run_from_its_dashboard(work):
         live.finish()
     assert audit_actions(backfill) == ["PAUSE", "RESUME", "PAUSE", "RESUME", "CANCEL"]
     assert not [r for r in records(backfill) if r["status"] == "running"]
+
+
+def test_more_or_fewer_at_once_and_stopping_one_partition_from_the_dashboard(work):
+    """+ proposes one more at once (3), refuses a non-ASCII count, and with a reason three children run and the
+    header says so; x on a running row stops only that partition (recorded cancelled, the others go on); x on
+    a row that does not run says so and opens nothing; - brings it back to 2. Audited SET, CANCEL, SET."""
+    from tui.app.screens.intervene_forms import ParallelForm
+
+    live = start_live(work, SLOW, "2024-01-01", "2024-01-20", max_parallel=2, exit_when_succeeded=False)
+    backfill = live.prepared.store.directory
+
+    def header() -> str:
+        return live.screen.query_one("#run-header").render().plain
+
+    async def scenario():
+        async with live.app.run_test(size=(120, 40), notifications=True) as pilot:
+            await wait_until(pilot, lambda: len(live.executor.snapshot().running) == 2)
+            assert "  2 parallel" in header()
+            await pilot.press("plus")
+            await wait_until(pilot, lambda: isinstance(live.app.screen, ParallelForm))
+            shown = screen_text(live.app)
+            assert "--max-parallel (now 2)" in shown and "Saved and audited" in shown
+            assert live.app.screen.query_one("#parallel-value").value == "3"
+            await pilot.click("#parallel-value")
+            await pilot.press("end", "backspace", "٣")
+            await pilot.pause()
+            assert "'٣' is not a count of partitions at once" in screen_text(live.app)
+            assert live.app.screen.query_one("#submit").disabled
+            await pilot.press("backspace", "3")
+            await pilot.click("#reason")
+            await pilot.press(*"quiet hour", "enter")
+            await wait_until(pilot, lambda: len(live.executor.snapshot().running) == 3)
+            await wait_until(pilot, lambda: "  3 parallel" in header())
+            await pilot.press("home")  # partition 0, running
+            await pilot.pause()
+            await pilot.press("x")
+            await wait_until(pilot, lambda: isinstance(live.app.screen, ReasonForm))
+            assert "Stop partition 0 now" in screen_text(live.app)
+            await pilot.press(*"bad source", "enter")
+            await wait_until(pilot, lambda: records(backfill)[0]["status"] == "cancelled", timeout=60)
+            await wait_until(pilot, lambda: len(live.executor.snapshot().running) == 3)  # the others go on
+            assert 0 not in {p.index for p in live.executor.snapshot().running}
+            assert records(backfill)[0]["attempts"][-1]["error"].endswith(": bad source")
+            await pilot.press("end")  # the last partition: queued
+            await pilot.pause()
+            await pilot.press("x")
+            await wait_until(
+                pilot, lambda: "x stops a running partition: select one that runs" in screen_text(live.app)
+            )
+            assert not isinstance(live.app.screen, ReasonForm)
+            await pilot.press("minus")
+            await wait_until(pilot, lambda: isinstance(live.app.screen, ParallelForm))
+            assert live.app.screen.query_one("#parallel-value").value == "2"
+            await pilot.press(*"peak", "enter")
+            await wait_until(pilot, lambda: live.executor.parallel == 2 and "  2 parallel" in header())
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        live.finish()
+    assert audit_actions(backfill) == ["SET", "CANCEL", "SET"]

@@ -430,3 +430,148 @@ def test_a_rerun_line_keeps_the_status_and_message_the_partition_had(holder, tmp
         ("failed", f"marked failed by {WHO}: bad load", "mart.x"),
         ("queued", None, "mart.x"),
     ]
+
+
+@dataclass
+class LiveHolder(Holder):
+    """A live executor's holder as apply sees it: children run, a parallelism to change, partitions to stop."""
+
+    live: bool = True
+    parallel: int = 2
+    fail_next_write: bool = False
+
+    def requested_parallel(self) -> int:
+        return self.parallel
+
+    def set_parallel(self, value: int) -> str:
+        self.told.append(("set", value))
+        self.parallel = value
+        return f"{value} at once now"
+
+    def stop_partitions(self, indices: list[int], message: str) -> None:
+        self.told.append(("stop", indices, message))
+
+    def before_write(self) -> None:
+        if self.fail_next_write and self.told:
+            raise OSError(28, "No space left on device")
+
+
+@pytest.fixture
+def live(holder: Holder) -> LiveHolder:
+    return LiveHolder(holder.store, holder.spec, holder.board, "executor generation 1 (PID 9 on h)")
+
+
+def test_set_changes_the_live_parallelism_saves_it_and_audits_from_and_to(live):
+    """set --max-parallel 5 over 2: told to the executor, saved with who/why, one SET line 2 → 5; the same value
+    again changes nothing and writes nothing."""
+    result = apply(request("set", reason="idle warehouse", max_parallel=5), live)
+    assert (result.exit_code, result.changed) == (0, 1)
+    assert result.message == f"backfill {live.store.id}: --max-parallel 2 → 5; 5 at once now"
+    assert live.told == [("set", 5)]
+    setting = read_control(live.store.directory).max_parallel
+    assert (setting.value, setting.by, setting.reason) == (5, WHO, "idle warehouse")
+    [line] = lines(live)
+    assert (line["action"], line["from_status"], line["to_status"], line["partition_id"]) == (
+        "SET",
+        "max-parallel 2",
+        "max-parallel 5",
+        None,
+    )
+    assert line["applied_by"] == "executor generation 1 (PID 9 on h)" and line["reason"] == "idle warehouse"
+    same = apply(request("set", max_parallel=5), live)
+    assert (same.exit_code, same.changed) == (0, 0)
+    assert same.message == f"backfill {live.store.id} has --max-parallel 5 already: nothing changed"
+    assert len(lines(live)) == 1 and live.told == [("set", 5)]
+
+
+@pytest.mark.parametrize("value", [0, -1, 100_001, True, "4", 2.0, None])
+def test_a_set_of_something_that_is_not_a_count_is_bad_input_and_changes_nothing(live, value):
+    """Zero, negatives, the absurd, a boolean, text, a float, nothing: exit 2 naming the value; nothing told,
+    saved or audited."""
+    result = apply(request("set", max_parallel=value), live)
+    assert result.exit_code == 2
+    assert result.message == f"--max-parallel {value!r} is not allowed: give a whole number from 1 to 100,000"
+    assert live.told == [] and read_control(live.store.directory).max_parallel is None and not lines(live)
+
+
+def test_the_bounds_of_a_set_are_allowed(live):
+    """1 and 100,000 are counts like any other."""
+    assert apply(request("set", max_parallel=1), live).exit_code == 0
+    assert apply(request("set", max_parallel=100_000), live).exit_code == 0
+    assert live.told == [("set", 1), ("set", 100_000)]
+
+
+def test_a_set_that_cannot_be_recorded_puts_the_parallelism_back(live):
+    """The control file or the audit line cannot be written: the executor goes back to what it ran before, so
+    nothing runs at a value nobody can see."""
+    live.fail_next_write = True
+    with pytest.raises(OSError):
+        apply(request("set", max_parallel=7), live)
+    assert live.told == [("set", 7), ("set", 2)] and live.parallel == 2
+    assert not lines(live)
+
+
+def test_a_set_with_no_executor_is_saved_for_the_next_continue(holder):
+    """No executor: the value the next --continue starts from (the first invocation's, 1) is the one replaced."""
+    result = apply(request("set", max_parallel=3), holder)
+    assert result.message == (
+        f"backfill {holder.store.id}: --max-parallel 1 → 3; nothing runs now: the next --continue starts from it"
+    )
+    assert read_control(holder.store.directory).max_parallel.value == 3
+    assert apply(request("set", max_parallel=3), holder).changed == 0  # read back from control.json
+
+
+def partition_id(holder: Holder, index: int) -> str:
+    interval = holder.spec.plan.interval(index)
+    return holder.spec.ids.of(interval.start, interval.end)
+
+
+def test_a_stop_of_running_partitions_audits_each_and_tells_the_executor(live):
+    """stop [4, 2] while 2 and 4 run: one CANCEL line per partition (running → cancelled), the executor told
+    the indices in order with who and why; the answer counts them."""
+    live.busy = frozenset({2, 4, 6})
+    result = apply(request("stop", reason="corrupt source", indices=[4, 2, 4]), live)
+    assert (result.exit_code, result.changed) == (0, 2)
+    assert result.message == (
+        f"2 partitions of backfill {live.store.id} stopping: recorded cancelled once it has exited; the rest goes "
+        "on, and --continue runs it again"
+    )
+    assert live.told == [("stop", [2, 4], f"stopped 2 partitions by {WHO}: corrupt source")]
+    assert [(x["action"], x["partition_id"], x["from_status"], x["to_status"]) for x in lines(live)] == [
+        ("CANCEL", partition_id(live, 2), "running", "cancelled"),
+        ("CANCEL", partition_id(live, 4), "running", "cancelled"),
+    ]
+    one = apply(request("stop", reason="r", indices=[6]), live)
+    assert one.message.startswith(f"partition {partition_id(live, 6)[:12]} of backfill {live.store.id} stopping")
+    assert live.told[-1] == ("stop", [6], f"stopped partition {partition_id(live, 6)[:12]} by {WHO}: r")
+
+
+def test_a_stop_naming_any_partition_that_does_not_run_is_refused_whole(live):
+    """One running, four not: exit 3 naming the first three that do not run with their status and how many more;
+    nothing told, nothing audited."""
+    live.busy = frozenset({0})
+    result = apply(request("stop", indices=[0, 1, 2, 3, 4]), live)
+    assert result.exit_code == 3
+    named = ", ".join(f"{partition_id(live, i)[:12]} (queued)" for i in (1, 2, 3))
+    assert result.message == (
+        f"partition {named} and 1 more of backfill {live.store.id} is not running: only a running partition can be "
+        "stopped (backfill mark changes one that is not): nothing was stopped"
+    )
+    assert live.told == [] and not lines(live)
+    exactly_three = apply(request("stop", indices=[1, 2, 3]), live)
+    assert " and 1 more" not in exactly_three.message and "(queued) of backfill" in exactly_three.message
+
+
+def test_a_stop_without_a_live_executor_or_without_partitions_is_refused(holder, live):
+    """No executor: refused (3), even for a partition still recorded running; no index at all: bad input (2)."""
+    holder.busy = frozenset({1})
+    idle = apply(request("stop", indices=[1]), holder)
+    assert (idle.exit_code, idle.message) == (
+        3,
+        f"no executor runs backfill {holder.store.id}: no partition of it runs, nothing to stop (one still "
+        "recorded running is settled by backfill reconcile or --continue)",
+    )
+    empty = apply(request("stop", indices=[]), live)
+    assert (empty.exit_code, empty.message) == (2, "name the running partitions to stop (--ids)")
+    assert apply(request("stop"), live).exit_code == 2
+    assert not lines(holder)

@@ -7,8 +7,9 @@ import orjson
 import pytest
 
 from engine.base.errors import StateUnreadable
-from engine.store.control import CONTROL, Control, Decision, read_control, write_control
+from engine.store.control import CONTROL, Control, Decision, Setting, read_control, resume_options, write_control
 
+SETTING = b'{"value": %s, "by": "ana", "at": "T", "reason": "why"}'
 PAUSE = Decision("paused", "ana", "2026-03-01T10:00:00+00:00", "warehouse maintenance")
 END = Decision("cancelled", "bo", "2026-03-02T11:30:00+00:00", "wrong range")
 
@@ -28,6 +29,7 @@ def test_decisions_read_back_as_written(tmp_path):
             "reason": "warehouse maintenance",
         },
         "ended": {"status": "cancelled", "by": "bo", "at": "2026-03-02T11:30:00+00:00", "reason": "wrong range"},
+        "max_parallel": None,
     }
 
 
@@ -35,7 +37,12 @@ def test_no_decision_is_written_as_null(tmp_path):
     """A control with nothing decided writes nulls and reads back empty; no file reads as nothing decided."""
     assert read_control(tmp_path) == Control()
     write_control(tmp_path, Control())
-    assert orjson.loads((tmp_path / CONTROL).read_bytes()) == {"format": 1, "paused": None, "ended": None}
+    assert orjson.loads((tmp_path / CONTROL).read_bytes()) == {
+        "format": 1,
+        "paused": None,
+        "ended": None,
+        "max_parallel": None,
+    }
     assert read_control(tmp_path) == Control()
 
 
@@ -69,6 +76,12 @@ def test_fields_written_as_numbers_are_read_as_text(tmp_path):
         (b"[1]", "has an unknown format: it was not written by this backfill"),
         (b'{"format": 1, "paused": {"status": "paused"}}', "is damaged (a decision lacks a field)"),
         (b'{"format": 1, "ended": ["cancelled"]}', "is damaged (a decision lacks a field)"),
+        (b'{"format": 1, "max_parallel": {"value": 4}}', "is damaged (a setting lacks a field)"),
+        (b'{"format": 1, "max_parallel": [4]}', "is damaged (a setting lacks a field)"),
+        (b'{"format": 1, "max_parallel": %s}' % SETTING % b"0", "is damaged (max_parallel 0 is not a count)"),
+        (b'{"format": 1, "max_parallel": %s}' % SETTING % b"true", "is damaged (max_parallel True is not a count)"),
+        (b'{"format": 1, "max_parallel": %s}' % SETTING % b'"4"', "is damaged (max_parallel '4' is not a count)"),
+        (b'{"format": 1, "max_parallel": %s}' % SETTING % b"2.5", "is damaged (max_parallel 2.5 is not a count)"),
     ],
 )
 def test_a_damaged_control_is_refused_with_one_line(tmp_path, content, message):
@@ -92,3 +105,26 @@ def test_an_unreadable_control_says_why(tmp_path):
     (tmp_path / CONTROL).mkdir()
     with pytest.raises(StateUnreadable, match=r"control\.json cannot be read \(Is a directory\)$"):
         read_control(tmp_path)
+
+
+def test_a_setting_reads_back_and_is_what_a_resume_starts_from(tmp_path):
+    """A max-parallel an operator set is kept through a write and a read, with who, when and why, and the
+    controls of a resume start from it rather than from the first invocation's; without one they do not."""
+    from tests.saved_backfills import saved_command_backfill
+
+    prepared = saved_command_backfill(tmp_path, end="2024-01-03")
+    directory, manifest = prepared.store.directory, prepared.store.read_manifest()
+    first = resume_options(manifest, directory)
+    assert first.max_parallel == prepared.options.max_parallel
+    setting = Setting(first.max_parallel + 5, "ana", "T", "why")
+    write_control(directory, Control(max_parallel=setting))
+    assert read_control(directory) == Control(max_parallel=setting)
+    assert orjson.loads((directory / CONTROL).read_bytes())["max_parallel"] == {
+        "value": first.max_parallel + 5,
+        "by": "ana",
+        "at": "T",
+        "reason": "why",
+    }
+    resumed = resume_options(manifest, directory)
+    assert resumed.max_parallel == first.max_parallel + 5
+    assert resumed == first.with_changes(max_parallel=first.max_parallel + 5)  # nothing else changes

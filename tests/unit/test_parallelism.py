@@ -29,6 +29,7 @@ def test_the_first_connection_that_reaches_the_cap_is_named():
         1,
         "connection 'sales' is a writable DuckDB file (one writer process at a time)",
         "writable DuckDB 'sales'",
+        (1, "writable DuckDB 'sales'"),
     )
 
 
@@ -40,5 +41,13 @@ def test_the_tightest_limit_wins_and_read_only_files_do_not_cap():
         2,
         "connection 'narrow' allows 6 concurrent assets and each child may use min(3 workers, 6) = 3",
         "'narrow' max 6 assets",
+        (2, "'narrow' max 6 assets"),
     )
-    assert effective_parallelism(2, 3, environment) == Parallelism(2, 2, None, None)  # not capped: no reason
+    # Not capped: no reason, yet the limit is kept for a --max-parallel raised while it runs.
+    assert effective_parallelism(2, 3, environment) == Parallelism(2, 2, None, None, (2, "'narrow' max 6 assets"))
+
+
+def test_a_limit_equal_to_the_request_does_not_cap_it():
+    """Asking for exactly what the connection allows runs that many, with no reason given."""
+    environment = Environment("dev", (limited("pool", 4),))
+    assert effective_parallelism(4, 1, environment) == Parallelism(4, 4, None, None, (4, "'pool' max 4 assets"))

@@ -58,3 +58,38 @@ def test_where_fallocate_is_not_supported_the_reserve_is_written_out(tmp_path, m
     SpaceReserve(tmp_path, 12_345).hold()
     path = tmp_path / RESERVE
     assert path.read_bytes() == b"\0" * 12_345 and path.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_held_reserve_grows_in_place_for_more_children(tmp_path):
+    """More children at once (a live --max-parallel): the reserve grows to the new size, in real blocks."""
+    reserve = SpaceReserve(tmp_path, 72 * 1024)
+    reserve.hold()
+    reserve.grow(200 * 1024)
+    path = tmp_path / RESERVE
+    assert reserve.size == 200 * 1024 and path.stat().st_size == 200 * 1024
+    assert path.stat().st_blocks * 512 >= 200 * 1024 and reserve.held
+
+
+def test_a_reserve_that_cannot_grow_keeps_what_it_held(tiny_disk):
+    """No room to grow: ENOSPC, and the reserve already held stays there and held, its size as it was."""
+    reserve = SpaceReserve(tiny_disk, 8 * 1024)
+    reserve.hold()
+    with pytest.raises(OSError) as raised:
+        reserve.grow(1024 * 1024)
+    assert raised.value.errno == 28
+    assert reserve.held and reserve.size == 8 * 1024 and (tiny_disk / RESERVE).exists()
+
+
+def test_where_fallocate_is_not_supported_the_reserve_grows_by_writing_zeros(tmp_path, monkeypatch):
+    """Without fallocate the missing bytes are written after those held: the file is the new size, all zeros."""
+    import errno
+
+    reserve = SpaceReserve(tmp_path, 1000)
+    reserve.hold()
+
+    def unsupported(descriptor: int, offset: int, length: int) -> None:
+        raise OSError(errno.EOPNOTSUPP, "not supported")
+
+    monkeypatch.setattr(os, "posix_fallocate", unsupported)
+    reserve.grow(3000)
+    assert (tmp_path / RESERVE).read_bytes() == b"\0" * 3000 and reserve.size == 3000

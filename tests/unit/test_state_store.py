@@ -357,8 +357,9 @@ def test_a_generation_keeps_its_run_s_selection_and_start_beside_its_cluster(tmp
     written = store.write_generation(2, 1234, 1.0, "2024-01-01T00:00:00Z")
     assert (written.selected, written.run_started_at) == (None, None)
     assert "selected" not in orjson.loads(store.generation_path.read_bytes())
-    selected = store.record_selection(written, 40, 1700000000.25)
+    selected = store.record_selection(written, 40, 1700000000.25, (8, 1))
     assert store.read_generation() == selected and (selected.selected, selected.run_started_at) == (40, 1700000000.25)
+    assert selected.parallel == (8, 1)
     clustered = store.record_cluster(selected, "tcp://h:8786", 5.0)
     assert store.read_generation() == clustered and (clustered.selected, clustered.cluster) == (40, "tcp://h:8786")
     base = orjson.loads(store.generation_path.read_bytes())
@@ -370,3 +371,22 @@ def test_a_generation_keeps_its_run_s_selection_and_start_beside_its_cluster(tmp
         assert (read.run_started_at is None) == (started_value not in (1.0,))
     store.generation_path.write_bytes(orjson.dumps({**base, "selected": 0, "run_started_at": 0}))
     assert (store.read_generation().selected, store.read_generation().run_started_at) == (0, 0.0)
+
+
+def test_a_generation_keeps_the_parallelism_it_runs_and_each_live_change(tmp_path):
+    """(asked, at once) written at the start and again after a live change, read back; the selection stays; a
+    generation without them, or with either not a count of 1 or more, reads as unknown, never as an error."""
+    store = StateStore(tmp_path / "b1")
+    store.create({"format": 1})
+    written = store.write_generation(1, 1234, 1.0, "2024-01-01T00:00:00Z")
+    assert written.parallel is None and "parallel" not in orjson.loads(store.generation_path.read_bytes())
+    started = store.record_selection(written, 10, 5.0, (4, 4))
+    changed = store.record_parallel(started, (9, 2))
+    assert store.read_generation() == changed and changed.parallel == (9, 2) and changed.selected == 10
+    raw = orjson.loads(store.generation_path.read_bytes())
+    assert (raw["max_parallel"], raw["parallel"]) == (9, 2)
+    for asked, running in [(0, 1), (1, 0), (True, 1), ("4", 4), (4, None), (None, 4), (2.0, 2)]:
+        store.generation_path.write_bytes(orjson.dumps({**raw, "max_parallel": asked, "parallel": running}))
+        assert store.read_generation().parallel is None, (asked, running)
+    store.generation_path.write_bytes(orjson.dumps({**raw, "max_parallel": 1, "parallel": 1}))
+    assert store.read_generation().parallel == (1, 1)

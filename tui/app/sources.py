@@ -39,6 +39,7 @@ class SourceState:
     started_at: float | None
     intervention: str | None = None  # an operator's cancel, pause or mark of this run: who and why
     escalation: int = 0  # a stop asked again: 1 sent SIGTERM to every child, 2 SIGKILL
+    parallel: tuple[int, int] | None = None  # (--max-parallel asked, children at once) when it changed live
 
 
 class BackfillSource(Protocol):
@@ -92,6 +93,7 @@ class ExecutorSource:
             snap.started_at,
             snap.intervention,
             snap.escalation,
+            snap.parallel,
         )
 
     def stop(self, reason: str) -> None:
@@ -230,6 +232,7 @@ class WatchedSource(SavedSource):
         except BackfillError:  # shown without the other executor's start time; resuming reports the problem
             generation = None
         self.progress = RunProgress(generation)
+        self._parallel = generation.parallel if generation else None
         super().__init__(spec, store, board, running, options, parallelism, started_at=self.progress.started_at)
         self.pid = generation.pid if generation else None
         self._version = 1
@@ -282,13 +285,24 @@ class WatchedSource(SavedSource):
             self._version += 1
             self._running = running_partitions(sorted(self._running_records.values(), key=lambda r: r.index))
 
+    def _learn_generation(self) -> None:
+        """The executor writes its selection as it starts, and its parallelism again after each live change."""
+        try:
+            generation = self.store.read_generation()
+        except BackfillError:
+            return
+        if generation is None:
+            return
+        self._parallel = generation.parallel
+        if not self.progress.known:
+            self.progress.adopt(generation)
+            self.started_at = self.progress.started_at
+
     def poll(self) -> SourceState:
         now = time.monotonic()
         if not self._idle and now - self._last_scan >= self.RESCAN_SECONDS:
             self._last_scan = now
-            if not self.progress.known:  # the executor writes its selection as it starts: look again
-                self.progress.learn(self.store)
-                self.started_at = self.progress.started_at
+            self._learn_generation()
             self._rescan()
             from engine.store.catalog import is_running
 
@@ -315,6 +329,7 @@ class WatchedSource(SavedSource):
             None,
             self.started_at,
             self._decision_now() if self._idle else None,
+            parallel=None if self._idle else self._parallel,
         )
 
 
@@ -334,7 +349,7 @@ class RunProgress:
         self._ended: dict[int, float] = {}  # partition → when its latest attempt ended (final statuses only)
         self.finished = 0
         if generation is not None:
-            self._adopt(generation)
+            self.adopt(generation)
 
     @property
     def known(self) -> bool:
@@ -344,15 +359,7 @@ class RunProgress:
     def started_at(self) -> float | None:
         return self.run_started if self.run_started is not None else self.generation_started
 
-    def learn(self, store: StateStore) -> None:
-        try:
-            generation = store.read_generation()
-        except BackfillError:
-            return
-        if generation is not None:
-            self._adopt(generation)
-
-    def _adopt(self, generation: Generation) -> None:
+    def adopt(self, generation: Generation) -> None:
         if generation.selected is None or generation.run_started_at is None:
             return
         self.selected, self.run_started = generation.selected, generation.run_started_at
@@ -374,11 +381,12 @@ def open_saved(store: StateStore) -> SavedSource:
     """The source for browsing a saved backfill: watched when another process runs it, else read once."""
     from engine.execute.backfill import shown_parallelism
     from engine.store.catalog import is_running
-    from engine.store.manifest import initial_options, spec_of
+    from engine.store.control import resume_options
+    from engine.store.manifest import spec_of
 
     manifest = store.read_manifest()
     spec = spec_of(manifest)
-    options = initial_options(manifest)
+    options = resume_options(manifest, store.directory)
     board, running = store.load_board(spec.plan, spec.ids.of)
     parallelism = shown_parallelism(spec, options)
     if is_running(store):

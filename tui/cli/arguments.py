@@ -23,6 +23,7 @@ VERBS = (
     "cancel",
     "pause",
     "resume",
+    "set",
     "rerun",
     "reconcile",
     "audit",
@@ -30,7 +31,7 @@ VERBS = (
     "validate",
 )
 IMPLEMENTED_VERBS = (
-    "run", "list", "show", "watch", "restore", "mark", "cancel", "pause", "resume", "reconcile", "audit",
+    "run", "list", "show", "watch", "restore", "mark", "cancel", "pause", "resume", "set", "reconcile", "audit",
 )  # fmt: skip
 
 
@@ -187,9 +188,10 @@ VERB_HELP = (
     ("watch ID", "a backfill's live dashboard, read-only: for a second operator (a terminal)"),
     ("restore ID --reason TEXT", "put back what a backfill changed, from its snapshot (--prune: old ones)"),
     ("mark ID [PARTITION...] --status S --reason TEXT", "set partitions, or the backfill, succeeded/failed/skipped"),
-    ("cancel ID --reason TEXT", "stop a backfill now; resumable"),
+    ("cancel ID [--ids P...] --reason TEXT", "stop a backfill now, or only these running partitions; resumable"),
     ("pause ID|--target PATH --reason TEXT", "hold a backfill, or a whole pipeline"),
     ("resume ID|--target PATH --reason TEXT", "let it go on"),
+    ("set ID --max-parallel N --reason TEXT", "change how many partitions run at once, live; kept for --continue"),
     ("reconcile [ID]", "settle backfills whose executor's lease expired"),
     ("audit [ID]", "every intervention, oldest first"),
 )

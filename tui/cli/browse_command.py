@@ -18,8 +18,8 @@ from engine.store.catalog import (
     list_backfills,
     summarize,
 )
+from engine.store.control import resume_options
 from engine.store.locate import state_root_of_cwd
-from engine.store.manifest import initial_options
 from engine.store.status import Status
 from engine.store.target_pauses import paused_targets
 from tui import human
@@ -163,7 +163,7 @@ def show_command(argv: list[str]) -> int:
         return 0
     from tui.cli.show_text import print_state_text
 
-    options = initial_options(loaded.manifest)
+    options = resume_options(loaded.manifest, loaded.store.directory)
     summary = summarize(loaded.store, loaded.manifest, counts=loaded.board.counts())
     print_state_text(
         loaded,
@@ -220,7 +220,7 @@ def interventions_json(directory: Path) -> dict[str, Any]:
 
 
 def write_show_json(loaded: Loaded, statuses: frozenset[Status] | None, offset: int, limit: int) -> None:
-    options = initial_options(loaded.manifest)
+    options = resume_options(loaded.manifest, loaded.store.directory)
     summary = summarize(loaded.store, loaded.manifest, counts=loaded.board.counts())
     extra: dict[str, Any] = {
         "state": summary.state,

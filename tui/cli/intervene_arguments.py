@@ -1,8 +1,8 @@
-"""Command-line grammar of the verbs that step in on a backfill: mark, cancel, pause, resume, audit."""
+"""Command-line grammar of the verbs that step in on a backfill: mark, cancel, pause, resume, set, audit."""
 
 from __future__ import annotations
 
-from tui.cli.arguments import Parser, non_negative_int
+from tui.cli.arguments import MAX_COUNT, Parser, non_negative_int, positive_int
 
 MAX_ROWS = 10**15  # rows loaded by hand: beyond this it is a typo
 
@@ -45,6 +45,23 @@ def mark_parser() -> Parser:
 
 def simple_parser(verb: str, description: str) -> Parser:
     parser = Parser(prog=f"backfill {verb}", description=description)
+    if verb == "cancel":
+        _common(parser)
+        parser.add_argument(
+            "--ids",
+            nargs="+",
+            metavar="PARTITION_ID",
+            help="stop only these running partitions (IDs or unique prefixes); the rest goes on",
+        )
+        return parser
+    if verb == "set":
+        _common(parser)
+        parser.add_argument(
+            "--max-parallel",
+            type=positive_int("--max-parallel", MAX_COUNT),
+            help="partitions at once from now on (the live run at once; later --continue starts from it)",
+        )
+        return parser
     if verb not in ("pause", "resume"):
         return _common(parser)
     parser.add_argument("id", nargs="?", help="backfill ID (or a unique prefix); or give --target")

@@ -1,4 +1,4 @@
-"""``backfill mark | cancel | pause | resume ID --reason TEXT``: step in on a backfill from any terminal.
+"""``backfill mark | cancel | pause | resume | set ID --reason TEXT``: step in on a backfill from any terminal.
 
 The request goes to the backfill's live executor through its state directory, or, when none is live, is
 applied here under the backfill's lock (see ``engine.interventions``). Either way one line says what
@@ -33,6 +33,7 @@ DESCRIPTIONS = {
     "cancel": "Stop a backfill now: running children are stopped, nothing more starts.",
     "pause": "Hold a backfill: running children finish, nothing more starts until resume.",
     "resume": "Let a paused backfill go on (backfill --continue ID).",
+    "set": "Change an execution control while the backfill runs; every later --continue starts from it.",
 }
 
 
@@ -54,7 +55,16 @@ def intervene_command(verb: str, argv: list[str]) -> int:
     loaded = load_backfill(args.id, args.state_dir, Path.cwd())
     if verb == "mark":
         loaded = settle_if_expired(loaded, "mark")
-    action, params = _mark_request(args, loaded) if verb == "mark" else (verb, {})
+    if verb == "mark":
+        action, params = _mark_request(args, loaded)
+    elif verb == "set":
+        if args.max_parallel is None:
+            raise BadInput("backfill set changes --max-parallel: give --max-parallel N (1 to 100,000)")
+        action, params = "set", {"max_parallel": args.max_parallel}
+    elif verb == "cancel" and args.ids:
+        action, params = "stop", {"indices": sorted(resolve_ids(loaded, args.ids))}
+    else:
+        action, params = verb, {}
     if verb == "mark" and args.stale:
         _check_stale(loaded, params)
     request = Request(action, reason, requester(), now_text(), params)

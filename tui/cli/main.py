@@ -92,7 +92,7 @@ def _verb(verb: str, args: list[str]) -> int:
         from tui.cli.restore_command import restore_command
 
         return restore_command(args)
-    if verb in ("mark", "cancel", "pause", "resume"):
+    if verb in ("mark", "cancel", "pause", "resume", "set"):
         from tui.cli.intervene_command import intervene_command
 
         return intervene_command(verb, args)

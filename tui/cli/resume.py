@@ -21,8 +21,7 @@ from engine.guardrails.preflight import check_digest_prefix
 from engine.guardrails.request import check_reason
 from engine.pipeline.options import RUN_OPTIONS
 from engine.spec.backfill_spec import ExecutionOptions
-from engine.store.control import Decision
-from engine.store.manifest import initial_options
+from engine.store.control import Decision, resume_options
 from tui import human
 from tui.cli.arguments import UsageError, timeout_arg
 from tui.cli.reconcile_command import settle_if_expired
@@ -69,7 +68,7 @@ def resumed_options(args: argparse.Namespace, loaded: Loaded) -> ExecutionOption
                 f"{', '.join(given)} mean{'s' if len(given) == 1 else ''} nothing for a --command backfill "
                 f"(pipeline partitions only): leave {'it' if len(given) == 1 else 'them'} out"
             )
-    options = initial_options(loaded.manifest).with_changes(
+    options = resume_options(loaded.manifest, loaded.store.directory).with_changes(
         max_parallel=args.max_parallel,
         workers=args.workers,
         retries=args.retries,

@@ -17,6 +17,7 @@ from tui.app.messages import FollowChanged, PartitionSelected
 from tui.app.screens.filter import FilterScreen
 from tui.app.screens.help import HelpScreen
 from tui.app.screens.jump import JumpScreen
+from tui.app.screens.stepping_in import SteppingIn
 from tui.app.sources import IDLE, RUNNING_ELSEWHERE, BackfillSource, SourceState
 from tui.app.widgets.completion import CompletionBar
 from tui.app.widgets.details import PartitionDetails
@@ -35,7 +36,17 @@ OUTCOME_STYLES = {
 
 # The keys that change a backfill: off in a read-only attach (`backfill watch`).
 ACTING = frozenset(
-    {"rerun", "intervene_mark", "intervene_cancel", "intervene_pause", "intervene_resume", "stop_run", "quit_finished"}
+    {
+        "rerun",
+        "intervene_mark",
+        "intervene_cancel",
+        "intervene_pause",
+        "intervene_resume",
+        "stop_run",
+        "quit_finished",
+        "parallel",
+        "stop_partition",
+    }
 )
 
 # What the status line says while stopping, after as many stop requests beyond the first (Ctrl+C again).
@@ -46,7 +57,7 @@ ESCALATION_HINTS = (
 )
 
 
-class DashboardScreen(Screen[None]):
+class DashboardScreen(SteppingIn, Screen[None]):
     BINDINGS = [
         Binding("f", "follow", "Follow"),
         Binding("enter", "details", "Details"),
@@ -73,6 +84,9 @@ class DashboardScreen(Screen[None]):
         Binding("p", "intervene_pause", "Pause"),
         Binding("p", "intervene_resume", "Resume"),
         Binding("a", "audit", "Audit"),
+        Binding("plus", "parallel(1)", "More at once", show=False),
+        Binding("minus", "parallel(-1)", "Fewer at once", show=False),
+        Binding("x", "stop_partition", "Stop partition", show=False),
     ]
 
     def __init__(self, source: BackfillSource, clock: Callable[[], float]) -> None:
@@ -158,6 +172,7 @@ class DashboardScreen(Screen[None]):
         return state
 
     def _show_state(self, state: SourceState) -> None:
+        self.query_one(RunHeader).show_parallel(state.parallel)
         line = self.query_one(StatusLine)
         text = Text()
         if self.confirming_stop and state.state != FINISHED:
@@ -438,109 +453,6 @@ class DashboardScreen(Screen[None]):
     def action_mark(self) -> None:
         """Mark or unmark the selected partition (the rerun form can run the marked ones)."""
         self.table.toggle_mark()
-
-    # ---------------------------------------------------------------- stepping in (interventions.md)
-
-    def _send(self, action: str, reason: str, params: dict | None = None) -> None:
-        """Send the request from a worker thread (a live executor answers within 2 s); say what came of it."""
-        from tui.app.intervening import send
-
-        def work() -> None:
-            result = send(self.source, action, reason, params, wait=self.app.settings.request_wait)
-            self.app.call_from_thread(self._sent, result)
-
-        self.run_worker(work, thread=True, exclusive=False, group="intervene")
-
-    def _sent(self, result) -> None:
-        self.notify(result.message, severity="information" if result.exit_code == 0 else "error", timeout=6)
-        self.table.refresh()
-        self.refresh_from_source()
-        self._note_pause()
-        self.refresh_bindings()
-
-    def action_intervene_mark(self) -> None:
-        """m: mark the selected partition, or every partition the filter shows."""
-        from tui.app.screens.intervene_forms import MarkForm, MarkTarget
-
-        targets = []
-        index = self.table.selected_index
-        if index is not None:
-            interval = self.source.spec.plan.interval(index)
-            partition_id = self.source.spec.ids.of(interval.start, interval.end)
-            targets.append(MarkTarget("selected", f"the selected partition {index} ({partition_id[:12]})", (index,)))
-        rows = self.table.rows
-        label = self.query_one(StatusLine).filter_label
-        if rows.filtered and label:
-            targets.append(
-                MarkTarget("filter", f"every partition matching the filter '{label}'", tuple(rows.indices()))
-            )
-        if not targets:
-            self.notify("no partition to mark", severity="warning", timeout=2)
-            return
-        state = self.last_state
-        running = frozenset(p.index for p in state.running) if state is not None else frozenset()
-
-        def chosen(choice) -> None:
-            if choice is not None:
-                params = {"to": choice.to, "rows": choice.rows, "asset": None, "indices": list(choice.indices)}
-                self._send("mark", choice.reason, params)
-
-        self.app.push_screen(MarkForm(self.source.store.id, self.source.board, targets, running), chosen)
-
-    def action_intervene_cancel(self) -> None:
-        """c: cancel the run (here or in another process), after a reason."""
-        from tui.app.screens.intervene_forms import ReasonForm
-
-        active = len(self.last_state.running) if self.last_state is not None else 0
-        consequence = (
-            f"Every running child ({active}) is stopped now and nothing more starts; the backfill is recorded "
-            "cancelled, by you, with this reason. --continue needs a reason of its own to go on."
-        )
-
-        def chosen(reason) -> None:
-            if reason is not None:
-                self._send("cancel", reason)
-
-        self.app.push_screen(ReasonForm(f"Cancel backfill {self.source.store.id}", consequence, "Cancel it"), chosen)
-
-    def _note_pause(self) -> None:
-        """Read whether the backfill is paused (the control file) and let the footer say p Pause or p Resume."""
-        from tui.app.intervening import is_paused
-
-        paused = is_paused(self.source)
-        if paused != self.paused:
-            self.paused = paused
-            self.call_later(self.refresh_bindings)
-
-    def action_intervene_resume(self) -> None:
-        """p while paused: resume."""
-        self.action_intervene_pause()
-
-    def action_intervene_pause(self) -> None:
-        """p: pause the backfill, or resume it when it is paused."""
-        from tui.app.intervening import is_paused
-        from tui.app.screens.intervene_forms import ReasonForm
-
-        paused = is_paused(self.source)
-        verb = "resume" if paused else "pause"
-        consequence = (
-            "The backfill may go on: backfill --continue (or the rerun form) runs it again."
-            if paused
-            else "Running children finish; nothing more starts; --continue starts nothing until it is resumed."
-        )
-
-        def chosen(reason) -> None:
-            if reason is not None:
-                self._send(verb, reason)
-
-        title = f"{verb.capitalize()} backfill {self.source.store.id}"
-        self.app.push_screen(ReasonForm(title, consequence, verb.capitalize()), chosen)
-
-    def action_audit(self) -> None:
-        """a: every intervention on this backfill."""
-        from tui.app.screens.audit_view import AuditScreen
-
-        self.app.push_screen(AuditScreen(self.source.store.directory))
 
     def action_rerun(self, chosen: str | None = None) -> None:
         from tui.app.screens.rerun_form import RerunForm, partition_choices

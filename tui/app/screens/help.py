@@ -31,6 +31,8 @@ KEYS = [
     ("m", "mark the selected partition, or those the filter shows: succeeded, failed or skipped, with a reason"),
     ("c", "cancel the run, here or in another process (a reason; only while something runs)"),
     ("p", "pause the backfill (running children finish, none start), or resume it"),
+    ("+  -", "one partition more or fewer at once (editable; a reason; kept for --continue)"),
+    ("x", "stop the selected running partition now (a reason): cancelled, resumable; the rest goes on"),
     ("a", "the audit: every intervention on this backfill (Enter: every field)"),
     ("q", "stop (asks first while children run: q or y confirms); quit once finished"),
     ("Ctrl+C", "stop at once: stop scheduling, cancel active runs (SIGINT); again: SIGTERM now; again: SIGKILL"),

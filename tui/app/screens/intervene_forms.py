@@ -204,3 +204,76 @@ class ReasonForm(InterveneForm):
             self.query_one("#error-reason", Static).update(problem)
             return
         self.dismiss(reason.strip())
+
+
+MOST_PARALLEL = 100_000
+
+
+def parallel_problem(text: str) -> str | None:
+    if not (text.isascii() and text.isdecimal()) or not 1 <= int(text) <= MOST_PARALLEL:
+        return f"{text!r} is not a count of partitions at once: give ASCII digits from 1 to {MOST_PARALLEL:,}"
+    return None
+
+
+@dataclass(frozen=True)
+class ParallelChoice:
+    value: int
+    reason: str
+
+
+class ParallelForm(InterveneForm):
+    """``+``/``-``: the new --max-parallel (one more or one less than now, to edit) and why; Enter sets it, as
+    ``backfill set ID --max-parallel N`` does."""
+
+    BINDINGS = [Binding("escape", "cancel", "Keep as is")]
+
+    def __init__(self, backfill_id: str, now: int, proposed: int, consequence: str) -> None:
+        super().__init__()
+        self.backfill_id = backfill_id
+        self.now = now
+        self.proposed = proposed
+        self.consequence = consequence
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="intervene-box"):
+            yield Static(f"[b]Partitions at once for backfill {self.backfill_id}[/b]", classes="intervene-title")
+            yield Static(self.consequence, id="parallel-consequence")
+            yield Label(f"--max-parallel (now {self.now:,})")
+            yield Input(str(self.proposed), id="parallel-value", compact=True)
+            yield Static("", id="error-parallel", classes="error")
+            yield Label("Reason (required)")
+            yield Input(id="reason", compact=True)
+            yield Static("", id="error-reason", classes="error")
+            with Horizontal(classes="intervene-buttons"):
+                yield Button("Set", variant="warning", id="submit", compact=True)
+                yield Button("Keep as is", id="cancel", compact=True)
+                yield Static("Enter: set · Esc keeps it as is", classes="intervene-keys")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#reason", Input).focus()
+        self.validate()
+
+    def validate(self, *, show_reason: bool = False) -> ParallelChoice | None:
+        value = self.query_one("#parallel-value", Input).value.strip()
+        reason = self.query_one("#reason", Input).value
+        value_error = parallel_problem(value)
+        reason_error = reason_problem(reason)
+        self.query_one("#error-parallel", Static).update(value_error or "")
+        shown = reason_error if (reason or show_reason) else None
+        self.query_one("#error-reason", Static).update(shown or "")
+        self.query_one("#submit", Button).disabled = bool(value_error or reason_error)
+        if value_error or reason_error:
+            return None
+        return ParallelChoice(int(value), reason.strip())
+
+    def on_input_changed(self, _event: Input.Changed) -> None:
+        self.validate()
+
+    def on_input_submitted(self, _event: Input.Submitted) -> None:
+        self.action_submit()
+
+    def action_submit(self) -> None:
+        choice = self.validate(show_reason=True)
+        if choice is not None:
+            self.dismiss(choice)

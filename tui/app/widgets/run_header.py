@@ -13,10 +13,18 @@ NAME_WIDTH = 40  # a long command template must not push the zone and parallelis
 
 class RunHeader(Static):
     def __init__(self, source: BackfillSource, **kwargs) -> None:
-        super().__init__(self._text(source), **kwargs)
+        super().__init__(self._text(source, None), **kwargs)
+        self.source = source
+        self.parallel: tuple[int, int] | None = None
+
+    def show_parallel(self, parallel: tuple[int, int] | None) -> None:
+        """--max-parallel changed while it runs (here, or by another terminal): the header says what runs now."""
+        if parallel is not None and parallel != self.parallel:
+            self.parallel = parallel
+            self.update(self._text(self.source, parallel))
 
     @staticmethod
-    def _text(source: BackfillSource) -> Text:
+    def _text(source: BackfillSource, parallel: tuple[int, int] | None) -> Text:
         spec, parallelism, options = source.spec, source.parallelism, source.options
         target = spec.target
         text = Text(no_wrap=True, overflow="ellipsis")
@@ -26,15 +34,17 @@ class RunHeader(Static):
         if spec.environment:
             text.append(f"  env {spec.environment}", style="cyan")
         text.append(f"  {spec.unit.name} in {zone_name(spec.zone)}", style="magenta")
-        text.append(f"  {parallelism.effective} parallel")
+        asked, at_once = parallel or (parallelism.requested, parallelism.effective)
+        text.append(f"  {at_once} parallel")
         if not target.is_command:  # workers are assets at once inside a pipeline run: nothing for a command
             text.append(f" × {options.workers} workers")
         if options.launcher.startswith("dask"):  # the cluster when this process runs it, else the saved choice
             text.append(f"  {getattr(source, 'cluster', None) or options.launcher}", style="grey58")
         elif not target.is_command:
             text.append(f"  {'warm runners' if options.launcher == 'warm' else 'exec'}", style="grey58")
-        if parallelism.reason:
-            text.append(f" (capped: {parallelism.short_reason or parallelism.reason})", style="yellow")
+        if at_once < asked or (parallel is None and parallelism.reason):  # (or its configuration is unreadable)
+            why = parallelism.short_reason or parallelism.reason or (parallelism.limit or (0, "its limits"))[1]
+            text.append(f" (capped: {why})", style="yellow")
         text.append("\n")
         # the ID first: at 80 columns the range may be cut, never the ID an operator copies
         text.append(f"backfill {source.store.id}", style="bold")
