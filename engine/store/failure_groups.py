@@ -87,10 +87,12 @@ def group_failures(reasons: Iterable[tuple[int, str | None]]) -> list[FailureGro
     return sorted(groups, key=lambda group: (-group.count, group.first))
 
 
-def failed_reasons(spec: BackfillSpec, store: StateStore, board: StatusBoard) -> Iterator[tuple[int, str | None]]:
-    """Each failed partition's index and its latest attempt's reason, in plan order (a record that cannot be
-    read gives its own problem as the reason: it is a failure to look at too)."""
-    index = board.find(Status.FAILED, 0)
+def failed_reasons(
+    spec: BackfillSpec, store: StateStore, board: StatusBoard, status: Status = Status.FAILED
+) -> Iterator[tuple[int, str | None]]:
+    """Each failed (or ``status``) partition's index and its latest attempt's reason, in plan order (a record
+    that cannot be read gives its own problem as the reason: it is a failure to look at too)."""
+    index = board.find(status, 0)
     while index >= 0:
         interval = spec.plan.interval(index)
         try:
@@ -99,7 +101,7 @@ def failed_reasons(spec: BackfillSpec, store: StateStore, board: StatusBoard) ->
         except StateUnreadable as problem:
             reason = str(problem)
         yield index, reason
-        index = board.find(Status.FAILED, index + 1)
+        index = board.find(status, index + 1)
 
 
 def failure_groups(spec: BackfillSpec, store: StateStore, board: StatusBoard) -> list[FailureGroup]:

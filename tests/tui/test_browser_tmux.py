@@ -311,3 +311,33 @@ def test_triage_filter_a_kind_rerun_it_and_read_the_summary_at_160x48(tmp_path, 
         tmux.close()
     assert [r["status"] for r in records(backfill)] == ["succeeded"] * 4 + ["failed"] + ["succeeded"] * 5
     assert [len(r["attempts"]) for r in records(backfill)] == [1, 2, 1, 2, 1, 2, 1, 2, 1, 1]
+
+
+def test_v_hands_the_terminal_to_the_pager_and_the_dashboard_comes_back(tmp_path, home):
+    """In a real terminal: `backfill show ID`, Enter, Tab, v — $PAGER gets the whole log on the terminal (the
+    dashboard is gone from it), and once it exits the dashboard is drawn again, keys working."""
+    work = tmp_path / "work"
+    (work / ".git").mkdir(parents=True)
+    template = "sh -c 'for i in 1 2 3; do echo line-$i-of-{start_date}; done'"
+    days = ("--start-date", "2024-01-01", "--end-date", "2024-01-02")
+    result = run_backfill(*GUARD, "--command", template, *days, cwd=work, env=home)
+    assert result.returncode == 0, result.stderr
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    pager = "sh -c 'echo PAGER-START; cat \"$0\"; echo PAGER-END; read answer'"
+    command = shlex.join([*backfill_argv(), "show", backfill.name])
+    tmux = Tmux(100, 30, command, work, {**home, "TERM": "xterm-256color", "PAGER": pager})
+    try:
+        tmux.wait_for("2024-01-02")
+        tmux.keys("Enter")
+        tmux.wait_for("line-3-of-2024-01-01")
+        tmux.keys("Tab", "v")
+        screen = tmux.wait_for("PAGER-END")
+        assert "PAGER-START\nline-1-of-2024-01-01\nline-2-of-2024-01-01\nline-3-of-2024-01-01\nPAGER-END" in screen
+        assert "backfill " + backfill.name not in screen  # the pager has the terminal to itself
+        tmux.keys("Enter")
+        screen = tmux.wait_for("backfill " + backfill.name)
+        assert "PAGER-START" not in screen and "log following the end" in screen
+        tmux.keys("q")
+        tmux.wait_for("EXIT=0", timeout=30)
+    finally:
+        tmux.close()

@@ -144,6 +144,72 @@ def test_log_wrap_and_jump_to_end(work):
         live.finish()
 
 
+def test_log_search_highlights_matches_n_and_n_wrap_and_f_pauses_and_follows(work):
+    """In the log: / 'error' finds line 51 from the top and highlights it on screen; n goes to 151, then 251, n
+    again wraps to 51 and says so, N wraps back to 251, N again finds 151; the pane's title says which; F
+    pauses following, F follows
+    the end again; without a terminal to hand over, v says so."""
+    from tui.app.screens.log_search import LogSearchScreen
+    from tui.app.widgets.log_view import CURRENT_MATCH, MATCH
+
+    script = work / "lines.py"
+    script.write_text(
+        "special = {50: 'ERROR one', 150: 'an error', 250: 'error two and Error three'}\n"
+        "for i in range(300):\n"
+        "    print(special.get(i, f'row {i}'))\n"
+        "import time\ntime.sleep(30)\n"
+    )
+    live = start_live(work, f"{sys.executable} {script}", "2024-01-01", "2024-01-01", max_parallel=1)
+
+    def title() -> str:
+        return str(live.screen.query_one("#details").border_title)
+
+    def styles_of(log, y: int) -> list[tuple[str, object]]:
+        return [(segment.text, segment.style) for segment in log.render_line(y)]
+
+    async def scenario():
+        async with live.app.run_test(size=(100, 40), notifications=True) as pilot:
+            await wait_until(pilot, lambda: live.executor.snapshot().running)
+            await pilot.press("enter")
+            log = live.screen.query_one(LogView)
+            await wait_until(pilot, lambda: log.index is not None and log.index.line_count >= 300)
+            await pilot.press("tab", "home")
+            await pilot.press("slash")
+            await wait_until(pilot, lambda: isinstance(live.app.screen, LogSearchScreen))
+            await pilot.press(*"error", "enter")
+            await wait_until(pilot, lambda: log.match_line == 50)
+            y = 50 - int(log.scroll_offset.y)
+            assert 0 <= y < log.size.height and ("ERROR", CURRENT_MATCH) in styles_of(log, y)
+            assert "/error: line 51 (n/N)" in title() and "paused at line" in title()
+            await pilot.press("n")
+            assert log.match_line == 150 and "/error: line 151 (n/N)" in title()
+            await pilot.press("n")
+            y = 250 - int(log.scroll_offset.y)
+            assert log.match_line == 250 and ("error", CURRENT_MATCH) in styles_of(log, y)
+            assert ("Error", CURRENT_MATCH) in styles_of(log, y)  # every match on the line, any case
+            await pilot.press("n")
+            assert log.match_line == 50 and "/error: line 51 (wrapped)" in title()
+            assert ("error", MATCH) not in styles_of(log, 50 - int(log.scroll_offset.y))
+            await pilot.press("N")
+            assert log.match_line == 250 and "line 251 (wrapped)" in title()
+            await pilot.press("N")
+            assert log.match_line == 150 and "(wrapped)" not in title()  # the nearest before, not the first
+            await pilot.press("F")
+            await pilot.pause()
+            assert log.follow_end and "log following the end (F pauses)" in title()
+            assert log.render_line(log.size.height - 1).text.startswith("row 299")
+            await pilot.press("F")
+            await pilot.pause()
+            assert not log.follow_end and "paused at line" in title()
+            await pilot.press("v")  # no terminal to hand over here (tests/tui/test_dashboard_tmux.py: a real one)
+            await wait_until(pilot, lambda: "cannot hand the" in screen_text(live.app))
+
+    try:
+        run(scenario())
+    finally:
+        live.finish()
+
+
 def test_status_filter_and_failed_navigation(work):
     """s filters by status (only failed rows shown); n and N jump between failed partitions and wrap around."""
     fails = (

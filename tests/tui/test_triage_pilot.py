@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -183,5 +184,69 @@ def test_o_cycles_the_order_of_the_rows_and_the_status_line_says_which(failed_tw
             await pilot.press("o")
             await wait_until(pilot, lambda: "sort:" not in screen_text(app))
             assert [table.rows.index_at(r) for r in range(3)] == [0, 1, 2] and table.selected_index == 4
+
+    asyncio.run(scenario())
+
+
+def test_ctrl_f_filters_rows_by_text_in_reason_interval_status_and_id(failed_twice):
+    """Ctrl+F '503' shows the four partitions whose reason holds it; backslash '2024-01-05' the two whose interval
+    shows that date (Jan 4 ends there); 'succ' the five succeeded; a status filter is kept under a text
+    ('failed · "zero"'), and empty text brings every row of it back; an ID's middle finds its partition."""
+    backfill, _ = failed_twice
+    app = BackfillApp(open_store=StateStore(backfill), frozen=True)
+
+    def rows_shown() -> list[str]:
+        table = app.screen.query_one(PartitionTable)
+        return [re.search(r"\d{4}-\d\d-\d\d", table.render_line(y).text).group() for y in range(len(table.rows))]
+
+    def status_line() -> str:
+        from tui.app.widgets.status_line import StatusLine
+
+        return app.screen.query_one(StatusLine).render_line_text().plain
+
+    async def find(pilot, key: str, text: str) -> None:
+        from tui.app.screens.find import FindScreen
+
+        await pilot.press(key)
+        await wait_until(pilot, lambda: isinstance(app.screen, FindScreen))
+        field = app.screen.query_one(Input)
+        field.value = ""
+        await pilot.press(*text, "enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+        await pilot.pause()
+
+    async def scenario():
+        async with app.run_test(size=(160, 48), notifications=True) as pilot:
+            await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+            await find(pilot, "ctrl+f", "503")
+            assert rows_shown() == ["2024-01-02", "2024-01-04", "2024-01-06", "2024-01-08"]
+            assert 'filter: "503"' in status_line() and "4 rows hold '503'" in screen_text(app)
+            await find(pilot, "backslash", "2024-01-05")
+            assert rows_shown() == ["2024-01-04", "2024-01-05"]
+            await find(pilot, "ctrl+f", "SUCC")
+            assert rows_shown() == ["2024-01-01", "2024-01-03", "2024-01-07", "2024-01-09", "2024-01-10"]
+            await pilot.press("s")
+            await pilot.pause()
+            await pilot.press("down", "down", "down", "down", "enter")  # failed
+            await pilot.pause()
+            assert len(rows_shown()) == 5 and "filter: failed (s to change)" in status_line()  # s drops the text
+            await find(pilot, "ctrl+f", "zero")
+            assert rows_shown() == ["2024-01-05"] and 'filter: failed · "zero"' in status_line()
+            await find(pilot, "ctrl+f", "")
+            assert len(rows_shown()) == 5 and '"zero"' not in status_line() and "filter: failed" in status_line()
+            store = StateStore(backfill)
+            from engine.store.manifest import spec_of
+
+            spec = spec_of(store.read_manifest())
+            last = spec.plan.interval(9)
+            middle = spec.ids.of(last.start, last.end)[20:30]
+            await pilot.press("s")
+            await pilot.pause()
+            await pilot.press("enter")  # all
+            await pilot.pause()
+            await find(pilot, "ctrl+f", middle)
+            assert rows_shown() == ["2024-01-10"]
+            await find(pilot, "ctrl+f", "no such text")
+            assert rows_shown() == [] and "0 rows hold 'no such text'" in screen_text(app)
 
     asyncio.run(scenario())

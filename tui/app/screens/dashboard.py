@@ -63,6 +63,7 @@ class DashboardScreen(SteppingIn, Screen[None]):
         Binding("enter", "details", "Details"),
         Binding("escape", "close_details", "Close", show=False),
         Binding("slash", "jump", "Jump"),
+        Binding("ctrl+f,backslash", "find", "Find", show=False),
         Binding("s", "filter", "Filter"),
         Binding("t", "triage", "Triage", show=False),  # help lists it; the footer keeps its 80 columns
         Binding("e", "export", "Export", show=False),
@@ -98,6 +99,8 @@ class DashboardScreen(SteppingIn, Screen[None]):
         self.confirming_stop = False  # q was pressed once while children run: q or y stops, anything else keeps
         self.paused = False  # as the control file says: the footer offers p Resume instead of p Pause
         self._intervention_seen: str | None = None
+        self.status_filter_label: str | None = None  # what s or t chose; a text filter is said after it
+        self.found_text = ""  # the text filter (Ctrl+F), if any
 
     def compose(self) -> ComposeResult:
         table = PartitionTable(self.source, self.clock, id="partitions")
@@ -344,10 +347,9 @@ class DashboardScreen(SteppingIn, Screen[None]):
             if result is None:
                 return
             label, statuses = result
+            self.found_text = ""  # s starts over: a status filter, no text
             self.table.set_filter(statuses)
-            line = self.query_one(StatusLine)
-            line.filter_label = None if statuses is None else label
-            line.refresh_text()
+            self._say_filter(None if statuses is None else label)
 
         self.app.push_screen(FilterScreen(counts), chosen)
 
@@ -364,14 +366,50 @@ class DashboardScreen(SteppingIn, Screen[None]):
                 return
             group = choice.group
             label = f"failure: {group.signature[:40]}{'…' if len(group.signature) > 40 else ''}"
+            self.found_text = ""
             self.table.set_filter(frozenset({Status.FAILED}), frozenset(group.indices))
-            line = self.query_one(StatusLine)
-            line.filter_label = label
-            line.refresh_text()
+            self._say_filter(label)
             if choice.action == "rerun" and not self.read_only:
                 self.action_rerun(chosen="filter")  # that kind, not every failure
 
         self.app.push_screen(TriageScreen(groups), chosen)
+
+    def _say_filter(self, status_label: str | None) -> None:
+        """The status line's filter: what s or t chose, then the text filter's text."""
+        self.status_filter_label = status_label
+        text = f'"{self.found_text}"' if self.found_text else None
+        line = self.query_one(StatusLine)
+        line.filter_label = " · ".join(part for part in (status_label, text) if part) or None
+        line.refresh_text()
+
+    def action_find(self) -> None:
+        """Ctrl+F or backslash: show only the rows whose ID, interval, status or reason holds a text (the status
+        filter is kept; a kind chosen in triage is replaced)."""
+        from tui.app.screens.find import FindScreen
+        from tui.app.text_filter import rows_matching
+
+        def chosen(text: str | None) -> None:
+            if text is None:
+                return
+            statuses = self.table.rows.statuses if self.status_filter_label else None
+            if self.table.rows.only is not None and not self.found_text:
+                statuses, self.status_filter_label = None, None  # a triage kind: the text replaces it
+            self.found_text = text
+            if not text:
+                self.table.set_filter(statuses)
+                self._say_filter(self.status_filter_label)
+                return
+            source = self.source
+            match = rows_matching(
+                text, spec=source.spec, store=source.store, board=source.board, interval_text=self.table.interval_text
+            )
+            self.table.set_filter(statuses, match.indices)
+            self._say_filter(self.status_filter_label)
+            shown = len(self.table.rows)
+            note = "" if match.scanned_plan else " (IDs and intervals of a plan this large are not searched)"
+            self.notify(f"{shown:,} row{'s' if shown != 1 else ''} hold {text!r}{note}", timeout=3)
+
+        self.app.push_screen(FindScreen(self.found_text), chosen)
 
     def action_sort(self) -> None:
         """o: order the rows by interval (the plan), duration, attempts or status, in turn."""

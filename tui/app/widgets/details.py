@@ -120,10 +120,12 @@ class PartitionDetails(Vertical):
         if self.chosen is None or not self.attempts:
             status = self.source.board.status(self.index) if self.index is not None else Status.QUEUED
             self.log.show(None, "not attempted yet" if status is Status.QUEUED else "no log")
+            self._title()
             return
         attempt = self.attempts[self.chosen]
         path = self.source.store.directory / attempt.log if attempt.log else None
         self.log.show(path, "" if path and path.exists() else "the log file is missing")
+        self._title()
 
     def _render_summary(self) -> None:
         assert self.index is not None
@@ -192,3 +194,13 @@ class PartitionDetails(Vertical):
         if self.index is not None:
             self.show_partition(self.index)
         self.log.poll()
+        self._title()
+
+    def on_log_view_state_changed(self, _message: LogView.StateChanged) -> None:
+        self._title()
+
+    def _title(self) -> None:
+        """The pane's top border says what the log does: following or paused, and the search."""
+        title = self.log.state_text()
+        if self.border_title != title:
+            self.border_title = title

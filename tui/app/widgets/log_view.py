@@ -4,13 +4,19 @@ Line start offsets are indexed in chunks (the file is never held in memory);
 only visible lines are read and decoded, through a small cache. In wrap mode the
 scroll position stays in logical lines and each visible line is wrapped to the
 width. Follow-end mode keeps the last line in view while the file grows; any
-scrolling up turns it off, End turns it back on.
+scrolling up turns it off, End or F turns it back on (F again pauses it).
+
+``/`` searches the log (toolong's habit): the file's bytes are scanned a chunk at a
+time from the line in view, ``n``/``N`` find the next and previous match (wrapping
+around), and every match on screen is highlighted. ``v`` opens the log in ``$PAGER``.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from array import array
+from bisect import bisect_right
 from itertools import accumulate
 from pathlib import Path
 
@@ -19,6 +25,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.binding import Binding
 from textual.geometry import Size
+from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -26,6 +33,9 @@ from textual.strip import Strip
 CHUNK = 8 * 1024 * 1024
 TEXT = Style()
 EMPTY_NOTE = Style(color="grey50", italic=True)
+MATCH = Style(reverse=True)
+CURRENT_MATCH = Style(color="black", bgcolor="yellow", bold=True)
+SEARCH_CHUNK = 4 * 1024 * 1024
 
 
 class LineIndex:
@@ -94,7 +104,15 @@ class LineIndex:
 class LogView(ScrollView, can_focus=True):
     """The log file of one attempt."""
 
+    class StateChanged(Message):
+        """Following or paused, the search and its match changed: the pane's title says so."""
+
     BINDINGS = [
+        Binding("slash", "search", "Search log", show=False),
+        Binding("n", "find(1)", "Next match", show=False),
+        Binding("N", "find(-1)", "Previous match", show=False),
+        Binding("F", "toggle_follow", "Follow/pause", show=False),
+        Binding("v", "pager", "Pager", show=False),
         Binding("up,k", "scroll_lines(-1)", "Up", show=False),
         Binding("down,j", "scroll_lines(1)", "Down", show=False),
         Binding("pageup", "scroll_lines(-20)", "Page up", show=False),
@@ -114,6 +132,9 @@ class LogView(ScrollView, can_focus=True):
         self._handle = None
         self._cache: dict[int, str] = {}
         self.note = "no log selected"
+        self.pattern = ""  # what / searched for (case-insensitive), highlighted wherever it shows
+        self.match_line: int | None = None  # the line of the match found last
+        self.search_note = ""  # "no match", "wrapped": said in the pane's title
 
     def show(self, path: Path | None, note: str = "") -> None:
         """Display a log file (None: show ``note`` instead)."""
@@ -124,6 +145,7 @@ class LogView(ScrollView, can_focus=True):
         self.note = note
         self.index = LineIndex(path) if path is not None else None
         self.follow_end = True
+        self.match_line, self.search_note = None, ""
         if path is not None and path.exists():
             self._handle = open(path, "rb")  # noqa: SIM115 - kept open while shown
         self.poll()
@@ -162,6 +184,126 @@ class LogView(ScrollView, can_focus=True):
             self._cache[number] = text
         return text
 
+    def watch_follow_end(self) -> None:
+        self.post_message(self.StateChanged())
+
+    def state_text(self) -> str:
+        """What the pane's title says of the log: following or paused, and the search."""
+        if self.index is None:
+            return ""
+        lines = self.index.line_count
+        top = int(self.scroll_offset.y)
+        where = "following the end" if self.follow_end else f"paused at line {min(lines, top + 1):,} of {lines:,}"
+        text = f"log {where} (F {'pauses' if self.follow_end else 'follows'})"
+        if self.pattern:
+            found = f"line {self.match_line + 1:,}" if self.match_line is not None else "no match"
+            text += f" · /{self.pattern}: {found}{self.search_note} (n/N)"
+        return text
+
+    # ---------------------------------------------------------------- search
+
+    def search(self, pattern: str) -> None:
+        """Find ``pattern`` from the line in view onwards (wrapping around) and highlight every match."""
+        self.pattern = pattern
+        self.match_line = None
+        if pattern:
+            self.find(1, start=int(self.scroll_offset.y) - 1)
+        else:
+            self.search_note = ""
+            self.post_message(self.StateChanged())
+        self.refresh()
+
+    def find(self, direction: int, start: int | None = None) -> None:
+        """The next (1) or previous (-1) line holding the pattern after ``start`` (the last match, else the top
+        line in view), wrapping around the file's ends; brought into view, following paused."""
+        if not self.pattern or self.index is None or self._handle is None:
+            return
+        while not self.index.complete and self.index.update():  # every line start known: a match has a line
+            pass
+        lines = self.index.line_count
+        if lines == 0:
+            return
+        if start is None:
+            start = self.match_line if self.match_line is not None else int(self.scroll_offset.y)
+        found, wrapped = self._scan(start, direction)
+        self.match_line = found
+        self.search_note = "" if found is None or not wrapped else " (wrapped)"
+        if found is not None:
+            self.follow_end = False
+            self.scroll_to(y=max(0, found - self.size.height // 2), animate=False)
+        self.post_message(self.StateChanged())
+        self.refresh()
+
+    def _scan(self, line: int, direction: int) -> tuple[int | None, bool]:
+        """(the line of the nearest match past ``line`` in ``direction``, whether it wrapped around)."""
+        assert self.index is not None
+        starts, size = self.index.starts, self.index.size
+        needle = re.compile(re.escape(self.pattern.encode("utf-8")), re.IGNORECASE)
+        if direction > 0:
+            after = starts[line + 1] if 0 <= line + 1 < len(starts) else (0 if line < 0 else size)
+            at = self._search_bytes(needle, after, size, first=True)
+            if at is None:
+                return self._line_of(self._search_bytes(needle, 0, after, first=True)), True
+            return self._line_of(at), False
+        before = starts[line] if 0 <= line < len(starts) else (0 if line < 0 else size)
+        at = self._search_bytes(needle, 0, before, first=False)
+        if at is None:
+            return self._line_of(self._search_bytes(needle, before, size, first=False)), True
+        return self._line_of(at), False
+
+    def _line_of(self, offset: int | None) -> int | None:
+        if offset is None:
+            return None
+        assert self.index is not None
+        return max(0, bisect_right(self.index.starts, offset) - 1)
+
+    def _search_bytes(self, needle: re.Pattern[bytes], begin: int, end: int, *, first: bool) -> int | None:
+        """The offset of the first (or last) match wholly inside [begin, end), reading a chunk at a time."""
+        handle = self._handle
+        assert handle is not None
+        overlap = len(needle.pattern) + 8  # an escaped pattern is never shorter than its match
+        if first:
+            position = begin
+            while position < end:
+                handle.seek(position)
+                chunk = handle.read(min(SEARCH_CHUNK, end - position))
+                hit = needle.search(chunk)
+                if hit is not None:
+                    return position + hit.start()
+                if position + len(chunk) >= end:
+                    return None
+                position += max(1, len(chunk) - overlap)
+            return None
+        position = end
+        while position > begin:
+            low = max(begin, position - SEARCH_CHUNK)
+            handle.seek(low)
+            chunk = handle.read(position - low)
+            last = None
+            for last in needle.finditer(chunk):  # noqa: B007 - the last one is wanted
+                pass
+            if last is not None:
+                return low + last.start()
+            if low == begin:
+                return None
+            position = low + overlap
+        return None
+
+    def _painted(self, text: str, number: int) -> list[Segment]:
+        """The line's text with every match of the pattern highlighted (the current match's line brighter)."""
+        if not self.pattern:
+            return [Segment(text, TEXT)]
+        style = CURRENT_MATCH if number == self.match_line else MATCH
+        segments, last = [], 0
+        for hit in re.finditer(re.escape(self.pattern), text, re.IGNORECASE):
+            if hit.start() > last:
+                segments.append(Segment(text[last : hit.start()], TEXT))
+            segments.append(Segment(hit.group(), style))
+            last = hit.end()
+        if last < len(text):
+            segments.append(Segment(text[last:], TEXT))
+        return segments
+
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         if self.index is None or self._handle is None or self.index.line_count == 0:
@@ -173,14 +315,14 @@ class LogView(ScrollView, can_focus=True):
             if number >= self.index.line_count:
                 return Strip.blank(width, TEXT)
             text = self._text(number)[int(self.scroll_offset.x) :]
-            return Strip([Segment(text, TEXT)]).crop_extend(0, width, TEXT)
+            return Strip(self._painted(text, number)).crop_extend(0, width, TEXT)
         # Wrap: fill the viewport with wrapped pieces of consecutive lines from the top line.
         remaining = y
         number = top
         while number < self.index.line_count:
             pieces = _wrap(self._text(number), width)
             if remaining < len(pieces):
-                return Strip([Segment(pieces[remaining], TEXT)]).crop_extend(0, width, TEXT)
+                return Strip(self._painted(pieces[remaining], number)).crop_extend(0, width, TEXT)
             remaining -= len(pieces)
             number += 1
         return Strip.blank(width, TEXT)
@@ -198,6 +340,50 @@ class LogView(ScrollView, can_focus=True):
     def action_log_end(self) -> None:
         self.follow_end = True
         self.scroll_to(y=self._bottom(), animate=False)
+        self.refresh()
+
+    def action_search(self) -> None:
+        """/ in the log: ask for the text, then find it from the line in view."""
+        from tui.app.screens.log_search import LogSearchScreen
+
+        def chosen(text: str | None) -> None:
+            if text is not None:
+                self.search(text)
+
+        self.app.push_screen(LogSearchScreen(self.pattern), chosen)
+
+    def action_find(self, direction: int) -> None:
+        if not self.pattern:
+            self.notify("/ searches the log first; then n and N find the next and previous match", timeout=3)
+            return
+        self.find(direction)
+
+    def action_toggle_follow(self) -> None:
+        """F: pause following where the view is, or follow the end again."""
+        if self.follow_end:
+            self.follow_end = False
+        else:
+            self.action_log_end()
+        self.post_message(self.StateChanged())
+
+    def action_pager(self) -> None:
+        """v: the whole log in $PAGER (less when unset); the dashboard comes back when it exits."""
+        import shlex
+        import subprocess
+
+        from textual.app import SuspendNotSupported
+
+        if self.path is None or not self.path.exists():
+            self.notify("no log file to open", severity="warning", timeout=3)
+            return
+        command = shlex.split(os.environ.get("PAGER") or "less") or ["less"]
+        try:
+            with self.app.suspend():
+                subprocess.run([*command, str(self.path)], check=False)
+        except SuspendNotSupported:
+            self.notify("this terminal cannot hand the screen to a pager", severity="warning", timeout=4)
+        except OSError as error:
+            self.notify(f"$PAGER {command[0]!r} cannot run: {error.strerror or error}", severity="error", timeout=6)
         self.refresh()
 
     def action_toggle_wrap(self) -> None:

@@ -108,10 +108,10 @@ class PartitionTable(ScrollView, can_focus=True):
     # ---------------------------------------------------------------- layout
 
     def _measure_interval_width(self) -> int:
-        widths = [len(self._interval_text(i)) for i in {0, len(self.plan) - 1, len(self.plan) // 2}]
+        widths = [len(self.interval_text(i)) for i in {0, len(self.plan) - 1, len(self.plan) // 2}]
         return max(widths)
 
-    def _interval_text(self, index: int) -> str:
+    def interval_text(self, index: int) -> str:
         interval = self.plan.interval(index)
         return f"{compact(self.formatter.format(interval.start))} → {compact(self.formatter.format(interval.end))}"
 
@@ -248,7 +248,7 @@ class PartitionTable(ScrollView, can_focus=True):
             Segment("▸" if is_cursor else " ", base + DIM),
             Segment("●" if is_marked else " ", base + MARK),
             Segment(str(index).rjust(self._index_width) + "  ", base + DIM),
-            Segment(self._interval_text(index).ljust(self._interval_width) + "  ", base),
+            Segment(self.interval_text(index).ljust(self._interval_width) + "  ", base),
             Segment(f"{symbol} {label[:9]:<9}", base + style),
             Segment(f" {VERIFICATION_MARKS[verification][0]}", base + VERIFICATION_MARKS[verification][1])
             if verification and len(label) <= 9
