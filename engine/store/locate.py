@@ -5,6 +5,7 @@ Kept apart from the executor so that commands that only read a backfill (``audit
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from engine.base.errors import BackfillError, BadInput
@@ -68,3 +69,13 @@ def state_root_of_cwd(state_dir: str | None, cwd: Path) -> Path:
     if state_dir:
         return (cwd / state_dir).resolve()
     return default_state_root(repository_root(cwd))
+
+
+def resume_command(backfill_id: str, state_root: Path, cwd: Path) -> str:
+    """``backfill --continue ID``, exact from ``cwd``: with ``--state-dir`` (absolute) whenever ``--continue``
+    run from there would not search ``state_root`` (the summary prints it, the dashboard copies it)."""
+    command = f"backfill --continue {backfill_id}"
+    searched = [root.resolve() for root in searched_roots(None, cwd)]
+    if state_root.resolve() not in searched:
+        command += f" --state-dir {shlex.quote(str(state_root.resolve()))}"
+    return command

@@ -15,7 +15,8 @@ from tests.tui.tmux import Tmux
 
 def test_failure_to_reason_to_rerun_at_80x24(work, home):
     """At 80×24: the failed partition is found with n, Enter shows its reason without scrolling, y puts its ID
-    on the clipboard (OSC 52, read from tmux's buffer), r opens a form whose Run button is on screen, the rerun
+    on the clipboard (OSC 52, read from tmux's buffer), Y shows the run ID and the resume command whole and
+    copies the reason and the resume command exactly, r opens a form whose Run button is on screen, the rerun
     succeeds and the summary describes the whole backfill."""
     broken = work / "BROKEN"
     broken.write_text("the bug")
@@ -69,6 +70,21 @@ def test_failure_to_reason_to_rerun_at_80x24(work, home):
         tmux.wait_for("copied partition 3's ID")
         buffer = subprocess.run(["tmux", "-L", tmux.socket, "show-buffer"], capture_output=True, text=True).stdout
         assert buffer.strip() == record["id"]
+        run_id = record["attempts"][-1]["run_id"]
+        tmux.keys("Y")  # everything copyable, whole at 80 columns
+        screen = tmux.wait_for("Copy to the clipboard")
+        flat = "".join(line.strip(" │") for line in screen.splitlines())
+        assert run_id in flat and f"backfill --continue {backfill.name}" in flat, screen
+        tmux.keys("r")
+        tmux.wait_for("copied partition 3's reason")
+        buffer = subprocess.run(["tmux", "-L", tmux.socket, "show-buffer"], capture_output=True, text=True).stdout
+        assert buffer == record["attempts"][-1]["error"]
+        tmux.keys("Y")
+        tmux.wait_for("Copy to the clipboard")
+        tmux.keys("c")
+        tmux.wait_for("copied the resume command")
+        buffer = subprocess.run(["tmux", "-L", tmux.socket, "show-buffer"], capture_output=True, text=True).stdout
+        assert buffer == f"backfill --continue {backfill.name}"  # exact from here: the repository's store
         broken.unlink()  # the fix is merged
         tmux.keys("r")
         tmux.wait_for("Rerun backfill")

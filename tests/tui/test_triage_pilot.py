@@ -250,3 +250,30 @@ def test_ctrl_f_filters_rows_by_text_in_reason_interval_status_and_id(failed_twi
             assert rows_shown() == [] and "0 rows hold 'no such text'" in screen_text(app)
 
     asyncio.run(scenario())
+
+
+def test_the_copy_menu_offers_a_resume_command_exact_from_here(failed_twice, home):
+    """Y on a cancelled backfill whose store this directory would not search: the resume command carries the
+    absolute --state-dir and --reason TEXT (a cancelled backfill needs one), and c copies exactly that."""
+    backfill, _ = failed_twice
+    cancel = run_backfill("cancel", backfill.name, "--reason", "wrong range", cwd=backfill.parent, env=home)
+    assert cancel.returncode == 0, cancel.stderr
+    app = BackfillApp(open_store=StateStore(backfill), frozen=True)
+    copied: list[str] = []
+    app.copy_to_clipboard = copied.append  # what reaches the clipboard (a tmux test reads the real one)
+    expected = f"backfill --continue {backfill.name} --state-dir {backfill.parent.resolve()} --reason TEXT"
+
+    async def scenario():
+        from tui.app.screens.copy_menu import CopyMenu
+
+        async with app.run_test(size=(160, 48), notifications=True) as pilot:
+            await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+            await pilot.press("Y")
+            await wait_until(pilot, lambda: isinstance(app.screen, CopyMenu))
+            flat = "".join("".join(line.strip(" │").split()) for line in screen_text(app).splitlines())
+            assert "".join(expected.split()) in flat  # whole, wrapped to the box
+            await pilot.press("c")
+            await wait_until(pilot, lambda: "copied the resume command" in screen_text(app))
+
+    asyncio.run(scenario())
+    assert copied == [expected]

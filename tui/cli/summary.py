@@ -3,7 +3,6 @@ logs, and the exact commands to resume or to rerun the failures."""
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 from engine.base.errors import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_PAUSED
@@ -12,8 +11,8 @@ from engine.execute.backfill import Prepared
 from engine.execute.executor import Outcome
 from engine.guardrails.preflight import Preflight
 from engine.spec.backfill_spec import BackfillSpec
+from engine.store import locate
 from engine.store.failure_groups import failure_groups, groups_sentence
-from engine.store.locate import searched_roots
 from engine.store.state_store import StateStore
 from engine.store.status import STATUS_NAMES, Status, StatusBoard, backfill_status
 from tui import human
@@ -40,13 +39,8 @@ OUTCOME_STYLES = {
 
 
 def resume_command(store: StateStore, state_root: Path, cwd: Path | None = None) -> str:
-    """``backfill --continue ID``, exact from where it is printed: with ``--state-dir`` (absolute) whenever
-    ``--continue`` run from ``cwd`` would not search that store."""
-    command = f"backfill --continue {store.id}"
-    searched = [root.resolve() for root in searched_roots(None, cwd or Path.cwd())]
-    if state_root.resolve() not in searched:
-        command += f" --state-dir {shlex.quote(str(state_root.resolve()))}"
-    return command
+    """``backfill --continue ID``, exact from where it is printed (``engine.store.locate.resume_command``)."""
+    return locate.resume_command(store.id, state_root, cwd or Path.cwd())
 
 
 def resume_hint(prepared: Prepared) -> str:

@@ -74,6 +74,7 @@ class DashboardScreen(SteppingIn, Screen[None]):
         Binding("right_square_bracket", "attempt(1)", "Next attempt", show=False),
         Binding("space", "mark", "Mark", show=False),
         Binding("y", "copy_id", "Copy ID", show=False),
+        Binding("Y", "copy_menu", "Copy…", show=False),
         Binding("r", "rerun", "Rerun"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "stop_run", "Stop"),
@@ -484,6 +485,49 @@ class DashboardScreen(SteppingIn, Screen[None]):
         partition_id = self.source.spec.ids.of(interval.start, interval.end)
         self.app.copy_to_clipboard(partition_id)
         self.notify(f"copied partition {index}'s ID {partition_id[:12]}…", timeout=2)
+
+    def action_copy_menu(self) -> None:
+        """Y: the partition ID, its reason, the shown attempt's run ID and log, the backfill ID and the resume
+        command, each whole, one key each."""
+        from pathlib import Path
+
+        from engine.base.errors import BackfillError
+        from engine.store.control import read_control
+        from engine.store.locate import resume_command
+        from tui.app.screens.copy_menu import Copyable, CopyMenu
+
+        source = self.source
+        items: list[Copyable] = []
+        index = self.table.selected_index
+        if index is not None:
+            interval = source.spec.plan.interval(index)
+            items.append(Copyable("i", f"partition {index}'s ID", source.spec.ids.of(interval.start, interval.end)))
+            loaded = source.records.load(index) if source.board.attempts(index) else None
+            attempts = loaded.record.attempts if loaded is not None and loaded.record is not None else []
+            shown = self.details.chosen if self.details.display and self.details.index == index else None
+            attempt = attempts[shown] if shown is not None and shown < len(attempts) else (attempts or [None])[-1]
+            if loaded is not None and loaded.reason:
+                items.append(Copyable("r", f"partition {index}'s reason", loaded.reason))
+            if attempt is not None:
+                number = attempts.index(attempt) + 1
+                items.append(Copyable("a", f"attempt #{number}'s run ID", attempt.run_id))
+                if attempt.log:
+                    items.append(Copyable("l", f"attempt #{number}'s log", str(source.store.directory / attempt.log)))
+        items.append(Copyable("b", "the backfill's ID", source.store.id))
+        command = resume_command(source.store.id, source.store.directory.parent, Path.cwd())
+        try:
+            if read_control(source.store.directory).ended is not None:
+                command += " --reason TEXT"  # an operator ended it: --continue must say why it goes on
+        except BackfillError:
+            pass
+        items.insert(0, Copyable("c", "the resume command", command))  # first: what is pasted most
+
+        def chosen(item: Copyable | None) -> None:
+            if item is not None:
+                self.app.copy_to_clipboard(item.value)
+                self.notify(f"copied {item.label}", timeout=3)
+
+        self.app.push_screen(CopyMenu(items), chosen)
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen())

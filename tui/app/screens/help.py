@@ -29,6 +29,7 @@ KEYS = [
     ("e", "export the rows shown (after the filter) to a .csv or .json file"),
     ("n  N", "next or previous failed partition (wraps around)"),
     ("y", "copy the selected partition's ID (also shown, selectable, in the details)"),
+    ("Y", "copy menu: the ID, the reason, the attempt's run ID and log, the backfill ID, the resume command, whole"),
     ("click", "select the row"),
     ("space", "mark or unmark a partition (the rerun form can run the marked ones)"),
     ("r", "rerun form: which partitions, retries, parallelism, policy, timeout"),
