@@ -69,3 +69,15 @@ def relative_time(text: str | None, now: float | None = None) -> str:
     if moment.year == current.year:
         return moment.format("MMM D HH:mm")
     return moment.format("YYYY-MM-DD")
+
+
+def shorten_middle(text: str, width: int) -> str:
+    """``/home/ana/repo/.context/backfill-…-20240101.yml`` rather than a cut end: the start and the end (the
+    file's name) of a path that does not fit in ``width``, the middle replaced by an ellipsis."""
+    if len(text) <= width:
+        return text
+    if width < 3:
+        return text[-width:] if width > 0 else ""
+    tail = (width - 1) * 2 // 3  # the end says most: the file's name
+    head = width - 1 - tail
+    return text[:head] + "…" + text[len(text) - tail :]

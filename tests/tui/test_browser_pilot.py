@@ -95,7 +95,7 @@ def test_list_open_filter_details_attempt_log_rerun_form_live_completion(work, h
             form.query_one("#max_parallel").value = "0"
             await pilot.pause(0.1)
             text = screen_text(app)
-            assert "'x' is not a whole number: use 0 or more" in text
+            assert "'x' is not a whole number: use ASCII" in text
             assert "0 is too small: use 1 or more" in text
             assert form.query_one("#submit").disabled
             await pilot.press("ctrl+s")

@@ -243,8 +243,80 @@ def test_at_80x24_the_details_pane_shows_the_last_two_attempts_and_eight_log_lin
             lines = screen_text(app).splitlines()
             assert any(line.strip().startswith("▸ #2 failed") for line in lines), lines
             assert any(line.strip().startswith("#1 failed") for line in lines), lines
+            attempts = [line for line in lines if line.strip().startswith(("▸ #", "#"))]
+            assert attempts and not any(line.rstrip().endswith("…") for line in attempts), attempts  # never cut
             log = [line for line in lines if line.startswith(("loading orders", "Traceback", "  File", "psycopg"))]
             assert len(log) >= 8, lines
-            assert sum(1 for line in lines if "2024-02-" in line and " → " in line and "+00  " in line) == 3
+            rows = [line for line in lines if re.match(r"[▸ ]\s+\d+  2024-02-\d\d → 2024-02-\d\d  ", line)]
+            assert len(rows) == 3, lines
+            # the reason column stays beside the scrollbar at 80 columns (midnight boundaries show as dates)
+            assert "psycopg.Operational" in next(row for row in rows if row.startswith("▸")), rows
+
+    asyncio.run(scenario())
+
+
+def test_at_80x24_the_rerun_form_s_errors_wrap_whole_and_refuse_what_the_command_line_refuses(tmp_path):
+    """80×24: a retry count in words and a parallelism in Arabic-Indic digits (which int() would take as 3) are
+    each refused beside their field in a wrapped line read whole; Run stays disabled; an absurd worker count
+    too, while 100,000 is allowed."""
+    from tests.tui.fixtures import build_saved_backfill
+
+    app = BackfillApp(open_store=build_saved_backfill(tmp_path / "states"), frozen=True)
+
+    async def scenario():
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+            await pilot.press("r")
+            await wait_until(pilot, lambda: isinstance(app.screen, RerunForm))
+            app.screen.query_one("#retries").value = "three"
+            app.screen.query_one("#max_parallel").value = "٣"
+            app.screen.query_one("#workers").value = "1_0"
+            await pilot.pause()
+            flat = " ".join(" ".join(line.strip(" │▆▇").split()) for line in screen_text(app).splitlines())
+            assert "'three' is not a whole number: use ASCII digits from 0 to 100,000" in flat
+            error = app.screen.query_one("#error-max_parallel")
+            assert error.render().plain == "'٣' is not a whole number: use ASCII digits from 1 to 100,000"
+            assert error.size.height >= 2  # wrapped, not cut at the form's edge
+            assert app.screen.query_one("#submit").disabled
+            app.screen.query_one("#max_parallel").value = "100000"
+            app.screen.query_one("#retries").value = "0"
+            await pilot.pause()
+            assert "'1_0' is not a whole number" in app.screen.query_one("#error-workers").render().plain
+            app.screen.query_one("#workers").value = "100001"
+            await pilot.pause()
+            assert app.screen.query_one("#error-workers").render().plain == "100,001 is too large: use at most 100,000"
+            assert app.screen.query_one("#error-max_parallel").render().plain == ""
+            app.screen.query_one("#workers").value = "4"
+            await pilot.pause()
+            assert not app.screen.query_one("#submit").disabled
+
+    asyncio.run(scenario())
+
+
+def test_at_80_columns_the_status_line_shortens_the_record_path_in_the_middle(tmp_path):
+    """A finished run's record path longer than the line: its start and its file name stay, the middle gives
+    way (never "· record" alone), and the line ends with how to quit."""
+    from engine.execute.executor_snapshot import FINISHED
+    from tests.tui.fixtures import FixedStateSource, build_saved_backfill
+    from tui.app.widgets.status_line import StatusLine
+
+    class Finished(FixedStateSource):
+        record = "/home/operator/repositories/warehouse/.context/backfill-orders-20240101-20240331-5eed01.yml"
+
+        def poll(self):
+            from dataclasses import replace
+
+            return replace(super().poll(), outcome="succeeded")
+
+    source = Finished(build_saved_backfill(tmp_path / "states"), state=FINISHED)
+    app = BackfillApp(source, frozen=True)
+
+    async def scenario():
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_until(pilot, lambda: "record" in app.screen.query_one(StatusLine).render_line_text().plain)
+            line = app.screen.query_one(StatusLine).render_line_text().plain
+            shown = line.split(" · record ")[1].split(" · q to quit")[0]
+            assert shown.startswith("/home/") and shown.endswith("-5eed01.yml") and "…" in shown, line
+            assert len(shown) >= 24
 
     asyncio.run(scenario())

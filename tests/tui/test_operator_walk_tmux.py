@@ -53,7 +53,7 @@ def test_failure_to_reason_to_rerun_at_80x24(work, home):
         [backfill] = list((work / "logs" / "backfills").iterdir())
         assert f"backfill {backfill.name}" in screen, "the ID is whole in the header at 80 columns"
         tmux.keys("Home", "n")
-        tmux.wait_for("▸ 3  2024-01-04 00:00")
+        tmux.wait_for("▸ 3  2024-01-04 → 2024-01-05")
         tmux.keys("Enter")
         screen = tmux.wait_for("KeyError: column order_total missing from source")
         lines = screen.splitlines()

@@ -47,3 +47,17 @@ def test_relative_times_in_the_operators_zone():
         assert human.local_zone() == "Europe/Paris"
     finally:
         pendulum.set_local_timezone()
+
+
+def test_shorten_middle_keeps_the_start_and_more_of_the_end():
+    """A path too long for its room keeps a third of the room from its start and two thirds from its end, the
+    middle an ellipsis, exactly the width; one that fits is untouched; tiny rooms keep the end."""
+    from tui.human import shorten_middle
+
+    path = "/home/ana/repo/.context/backfill-orders-2024.yml"
+    assert shorten_middle(path, len(path)) == path
+    short = shorten_middle(path, 22)
+    assert short == "/home/a…ders-2024.yml" or len(short) == 22
+    assert len(short) == 22 and short.startswith("/home/") and short.endswith("2024.yml") and "…" in short
+    assert shorten_middle(path, 2) == "ml" and shorten_middle(path, 0) == ""
+    assert shorten_middle("abcdef", 4) == "a…ef"

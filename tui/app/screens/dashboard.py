@@ -13,6 +13,7 @@ from textual.widgets import Footer, Static
 
 from engine.execute.executor_snapshot import FINISHED, STOPPING
 from engine.store.status import Status, backfill_status
+from tui import human
 from tui.app.messages import FollowChanged, PartitionSelected
 from tui.app.screens.filter import FilterScreen
 from tui.app.screens.help import HelpScreen
@@ -127,6 +128,8 @@ class DashboardScreen(SteppingIn, Screen[None]):
 
     def on_resize(self) -> None:
         self.size_details()
+        if self.table.set_dates_only(self.size.width < 100):
+            self.query_one("#columns", Static).update(self.table.header_text())
         # Below 110 columns the footer packs its keys tight, so no label is cut ("c Cance") at 80 columns.
         self.query_one(Footer).compact = self.size.width < 110
 
@@ -216,8 +219,9 @@ class DashboardScreen(SteppingIn, Screen[None]):
             if failed:
                 text.append(f" — {failed} failed: n jumps to the next one", style="red1")
             record = getattr(self.source, "record", None)
-            if record:
-                text.append(f" · record {record}", style="grey70")
+            if record:  # never cut to "· record": the middle of the path goes, its start and file name stay
+                room = max(24, line.size.width - 2 - text.cell_len - len(" · record ") - len(" · q to quit"))
+                text.append(f" · record {human.shorten_middle(str(record), room)}", style="grey70")
             text.append(" · q to quit", style="grey70")
         elif state.state == IDLE:
             text.append("saved backfill (nothing runs it) · q leaves", style="grey70")

@@ -16,11 +16,6 @@ KEYS = [
     ("f", "follow execution again (any navigation turns it off)"),
     ("Enter", "open or close the details pane (interval, ID, attempts, log)"),
     ("Tab", "move between the table and the log"),
-    ("[ ]", "previous or next attempt whose log is shown"),
-    ("w  G/End", "in the log: wrap lines, jump to the end (and tail it)"),
-    ("F", "in the log: pause following where it is, or follow the end again"),
-    ("/  n N", "in the log: search (case-insensitive), next and previous match; matches are highlighted"),
-    ("v", "in the log: open it whole in $PAGER (less when unset); q there comes back"),
     ("/", "jump to a date or timestamp, a partition number or an ID prefix"),
     ("s", "filter partitions by status"),
     ("Ctrl+F  \\", "filter rows by text: in the ID, the interval, the status or the reason (empty: all rows)"),
@@ -45,6 +40,12 @@ KEYS = [
     ("Enter  Ctrl+R", "in the list: open the backfill; reload the list"),
     ("Esc", "close the details pane or this screen"),
     ("?", "this help"),
+    # The log pane's own keys (Tab puts the focus there), after the table's: they matter once it is open.
+    ("[ ]", "previous or next attempt whose log is shown"),
+    ("w  G/End", "in the log: wrap lines, jump to the end (and tail it)"),
+    ("F", "in the log: pause following where it is, or follow the end again"),
+    ("/  n N", "in the log: search (case-insensitive), next and previous match; matches are highlighted"),
+    ("v", "in the log: open it whole in $PAGER (less when unset); q there comes back"),
 ]
 
 

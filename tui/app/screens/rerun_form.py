@@ -22,6 +22,8 @@ from engine.spec.backfill_spec import ON_FAILURE, ExecutionOptions
 from tui import human
 from tui.app.sources import BackfillSource
 
+MOST = 100_000  # retries, parallelism, workers: as the command line, anything above is a typo
+
 
 @dataclass(frozen=True)
 class RerunRequest:
@@ -173,14 +175,18 @@ class RerunForm(ModalScreen[RerunRequest | None]):
         return next((c for c in self.choices if c.key == key), None)
 
     def _integer(self, field: str, minimum: int) -> int | None:
+        """ASCII digits from ``minimum`` to 100,000, as the command line takes them (``int()`` alone would take
+        ``٣``, ``1_0`` and a number of a hundred digits)."""
         text = self.query_one(f"#{field}", Input).value.strip()
-        try:
-            value = int(text)
-        except ValueError:
-            self.errors[field] = f"{text!r} is not a whole number: use {minimum} or more"
+        if not (text.isascii() and text.isdecimal()) or len(text) > 6:
+            self.errors[field] = f"{text!r} is not a whole number: use ASCII digits from {minimum} to {MOST:,}"
             return None
+        value = int(text)
         if value < minimum:
             self.errors[field] = f"{value} is too small: use {minimum} or more"
+            return None
+        if value > MOST:
+            self.errors[field] = f"{value:,} is too large: use at most {MOST:,}"
             return None
         return value
 

@@ -66,6 +66,22 @@ def _clock(text: str | None) -> str:
     return text[:19].replace("T", " ") if text else "—"
 
 
+def _process_text(attempt: Attempt) -> str:
+    """``  pid 4242``, ``  warm runner pid 4242``, ``  pid 4242 on worker tcp://… (host)``."""
+    who = "warm runner pid" if attempt.launcher == "warm" else "pid"
+    where = f" on worker {attempt.remote['worker']} ({attempt.remote.get('host')})" if attempt.remote else ""
+    return f"  {who} {attempt.pid}{where}"
+
+
+def _span(started: str | None, finished: str | None, *, short: bool) -> str:
+    """When an attempt ran; ``short`` (80 columns): the month and day once, then the two times."""
+    if not short:
+        return f"{_clock(started)} → {_clock(finished)}"
+    begin, end = _clock(started), _clock(finished)
+    same_day = begin[:10] == end[:10]
+    return f"{begin[5:]} → {end[11:] if same_day else end[5:]}"
+
+
 class PartitionDetails(Vertical):
     def __init__(self, source: BackfillSource, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -154,21 +170,27 @@ class PartitionDetails(Vertical):
             text.append(f"  {self.error}\n", style="red1")
         if not self.attempts:
             text.append("  no attempt yet\n", style="grey58")
+        width = self.size.width - 2 if self.size.width else 118  # inside the summary's padding
+        narrow = width < 98  # 80×24: every attempt on one line, so the last two fit in five
         for position, attempt in reversed(list(enumerate(self.attempts))):
             chosen = position == self.chosen
-            text.append("▸ " if chosen else "  ", style="bold")
-            text.append(f"#{position + 1} ", style="bold" if chosen else "")
-            text.append(f"{attempt.status:<9}", style=ATTEMPT_STYLES.get(attempt.status, ""))
+            line = Text()
+            line.append("▸ " if chosen else "  ", style="bold")
+            line.append(f"#{position + 1} ", style="bold" if chosen else "")
+            line.append(f"{attempt.status:<9}", style=ATTEMPT_STYLES.get(attempt.status, ""))
             duration = human.duration(attempt.duration) if attempt.duration is not None else ""
             exit_text = f"exit {attempt.exit_code}" if attempt.exit_code is not None else ""
-            text.append(f" {_clock(attempt.started_at)} → {_clock(attempt.finished_at)} {duration:>8} {exit_text:>8}")
-            text.append(f"  {attempt.run_id}", style="grey58")
-            if chosen and attempt.pid:  # on a line of its own: the run ID above already fills 120 columns
-                who = "warm runner pid" if attempt.launcher == "warm" else "pid"
-                where = (
-                    f" on worker {attempt.remote['worker']} ({attempt.remote.get('host')})" if attempt.remote else ""
-                )
-                text.append(f"\n      {who} {attempt.pid}{where}", style="grey58")
+            span = _span(attempt.started_at, attempt.finished_at, short=narrow)
+            line.append(f" {span} {duration:>8} {exit_text:>8}")
+            process = _process_text(attempt) if chosen and attempt.pid else ""
+            # Never cut: the run ID shows whole or not at all (Y copies it, whole, whatever the width).
+            if line.cell_len + 2 + len(attempt.run_id) <= width:
+                line.append(f"  {attempt.run_id}", style="grey58")
+            if process and narrow and line.cell_len + len(process) <= width:
+                line.append(process, style="grey58")
+            elif process:  # on a line of its own: the run ID already fills 120 columns
+                line.append(f"\n    {process}", style="grey58")
+            text.append_text(line)
             if attempt.assets is not None:
                 text.append("\n      " + asset_resume_text(attempt, self.attempts), style="grey70")
             if chosen and attempt.verification:
@@ -182,6 +204,10 @@ class PartitionDetails(Vertical):
         if len(self.attempts) > 1:
             text.append("  [ and ] choose the attempt whose log is shown\n", style="grey50")
         self.query_one("#details-summary", Static).update(text)
+
+    def on_resize(self) -> None:
+        if self.index is not None:
+            self._render_summary()  # narrower or wider: the attempt lines are laid out again
 
     def _status_label(self, status: Status) -> str:
         """A partition recorded running in a backfill nobody runs is shown as interrupted."""

@@ -75,6 +75,11 @@ def compact(text: str) -> str:
     return text
 
 
+def _date_if_midnight(text: str) -> str:
+    """``2024-01-04 00:00`` (or ``2024-03-10 00:00-05``) → ``2024-01-04``; any other time is kept whole."""
+    return text[:10] if text[10:16] == " 00:00" else text
+
+
 class PartitionTable(ScrollView, can_focus=True):
     """Every partition of the plan, queued work included, in plan order."""
 
@@ -102,6 +107,7 @@ class PartitionTable(ScrollView, can_focus=True):
         self.marked: set[int] = set()
         self._painted: dict[int, tuple] = {}
         self._index_width = len(str(max(len(self.plan) - 1, 0)))
+        self.dates_only = False  # below 100 columns a midnight boundary drops its time: the reason keeps room
         self._interval_width = self._measure_interval_width()
         self.virtual_size = Size(0, len(self.rows))
 
@@ -113,7 +119,22 @@ class PartitionTable(ScrollView, can_focus=True):
 
     def interval_text(self, index: int) -> str:
         interval = self.plan.interval(index)
-        return f"{compact(self.formatter.format(interval.start))} → {compact(self.formatter.format(interval.end))}"
+        start, end = compact(self.formatter.format(interval.start)), compact(self.formatter.format(interval.end))
+        if self.dates_only:
+            start, end = _date_if_midnight(start), _date_if_midnight(end)
+        return f"{start} → {end}"
+
+    def set_dates_only(self, dates_only: bool) -> bool:
+        """Narrow terminals (the dashboard decides): a boundary at local midnight is shown as its date alone
+        (the zone is in the header), so that the reason column keeps its room beside the scrollbar. True when
+        it changed (the column titles change with it)."""
+        if dates_only == self.dates_only:
+            return False
+        self.dates_only = dates_only
+        self._interval_width = self._measure_interval_width()
+        self._painted.clear()
+        self.refresh()
+        return True
 
     def header_text(self) -> Text:
         """Column titles aligned with the rows."""
