@@ -21,7 +21,7 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -311,8 +311,11 @@ class StateStore:
                 if entry.name.endswith(".json") and not entry.name.startswith("."):
                     yield Path(entry.path)
 
-    def load_board(self, plan: Plan, id_of) -> tuple[StatusBoard, list[PartitionRecord]]:
-        """Statuses and attempt counts of every partition, plus the records still marked running."""
+    def load_board(
+        self, plan: Plan, id_of, visit: Callable[[PartitionRecord], None] | None = None
+    ) -> tuple[StatusBoard, list[PartitionRecord]]:
+        """Statuses and attempt counts of every partition, plus the records still marked running; ``visit``
+        sees every record as it is read (a watcher learns what it needs in the same single pass)."""
         if not self.partitions.is_dir():
             raise StateUnreadable(
                 f"{self.partitions} is missing: the records of backfill {self.id} are gone, so which partitions "
@@ -330,6 +333,8 @@ class StateStore:
                 board.set_verification(record.index, record.attempts[-1].verification)
             if status is Status.RUNNING:
                 running.append(record)
+            if visit is not None:
+                visit(record)
         self.apply_bulk_marks(board)
         return board, running
 

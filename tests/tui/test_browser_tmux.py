@@ -131,14 +131,20 @@ def gone_within(tmux: Tmux, text: str, timeout: float = 30.0) -> None:
 
 
 def test_every_screen_and_form_opens_and_closes_in_no_colour_mode_at_80_by_24(tmp_path, home):
-    """NO_COLOR=1 at 80×24: from the list, a backfill's dashboard, then its details, jump box, filter, rerun form,
-    help, mark form, pause form and audit view (with its details), each opened and closed in turn, and
-    the mark form again after the audit view (which used to crash the console: a blank line with no style met the
-    monochrome filter). Nothing fails; q leaves with exit 0."""
+    """NO_COLOR=1 at 80×24: from the list, a backfill's dashboard, then every screen and form a saved backfill
+    offers — details, jump, filter, text filter, triage, export, copy menu, rerun form, help, mark form, pause
+    form, parallelism form, audit view (with its details), the log's search — each opened, drawn without a
+    single colour code, and closed in turn, and the mark form again after the audit view (which used to crash
+    the console: a blank line with no style met the monochrome filter). Nothing fails; q leaves with exit 0."""
+    from tests.tui.test_colour_tmux import colour_codes
+
     work = tmp_path / "work"
     (work / ".git").mkdir(parents=True)
     days = ("--start-date", "2024-01-01", "--end-date", "2024-01-03")
-    assert run_backfill(*GUARD, "--command", "true", *days, "--no-progress", cwd=work, env=home).returncode == 0
+    failing = "sh -c 'echo loading {start_date}; test {start_date} != 2024-01-02'"
+    result = run_backfill(*GUARD, "--command", failing, *days, "--on-failure", "continue", "--no-progress",
+                          cwd=work, env=home)  # fmt: skip
+    assert result.returncode == 1, result.stderr
     [backfill] = state_dirs(work / "logs" / "backfills")
     marked = run_backfill("mark", backfill.name, records(backfill)[0]["id"][:12], "--status", "skipped",
                           "--reason", "an audit line to look at", cwd=work, env=home)  # fmt: skip
@@ -147,35 +153,78 @@ def test_every_screen_and_form_opens_and_closes_in_no_colour_mode_at_80_by_24(tm
     tmux = Tmux(80, 24, shlex.join([*backfill_argv(), "list"]), work, env)
     try:
         tmux.wait_for(backfill.name)
+        assert colour_codes(tmux.screen(escapes=True)) == []
         tmux.keys("Enter")
         tmux.wait_for("saved backfill")
         for key, shows in [
             ("Enter", "partition 0"),
             ("/", "Jump to"),
             ("s", "Show partitions"),
+            ("C-f", "Filter rows by text"),
+            ("t", "Failures by kind"),
+            ("e", "Export 3 rows"),
+            ("Y", "Copy to the clipboard"),
             ("r", "all, successes included"),
             ("?", "Esc to close"),
             ("m", "Mark partitions"),
             ("p", "Pause backfill"),
+            ("+", "Partitions at once"),
             ("a", "Audit of backfill"),
             ("m", "Mark partitions"),
-        ]:  # fmt: skip (c, cancel, is offered only while the backfill runs)
+        ]:  # fmt: skip (c and x, which act on what runs, are walked on a live run below)
             tmux.keys(key)
             tmux.wait_for(shows)
             if key == "a":
                 tmux.keys("Enter")
                 tmux.wait_for("action:")
+            assert colour_codes(tmux.screen(escapes=True)) == [], key
             tmux.keys("Escape")
-            if key == "a":
+            if key in ("a", "Enter"):
                 tmux.keys("Escape")
             gone_within(tmux, shows)  # closed before the next key, or that key would land in this screen
             assert "failed (" not in tmux.screen()
-        tmux.keys("q")
+        tmux.keys("Home", "Down", "Enter")  # the failed partition: its log
+        tmux.wait_for("partition 1  failed")
+        tmux.keys("Tab", "/")
+        tmux.wait_for("Search the log")
+        tmux.keys("loading", "Enter")
+        tmux.wait_for("/loading: line 1")
+        assert colour_codes(tmux.screen(escapes=True)) == []
+        tmux.keys("Escape", "q")
         tmux.wait_for("Saved backfills")
         tmux.keys("q")
         screen = tmux.wait_for("EXIT=")
         assert "EXIT=0" in screen and "dashboard failed" not in screen, screen
         assert not list(backfill.glob("*crash*"))
+    finally:
+        tmux.close()
+
+
+def test_the_forms_of_a_live_run_open_and_close_in_no_colour_mode_at_80_by_24(tmp_path, home):
+    """NO_COLOR=1 at 80×24 on a live dashboard: the cancel form (c), the stop-one-partition form (x, on the
+    running row follow mode selects) and the parallelism form (+), each drawn without colour and closed with
+    Esc, the run going on; then q, y stops it (exit 130)."""
+    from tests.tui.test_colour_tmux import colour_codes
+
+    work = tmp_path / "work"
+    (work / ".git").mkdir(parents=True)
+    command = shlex.join([*backfill_argv(), *GUARD, "--command", "sleep 60", "--start-date", "2024-01-01",
+                          "--end-date", "2024-01-04"])  # fmt: skip
+    tmux = Tmux(80, 24, command, work, {**home, "TERM": "xterm-256color", "NO_COLOR": "1"})
+    try:
+        tmux.wait_for("▶ running")
+        for key, shows in [("c", "Cancel backfill"), ("x", "Stop partition 0 now"), ("+", "Partitions at once")]:
+            tmux.keys(key)
+            tmux.wait_for(shows)
+            assert colour_codes(tmux.screen(escapes=True)) == [], key
+            tmux.keys("Escape")
+            gone_within(tmux, shows)
+            assert "▶ running" in tmux.screen()
+        tmux.keys("q")
+        tmux.wait_for("Stop the backfill?")
+        tmux.keys("y")
+        screen = tmux.wait_for("EXIT=", timeout=60)
+        assert "EXIT=130" in screen, screen
     finally:
         tmux.close()
 

@@ -226,6 +226,8 @@ class WatchedSource(SavedSource):
         running: list,
         options: ExecutionOptions,
         parallelism: Parallelism,
+        *,
+        seen: tuple[int, dict[str, int], list[tuple[int, Status, str | None]]] | None = None,
     ) -> None:
         try:
             generation = store.read_generation()
@@ -241,7 +243,38 @@ class WatchedSource(SavedSource):
         self._running_records = {r.index: r for r in running}
         self._last_scan = 0.0
         self._idle = False
+        if seen is not None:  # the records were read once already (``watch``): only what changed since is read
+            self._stamp, self._mtimes, ended = seen
+            for index, status, finished_at in ended:
+                self.progress.saw(index, status, finished_at)
         self._rescan()
+
+    @classmethod
+    def load(
+        cls, spec: BackfillSpec, store: StateStore, options: ExecutionOptions, parallelism: Parallelism
+    ) -> WatchedSource:
+        """Read a backfill another process runs in one pass: the files' times first (so that anything written
+        while they are read is read again on the first poll), then every record once for the board and the
+        progress — not a second time for the times, which doubled the first paint of 50,000 records."""
+        import os
+
+        from engine.store.catalog import partitions_stamp
+
+        stamp = partitions_stamp(store)
+        with os.scandir(store.partitions) as entries:
+            mtimes = {
+                entry.name: entry.stat().st_mtime_ns
+                for entry in entries
+                if entry.name.endswith(".json") and not entry.name.startswith(".")
+            }
+        ended: list[tuple[int, Status, str | None]] = []
+
+        def visit(record) -> None:
+            last = record.attempts[-1].finished_at if record.attempts else None
+            ended.append((record.index, Status.parse(record.status), last))
+
+        board, running = store.load_board(spec.plan, spec.ids.of, visit)
+        return cls(spec, store, board, running, options, parallelism, seen=(stamp, mtimes, ended))
 
     @property
     def nobody_runs(self) -> bool:
@@ -387,8 +420,8 @@ def open_saved(store: StateStore) -> SavedSource:
     manifest = store.read_manifest()
     spec = spec_of(manifest)
     options = resume_options(manifest, store.directory)
-    board, running = store.load_board(spec.plan, spec.ids.of)
     parallelism = shown_parallelism(spec, options)
     if is_running(store):
-        return WatchedSource(spec, store, board, running, options, parallelism)
+        return WatchedSource.load(spec, store, options, parallelism)
+    board, running = store.load_board(spec.plan, spec.ids.of)
     return SavedSource(spec, store, board, running, options, parallelism)
