@@ -50,6 +50,9 @@ ACTING = frozenset(
     }
 )
 
+# Past this many records to read (failures to group, reasons to search), the work leaves the screen's thread.
+READ_IN_BACKGROUND = 5_000
+
 # What the status line says while stopping, after as many stop requests beyond the first (Ctrl+C again).
 ESCALATION_HINTS = (
     "Ctrl+C again sends SIGTERM now",
@@ -364,7 +367,6 @@ class DashboardScreen(SteppingIn, Screen[None]):
         from tui.app.screens.triage import TriageScreen
 
         source = self.source
-        groups = failure_groups(source.spec, source.store, source.board)
 
         def chosen(choice) -> None:
             if choice is None:
@@ -377,7 +379,27 @@ class DashboardScreen(SteppingIn, Screen[None]):
             if choice.action == "rerun" and not self.read_only:
                 self.action_rerun(chosen="filter")  # that kind, not every failure
 
-        self.app.push_screen(TriageScreen(groups), chosen)
+        failed = source.board.counts().get("failed", 0)
+        self._off_the_screen(
+            lambda: failure_groups(source.spec, source.store, source.board),
+            lambda groups: self.app.push_screen(TriageScreen(groups), chosen),
+            f"grouping {failed:,} failures by kind…",
+            heavy=failed > READ_IN_BACKGROUND,
+        )
+
+    def _off_the_screen(self, work, done, saying: str, *, heavy: bool) -> None:
+        """Work that reads thousands of records: in a worker thread, the screen answering keys meanwhile and
+        saying what it does; small work at once."""
+        if not heavy:
+            done(work())
+            return
+        self.notify(saying, timeout=3)
+
+        def run() -> None:
+            result = work()
+            self.app.call_from_thread(done, result)
+
+        self.run_worker(run, thread=True, exclusive=True, group="records")
 
     def _say_filter(self, status_label: str | None) -> None:
         """The status line's filter: what s or t chose, then the text filter's text."""
@@ -405,14 +427,28 @@ class DashboardScreen(SteppingIn, Screen[None]):
                 self._say_filter(self.status_filter_label)
                 return
             source = self.source
-            match = rows_matching(
-                text, spec=source.spec, store=source.store, board=source.board, interval_text=self.table.interval_text
+
+            def show(match) -> None:
+                self.table.set_filter(statuses, match.indices)
+                self._say_filter(self.status_filter_label)
+                shown = len(self.table.rows)
+                note = "" if match.scanned_plan else " (IDs and intervals of a plan this large are not searched)"
+                self.notify(f"{shown:,} row{'s' if shown != 1 else ''} hold {text!r}{note}", timeout=3)
+
+            counts = source.board.counts()
+            ended = counts.get("failed", 0) + counts.get("cancelled", 0)
+            self._off_the_screen(
+                lambda: rows_matching(
+                    text,
+                    spec=source.spec,
+                    store=source.store,
+                    board=source.board,
+                    interval_text=self.table.interval_text,
+                ),
+                show,
+                f"looking for {text!r} in {ended:,} reasons…",
+                heavy=ended > READ_IN_BACKGROUND or source.board.size > READ_IN_BACKGROUND * 20,
             )
-            self.table.set_filter(statuses, match.indices)
-            self._say_filter(self.status_filter_label)
-            shown = len(self.table.rows)
-            note = "" if match.scanned_plan else " (IDs and intervals of a plan this large are not searched)"
-            self.notify(f"{shown:,} row{'s' if shown != 1 else ''} hold {text!r}{note}", timeout=3)
 
         self.app.push_screen(FindScreen(self.found_text), chosen)
 
