@@ -286,7 +286,7 @@ class LogView(ScrollView, can_focus=True):
                 return low + last.start()
             if low == begin:
                 return None
-            position = low + overlap
+            position = min(position - 1, low + overlap)  # always back, even when a chunk is no longer than the overlap
         return None
 
     def _painted(self, text: str, number: int) -> list[Segment]:
