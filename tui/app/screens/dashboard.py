@@ -18,10 +18,12 @@ from tui.app.messages import FollowChanged, PartitionSelected
 from tui.app.screens.filter import FilterScreen
 from tui.app.screens.help import HelpScreen
 from tui.app.screens.jump import JumpScreen
+from tui.app.screens.log_search import LogSearchScreen
 from tui.app.screens.stepping_in import SteppingIn
 from tui.app.sources import IDLE, RUNNING_ELSEWHERE, BackfillSource, SourceState
 from tui.app.widgets.completion import CompletionBar
 from tui.app.widgets.details import PartitionDetails
+from tui.app.widgets.log_view import LogView
 from tui.app.widgets.partition_table import PartitionTable
 from tui.app.widgets.run_header import RunHeader
 from tui.app.widgets.status_line import StatusLine
@@ -250,6 +252,15 @@ class DashboardScreen(SteppingIn, Screen[None]):
         line = self.query_one(StatusLine)
         line.following = message.following
         line.refresh_text()
+
+    def on_log_view_search_requested(self, message: LogView.SearchRequested) -> None:
+        log = message.log
+
+        def chosen(text: str | None) -> None:
+            if text is not None:
+                log.search(text)
+
+        self.app.push_screen(LogSearchScreen(log.pattern), chosen)
 
     # ---------------------------------------------------------------- leaving and stopping
 

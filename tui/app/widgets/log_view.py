@@ -107,6 +107,13 @@ class LogView(ScrollView, can_focus=True):
     class StateChanged(Message):
         """Following or paused, the search and its match changed: the pane's title says so."""
 
+    class SearchRequested(Message):
+        """/ in the log: the screen asks for the text (a widget never opens a screen itself)."""
+
+        def __init__(self, log: LogView) -> None:
+            super().__init__()
+            self.log = log
+
     BINDINGS = [
         Binding("slash", "search", "Search log", show=False),
         Binding("n", "find(1)", "Next match", show=False),
@@ -343,14 +350,8 @@ class LogView(ScrollView, can_focus=True):
         self.refresh()
 
     def action_search(self) -> None:
-        """/ in the log: ask for the text, then find it from the line in view."""
-        from tui.app.screens.log_search import LogSearchScreen
-
-        def chosen(text: str | None) -> None:
-            if text is not None:
-                self.search(text)
-
-        self.app.push_screen(LogSearchScreen(self.pattern), chosen)
+        """/ in the log: the screen asks for the text, then ``search`` finds it from the line in view."""
+        self.post_message(self.SearchRequested(self))
 
     def action_find(self, direction: int) -> None:
         if not self.pattern:
