@@ -40,7 +40,8 @@ def test_forty_partitions_run_on_a_local_cluster_with_records_and_logs(work):
         "--max-parallel",
         "4",
         *GUARD,
-        "--no-progress",
+        "--output",
+        "json",
         cwd=work,
     )
     assert result.returncode == 0, result.stdout + result.stderr
@@ -56,6 +57,14 @@ def test_forty_partitions_run_on_a_local_cluster_with_records_and_logs(work):
         log = (backfill / attempt["log"]).read_text()
         assert f"start={record['start'].replace('Z', '.000000Z')}" in log
     assert len(workers) == 2
+    shown = run_backfill("show", backfill.name, "--output", "json", "--limit", "40", cwd=work)
+    for document in (json.loads(result.stdout), json.loads(shown.stdout)):
+        for row, record in zip(document["partitions"], found, strict=True):
+            attempt, kept = row["attempts"][-1], record["attempts"][-1]
+            where = {
+                key: attempt[key] for key in ("cluster", "worker", "host", "pgid", "pid", "pid_started", "pid_birth")
+            }
+            assert where == {key: kept[key] for key in where} and where["worker"].startswith("tcp://")
 
 
 def test_a_failing_partition_is_retried_on_the_cluster(work):

@@ -12,27 +12,36 @@ from engine.store.state_store import StateStore
 from engine.store.status import StatusBoard
 from tui.cli.plan_output import options_json, page_bounds, page_rows, summary_json, write_json
 
+# What an attempt sent to a Dask scheduler adds: where it ran and the child it ran there (docs/json.md).
+REMOTE_FIELDS = ("scheduler", "cluster", "worker", "host", "pgid")
+
 
 def attempts_json(store: StateStore, record_attempts) -> list[dict[str, Any]]:
-    return [
-        {
-            "run_id": a.run_id,
-            "status": a.status,
-            "started_at": a.started_at,
-            "finished_at": a.finished_at,
-            "exit_code": a.exit_code,
-            "error": a.error,
-            "log": str(store.directory / a.log) if a.log else None,
-            "verification": a.verification,
-            "kind": a.kind,
-            "rows": a.rows,
-            "asset": a.asset,
-            "by": a.by,
-            "assets": a.assets,
-            "carried": a.carried,
-        }
-        for a in record_attempts
-    ]
+    return [_attempt_json(store, a) for a in record_attempts]
+
+
+def _attempt_json(store: StateStore, a) -> dict[str, Any]:
+    document = {
+        "run_id": a.run_id,
+        "status": a.status,
+        "started_at": a.started_at,
+        "finished_at": a.finished_at,
+        "exit_code": a.exit_code,
+        "error": a.error,
+        "log": str(store.directory / a.log) if a.log else None,
+        "verification": a.verification,
+        "kind": a.kind,
+        "rows": a.rows,
+        "asset": a.asset,
+        "by": a.by,
+        "assets": a.assets,
+        "carried": a.carried,
+    }
+    if a.launcher == "dask":
+        remote = a.remote or {}
+        document |= {key: remote[key] for key in REMOTE_FIELDS if key in remote}
+        document |= {"pid": a.pid, "pid_started": a.pid_started, "pid_birth": a.pid_birth}
+    return document
 
 
 def backfill_json(spec: BackfillSpec, store: StateStore) -> dict[str, Any]:
