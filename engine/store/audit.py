@@ -1,8 +1,9 @@
 """``audit.jsonl``: every intervention, one JSON object per line, appended and fsynced, never rewritten.
 
 Appends from several processes are serialized by an ``flock`` on the file itself, so none is lost or
-interleaved. A line torn by a crash mid-append is never dropped or rewritten: the next append starts on a
-new line after it, and every reader reports it with its line number.
+interleaved; each append also indexes its lines in ``audit.idx`` (:mod:`engine.store.audit_index`). A line
+torn by a crash mid-append is never dropped or rewritten: the next append starts on a new line after it, and
+every reader reports it with its line number.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from typing import Any
 import orjson
 
 from engine.base.atomic import FILE_MODE
+from engine.store.audit_index import AUDIT, index_appended
 
-AUDIT = "audit.jsonl"
 ACTIONS = (
     "MARK",
     "STAND_IN",
@@ -99,6 +100,7 @@ def append(directory: Path, entries: Iterable[dict[str, Any]]) -> int:
         while view:
             view = view[os.write(descriptor, view) :]
         os.fsync(descriptor)
+        index_appended(descriptor, directory)
     finally:
         os.close(descriptor)  # releases the lock
     return data.count(b"\n") - (1 if data.startswith(b"\n") else 0)

@@ -90,6 +90,65 @@ def audit_parser() -> Parser:
         "id", nargs="?", help="backfill ID (or a unique prefix); without it, what belongs to no backfill (stand-ins)"
     )
     parser.add_argument("--state-dir", help="root of the state store")
+    parser.add_argument(
+        "--since",
+        type=since_arg,
+        metavar="WHEN",
+        help="only what was applied at or after WHEN: an RFC 3339 time with its offset, a date (midnight UTC), "
+        "or a Go duration ago (90m, 48h)",
+    )
+    parser.add_argument(
+        "--action",
+        action="append",
+        default=[],
+        type=actions_arg,
+        metavar="ACTION",
+        help="only these actions (repeatable, or comma-separated: MARK,CANCEL)",
+    )
     parser.add_argument("--output", choices=("text", "json"), default=None, help="text (default) or JSON lines")
     parser.add_argument("--no-color", action="store_true", help="no colours (also NO_COLOR, TERM=dumb)")
     return parser
+
+
+def since_arg(text: str) -> int:
+    """``--since``: microseconds since the epoch, from an instant with its offset, a date, or a duration ago."""
+    import re
+    from datetime import UTC, date, datetime
+
+    from engine.base.errors import BadInput
+    from engine.dates.durations import parse_duration
+    from engine.store.audit_index import microseconds_since_epoch
+
+    accepted = "an RFC 3339 time with its offset (2026-12-01T09:00:00Z), a date (2026-12-01) or a duration ago (48h)"
+    if not text.strip():
+        raise BadInput(f"--since {text!r} is not a time: give {accepted}")
+    now = datetime.now(UTC)
+    if re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", text):
+        try:
+            moment = datetime.combine(date.fromisoformat(text), datetime.min.time(), UTC)
+        except ValueError:
+            raise BadInput(f"--since {text!r} is not a date: give {accepted}") from None
+    elif re.fullmatch(r"[0-9.]+[a-zµ]+([0-9.]+[a-zµ]+)*", text):
+        return microseconds_since_epoch(now) - parse_duration(text, "--since")
+    else:
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            raise BadInput(f"--since {text!r} is not a time: give {accepted}") from None
+        if moment.tzinfo is None:
+            raise BadInput(f"--since {text!r} has no offset: add Z or +HH:MM (which zone it means is not guessed)")
+    if moment > now:
+        raise BadInput(f"--since {text!r} is in the future: nothing was applied after it yet")
+    return microseconds_since_epoch(moment)
+
+
+def actions_arg(text: str) -> list[str]:
+    """``--action``: audit actions, case-insensitive, comma-separated."""
+    from engine.base.errors import BadInput
+    from engine.store.audit import ACTIONS
+
+    names = [name.strip().upper() for name in text.split(",")]
+    for name in names:
+        if name not in ACTIONS or not name.isascii():
+            raise BadInput(f"--action {name or text!r} is not an audit action: give one of {', '.join(ACTIONS)}")
+    return names
