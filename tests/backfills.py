@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -60,6 +61,15 @@ def child_running(record: dict[str, Any]) -> bool:
     attempt is ``starting``, with no child yet)."""
     last = record["attempts"][-1] if record["attempts"] else {}
     return record["status"] == "running" and last.get("status") == "running" and bool(last.get("pid"))
+
+
+def rewrite(path: Path, data: bytes | str) -> None:
+    """Change a state file as a careful tool does, renamed into place: a record changed so moves the directory's
+    time, which the record index notices (docs/state.md, "The record index"; an edit in place is noticed only when
+    that record is read, see test_record_index_limits.py)."""
+    temporary = path.with_name(f".{path.name}.edit")
+    temporary.write_bytes(data.encode() if isinstance(data, str) else data)
+    os.replace(temporary, path)
 
 
 def records(backfill: Path) -> list[dict[str, Any]]:

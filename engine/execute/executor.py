@@ -37,6 +37,7 @@ from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions
 from engine.store.catalog import partitions_stamp, write_summary
 from engine.store.lease import LeasedAttempt
 from engine.store.manifest import now_text
+from engine.store.record_index import row_of
 from engine.store.record_writer import RecordWriter
 from engine.store.records import Attempt, PartitionRecord, RecordStatus
 from engine.store.run_tally import RunTally
@@ -176,7 +177,7 @@ class Executor:
         self._finished_at = self._started_at
         self._exhausted = False
         self._selector = selectors.DefaultSelector()
-        self._writer = RecordWriter(store.partitions, self.owns)
+        self._writer = RecordWriter(store.partitions, self.owns, store.index_for_writing(self.plan, self.ids.of))
         self._reserve = SpaceReserve(store.directory, reserve_size(options.max_parallel))
         self._storage_error: OSError | None = None  # the store could not be written: stop, wait, report
         self._leftovers: list[tuple[TrackedFamily, float]] = []  # what ended attempts left alive, SIGKILL deadline
@@ -397,6 +398,7 @@ class Executor:
                 self._writer.close()
             except OSError as error:
                 self._storage_failed(error)
+            self.store.close_index()
             self._maybe_write_summary(force=True)
         status = self._decide_outcome()
         result = Outcome(
@@ -446,23 +448,26 @@ class Executor:
             self._summary_written = now
             write_summary(self.store, self.board, partitions_stamp(self.store))  # a cache: never fails the run
 
-    def _write(self, path, data: bytes, *, durable: bool) -> None:
+    def _write(self, record: PartitionRecord, *, durable: bool) -> None:
         """Queue a record; once the store cannot be written, stop the run instead of crashing out of it. On a
         full disk records are still queued: the writer defers them until the reserve is given back."""
         if not self.owns():
             return  # fenced: a reconcile decided these partitions' fate; our late word would overwrite it
         try:
-            self._writer.put(path, data, durable=durable)
+            path, row = self.store.record_path(record.id), (record.index, row_of(record))
+            self._writer.put(path, record.to_bytes(), durable=durable, row=row)
         except OSError as error:
             self._storage_failed(error)
 
-    def _write_ahead(self, path, data: bytes) -> bool:
+    def _write_ahead(self, record: PartitionRecord) -> bool:
         """Write a record and wait until it is durable; False when it could not be (a full disk stops the run) or
         this executor was fenced meanwhile: then nothing may start."""
         if self._storage_error is not None or not self.owns():
             return False
         try:
-            self._writer.write_ahead(path, data)
+            self._writer.write_ahead(
+                self.store.record_path(record.id), record.to_bytes(), (record.index, row_of(record))
+            )
         except OSError as error:
             self._storage_failed(error)
             return False
@@ -577,7 +582,7 @@ class Executor:
         )
         # Write-ahead: the attempt is on disk, synced, before its child can start, so a child that ran always has an
         # attempt record, whatever kills this executor next (a takeover settles a "starting" one: issue 24).
-        if not self._write_ahead(self.store.record_path(partition_id), record.to_bytes()):
+        if not self._write_ahead(record):
             attempt.status, attempt.finished_at = RecordStatus.CANCELLED, now_text()
             attempt.error = "not started: its attempt could not be recorded first"
             self._finish(index, record, attempt, pending.attempts_left)
@@ -595,7 +600,7 @@ class Executor:
         attempt.pid_started, attempt.pid_birth = (None, None) if remoted else process_identity(child.pid)
         if remoted:
             attempt.remote = child.remote  # the cluster at least: where a successor looks for it
-        self._write(self.store.record_path(partition_id), record.to_bytes(), durable=False)
+        self._write(record, durable=False)
         active = _Active(index, interval, record, attempt, child, time.monotonic(), time.time(), pending.attempts_left)
         active.identity_pending = remoted
         fd = child.exit_fd()
@@ -639,7 +644,7 @@ class Executor:
         attempt.pid_birth = remote.pop("pid_birth", None)
         attempt.remote = remote
         if write:
-            self._write(self.store.record_path(active.record.id), active.record.to_bytes(), durable=False)
+            self._write(active.record, durable=False)
 
     def _reap(self) -> None:
         for index, active in list(self._active.items()):
@@ -694,7 +699,7 @@ class Executor:
         attempt.duration = round(time.monotonic() - started, 6) if started is not None else 0.0
         # A lost attempt (its worker died: outcome unknown) leaves its partition failed, as a reconcile does.
         record.status = RecordStatus.FAILED if attempt.status == RecordStatus.LOST else attempt.status
-        self._write(self.store.record_path(record.id), record.to_bytes(), durable=True)
+        self._write(record, durable=True)
         verification_failed, self._verification_failed = self._verification_failed, False
         retry = (
             attempt.status in (RecordStatus.FAILED, RecordStatus.LOST)

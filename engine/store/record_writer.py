@@ -23,33 +23,47 @@ from collections.abc import Callable
 from pathlib import Path
 
 from engine.base.atomic import sync_directory, write_atomic
+from engine.store.record_index import RecordIndex
 from engine.store.space_reserve import FULL
 
 _STOP = object()
+Row = tuple[int, bytes]  # a record's partition number and its index row (engine/store/record_index.py)
 
 
 class RecordWriter:
-    def __init__(self, directory: Path, may_write: Callable[[], bool] = lambda: True) -> None:
+    def __init__(
+        self, directory: Path, may_write: Callable[[], bool] = lambda: True, index: RecordIndex | None = None
+    ) -> None:
         """``may_write`` is asked right before each record is written: a record queued by an owner that lost its
-        lease since (a fenced executor) is dropped, not written late over what its new owner decided."""
+        lease since (a fenced executor) is dropped, not written late over what its new owner decided. ``index``
+        gets each record's row: pending before the file is renamed into place, written after."""
         self.directory = directory
         self._may_write = may_write
+        self._index = index
         self._queue: queue.Queue[object] = queue.Queue()
         self._error: BaseException | None = None
         self.full: OSError | None = None  # the disk filled: later records wait in _deferred
-        self._deferred: dict[Path, bytes] = {}  # the latest version of each record not written
+        self._deferred: dict[Path, tuple[bytes, Row | None]] = {}  # the latest version of each record not written
         self._pending: dict[Path, int] = {}  # queued writes per file, not yet done
         self._pending_lock = threading.Lock()
         self._thread = threading.Thread(target=self._work, name="record writer", daemon=True)
         self._thread.start()
 
-    def put(self, path: Path, data: bytes, *, durable: bool) -> None:
+    def put(self, path: Path, data: bytes, *, durable: bool, row: Row | None = None) -> None:
         if self._error is not None:
             raise self._error
         self._count(path, 1)
-        self._queue.put((path, data, durable))
+        self._queue.put((path, data, durable, row, None))
 
-    def write_ahead(self, path: Path, data: bytes) -> None:
+    def _write_indexed(self, path: Path, data: bytes, row: Row | None, *, durable: bool, sync_parent: bool) -> None:
+        """The record, its index row pending while the file changes (left pending when the write fails)."""
+        if row is not None and self._index is not None:
+            self._index.pending(row[0])
+        write_atomic(path, data, durable=durable, sync_parent=sync_parent)
+        if row is not None and self._index is not None:
+            self._index.written(*row)
+
+    def write_ahead(self, path: Path, data: bytes, row: Row | None = None) -> None:
         """Write a record durably (file and directory synced) before returning: the attempt recorded before its
         child starts. On the calling thread when no write of the same file is queued — a batch of other records
         being synced is not waited for — else queued behind that write and waited for, so a file's writes stay in
@@ -59,23 +73,23 @@ class RecordWriter:
         with self._pending_lock:
             queued = self._pending.get(path, 0)
         if queued:
-            self.put_and_wait(path, data)
+            self.put_and_wait(path, data, row)
         elif self._may_write():
             try:
-                write_atomic(path, data, durable=True)
+                self._write_indexed(path, data, row, durable=True, sync_parent=True)
             except OSError as error:
                 if error.errno in FULL:
                     self.full = self.full or error
                 raise
 
-    def put_and_wait(self, path: Path, data: bytes) -> None:
+    def put_and_wait(self, path: Path, data: bytes, row: Row | None = None) -> None:
         """Queue a record and return once it, and everything queued before it, is on disk and synced (the
         directory too): the write-ahead of an attempt, which must be durable before its child starts."""
         if self._error is not None:
             raise self._error
         done = threading.Event()
         self._count(path, 1)
-        self._queue.put((path, data, True, done))
+        self._queue.put((path, data, True, row, done))
         done.wait()
         if self._error is not None:
             raise self._error
@@ -106,9 +120,9 @@ class RecordWriter:
             return 0
         release()
         deferred, self._deferred = self._deferred, {}
-        for path, data in deferred.items():
+        for path, (data, row) in deferred.items():
             if self._may_write():
-                write_atomic(path, data, durable=True, sync_parent=False)
+                self._write_indexed(path, data, row, durable=True, sync_parent=False)
         sync_directory(self.directory)
         return len(deferred)
 
@@ -134,21 +148,21 @@ class RecordWriter:
                 for entry in batch:
                     if entry is _STOP:
                         continue
-                    path, data, durable = entry[:3]  # type: ignore[index]
+                    path, data, durable, row, done = entry  # type: ignore[misc]
                     if self._error is not None or not self._may_write():
                         continue
                     if self.full is None:
                         try:
-                            write_atomic(path, data, durable=durable, sync_parent=False)
+                            self._write_indexed(path, data, row, durable=durable, sync_parent=False)
                             sync = sync or durable
                             continue
                         except OSError as error:
                             if error.errno not in FULL:
                                 raise
                             self.full = error
-                    if len(entry) == 3:  # type: ignore[arg-type]  # a write-ahead's caller hears of it instead
+                    if done is None:  # a write-ahead's caller hears of it instead
                         self._deferred.pop(path, None)  # only the latest version of a file is written
-                        self._deferred[path] = data
+                        self._deferred[path] = (data, row)
                 if sync and self._error is None:
                     sync_directory(self.directory)
             except BaseException as error:
@@ -157,8 +171,8 @@ class RecordWriter:
                 for entry in batch:
                     if entry is not _STOP:
                         self._count(entry[0], -1)  # type: ignore[index]
-                        if len(entry) == 4:  # type: ignore[arg-type]
-                            entry[3].set()  # type: ignore[index]  # written and synced (or failed: the error says)
+                        if entry[4] is not None:  # type: ignore[index]
+                            entry[4].set()  # type: ignore[index]  # written and synced (or failed: the error says)
                     self._queue.task_done()
             if stop:
                 return

@@ -14,6 +14,7 @@ Directories are 0700 and files 0600: they hold variable overrides.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import secrets
@@ -33,7 +34,9 @@ from engine.base.errors import BadInput, StateUnreadable, StateWriteFailed
 from engine.dates.formatting import InstantFormatter
 from engine.dates.plan import Plan
 from engine.store.bulk_marks import BULK_MARKS, BulkMark, merge, read_bulk_marks
+from engine.store.locks import FileLock
 from engine.store.manifest import now_text
+from engine.store.record_index import INDEX, RecordIndex, read_indexed, row_of, stamp_of, write_index
 from engine.store.records import LIVE_ATTEMPT_STATUSES, PartitionRecord, RecordStatus, read_record, status_of
 from engine.store.status import Status, StatusBoard
 
@@ -161,6 +164,8 @@ class StateStore:
         self.generation_path = directory / ".generation.json"
         self._bulk_cache: tuple[int, list[BulkMark]] | None = None
         self._bulk_ids: tuple[list[BulkMark], dict[str, int]] | None = None
+        self._index: RecordIndex | None = None
+        self._index_opened = False
 
     @property
     def id(self) -> str:
@@ -221,7 +226,76 @@ class StateStore:
         return self.partitions / f"{partition_id}.json"
 
     def write_record(self, record: PartitionRecord, *, durable: bool) -> None:
+        """Under the backfill's lock: the record, and its row in the index (pending while the file changes)."""
+        index = self.index_for_writing()
+        if index is not None:
+            index.pending(record.index)
         write_atomic(self.record_path(record.id), record.to_bytes(), durable=durable)
+        if index is not None:
+            index.written(record.index, row_of(record))
+
+    # ---------------------------------------------------------------- the record index (partitions.idx)
+
+    def index_for_writing(self, plan: Plan | None = None, id_of=None) -> RecordIndex | None:
+        """Under the backfill's lock, before its first record is written: the index, checked against the files and
+        rebuilt from them when it cannot be trusted, its pending rows read again. None when it cannot be kept:
+        the records are written all the same, and readers read them."""
+        if not self._index_opened:
+            self._index_opened = True
+            try:
+                if plan is None:
+                    from engine.store.manifest import spec_of
+
+                    spec = spec_of(self.read_manifest())
+                    plan, id_of = spec.plan, spec.ids.of
+                self._index = self._open_index(plan, id_of)
+            except Exception:  # the index never costs a record: without it, readers read the files
+                with contextlib.suppress(OSError):
+                    os.unlink(self.directory / INDEX)
+                self._index = None
+        return self._index if self._index is not None and self._index.usable else None
+
+    def _open_index(self, plan: Plan, id_of) -> RecordIndex:
+        size = len(plan)
+        indexed = read_indexed(self.directory, self.partitions, size, writer_alive=False)
+        if indexed is None:
+            stamp = stamp_of(self.partitions)  # before the files: a write while they are read leaves it stale
+            rows = {}
+            for path in self.record_files():
+                record = read_record(path, plan, id_of)
+                rows[record.index] = row_of(record)
+            write_index(self.directory, size, rows, stamp)
+            return RecordIndex(self.directory, self.partitions, size)
+        index = RecordIndex(self.directory, self.partitions, size)
+        for number in indexed.to_read:
+            record = self._record_of(number, plan, id_of)
+            if record is None:
+                index.forget(number)
+            else:
+                index.written(number, row_of(record))
+        return index
+
+    def close_index(self) -> None:
+        if self._index is not None:
+            self._index.close()
+        self._index, self._index_opened = None, False
+
+    def _record_of(self, number: int, plan: Plan, id_of) -> PartitionRecord | None:
+        """The record file of partition ``number`` as it is (no bulk mark merged), None when it has none."""
+        interval = plan.interval(number)
+        path = self.record_path(id_of(interval.start, interval.end))
+        try:
+            return read_record(path, plan, id_of)
+        except StateUnreadable:
+            if not path.exists():
+                return None
+            raise
+
+    def _writer_alive(self) -> bool:
+        """Whether the index's writer is this store or a live executor holding the backfill's lock."""
+        if self._index is not None and self._index.usable:
+            return True
+        return self.lock_path.exists() and FileLock(self.lock_path).is_held_elsewhere()
 
     def read_record(self, partition_id: str, plan: Plan, id_of) -> PartitionRecord | None:
         """The partition's record with any bulk mark it has not folded in yet (None: never attempted)."""
@@ -321,20 +395,24 @@ class StateStore:
                 f"{self.partitions} is missing: the records of backfill {self.id} are gone, so which partitions "
                 "ran is unknown; restore the directory, or start a new backfill"
             )
-        board = StatusBoard(len(plan))
         running: list[PartitionRecord] = []
-        for path in self.record_files():
-            record = read_record(path, plan, id_of)
-            status = status_of(record)
-            board.set(record.index, status)
-            board.set_attempts(record.index, len(record.attempts))
-            if record.attempts:
-                board.set_duration(record.index, record.attempts[-1].duration)
-                board.set_verification(record.index, record.attempts[-1].verification)
-            if status is Status.RUNNING:
-                running.append(record)
-            if visit is not None:
-                visit(record)
+        indexed = None
+        if visit is None:
+            indexed = read_indexed(self.directory, self.partitions, len(plan), writer_alive=self._writer_alive())
+        if indexed is not None:  # the index's rows, and the records of its pending and running rows
+            board = indexed.board
+            for number in indexed.to_read:  # a pending row without a file reads as never attempted (zeros)
+                record = self._record_of(number, plan, id_of)
+                if record is not None and _show(board, record) is Status.RUNNING:
+                    running.append(record)
+        else:
+            board = StatusBoard(len(plan))
+            for path in self.record_files():
+                record = read_record(path, plan, id_of)
+                if _show(board, record) is Status.RUNNING:
+                    running.append(record)
+                if visit is not None:
+                    visit(record)
         self.apply_bulk_marks(board)
         return board, running
 
@@ -416,6 +494,17 @@ class StateStore:
         if generation.parallel is not None:
             data.update(max_parallel=generation.parallel[0], parallel=generation.parallel[1])
         write_atomic(self.generation_path, orjson.dumps(data))
+
+
+def _show(board: StatusBoard, record: PartitionRecord) -> Status:
+    """Put what ``record`` says on ``board``; its status."""
+    status = status_of(record)
+    board.set(record.index, status)
+    board.set_attempts(record.index, len(record.attempts))
+    if record.attempts:
+        board.set_duration(record.index, record.attempts[-1].duration)
+        board.set_verification(record.index, record.attempts[-1].verification)
+    return status
 
 
 def _parallel_or_none(asked: Any, running: Any) -> tuple[int, int] | None:

@@ -10,7 +10,9 @@ SIGINT; ``--continue`` follows, itself sometimes stopped the same way, until one
 - every child that started has an attempt record (its run ID, written in a second ledger the moment it starts,
   is an attempt of its partition): the attempt is written before the child starts (issue 24), and a takeover
   settles one left ``starting``;
-- no child of any executor is left alive, and no temporary file is left in the store.
+- no child of any executor is left alive, and no temporary file is left in the store;
+- after every stop, what a reader gets through the record index (``partitions.idx``) is what the files say: a
+  kill between a record and its index row loses nothing.
 
 Every launcher is tried: a ``--command`` target (each attempt its own process), a pipeline whose Python asset
 does the same work under the warm runners, and the command on a local Dask cluster of two workers. Successes are
@@ -108,6 +110,19 @@ def stop_at_random(
             (backfill / ".children.lock").unlink(missing_ok=True)
 
 
+def assert_index_agrees(backfill: Path, context: str) -> None:
+    """A reader through the record index sees every partition's status and attempt count as the files say."""
+    from engine.store.manifest import spec_of
+    from engine.store.state_store import StateStore
+
+    spec = spec_of(StateStore(backfill).read_manifest())
+    board, running = StateStore(backfill).load_board(spec.plan, spec.ids.of)
+    truth, truly = StateStore(backfill).load_board(spec.plan, spec.ids.of, visit=lambda _record: None)
+    seen = [(board.status(i), board.attempts(i)) for i in range(board.size)]
+    assert seen == [(truth.status(i), truth.attempts(i)) for i in range(truth.size)], context
+    assert sorted(r.index for r in running) == sorted(r.index for r in truly), context
+
+
 def run_trial(seed: int, root: Path, home: dict[str, str], launcher: str = "command") -> None:
     rng = random.Random(seed)
     work = root / f"trial-{launcher.replace(':', '')}-{seed}"
@@ -140,12 +155,14 @@ def run_trial(seed: int, root: Path, home: dict[str, str], launcher: str = "comm
         return
     [backfill] = found
     stops = [how]
+    assert_index_agrees(backfill, f"{launcher}, seed {seed}, after {stops}")
     while rng.random() < 0.5 and len(stops) < 4:  # the resume is stopped too, sometimes more than once
         how = rng.choice(STOPS)
         earlier = {child.pid for child in children_of_backfill(backfill.name)}
         resume = start_background("--continue", backfill.name, cwd=work, env=env)
         stop_at_random(resume, work, rng, how, seed, earlier)
         stops.append(how)
+        assert_index_agrees(backfill, f"{launcher}, seed {seed}, after {stops}")
     final = run_backfill("--continue", backfill.name, cwd=work, env=env, timeout=300)
     context = f"{launcher}, seed {seed}, {days} days × {parallel}, stops {stops}:\n{final.stdout}\n{final.stderr}"
     assert final.returncode == 0, context
@@ -166,6 +183,7 @@ def run_trial(seed: int, root: Path, home: dict[str, str], launcher: str = "comm
     leftovers = children_of_backfill(backfill.name)
     assert not leftovers, f"children left alive: {leftovers}: {context}"
     assert not [p for p in backfill.rglob("*") if ".tmp" in p.name], context
+    assert_index_agrees(backfill, context)
 
 
 def trial_seeds(count: int) -> list[int]:

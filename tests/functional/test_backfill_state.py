@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.backfills import child_command, records, state_dirs, statuses
+from tests.backfills import child_command, records, rewrite, state_dirs, statuses
 from tests.conftest import run_backfill
 from tests.guard_flags import GUARD, REASON
 
@@ -37,7 +37,7 @@ def test_corrupt_partition_file_is_named_and_nothing_is_touched(work, home):
     """A partition file that is not JSON stops --continue with exit 5 naming it; no file changes."""
     backfill = finished_backfill(work, home)
     victim = backfill / "partitions" / f"{records(backfill)[1]['id']}.json"
-    victim.write_text("{ not json")
+    rewrite(victim, "{ not json")
     before = {p: p.read_bytes() for p in (backfill / "partitions").iterdir()}
     result = run_backfill("--continue", backfill.name, cwd=work, env=home)
     assert result.returncode == 5
@@ -59,7 +59,7 @@ def test_foreign_or_unknown_partition_files_are_errors(work, home, change, messa
     """Files that do not belong to the plan, have an unknown status or miss fields are named in the error."""
     backfill = finished_backfill(work, home)
     path = backfill / "partitions" / f"{records(backfill)[0]['id']}.json"
-    path.write_bytes(orjson.dumps(change(orjson.loads(path.read_bytes()))))
+    rewrite(path, orjson.dumps(change(orjson.loads(path.read_bytes()))))
     result = run_backfill("--continue", backfill.name, "--dry-run", cwd=work, env=home)
     assert result.returncode == 5
     assert str(path) in result.stderr and message in result.stderr

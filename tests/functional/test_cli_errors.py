@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.backfills import state_dirs
+from tests.backfills import rewrite, state_dirs
 from tests.conftest import run_backfill
 from tests.guard_flags import GUARD, REASON
 
@@ -133,7 +133,7 @@ def test_list_shows_ranges_says_how_to_see_names_whole_and_marks_what_cannot_be_
     for name in (long_name, "short", "broken records", "broken manifest"):
         assert run_backfill(*GUARD, "--command", "true", *DAY, "--name", name, cwd=work, env=home).returncode == 0
     broken_records, broken_manifest = sorted((work / "logs" / "backfills").iterdir())[2:]
-    next(broken_records.glob("partitions/*.json")).write_text("{")
+    rewrite(next(broken_records.glob("partitions/*.json")), "{")
     (broken_records / ".summary.json").unlink(missing_ok=True)
     (broken_manifest / "manifest.json").write_text("{")
     result = run_backfill("list", "--output", "text", cwd=work, env=home)

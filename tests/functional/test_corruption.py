@@ -8,7 +8,7 @@ import shutil
 import orjson
 import pytest
 
-from tests.backfills import records, state_dirs
+from tests.backfills import records, rewrite, state_dirs
 from tests.conftest import run_backfill
 from tests.guard_flags import GUARD, REASON
 
@@ -45,7 +45,7 @@ def test_a_record_without_attempts_is_refused(work, home):
     path = next((backfill / "partitions").glob("*.json"))
     data = orjson.loads(path.read_bytes())
     del data["attempts"]
-    path.write_bytes(orjson.dumps(data))
+    rewrite(path, orjson.dumps(data))
     result = run_backfill(*REASON, "--continue", backfill.name, "--rerun", "all", cwd=work, env=home)
     assert result.returncode == 5 and "lacks the field 'attempts'" in one_error(result)
 
@@ -134,7 +134,7 @@ def _edit_first_record(backfill, change) -> None:
     path = sorted((backfill / "partitions").glob("*.json"))[0]
     data = orjson.loads(path.read_bytes())
     change(data)
-    path.write_bytes(orjson.dumps(data))
+    rewrite(path, orjson.dumps(data))
 
 
 READERS = (("show", "{id}", "--output", "text"), ("show", "{id}", "--output", "json"), ("--continue", "{id}"),

@@ -13,7 +13,16 @@ from engine.interventions import requests
 from engine.interventions.requests import Request
 from engine.store.lease import Lease, write_lease
 from engine.store.manifest import now_text
-from tests.backfills import alive, child_command, child_running, records, start_background, state_dirs, wait_for
+from tests.backfills import (
+    alive,
+    child_command,
+    child_running,
+    records,
+    rewrite,
+    start_background,
+    state_dirs,
+    wait_for,
+)
 from tests.conftest import run_backfill
 from tests.guard_flags import GUARD
 
@@ -87,7 +96,7 @@ def test_an_owner_on_another_host_keeps_120_seconds_of_grace(work, home):
     record = orjson.loads(path.read_bytes())
     record["status"] = "running"
     record["attempts"][-1].update(status="running", finished_at=None, pid=4242, pid_started=1.0)
-    path.write_bytes(orjson.dumps(record))
+    rewrite(path, orjson.dumps(record))
     write_lease(backfill, Lease(7, "elsewhere", 4242, 1.0, time.time() - 10))
     waiting = run_backfill("reconcile", backfill.name, cwd=work, env=env)
     assert waiting.returncode == 0 and "another host gets 120 s more" in waiting.stdout

@@ -238,7 +238,7 @@ def test_a_failed_write_in_the_closing_batch_still_ends_the_writer(tmp_path):
     raises the error instead of waiting forever, and nothing behind the failure is written."""
     writer = RecordWriter(tmp_path)
     gate = threading.Event()
-    writer._queue.put((tmp_path / "gate.json", b"{}", False))  # a first batch, to hold the thread...
+    writer._queue.put((tmp_path / "gate.json", b"{}", False, None, None))  # a first batch, to hold the thread...
     blocked = tmp_path / "blocked"
     blocked.write_text("x")
     original = writer_module.write_atomic

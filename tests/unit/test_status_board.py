@@ -63,7 +63,8 @@ def test_counts_follow_every_change_and_never_need_a_scan():
 
 def test_attempts_durations_and_verification_are_held_only_once_needed():
     """None is stored until a first real value: zero attempts, no duration and no verification allocate nothing;
-    attempts cap at 65,535; a duration can be unknown again; unknown verification words are 0."""
+    attempts cap at 65,535; a duration can be unknown again, and is unknown without an attempt; unknown verification
+    words are 0."""
     board = StatusBoard(3)
     board.set_attempts(0, 0)
     board.set_duration(0, None)
@@ -80,6 +81,8 @@ def test_attempts_durations_and_verification_are_held_only_once_needed():
     assert board.duration(1) is None
     assert board.verification(1) == 4 and board.verification(0) == 0
     board.set_duration(2, 0.0)
+    assert board.duration(2) is None  # a duration belongs to an attempt: none without one
+    board.set_attempts(2, 1)
     assert board.duration(2) == 0.0
 
 

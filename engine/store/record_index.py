@@ -1,0 +1,245 @@
+"""``partitions.idx``: a derived index of the partition records, so that no reader reads them all.
+
+One fixed-size row per partition number (after a 64-byte header), written by whoever writes the record: the
+row's *pending* flag before the record file is renamed into place, the row's values once it is, the flag
+cleared last. A row never written reads as zeros: never attempted. The files stay the truth; the index is
+trusted only when
+
+- its header names this plan's size, this row format and this boot (a machine that crashed may have lost
+  page-cache writes to either file: the index is rebuilt after a reboot), and
+- its stamp (the ``partitions/`` directory's modification time, written after every row) equals the
+  directory's now, or a live executor holds the backfill's lock (it stamps after each record it writes, and
+  any of its records in flight is pending).
+
+A pending row is read from its file, whatever the row says: a writer killed between its record and its row
+loses nothing. An index that is untrusted, damaged or missing is rebuilt from the files by the next writer
+(which holds the backfill's lock: ``open_for_writing``); a reader then reads the files itself and writes
+nothing. See ``docs/state.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import struct
+import threading
+from array import array
+from datetime import datetime
+from pathlib import Path
+
+from engine.base.atomic import write_atomic
+from engine.base.boot_clock import boot_id
+from engine.store.records import PartitionRecord, status_of
+from engine.store.status import VERIFICATION_CODES, Status, StatusBoard
+
+INDEX = "partitions.idx"
+MAGIC = b"BFRECIX1"
+HEADER = struct.Struct("<8sqq16sq")  # magic, plan size, row size, boot ID, stamp (partitions/ mtime in ns)
+HEADER_SIZE = 64
+STAMP_OFFSET = HEADER.size - 8
+# flags, status, verification, attempts, exit code, duration (s, -1 unknown), last attempt started and finished
+# (µs since the epoch, 0 unknown)
+ROW = struct.Struct("<BBBxHhf4xqq")
+PRESENT, PENDING = 1, 2
+NO_EXIT = -32768
+PENDING_ROW = bytes((PRESENT | PENDING,)) + bytes(ROW.size - 1)  # the values are the file's until written
+_PENDING_ROWS = re.compile(rb"[\x02\x03]")
+
+
+def _boot() -> bytes:
+    return (boot_id() or "").replace("-", "").encode()[:16].ljust(16, b"\0")
+
+
+def stamp_of(partitions: Path) -> int:
+    try:
+        return os.stat(partitions).st_mtime_ns
+    except FileNotFoundError:
+        return 0
+
+
+def _micros(text: str | None) -> int:
+    if not text:
+        return 0
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return 0
+    if moment.tzinfo is None:
+        return 0
+    return int(moment.timestamp()) * 1_000_000 + moment.microsecond
+
+
+def row_of(record: PartitionRecord) -> bytes:
+    """The index row of ``record`` as it is written now (pending cleared)."""
+    attempts = record.attempts
+    if not attempts:
+        return ROW.pack(PRESENT, status_of(record), 0, 0, NO_EXIT, -1.0, 0, 0)
+    last = attempts[-1]
+    verification = VERIFICATION_CODES.get((last.verification or {}).get("status", ""), 0)
+    exit_code = last.exit_code if last.exit_code is not None and -32768 < last.exit_code < 32768 else NO_EXIT
+    duration = -1.0 if last.duration is None else float(last.duration)
+    return ROW.pack(
+        PRESENT,
+        status_of(record),
+        verification,
+        min(len(attempts), 65_535),
+        exit_code,
+        duration,
+        _micros(last.started_at),
+        _micros(last.finished_at),
+    )
+
+
+class IndexedBoard:
+    """What a trusted index says: the board, and the partitions whose records must still be read (pending rows:
+    a write in flight or cut short; running ones: readers need their attempts)."""
+
+    def __init__(self, board: StatusBoard, to_read: list[int]) -> None:
+        self.board = board
+        self.to_read = to_read
+
+
+def _header_ok(header: bytes, size: int) -> bool:
+    if len(header) < HEADER_SIZE:
+        return False
+    magic, plan_size, row_size, boot, _stamp = HEADER.unpack_from(header)
+    return magic == MAGIC and plan_size == size and row_size == ROW.size and boot == _boot()
+
+
+def read_indexed(directory: Path, partitions: Path, size: int, *, writer_alive: bool) -> IndexedBoard | None:
+    """The board from the index when it can be trusted (see the module's docstring), else None."""
+    try:
+        with open(directory / INDEX, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    if not _header_ok(data, size):
+        return None
+    (stamp,) = struct.unpack_from("<q", data, STAMP_OFFSET)
+    if stamp != stamp_of(partitions) and not writer_alive:
+        return None
+    rows = data[HEADER_SIZE:]
+    count = min(len(rows) // ROW.size, size)
+    rows = rows[: count * ROW.size]
+    if not _plausible(rows):
+        return None
+    return IndexedBoard(*_board_of(rows, count, size))
+
+
+_FLAGS = frozenset((0, PRESENT, PRESENT | PENDING))
+
+
+def _plausible(rows: bytes) -> bool:
+    """Flags, statuses and verification codes each one that is written (a damaged index is not trusted)."""
+    return (
+        set(rows[0 :: ROW.size]) <= _FLAGS
+        and max(rows[1 :: ROW.size], default=0) < len(Status)
+        and max(rows[2 :: ROW.size], default=0) <= max(VERIFICATION_CODES.values())
+    )
+
+
+def _column(rows: bytes, offset: int, width: int, count: int) -> bytearray:
+    """``width`` bytes at ``offset`` of every row, side by side (a column of a row-major table, at C speed)."""
+    out = bytearray(width * count)
+    for byte in range(width):
+        out[byte::width] = rows[offset + byte :: ROW.size]
+    return out
+
+
+def _board_of(rows: bytes, count: int, size: int) -> tuple[StatusBoard, list[int]]:
+    statuses = bytearray(rows[1 :: ROW.size])
+    statuses.extend(bytes(size - count))
+    attempts = array("H")
+    attempts.frombytes(bytes(_column(rows, 4, 2, count)))
+    attempts.extend(array("H", [0]) * (size - count))
+    durations = array("f")
+    durations.frombytes(bytes(_column(rows, 8, 4, count)))
+    durations.extend(array("f", [-1.0]) * (size - count))
+    verification = bytearray(rows[2 :: ROW.size])
+    verification.extend(bytes(size - count))
+    board = StatusBoard.from_columns(size, statuses, attempts, durations, verification)
+    flags = rows[0 :: ROW.size]
+    to_read = [match.start() for match in _PENDING_ROWS.finditer(flags)]
+    pending = set(to_read)
+    running = 1
+    start = statuses.find(running)
+    while start >= 0:
+        if start not in pending:
+            to_read.append(start)
+        start = statuses.find(running, start + 1)
+    return board, sorted(to_read)
+
+
+class RecordIndex:
+    """The index as its one writer (the holder of the backfill's lock) keeps it: :meth:`pending` before a record
+    is renamed into place, :meth:`written` after. Thread-safe: the executor writes records from two threads.
+
+    The index never costs a record: when it cannot be written (a full disk growing it, an I/O error) it is
+    removed, so that readers read the files, and the next writer rebuilds it."""
+
+    def __init__(self, directory: Path, partitions: Path, size: int) -> None:
+        self.path = directory / INDEX
+        self.partitions = partitions
+        self.size = size
+        self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+        self._stamping = threading.Lock()
+
+    @property
+    def usable(self) -> bool:
+        return self._fd is not None
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def pending(self, index: int) -> None:
+        """Before the record of ``index`` changes: readers read its file until :meth:`written`."""
+        self._write(PENDING_ROW, HEADER_SIZE + index * ROW.size)  # a whole row: the file never ends mid-row
+
+    def written(self, index: int, row: bytes) -> None:
+        """The record of ``index`` is in place: its values, then the flag cleared, then the stamp."""
+        at = HEADER_SIZE + index * ROW.size
+        self._write(row[1:], at + 1)
+        self._write(row[:1], at)
+        self.stamp()
+
+    def forget(self, index: int) -> None:
+        """No record of ``index`` after all: never attempted."""
+        self._write(bytes(ROW.size), HEADER_SIZE + index * ROW.size)
+        self.stamp()
+
+    def stamp(self) -> None:
+        """The directory's time after every write so far: taken and written under one lock, so that the last
+        stamp written is the newest."""
+        with self._stamping:
+            self._write(struct.pack("<q", stamp_of(self.partitions)), STAMP_OFFSET)
+
+    def _write(self, data: bytes, offset: int) -> None:
+        fd = self._fd
+        if fd is None:
+            return
+        try:
+            if os.pwrite(fd, data, offset) != len(data):
+                raise OSError("short write")
+        except OSError:
+            self.abandon()
+
+    def abandon(self) -> None:
+        """Stop keeping the index and remove it: readers read the files until a writer rebuilds it."""
+        self.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+
+
+def write_index(directory: Path, size: int, rows: dict[int, bytes], stamp: int) -> None:
+    """A whole new index of ``rows`` (partition number → row), stamped with ``stamp`` (the directory's time taken
+    before its files were read), renamed into place."""
+    high = max(rows, default=-1) + 1
+    body = bytearray(HEADER_SIZE + high * ROW.size)
+    HEADER.pack_into(body, 0, MAGIC, size, ROW.size, _boot(), stamp)
+    for index, row in rows.items():
+        body[HEADER_SIZE + index * ROW.size : HEADER_SIZE + (index + 1) * ROW.size] = row
+    write_atomic(directory / INDEX, bytes(body), durable=False)

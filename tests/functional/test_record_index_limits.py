@@ -1,0 +1,60 @@
+"""What the record index cannot see, and where it is caught anyway: a record edited in place (not renamed in)
+leaves the directory's time alone, so readers trust the index; the file is still read — and refused, naming it —
+by whatever reads that partition: the executor before it runs it, and every reader once the index is gone."""
+
+from __future__ import annotations
+
+from engine.store.manifest import spec_of
+from engine.store.record_index import read_indexed
+from engine.store.state_store import StateStore
+from tests.backfills import records
+from tests.conftest import run_backfill
+from tests.functional.test_backfill_state import finished_backfill
+
+
+def test_a_record_corrupted_in_place_is_refused_when_its_partition_is_run(work, home):
+    """The failed partition's record garbled in place under a trusted index: --continue, which runs that
+    partition again, reads its record first and stops with exit 5 naming the file; nothing else changes."""
+    backfill = finished_backfill(work, home)
+    assert (backfill / "partitions.idx").exists()
+    [failed] = [r for r in records(backfill) if r["status"] == "failed"]
+    victim = backfill / "partitions" / f"{failed['id']}.json"
+    with open(victim, "r+b") as handle:  # in place: the same inode, the directory untouched
+        handle.truncate(0)
+        handle.write(b"{ not json")
+    before = {p: p.read_bytes() for p in (backfill / "partitions").iterdir()}
+    result = run_backfill("--continue", backfill.name, cwd=work, env=home)
+    assert result.returncode == 5, result.stdout + result.stderr
+    assert f"partition file {victim} is not valid JSON" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert {p: p.read_bytes() for p in (backfill / "partitions").iterdir()} == before
+
+
+def test_without_the_index_every_reader_reads_every_record_again(work, home):
+    """A succeeded record garbled in place is invisible to a reader through the index (documented); with
+    partitions.idx deleted, as docs/state.md says to after editing records by hand, show refuses it (exit 5)."""
+    backfill = finished_backfill(work, home)
+    [first, *_] = records(backfill)
+    victim = backfill / "partitions" / f"{first['id']}.json"
+    with open(victim, "r+b") as handle:
+        handle.truncate(0)
+        handle.write(b"[]")
+    trusted = run_backfill("show", backfill.name, "--output", "json", "--limit", "1", "--status", "failed",
+                           cwd=work, env=home)  # fmt: skip
+    assert trusted.returncode == 0 and '"failing 2024-01-03 on purpose"' in trusted.stdout, trusted.stderr
+    (backfill / "partitions.idx").unlink()
+    strict = run_backfill("show", backfill.name, "--output", "json", cwd=work, env=home)
+    assert strict.returncode == 5 and str(victim) in strict.stderr
+
+
+def test_a_real_run_leaves_an_index_that_is_trusted_and_true(work, home):
+    """After a real backfill (records written by the executor's threads), a reader trusts the index, and it gives
+    each partition's status and attempt count as the files do."""
+    backfill = finished_backfill(work, home, "--retries", "1")
+    spec = spec_of(StateStore(backfill).read_manifest())
+    indexed = read_indexed(backfill, backfill / "partitions", len(spec.plan), writer_alive=False)
+    assert indexed is not None
+    board = indexed.board
+    on_disk = {r["index"]: (r["status"], len(r["attempts"])) for r in records(backfill)}
+    assert {i: (board.status(i).label, board.attempts(i)) for i in range(board.size)} == on_disk
+    assert on_disk[2] == ("failed", 2)

@@ -1,0 +1,364 @@
+"""The record index (partitions.idx): what readers get from it equals what the files say, whatever was damaged,
+cut short or written behind its back."""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import sys
+import threading
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.base.atomic import write_atomic
+from engine.dates.instants import load_zone
+from engine.dates.plan import Plan, parse_unit
+from engine.store import record_index, records, state_store
+from engine.store.locks import FileLock
+from engine.store.record_index import HEADER_SIZE, INDEX, ROW, STAMP_OFFSET, read_indexed, row_of
+from engine.store.record_writer import RecordWriter
+from engine.store.records import Attempt, PartitionRecord
+from engine.store.state_store import StateStore
+from engine.store.status import Status
+
+DAY = 86_400_000_000
+SIZE = 40
+PLAN = Plan(0, SIZE * DAY, load_zone("UTC"), parse_unit("daily"))
+STATUSES = ["succeeded", "failed", "running", "cancelled", "skipped", "queued"]
+VERIFICATIONS = [None, {"status": "verified"}, {"status": "failed"}, {"status": "warning"}]
+
+
+def id_of(start: int, end: int) -> str:
+    return f"{start:016x}{end:016x}"
+
+
+def record(index: int, status: str, attempts: int = 1, verification=None, duration=1.5) -> PartitionRecord:
+    interval = PLAN.interval(index)
+    attempts = 0 if status == "queued" else max(1, attempts)
+    last = "running" if status == "running" else ("succeeded" if status in ("succeeded", "skipped") else "failed")
+    return PartitionRecord(
+        id_of(interval.start, interval.end),
+        index,
+        "",
+        "",
+        interval.start,
+        interval.end,
+        status,
+        [
+            Attempt(
+                run_id=f"run-{index}-{n}",
+                status=last if n == attempts else "failed",
+                started_at="2024-01-01T00:00:00.000001+00:00",
+                finished_at=None if last == "running" and n == attempts else "2024-01-01T00:01:00Z",
+                exit_code=0,
+                duration=None if last == "running" and n == attempts else duration * n,
+                verification=verification if n == attempts else None,
+            )
+            for n in range(1, attempts + 1)
+        ],
+    )
+
+
+def new_store(root) -> StateStore:
+    store = StateStore(root / "20240101-000000-abcdef")
+    store.create({"format": 1})
+    return store
+
+
+def from_files(store: StateStore):
+    """The board as the files say, read one by one (a visitor makes load_board skip the index)."""
+    return store.load_board(PLAN, id_of, visit=lambda _record: None)
+
+
+def columns(board) -> list[tuple]:
+    return [(board.status(i), board.attempts(i), board.duration(i), board.verification(i)) for i in range(board.size)]
+
+
+def assert_same(store: StateStore) -> None:
+    """A fresh reader (another store object: no writer of its own) sees through the index what the files say."""
+    reader = StateStore(store.directory)
+    board, running = reader.load_board(PLAN, id_of)
+    truth, truly_running = from_files(StateStore(store.directory))
+    assert columns(board) == columns(truth)
+    assert board.counts() == truth.counts()
+    assert sorted(r.id for r in running) == sorted(r.id for r in truly_running)
+
+
+def trusted(store: StateStore) -> bool:
+    return read_indexed(store.directory, store.partitions, SIZE, writer_alive=False) is not None
+
+
+writes = st.lists(
+    st.tuples(
+        st.integers(0, SIZE - 1),
+        st.sampled_from(STATUSES),
+        st.integers(0, 3),
+        st.sampled_from(VERIFICATIONS),
+        st.floats(0, 10_000, allow_nan=False, width=32),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(writes)
+def test_the_index_says_what_the_files_say_after_any_writes(tmp_path_factory, sequence):
+    """Any writes of any statuses, attempts, durations and verifications: a reader gets from the index exactly the
+    board the files give, and the index is trusted (no file read but the running partitions')."""
+    store = new_store(tmp_path_factory.mktemp("s"))
+    store.index_for_writing(PLAN, id_of)
+    for index, status, attempts, verification, duration in sequence:
+        store.write_record(record(index, status, attempts, verification, duration), durable=False)
+    assert trusted(store)
+    assert_same(store)
+
+
+def test_a_reader_reads_only_the_running_records(tmp_path, monkeypatch):
+    """Thirty records on disk, two of them running: a reader through the index opens those two files, no other."""
+    store = new_store(tmp_path)
+    store.index_for_writing(PLAN, id_of)
+    for index in range(30):
+        store.write_record(record(index, "running" if index in (4, 9) else "succeeded"), durable=False)
+    read: list[int] = []
+    real = state_store.read_record
+
+    def counted(path, plan, id_of_):
+        found = real(path, plan, id_of_)
+        read.append(found.index)
+        return found
+
+    monkeypatch.setattr(state_store, "read_record", counted)
+    board, running = StateStore(store.directory).load_board(PLAN, id_of)
+    assert sorted(read) == [4, 9] and [r.index for r in running] == [4, 9]
+    assert board.count(Status.SUCCEEDED) == 28 and board.count(Status.QUEUED) == SIZE - 30
+
+
+DAMAGE = {
+    "cut header": lambda data: data[:20],
+    "garbage": lambda data: b"\xff" * len(data),
+    "another plan's size": lambda data: data[:8] + struct.pack("<q", SIZE + 1) + data[16:],
+    "another boot": lambda data: data[:24] + b"0" * 16 + data[40:],
+    "a status no one writes": lambda data: data[: HEADER_SIZE + 1] + b"\x09" + data[HEADER_SIZE + 2 :],
+    "a flag no one writes": lambda data: data[:HEADER_SIZE] + b"\x07" + data[HEADER_SIZE + 1 :],
+    "a stale stamp": lambda data: data[:STAMP_OFFSET] + struct.pack("<q", 12345) + data[STAMP_OFFSET + 8 :],
+    "rows cut mid-row": lambda data: data[: HEADER_SIZE + 3 * ROW.size + 5],
+    "empty": lambda data: b"",
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_a_damaged_index_is_never_trusted_and_the_next_writer_rebuilds_it(tmp_path, damage):
+    """Each kind of damage: readers read the files instead (the same board), and the next writer (the lock's
+    holder) rebuilds the index from them with nothing lost; trusted again afterwards."""
+    store = new_store(tmp_path)
+    store.index_for_writing(PLAN, id_of)
+    for index in range(12):
+        store.write_record(record(index, STATUSES[index % 5], 1 + index % 3), durable=False)
+    store.close_index()
+    path = store.directory / INDEX
+    path.write_bytes(DAMAGE[damage](path.read_bytes()))
+    if damage == "rows cut mid-row":  # rows beyond a cut read as never attempted: only the stamp can tell
+        cut = path.read_bytes()
+        path.write_bytes(cut[:STAMP_OFFSET] + struct.pack("<q", 1) + cut[STAMP_OFFSET + 8 :])
+    assert not trusted(store)
+    assert_same(store)
+    writer = StateStore(store.directory)
+    writer.index_for_writing(PLAN, id_of)
+    assert trusted(store)
+    assert_same(store)
+
+
+def test_a_record_renamed_in_by_another_tool_is_seen(tmp_path):
+    """A record replaced behind the index's back (renamed into place, as any careful tool writes): the directory's
+    time no longer matches the stamp, so readers read the files and see it."""
+    store = new_store(tmp_path)
+    store.index_for_writing(PLAN, id_of)
+    store.write_record(record(3, "succeeded"), durable=False)
+    store.close_index()
+    changed = record(3, "failed", 2)
+    write_atomic(store.record_path(changed.id), changed.to_bytes())
+    assert not trusted(store)
+    board, _ = StateStore(store.directory).load_board(PLAN, id_of)
+    assert board.status(3) is Status.FAILED and board.attempts(3) == 2
+
+
+KILLED_WRITER = """
+import os, signal, sys
+sys.path.insert(0, {root!r})
+sys.path.insert(0, {tests!r})
+from test_record_index import PLAN, id_of, record
+from engine.store import record_index, state_store
+from engine.store.state_store import StateStore
+
+where = sys.argv[1]
+store = StateStore(__import__("pathlib").Path(sys.argv[2]))
+store.index_for_writing(PLAN, id_of)
+real_write_atomic = state_store.write_atomic
+
+def die(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+if where == "before the rename":
+    state_store.write_atomic = die
+elif where == "after the rename":
+    record_index.RecordIndex.written = die
+elif where == "between the values and the flag":
+    real_pwrite = os.pwrite
+    calls = []
+    def pwrite(fd, data, offset):
+        calls.append(offset)
+        if len(calls) == 3:  # pending, then the values: the flag's write never happens
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real_pwrite(fd, data, offset)
+    record_index.os.pwrite = pwrite
+store.write_record(record(5, "failed", 2), durable=True)
+"""
+
+
+def hold_lock(store: StateStore) -> subprocess.Popen:
+    """Another process holding the backfill's lock (as a live executor does) until its stdin closes."""
+    code = f"import fcntl, sys\nhandle = open({str(store.lock_path)!r}, 'a')\nfcntl.flock(handle, fcntl.LOCK_EX)\n"
+    code += "print('held', flush=True)\nsys.stdin.read()\n"
+    holder = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "held\n"
+    return holder
+
+
+def release(holder: subprocess.Popen) -> None:
+    holder.stdin.close()
+    holder.wait(30)
+
+
+@pytest.mark.parametrize("lock_held", [False, True], ids=["writer gone", "lock held"])
+@pytest.mark.parametrize("where", ["before the rename", "after the rename", "between the values and the flag"])
+def test_a_writer_killed_between_its_record_and_its_row_loses_nothing(tmp_path, where, lock_held):
+    """A real process SIGKILLed at each point between a record and its index row: a reader sees exactly what the
+    record file holds (the old record before the rename, the new one after) — also while another process holds
+    the lock, when a stale stamp is trusted and only the pending flag sends the reader to the file — and the next
+    writer's index agrees."""
+    store = new_store(tmp_path)
+    store.index_for_writing(PLAN, id_of)
+    store.write_record(record(5, "succeeded", 1), durable=True)
+    store.close_index()
+    script = tmp_path / "writer.py"
+    tests = os.path.dirname(__file__)
+    script.write_text(KILLED_WRITER.format(root=os.path.dirname(os.path.dirname(tests)), tests=tests))
+    child = subprocess.run([sys.executable, str(script), where, str(store.directory)], capture_output=True, timeout=60)
+    assert child.returncode == -9, child.stderr.decode()
+    holder = hold_lock(store) if lock_held else None
+    try:
+        board, _ = StateStore(store.directory).load_board(PLAN, id_of)
+    finally:
+        if holder is not None:
+            release(holder)
+    expected = (Status.SUCCEEDED, 1) if where == "before the rename" else (Status.FAILED, 2)
+    assert (board.status(5), board.attempts(5)) == expected
+    assert_same(store)
+    StateStore(store.directory).index_for_writing(PLAN, id_of)
+    assert trusted(store)
+    assert_same(store)
+    # the next writer settled the pending row: readers no longer read its file
+    assert read_indexed(store.directory, store.partitions, SIZE, writer_alive=False).to_read == []
+
+
+def test_a_live_writers_pending_row_is_read_from_its_file(tmp_path):
+    """While another process holds the backfill's lock, a stamp behind the directory is the live writer's
+    (between its rename and its stamp): rows are trusted, but a pending row is read from its file."""
+    store = new_store(tmp_path)
+    store.index_for_writing(PLAN, id_of)
+    store.write_record(record(2, "succeeded"), durable=False)
+    index = store.index_for_writing()
+    index.pending(7)
+    later = record(7, "failed", 3)
+    write_atomic(store.record_path(later.id), later.to_bytes())  # renamed in; row and stamp not yet written
+    holder = hold_lock(store)
+    try:
+        assert FileLock(store.lock_path).is_held_elsewhere()
+        assert read_indexed(store.directory, store.partitions, SIZE, writer_alive=True) is not None
+        board, _ = StateStore(store.directory).load_board(PLAN, id_of)
+        assert (board.status(7), board.attempts(7), board.status(2)) == (Status.FAILED, 3, Status.SUCCEEDED)
+    finally:
+        release(holder)
+    assert not trusted(store)  # the writer gone, a stale stamp is not trusted
+    assert_same(store)
+
+
+def test_an_index_that_cannot_be_written_is_removed_and_costs_no_record(tmp_path, monkeypatch):
+    """A full disk growing the index: the record is written all the same, the index removed (readers read the
+    files), and the next writer builds it again."""
+    store = new_store(tmp_path)
+    store.index_for_writing(PLAN, id_of)
+    store.write_record(record(1, "succeeded"), durable=False)
+    real = os.pwrite
+
+    def full(fd, data, offset):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(record_index.os, "pwrite", full)
+    store.write_record(record(30, "failed", 2), durable=False)
+    monkeypatch.setattr(record_index.os, "pwrite", real)
+    assert not (store.directory / INDEX).exists()
+    store.write_record(record(31, "failed"), durable=False)  # this writer has given up its index: files only
+    board, _ = StateStore(store.directory).load_board(PLAN, id_of)
+    assert (board.status(30), board.attempts(30), board.status(31)) == (Status.FAILED, 2, Status.FAILED)
+    StateStore(store.directory).index_for_writing(PLAN, id_of)
+    assert trusted(store)
+    assert_same(store)
+
+
+def test_a_store_whose_manifest_cannot_give_a_plan_writes_its_records_without_an_index(tmp_path):
+    """A writer that cannot build the index (here: no plan in the manifest) still writes every record."""
+    store = new_store(tmp_path)
+    store.write_record(record(0, "succeeded"), durable=True)
+    assert records.read_record(store.record_path(record(0, "succeeded").id), PLAN, id_of).status == "succeeded"
+    assert not (store.directory / INDEX).exists()
+
+
+def test_the_executors_record_writer_keeps_the_index(tmp_path):
+    """Records written as the executor writes them (queued, batched, and written ahead on the calling thread):
+    the index is trusted afterwards and says what the files say."""
+    store = new_store(tmp_path)
+    writer = RecordWriter(store.partitions, index=store.index_for_writing(PLAN, id_of))
+    for index in range(10):
+        first = record(index, "running")
+        writer.write_ahead(store.record_path(first.id), first.to_bytes(), (index, row_of(first)))
+        final = record(index, STATUSES[index % 5], 1 + index % 3, VERIFICATIONS[index % 4])
+        writer.put(store.record_path(final.id), final.to_bytes(), durable=index % 2 == 0, row=(index, row_of(final)))
+    writer.drain()
+    writer.close()
+    assert trusted(store)
+    assert_same(store)
+
+
+def test_a_reader_during_the_executors_write_in_flight_reads_the_file(tmp_path, monkeypatch):
+    """The executor's writer thread between a record's rename and its row (held there), its lock held: a reader
+    trusts the index but reads the pending partition's file, so it sees the new record, not the row's old one."""
+    store = new_store(tmp_path)
+    writer = RecordWriter(store.partitions, index=store.index_for_writing(PLAN, id_of))
+    old = record(3, "succeeded")
+    writer.put(store.record_path(old.id), old.to_bytes(), durable=False, row=(3, row_of(old)))
+    writer.drain()
+    renamed, go_on = threading.Event(), threading.Event()
+    real = record_index.RecordIndex.written
+
+    def held(self, index, row):
+        renamed.set()
+        go_on.wait(30)
+        real(self, index, row)
+
+    monkeypatch.setattr(record_index.RecordIndex, "written", held)
+    new = record(3, "failed", 2)
+    writer.put(store.record_path(new.id), new.to_bytes(), durable=False, row=(3, row_of(new)))
+    assert renamed.wait(30)
+    holder = hold_lock(store)
+    try:
+        board, _ = StateStore(store.directory).load_board(PLAN, id_of)
+    finally:
+        release(holder)
+        go_on.set()
+        writer.drain()
+        writer.close()
+    assert (board.status(3), board.attempts(3)) == (Status.FAILED, 2)
