@@ -19,12 +19,13 @@ import fcntl
 import os
 import struct
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 import orjson
 
 from engine.base.atomic import FILE_MODE
+from engine.dates.instants import to_micros
 
 AUDIT = "audit.jsonl"
 AUDIT_INDEX = "audit.idx"
@@ -32,7 +33,6 @@ MAGIC = b"BFAUDIX1"
 HEADER = struct.Struct("<8sqq")
 ROW = struct.Struct("<qq")
 READ_CHUNK = 1 << 20
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def line_time(line: bytes) -> int | None:
@@ -56,12 +56,7 @@ def entry_time(entry: dict) -> int | None:
         return None
     if moment.tzinfo is None:
         return None
-    return microseconds_since_epoch(moment)
-
-
-def microseconds_since_epoch(moment: datetime) -> int:
-    """Exact, whatever the float precision of ``timestamp()``."""
-    return (moment - EPOCH) // timedelta(microseconds=1)
+    return to_micros(moment)
 
 
 def index_lines(data: bytes, base: int, last_at: int) -> list[tuple[int, int]]:

@@ -11,7 +11,6 @@ backfill of a million partitions reads two small files, not a million.
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import time
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from engine.store.control import Control, read_control
 from engine.store.lease import read_lease
 from engine.store.locks import FileLock
 from engine.store.manifest import spec_of
+from engine.store.record_index import stamp_of
 from engine.store.records import PartitionRecord, RecordStatus
 from engine.store.state_store import StateStore, saved_backfill_dirs
 from engine.store.status import STATUS_NAMES, Status, StatusBoard
@@ -50,10 +50,8 @@ COMPLETE, INCOMPLETE, RUNNING_NOW, PAUSED, UNREADABLE = ListedState
 
 
 def partitions_stamp(store: StateStore) -> int:
-    try:
-        return os.stat(store.partitions).st_mtime_ns
-    except FileNotFoundError:
-        return 0
+    """The ``partitions/`` directory's time: every record write moves it (the record index stamps the same)."""
+    return stamp_of(store.partitions)
 
 
 def write_summary(store: StateStore, board: StatusBoard, stamp: int) -> None:
@@ -97,9 +95,7 @@ def _plausible(counts: dict[str, Any], total: int) -> bool:
 
 def is_running(store: StateStore) -> bool:
     """Whether an executor holds the backfill's lock right now."""
-    if not store.lock_path.exists():
-        return False
-    return FileLock(store.lock_path).is_held_elsewhere()
+    return store.lock_held_elsewhere()
 
 
 def owner_gone(store: StateStore) -> bool:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from engine.base.atomic import write_atomic
 from engine.base.boot_clock import boot_id
+from engine.dates.instants import to_micros
 from engine.store.records import PartitionRecord, status_of
 from engine.store.status import VERIFICATION_CODES, Status, StatusBoard
 
@@ -59,15 +60,12 @@ def stamp_of(partitions: Path) -> int:
 
 
 def _micros(text: str | None) -> int:
-    if not text:
-        return 0
+    """An attempt's time as exact µs since the epoch; 0 when unknown."""
     try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        moment = datetime.fromisoformat(text) if text else None
     except ValueError:
         return 0
-    if moment.tzinfo is None:
-        return 0
-    return int(moment.timestamp()) * 1_000_000 + moment.microsecond
+    return to_micros(moment) if moment is not None and moment.tzinfo is not None else 0
 
 
 def row_of(record: PartitionRecord) -> bytes:
@@ -127,15 +125,18 @@ def read_indexed(directory: Path, partitions: Path, size: int, *, writer_alive: 
     return IndexedBoard(*_board_of(rows, count, size))
 
 
-_FLAGS = frozenset((0, PRESENT, PRESENT | PENDING))
+_FLAGS = bytes((0, PRESENT, PRESENT | PENDING))
+_STATUSES = bytes(Status)
+_VERIFICATIONS = bytes((0, *VERIFICATION_CODES.values()))
 
 
 def _plausible(rows: bytes) -> bool:
-    """Flags, statuses and verification codes each one that is written (a damaged index is not trusted)."""
-    return (
-        set(rows[0 :: ROW.size]) <= _FLAGS
-        and max(rows[1 :: ROW.size], default=0) < len(Status)
-        and max(rows[2 :: ROW.size], default=0) <= max(VERIFICATION_CODES.values())
+    """Flags, statuses and verification codes each one that is written (a damaged index is not trusted); each
+    column checked at C speed (what ``translate`` leaves was never written)."""
+    return not (
+        rows[0 :: ROW.size].translate(None, _FLAGS)
+        or rows[1 :: ROW.size].translate(None, _STATUSES)
+        or rows[2 :: ROW.size].translate(None, _VERIFICATIONS)
     )
 
 
@@ -162,12 +163,11 @@ def _board_of(rows: bytes, count: int, size: int) -> tuple[StatusBoard, list[int
     flags = rows[0 :: ROW.size]
     to_read = [match.start() for match in _PENDING_ROWS.finditer(flags)]
     pending = set(to_read)
-    running = 1
-    start = statuses.find(running)
+    start = statuses.find(Status.RUNNING)
     while start >= 0:
         if start not in pending:
             to_read.append(start)
-        start = statuses.find(running, start + 1)
+        start = statuses.find(Status.RUNNING, start + 1)
     return board, sorted(to_read)
 
 
@@ -178,10 +178,9 @@ class RecordIndex:
     The index never costs a record: when it cannot be written (a full disk growing it, an I/O error) it is
     removed, so that readers read the files, and the next writer rebuilds it."""
 
-    def __init__(self, directory: Path, partitions: Path, size: int) -> None:
+    def __init__(self, directory: Path, partitions: Path) -> None:
         self.path = directory / INDEX
         self.partitions = partitions
-        self.size = size
         self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
         self._stamping = threading.Lock()
 

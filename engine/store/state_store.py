@@ -265,8 +265,8 @@ class StateStore:
                 record = read_record(path, plan, id_of)
                 rows[record.index] = row_of(record)
             write_index(self.directory, size, rows, stamp)
-            return RecordIndex(self.directory, self.partitions, size)
-        index = RecordIndex(self.directory, self.partitions, size)
+            return RecordIndex(self.directory, self.partitions)
+        index = RecordIndex(self.directory, self.partitions)
         for number in indexed.to_read:
             record = self._record_of(number, plan, id_of)
             if record is None:
@@ -293,8 +293,10 @@ class StateStore:
 
     def _writer_alive(self) -> bool:
         """Whether the index's writer is this store or a live executor holding the backfill's lock."""
-        if self._index is not None and self._index.usable:
-            return True
+        return (self._index is not None and self._index.usable) or self.lock_held_elsewhere()
+
+    def lock_held_elsewhere(self) -> bool:
+        """Whether another process (an executor, a command applying a request) holds the backfill's lock now."""
         return self.lock_path.exists() and FileLock(self.lock_path).is_held_elsewhere()
 
     def read_record(self, partition_id: str, plan: Plan, id_of) -> PartitionRecord | None:

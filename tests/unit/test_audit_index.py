@@ -14,8 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.dates.instants import to_micros
 from engine.store import audit, audit_index
-from engine.store.audit_index import AUDIT, AUDIT_INDEX, HEADER, ROW, AuditLines, entry_time, microseconds_since_epoch
+from engine.store.audit_index import AUDIT, AUDIT_INDEX, HEADER, ROW, AuditLines, entry_time
 
 START = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -195,7 +196,7 @@ def test_since_starts_at_the_first_line_it_may_keep_whatever_the_order_of_times(
     directory = tmp_path_factory.mktemp("audit")
     for minute in minutes:
         audit.append(directory, [mark(minute)])
-    moment = microseconds_since_epoch(START + timedelta(minutes=since))
+    moment = to_micros(START + timedelta(minutes=since))
     with AuditLines(directory) as log:
         first = log.first_at_or_after(moment)
         kept = [line for line in log.lines(first) if audit_index.line_time(line) >= moment]
@@ -205,8 +206,8 @@ def test_since_starts_at_the_first_line_it_may_keep_whatever_the_order_of_times(
 def test_an_entry_time_is_exact_to_the_microsecond_and_needs_its_offset():
     """applied_at wins over requested_at; a time without its offset is no time (never read as local)."""
     assert entry_time({"applied_at": "2026-12-01T00:00:00.000001Z", "requested_at": "2020-01-01T00:00:00Z"}) == (
-        microseconds_since_epoch(START) + 1
+        to_micros(START) + 1
     )
-    assert entry_time({"requested_at": "2026-12-01T01:00:00+01:00"}) == microseconds_since_epoch(START)
+    assert entry_time({"requested_at": "2026-12-01T01:00:00+01:00"}) == to_micros(START)
     assert entry_time({"applied_at": "2026-12-01T00:00:00"}) is None
     assert entry_time({"applied_at": 5}) is None and entry_time({}) is None

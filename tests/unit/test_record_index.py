@@ -362,3 +362,15 @@ def test_a_reader_during_the_executors_write_in_flight_reads_the_file(tmp_path, 
         writer.drain()
         writer.close()
     assert (board.status(3), board.attempts(3)) == (Status.FAILED, 2)
+
+
+def test_a_row_holds_the_last_attempts_exit_code_and_times_to_the_microsecond():
+    """The row keeps what the issue asks of it beyond the board: the last attempt's exit code, and its start and
+    finish as exact microseconds since the epoch (0 when unknown, as for a running attempt's finish)."""
+    done = record(2, "failed", 2)
+    done.attempts[-1].exit_code = 3
+    flags, status, _, attempts, exit_code, _, started, finished = ROW.unpack(row_of(done))
+    assert (flags, status, attempts, exit_code) == (1, Status.FAILED, 2, 3)
+    assert (started, finished) == (1_704_067_200_000_001, 1_704_067_260_000_000)
+    running = ROW.unpack(row_of(record(2, "running")))
+    assert (running[6], running[7]) == (1_704_067_200_000_001, 0)

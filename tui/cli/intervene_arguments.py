@@ -117,7 +117,7 @@ def since_arg(text: str) -> int:
 
     from engine.base.errors import BadInput
     from engine.dates.durations import parse_duration
-    from engine.store.audit_index import microseconds_since_epoch
+    from engine.dates.instants import to_micros
 
     accepted = "an RFC 3339 time with its offset (2026-12-01T09:00:00Z), a date (2026-12-01) or a duration ago (48h)"
     if not text.strip():
@@ -129,7 +129,7 @@ def since_arg(text: str) -> int:
         except ValueError:
             raise BadInput(f"--since {text!r} is not a date: give {accepted}") from None
     elif re.fullmatch(r"[0-9.]+[a-zµ]+([0-9.]+[a-zµ]+)*", text):
-        return microseconds_since_epoch(now) - parse_duration(text, "--since")
+        return to_micros(now) - parse_duration(text, "--since")
     else:
         try:
             moment = datetime.fromisoformat(text)
@@ -139,7 +139,7 @@ def since_arg(text: str) -> int:
             raise BadInput(f"--since {text!r} has no offset: add Z or +HH:MM (which zone it means is not guessed)")
     if moment > now:
         raise BadInput(f"--since {text!r} is in the future: nothing was applied after it yet")
-    return microseconds_since_epoch(moment)
+    return to_micros(moment)
 
 
 def actions_arg(text: str) -> list[str]:
