@@ -121,3 +121,17 @@ def kill_if_running(process: subprocess.Popen[str]) -> None:
     if process.poll() is None:
         process.kill()
         process.wait()
+
+
+def hold_lock(lock_path: Path) -> subprocess.Popen:
+    """Another process holding a backfill's lock (as a live executor does) until :func:`release`."""
+    code = f"import fcntl, sys\nhandle = open({str(lock_path)!r}, 'a')\nfcntl.flock(handle, fcntl.LOCK_EX)\n"
+    code += "print('held', flush=True)\nsys.stdin.read()\n"
+    holder = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "held\n"
+    return holder
+
+
+def release(holder: subprocess.Popen) -> None:
+    holder.stdin.close()
+    holder.wait(30)

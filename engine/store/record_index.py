@@ -74,7 +74,7 @@ def row_of(record: PartitionRecord) -> bytes:
     if not attempts:
         return ROW.pack(PRESENT, status_of(record), 0, 0, NO_EXIT, -1.0, 0, 0)
     last = attempts[-1]
-    verification = VERIFICATION_CODES.get((last.verification or {}).get("status", ""), 0)
+    verification = VERIFICATION_CODES.get((last.verification or {}).get("status"), 0)
     exit_code = last.exit_code if last.exit_code is not None and -32768 < last.exit_code < 32768 else NO_EXIT
     duration = -1.0 if last.duration is None else float(last.duration)
     return ROW.pack(
@@ -98,31 +98,34 @@ class IndexedBoard:
         self.to_read = to_read
 
 
-def _header_ok(header: bytes, size: int) -> bool:
+def _stamp_of_header(header: bytes, size: int) -> int | None:
+    """The stamp of an index of this plan's size, row format and boot; None for any other."""
     if len(header) < HEADER_SIZE:
-        return False
-    magic, plan_size, row_size, boot, _stamp = HEADER.unpack_from(header)
-    return magic == MAGIC and plan_size == size and row_size == ROW.size and boot == _boot()
+        return None
+    magic, plan_size, row_size, boot, stamp = HEADER.unpack_from(header)
+    return stamp if magic == MAGIC and plan_size == size and row_size == ROW.size and boot == _boot() else None
 
 
-def read_indexed(directory: Path, partitions: Path, size: int, *, writer_alive: bool) -> IndexedBoard | None:
-    """The board from the index when it can be trusted (see the module's docstring), else None."""
+def trusted_rows(directory: Path, partitions: Path, size: int, *, writer_alive: bool) -> bytes | None:
+    """The index's rows (whole rows only, at most ``size``) when it can be trusted (see the module's docstring),
+    else None."""
     try:
         with open(directory / INDEX, "rb") as handle:
             data = handle.read()
     except OSError:
         return None
-    if not _header_ok(data, size):
-        return None
-    (stamp,) = struct.unpack_from("<q", data, STAMP_OFFSET)
-    if stamp != stamp_of(partitions) and not writer_alive:
+    stamp = _stamp_of_header(data, size)
+    if stamp is None or (stamp != stamp_of(partitions) and not writer_alive):
         return None
     rows = data[HEADER_SIZE:]
-    count = min(len(rows) // ROW.size, size)
-    rows = rows[: count * ROW.size]
-    if not _plausible(rows):
-        return None
-    return IndexedBoard(*_board_of(rows, count, size))
+    rows = rows[: min(len(rows) // ROW.size, size) * ROW.size]
+    return rows if _plausible(rows) else None
+
+
+def read_indexed(directory: Path, partitions: Path, size: int, *, writer_alive: bool) -> IndexedBoard | None:
+    """The board from the index when it can be trusted, else None."""
+    rows = trusted_rows(directory, partitions, size, writer_alive=writer_alive)
+    return None if rows is None else IndexedBoard(*board_of(rows, size))
 
 
 _FLAGS = bytes((0, PRESENT, PRESENT | PENDING))
@@ -148,7 +151,9 @@ def _column(rows: bytes, offset: int, width: int, count: int) -> bytearray:
     return out
 
 
-def _board_of(rows: bytes, count: int, size: int) -> tuple[StatusBoard, list[int]]:
+def board_of(rows: bytes, size: int) -> tuple[StatusBoard, list[int]]:
+    """The board of trusted ``rows``, and the partitions whose records must be read (pending and running rows)."""
+    count = len(rows) // ROW.size
     statuses = bytearray(rows[1 :: ROW.size])
     statuses.extend(bytes(size - count))
     attempts = array("H")
@@ -160,8 +165,7 @@ def _board_of(rows: bytes, count: int, size: int) -> tuple[StatusBoard, list[int
     verification = bytearray(rows[2 :: ROW.size])
     verification.extend(bytes(size - count))
     board = StatusBoard.from_columns(size, statuses, attempts, durations, verification)
-    flags = rows[0 :: ROW.size]
-    to_read = [match.start() for match in _PENDING_ROWS.finditer(flags)]
+    to_read = pending_rows(rows)
     pending = set(to_read)
     start = statuses.find(Status.RUNNING)
     while start >= 0:
@@ -169,6 +173,11 @@ def _board_of(rows: bytes, count: int, size: int) -> tuple[StatusBoard, list[int
             to_read.append(start)
         start = statuses.find(Status.RUNNING, start + 1)
     return board, sorted(to_read)
+
+
+def pending_rows(rows: bytes) -> list[int]:
+    """The partitions whose rows are pending (a record being written, or whose writer died mid-way)."""
+    return [match.start() for match in _PENDING_ROWS.finditer(rows[0 :: ROW.size])]
 
 
 class RecordIndex:
@@ -221,9 +230,10 @@ class RecordIndex:
         if fd is None:
             return
         try:
-            if os.pwrite(fd, data, offset) != len(data):
-                raise OSError("short write")
+            written = os.pwrite(fd, data, offset)
         except OSError:
+            written = -1
+        if written != len(data):  # a failure or a short write (a full disk): never half an index
             self.abandon()
 
     def abandon(self) -> None:

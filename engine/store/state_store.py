@@ -36,7 +36,7 @@ from engine.dates.plan import Plan
 from engine.store.bulk_marks import BULK_MARKS, BulkMark, merge, read_bulk_marks
 from engine.store.locks import FileLock
 from engine.store.manifest import now_text
-from engine.store.record_index import INDEX, RecordIndex, read_indexed, row_of, stamp_of, write_index
+from engine.store.record_index import INDEX, IndexedBoard, RecordIndex, read_indexed, row_of, stamp_of, write_index
 from engine.store.records import LIVE_ATTEMPT_STATUSES, PartitionRecord, RecordStatus, read_record, status_of
 from engine.store.status import Status, StatusBoard
 
@@ -268,7 +268,7 @@ class StateStore:
             return RecordIndex(self.directory, self.partitions)
         index = RecordIndex(self.directory, self.partitions)
         for number in indexed.to_read:
-            record = self._record_of(number, plan, id_of)
+            record = self.record_of(number, plan, id_of)
             if record is None:
                 index.forget(number)
             else:
@@ -280,7 +280,7 @@ class StateStore:
             self._index.close()
         self._index, self._index_opened = None, False
 
-    def _record_of(self, number: int, plan: Plan, id_of) -> PartitionRecord | None:
+    def record_of(self, number: int, plan: Plan, id_of) -> PartitionRecord | None:
         """The record file of partition ``number`` as it is (no bulk mark merged), None when it has none."""
         interval = plan.interval(number)
         path = self.record_path(id_of(interval.start, interval.end))
@@ -397,24 +397,29 @@ class StateStore:
                 f"{self.partitions} is missing: the records of backfill {self.id} are gone, so which partitions "
                 "ran is unknown; restore the directory, or start a new backfill"
             )
-        running: list[PartitionRecord] = []
-        indexed = None
         if visit is None:
             indexed = read_indexed(self.directory, self.partitions, len(plan), writer_alive=self._writer_alive())
-        if indexed is not None:  # the index's rows, and the records of its pending and running rows
-            board = indexed.board
-            for number in indexed.to_read:  # a pending row without a file reads as never attempted (zeros)
-                record = self._record_of(number, plan, id_of)
-                if record is not None and _show(board, record) is Status.RUNNING:
-                    running.append(record)
-        else:
-            board = StatusBoard(len(plan))
-            for path in self.record_files():
-                record = read_record(path, plan, id_of)
-                if _show(board, record) is Status.RUNNING:
-                    running.append(record)
-                if visit is not None:
-                    visit(record)
+            if indexed is not None:
+                return self.board_from_index(indexed, plan, id_of)
+        running: list[PartitionRecord] = []
+        board = StatusBoard(len(plan))
+        for path in self.record_files():
+            record = read_record(path, plan, id_of)
+            if show_record(board, record) is Status.RUNNING:
+                running.append(record)
+            if visit is not None:
+                visit(record)
+        self.apply_bulk_marks(board)
+        return board, running
+
+    def board_from_index(self, indexed: IndexedBoard, plan: Plan, id_of) -> tuple[StatusBoard, list[PartitionRecord]]:
+        """A trusted index's board with the records of its pending and running rows read (a pending row without
+        a file reads as never attempted), and the bulk marks merged; plus the records still marked running."""
+        board, running = indexed.board, []
+        for number in indexed.to_read:
+            record = self.record_of(number, plan, id_of)
+            if record is not None and show_record(board, record) is Status.RUNNING:
+                running.append(record)
         self.apply_bulk_marks(board)
         return board, running
 
@@ -498,7 +503,7 @@ class StateStore:
         write_atomic(self.generation_path, orjson.dumps(data))
 
 
-def _show(board: StatusBoard, record: PartitionRecord) -> Status:
+def show_record(board: StatusBoard, record: PartitionRecord) -> Status:
     """Put what ``record`` says on ``board``; its status."""
     status = status_of(record)
     board.set(record.index, status)

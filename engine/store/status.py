@@ -69,6 +69,8 @@ class StatusBoard:
         """A board of columns read whole (the record index): counts taken at C speed, nothing per partition."""
         board = cls.__new__(cls)
         check_plan_size(size, StateUnreadable)
+        if not len(statuses) == len(attempts) == len(durations) == len(verification) == size:
+            raise ValueError(f"columns of {size} partitions expected")  # a bug of the caller, never of the data
         board.size = size
         board._status = statuses
         board._attempts = attempts
@@ -128,7 +130,9 @@ class StatusBoard:
         return self._verification[index] if self._verification is not None else 0
 
     def set_verification(self, index: int, verification: dict | None) -> None:
-        code = VERIFICATION_CODES.get((verification or {}).get("status", ""), 0)
+        self.set_verification_code(index, VERIFICATION_CODES.get((verification or {}).get("status", ""), 0))
+
+    def set_verification_code(self, index: int, code: int) -> None:
         if self._verification is None:
             if code == 0:
                 return

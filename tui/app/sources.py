@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -18,7 +19,9 @@ from engine.execute.executor import Executor
 from engine.execute.executor_snapshot import RunningPartition
 from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions
 from engine.spec.parallelism import Parallelism
-from engine.store.state_store import Generation, StateStore
+from engine.store.catalog import is_running, partitions_stamp
+from engine.store.index_watch import IndexRow, IndexWatch, finished_column
+from engine.store.state_store import Generation, StateStore, show_record
 from engine.store.status import FINISHED, Status, StatusBoard
 from tui.app.record_cache import RecordCache
 
@@ -210,10 +213,12 @@ def _unix(text: str) -> float:
 
 
 class WatchedSource(SavedSource):
-    """A saved backfill that an executor in another process is running: records are re-read as they change.
+    """A saved backfill that an executor in another process is running: what changed is read again as it changes.
 
-    The ``partitions/`` directory's time tells when anything changed; then only files whose own time
-    changed are read again. When the other executor releases its lock, the backfill is idle again.
+    The record index (``partitions.idx``, kept by that executor) says which partitions changed: their rows give
+    the board, and only the records of running and pending partitions are read. Without a trusted index, the
+    ``partitions/`` directory's time tells when anything changed; then only files whose own time changed are
+    read again. When the other executor releases its lock, the backfill is idle again.
     """
 
     RESCAN_SECONDS = 0.3
@@ -227,13 +232,14 @@ class WatchedSource(SavedSource):
         options: ExecutionOptions,
         parallelism: Parallelism,
         *,
-        seen: tuple[int, dict[str, int], list[tuple[int, Status, str | None]]] | None = None,
+        seen: tuple[int, dict[str, int], list[tuple[int, Status, float | None]]] | None = None,
+        watch: IndexWatch | None = None,
     ) -> None:
         try:
             generation = store.read_generation()
         except BackfillError:  # shown without the other executor's start time; resuming reports the problem
             generation = None
-        self.progress = RunProgress(generation)
+        self.progress = RunProgress(generation, board.size)
         self._parallel = generation.parallel if generation else None
         super().__init__(spec, store, board, running, options, parallelism, started_at=self.progress.started_at)
         self.pid = generation.pid if generation else None
@@ -241,9 +247,15 @@ class WatchedSource(SavedSource):
         self._stamp = -1
         self._mtimes: dict[str, int] = {}
         self._running_records = {r.index: r for r in running}
+        self._running_versions: dict[int, tuple | None] = dict.fromkeys(self._running_records)  # read again first
         self._last_scan = 0.0
         self._idle = False
-        if seen is not None:  # the records were read once already (``watch``): only what changed since is read
+        self._watch = watch
+        if watch is not None:  # the index's rows say when each partition's latest attempt ended
+            self.progress.saw_rows(board.raw(), finished_column(watch.rows))
+            for record in running:
+                self.progress.saw(record.index, Status.RUNNING, None)
+        if seen is not None:  # the records were read once already: only what changed since is read
             self._stamp, self._mtimes, ended = seen
             for index, status, finished_at in ended:
                 self.progress.saw(index, status, finished_at)
@@ -253,25 +265,20 @@ class WatchedSource(SavedSource):
     def load(
         cls, spec: BackfillSpec, store: StateStore, options: ExecutionOptions, parallelism: Parallelism
     ) -> WatchedSource:
-        """Read a backfill another process runs in one pass: the files' times first (so that anything written
-        while they are read is read again on the first poll), then every record once for the board and the
-        progress — not a second time for the times, which doubled the first paint of 50,000 records."""
-        import os
-
-        from engine.store.catalog import partitions_stamp
-
-        stamp = partitions_stamp(store)
-        with os.scandir(store.partitions) as entries:
-            mtimes = {
-                entry.name: entry.stat().st_mtime_ns
-                for entry in entries
-                if entry.name.endswith(".json") and not entry.name.startswith(".")
-            }
-        ended: list[tuple[int, Status, str | None]] = []
+        """Read a backfill another process runs: through its record index when that can be trusted (the rows,
+        and the records of running and pending partitions), else in one pass over the files — their times
+        first (so that anything written while they are read is read again on the first poll), then every record
+        once for the board and the progress."""
+        watch = IndexWatch(store.directory, store.partitions, len(spec.plan))
+        indexed = watch.first(writer_alive=store.lock_held_elsewhere())
+        if indexed is not None:
+            board, running = store.board_from_index(indexed, spec.plan, spec.ids.of)
+            return cls(spec, store, board, running, options, parallelism, watch=watch)
+        stamp, mtimes = _record_times(store)
+        ended: list[tuple[int, Status, float | None]] = []
 
         def visit(record) -> None:
-            last = record.attempts[-1].finished_at if record.attempts else None
-            ended.append((record.index, Status.parse(record.status), last))
+            ended.append((record.index, Status.parse(record.status), _ended(record)))
 
         board, running = store.load_board(spec.plan, spec.ids.of, visit)
         return cls(spec, store, board, running, options, parallelism, seen=(stamp, mtimes, ended))
@@ -280,15 +287,60 @@ class WatchedSource(SavedSource):
     def nobody_runs(self) -> bool:
         return self._idle
 
-    def _rescan(self) -> None:
-        import os
+    def _rescan(self, *, last: bool = False) -> None:
+        """Take what changed since the last scan; ``last`` once the executor has gone (nothing changes after)."""
+        changed = self._rescan_index(last) if self._watch is not None else self._rescan_files()
+        if changed and self.store.bulk_marks():  # a bulk mark is merged by readers, never written into the files
+            self.store.apply_bulk_marks(self.board)
+        if changed:
+            self._version += 1
+            self._running = running_partitions(sorted(self._running_records.values(), key=lambda r: r.index))
 
-        from engine.store.catalog import partitions_stamp
+    def _rescan_index(self, last: bool) -> bool:
+        rows = self._watch.look(writer_alive=not last, again=last)
+        if rows is None:  # the index can no longer be trusted (removed after a failed write, or damaged)
+            self._watch = None
+            return self._rescan_files()
+        seen = set()
+        for row in rows:
+            seen.add(row.index)
+            if row.pending or row.status is Status.RUNNING:  # what its record holds now
+                if self._read_again(row.index):
+                    continue
+                row = IndexRow(row.index, False, Status.QUEUED, 0, 0, None, 0)  # never written after all
+            self.board.set(row.index, row.status)
+            self.board.set_attempts(row.index, row.attempts)
+            self.board.set_duration(row.index, row.duration)
+            self.board.set_verification_code(row.index, row.verification)
+            self.progress.saw(row.index, row.status, row.finished_at)
+            self._running_records.pop(row.index, None)
+        return self._reread_running(seen) or bool(rows)
+
+    def _reread_running(self, seen: set[int]) -> bool:
+        """A running partition's record is written again with the same row (its child's PID, once started):
+        the records of the running partitions are read again when their files changed."""
+        changed = False
+        for index in [index for index in self._running_records if index not in seen]:
+            if self._running_versions.get(index) != self.records.version(index):
+                changed = self._read_again(index) or changed
+        return changed
+
+    def _read_again(self, index: int) -> bool:
+        """Read the partition's record now (its file's version taken first, so a write after it is seen on the
+        next scan); False when it has no record."""
+        version = self.records.version(index)
+        record = self.store.record_of(index, self.spec.plan, self.spec.ids.of)
+        if record is None:
+            return False
+        self._saw(record, version)
+        return True
+
+    def _rescan_files(self) -> bool:
         from engine.store.records import read_record
 
         stamp = partitions_stamp(self.store)
         if stamp == self._stamp:
-            return
+            return False
         self._stamp = stamp
         changed = False
         with os.scandir(self.store.partitions) as entries:
@@ -299,24 +351,19 @@ class WatchedSource(SavedSource):
                 if self._mtimes.get(entry.name) == mtime:
                     continue
                 self._mtimes[entry.name] = mtime
-                record = read_record(Path(entry.path), self.spec.plan, self.spec.ids.of)
-                status = Status.parse(record.status)
-                self.board.set(record.index, status)
-                self.board.set_attempts(record.index, len(record.attempts))
-                if record.attempts:
-                    self.board.set_duration(record.index, record.attempts[-1].duration)
-                self.progress.saw(record.index, status, record.attempts[-1].finished_at if record.attempts else None)
-                if status is Status.RUNNING:
-                    self._running_records[record.index] = record
-                else:
-                    self._running_records.pop(record.index, None)
+                self._saw(read_record(Path(entry.path), self.spec.plan, self.spec.ids.of))
                 changed = True
-        if self.store.bulk_marks():  # a bulk mark is merged by readers, never written into the files
-            self.store.apply_bulk_marks(self.board)
-            changed = True
-        if changed:
-            self._version += 1
-            self._running = running_partitions(sorted(self._running_records.values(), key=lambda r: r.index))
+        return changed or bool(self.store.bulk_marks())
+
+    def _saw(self, record, version: tuple | None = None) -> None:
+        status = show_record(self.board, record)
+        self.progress.saw(record.index, status, _ended(record))
+        if status is Status.RUNNING:
+            self._running_records[record.index] = record
+            self._running_versions[record.index] = version
+        else:
+            self._running_records.pop(record.index, None)
+            self._running_versions.pop(record.index, None)
 
     def _learn_generation(self) -> None:
         """The executor writes its selection as it starts, and its parallelism again after each live change."""
@@ -337,11 +384,9 @@ class WatchedSource(SavedSource):
             self._last_scan = now
             self._learn_generation()
             self._rescan()
-            from engine.store.catalog import is_running
-
             if not is_running(self.store):
                 self._idle = True
-                self._rescan()
+                self._rescan(last=True)
                 self._version += 1
         counts = self.board.counts()
         state = IDLE if self._idle else RUNNING_ELSEWHERE
@@ -366,6 +411,24 @@ class WatchedSource(SavedSource):
         )
 
 
+def _record_times(store: StateStore) -> tuple[int, dict[str, int]]:
+    """The ``partitions/`` directory's time and each record file's, taken before any record is read."""
+    stamp = partitions_stamp(store)
+    with os.scandir(store.partitions) as entries:
+        mtimes = {
+            entry.name: entry.stat().st_mtime_ns
+            for entry in entries
+            if entry.name.endswith(".json") and not entry.name.startswith(".")
+        }
+    return stamp, mtimes
+
+
+def _ended(record) -> float | None:
+    """When the record's latest attempt ended (seconds since the epoch), None when it has not."""
+    finished_at = record.attempts[-1].finished_at if record.attempts else None
+    return _unix(finished_at) if finished_at else None
+
+
 RUNNING_ELSEWHERE = "running elsewhere"
 
 
@@ -375,11 +438,11 @@ class RunProgress:
     ended since then — so the completion bar and the ETA agree with that executor's own, whatever earlier runs
     finished."""
 
-    def __init__(self, generation: Generation | None) -> None:
+    def __init__(self, generation: Generation | None, size: int) -> None:
         self.generation_started = _unix(generation.started_at) if generation else None
         self.selected: int | None = None
         self.run_started: float | None = None
-        self._ended: dict[int, float] = {}  # partition → when its latest attempt ended (final statuses only)
+        self._ended = array("d", bytes(8 * size))  # partition → when its latest attempt ended (final only), 0 not
         self.finished = 0
         if generation is not None:
             self.adopt(generation)
@@ -396,24 +459,30 @@ class RunProgress:
         if generation.selected is None or generation.run_started_at is None:
             return
         self.selected, self.run_started = generation.selected, generation.run_started_at
-        self.finished = sum(1 for ended in self._ended.values() if ended >= self.run_started)
+        self.finished = sum(1 for ended in self._ended if ended >= self.run_started)
 
-    def saw(self, index: int, status: Status, finished_at: str | None) -> None:
-        """A record read again: count it once if its latest attempt ended in this run."""
-        before = self._ended.pop(index, None)
-        if before is not None and self.run_started is not None and before >= self.run_started:
+    def saw(self, index: int, status: Status, ended: float | None) -> None:
+        """A partition read again: count it once if its latest attempt ended in this run."""
+        started = self.run_started
+        before = self._ended[index]
+        if before and started is not None and before >= started:
             self.finished -= 1
-        if status in FINISHED and finished_at:
-            ended = _unix(finished_at)
-            self._ended[index] = ended
-            if self.run_started is not None and ended >= self.run_started:
-                self.finished += 1
+        ended = ended if ended and status in FINISHED else 0.0
+        self._ended[index] = ended
+        if ended and started is not None and ended >= started:
+            self.finished += 1
+
+    def saw_rows(self, statuses: bytearray, finished_us: array) -> None:
+        """Every partition at once, from the record index: its status and when its latest attempt ended (µs)."""
+        final = bytes(sorted(FINISHED))
+        for index, micros in enumerate(finished_us):
+            if micros and statuses[index] in final:
+                self.saw(index, Status(statuses[index]), micros / 1_000_000)
 
 
 def open_saved(store: StateStore) -> SavedSource:
     """The source for browsing a saved backfill: watched when another process runs it, else read once."""
     from engine.execute.backfill import shown_parallelism
-    from engine.store.catalog import is_running
     from engine.store.control import resume_options
     from engine.store.manifest import spec_of
 
