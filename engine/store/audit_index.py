@@ -168,10 +168,8 @@ class AuditLines:
         return low
 
     def _row(self, number: int) -> tuple[int, int]:
-        if number < self._disk_rows:
-            assert self._index is not None
-            return _row(self._index, number)
-        return self._rows[number - self._disk_rows]
+        """Row ``number``: from the index file, or from memory when no index file could be kept (never both)."""
+        return self._rows[number] if self._index is None else _row(self._index, number)
 
     def _span(self, number: int) -> tuple[int, int | None]:
         """[begin, end) of line ``number`` in the log; end None for the unterminated last line."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import os
 import shutil
 import threading
@@ -14,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.base.atomic import FILE_MODE
 from engine.dates.instants import to_micros
 from engine.store import audit, audit_index
 from engine.store.audit_index import AUDIT, AUDIT_INDEX, HEADER, ROW, AuditLines, entry_time
@@ -211,3 +213,181 @@ def test_an_entry_time_is_exact_to_the_microsecond_and_needs_its_offset():
     assert entry_time({"requested_at": "2026-12-01T01:00:00+01:00"}) == to_micros(START)
     assert entry_time({"applied_at": "2026-12-01T00:00:00"}) is None
     assert entry_time({"applied_at": 5}) is None and entry_time({}) is None
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def expected_rows(log: bytes) -> list[tuple[int, int]]:
+    """(end offset past the newline, time) of every whole non-blank line, computed without the module: a line's
+    own time is its applied_at (else requested_at) with an offset, in µs; a line without one, and any line
+    before an earlier-dated one, keeps the time before it (0 at the start)."""
+    rows, position, last = [], 0, 0
+    for line in log.split(b"\n")[:-1]:
+        position += len(line) + 1
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError:
+            value = None
+        text = (value.get("applied_at") or value.get("requested_at")) if isinstance(value, dict) else None
+        moment = datetime.fromisoformat(text) if isinstance(text, str) else None
+        if moment is not None and moment.tzinfo is not None:
+            last = max(last, (moment - EPOCH) // timedelta(microseconds=1))
+        rows.append((position, last))
+    return rows
+
+
+LINES = st.one_of(
+    st.builds(
+        lambda m, n: json.dumps({"action": "MARK", "applied_at": stamp(m), "reason": "x" * n}).encode(),
+        st.integers(0, 300),
+        st.integers(0, 120),
+    ),
+    st.builds(lambda m: json.dumps({"requested_at": stamp(m)}).encode(), st.integers(0, 300)),
+    st.sampled_from([b"[1, 2]", b"3", b'{"applied_at": "2026-12-01T00:00:00"}', b'{"action": "MA', b"  ", b""]),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(LINES, max_size=40),
+    st.sampled_from([b"", b'{"action": "torn', b"   "]),
+    st.integers(1, 200),
+    st.sampled_from(["file", "memory"]),
+    st.data(),
+)
+def test_every_line_row_and_time_against_an_oracle_whatever_the_read_size(
+    tmp_path_factory, lines, tail, chunk, where, data
+):
+    """Any log — lines of any length, blank ones, lines that are no JSON object or have no time, times out of
+    order, an unterminated last line — read in chunks of 1 to 200 bytes, with the index in a file or (none can be
+    written) in memory: the rows are the oracle's, and every line is found by number, by stream, by any range and
+    by time."""
+    directory = tmp_path_factory.mktemp("audit")
+    log = b"".join(line + b"\n" for line in lines) + tail
+    (directory / AUDIT).write_bytes(log)
+    if where == "memory":
+        (directory / AUDIT_INDEX).mkdir()
+    rows = expected_rows(log)
+    whole = oracle(directory)
+    saved = audit_index.READ_CHUNK
+    audit_index.READ_CHUNK = chunk
+    try:
+        with AuditLines(directory) as read:
+            assert read.count == len(whole)
+            assert [read._row(number) for number in range(len(rows))] == rows
+            assert [read.line(number) for number in range(read.count)] == whole == list(read.lines())
+            start, stop = data.draw(st.integers(0, len(whole) + 1)), data.draw(st.integers(0, len(whole) + 1))
+            assert list(read.lines(start, stop)) == whole[start:stop]
+            moment = data.draw(st.integers(0, to_micros(START + timedelta(minutes=301))))
+            assert read.first_at_or_after(moment) == next(
+                (number for number, (_, at) in enumerate(rows) if at >= moment), len(rows)
+            )
+            with pytest.raises(IndexError):
+                read.line(read.count)
+    finally:
+        audit_index.READ_CHUNK = saved
+    if where == "file":
+        stored = (directory / AUDIT_INDEX).read_bytes()
+        status = os.stat(directory / AUDIT)
+        assert stored[: HEADER.size] == HEADER.pack(audit_index.MAGIC, status.st_dev, status.st_ino)
+        assert [ROW.unpack_from(stored, at) for at in range(HEADER.size, len(stored), ROW.size)] == rows
+
+
+def test_the_first_lines_of_a_long_log_are_read_without_reading_the_rest(tmp_path, monkeypatch):
+    """The first screen of a long history reads about its own lines, not the log to its end: ten lines out of
+    5,000 read in 256-byte chunks cost their own bytes and at most two chunks more."""
+    audit.append(tmp_path, [mark(minute % 500) for minute in range(5_000)])
+    monkeypatch.setattr(audit_index, "READ_CHUNK", 256)
+    read_bytes = []
+    real_pread = os.pread
+
+    def counted(descriptor, size, offset):
+        data = real_pread(descriptor, size, offset)
+        read_bytes.append(len(data))
+        return data
+
+    with AuditLines(tmp_path) as log:
+        monkeypatch.setattr(audit_index.os, "pread", counted)
+        assert list(log.lines(100, 110)) == oracle(tmp_path)[100:110]
+    assert sum(read_bytes) <= sum(len(line) + 1 for line in oracle(tmp_path)[100:110]) + 2 * 256 + 2 * ROW.size
+
+
+def test_an_index_that_belongs_to_the_log_is_kept_not_rebuilt(tmp_path):
+    """A whole index of this log is used as it is (a time written into its first row by hand is read back), with
+    or without an unterminated line after its last row — rebuilding it every time would read the whole log."""
+    audit.append(tmp_path, [mark(minute) for minute in range(5)])
+    index = tmp_path / AUDIT_INDEX
+    for tail in (b"", b'{"action": "torn'):
+        with open(tmp_path / AUDIT, "ab") as handle:
+            handle.write(tail)
+        data = bytearray(index.read_bytes())
+        end, _ = ROW.unpack_from(data, HEADER.size)
+        ROW.pack_into(data, HEADER.size, end, 7)
+        index.write_bytes(bytes(data))
+        with AuditLines(tmp_path) as log:
+            assert log._row(0) == (end, 7)
+
+
+@pytest.mark.parametrize("size", [8, HEADER.size + 1])
+def test_an_index_cut_inside_its_header_is_rebuilt(tmp_path, size):
+    """Cut to 8 bytes (a whole number of rows short of its header) or one byte past it: rebuilt, nothing lost."""
+    audit.append(tmp_path, [mark(minute) for minute in range(4)])
+    os.truncate(tmp_path / AUDIT_INDEX, size)
+    assert seen(tmp_path) == oracle(tmp_path)
+    assert (tmp_path / AUDIT_INDEX).stat().st_size == HEADER.size + 4 * ROW.size
+
+
+def test_an_index_whose_last_row_ends_mid_line_is_rebuilt(tmp_path):
+    """The last row points inside the log but not just past a newline: not this log's index any more."""
+    audit.append(tmp_path, [mark(minute) for minute in range(4)])
+    index = tmp_path / AUDIT_INDEX
+    data = bytearray(index.read_bytes())
+    end, at = ROW.unpack_from(data, len(data) - ROW.size)
+    ROW.pack_into(data, len(data) - ROW.size, end - 5, at)
+    index.write_bytes(bytes(data))
+    assert seen(tmp_path) == oracle(tmp_path)
+
+
+def test_a_row_spanning_two_lines_is_refused_naming_the_line(tmp_path):
+    """A row whose span ends on a newline but holds another inside (the log rewritten in place behind an open
+    reader) is refused, naming the line counted from 1."""
+    audit.append(tmp_path, [mark(minute) for minute in range(3)])
+    with AuditLines(tmp_path) as log:
+        (tmp_path / AUDIT).write_bytes(b"a\n" * (os.path.getsize(tmp_path / AUDIT) // 2))
+        with pytest.raises(IndexError, match="at line 2$"):
+            log.line(1)
+
+
+def test_the_index_file_is_private_whoever_makes_it_and_closing_twice_is_harmless(tmp_path):
+    """audit.idx is made with the store's file mode by an appender and by a reader alike."""
+    audit.append(tmp_path, [mark(1)])
+    assert (tmp_path / AUDIT_INDEX).stat().st_mode & 0o777 == FILE_MODE
+    (tmp_path / AUDIT_INDEX).unlink()
+    log = AuditLines(tmp_path)
+    log.close()
+    log.close()
+    assert (tmp_path / AUDIT_INDEX).stat().st_mode & 0o777 == FILE_MODE
+
+
+def test_indexing_a_log_reads_each_of_its_bytes_about_once(tmp_path, monkeypatch):
+    """Rebuilding the index of 2,000 lines read in 1 KiB chunks reads the log about once over, never a
+    chunk's lines one at a time or the rest of the log again for every chunk, and never more than a chunk at once."""
+    audit.append(tmp_path, [mark(minute % 500) for minute in range(2_000)])
+    (tmp_path / AUDIT_INDEX).unlink()
+    monkeypatch.setattr(audit_index, "READ_CHUNK", 1024)
+    read_bytes = []
+    real_pread = os.pread
+
+    def counted(descriptor, size, offset):
+        data = real_pread(descriptor, size, offset)
+        read_bytes.append(len(data))
+        return data
+
+    monkeypatch.setattr(audit_index.os, "pread", counted)
+    with AuditLines(tmp_path) as log:
+        assert log.count == 2_000
+    assert sum(read_bytes) <= 1.5 * os.path.getsize(tmp_path / AUDIT)  # each chunk's cut line is read again
+    assert max(read_bytes) <= 1024  # a chunk at a time: a history of millions of lines is never in memory whole

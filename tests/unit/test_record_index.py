@@ -8,6 +8,7 @@ import struct
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,11 +19,12 @@ from engine.dates.instants import load_zone
 from engine.dates.plan import Plan, parse_unit
 from engine.store import record_index, records, state_store
 from engine.store.locks import FileLock
-from engine.store.record_index import HEADER_SIZE, INDEX, ROW, STAMP_OFFSET, read_indexed, row_of
+from engine.store.record_index import HEADER_SIZE, INDEX, NO_EXIT, ROW, STAMP_OFFSET, read_indexed, row_of
 from engine.store.record_writer import RecordWriter
 from engine.store.records import Attempt, PartitionRecord
 from engine.store.state_store import StateStore
 from engine.store.status import Status
+from tests.backfills import hold_lock, release
 
 DAY = 86_400_000_000
 SIZE = 40
@@ -143,6 +145,7 @@ DAMAGE = {
     "another boot": lambda data: data[:24] + b"0" * 16 + data[40:],
     "a status no one writes": lambda data: data[: HEADER_SIZE + 1] + b"\x09" + data[HEADER_SIZE + 2 :],
     "a flag no one writes": lambda data: data[:HEADER_SIZE] + b"\x07" + data[HEADER_SIZE + 1 :],
+    "a verification no one writes": lambda data: data[: HEADER_SIZE + 2] + b"\x09" + data[HEADER_SIZE + 3 :],
     "a stale stamp": lambda data: data[:STAMP_OFFSET] + struct.pack("<q", 12345) + data[STAMP_OFFSET + 8 :],
     "rows cut mid-row": lambda data: data[: HEADER_SIZE + 3 * ROW.size + 5],
     "empty": lambda data: b"",
@@ -218,20 +221,6 @@ store.write_record(record(5, "failed", 2), durable=True)
 """
 
 
-def hold_lock(store: StateStore) -> subprocess.Popen:
-    """Another process holding the backfill's lock (as a live executor does) until its stdin closes."""
-    code = f"import fcntl, sys\nhandle = open({str(store.lock_path)!r}, 'a')\nfcntl.flock(handle, fcntl.LOCK_EX)\n"
-    code += "print('held', flush=True)\nsys.stdin.read()\n"
-    holder = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline() == "held\n"
-    return holder
-
-
-def release(holder: subprocess.Popen) -> None:
-    holder.stdin.close()
-    holder.wait(30)
-
-
 @pytest.mark.parametrize("lock_held", [False, True], ids=["writer gone", "lock held"])
 @pytest.mark.parametrize("where", ["before the rename", "after the rename", "between the values and the flag"])
 def test_a_writer_killed_between_its_record_and_its_row_loses_nothing(tmp_path, where, lock_held):
@@ -248,7 +237,7 @@ def test_a_writer_killed_between_its_record_and_its_row_loses_nothing(tmp_path, 
     script.write_text(KILLED_WRITER.format(root=os.path.dirname(os.path.dirname(tests)), tests=tests))
     child = subprocess.run([sys.executable, str(script), where, str(store.directory)], capture_output=True, timeout=60)
     assert child.returncode == -9, child.stderr.decode()
-    holder = hold_lock(store) if lock_held else None
+    holder = hold_lock(store.lock_path) if lock_held else None
     try:
         board, _ = StateStore(store.directory).load_board(PLAN, id_of)
     finally:
@@ -274,7 +263,7 @@ def test_a_live_writers_pending_row_is_read_from_its_file(tmp_path):
     index.pending(7)
     later = record(7, "failed", 3)
     write_atomic(store.record_path(later.id), later.to_bytes())  # renamed in; row and stamp not yet written
-    holder = hold_lock(store)
+    holder = hold_lock(store.lock_path)
     try:
         assert FileLock(store.lock_path).is_held_elsewhere()
         assert read_indexed(store.directory, store.partitions, SIZE, writer_alive=True) is not None
@@ -353,7 +342,7 @@ def test_a_reader_during_the_executors_write_in_flight_reads_the_file(tmp_path, 
     new = record(3, "failed", 2)
     writer.put(store.record_path(new.id), new.to_bytes(), durable=False, row=(3, row_of(new)))
     assert renamed.wait(30)
-    holder = hold_lock(store)
+    holder = hold_lock(store.lock_path)
     try:
         board, _ = StateStore(store.directory).load_board(PLAN, id_of)
     finally:
@@ -374,3 +363,82 @@ def test_a_row_holds_the_last_attempts_exit_code_and_times_to_the_microsecond():
     assert (started, finished) == (1_704_067_200_000_001, 1_704_067_260_000_000)
     running = ROW.unpack(row_of(record(2, "running")))
     assert (running[6], running[7]) == (1_704_067_200_000_001, 0)
+
+
+def test_the_header_names_this_boot_by_the_first_16_hex_digits_of_its_id(tmp_path, monkeypatch):
+    """The kernel's boot ID without its dashes, cut to 16 bytes; a machine that has none writes 16 zero bytes."""
+    store = new_store(tmp_path)
+    store.index_for_writing(PLAN, id_of)
+    store.close_index()
+    header = (store.directory / INDEX).read_bytes()[:HEADER_SIZE]
+    kernel = Path("/proc/sys/kernel/random/boot_id").read_text().strip().replace("-", "")
+    assert header[24:40] == kernel[:16].encode()
+    monkeypatch.setattr(record_index, "boot_id", lambda: None)
+    (store.directory / INDEX).unlink()
+    store.index_for_writing(PLAN, id_of)
+    store.close_index()
+    assert (store.directory / INDEX).read_bytes()[24:40] == bytes(16)
+    assert trusted(store)
+
+
+def test_a_row_says_unknown_as_the_format_does_and_keeps_what_fits():
+    """Never attempted: status, no exit code, duration -1, times 0; an attempt without a duration or with a time
+    that is no instant reads unknown; an exit code or attempt count past its 16 bits is kept as far as it fits."""
+    never = record(3, "queued")
+    assert ROW.unpack(row_of(never)) == (1, Status.QUEUED, 0, 0, NO_EXIT, -1.0, 0, 0)
+    odd = record(3, "failed")
+    odd.attempts[-1].duration, odd.attempts[-1].started_at = None, "yesterday"
+    odd.attempts[-1].finished_at = "2024-01-01T00:01:00"  # no offset: not an instant
+    assert ROW.unpack(row_of(odd))[5:] == (-1.0, 0, 0)
+    for code, kept in [(32_767, 32_767), (32_768, NO_EXIT), (-32_767, -32_767), (-32_769, NO_EXIT), (None, NO_EXIT)]:
+        odd.attempts[-1].exit_code = code
+        assert ROW.unpack(row_of(odd))[4] == kept
+    many = record(3, "failed")
+    many.attempts = many.attempts * 65_536
+    assert ROW.unpack(row_of(many))[3] == 65_535
+
+
+def test_a_pending_row_left_by_a_writer_killed_before_its_rename_is_cleared_by_the_next_writer(tmp_path):
+    """In-process, the kill campaign's first point: the row went pending and no record followed. The next writer
+    clears the row to zeros (never attempted), and the index is trusted with nothing left to read."""
+    store = new_store(tmp_path)
+    store.index_for_writing(PLAN, id_of).pending(5)
+    store.close_index()
+    writer = StateStore(store.directory)
+    writer.index_for_writing(PLAN, id_of)
+    data = (store.directory / INDEX).read_bytes()
+    assert data[HEADER_SIZE + 5 * ROW.size : HEADER_SIZE + 6 * ROW.size] == bytes(ROW.size)
+    assert read_indexed(store.directory, store.partitions, SIZE, writer_alive=False).to_read == []
+    assert_same(store)
+
+
+def test_a_rebuilt_index_ends_at_the_highest_recorded_partition(tmp_path):
+    """One row per partition up to the highest one recorded, none past it (the rest read as never attempted);
+    an empty store's index is its header alone."""
+    store = new_store(tmp_path)
+    store.index_for_writing(PLAN, id_of)
+    store.close_index()
+    assert (store.directory / INDEX).stat().st_size == HEADER_SIZE
+    store.index_for_writing(PLAN, id_of)
+    store.write_record(record(6, "succeeded"), durable=False)
+    store.close_index()
+    (store.directory / INDEX).unlink()
+    store.index_for_writing(PLAN, id_of)
+    store.close_index()
+    assert (store.directory / INDEX).stat().st_size == HEADER_SIZE + 7 * ROW.size
+
+
+def test_an_index_already_removed_when_a_write_fails_is_given_up_quietly(tmp_path, monkeypatch):
+    """Someone removed partitions.idx, then a row cannot be written: the index is given up without an error and
+    the record is written."""
+    store = new_store(tmp_path)
+    store.index_for_writing(PLAN, id_of)
+    (store.directory / INDEX).unlink()
+
+    def full(fd, data, offset):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(record_index.os, "pwrite", full)
+    store.write_record(record(4, "failed"), durable=False)
+    assert not (store.directory / INDEX).exists()
+    assert from_files(store)[0].status(4) is Status.FAILED
