@@ -110,14 +110,19 @@ def resolve_ids(loaded: Loaded, texts: list[str], *, flag: str = "--ids") -> fro
         if len(value) < 6 or any(c not in "0123456789abcdef" for c in value):
             raise BadInput(f"{flag} {text!r} is not a partition ID: give the hex ID (at least its first 6 characters)")
         wanted[value] = text
+    indices = set()
+    for value in [value for value in wanted if len(value) == ID_LENGTH]:  # a whole ID that has a record: no walk
+        index = _recorded_index(loaded, value)
+        if index is not None:
+            indices.add(index)
+            del wanted[value]
     found: dict[str, list[int]] = {value: [] for value in wanted}
     plan, ids = loaded.spec.plan, loaded.spec.ids
-    for interval in plan:
+    for interval in plan if wanted else ():
         partition_id = ids.of(interval.start, interval.end)
         for value in wanted:
             if partition_id.startswith(value):
                 found[value].append(interval.index)
-    indices = set()
     for value, matches in found.items():
         if not matches:
             raise BadInput(f"{flag} {wanted[value]!r} matches no partition of backfill {loaded.store.id}")
@@ -125,6 +130,22 @@ def resolve_ids(loaded: Loaded, texts: list[str], *, flag: str = "--ids") -> fro
             raise BadInput(f"{flag} {wanted[value]!r} matches {len(matches)} partitions: give more characters")
         indices.add(matches[0])
     return frozenset(indices)
+
+
+ID_LENGTH = 64  # a partition ID is a SHA-256 in hex
+
+
+def _recorded_index(loaded: Loaded, partition_id: str) -> int | None:
+    """The partition a whole ID names, from its record file (which is checked against the plan); None when it has
+    none (never attempted) or it cannot be read: the plan is walked then."""
+    from engine.base.errors import StateUnreadable
+
+    spec = loaded.spec
+    try:
+        record = loaded.store.read_record(partition_id, spec.plan, spec.ids.of)
+    except StateUnreadable:
+        return None
+    return None if record is None else record.index
 
 
 def selection_of(args: argparse.Namespace, loaded: Loaded) -> PartitionSelection:
