@@ -296,11 +296,8 @@ def test_every_line_row_and_time_against_an_oracle_whatever_the_read_size(
         assert [ROW.unpack_from(stored, at) for at in range(HEADER.size, len(stored), ROW.size)] == rows
 
 
-def test_the_first_lines_of_a_long_log_are_read_without_reading_the_rest(tmp_path, monkeypatch):
-    """The first screen of a long history reads about its own lines, not the log to its end: ten lines out of
-    5,000 read in 256-byte chunks cost their own bytes and at most two chunks more."""
-    audit.append(tmp_path, [mark(minute % 500) for minute in range(5_000)])
-    monkeypatch.setattr(audit_index, "READ_CHUNK", 256)
+def count_reads(monkeypatch) -> list[int]:
+    """The sizes of the module's reads from now on."""
     read_bytes = []
     real_pread = os.pread
 
@@ -309,8 +306,17 @@ def test_the_first_lines_of_a_long_log_are_read_without_reading_the_rest(tmp_pat
         read_bytes.append(len(data))
         return data
 
+    monkeypatch.setattr(audit_index.os, "pread", counted)
+    return read_bytes
+
+
+def test_the_first_lines_of_a_long_log_are_read_without_reading_the_rest(tmp_path, monkeypatch):
+    """The first screen of a long history reads about its own lines, not the log to its end: ten lines out of
+    5,000 read in 256-byte chunks cost their own bytes and at most two chunks more."""
+    audit.append(tmp_path, [mark(minute % 500) for minute in range(5_000)])
+    monkeypatch.setattr(audit_index, "READ_CHUNK", 256)
     with AuditLines(tmp_path) as log:
-        monkeypatch.setattr(audit_index.os, "pread", counted)
+        read_bytes = count_reads(monkeypatch)
         assert list(log.lines(100, 110)) == oracle(tmp_path)[100:110]
     assert sum(read_bytes) <= sum(len(line) + 1 for line in oracle(tmp_path)[100:110]) + 2 * 256 + 2 * ROW.size
 
@@ -378,15 +384,7 @@ def test_indexing_a_log_reads_each_of_its_bytes_about_once(tmp_path, monkeypatch
     audit.append(tmp_path, [mark(minute % 500) for minute in range(2_000)])
     (tmp_path / AUDIT_INDEX).unlink()
     monkeypatch.setattr(audit_index, "READ_CHUNK", 1024)
-    read_bytes = []
-    real_pread = os.pread
-
-    def counted(descriptor, size, offset):
-        data = real_pread(descriptor, size, offset)
-        read_bytes.append(len(data))
-        return data
-
-    monkeypatch.setattr(audit_index.os, "pread", counted)
+    read_bytes = count_reads(monkeypatch)
     with AuditLines(tmp_path) as log:
         assert log.count == 2_000
     assert sum(read_bytes) <= 1.5 * os.path.getsize(tmp_path / AUDIT)  # each chunk's cut line is read again
