@@ -28,7 +28,7 @@ class IndexRow:
     status: Status
     verification: int
     attempts: int
-    duration: float | None
+    duration: float  # seconds; negative when unknown (as the board keeps it)
     finished_us: int  # when the latest attempt ended, µs since the epoch; 0 unknown
 
     @property
@@ -37,11 +37,9 @@ class IndexRow:
 
 
 def row_at(rows: bytes, index: int) -> IndexRow:
-    if (index + 1) * ROW.size > len(rows):  # past the index's end: never written
-        return IndexRow(index, False, Status.QUEUED, 0, 0, None, 0)
+    """Row ``index`` of ``rows`` (which reach at least that far)."""
     flags, status, verification, attempts, _exit, duration, _started, finished = ROW.unpack_from(rows, index * ROW.size)
-    known = None if duration < 0 else duration
-    return IndexRow(index, bool(flags & PENDING), Status(status), verification, attempts, known, finished)
+    return IndexRow(index, bool(flags & PENDING), Status(status), verification, attempts, duration, finished)
 
 
 def finished_column(rows: bytes) -> array:
@@ -73,27 +71,29 @@ def changed_rows(before: bytes, now: bytes) -> list[int]:
 class IndexWatch:
     """The index of one backfill as a watcher last saw it."""
 
-    def __init__(self, directory: Path, partitions: Path, size: int) -> None:
+    def __init__(self, directory: Path, partitions: Path, size: int, rows: bytes, identity: tuple | None) -> None:
         self.directory = directory
         self.partitions = partitions
         self.size = size
-        self.rows = b""
-        self._identity: tuple[int, int, int] | None = None
+        self.rows = rows
+        self._identity = identity
 
-    def first(self, *, writer_alive: bool) -> IndexedBoard | None:
-        """The whole board when the index can be trusted now, else None (read the files)."""
-        self._identity = self._stat()
-        rows = trusted_rows(self.directory, self.partitions, self.size, writer_alive=writer_alive)
+    @classmethod
+    def first(
+        cls, directory: Path, partitions: Path, size: int, *, writer_alive: bool
+    ) -> tuple[IndexWatch, IndexedBoard] | None:
+        """The watch and the whole board when the index can be trusted now, else None (read the files)."""
+        identity = _identity(directory)  # before the rows: a write after them is seen by the next look
+        rows = trusted_rows(directory, partitions, size, writer_alive=writer_alive)
         if rows is None:
             return None
-        self.rows = rows
-        return IndexedBoard(*board_of(rows, self.size))
+        return cls(directory, partitions, size, rows, identity), IndexedBoard(*board_of(rows, size))
 
     def look(self, *, writer_alive: bool, again: bool = False) -> list[IndexRow] | None:
         """The rows that changed since the last look; None when the index cannot be trusted now (read the files).
         ``again`` reads the index even when its file looks unchanged, and returns every pending row too (the
         writer has gone: a row it left pending will not change any more)."""
-        identity = self._stat()
+        identity = _identity(self.directory)
         if identity == self._identity and not again:
             return []
         self._identity = identity
@@ -101,14 +101,16 @@ class IndexWatch:
         if rows is None:
             return None
         changed = set(changed_rows(self.rows, rows))
-        self.rows = rows
         if again:
             changed.update(pending_rows(rows))
-        return [row_at(rows, index) for index in sorted(changed)]
+        whole = rows.ljust(len(self.rows), b"\0")  # rows past a shorter index's end read as never attempted
+        self.rows = rows
+        return [row_at(whole, index) for index in sorted(changed)]
 
-    def _stat(self) -> tuple[int, int, int] | None:
-        try:
-            found = os.stat(self.directory / INDEX)
-        except OSError:
-            return None
-        return (found.st_ino, found.st_size, found.st_mtime_ns)
+
+def _identity(directory: Path) -> tuple[int, int, int] | None:
+    try:
+        found = os.stat(directory / INDEX)
+    except OSError:
+        return None
+    return (found.st_ino, found.st_size, found.st_mtime_ns)

@@ -14,9 +14,10 @@ from engine.dates.formatting import InstantFormatter
 from engine.spec.parallelism import Parallelism
 from engine.store import records as records_module
 from engine.store import state_store as state_store_module
-from engine.store.index_watch import BLOCK_ROWS, changed_rows
-from engine.store.record_index import INDEX, ROW
+from engine.store.index_watch import BLOCK_ROWS, changed_rows, finished_column
+from engine.store.record_index import HEADER_SIZE, INDEX, ROW
 from engine.store.records import Attempt, PartitionRecord, RecordStatus
+from engine.store.state_store import StateStore
 from tests.backfills import hold_lock, release, rewrite
 from tests.saved_backfills import saved_command_backfill
 from tui.app.sources import WatchedSource
@@ -267,9 +268,65 @@ def test_the_changed_rows_are_exactly_those_that_differ(rows, data):
 
 
 def test_rows_changed_at_the_edges_of_a_block_are_found():
-    """The first and last row of a block of rows compared as one slice, and the last row of all."""
-    before = bytes(ROW.size * 2 * BLOCK_ROWS)
+    """The first and last row of a block of rows compared as one slice, and the last row of all, past a block
+    with no change; zero rows past either end are no change."""
+    before = bytes(ROW.size * 4 * BLOCK_ROWS)
     after = bytearray(before)
-    for index in (0, BLOCK_ROWS - 1, BLOCK_ROWS, 2 * BLOCK_ROWS - 1):
+    changed = [BLOCK_ROWS, 2 * BLOCK_ROWS - 1, 2 * BLOCK_ROWS, 3 * BLOCK_ROWS - 1, 4 * BLOCK_ROWS - 1]
+    for index in changed:
         after[index * ROW.size] = 1
-    assert changed_rows(before, bytes(after)) == [0, BLOCK_ROWS - 1, BLOCK_ROWS, 2 * BLOCK_ROWS - 1]
+    assert changed_rows(before, bytes(after)) == changed
+    zero = bytes(ROW.size)
+    assert changed_rows(zero * 2, zero) == [] and changed_rows(zero, zero * 2) == []
+
+
+@given(st.lists(st.binary(min_size=ROW.size, max_size=ROW.size), max_size=50))
+def test_the_finished_column_is_each_row_s_end_time(rows):
+    """Against unpacking each row: the last attempt's end, a signed 64-bit number of µs, row by row."""
+    data = b"".join(rows)
+    assert list(finished_column(data)) == [ROW.unpack(row)[7] for row in rows]
+
+
+def test_a_stale_stamp_under_a_live_executor_is_trusted_and_no_record_is_read_but_the_running_one(watched):
+    """The executor holding the lock has a record in flight (the directory changed after its last stamp): the
+    watcher still opens and follows through the index — its in-flight records are pending rows — and reads only
+    the running partition's record."""
+    prepared, reads = watched
+    store = prepared.store
+    holder = hold_lock(store.lock_path)
+    try:
+        os.utime(store.partitions, ns=(1_000_000_000, 1_000_000_000))  # the stamp is behind the directory now
+        reads.clear()
+        source = load(prepared)
+        assert set(reads) == {str(path_of(prepared, 2))}
+
+        def longer(record):
+            record.attempts[-1].duration = 0.5
+
+        rewrite_record(prepared, 0, longer)
+        os.utime(store.partitions, ns=(2_000_000_000, 2_000_000_000))
+        reads.clear()
+        poll_now(source)
+        assert str(path_of(prepared, 0)) not in reads and source.board.duration(0) == 0.5
+    finally:
+        release(holder)
+
+
+def test_a_record_removed_and_the_index_rebuilt_shorter_while_watched_is_queued_again(watched):
+    """A takeover rebuilds the index after the running partition's record was moved away (the highest recorded is
+    then partition 1): that partition reads as never attempted, and nothing else changes."""
+    prepared, _ = watched
+    store = prepared.store
+    holder = hold_lock(store.lock_path)
+    try:
+        source = load(prepared)
+        store.close_index()
+        path_of(prepared, 2).unlink()
+        (store.directory / INDEX).unlink()
+        StateStore(store.directory).index_for_writing()
+        assert (store.directory / INDEX).stat().st_size == HEADER_SIZE + 2 * ROW.size
+        state = poll_now(source)
+        assert state.counts["queued"] == 3 and state.counts["running"] == 0 and not state.running
+        assert (state.counts["succeeded"], state.counts["failed"]) == (1, 1)
+    finally:
+        release(holder)

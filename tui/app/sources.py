@@ -269,9 +269,11 @@ class WatchedSource(SavedSource):
         and the records of running and pending partitions), else in one pass over the files — their times
         first (so that anything written while they are read is read again on the first poll), then every record
         once for the board and the progress."""
-        watch = IndexWatch(store.directory, store.partitions, len(spec.plan))
-        indexed = watch.first(writer_alive=store.lock_held_elsewhere())
-        if indexed is not None:
+        first = IndexWatch.first(
+            store.directory, store.partitions, len(spec.plan), writer_alive=store.lock_held_elsewhere()
+        )
+        if first is not None:
+            watch, indexed = first
             board, running = store.board_from_index(indexed, spec.plan, spec.ids.of)
             return cls(spec, store, board, running, options, parallelism, watch=watch)
         stamp, mtimes = _record_times(store)
@@ -307,7 +309,7 @@ class WatchedSource(SavedSource):
             if row.pending or row.status is Status.RUNNING:  # what its record holds now
                 if self._read_again(row.index):
                     continue
-                row = IndexRow(row.index, False, Status.QUEUED, 0, 0, None, 0)  # never written after all
+                row = IndexRow(row.index, False, Status.QUEUED, 0, 0, -1.0, 0)  # never written after all
             self.board.set(row.index, row.status)
             self.board.set_attempts(row.index, row.attempts)
             self.board.set_duration(row.index, row.duration)
