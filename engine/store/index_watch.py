@@ -89,7 +89,7 @@ class IndexWatch:
             return None
         return cls(directory, partitions, size, rows, identity), IndexedBoard(*board_of(rows, size))
 
-    def look(self, *, writer_alive: bool, again: bool = False) -> list[IndexRow] | None:
+    def look(self, *, writer_alive: bool, again: bool) -> list[IndexRow] | None:
         """The rows that changed since the last look; None when the index cannot be trusted now (read the files).
         ``again`` reads the index even when its file looks unchanged, and returns every pending row too (the
         writer has gone: a row it left pending will not change any more)."""
