@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.base.boot_clock import boot_id
 from engine.base.settings import Settings
 from engine.execute.backfill import Prepared, create_backfill, state_root_for
 from engine.execute.executor import Outcome
@@ -184,7 +185,11 @@ def test_a_running_record_says_what_runs_where_before_the_child_ends(work):
         assert attempt["started_at"] and attempt["finished_at"] is None and attempt["launcher"] == "exec"
         assert attempt["generation"] == prepared.takeover.generation.number == 1
         child = psutil.Process(attempt["pid"])
-        assert attempt["pid_started"] == child.create_time() and child.is_running()
+        # The start time follows the kernel's boot time, which moves by whole seconds as the clock is slewed (this
+        # process read it once, psutil again now): the birth names the child exactly.
+        assert abs(attempt["pid_started"] - child.create_time()) <= 1.01 and child.is_running()
+        ticks = Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+        assert attempt["pid_birth"] == f"{boot_id()}:{ticks}"
         assert executor.snapshot().running[0].pid == attempt["pid"]
     finally:
         executor.request_stop("test over")
