@@ -172,9 +172,13 @@ def _settle_previous(
     store: StateStore, board: StatusBoard, running: list[PartitionRecord], started: frozenset[str]
 ) -> Generation:
     """Settle what the previous executor left running and become the next generation."""
-    # A writer killed between creating its temporary file and renaming it leaves the file behind.
-    for directory in (store.directory, store.partitions, store.directory / "records"):
+    # A writer killed between creating its temporary file and renaming it leaves the file behind. In partitions/
+    # such a writer leaves its row pending or the index's stamp behind the directory: a settled index spares the
+    # listing of every record.
+    for directory in (store.directory, store.directory / "records"):
         remove_stale_temporaries(directory)
+    if not store.partitions_settled(board.size):
+        remove_stale_temporaries(store.partitions)
     # Logs are evidence, not state: a deleted children/ is made again (old logs are gone) rather than
     # failing every new attempt with a misleading "cannot start".
     ensure_directory(store.children)

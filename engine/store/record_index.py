@@ -175,6 +175,14 @@ def board_of(rows: bytes, size: int) -> tuple[StatusBoard, list[int]]:
     return board, sorted(to_read)
 
 
+def settled(directory: Path, partitions: Path, size: int) -> bool:
+    """Whether every change to ``partitions/`` went through the index to its end: the stamp is the directory's time
+    and no row is pending. Then no writer died between creating a record's temporary file and writing its row, and
+    the directory need not be listed for such files (a million entries take most of a second)."""
+    rows = trusted_rows(directory, partitions, size, writer_alive=False)
+    return rows is not None and not pending_rows(rows)
+
+
 def pending_rows(rows: bytes) -> list[int]:
     """The partitions whose rows are pending (a record being written, or whose writer died mid-way)."""
     return [match.start() for match in _PENDING_ROWS.finditer(rows[0 :: ROW.size])]

@@ -29,14 +29,23 @@ from typing import Any
 
 import orjson
 
-from engine.base.atomic import DIRECTORY_MODE, ensure_directory, sync_directory, write_atomic
+from engine.base.atomic import DIRECTORY_MODE, ensure_directory, remove_stale_temporaries, sync_directory, write_atomic
 from engine.base.errors import BadInput, StateUnreadable, StateWriteFailed
 from engine.dates.formatting import InstantFormatter
 from engine.dates.plan import Plan
 from engine.store.bulk_marks import BULK_MARKS, BulkMark, merge, read_bulk_marks
 from engine.store.locks import FileLock
 from engine.store.manifest import now_text
-from engine.store.record_index import INDEX, IndexedBoard, RecordIndex, read_indexed, row_of, stamp_of, write_index
+from engine.store.record_index import (
+    INDEX,
+    IndexedBoard,
+    RecordIndex,
+    read_indexed,
+    row_of,
+    settled,
+    stamp_of,
+    write_index,
+)
 from engine.store.records import LIVE_ATTEMPT_STATUSES, PartitionRecord, RecordStatus, read_record, status_of
 from engine.store.status import Status, StatusBoard
 
@@ -259,6 +268,7 @@ class StateStore:
         size = len(plan)
         indexed = read_indexed(self.directory, self.partitions, size, writer_alive=False)
         if indexed is None:
+            remove_stale_temporaries(self.partitions)  # a settled index, once stamped, spares takeovers this listing
             stamp = stamp_of(self.partitions)  # before the files: a write while they are read leaves it stale
             rows = {}
             for path in self.record_files():
@@ -274,6 +284,10 @@ class StateStore:
             else:
                 index.written(number, row_of(record))
         return index
+
+    def partitions_settled(self, size: int) -> bool:
+        """Whether every record write went through the index to its end (see ``record_index.settled``)."""
+        return settled(self.directory, self.partitions, size)
 
     def close_index(self) -> None:
         if self._index is not None:

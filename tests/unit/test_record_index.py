@@ -23,7 +23,7 @@ from engine.store.record_index import HEADER_SIZE, INDEX, NO_EXIT, ROW, STAMP_OF
 from engine.store.record_writer import RecordWriter
 from engine.store.records import Attempt, PartitionRecord
 from engine.store.state_store import StateStore
-from engine.store.status import Status
+from engine.store.status import Status, StatusBoard
 from tests.backfills import hold_lock, release
 
 DAY = 86_400_000_000
@@ -442,3 +442,56 @@ def test_an_index_already_removed_when_a_write_fails_is_given_up_quietly(tmp_pat
     store.write_record(record(4, "failed"), durable=False)
     assert not (store.directory / INDEX).exists()
     assert from_files(store)[0].status(4) is Status.FAILED
+
+
+def dead_pid() -> int:
+    """The PID of a process that has exited."""
+    return int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True).stdout)
+
+
+def test_a_takeover_lists_partitions_for_temporaries_only_when_the_index_is_not_settled(tmp_path, monkeypatch):
+    """Every record written through the index to its end: a takeover does not list partitions/ (a million entries
+    take most of a second). A temporary file left by a dead writer (the directory moved past the stamp) or a
+    pending row under a current stamp (a writer killed between creating its temporary and its rename): it does,
+    and the dead writer's file is removed."""
+    from engine.execute import takeover
+
+    store = new_store(tmp_path)
+    store.index_for_writing(PLAN, id_of)
+    for index in range(5):
+        store.write_record(record(index, "succeeded"), durable=False)
+    store.close_index()
+    listed = []
+    real = takeover.remove_stale_temporaries
+    monkeypatch.setattr(
+        takeover, "remove_stale_temporaries", lambda directory: listed.append(directory) or real(directory)
+    )
+
+    def lists_partitions() -> bool:
+        listed.clear()
+        taken = takeover.take_over(StateStore(store.directory), StatusBoard(SIZE), [], grace=1.0)
+        taken.children_lock.release()
+        taken.lock.release()
+        return store.partitions in listed
+
+    assert not lists_partitions()
+    litter = store.partitions / f".{id_of(0, DAY)}.json.{dead_pid()}.140000.tmp"
+    litter.write_text("{")
+    assert lists_partitions() and not litter.exists()
+    writer = StateStore(store.directory)
+    index = writer.index_for_writing(PLAN, id_of)
+    index.pending(7)
+    index.stamp()
+    writer.close_index()
+    assert lists_partitions()
+
+
+def test_a_rebuild_removes_a_dead_writer_s_temporary_before_it_stamps(tmp_path):
+    """A rebuilt index is stamped with the directory's time: a dead writer's temporary file left in partitions/
+    is removed first, so that a settled index never hides one from later takeovers."""
+    store = new_store(tmp_path)
+    litter = store.partitions / f".{id_of(0, DAY)}.json.{dead_pid()}.140000.tmp"
+    litter.write_text("{")
+    store.index_for_writing(PLAN, id_of)
+    store.close_index()
+    assert not litter.exists() and store.partitions_settled(SIZE)
