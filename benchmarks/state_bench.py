@@ -6,6 +6,8 @@ For each N (10,000 and 100,000 by default; ``--million`` adds 1,000,000) a saved
 partitions is built through the engine's own code (``create_backfill``, ``StateStore.write_record``: the index is
 written as an executor writes it), N of them recorded succeeded. Then, median of fresh processes:
 
+- ``show ID`` in a real pseudo-terminal (the browser on that backfill): launch → its first partition row, with
+  the screen's peak RSS by then (``VmHWM``);
 - ``show ID --output json --limit 1000``;
 - ``--continue ID --dry-run --output json``;
 - ``list`` with its counts cache deleted before each run (so it counts through the board);
@@ -22,12 +24,14 @@ Usage: python benchmarks/state_bench.py [--runs N] [--million] [--sizes N ...] [
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
 
 from _measure import backfill_argv, installed_environment, median, timed_run
-from console_bench import write_records
+from _terminal import Terminal
+from console_bench import ROW, environment, write_records
 
 
 def build(work: Path, recorded: int) -> tuple[str, Path, str]:
@@ -79,6 +83,26 @@ def measure(argv: list[str], work: Path, runs: int, before=None) -> tuple[float,
     return median(seconds), max(rss)
 
 
+def browser_first_frame(work: Path, backfill_id: str, runs: int, before=None) -> tuple[float, float]:
+    """`backfill show ID` in a real pseudo-terminal (the browser on that backfill): launch → first partition row,
+    and the screen's peak RSS by then (its VmHWM, in MB)."""
+    values, peaks = [], []
+    for run in range(runs + 1):
+        if before is not None:
+            before()
+        terminal = Terminal([*backfill_argv(), "show", backfill_id], cwd=work, env=environment())
+        try:
+            shown = terminal.wait_for(lambda lines: any(ROW.match(line) for line in lines), timeout=600)
+            status = Path(f"/proc/{terminal.process.pid}/status").read_text()
+            if run:  # the first run writes bytecode caches: not counted
+                values.append(shown - terminal.launched)
+                peaks.append(int(status.split("VmHWM:")[1].split()[0]) / 1024)
+        finally:
+            os.write(terminal.master, b"q")
+            terminal.close()
+    return median(values), max(peaks)
+
+
 def readers(
     work: Path, backfill_id: str, directory: Path, last_id: str, runs: int, *, index: bool
 ) -> dict[str, tuple[float, float]]:
@@ -95,6 +119,7 @@ def readers(
         summary.unlink(missing_ok=True)
 
     return {
+        "show in the terminal: first row": browser_first_frame(work, backfill_id, runs, before),
         "show --output json --limit 1000": measure(
             [*command, "show", backfill_id, "--output", "json", "--limit", "1000"], work, runs, before
         ),
