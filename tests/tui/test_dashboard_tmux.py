@@ -116,17 +116,20 @@ def test_every_row_on_the_terminal_matches_the_records_when_the_run_ends(tmp_pat
         tmux.wait_for("▶ running")
         tmux.keys("Home")  # follow off: only in-place repaints can update these rows now
         screen = tmux.wait_for("Backfill failed", timeout=60)
-        time.sleep(0.5)
-        screen = tmux.screen()
-        shown = {
-            int(m.group(1)): m.group(2)
-            for m in re.finditer(r"^[▸ ][● ]\s*(\d+)\s+2024-\S+ \S+ → \S+ \S+\s+\S (\w+)", screen, re.M)
-        }
         backfill = next((work / "logs" / "backfills").iterdir())
         on_disk = {
             orjson.loads(p.read_bytes())["index"]: orjson.loads(p.read_bytes())["status"]
             for p in (backfill / "partitions").glob("*.json")
         }
+
+        def shown_now() -> dict[int, str]:
+            rows = re.finditer(r"^[▸ ][● ]\s*(\d+)\s+2024-\S+ \S+ → \S+ \S+\s+\S (\w+)", tmux.screen(), re.M)
+            return {int(m.group(1)): m.group(2) for m in rows}
+
+        deadline = time.monotonic() + 15  # the last repaints reach the terminal (a loaded machine is slow to)
+        while (shown := shown_now()) != on_disk and time.monotonic() < deadline:
+            time.sleep(0.1)
+        screen = tmux.screen()
         assert len(shown) == 12 and shown == on_disk, (shown, on_disk)
         assert "▶ running" not in screen and "12/12 done" in screen
     finally:
