@@ -18,6 +18,7 @@ from engine.store.index_watch import BLOCK_ROWS, changed_rows, finished_column
 from engine.store.record_index import HEADER_SIZE, INDEX, ROW
 from engine.store.records import Attempt, PartitionRecord, RecordStatus
 from engine.store.state_store import StateStore
+from engine.store.status import Status
 from tests.backfills import hold_lock, release, rewrite
 from tests.saved_backfills import saved_command_backfill
 from tui.app.sources import WatchedSource
@@ -328,5 +329,28 @@ def test_a_record_removed_and_the_index_rebuilt_shorter_while_watched_is_queued_
         state = poll_now(source)
         assert state.counts["queued"] == 3 and state.counts["running"] == 0 and not state.running
         assert (state.counts["succeeded"], state.counts["failed"]) == (1, 1)
+    finally:
+        release(holder)
+
+
+def test_a_pending_row_at_opening_counts_its_record_s_end_in_the_run_s_progress(watched):
+    """Opened while a record is in flight (its row pending: zeros but the flag): the board and the run's progress
+    take that record, which ended in the watched run, from its file — not the row's unknown end."""
+    prepared, _ = watched
+    store, spec = prepared.store, prepared.spec
+    holder = hold_lock(store.lock_path)
+    try:
+        index = store.index_for_writing()
+        index.pending(3)
+        interval = spec.plan.interval(3)
+        record = PartitionRecord.fresh(
+            spec.ids.of(interval.start, interval.end), interval, InstantFormatter(spec.zone), RecordStatus.FAILED
+        )
+        record.attempts.append(attempt(RecordStatus.FAILED, "2025-11-24T16:03:00Z"))
+        rewrite(path_of(prepared, 3), record.to_bytes())
+        index.stamp()
+        source = load(prepared)
+        assert source.board.status(3) is Status.FAILED
+        assert (source.progress.selected, source.progress.finished) == (3, 2)
     finally:
         release(holder)

@@ -21,6 +21,7 @@ from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions
 from engine.spec.parallelism import Parallelism
 from engine.store.catalog import is_running, partitions_stamp
 from engine.store.index_watch import IndexRow, IndexWatch, finished_column
+from engine.store.record_index import pending_rows
 from engine.store.state_store import Generation, StateStore, show_record
 from engine.store.status import FINISHED, Status, StatusBoard
 from tui.app.record_cache import RecordCache
@@ -253,8 +254,8 @@ class WatchedSource(SavedSource):
         self._watch = watch
         if watch is not None:  # the index's rows say when each partition's latest attempt ended
             self.progress.saw_rows(board.raw(), finished_column(watch.rows))
-            for record in running:
-                self.progress.saw(record.index, Status.RUNNING, None)
+            for index in pending_rows(watch.rows):  # a pending row's end is its record's, not the row's
+                self._read_again(index)
         if seen is not None:  # the records were read once already: only what changed since is read
             self._stamp, self._mtimes, ended = seen
             for index, status, finished_at in ended:
@@ -292,9 +293,9 @@ class WatchedSource(SavedSource):
     def _rescan(self, *, last: bool = False) -> None:
         """Take what changed since the last scan; ``last`` once the executor has gone (nothing changes after)."""
         changed = self._rescan_index(last) if self._watch is not None else self._rescan_files()
-        if changed and self.store.bulk_marks():  # a bulk mark is merged by readers, never written into the files
-            self.store.apply_bulk_marks(self.board)
         if changed:
+            if self.store.bulk_marks():  # a bulk mark is merged by readers, never written into the files
+                self.store.apply_bulk_marks(self.board)
             self._version += 1
             self._running = running_partitions(sorted(self._running_records.values(), key=lambda r: r.index))
 
@@ -355,7 +356,7 @@ class WatchedSource(SavedSource):
                 self._mtimes[entry.name] = mtime
                 self._saw(read_record(Path(entry.path), self.spec.plan, self.spec.ids.of))
                 changed = True
-        return changed or bool(self.store.bulk_marks())
+        return changed
 
     def _saw(self, record, version: tuple | None = None) -> None:
         status = show_record(self.board, record)
