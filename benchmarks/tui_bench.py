@@ -122,7 +122,7 @@ def first_render_child(work: str) -> None:
 def navigation(runs: int) -> tuple[dict[str, list[float]], float]:
     base = workdir()
     terminal = launch(base, "sleep 0.5", 4)
-    timings: dict[str, list[float]] = {"home": [], "pagedown": [], "end": []}
+    timings: dict[str, list[float]] = {"home": [], "pagedown": [], "end": [], "filter": []}
     try:
         terminal.wait_for(lambda lines: len(rows(lines)) >= 30, timeout=60)
         time.sleep(0.5)
@@ -138,10 +138,33 @@ def navigation(runs: int) -> tuple[dict[str, list[float]], float]:
                 shown_at = terminal.wait_for(lambda lines, key=key: bool(rows(lines)) and goals[key](rows(lines)))
                 timings[key].append(shown_at - sent)
                 time.sleep(0.2)
+            timings["filter"].append(status_filter(terminal, height))
         rss = terminal.rss_peak_mb()
     finally:
         terminal.close()
     return timings, rss
+
+
+def status_filter(terminal: Terminal, height: int) -> float:
+    """s, then "queued" in the filter dialog: Enter → a full page of queued rows only; then back to all rows."""
+    terminal.press("s")
+    terminal.wait_for(lambda lines: any("Show partitions" in line for line in lines), timeout=30)
+    terminal.press("down")
+    time.sleep(0.2)
+    sent = terminal.press("enter")
+    shown = terminal.wait_for(
+        lambda lines: (
+            len(rows(lines)) == height
+            and all(status == "queued" for _, status in rows(lines))
+            and any("filter: queued" in line for line in lines)
+        )
+    )
+    terminal.press("s")
+    terminal.wait_for(lambda lines: any("Show partitions" in line for line in lines), timeout=30)
+    terminal.press("enter")  # the dialog opens on "all"
+    terminal.wait_for(lambda lines: not any("filter: queued" in line for line in lines), timeout=30)
+    time.sleep(0.2)
+    return shown - sent
 
 
 def repaint_lag(command: str, parallel: int, seconds: float, *, follow: bool) -> tuple[list[float], int, float]:
@@ -211,6 +234,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--load-seconds", type=float, default=6.0)
     parser.add_argument("--only-repaint", action="store_true", help="measure (4) alone")
+    parser.add_argument("--only-console", action="store_true", help="the console at scale alone: (5) to (7)")
     parser.add_argument("--first-render-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.first_render_child:
@@ -218,6 +242,8 @@ def main() -> int:
         return 0
     if args.only_repaint:
         return report_repaint(args.load_seconds)
+    if args.only_console:
+        return console_report(args.runs)
     paint = first_paint_in_terminal(args.runs)
     print(
         f"(1) first partition row in the terminal, from launching `backfill` in a pty: median {paint:.3f} s "
@@ -228,14 +254,23 @@ def main() -> int:
         render = median_of_fresh_processes(__file__, ["--first-render-child", scratch], args.runs)
     print(f"    for comparison, first table row drawn in-process, from process start: median {render:.3f} s")
     timings, rss = navigation(args.runs)
-    for key in ("home", "pagedown", "end"):
+    for key in ("home", "pagedown", "end", "filter"):
         value = statistics.median(timings[key]) * 1000
         print(
             f"(2) {key:<8} key → full page on the terminal: median {value:6.1f} ms "
             f"[{'ok' if value <= 50 else 'OVER TARGET'} ≤ 50 ms]  ({args.runs} presses)"
         )
     print(f"(3) peak RSS of the backfill process: {rss:.1f} MB [{'ok' if rss <= 150 else 'OVER TARGET'} ≤ 150 MB]")
-    return report_repaint(args.load_seconds)
+    repainted = report_repaint(args.load_seconds)
+    return console_report(args.runs) or repainted
+
+
+def console_report(runs: int) -> int:
+    """(5) to (7), the console at scale (issue 26): `show` of a live 50,000-partition backfill, triage and the text
+    filter over 100,000 failures (``console_bench.py``, which runs them alone too)."""
+    import console_bench
+
+    return console_bench.live_report(runs) or console_bench.failures_report(runs)
 
 
 def report_repaint(seconds: float) -> int:

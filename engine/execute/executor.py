@@ -37,7 +37,7 @@ from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions
 from engine.store.catalog import partitions_stamp, write_summary
 from engine.store.lease import LeasedAttempt
 from engine.store.manifest import now_text
-from engine.store.record_index import row_of
+from engine.store.record_index import index_row
 from engine.store.record_writer import RecordWriter
 from engine.store.records import Attempt, PartitionRecord, RecordStatus
 from engine.store.run_tally import RunTally
@@ -454,7 +454,7 @@ class Executor:
         if not self.owns():
             return  # fenced: a reconcile decided these partitions' fate; our late word would overwrite it
         try:
-            path, row = self.store.record_path(record.id), (record.index, row_of(record))
+            path, row = self.store.record_path(record.id), index_row(record)
             self._writer.put(path, record.to_bytes(), durable=durable, row=row)
         except OSError as error:
             self._storage_failed(error)
@@ -465,9 +465,7 @@ class Executor:
         if self._storage_error is not None or not self.owns():
             return False
         try:
-            self._writer.write_ahead(
-                self.store.record_path(record.id), record.to_bytes(), (record.index, row_of(record))
-            )
+            self._writer.write_ahead(self.store.record_path(record.id), record.to_bytes(), index_row(record))
         except OSError as error:
             self._storage_failed(error)
             return False

@@ -1,50 +1,25 @@
-"""Failures grouped by what went wrong: a thousand failed partitions are usually three problems.
+"""Failures grouped by what went wrong (``failure_signature``): a thousand failed partitions are usually three
+problems.
 
-A failure's signature is its reason — the failing asset and its error, or the child's last words — with what
-varies from partition to partition written as placeholders: dates and times, UUIDs and long hexadecimal IDs,
-paths and numbers. Partitions whose reasons share a signature failed the same way, whatever day they cover.
+Through a trusted record index, the signatures were computed when the records were written and the reasons are
+read from ``reasons.log`` (``reason_log``); only the partitions the index cannot vouch for (a write in flight, a
+bulk mark not folded in yet) have their records read. Without one, every failed record is read.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from engine.base.errors import StateUnreadable
 from engine.spec.backfill_spec import BackfillSpec
+from engine.store.failure_signature import NO_REASON, signature
+from engine.store.indexed_reasons import IndexedReasons
 from engine.store.state_store import StateStore
 from engine.store.status import Status, StatusBoard
 
-NO_REASON = "no reason recorded"
 GROUPS_SHOWN = 50  # a record, a JSON document or a summary names at most this many groups (and says how many)
-
-# In this order: a date's digits are not numbers of their own, nor a UUID's hex an ID of its own.
-_PLACEHOLDERS = (
-    (
-        re.compile(
-            r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?(?:Z|[+-]\d{2}(?::?\d{2})?)?"
-            r"|\b\d{2}:\d{2}:\d{2}(?:\.\d+)?\b"
-        ),
-        "<time>",
-    ),
-    (re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), "<id>"),
-    (re.compile(r"(?<![\w/.])(?:~|\.{1,2})?/[^\s'\"():,;]+"), "<path>"),
-    (re.compile(r"\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{8,}\b"), "<id>"),
-    (re.compile(r"(?<![\w.])[-+]?\d+(?:[.,]\d+)*\b"), "<n>"),
-)
-_SPACES = re.compile(r"\s+")
-
-
-def signature(reason: str | None) -> str:
-    """``mid.orders failed: Conversion Error at line <n> in <path>``: the reason with what varies left out."""
-    text = (reason or "").strip()
-    if not text:
-        return NO_REASON
-    for pattern, placeholder in _PLACEHOLDERS:
-        text = pattern.sub(placeholder, text)
-    return _SPACES.sub(" ", text)
 
 
 @dataclass(frozen=True)
@@ -74,39 +49,76 @@ class FailureGroup:
 
 def group_failures(reasons: Iterable[tuple[int, str | None]]) -> list[FailureGroup]:
     """Group ``(partition index, reason)`` pairs by signature: the largest group first, then by first partition."""
-    found: dict[str, tuple[str, list[int]]] = {}
+    found: dict[str, list[int]] = {}
+    examples: dict[str, str | None] = {}
     for index, reason in reasons:
         key = signature(reason)
         if key not in found:
-            found[key] = ((reason or "").strip() or NO_REASON, [])
-        found[key][1].append(index)
+            found[key], examples[key] = [], reason
+        found[key].append(index)
+    return _groups(found, lambda key, _first: examples[key])
+
+
+def _groups(found: dict[str, list[int]], example_of: Callable[[str, int], str | None]) -> list[FailureGroup]:
+    """Groups of the partitions ``found`` under each signature; ``example_of(signature, first partition)`` is the
+    reason shown for each."""
     groups = []
-    for key, (example, indices) in found.items():
+    for key, indices in found.items():
         ordered = sorted(indices)
+        example = (example_of(key, ordered[0]) or "").strip() or NO_REASON
         groups.append(FailureGroup(key, example, len(ordered), ordered[0], ordered[-1], tuple(ordered)))
     return sorted(groups, key=lambda group: (-group.count, group.first))
+
+
+def _record_reason(spec: BackfillSpec, store: StateStore, index: int) -> str | None:
+    """Partition ``index``'s latest attempt's reason, read from its record (a record that cannot be read gives its
+    own problem as the reason: it is a failure to look at too)."""
+    interval = spec.plan.interval(index)
+    try:
+        record = store.read_record(spec.ids.of(interval.start, interval.end), spec.plan, spec.ids.of)
+    except StateUnreadable as problem:
+        return str(problem)
+    return record.attempts[-1].error if record is not None and record.attempts else None
 
 
 def failed_reasons(
     spec: BackfillSpec, store: StateStore, board: StatusBoard, status: Status = Status.FAILED
 ) -> Iterator[tuple[int, str | None]]:
-    """Each failed (or ``status``) partition's index and its latest attempt's reason, in plan order (a record
-    that cannot be read gives its own problem as the reason: it is a failure to look at too)."""
+    """Each failed (or ``status``) partition's index and its latest attempt's reason, in plan order: from the
+    index's reason file where it vouches for the partition, else from the record."""
+    indexed = IndexedReasons.of(store, len(spec.plan))
     index = board.find(status, 0)
     while index >= 0:
-        interval = spec.plan.interval(index)
-        try:
-            record = store.read_record(spec.ids.of(interval.start, interval.end), spec.plan, spec.ids.of)
-            reason = record.attempts[-1].error if record is not None and record.attempts else None
-        except StateUnreadable as problem:
-            reason = str(problem)
-        yield index, reason
+        found, reason = indexed.reason(index) if indexed is not None and indexed.knows(index, status) else (False, None)
+        yield index, reason if found else _record_reason(spec, store, index)
         index = board.find(status, index + 1)
 
 
 def failure_groups(spec: BackfillSpec, store: StateStore, board: StatusBoard) -> list[FailureGroup]:
-    """The backfill's failed partitions, grouped by signature."""
-    return group_failures(failed_reasons(spec, store, board))
+    """The backfill's failed partitions, grouped by signature: the signatures the index holds, the records read
+    only where it cannot vouch (and for no example it holds)."""
+    indexed = IndexedReasons.of(store, len(spec.plan))
+    if indexed is None:
+        return group_failures(failed_reasons(spec, store, board))
+    found: dict[str, list[int]] = {}
+    read: dict[int, str | None] = {}
+    index = board.find(Status.FAILED, 0)
+    while index >= 0:
+        if indexed.knows(index, Status.FAILED):
+            key = indexed.signature(index)
+        else:
+            read[index] = _record_reason(spec, store, index)
+            key = signature(read[index])
+        found.setdefault(key, []).append(index)
+        index = board.find(Status.FAILED, index + 1)
+
+    def example_of(key: str, first: int) -> str | None:
+        if first in read:
+            return read[first]
+        known, reason = indexed.reason(first)
+        return reason if known else _record_reason(spec, store, first)
+
+    return _groups(found, example_of)
 
 
 def groups_sentence(groups: list[FailureGroup], *, shown: int = 3) -> str | None:

@@ -1,6 +1,6 @@
 """Following the record index of a backfill another process runs.
 
-A watching screen looks a few times a second. Each look reads ``partitions.idx`` (one file, 32 bytes a
+A watching screen looks a few times a second. Each look reads ``partitions.idx`` (one file, 40 bytes a
 partition) only when it changed, and says which partitions' rows changed since the last look: the watcher then
 reads the records of those that are running or pending (a write in flight) and takes the others' status,
 attempts, duration, verification and end time from their rows — never every record file. See ``docs/state.md``.
@@ -38,7 +38,9 @@ class IndexRow:
 
 def row_at(rows: bytes, index: int) -> IndexRow:
     """Row ``index`` of ``rows`` (which reach at least that far)."""
-    flags, status, verification, attempts, _exit, duration, _started, finished = ROW.unpack_from(rows, index * ROW.size)
+    flags, status, verification, attempts, _exit, duration, _signature, _started, finished, _reason = ROW.unpack_from(
+        rows, index * ROW.size
+    )
     return IndexRow(index, bool(flags & PENDING), Status(status), verification, attempts, duration, finished)
 
 

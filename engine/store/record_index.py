@@ -14,7 +14,8 @@ trusted only when
 A pending row is read from its file, whatever the row says: a writer killed between its record and its row
 loses nothing. An index that is untrusted, damaged or missing is rebuilt from the files by the next writer
 (which holds the backfill's lock: ``open_for_writing``); a reader then reads the files itself and writes
-nothing. See ``docs/state.md``.
+nothing. A row whose last attempt has a reason points at its line in ``reasons.log`` and at its signature
+(``reason_log``): the header's token names the reason files built with the index. See ``docs/state.md``.
 """
 
 from __future__ import annotations
@@ -31,17 +32,23 @@ from pathlib import Path
 from engine.base.atomic import write_atomic
 from engine.base.boot_clock import boot_id
 from engine.dates.instants import to_micros
+from engine.store.reason_log import ReasonLog, ReasonsMismatch, remove_reason_logs, write_reason_logs
 from engine.store.records import PartitionRecord, status_of
 from engine.store.status import VERIFICATION_CODES, Status, StatusBoard
 
 INDEX = "partitions.idx"
-MAGIC = b"BFRECIX1"
-HEADER = struct.Struct("<8sqq16sq")  # magic, plan size, row size, boot ID, stamp (partitions/ mtime in ns)
+MAGIC = b"BFRECIX2"
+# magic, plan size, row size, boot ID, stamp (partitions/ mtime in ns), token (names the reason files)
+HEADER = struct.Struct("<8sqq16sq8s")
 HEADER_SIZE = 64
-STAMP_OFFSET = HEADER.size - 8
-# flags, status, verification, attempts, exit code, duration (s, -1 unknown), last attempt started and finished
-# (µs since the epoch, 0 unknown)
-ROW = struct.Struct("<BBBxHhf4xqq")
+STAMP_OFFSET = HEADER.size - 16  # the stamp, then the token
+TOKEN_OFFSET = STAMP_OFFSET + 8
+# flags, status, verification, attempts, exit code, duration (s, -1 unknown), the last attempt's reason's signature
+# ID (0: none), last attempt started and finished (µs since the epoch, 0 unknown), its reason's offset in
+# reasons.log (0: none)
+ROW = struct.Struct("<BBBxHhfIqqq")
+REASON_FIELDS = struct.Struct("<I16xq")  # signature ID and reason offset, from byte 12 of a row
+IndexRow = tuple[int, bytes, "str | None"]  # a partition number, its row, its last attempt's reason
 PRESENT, PENDING = 1, 2
 NO_EXIT = -32768
 PENDING_ROW = bytes((PRESENT | PENDING,)) + bytes(ROW.size - 1)  # the values are the file's until written
@@ -72,7 +79,7 @@ def row_of(record: PartitionRecord) -> bytes:
     """The index row of ``record`` as it is written now (pending cleared)."""
     attempts = record.attempts
     if not attempts:
-        return ROW.pack(PRESENT, status_of(record), 0, 0, NO_EXIT, -1.0, 0, 0)
+        return ROW.pack(PRESENT, status_of(record), 0, 0, NO_EXIT, -1.0, 0, 0, 0, 0)
     last = attempts[-1]
     verification = VERIFICATION_CODES.get((last.verification or {}).get("status"), 0)
     exit_code = last.exit_code if last.exit_code is not None and -32768 < last.exit_code < 32768 else NO_EXIT
@@ -84,9 +91,21 @@ def row_of(record: PartitionRecord) -> bytes:
         min(len(attempts), 65_535),
         exit_code,
         duration,
+        0,
         _micros(last.started_at),
         _micros(last.finished_at),
+        0,
     )
+
+
+def reason_of(record: PartitionRecord) -> str | None:
+    """The reason the record's last attempt ended with, as triage and the text filter read it."""
+    return record.attempts[-1].error if record.attempts else None
+
+
+def index_row(record: PartitionRecord) -> IndexRow:
+    """What the index's writer needs of ``record``: its number, its row, its reason."""
+    return record.index, row_of(record), reason_of(record)
 
 
 class IndexedBoard:
@@ -98,28 +117,35 @@ class IndexedBoard:
         self.to_read = to_read
 
 
-def _stamp_of_header(header: bytes, size: int) -> int | None:
-    """The stamp of an index of this plan's size, row format and boot; None for any other."""
+def _header_of(header: bytes, size: int) -> tuple[int, bytes] | None:
+    """The stamp and token of an index of this plan's size, row format and boot; None for any other."""
     if len(header) < HEADER_SIZE:
         return None
-    magic, plan_size, row_size, boot, stamp = HEADER.unpack_from(header)
-    return stamp if magic == MAGIC and plan_size == size and row_size == ROW.size and boot == _boot() else None
+    magic, plan_size, row_size, boot, stamp, token = HEADER.unpack_from(header)
+    ours = magic == MAGIC and plan_size == size and row_size == ROW.size and boot == _boot()
+    return (stamp, token) if ours else None
 
 
-def trusted_rows(directory: Path, partitions: Path, size: int, *, writer_alive: bool) -> bytes | None:
-    """The index's rows (whole rows only, at most ``size``) when it can be trusted (see the module's docstring),
-    else None."""
+def trusted_index(directory: Path, partitions: Path, size: int, *, writer_alive: bool) -> tuple[bytes, bytes] | None:
+    """The index's rows (whole rows only, at most ``size``) and its token when it can be trusted (see the module's
+    docstring), else None."""
     try:
         with open(directory / INDEX, "rb") as handle:
-            stamp = _stamp_of_header(handle.read(HEADER_SIZE), size)
-            if stamp is None or (stamp != stamp_of(partitions) and not writer_alive):
+            header = _header_of(handle.read(HEADER_SIZE), size)
+            if header is None or (header[0] != stamp_of(partitions) and not writer_alive):
                 return None
-            rows = handle.read(size * ROW.size)  # the rows alone, read once: 32 MB at a million, never copied
+            rows = handle.read(size * ROW.size)  # the rows alone, read once: 40 MB at a million, never copied
     except OSError:
         return None
     if len(rows) % ROW.size:  # cut mid-row: the whole rows only
         rows = rows[: len(rows) // ROW.size * ROW.size]
-    return rows if _plausible(rows) else None
+    return (rows, header[1]) if _plausible(rows) else None
+
+
+def trusted_rows(directory: Path, partitions: Path, size: int, *, writer_alive: bool) -> bytes | None:
+    """The rows of a trusted index (``trusted_index``), else None."""
+    trusted = trusted_index(directory, partitions, size, writer_alive=writer_alive)
+    return None if trusted is None else trusted[0]
 
 
 def read_indexed(directory: Path, partitions: Path, size: int, *, writer_alive: bool) -> IndexedBoard | None:
@@ -143,7 +169,7 @@ def _plausible(rows: bytes) -> bool:
     )
 
 
-def _column(rows: bytes, offset: int, width: int, count: int) -> bytearray:
+def column(rows: bytes, offset: int, width: int, count: int) -> bytearray:
     """``width`` bytes at ``offset`` of every row, side by side (a column of a row-major table, at C speed)."""
     out = bytearray(width * count)
     for byte in range(width):
@@ -157,10 +183,10 @@ def board_of(rows: bytes, size: int) -> tuple[StatusBoard, list[int]]:
     statuses = bytearray(rows[1 :: ROW.size])
     statuses.extend(bytes(size - count))
     attempts = array("H")
-    attempts.frombytes(bytes(_column(rows, 4, 2, count)))
+    attempts.frombytes(bytes(column(rows, 4, 2, count)))
     attempts.extend(array("H", [0]) * (size - count))
     durations = array("f")
-    durations.frombytes(bytes(_column(rows, 8, 4, count)))
+    durations.frombytes(bytes(column(rows, 8, 4, count)))
     durations.extend(array("f", [-1.0]) * (size - count))
     verification = bytearray(rows[2 :: ROW.size])
     verification.extend(bytes(size - count))
@@ -197,9 +223,16 @@ class RecordIndex:
 
     def __init__(self, directory: Path, partitions: Path) -> None:
         self.path = directory / INDEX
+        self.directory = directory
         self.partitions = partitions
         self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
         self._stamping = threading.Lock()
+        self._reasons: ReasonLog | None = None
+        try:
+            self._reasons = ReasonLog(directory, os.pread(self._fd, 8, TOKEN_OFFSET))
+        except ReasonsMismatch:
+            self.close()
+            raise
 
     @property
     def usable(self) -> bool:
@@ -210,14 +243,24 @@ class RecordIndex:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
+            if self._reasons is not None:
+                self._reasons.close()
 
     def pending(self, index: int) -> None:
         """Before the record of ``index`` changes: readers read its file until :meth:`written`."""
         self._write(PENDING_ROW, HEADER_SIZE + index * ROW.size)  # a whole row: the file never ends mid-row
 
-    def written(self, index: int, row: bytes) -> None:
-        """The record of ``index`` is in place: its values, then the flag cleared, then the stamp."""
+    def written(self, index: int, row: bytes, reason: str | None = None) -> None:
+        """The record of ``index`` is in place: its reason's lines, its values, then the flag cleared, then the
+        stamp."""
         at = HEADER_SIZE + index * ROW.size
+        if reason is not None and self._reasons is not None and self._fd is not None:
+            try:
+                fields = REASON_FIELDS.pack(*self._reasons.add(index, reason))
+            except OSError:
+                self.abandon()
+                return
+            row = row[:12] + fields + row[12 + REASON_FIELDS.size :]
         self._write(row[1:], at + 1)
         self._write(row[:1], at)
         self.stamp()
@@ -249,14 +292,21 @@ class RecordIndex:
         self.close()
         with contextlib.suppress(OSError):
             os.unlink(self.path)
+        remove_reason_logs(self.directory)
 
 
-def write_index(directory: Path, size: int, rows: dict[int, bytes], stamp: int) -> None:
-    """A whole new index of ``rows`` (partition number → row), stamped with ``stamp`` (the directory's time taken
-    before its files were read), renamed into place."""
+def write_index(directory: Path, size: int, rows: dict[int, bytes], stamp: int, reasons: dict[int, str]) -> None:
+    """A whole new index of ``rows`` (partition number → row) and ``reasons`` (partition number → its last
+    attempt's reason), stamped with ``stamp`` (the directory's time taken before its files were read): the reason
+    files first, then the index renamed into place."""
+    token = os.urandom(8)
+    placed = write_reason_logs(directory, token, reasons)
     high = max(rows, default=-1) + 1
     body = bytearray(HEADER_SIZE + high * ROW.size)
-    HEADER.pack_into(body, 0, MAGIC, size, ROW.size, _boot(), stamp)
+    HEADER.pack_into(body, 0, MAGIC, size, ROW.size, _boot(), stamp, token)
     for index, row in rows.items():
-        body[HEADER_SIZE + index * ROW.size : HEADER_SIZE + (index + 1) * ROW.size] = row
+        at = HEADER_SIZE + index * ROW.size
+        body[at : at + ROW.size] = row
+        if index in placed:
+            REASON_FIELDS.pack_into(body, at + 12, *placed[index])
     write_atomic(directory / INDEX, bytes(body), durable=False)

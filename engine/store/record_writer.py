@@ -27,7 +27,7 @@ from engine.store.record_index import RecordIndex
 from engine.store.space_reserve import FULL
 
 _STOP = object()
-Row = tuple[int, bytes]  # a record's partition number and its index row (engine/store/record_index.py)
+Row = tuple[int, bytes, str | None]  # a record's partition number, index row and reason (record_index.index_row)
 
 
 class RecordWriter:

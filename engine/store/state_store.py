@@ -36,14 +36,18 @@ from engine.dates.plan import Plan
 from engine.store.bulk_marks import BULK_MARKS, BulkMark, merge, read_bulk_marks
 from engine.store.locks import FileLock
 from engine.store.manifest import now_text
+from engine.store.reason_log import ReasonsMismatch, remove_reason_logs
 from engine.store.record_index import (
     INDEX,
     IndexedBoard,
     RecordIndex,
+    index_row,
     read_indexed,
+    reason_of,
     row_of,
     settled,
     stamp_of,
+    trusted_index,
     write_index,
 )
 from engine.store.records import LIVE_ATTEMPT_STATUSES, PartitionRecord, RecordStatus, read_record, status_of
@@ -241,7 +245,7 @@ class StateStore:
             index.pending(record.index)
         write_atomic(self.record_path(record.id), record.to_bytes(), durable=durable)
         if index is not None:
-            index.written(record.index, row_of(record))
+            index.written(*index_row(record))
 
     # ---------------------------------------------------------------- the record index (partitions.idx)
 
@@ -261,29 +265,41 @@ class StateStore:
             except Exception:  # the index never costs a record: without it, readers read the files
                 with contextlib.suppress(OSError):
                     os.unlink(self.directory / INDEX)
+                remove_reason_logs(self.directory)
                 self._index = None
         return self._index if self._index is not None and self._index.usable else None
 
     def _open_index(self, plan: Plan, id_of) -> RecordIndex:
         size = len(plan)
         indexed = read_indexed(self.directory, self.partitions, size, writer_alive=False)
+        if indexed is not None:
+            try:
+                index = RecordIndex(self.directory, self.partitions)
+            except ReasonsMismatch:  # its reason files are gone or another index's: rebuilt with it
+                indexed = None
         if indexed is None:
             remove_stale_temporaries(self.partitions)  # a settled index, once stamped, spares takeovers this listing
             stamp = stamp_of(self.partitions)  # before the files: a write while they are read leaves it stale
-            rows = {}
+            rows, reasons = {}, {}
             for path in self.record_files():
                 record = read_record(path, plan, id_of)
                 rows[record.index] = row_of(record)
-            write_index(self.directory, size, rows, stamp)
+                reason = reason_of(record)
+                if reason is not None:
+                    reasons[record.index] = reason
+            write_index(self.directory, size, rows, stamp, reasons)
             return RecordIndex(self.directory, self.partitions)
-        index = RecordIndex(self.directory, self.partitions)
         for number in indexed.to_read:
             record = self.record_of(number, plan, id_of)
             if record is None:
                 index.forget(number)
             else:
-                index.written(number, row_of(record))
+                index.written(*index_row(record))
         return index
+
+    def trusted_index(self, size: int) -> tuple[bytes, bytes] | None:
+        """The index's rows and token when it can be trusted (``record_index.trusted_index``)."""
+        return trusted_index(self.directory, self.partitions, size, writer_alive=self._writer_alive())
 
     def partitions_settled(self, size: int) -> bool:
         """Whether every record write went through the index to its end (see ``record_index.settled``)."""

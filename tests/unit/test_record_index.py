@@ -358,11 +358,11 @@ def test_a_row_holds_the_last_attempts_exit_code_and_times_to_the_microsecond():
     finish as exact microseconds since the epoch (0 when unknown, as for a running attempt's finish)."""
     done = record(2, "failed", 2)
     done.attempts[-1].exit_code = 3
-    flags, status, _, attempts, exit_code, _, started, finished = ROW.unpack(row_of(done))
+    flags, status, _, attempts, exit_code, _, _, started, finished, _ = ROW.unpack(row_of(done))
     assert (flags, status, attempts, exit_code) == (1, Status.FAILED, 2, 3)
     assert (started, finished) == (1_704_067_200_000_001, 1_704_067_260_000_000)
     running = ROW.unpack(row_of(record(2, "running")))
-    assert (running[6], running[7]) == (1_704_067_200_000_001, 0)
+    assert (running[7], running[8]) == (1_704_067_200_000_001, 0)
 
 
 def test_the_header_names_this_boot_by_the_first_16_hex_digits_of_its_id(tmp_path, monkeypatch):
@@ -385,11 +385,11 @@ def test_a_row_says_unknown_as_the_format_does_and_keeps_what_fits():
     """Never attempted: status, no exit code, duration -1, times 0; an attempt without a duration or with a time
     that is no instant reads unknown; an exit code or attempt count past its 16 bits is kept as far as it fits."""
     never = record(3, "queued")
-    assert ROW.unpack(row_of(never)) == (1, Status.QUEUED, 0, 0, NO_EXIT, -1.0, 0, 0)
+    assert ROW.unpack(row_of(never)) == (1, Status.QUEUED, 0, 0, NO_EXIT, -1.0, 0, 0, 0, 0)
     odd = record(3, "failed")
     odd.attempts[-1].duration, odd.attempts[-1].started_at = None, "yesterday"
     odd.attempts[-1].finished_at = "2024-01-01T00:01:00"  # no offset: not an instant
-    assert ROW.unpack(row_of(odd))[5:] == (-1.0, 0, 0)
+    assert ROW.unpack(row_of(odd))[5:] == (-1.0, 0, 0, 0, 0)
     for code, kept in [(32_767, 32_767), (32_768, NO_EXIT), (-32_767, -32_767), (-32_769, NO_EXIT), (None, NO_EXIT)]:
         odd.attempts[-1].exit_code = code
         assert ROW.unpack(row_of(odd))[4] == kept

@@ -285,7 +285,7 @@ def test_rows_changed_at_the_edges_of_a_block_are_found():
 def test_the_finished_column_is_each_row_s_end_time(rows):
     """Against unpacking each row: the last attempt's end, a signed 64-bit number of µs, row by row."""
     data = b"".join(rows)
-    assert list(finished_column(data)) == [ROW.unpack(row)[7] for row in rows]
+    assert list(finished_column(data)) == [ROW.unpack(row)[8] for row in rows]
 
 
 def test_a_stale_stamp_under_a_live_executor_is_trusted_and_no_record_is_read_but_the_running_one(watched):
