@@ -11,8 +11,9 @@ SIGINT; ``--continue`` follows, itself sometimes stopped the same way, until one
   is an attempt of its partition): the attempt is written before the child starts (issue 24), and a takeover
   settles one left ``starting``;
 - no child of any executor is left alive, and no temporary file is left in the store;
-- after every stop, what a reader gets through the record index (``partitions.idx``) is what the files say: a
-  kill between a record and its index row loses nothing.
+- after every stop, what a reader gets through the record index (``partitions.idx``, and the reasons of failed and
+  cancelled partitions through ``reasons.log``) is what the files say: a kill between a record and its index row
+  loses nothing.
 
 Every launcher is tried: a ``--command`` target (each attempt its own process), a pipeline whose Python asset
 does the same work under the warm runners, and the command on a local Dask cluster of two workers. Successes are
@@ -111,16 +112,28 @@ def stop_at_random(
 
 
 def assert_index_agrees(backfill: Path, context: str) -> None:
-    """A reader through the record index sees every partition's status and attempt count as the files say."""
+    """A reader through the record index sees every partition's status and attempt count as the files say, and
+    every failed or cancelled partition's reason (read through reasons.log) as its record holds it."""
+    from engine.store.failure_groups import failed_reasons
     from engine.store.manifest import spec_of
     from engine.store.state_store import StateStore
+    from engine.store.status import Status
 
     spec = spec_of(StateStore(backfill).read_manifest())
-    board, running = StateStore(backfill).load_board(spec.plan, spec.ids.of)
+    reader = StateStore(backfill)
+    board, running = reader.load_board(spec.plan, spec.ids.of)
     truth, truly = StateStore(backfill).load_board(spec.plan, spec.ids.of, visit=lambda _record: None)
     seen = [(board.status(i), board.attempts(i)) for i in range(board.size)]
     assert seen == [(truth.status(i), truth.attempts(i)) for i in range(truth.size)], context
     assert sorted(r.index for r in running) == sorted(r.index for r in truly), context
+    for status in (Status.FAILED, Status.CANCELLED):
+        expected = []
+        for index in range(truth.size):
+            if truth.status(index) is status:
+                interval = spec.plan.interval(index)
+                record = reader.read_record(spec.ids.of(interval.start, interval.end), spec.plan, spec.ids.of)
+                expected.append((index, record.attempts[-1].error if record.attempts else None))
+        assert list(failed_reasons(spec, reader, board, status)) == expected, context
 
 
 def run_trial(seed: int, root: Path, home: dict[str, str], launcher: str = "command") -> None:
