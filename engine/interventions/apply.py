@@ -17,7 +17,7 @@ from engine.dates.formatting import InstantFormatter
 from engine.interventions.requests import Request, Result
 from engine.spec.backfill_spec import BackfillSpec
 from engine.store import audit
-from engine.store.bulk_marks import BulkMark, write_bulk_mark
+from engine.store.bulk_marks import BulkMark
 from engine.store.control import Control, Decision, Setting, read_control, resume_options, write_control
 from engine.store.manifest import now_text
 from engine.store.records import Attempt, PartitionRecord, RecordStatus
@@ -259,10 +259,10 @@ def _mark(request: Request, holder: Holder) -> Result:
     if not changes:
         return Result(EXIT_OK, f"every selected partition is {to} already: nothing was marked")
     holder.before_write()
-    if numbers:  # one file for all of them, merged by every reader (engine.store.bulk_marks)
-        write_bulk_mark(
-            store.directory,
+    if numbers:  # one file for all of them (engine.store.bulk_marks), and their rows in the record index
+        store.add_bulk_mark(
             BulkMark(stem, to, message, now, request.requested_by, rows, asset, numbers),
+            {index: status for index, status, _number in changes},
         )
     else:
         sync_directory(store.partitions)

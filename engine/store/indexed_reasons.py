@@ -1,8 +1,8 @@
 """The reasons and signatures of failed partitions as a trusted record index holds them (``reason_log``).
 
 The index vouches for a partition when its row holds the status the caller's board shows (a pending row's values
-are zeros until written: it never shows a failure) and no bulk mark names it (a mark's reason is the mark's, merged
-at read); for any other, and for a line that is not there, the caller reads the record.
+are zeros until written: it never shows a failure) and counts every bulk mark of it (a mark's reason is the
+mark's); for any other, and for a line that is not there, the caller reads the record (with the marks merged).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from array import array
 
 from engine.store.reason_log import Reasons
-from engine.store.record_index import ROW, column
+from engine.store.record_index import Columns
 from engine.store.state_store import StateStore
 from engine.store.status import Status
 
@@ -18,36 +18,39 @@ from engine.store.status import Status
 class IndexedReasons:
     """What the index says of each partition's last reason; :meth:`knows` before asking."""
 
-    def __init__(self, rows: bytes, reasons: Reasons, marked: frozenset[int]) -> None:
-        self.count = len(rows) // ROW.size
-        self._statuses = rows[1 :: ROW.size]
-        self._signatures = array("I")
-        self._signatures.frombytes(bytes(column(rows, 12, 4, self.count)))
-        self._offsets = array("q")
-        self._offsets.frombytes(bytes(column(rows, 32, 8, self.count)))
+    COLUMNS = ((1, 1), (4, 2), (12, 4), (32, 8))  # status, attempts, signature ID, reason offset
+
+    def __init__(self, found: Columns, reasons: Reasons, marked: dict[int, int]) -> None:
+        self.count = found.count
+        self._statuses, attempts, signatures, offsets = found.columns
+        self._attempts = array("H", bytes(attempts))
+        self._signatures = array("I", bytes(signatures))
+        self._offsets = array("q", bytes(offsets))
         self._reasons = reasons
         self._marked = marked
 
     @classmethod
     def of(cls, store: StateStore, size: int) -> IndexedReasons | None:
         """The backfill's index and reason files when they can be trusted, else None."""
-        trusted = store.trusted_index(size)
-        if trusted is None:
+        found = store.index_columns(size, cls.COLUMNS)
+        if found is None:
             return None
-        rows, token = trusted
-        reasons = Reasons.open(store.directory, token)
+        reasons = Reasons.open(store.directory, found.token)
         if reasons is None:
             return None
-        marked = frozenset(number for mark in store.bulk_marks() for number in mark.numbers)
-        return cls(rows, reasons, marked)
+        marked: dict[int, int] = {}  # partition → the number of its latest bulk mark entry
+        for mark in store.bulk_marks():
+            for index, number in mark.numbers.items():
+                marked[index] = max(number, marked.get(index, 0))
+        return cls(found, reasons, marked)
 
     def knows(self, index: int, status: Status) -> bool:
-        """Whether the index's row of ``index`` is written with ``status`` (a failure or a cancellation) and no bulk
-        mark covers it."""
+        """Whether the index's row of ``index`` is written with ``status`` (a failure or a cancellation) and holds
+        every bulk mark of it (a row written before a mark, or rebuilt from the files, does not)."""
         return (
             index < self.count
             and self._statuses[index] == status
-            and index not in self._marked
+            and self._attempts[index] >= self._marked.get(index, 0)
             and self._signatures[index] < len(self._reasons.signatures)
         )
 

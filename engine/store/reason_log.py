@@ -6,8 +6,9 @@ row that is not pending points at whole lines. Both files begin with a line nami
 bytes written in its header when it was built); a reader uses their lines only when the tokens agree, and reads
 the record files otherwise. Lines:
 
-- ``reasons.log``: one per reason written, ``<partition number> <the reason as a JSON string>``; a row holds its
-  line's offset (0: no reason) and the ID of its signature;
+- ``reasons.log``: one per reason written, ``<partition number> <the reason as a JSON string>``, or ``* <…>`` for
+  the one reason of every partition a bulk mark names; a row holds its line's offset (0: no reason) and the ID of
+  its signature;
 - ``signatures.log``: one JSON string per line, the signature with ID *n* on line *n* after the first (ID 0 is
   "no reason recorded"). A signature is computed once, when its reason is written.
 
@@ -110,8 +111,14 @@ class ReasonLog:
     def add(self, index: int, reason: str) -> tuple[int, int]:
         """Append ``reason`` of partition ``index`` (and its signature, the first time it is seen); its (signature
         ID, line offset). Raises OSError when a line cannot be written whole."""
+        return self._add(_reason_line(index, reason), reason)
+
+    def add_shared(self, reason: str) -> tuple[int, int]:
+        """Append ``reason`` once for every partition of a bulk mark: a line that names no partition."""
+        return self._add(b"* " + orjson.dumps(reason) + b"\n", reason)
+
+    def _add(self, line: bytes, reason: str) -> tuple[int, int]:
         key = signature(reason)
-        line = _reason_line(index, reason)
         with self._lock:
             number = self._ids.get(key)
             if number is None:
@@ -169,13 +176,13 @@ class Reasons:
         return self.signatures[number] if number < len(self.signatures) else None
 
     def reason(self, index: int, offset: int) -> str | None:
-        """The reason at ``offset``, written for partition ``index``; None when no whole line of that partition
-        is there."""
+        """The reason at ``offset``, written for partition ``index`` (or for every partition of a bulk mark); None
+        when no whole line of that partition is there."""
         end = self._reasons.find(b"\n", offset)
         if offset <= 0 or end < 0:
             return None
         number, _, text = self._reasons[offset:end].partition(b" ")
-        if number != b"%d" % index:
+        if number != b"%d" % index and number != b"*":
             return None
         try:
             reason = orjson.loads(text)

@@ -98,6 +98,24 @@ def row_of(record: PartitionRecord) -> bytes:
     )
 
 
+def mark_row(status: Status, number: int, at: str) -> bytes:
+    """The row of a partition a bulk mark made its ``number``-th entry, at ``at``: as its record reads with the mark
+    merged (no exit code, no verification, a duration of 0)."""
+    moment = _micros(at)
+    return ROW.pack(PRESENT, status, 0, min(number, 65_535), NO_EXIT, 0.0, 0, moment, moment, 0)
+
+
+def _runs(indices: list[int]) -> list[tuple[int, int]]:
+    """Sorted partition numbers as (first, count) runs of consecutive ones: one write per run."""
+    runs: list[tuple[int, int]] = []
+    for index in indices:
+        if runs and runs[-1][0] + runs[-1][1] == index:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((index, 1))
+    return runs
+
+
 def reason_of(record: PartitionRecord) -> str | None:
     """The reason the record's last attempt ended with, as triage and the text filter read it."""
     return record.attempts[-1].error if record.attempts else None
@@ -126,9 +144,9 @@ def _header_of(header: bytes, size: int) -> tuple[int, bytes] | None:
     return (stamp, token) if ours else None
 
 
-def trusted_index(directory: Path, partitions: Path, size: int, *, writer_alive: bool) -> tuple[bytes, bytes] | None:
-    """The index's rows (whole rows only, at most ``size``) and its token when it can be trusted (see the module's
-    docstring), else None."""
+def trusted_rows(directory: Path, partitions: Path, size: int, *, writer_alive: bool) -> bytes | None:
+    """The index's rows (whole rows only, at most ``size``) when it can be trusted (see the module's docstring),
+    else None: what a watcher keeps to compare with its next look."""
     try:
         with open(directory / INDEX, "rb") as handle:
             header = _header_of(handle.read(HEADER_SIZE), size)
@@ -139,19 +157,61 @@ def trusted_index(directory: Path, partitions: Path, size: int, *, writer_alive:
         return None
     if len(rows) % ROW.size:  # cut mid-row: the whole rows only
         rows = rows[: len(rows) // ROW.size * ROW.size]
-    return (rows, header[1]) if _plausible(rows) else None
+    return rows if _plausible(rows) else None
 
 
-def trusted_rows(directory: Path, partitions: Path, size: int, *, writer_alive: bool) -> bytes | None:
-    """The rows of a trusted index (``trusted_index``), else None."""
-    trusted = trusted_index(directory, partitions, size, writer_alive=writer_alive)
-    return None if trusted is None else trusted[0]
+CHUNK_ROWS = 65_536  # rows read at a time by column readers: 2.5 MB, never the whole index at once
+
+
+class Columns:
+    """Columns of a trusted index, read a chunk of rows at a time (a million rows are 40 MB; the columns a reader
+    needs are a few): ``count`` rows, the token, each wanted column's bytes, and the pending rows."""
+
+    def __init__(self, count: int, token: bytes, columns: list[bytearray], pending: list[int]) -> None:
+        self.count = count
+        self.token = token
+        self.columns = columns
+        self.pending = pending
+
+
+def trusted_columns(
+    directory: Path, partitions: Path, size: int, wanted: tuple[tuple[int, int], ...], *, writer_alive: bool
+) -> Columns | None:
+    """The ``wanted`` columns ((offset, width) in a row) of the index when it can be trusted, else None."""
+    outs = [bytearray() for _ in wanted]
+    pending: list[int] = []
+    count = 0
+    try:
+        with open(directory / INDEX, "rb") as handle:
+            header = _header_of(handle.read(HEADER_SIZE), size)
+            if header is None or (header[0] != stamp_of(partitions) and not writer_alive):
+                return None
+            while count < size:
+                asked = min(CHUNK_ROWS, size - count)
+                chunk = handle.read(asked * ROW.size)
+                rows = len(chunk) // ROW.size
+                if len(chunk) % ROW.size:  # cut mid-row: the whole rows only
+                    chunk = chunk[: rows * ROW.size]
+                if not _plausible(chunk):
+                    return None
+                for out, (offset, width) in zip(outs, wanted, strict=True):
+                    out += column(chunk, offset, width, rows)
+                pending.extend(count + row for row in pending_rows(chunk))
+                count += rows
+                if rows < asked:
+                    break
+    except OSError:
+        return None
+    return Columns(count, header[1], outs, pending)
+
+
+BOARD_COLUMNS = ((1, 1), (4, 2), (8, 4), (2, 1))  # status, attempts, duration, verification
 
 
 def read_indexed(directory: Path, partitions: Path, size: int, *, writer_alive: bool) -> IndexedBoard | None:
     """The board from the index when it can be trusted, else None."""
-    rows = trusted_rows(directory, partitions, size, writer_alive=writer_alive)
-    return None if rows is None else IndexedBoard(*board_of(rows, size))
+    found = trusted_columns(directory, partitions, size, BOARD_COLUMNS, writer_alive=writer_alive)
+    return None if found is None else IndexedBoard(*_board_of_columns(found.columns, found.count, size, found.pending))
 
 
 _FLAGS = bytes((0, PRESENT, PRESENT | PENDING))
@@ -180,18 +240,23 @@ def column(rows: bytes, offset: int, width: int, count: int) -> bytearray:
 def board_of(rows: bytes, size: int) -> tuple[StatusBoard, list[int]]:
     """The board of trusted ``rows``, and the partitions whose records must be read (pending and running rows)."""
     count = len(rows) // ROW.size
-    statuses = bytearray(rows[1 :: ROW.size])
+    columns = [column(rows, offset, width, count) for offset, width in BOARD_COLUMNS]
+    return _board_of_columns(columns, count, size, pending_rows(rows))
+
+
+def _board_of_columns(
+    columns: list[bytearray], count: int, size: int, to_read: list[int]
+) -> tuple[StatusBoard, list[int]]:
+    statuses, attempts_bytes, durations_bytes, verification = columns
     statuses.extend(bytes(size - count))
     attempts = array("H")
-    attempts.frombytes(bytes(column(rows, 4, 2, count)))
+    attempts.frombytes(attempts_bytes)
     attempts.extend(array("H", [0]) * (size - count))
     durations = array("f")
-    durations.frombytes(bytes(column(rows, 8, 4, count)))
+    durations.frombytes(durations_bytes)
     durations.extend(array("f", [-1.0]) * (size - count))
-    verification = bytearray(rows[2 :: ROW.size])
     verification.extend(bytes(size - count))
     board = StatusBoard.from_columns(size, statuses, attempts, durations, verification)
-    to_read = pending_rows(rows)
     pending = set(to_read)
     start = statuses.find(Status.RUNNING)
     while start >= 0:
@@ -205,8 +270,8 @@ def settled(directory: Path, partitions: Path, size: int) -> bool:
     """Whether every change to ``partitions/`` went through the index to its end: the stamp is the directory's time
     and no row is pending. Then no writer died between creating a record's temporary file and writing its row, and
     the directory need not be listed for such files (a million entries take most of a second)."""
-    rows = trusted_rows(directory, partitions, size, writer_alive=False)
-    return rows is not None and not pending_rows(rows)
+    found = trusted_columns(directory, partitions, size, (), writer_alive=False)
+    return found is not None and not found.pending
 
 
 def pending_rows(rows: bytes) -> list[int]:
@@ -263,6 +328,30 @@ class RecordIndex:
             row = row[:12] + fields + row[12 + REASON_FIELDS.size :]
         self._write(row[1:], at + 1)
         self._write(row[:1], at)
+        self.stamp()
+
+    def pending_many(self, indices: list[int]) -> None:
+        """:meth:`pending` for many sorted partitions (a bulk mark's), one write per run of consecutive ones."""
+        for first, count in _runs(indices):
+            self._write(PENDING_ROW * count, HEADER_SIZE + first * ROW.size)
+
+    def written_many(self, rows: dict[int, bytes], reason: str) -> None:
+        """A bulk mark is in place: each partition's row (``rows``, sorted by partition), all sharing ``reason``'s
+        one line; the values first with the rows still pending, then the same rows with the flag cleared (a reader
+        never sees a cleared flag before its values, however a write is torn), then the stamp."""
+        if self._reasons is None or self._fd is None:
+            return
+        try:
+            fields = REASON_FIELDS.pack(*self._reasons.add_shared(reason))
+        except OSError:
+            self.abandon()
+            return
+        numbers = sorted(rows)
+        final = {index: rows[index][:12] + fields + rows[index][12 + REASON_FIELDS.size :] for index in numbers}
+        for flags in (PRESENT | PENDING, PRESENT):
+            for first, count in _runs(numbers):
+                run = b"".join(bytes((flags,)) + final[index][1:] for index in range(first, first + count))
+                self._write(run, HEADER_SIZE + first * ROW.size)
         self.stamp()
 
     def forget(self, index: int) -> None:

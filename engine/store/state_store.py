@@ -33,21 +33,23 @@ from engine.base.atomic import DIRECTORY_MODE, ensure_directory, remove_stale_te
 from engine.base.errors import BadInput, StateUnreadable, StateWriteFailed
 from engine.dates.formatting import InstantFormatter
 from engine.dates.plan import Plan
-from engine.store.bulk_marks import BULK_MARKS, BulkMark, merge, read_bulk_marks
+from engine.store.bulk_marks import BULK_MARKS, BulkMark, merge, read_bulk_marks, write_bulk_mark
 from engine.store.locks import FileLock
 from engine.store.manifest import now_text
 from engine.store.reason_log import ReasonsMismatch, remove_reason_logs
 from engine.store.record_index import (
     INDEX,
+    Columns,
     IndexedBoard,
     RecordIndex,
     index_row,
+    mark_row,
     read_indexed,
     reason_of,
     row_of,
     settled,
     stamp_of,
-    trusted_index,
+    trusted_columns,
     write_index,
 )
 from engine.store.records import LIVE_ATTEMPT_STATUSES, PartitionRecord, RecordStatus, read_record, status_of
@@ -297,9 +299,9 @@ class StateStore:
                 index.written(*index_row(record))
         return index
 
-    def trusted_index(self, size: int) -> tuple[bytes, bytes] | None:
-        """The index's rows and token when it can be trusted (``record_index.trusted_index``)."""
-        return trusted_index(self.directory, self.partitions, size, writer_alive=self._writer_alive())
+    def index_columns(self, size: int, wanted: tuple[tuple[int, int], ...]) -> Columns | None:
+        """Columns of the index when it can be trusted (``record_index.trusted_columns``)."""
+        return trusted_columns(self.directory, self.partitions, size, wanted, writer_alive=self._writer_alive())
 
     def partitions_settled(self, size: int) -> bool:
         """Whether every record write went through the index to its end (see ``record_index.settled``)."""
@@ -393,6 +395,18 @@ class StateStore:
         if self._bulk_cache is None or self._bulk_cache[0] != stamp:
             self._bulk_cache = (stamp, read_bulk_marks(self.directory))
         return self._bulk_cache[1]
+
+    def add_bulk_mark(self, mark: BulkMark, statuses: dict[int, Status]) -> None:
+        """Under the backfill's lock: save ``mark``, its partitions' index rows pending while its file goes in, then
+        their rows as the mark makes them (``statuses``: each partition's status after it), so that the index stays
+        trusted and its rows and reasons say what the records with the mark merged say."""
+        index = self.index_for_writing()
+        numbers = sorted(mark.numbers)
+        if index is not None:
+            index.pending_many(numbers)
+        write_bulk_mark(self.directory, mark)
+        if index is not None:
+            index.written_many({n: mark_row(statuses[n], mark.numbers[n], mark.at) for n in numbers}, mark.message)
 
     def apply_bulk_marks(self, board: StatusBoard) -> None:
         """Show on ``board`` every bulk mark the records have not folded in (after reading the records)."""

@@ -58,3 +58,37 @@ def test_a_real_run_leaves_an_index_that_is_trusted_and_true(work, home):
     on_disk = {r["index"]: (r["status"], len(r["attempts"])) for r in records(backfill)}
     assert {i: (board.status(i).label, board.attempts(i)) for i in range(board.size)} == on_disk
     assert on_disk[2] == ("failed", 2)
+
+
+def test_a_bulk_mark_through_the_real_cli_keeps_the_index_trusted_and_true(work, home):
+    """`backfill mark` of 100 partitions (a bulk mark: one file, merged by readers) leaves an index that is still
+    trusted — no reader falls back to reading every record after a mark — whose rows and reasons are the marked
+    records'; `show --output json` groups the failures under the mark's reason."""
+    from engine.store.failure_groups import failure_groups
+
+    run = run_backfill("--command", "true", "--start-date", "2024-01-01", "--end-date", "2024-04-09", "--reason",
+                       "test", "--guardrails", "sandbox", "--no-progress", cwd=work, env=home)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    [backfill] = [p for p in (work / "logs" / "backfills").iterdir() if not p.name.startswith(".")]
+    marked = run_backfill("mark", backfill.name, "--status-filter", "succeeded", "--status", "failed", "--reason",
+                          "the source was wrong", cwd=work, env=home)  # fmt: skip
+    assert marked.returncode == 0 and "marked 100 partitions failed" in marked.stdout, marked.stdout + marked.stderr
+    assert (backfill / "bulk-marks").is_dir()
+    store = StateStore(backfill)
+    spec = spec_of(store.read_manifest())
+    indexed = read_indexed(backfill, backfill / "partitions", len(spec.plan), writer_alive=False)
+    assert indexed is not None and indexed.to_read == []
+    assert {i: (indexed.board.status(i).label, indexed.board.attempts(i)) for i in range(100)} == {
+        i: ("failed", 2) for i in range(100)
+    }
+    [group] = failure_groups(spec, store, indexed.board)
+    assert (group.count, group.example) == (100, f"marked failed by {marked_by(home)}: the source was wrong")
+    shown = run_backfill("show", backfill.name, "--output", "json", "--limit", "1", cwd=work, env=home)
+    assert '"count":100' in shown.stdout.replace(" ", ""), shown.stdout
+
+
+def marked_by(home) -> str:
+    import getpass
+    import socket
+
+    return f"{home.get('USER') or getpass.getuser()}@{socket.gethostname()}"

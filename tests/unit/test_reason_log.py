@@ -342,3 +342,22 @@ def test_a_signature_line_a_killed_writer_left_unfinished_is_cut_off(tmp_path, m
     writer.write_record(failed(2, "failed", "short"), durable=False)
     assert_as_the_records_say(store)
     assert records_read(store, monkeypatch) == []
+
+
+def test_without_failures_neither_the_index_nor_a_record_is_read(tmp_path, monkeypatch):
+    """A backfill with no failed (or cancelled) partition: grouping and the reasons answer at once, reading neither
+    the index (40 MB at a million partitions) nor any record."""
+    from engine.store import record_index
+
+    store = new_store(tmp_path)
+    store.index_for_writing(PLAN, id_of)
+    store.write_record(failed(1, "succeeded", None), durable=False)
+    reader = StateStore(store.directory)
+    board, _ = reader.load_board(PLAN, id_of)
+    opened: list[int] = []
+    real = record_index.trusted_columns
+    monkeypatch.setattr(state_store, "trusted_columns", lambda *a, **k: opened.append(1) or real(*a, **k))
+    read = count_record_reads(monkeypatch)
+    assert failure_groups(SPEC, reader, board) == []
+    assert [list(failed_reasons(SPEC, reader, board, status)) for status in SHOWN] == [[], []]
+    assert opened == [] and read == []

@@ -495,3 +495,42 @@ def test_a_rebuild_removes_a_dead_writer_s_temporary_before_it_stamps(tmp_path):
     store.index_for_writing(PLAN, id_of)
     store.close_index()
     assert not litter.exists() and store.partitions_settled(SIZE)
+
+
+valid_rows = st.lists(
+    st.tuples(
+        st.sampled_from([0, 1, 3]),  # flags: never written, present, pending
+        st.sampled_from(list(Status)),
+        st.integers(0, 65_535),
+        st.floats(-1, 1e6, allow_nan=False, width=32),
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(valid_rows, st.integers(1, 6), st.integers(0, ROW.size - 1), st.booleans())
+def test_columns_read_a_chunk_at_a_time_are_the_whole_index_s(tmp_path_factory, monkeypatch, rows, chunk, cut, damage):
+    """Read a few rows at a time (any chunk size, the file cut anywhere in its last row): the board and the pending
+    rows are those of the whole index read at once; a damaged row in any chunk makes the whole index untrusted."""
+    store = new_store(tmp_path_factory.mktemp("s"))
+    packed = {i: ROW.pack(flags, status, 0, n, NO_EXIT, d, 0, 0, 0, 0) for i, (flags, status, n, d) in enumerate(rows)}
+    record_index.write_index(store.directory, SIZE, packed, record_index.stamp_of(store.partitions), {})
+    path = store.directory / INDEX
+    data = path.read_bytes()
+    if rows and cut:
+        data = data[: len(data) - ROW.size + cut]  # the last row cut short: only whole rows count
+    if len(rows) > 1 and damage:  # a flag no one writes, in the first row (whole, whatever the cut)
+        data = data[:HEADER_SIZE] + b"\x09" + data[HEADER_SIZE + 1 :]
+    path.write_bytes(data)
+    monkeypatch.setattr(record_index, "CHUNK_ROWS", chunk)
+    found = read_indexed(store.directory, store.partitions, SIZE, writer_alive=True)
+    whole = record_index.trusted_rows(store.directory, store.partitions, SIZE, writer_alive=True)
+    if whole is None:
+        assert found is None
+        return
+    board, to_read = record_index.board_of(whole, SIZE)
+    assert found is not None and found.to_read == to_read
+    assert columns(found.board) == columns(board) and found.board.counts() == board.counts()
+    settled = record_index.settled(store.directory, store.partitions, SIZE)
+    assert settled == (not record_index.pending_rows(whole))
