@@ -89,11 +89,9 @@ def failed_reasons(
     if not board.count(status):
         return  # none: the index is not read at all (40 MB at a million partitions)
     indexed = IndexedReasons.of(store, len(spec.plan))
-    index = board.find(status, 0)
-    while index >= 0:
+    for index in board.each(status):
         found, reason = indexed.reason(index) if indexed is not None and indexed.knows(index, status) else (False, None)
         yield index, reason if found else _record_reason(spec, store, index)
-        index = board.find(status, index + 1)
 
 
 def failure_groups(spec: BackfillSpec, store: StateStore, board: StatusBoard) -> list[FailureGroup]:
@@ -106,15 +104,13 @@ def failure_groups(spec: BackfillSpec, store: StateStore, board: StatusBoard) ->
         return group_failures(failed_reasons(spec, store, board))
     found: dict[str, list[int]] = {}
     read: dict[int, str | None] = {}
-    index = board.find(Status.FAILED, 0)
-    while index >= 0:
+    for index in board.each(Status.FAILED):
         if indexed.knows(index, Status.FAILED):
             key = indexed.signature(index)
         else:
             read[index] = _record_reason(spec, store, index)
             key = signature(read[index])
         found.setdefault(key, []).append(index)
-        index = board.find(Status.FAILED, index + 1)
 
     def example_of(key: str, first: int) -> str | None:
         if first in read:

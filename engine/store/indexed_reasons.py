@@ -39,9 +39,8 @@ class IndexedReasons:
         if reasons is None:
             return None
         marked: dict[int, int] = {}  # partition → the number of its latest bulk mark entry
-        for mark in store.bulk_marks():
-            for index, number in mark.numbers.items():
-                marked[index] = max(number, marked.get(index, 0))
+        for mark in store.bulk_marks():  # oldest first: a later mark of a partition has a higher number
+            marked.update(mark.numbers)
         return cls(found, reasons, marked)
 
     def knows(self, index: int, status: Status) -> bool:

@@ -60,8 +60,8 @@ def write_reason_logs(directory: Path, token: bytes, reasons: dict[int, str]) ->
         placed[index] = (ids[key], offset)
         reason_lines.append(line)
         offset += len(line)
-    write_atomic(directory / SIGNATURES, b"".join(signature_lines), durable=False)
-    write_atomic(directory / REASONS, b"".join(reason_lines), durable=False)
+    for name, lines in ((SIGNATURES, signature_lines), (REASONS, reason_lines)):
+        write_atomic(directory / name, b"".join(lines), durable=False)  # derived: a reboot rebuilds them anyway
     return placed
 
 
@@ -80,28 +80,26 @@ class ReasonLog:
 
     def __init__(self, directory: Path, token: bytes) -> None:
         self._lock = threading.Lock()
-        self._signatures_fd = self._reasons_fd = -1
+        self._fds: list[int] = []
         try:
-            self._signatures_fd = os.open(directory / SIGNATURES, os.O_RDWR | os.O_CLOEXEC)
-            self._reasons_fd = os.open(directory / REASONS, os.O_RDWR | os.O_CLOEXEC)
+            for name in (SIGNATURES, REASONS):
+                self._fds.append(os.open(directory / name, os.O_RDWR | os.O_CLOEXEC))
+            self._signatures_fd, self._reasons_fd = self._fds
             self._ids, self._signatures_end = self._read_signatures(token)
             first = _first_line(_REASONS_MAGIC, token)
             if os.pread(self._reasons_fd, len(first), 0) != first:
-                raise ReasonsMismatch(f"{REASONS} belongs to another index")
+                raise ReasonsMismatch
             self._reasons_end = os.fstat(self._reasons_fd).st_size
-        except (OSError, ValueError) as error:
+        except (OSError, ValueError, ReasonsMismatch):  # missing, unreadable, garbled or another index's
             self.close()
-            raise ReasonsMismatch(str(error)) from None
-        except ReasonsMismatch:
-            self.close()
-            raise
+            raise ReasonsMismatch from None
 
     def _read_signatures(self, token: bytes) -> tuple[dict[str, int], int]:
         size = os.fstat(self._signatures_fd).st_size
         data = os.pread(self._signatures_fd, size, 0)
         first = _first_line(_SIGNATURES_MAGIC, token)
         if not data.startswith(first):
-            raise ReasonsMismatch(f"{SIGNATURES} belongs to another index")
+            raise ReasonsMismatch
         whole = data[: data.rfind(b"\n") + 1]
         if len(whole) != size:  # a line a killed writer left unfinished: no row points at it
             os.ftruncate(self._signatures_fd, len(whole))
@@ -134,21 +132,18 @@ class ReasonLog:
     @staticmethod
     def _append(fd: int, data: bytes, offset: int) -> None:
         if os.pwrite(fd, data, offset) != len(data):
-            raise OSError(f"short write of {len(data)} bytes")
+            raise OSError  # a short write (a full disk): the caller gives the index up
 
     def close(self) -> None:
-        for fd in (self._signatures_fd, self._reasons_fd):
-            if fd >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-        self._signatures_fd = self._reasons_fd = -1
+        while self._fds:
+            os.close(self._fds.pop())
 
 
 class Reasons:
     """The reason files as a reader finds them, for an index with ``token``: signatures by ID, reasons by offset.
     An answer of None means "not here": read the partition's record instead."""
 
-    def __init__(self, signatures: list[str], reasons: mmap.mmap | bytes) -> None:
+    def __init__(self, signatures: list[str], reasons: mmap.mmap) -> None:
         self.signatures = signatures
         self._reasons = reasons
 
@@ -157,9 +152,11 @@ class Reasons:
         """The files when they belong to the index with ``token``, else None."""
         try:
             data = (directory / SIGNATURES).read_bytes()
-            with open(directory / REASONS, "rb") as handle:
-                size = os.fstat(handle.fileno()).st_size
-                reasons = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+            fd = os.open(directory / REASONS, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                reasons = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)  # an empty file is no reason file: ValueError
+            finally:
+                os.close(fd)
         except (OSError, ValueError):
             return None
         first = _first_line(_SIGNATURES_MAGIC, token)
@@ -172,14 +169,11 @@ class Reasons:
             return None
         return cls(signatures, reasons)
 
-    def signature(self, number: int) -> str | None:
-        return self.signatures[number] if number < len(self.signatures) else None
-
     def reason(self, index: int, offset: int) -> str | None:
         """The reason at ``offset``, written for partition ``index`` (or for every partition of a bulk mark); None
         when no whole line of that partition is there."""
         end = self._reasons.find(b"\n", offset)
-        if offset <= 0 or end < 0:
+        if end < 0:
             return None
         number, _, text = self._reasons[offset:end].partition(b" ")
         if number != b"%d" % index and number != b"*":
