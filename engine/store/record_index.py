@@ -28,6 +28,7 @@ import threading
 from array import array
 from datetime import datetime
 from pathlib import Path
+from typing import BinaryIO
 
 from engine.base.atomic import write_atomic
 from engine.base.boot_clock import boot_id
@@ -47,7 +48,14 @@ TOKEN_OFFSET = STAMP_OFFSET + 8
 # ID (0: none), last attempt started and finished (µs since the epoch, 0 unknown), its reason's offset in
 # reasons.log (0: none)
 ROW = struct.Struct("<BBBxHhfIqqq")
-REASON_FIELDS = struct.Struct("<I16xq")  # signature ID and reason offset, from byte 12 of a row
+SIGNATURE_FIELD, REASON_FIELD = struct.Struct("<I"), struct.Struct("<q")  # at bytes 12 and 32 of a row
+
+
+def with_reason(row: bytes, signature_id: int, offset: int) -> bytes:
+    """``row`` pointing at its reason's signature and line; every other field as it was."""
+    return row[:12] + SIGNATURE_FIELD.pack(signature_id) + row[16:32] + REASON_FIELD.pack(offset)
+
+
 IndexRow = tuple[int, bytes, "str | None"]  # a partition number, its row, its last attempt's reason
 PRESENT, PENDING = 1, 2
 NO_EXIT = -32768
@@ -144,13 +152,20 @@ def _header_of(header: bytes, size: int) -> tuple[int, bytes] | None:
     return (stamp, token) if ours else None
 
 
+def _trusted_token(handle: BinaryIO, partitions: Path, size: int, writer_alive: bool) -> bytes | None:
+    """Read the header of the index open as ``handle``: its token when it can be trusted, else None."""
+    header = _header_of(handle.read(HEADER_SIZE), size)
+    if header is None or (header[0] != stamp_of(partitions) and not writer_alive):
+        return None
+    return header[1]
+
+
 def trusted_rows(directory: Path, partitions: Path, size: int, *, writer_alive: bool) -> bytes | None:
     """The index's rows (whole rows only, at most ``size``) when it can be trusted (see the module's docstring),
     else None: what a watcher keeps to compare with its next look."""
     try:
         with open(directory / INDEX, "rb") as handle:
-            header = _header_of(handle.read(HEADER_SIZE), size)
-            if header is None or (header[0] != stamp_of(partitions) and not writer_alive):
+            if _trusted_token(handle, partitions, size, writer_alive) is None:
                 return None
             rows = handle.read(size * ROW.size)  # the rows alone, read once: 40 MB at a million, never copied
     except OSError:
@@ -183,8 +198,8 @@ def trusted_columns(
     count = 0
     try:
         with open(directory / INDEX, "rb") as handle:
-            header = _header_of(handle.read(HEADER_SIZE), size)
-            if header is None or (header[0] != stamp_of(partitions) and not writer_alive):
+            token = _trusted_token(handle, partitions, size, writer_alive)
+            if token is None:
                 return None
             while count < size:
                 asked = min(CHUNK_ROWS, size - count)
@@ -202,7 +217,7 @@ def trusted_columns(
                     break
     except OSError:
         return None
-    return Columns(count, header[1], outs, pending)
+    return Columns(count, token, outs, pending)
 
 
 BOARD_COLUMNS = ((1, 1), (4, 2), (8, 4), (2, 1))  # status, attempts, duration, verification
@@ -321,11 +336,11 @@ class RecordIndex:
         at = HEADER_SIZE + index * ROW.size
         if reason is not None and self._reasons is not None and self._fd is not None:
             try:
-                fields = REASON_FIELDS.pack(*self._reasons.add(index, reason))
+                placed = self._reasons.add(index, reason)
             except OSError:
                 self.abandon()
                 return
-            row = row[:12] + fields + row[12 + REASON_FIELDS.size :]
+            row = with_reason(row, *placed)
         self._write(row[1:], at + 1)
         self._write(row[:1], at)
         self.stamp()
@@ -342,12 +357,12 @@ class RecordIndex:
         if self._reasons is None or self._fd is None:
             return
         try:
-            fields = REASON_FIELDS.pack(*self._reasons.add_shared(reason))
+            placed = self._reasons.add_shared(reason)
         except OSError:
             self.abandon()
             return
         numbers = sorted(rows)
-        final = {index: rows[index][:12] + fields + rows[index][12 + REASON_FIELDS.size :] for index in numbers}
+        final = {index: with_reason(rows[index], *placed) for index in numbers}
         for flags in (PRESENT | PENDING, PRESENT):
             for first, count in _runs(numbers):
                 run = b"".join(bytes((flags,)) + final[index][1:] for index in range(first, first + count))
@@ -395,7 +410,5 @@ def write_index(directory: Path, size: int, rows: dict[int, bytes], stamp: int, 
     HEADER.pack_into(body, 0, MAGIC, size, ROW.size, _boot(), stamp, token)
     for index, row in rows.items():
         at = HEADER_SIZE + index * ROW.size
-        body[at : at + ROW.size] = row
-        if index in placed:
-            REASON_FIELDS.pack_into(body, at + 12, *placed[index])
+        body[at : at + ROW.size] = with_reason(row, *placed[index]) if index in placed else row
     write_atomic(directory / INDEX, bytes(body), durable=False)

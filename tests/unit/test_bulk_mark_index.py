@@ -162,3 +162,20 @@ def test_a_marker_killed_at_any_point_loses_nothing(tmp_path, where):
     StateStore(store.directory).index_for_writing(PLAN, id_of)
     assert trusted(store)
     assert_as_merged(store)
+
+
+def test_a_marked_row_holds_the_mark_s_entry_and_time(tmp_path):
+    """A row a bulk mark wrote: the mark's status, its entry's number as attempts, no exit code, a duration of 0,
+    the mark's time as start and end to the microsecond, and the shared reason's signature and line."""
+    from engine.store.record_index import HEADER_SIZE, INDEX, NO_EXIT, ROW
+
+    store = new_store(tmp_path)
+    store.index_for_writing(PLAN, id_of)
+    store.write_record(failed(7, "failed", "disk full at 7", 3), durable=False)
+    bulk_mark(store, [7, 8], "skipped", "marked skipped: not needed", "20240201T000000-0001")
+    data = (store.directory / INDEX).read_bytes()
+    at = 1_706_745_600_000_000  # 2024-02-01T00:00:00Z
+    for index, number in ((7, 4), (8, 1)):
+        row = ROW.unpack_from(data, HEADER_SIZE + index * ROW.size)
+        assert row[:6] + row[7:9] == (1, Status.SKIPPED, 0, number, NO_EXIT, 0.0, at, at)
+        assert row[6] >= 1 and row[9] > 0

@@ -394,3 +394,29 @@ def test_triage_through_the_index_computes_no_signature(tmp_path, monkeypatch):
     expected = group_failures(truth(store))
     monkeypatch.setattr(groups_module, "signature", lambda reason: pytest.fail("a signature computed again"))
     assert failure_groups(SPEC, reader, board) == expected
+
+
+def row_in_index(store: StateStore, index: int) -> tuple:
+    return ROW.unpack_from((store.directory / INDEX).read_bytes(), HEADER_SIZE + index * ROW.size)
+
+
+def test_a_row_with_a_reason_keeps_every_other_field(tmp_path):
+    """A failed record's row, as the writer writes it and as a rebuild does: status, attempts, exit code, duration,
+    start and end exactly as ``row_of`` packs them, with the reason's signature ID and line offset beside them."""
+    from engine.store.record_index import row_of
+
+    store = new_store(tmp_path)
+    store.index_for_writing(PLAN, id_of)
+    made = failed(4, "failed", "disk full at 4", 2)
+    made.attempts[-1].exit_code = 3
+    store.write_record(made, durable=False)
+    expected = ROW.unpack(row_of(made))
+    for how in ("written", "rebuilt"):
+        if how == "rebuilt":
+            store.close_index()
+            (store.directory / INDEX).unlink()
+            StateStore(store.directory).index_for_writing(PLAN, id_of)
+        got = row_in_index(store, 4)
+        assert got[:6] + got[7:9] == expected[:6] + expected[7:9], how
+        assert got[7:9] == (1_704_067_200_000_001, 1_704_067_260_000_000), how
+        assert got[6] == 1 and got[9] > 0, how  # the first signature; its line after the header

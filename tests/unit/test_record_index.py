@@ -509,10 +509,13 @@ valid_rows = st.lists(
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(valid_rows, st.integers(1, 6), st.integers(0, ROW.size - 1), st.booleans())
-def test_columns_read_a_chunk_at_a_time_are_the_whole_index_s(tmp_path_factory, monkeypatch, rows, chunk, cut, damage):
+@given(valid_rows, st.integers(1, 6), st.integers(0, ROW.size - 1), st.booleans(), st.booleans())
+def test_columns_read_a_chunk_at_a_time_are_the_whole_index_s(
+    tmp_path_factory, monkeypatch, rows, chunk, cut, damage, beyond
+):
     """Read a few rows at a time (any chunk size, the file cut anywhere in its last row): the board and the pending
-    rows are those of the whole index read at once; a damaged row in any chunk makes the whole index untrusted."""
+    rows are those of the whole index read at once, rows past the plan's end ignored; a damaged row in any chunk makes
+    the whole index untrusted."""
     store = new_store(tmp_path_factory.mktemp("s"))
     packed = {i: ROW.pack(flags, status, 0, n, NO_EXIT, d, 0, 0, 0, 0) for i, (flags, status, n, d) in enumerate(rows)}
     record_index.write_index(store.directory, SIZE, packed, record_index.stamp_of(store.partitions), {})
@@ -520,11 +523,25 @@ def test_columns_read_a_chunk_at_a_time_are_the_whole_index_s(tmp_path_factory, 
     data = path.read_bytes()
     if rows and cut:
         data = data[: len(data) - ROW.size + cut]  # the last row cut short: only whole rows count
+    if beyond:  # whole rows past the plan's last partition (a file of a longer plan, cut to this one's header)
+        data = data.ljust(HEADER_SIZE + SIZE * ROW.size, b"\0") + ROW.pack(3, 3, 0, 9, 0, 1.0, 0, 0, 0, 0) * 5
     if len(rows) > 1 and damage:  # a flag no one writes, in the first row (whole, whatever the cut)
         data = data[:HEADER_SIZE] + b"\x09" + data[HEADER_SIZE + 1 :]
     path.write_bytes(data)
     monkeypatch.setattr(record_index, "CHUNK_ROWS", chunk)
+    reads: list[int | None] = []
+    real_open = open
+
+    def opened(*args, **kwargs):
+        handle = real_open(*args, **kwargs)
+        real_read = handle.read
+        handle.read = lambda size=-1: reads.append(size) or real_read(size)
+        return handle
+
+    monkeypatch.setattr(record_index, "open", opened, raising=False)
     found = read_indexed(store.directory, store.partitions, SIZE, writer_alive=True)
+    assert all(size is not None and 0 <= size <= chunk * ROW.size for size in reads[1:])  # never the whole index
+    monkeypatch.undo()
     whole = record_index.trusted_rows(store.directory, store.partitions, SIZE, writer_alive=True)
     if whole is None:
         assert found is None
