@@ -135,3 +135,14 @@ def hold_lock(lock_path: Path) -> subprocess.Popen:
 def release(holder: subprocess.Popen) -> None:
     holder.stdin.close()
     holder.wait(30)
+
+
+def run_until_killed(script: str, where: str, directory: Path) -> None:
+    """Run ``script`` (Python source, ``{root}`` replaced by the repository) in a real process with ``where`` and
+    ``directory`` as its arguments; it must end killed by SIGKILL, as it means to be."""
+    child = subprocess.run(
+        [sys.executable, "-c", script.replace("{root!r}", repr(str(ROOT))), where, str(directory)],
+        capture_output=True,
+        timeout=60,
+    )
+    assert child.returncode == -9, child.stderr.decode()

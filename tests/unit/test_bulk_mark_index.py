@@ -4,10 +4,6 @@ marking process is killed at any point of it."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -16,7 +12,7 @@ from engine.store.bulk_marks import BulkMark
 from engine.store.failure_groups import failed_reasons, failure_groups, group_failures
 from engine.store.state_store import StateStore
 from engine.store.status import Status
-from tests.backfills import hold_lock, release
+from tests.backfills import hold_lock, release, run_until_killed
 from tests.unit.test_reason_log import SPEC, count_record_reads, failed
 from tests.unit.test_record_index import PLAN, SIZE, columns, from_files, id_of, new_store, trusted
 
@@ -146,11 +142,7 @@ def test_a_marker_killed_at_any_point_loses_nothing(tmp_path, where):
     for index in (1, 2, 5):
         store.write_record(failed(index, "failed", f"disk full at {index}"), durable=True)
     store.close_index()
-    script = tmp_path / "marker.py"
-    root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
-    script.write_text(KILLED_MARKER.format(root=root))
-    child = subprocess.run([sys.executable, str(script), where, str(store.directory)], capture_output=True, timeout=60)
-    assert child.returncode == -9, child.stderr.decode()
+    run_until_killed(KILLED_MARKER, where, store.directory)
     holder = hold_lock(store.lock_path)
     try:
         assert_as_merged(store)

@@ -4,10 +4,7 @@ or marked behind the index's back."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import pytest
@@ -24,8 +21,8 @@ from engine.store.record_index import HEADER_SIZE, INDEX, ROW
 from engine.store.records import read_record
 from engine.store.state_store import StateStore
 from engine.store.status import Status
-from tests.backfills import hold_lock, release
-from tests.unit.test_record_index import PLAN, SIZE, id_of, new_store, record, trusted
+from tests.backfills import hold_lock, release, run_until_killed
+from tests.unit.test_record_index import PLAN, SIZE, count_record_reads, id_of, new_store, record, trusted
 
 SHOWN = (Status.FAILED, Status.CANCELLED)  # the statuses whose reasons the text filter searches
 SPEC = SimpleNamespace(plan=PLAN, ids=SimpleNamespace(of=id_of))
@@ -74,19 +71,6 @@ def assert_as_the_records_say(store: StateStore) -> None:
     assert groups == group_failures(truth(store))
     assert reasons[Status.FAILED] == truth(store)
     assert reasons[Status.CANCELLED] == truth(store, Status.CANCELLED)
-
-
-def count_record_reads(monkeypatch) -> list[int]:
-    read: list[int] = []
-    real = state_store.read_record
-
-    def counted(path, plan, id_of_):
-        found = real(path, plan, id_of_)
-        read.append(found.index)
-        return found
-
-    monkeypatch.setattr(state_store, "read_record", counted)
-    return read
 
 
 def records_read(store: StateStore, monkeypatch) -> list[int]:
@@ -185,11 +169,7 @@ def test_a_writer_killed_while_appending_a_reason_loses_nothing(tmp_path, monkey
     store.write_record(failed(1, "failed", "timeout after 30 s"), durable=True)
     store.write_record(failed(6, "failed", "timeout after 31 s"), durable=True)
     store.close_index()
-    script = tmp_path / "writer.py"
-    root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
-    script.write_text(KILLED_WRITER.format(root=root))
-    child = subprocess.run([sys.executable, str(script), where, str(store.directory)], capture_output=True, timeout=60)
-    assert child.returncode == -9, child.stderr.decode()
+    run_until_killed(KILLED_WRITER, where, store.directory)
     holder = hold_lock(store.lock_path)  # as if the killed writer's lock were still held: the index is trusted
     try:
         assert_as_the_records_say(store)

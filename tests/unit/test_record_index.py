@@ -89,6 +89,20 @@ def assert_same(store: StateStore) -> None:
     assert sorted(r.id for r in running) == sorted(r.id for r in truly_running)
 
 
+def count_record_reads(monkeypatch) -> list[int]:
+    """The partitions whose record files the store reads from now on, in order."""
+    read: list[int] = []
+    real = state_store.read_record
+
+    def counted(path, plan, id_of_):
+        found = real(path, plan, id_of_)
+        read.append(found.index)
+        return found
+
+    monkeypatch.setattr(state_store, "read_record", counted)
+    return read
+
+
 def trusted(store: StateStore) -> bool:
     return read_indexed(store.directory, store.partitions, SIZE, writer_alive=False) is not None
 
@@ -124,15 +138,7 @@ def test_a_reader_reads_only_the_running_records(tmp_path, monkeypatch):
     store.index_for_writing(PLAN, id_of)
     for index in range(30):
         store.write_record(record(index, "running" if index in (4, 9) else "succeeded"), durable=False)
-    read: list[int] = []
-    real = state_store.read_record
-
-    def counted(path, plan, id_of_):
-        found = real(path, plan, id_of_)
-        read.append(found.index)
-        return found
-
-    monkeypatch.setattr(state_store, "read_record", counted)
+    read = count_record_reads(monkeypatch)
     board, running = StateStore(store.directory).load_board(PLAN, id_of)
     assert sorted(read) == [4, 9] and [r.index for r in running] == [4, 9]
     assert board.count(Status.SUCCEEDED) == 28 and board.count(Status.QUEUED) == SIZE - 30
