@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pyte
 
-KEYS = {"pagedown": b"\x1b[6~", "pageup": b"\x1b[5~", "end": b"\x1b[F", "home": b"\x1b[H", "ctrl+c": b"\x03"}
+KEYS = {"pagedown": b"\x1b[6~", "pageup": b"\x1b[5~", "end": b"\x1b[F", "home": b"\x1b[H", "ctrl+c": b"\x03",
+        "down": b"\x1b[B", "enter": b"\r"}  # fmt: skip
 
 
 class Terminal:

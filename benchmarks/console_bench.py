@@ -126,7 +126,7 @@ def without_index():
     """The watcher as it opened before the record index: every record file read once."""
     from engine.store import index_watch
 
-    index_watch.IndexWatch.first = lambda self, *, writer_alive: None
+    index_watch.IndexWatch.first = classmethod(lambda cls, *args, **kwargs: None)
 
 
 KINDS = [first + second for first in "abcdefghij" for second in "vwxyz"]  # 50 asset names
