@@ -209,3 +209,42 @@ def test_more_or_fewer_at_once_and_stopping_one_partition_from_the_dashboard(wor
     finally:
         live.finish()
     assert audit_actions(backfill) == ["SET", "CANCEL", "SET"]
+
+
+def test_an_answer_that_comes_after_the_screen_was_taken_down_is_dropped(work, monkeypatch):
+    """A request's answer arriving while the app closes (its table already gone — what CI once hit: the last
+    request of a test answered during shutdown) is dropped: no crash of the app, nothing shown."""
+    import threading
+
+    from tui.app import intervening
+    from tui.app.screens.intervene_forms import ParallelForm
+    from tui.app.widgets.partition_table import PartitionTable
+
+    live = start_live(work, SLOW, "2024-01-01", "2024-01-05", max_parallel=1, exit_when_succeeded=False)
+    answer, asked = threading.Event(), threading.Event()
+    real_send = intervening.send
+
+    def held_send(*args, **kwargs):
+        result = real_send(*args, **kwargs)
+        asked.set()
+        answer.wait(30)
+        return result
+
+    monkeypatch.setattr(intervening, "send", held_send)
+
+    async def scenario():
+        async with live.app.run_test(size=(120, 40), notifications=True) as pilot:
+            await wait_until(pilot, lambda: len(live.executor.snapshot().running) == 1)
+            await pilot.press("plus")
+            await wait_until(pilot, lambda: isinstance(live.app.screen, ParallelForm))
+            await pilot.press(*"more", "enter")
+            await wait_until(pilot, lambda: asked.is_set(), timeout=30)
+            await live.screen.query_one(PartitionTable).remove()  # as the app's shutdown does
+            answer.set()
+            await wait_until(pilot, lambda: not [w for w in live.screen.workers if w.is_running])
+            assert live.app._exception is None
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        live.finish()

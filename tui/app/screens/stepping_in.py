@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from engine.execute.executor_snapshot import FINISHED
 from tui.app.sources import IDLE
+from tui.app.widgets.partition_table import PartitionTable
 from tui.app.widgets.status_line import StatusLine
 
 
@@ -24,6 +25,8 @@ class SteppingIn:
         self.run_worker(work, thread=True, exclusive=False, group="intervene")
 
     def _sent(self, result) -> None:
+        if not self.query(PartitionTable):
+            return  # the screen was taken down while the answer came (the app is closing): nothing to show it on
         self.notify(result.message, severity="information" if result.exit_code == 0 else "error", timeout=6)
         self.table.refresh()
         self.refresh_from_source()
