@@ -26,6 +26,18 @@ from tui.app.sources import WatchedSource
 RUN_STARTED = 1_764_000_000.0  # 2025-11-24T16:00:00Z
 
 
+def failed_in_flight(prepared, index) -> None:
+    """Partition 3's record renamed in, failed, while its row stays pending (a write in flight); the stamp taken."""
+    spec = prepared.spec
+    interval = spec.plan.interval(3)
+    record = PartitionRecord.fresh(
+        spec.ids.of(interval.start, interval.end), interval, InstantFormatter(spec.zone), RecordStatus.FAILED
+    )
+    record.attempts.append(attempt(RecordStatus.FAILED, "2025-11-24T16:03:00Z"))
+    rewrite(path_of(prepared, 3), record.to_bytes())
+    index.stamp()
+
+
 def attempt(status: str, finished: str | None) -> Attempt:
     return Attempt(run_id="r", status=status, started_at="2025-11-24T15:00:00Z", finished_at=finished)
 
@@ -189,20 +201,14 @@ def test_a_row_the_gone_writer_left_pending_is_read_from_its_file_at_the_end(wat
     in by a writer that died before writing the row (another record's write stamped the index meanwhile): once
     the lock is free the watcher reads every pending row's file one last time."""
     prepared, _ = watched
-    store, spec = prepared.store, prepared.spec
+    store = prepared.store
     holder = hold_lock(store.lock_path)
     try:
         source = load(prepared)
         index = store.index_for_writing()
         index.pending(3)
         assert poll_now(source).counts["queued"] == 2  # read while pending: no record yet
-        interval = spec.plan.interval(3)
-        record = PartitionRecord.fresh(
-            spec.ids.of(interval.start, interval.end), interval, InstantFormatter(spec.zone), RecordStatus.FAILED
-        )
-        record.attempts.append(attempt(RecordStatus.FAILED, "2025-11-24T16:03:00Z"))
-        rewrite(path_of(prepared, 3), record.to_bytes())
-        index.stamp()
+        failed_in_flight(prepared, index)
     finally:
         release(holder)
     state = poll_now(source)
@@ -337,18 +343,12 @@ def test_a_pending_row_at_opening_counts_its_record_s_end_in_the_run_s_progress(
     """Opened while a record is in flight (its row pending: zeros but the flag): the board and the run's progress
     take that record, which ended in the watched run, from its file — not the row's unknown end."""
     prepared, _ = watched
-    store, spec = prepared.store, prepared.spec
+    store = prepared.store
     holder = hold_lock(store.lock_path)
     try:
         index = store.index_for_writing()
         index.pending(3)
-        interval = spec.plan.interval(3)
-        record = PartitionRecord.fresh(
-            spec.ids.of(interval.start, interval.end), interval, InstantFormatter(spec.zone), RecordStatus.FAILED
-        )
-        record.attempts.append(attempt(RecordStatus.FAILED, "2025-11-24T16:03:00Z"))
-        rewrite(path_of(prepared, 3), record.to_bytes())
-        index.stamp()
+        failed_in_flight(prepared, index)
         source = load(prepared)
         assert source.board.status(3) is Status.FAILED
         assert (source.progress.selected, source.progress.finished) == (3, 2)
