@@ -123,9 +123,17 @@ def _shown(root: Path) -> str:
     return repr(str(root)[:120])
 
 
+_ISSUED: set[str] = set()  # every ID this process made: 6 random hex digits do repeat, once in a while
+
+
 def new_backfill_id() -> str:
-    """Sortable by creation time, unique: ``20261129-094512-3fa2c1``."""
-    return time.strftime("%Y%m%d-%H%M%S-", time.gmtime()) + secrets.token_hex(3)
+    """Sortable by creation time, unique: ``20261129-094512-3fa2c1`` (never one this process made already; another
+    process's same ID is refused when the backfill is saved, since its directory exists)."""
+    while True:
+        candidate = time.strftime("%Y%m%d-%H%M%S-", time.gmtime()) + secrets.token_hex(3)
+        if candidate not in _ISSUED:
+            _ISSUED.add(candidate)
+            return candidate
 
 
 def add_to_gitignore(repository: Path, root: Path) -> None:

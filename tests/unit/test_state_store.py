@@ -6,6 +6,7 @@ import os
 import re
 import stat
 import subprocess
+import time
 
 import orjson
 import pytest
@@ -229,6 +230,19 @@ def test_backfill_ids_sort_by_creation_and_do_not_repeat():
     ids = {new_backfill_id() for _ in range(200)}
     assert len(ids) == 200
     assert all(re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{6}", i) for i in ids)
+
+
+def test_a_random_suffix_drawn_twice_is_drawn_again(monkeypatch):
+    """The 6 random hex digits repeat once in a while (a CI run once drew the same pair among 200 IDs of one
+    second): a repeat is drawn again, so one process never makes the same ID twice."""
+    from engine.store import state_store
+
+    draws = iter(["abcdef", "abcdef", "abcdef", "123456"])
+    monkeypatch.setattr(state_store.secrets, "token_hex", lambda _n: next(draws))
+    moment = time.gmtime(1_700_000_000)
+    monkeypatch.setattr(state_store.time, "gmtime", lambda *_: moment)
+    monkeypatch.setattr(state_store, "_ISSUED", set())
+    assert [new_backfill_id(), new_backfill_id()] == ["20231114-221320-abcdef", "20231114-221320-123456"]
 
 
 def test_outside_a_repository_the_state_lives_in_the_users_state_directory(monkeypatch, tmp_path):
