@@ -82,16 +82,20 @@ def _record_reason(spec: BackfillSpec, store: StateStore, index: int) -> str | N
 
 
 def failed_reasons(
-    spec: BackfillSpec, store: StateStore, board: StatusBoard, status: Status = Status.FAILED
+    spec: BackfillSpec, store: StateStore, board: StatusBoard, *statuses: Status
 ) -> Iterator[tuple[int, str | None]]:
-    """Each failed (or ``status``) partition's index and its latest attempt's reason, in plan order: from the
-    index's reason file where it vouches for the partition, else from the record."""
-    if not board.count(status):
+    """Each failed partition's (or each partition of ``statuses``, status after status) index and its latest
+    attempt's reason, in plan order: from the index's reason file where it vouches for the partition, else from the
+    record. The index is read once, and not at all when no partition has those statuses."""
+    wanted = [status for status in statuses or (Status.FAILED,) if board.count(status)]
+    if not wanted:
         return  # none: the index is not read at all (40 MB at a million partitions)
     indexed = IndexedReasons.of(store, len(spec.plan))
-    for index in board.each(status):
-        found, reason = indexed.reason(index) if indexed is not None and indexed.knows(index, status) else (False, None)
-        yield index, reason if found else _record_reason(spec, store, index)
+    for status in wanted:
+        for index in board.each(status):
+            known = indexed is not None and indexed.knows(index, status)
+            found, reason = indexed.reason(index) if known else (False, None)
+            yield index, reason if found else _record_reason(spec, store, index)
 
 
 def failure_groups(spec: BackfillSpec, store: StateStore, board: StatusBoard) -> list[FailureGroup]:
@@ -100,8 +104,8 @@ def failure_groups(spec: BackfillSpec, store: StateStore, board: StatusBoard) ->
     if not board.count(Status.FAILED):
         return []
     indexed = IndexedReasons.of(store, len(spec.plan))
-    if indexed is None:
-        return group_failures(failed_reasons(spec, store, board))
+    if indexed is None:  # not to be trusted: every failed record is read (and the index not again)
+        return group_failures((index, _record_reason(spec, store, index)) for index in board.each(Status.FAILED))
     found: dict[str, list[int]] = {}
     read: dict[int, str | None] = {}
     for index in board.each(Status.FAILED):

@@ -400,3 +400,32 @@ def test_a_row_with_a_reason_keeps_every_other_field(tmp_path):
         assert got[:6] + got[7:9] == expected[:6] + expected[7:9], how
         assert got[7:9] == (1_704_067_200_000_001, 1_704_067_260_000_000), how
         assert got[6] == 1 and got[9] > 0, how  # the first signature; its line after the header
+
+
+def test_the_index_is_read_once_for_all_the_statuses_and_never_again_for_a_fallback(tmp_path, monkeypatch):
+    """The text filter's reasons of failed and cancelled partitions read the index once for both; grouping over
+    reason files that are not the index's reads the index once, then the records — not the index a second time."""
+    from engine.store import record_index
+    from tui.app.text_filter import rows_matching
+
+    store = new_store(tmp_path)
+    store.index_for_writing(PLAN, id_of)
+    store.write_record(failed(1, "failed", "disk full at 1"), durable=False)
+    store.write_record(failed(2, "cancelled", "stopped by ops"), durable=False)
+    reader = StateStore(store.directory)
+    board, _ = reader.load_board(PLAN, id_of)
+    opened: list[int] = []
+    real = record_index.trusted_columns
+    monkeypatch.setattr(state_store, "trusted_columns", lambda *a, **k: opened.append(1) or real(*a, **k))
+    assert list(failed_reasons(SPEC, reader, board, Status.FAILED, Status.CANCELLED)) == [
+        (1, "disk full at 1"),
+        (2, "stopped by ops"),
+    ]
+    found = rows_matching("by ops", spec=SPEC, store=reader, board=board, interval_text=lambda _index: "")
+    assert found.indices == frozenset({2}) and opened == [1, 1]
+    opened.clear()
+    (store.directory / REASONS).unlink()
+    assert [(group.signature, group.indices) for group in failure_groups(SPEC, reader, board)] == [
+        ("disk full at <n>", (1,))
+    ]
+    assert opened == [1]

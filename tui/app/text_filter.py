@@ -44,10 +44,9 @@ def rows_matching(
     statuses = frozenset(status for status in Status if needle in status.label)
     if statuses:
         found.update(board.indices_with(statuses))
-    for status in (Status.FAILED, Status.CANCELLED):
-        for index, reason in failed_reasons(spec, store, board, status):
-            if reason and needle in reason.casefold():
-                found.add(index)
+    for index, reason in failed_reasons(spec, store, board, Status.FAILED, Status.CANCELLED):
+        if reason and needle in reason.casefold():
+            found.add(index)
     by_id = bool(needle) and set(needle) <= HEX
     by_interval = any(character.isdigit() for character in needle)
     scanned = len(spec.plan) <= SCAN_LIMIT
