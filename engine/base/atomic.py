@@ -37,7 +37,13 @@ def sync_directory(path: Path) -> None:
 
 def temporary_name(path: Path) -> Path:
     """Where ``path`` is written before its rename: hidden, and naming the writer's PID."""
-    return path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    return Path(_temporary_text(os.fspath(path)))
+
+
+def _temporary_text(path: str) -> str:
+    # Strings, not pathlib: this runs for every record written (several per partition).
+    directory, name = os.path.split(path)
+    return os.path.join(directory, f".{name}.{os.getpid()}.{threading.get_ident()}.tmp")
 
 
 def remove_stale_temporaries(directory: Path) -> list[Path]:
@@ -70,9 +76,43 @@ def write_atomic(
 ) -> None:
     """Replace ``path`` with ``data``; with ``durable`` the data is fsynced, and the directory too unless
     ``sync_parent`` is False (the caller then syncs it once for a batch)."""
-    ensure_directory(path.parent)
-    temporary = temporary_name(path)
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    temporary = _staged(path, data, mode, durable)
+    _replace(temporary, path)
+    if durable and sync_parent:
+        sync_directory(path.parent)
+
+
+def write_atomic_many(files: list[tuple[Path, bytes]], *, mode: int = FILE_MODE) -> None:
+    """Replace each path (all distinct) with its data, durably, with one sync of each directory for the whole
+    batch (a group commit): every file is written and synced before the first rename. On an error the files not
+    yet renamed keep their old contents and no temporary file is left; those renamed may or may not be durable."""
+    staged: list[tuple[str, Path]] = []
+    renamed = 0
+    try:
+        for path, data in files:
+            staged.append((_staged(path, data, mode, True), path))
+        for temporary, path in staged:
+            _replace(temporary, path)
+            renamed += 1
+    except BaseException:
+        for temporary, _ in staged[renamed:]:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+        raise
+    for directory in dict.fromkeys(path.parent for path, _ in files):
+        sync_directory(directory)
+
+
+def _staged(path: Path, data: bytes, mode: int, durable: bool) -> str:
+    """``data`` written (and with ``durable`` synced) to ``path``'s temporary file, whose name is returned. The
+    directory is created when missing (found so by the open itself: no check before each write)."""
+    temporary = _temporary_text(os.fspath(path))
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    try:
+        descriptor = os.open(temporary, flags, mode)
+    except FileNotFoundError:
+        ensure_directory(path.parent)
+        descriptor = os.open(temporary, flags, mode)
     try:
         try:
             view = memoryview(data)
@@ -83,12 +123,19 @@ def write_atomic(
                 os.fsync(descriptor)
         finally:
             os.close(descriptor)
-        os.replace(temporary, path)
     except BaseException:
         # A full disk (ENOSPC), an I/O error or an interruption: the old file stays whole, and no
         # temporary file is left behind to litter the directory.
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
-    if durable and sync_parent:
-        sync_directory(path.parent)
+    return temporary
+
+
+def _replace(temporary: str, path: Path) -> None:
+    try:
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise

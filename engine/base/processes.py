@@ -28,10 +28,15 @@ SAME_START = 0.01  # seconds: two start times closer than this are one process (
 def _stat_ticks(pid: int) -> int | None:
     """When ``pid`` started, in clock ticks since boot (``/proc/<pid>/stat``): exact, and no clock step moves it."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return int(handle.read().rsplit(b")", 1)[1].split()[19])
+        descriptor = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return int(os.read(descriptor, 4096).rsplit(b")", 1)[1].split()[19])
     except (OSError, IndexError, ValueError):
         return None
+    finally:
+        os.close(descriptor)
 
 
 def _birth_of(ticks: int) -> str | None:
@@ -212,11 +217,12 @@ def members_of_group(group: int, anchors: Iterable[Tracked]) -> list[Tracked]:
     return found
 
 
-def leftovers_of(pid: int, pidfd: int | None) -> TrackedFamily:
+def leftovers_of(pid: int, pidfd: int | None, identity: tuple[float | None, str | None] | None = None) -> TrackedFamily:
     """What our exited child ``pid`` left in its process group (``sleep 30 &``), found *before* the child is
-    reaped: its zombie still holds the group's number, so every member found is ours."""
+    reaped: its zombie still holds the group's number, so every member found is ours. ``identity``: the child's
+    (:func:`process_identity`) as read when it started, not read again."""
     family = TrackedFamily()
-    started, birth = process_identity(pid)
+    started, birth = identity if identity is not None else process_identity(pid)
     if started is None:
         return family
     leader = Tracked(pid, started, os.dup(pidfd) if pidfd is not None else None, birth)

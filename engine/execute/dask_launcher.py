@@ -265,6 +265,9 @@ class DaskChild:
     def exit_fd(self) -> int | None:
         return self._wake_read
 
+    def identity(self) -> tuple[float | None, str | None]:
+        return None, None  # on another machine: its task reports them (see ``remote``)
+
     def signal_group(self, signum: int) -> None:
         info = self._stream.info
         if info:

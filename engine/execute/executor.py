@@ -22,14 +22,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.base.errors import BackfillError, StateWriteFailed
-from engine.base.processes import TrackedFamily, process_identity
+from engine.base.processes import TrackedFamily
 from engine.dates.durations import format_duration
 from engine.dates.plan import Interval
 from engine.execute.asset_resume import AssetPlan
 from engine.execute.children import ChildFactory
 from engine.execute.executor_snapshot import FINISHED, RUNNING, STARTING, STOPPING, Event, RunningPartition, Snapshot
 from engine.execute.failure_reason import failure_reason
-from engine.execute.launcher import Child, ForkExecLauncher, Launcher
+from engine.execute.launcher import Child, ChildSpec, ForkExecLauncher, Launcher
 from engine.execute.rerun import AssetRerun, PartitionSelection
 from engine.execute.takeover import Takeover
 from engine.interventions.leasing import LeaseKeeper
@@ -92,6 +92,18 @@ class _Pending:
     index: int
     attempts_left: int  # attempts this invocation may still make, this one included
     record: PartitionRecord | None = None  # known already when retrying
+
+
+@dataclass
+class _Launch:
+    """An attempt prepared to start: its record holds it as starting, not yet written."""
+
+    pending: _Pending
+    interval: Interval
+    record: PartitionRecord
+    attempt: Attempt
+    number: int
+    child_spec: ChildSpec
 
 
 @dataclass(kw_only=True)
@@ -459,13 +471,14 @@ class Executor:
         except OSError as error:
             self._storage_failed(error)
 
-    def _write_ahead(self, record: PartitionRecord) -> bool:
-        """Write a record and wait until it is durable; False when it could not be (a full disk stops the run) or
-        this executor was fenced meanwhile: then nothing may start."""
+    def _write_ahead(self, records: list[PartitionRecord]) -> bool:
+        """Write records and wait until they are durable; False when they could not be (a full disk stops the run)
+        or this executor was fenced meanwhile: then nothing may start."""
         if self._storage_error is not None or not self.owns():
             return False
         try:
-            self._writer.write_ahead(self.store.record_path(record.id), record.to_bytes(), index_row(record))
+            path = self.store.record_path
+            self._writer.write_ahead_many([(path(r.id), r.to_bytes(), index_row(r)) for r in records])
         except OSError as error:
             self._storage_failed(error)
             return False
@@ -528,8 +541,12 @@ class Executor:
         return _Pending(index, self.options.retries + 1)
 
     def _launch_available(self) -> None:
+        """Fill the free slots. Their attempts are written ahead together, with one sync of the directory (a
+        group commit: the more children ended since the last turn, the larger the batch), then their children
+        start, each after its own attempt is durable."""
+        batch: list[_Launch] = []
         while (
-            len(self._active) < self.parallel
+            len(self._active) + len(batch) < self.parallel
             and not self._halted
             and self._stop_reason is None
             and self._paused is None
@@ -537,10 +554,28 @@ class Executor:
         ):
             pending = self._next_pending()
             if pending is None:
-                return
-            self._launch(pending)
+                break
+            batch.append(self._prepare(pending))
+        if not batch:
+            return
+        if not self._write_ahead([launch.record for launch in batch]):
+            for launch in batch:
+                self._not_started(launch, "its attempt could not be recorded first")
+            return
+        for launch in batch:
+            if self._halted or self._stop_reason is not None or not self.owns():
+                # Halted by an earlier launch of this batch that failed, stopped by a signal meanwhile, fenced.
+                self._not_started(launch, "the run stopped starting partitions")
+            else:
+                self._launch(launch)
 
-    def _launch(self, pending: _Pending) -> None:
+    def _not_started(self, launch: _Launch, why: str) -> None:
+        attempt = launch.attempt
+        attempt.status, attempt.finished_at, attempt.error = RecordStatus.CANCELLED, now_text(), f"not started: {why}"
+        self._finish(launch.pending.index, launch.record, attempt, launch.pending.attempts_left)
+
+    def _prepare(self, pending: _Pending) -> _Launch:
+        """The next attempt of a partition, not yet written nor started."""
         index = pending.index
         interval = self.plan.interval(index)
         partition_id = self.ids.of(interval.start, interval.end)
@@ -578,28 +613,28 @@ class Executor:
         child_spec = self.factory.child(
             interval, partition_id, run_id, log_path, len(self.plan), assets=assets.run if assets else None
         )
-        # Write-ahead: the attempt is on disk, synced, before its child can start, so a child that ran always has an
-        # attempt record, whatever kills this executor next (a takeover settles a "starting" one: issue 24).
-        if not self._write_ahead(record):
-            attempt.status, attempt.finished_at = RecordStatus.CANCELLED, now_text()
-            attempt.error = "not started: its attempt could not be recorded first"
-            self._finish(index, record, attempt, pending.attempts_left)
-            return
+        return _Launch(pending, interval, record, attempt, number, child_spec)
+
+    def _launch(self, launch: _Launch) -> None:
+        """Start the child of an attempt already written ahead."""
+        index, record, attempt, child_spec = launch.pending.index, launch.record, launch.attempt, launch.child_spec
         attempt.status = RecordStatus.RUNNING
         try:
             child = self.launcher.launch(child_spec)
         except OSError as error:
             attempt.status, attempt.finished_at = RecordStatus.FAILED, now_text()
             attempt.error = f"cannot start {child_spec.argv[0]!r}: {error.strerror or error}"
-            self._finish(index, record, attempt, pending.attempts_left)
+            self._finish(index, record, attempt, launch.pending.attempts_left)
             return
         remoted = hasattr(child, "remote")  # a child on another machine: its identity arrives later
         attempt.pid = child.pid or None
-        attempt.pid_started, attempt.pid_birth = (None, None) if remoted else process_identity(child.pid)
+        attempt.pid_started, attempt.pid_birth = child.identity()
         if remoted:
             attempt.remote = child.remote  # the cluster at least: where a successor looks for it
         self._write(record, durable=False)
-        active = _Active(index, interval, record, attempt, child, time.monotonic(), time.time(), pending.attempts_left)
+        active = _Active(
+            index, launch.interval, record, attempt, child, time.monotonic(), time.time(), launch.pending.attempts_left
+        )
         active.identity_pending = remoted
         fd = child.exit_fd()
         if fd is not None:
@@ -607,8 +642,8 @@ class Executor:
         with self._lock:
             self._active[index] = active
             self.board.set(index, Status.RUNNING)
-            self.board.set_attempts(index, number)
-            self._event("started", index, run_id)
+            self.board.set_attempts(index, launch.number)
+            self._event("started", index, attempt.run_id)
 
     # ---------------------------------------------------------------- waiting and reaping
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from engine.base.atomic import FILE_MODE
-from engine.base.processes import TrackedFamily, exited_unreaped, leftovers_of, signal_own_group
+from engine.base.processes import TrackedFamily, exited_unreaped, leftovers_of, process_identity, signal_own_group
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,10 @@ class Child(Protocol):
 
     def exit_fd(self) -> int | None:
         """A descriptor that becomes readable when the child exits (a pidfd), or None to poll."""
+
+    def identity(self) -> tuple[float | None, str | None]:
+        """The process's start time and birth (``engine.base.processes.process_identity``), read once when it
+        started; (None, None) for a child on another machine, whose task reports them."""
 
     def signal_group(self, signum: int) -> None:
         """Send a signal to the child's whole process group."""
@@ -66,6 +70,7 @@ class _PopenChild:
             self._pidfd: int | None = os.pidfd_open(process.pid)
         except (AttributeError, OSError):
             self._pidfd = None
+        self._identity = process_identity(process.pid)  # unreaped until poll() reaps it: this PID is ours
         self._leftovers: TrackedFamily | None = None
 
     def poll(self) -> int | None:
@@ -75,11 +80,14 @@ class _PopenChild:
                 return None
             if exited and self._leftovers is None:
                 # Found before the reap, while the child's zombie holds its group's number.
-                self._leftovers = leftovers_of(self.pid, self._pidfd)
+                self._leftovers = leftovers_of(self.pid, self._pidfd, self._identity)
         return self._process.poll()
 
     def exit_fd(self) -> int | None:
         return self._pidfd
+
+    def identity(self) -> tuple[float | None, str | None]:
+        return self._identity
 
     def signal_group(self, signum: int) -> None:
         signal_own_group(self._pidfd, self.pid, signum, reaped=self._process.returncode is not None)

@@ -19,7 +19,7 @@ import subprocess
 import orjson
 
 from engine.base.atomic import FILE_MODE
-from engine.base.processes import signal_own_group
+from engine.base.processes import process_identity, signal_own_group
 from engine.base.settings import RUNNER_PARTITIONS
 from engine.execute.children import backfill_program
 from engine.execute.launcher import ChildSpec, start_in_own_session
@@ -52,6 +52,7 @@ class _Runner:
             os.close(replies_write)
         os.set_blocking(self.replies, False)
         self.pid = self.process.pid
+        self.identity = process_identity(self.pid)
         self.buffer = b""
         self.served = 0
 
@@ -119,6 +120,9 @@ class WarmChild:
 
     def exit_fd(self) -> int | None:
         return self._fd  # the same for the whole partition: the executor unregisters it after
+
+    def identity(self) -> tuple[float | None, str | None]:
+        return self._runner.identity  # the runner's, read when it started
 
     def signal_group(self, signum: int) -> None:
         self._runner.signal_group(signum)

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.base.atomic import sync_directory, write_atomic
+from engine.base.atomic import sync_directory, write_atomic, write_atomic_many
 from engine.store.record_index import RecordIndex
 from engine.store.space_reserve import FULL
 
@@ -65,22 +65,37 @@ class RecordWriter:
 
     def write_ahead(self, path: Path, data: bytes, row: Row | None = None) -> None:
         """Write a record durably (file and directory synced) before returning: the attempt recorded before its
-        child starts. On the calling thread when no write of the same file is queued — a batch of other records
-        being synced is not waited for — else queued behind that write and waited for, so a file's writes stay in
-        order either way. (Only the executor's thread queues records, so none can be queued in between.)"""
+        child starts. See :meth:`write_ahead_many`."""
+        self.write_ahead_many([(path, data, row)])
+
+    def write_ahead_many(self, records: list[tuple[Path, bytes, Row | None]]) -> None:
+        """Write records (of distinct files) durably before returning, with one sync of the directory for all of
+        them: the attempts of the children about to start, recorded first (a group commit of launches). On the
+        calling thread when no write of any of these files is queued — a batch of other records being synced is
+        not waited for — else queued behind those writes and waited for, so a file's writes stay in order either
+        way. (Only the executor's thread queues records, so none can be queued in between.)"""
         if self._error is not None:
             raise self._error
         with self._pending_lock:
-            queued = self._pending.get(path, 0)
+            queued = any(self._pending.get(path, 0) for path, _, _ in records)
         if queued:
+            *earlier, (path, data, row) = records
+            for earlier_path, earlier_data, earlier_row in earlier:
+                self.put(earlier_path, earlier_data, durable=True, row=earlier_row)
             self.put_and_wait(path, data, row)
         elif self._may_write():
+            index = self._index
+            rows = [row for _, _, row in records if row is not None] if index is not None else []
+            for row in rows:
+                index.pending(row[0])  # type: ignore[union-attr]  # rows only with an index
             try:
-                self._write_indexed(path, data, row, durable=True, sync_parent=True)
+                write_atomic_many([(path, data) for path, data, _ in records])
             except OSError as error:
                 if error.errno in FULL:
                     self.full = self.full or error
                 raise
+            for row in rows:
+                index.written(*row)  # type: ignore[union-attr]
 
     def put_and_wait(self, path: Path, data: bytes, row: Row | None = None) -> None:
         """Queue a record and return once it, and everything queued before it, is on disk and synced (the

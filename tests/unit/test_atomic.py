@@ -194,3 +194,59 @@ def test_a_temporary_whose_pid_is_written_in_other_digits_is_kept(tmp_path):
     plain.write_text("")
     assert atomic.remove_stale_temporaries(tmp_path) == [plain]
     assert odd.exists() and not plain.exists()
+
+
+def test_a_batch_is_written_and_synced_whole_before_any_rename_then_one_directory_sync(tmp_path, monkeypatch):
+    """write_atomic_many of three records: each temporary file written and fsynced, then the three renames, then
+    one fsync of their directory (not one per file): the group commit of a batch of launches."""
+    calls: list[tuple[str, str]] = []
+    real_open, real_fsync, real_replace = os.open, os.fsync, os.replace
+    names: dict[int, str] = {}
+
+    def spy_open(path, flags, mode=0o777):
+        fd = real_open(path, flags, mode)
+        names[fd] = Path(path).name
+        return fd
+
+    monkeypatch.setattr(atomic.os, "open", spy_open)
+    monkeypatch.setattr(atomic.os, "fsync", lambda fd: (calls.append(("fsync", names[fd])), real_fsync(fd))[1])
+    monkeypatch.setattr(
+        atomic.os, "replace", lambda a, b: (calls.append(("rename", Path(b).name)), real_replace(a, b))[1]
+    )
+    files = [(tmp_path / f"{name}.json", name.encode()) for name in ("a", "b", "c")]
+    atomic.write_atomic_many(files)
+    assert [kind for kind, _ in calls] == ["fsync"] * 3 + ["rename"] * 3 + ["fsync"]
+    assert [name for kind, name in calls if kind == "rename"] == ["a.json", "b.json", "c.json"]
+    assert calls[-1] == ("fsync", tmp_path.name)
+    assert all(name.startswith(".") and name.endswith(".tmp") for _, name in calls[:3])
+    assert [path.read_bytes() for path, _ in files] == [b"a", b"b", b"c"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "b.json", "c.json"]
+
+
+def test_a_batch_that_fails_midway_leaves_later_files_whole_and_no_temporary(tmp_path):
+    """The second of three targets is a directory (its rename fails): the first is replaced, the second and third
+    keep their old state, the error reaches the caller, and no temporary file is left in the directory. A target
+    whose directory does not exist yet gets it made."""
+    first, second, third = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    first.write_bytes(b"old a")
+    second.mkdir()
+    third.write_bytes(b"old c")
+    with pytest.raises(IsADirectoryError):
+        atomic.write_atomic_many([(first, b"new a"), (second, b"new b"), (third, b"new c")])
+    assert first.read_bytes() == b"new a" and second.is_dir() and third.read_bytes() == b"old c"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "b.json", "c.json"]
+    deeper = tmp_path / "made" / "d.json"
+    atomic.write_atomic_many([(deeper, b"d")])
+    assert deeper.read_bytes() == b"d"
+
+
+def test_a_full_disk_in_a_batch_renames_nothing_and_leaves_no_temporary(tiny_disk):
+    """ENOSPC while staging the second file of a batch: no file is replaced (renames come after every file is
+    staged), the first file's temporary is removed, and the error reaches the caller."""
+    first, second = tiny_disk / "a.json", tiny_disk / "b.json"
+    first.write_bytes(b"old a")
+    with pytest.raises(OSError) as error:
+        atomic.write_atomic_many([(first, b"new a"), (second, b"x" * (1 << 20))])
+    assert error.value.errno == 28
+    assert first.read_bytes() == b"old a"
+    assert sorted(p.name for p in tiny_disk.iterdir()) == ["a.json"]

@@ -328,6 +328,19 @@ def test_the_executors_record_writer_keeps_the_index(tmp_path):
     assert_same(store)
 
 
+def test_a_batch_written_ahead_leaves_its_rows_written_not_pending(tmp_path):
+    """Three attempts written ahead together (their records running): right after the call, with the writer still
+    open, the index holds them as running rows, none left pending (a reader would read those files)."""
+    store = new_store(tmp_path)
+    writer = RecordWriter(store.partitions, index=store.index_for_writing(PLAN, id_of))
+    batch = {index: record(index, "running") for index in (4, 5, 6)}
+    writer.write_ahead_many([(store.record_path(r.id), r.to_bytes(), (i, row_of(r))) for i, r in batch.items()])
+    found = record_index.trusted_columns(store.directory, store.partitions, SIZE, ((1, 1),), writer_alive=True)
+    assert found is not None and found.pending == []
+    assert [found.columns[0][index] for index in batch] == [Status.RUNNING] * 3
+    writer.close()
+
+
 def test_a_reader_during_the_executors_write_in_flight_reads_the_file(tmp_path, monkeypatch):
     """The executor's writer thread between a record's rename and its row (held there), its lock held: a reader
     trusts the index but reads the pending partition's file, so it sees the new record, not the row's old one."""

@@ -15,7 +15,7 @@ from engine.store import record_writer as writer_module
 from engine.store.record_writer import RecordWriter
 from tests.hang_guard import finishes
 
-REAL_WRITE = writer_module.write_atomic
+REAL_WRITE, REAL_WRITE_MANY = writer_module.write_atomic, writer_module.write_atomic_many
 
 
 class Disk:
@@ -33,6 +33,16 @@ class Disk:
         return self.held[name]
 
     def write(self, path: Path, data: bytes, *, durable: bool = True, sync_parent: bool = True) -> None:
+        self._check(path, data, durable)
+        REAL_WRITE(path, data, durable=durable, sync_parent=sync_parent)
+
+    def write_many(self, files: list[tuple[Path, bytes]]) -> None:
+        """A batch of write-aheads (always durable), each file held or failing as a single write would be."""
+        for path, data in files:
+            self._check(path, data, True)
+        REAL_WRITE_MANY(files)
+
+    def _check(self, path: Path, data: bytes, durable: bool) -> None:
         if path.name in self.held:  # the first write of the file only
             held = self.held.pop(path.name)
             self.started[path.name].set()
@@ -40,13 +50,13 @@ class Disk:
         if self.failure is not None:
             raise OSError(self.failure, "simulated")
         self.writes.append((path.name, data, durable))
-        REAL_WRITE(path, data, durable=durable, sync_parent=sync_parent)
 
 
 @pytest.fixture
 def disk(monkeypatch) -> Disk:
     simulated = Disk()
     monkeypatch.setattr(writer_module, "write_atomic", simulated.write)
+    monkeypatch.setattr(writer_module, "write_atomic_many", simulated.write_many)
     return simulated
 
 
@@ -187,4 +197,27 @@ def test_every_record_of_a_batch_is_written(tmp_path, disk):
     release.set()
     finishes(writer.drain)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "b.json", "c.json", "x.json"]
+    finishes(writer.close)
+
+
+def test_a_batch_written_ahead_goes_behind_a_queued_version_of_any_of_its_files(tmp_path, disk):
+    """A batch of three write-aheads whose second file still has a queued write: the whole batch goes behind it,
+    in order, each durably, and the call returns only once the last is written; files end with the batch's
+    bytes. With nothing queued the batch is written at once on the caller's thread, with its index rows."""
+    writer = RecordWriter(tmp_path)
+    release = disk.hold("b.json")
+    writer.put(tmp_path / "b.json", b"queued", durable=False)
+    assert disk.started["b.json"].wait(10)
+    batch = [(tmp_path / f"{name}.json", f"ahead {name}".encode(), None) for name in ("a", "b", "c")]
+    done = threading.Event()
+    ahead = threading.Thread(target=lambda: (writer.write_ahead_many(batch), done.set()))
+    ahead.start()
+    assert not done.wait(0.2), "the batch overtook the queued write"
+    release.set()
+    finishes(ahead.join)
+    assert [(name, data) for name, data, _ in disk.writes] == [
+        ("b.json", b"queued"), ("a.json", b"ahead a"), ("b.json", b"ahead b"), ("c.json", b"ahead c")
+    ]  # fmt: skip
+    assert all(durable for _, _, durable in disk.writes[1:])
+    assert [(tmp_path / f"{n}.json").read_bytes() for n in "abc"] == [b"ahead a", b"ahead b", b"ahead c"]
     finishes(writer.close)

@@ -134,3 +134,74 @@ def test_a_write_ahead_never_overtakes_a_queued_write_of_the_same_record(tmp_pat
     writer.write_ahead(other, b"alone")  # nothing queued for it: written at once
     assert other.read_bytes() == b"alone"
     writer.close()
+
+
+class BatchWatchingLauncher(CheckingLauncher):
+    """Also counts the syncs of the records' directory made before each launch."""
+
+    def __init__(self, partitions: Path, syncs: list[Path]) -> None:
+        super().__init__(partitions)
+        self.syncs, self.syncs_seen = syncs, []
+
+    def launch(self, spec):
+        self.syncs_seen.append(sum(1 for path in self.syncs if path == self.partitions))
+        return super().launch(spec)
+
+
+def test_the_attempts_of_a_turn_are_written_ahead_together_with_one_directory_sync(work, monkeypatch):
+    """Four slots free at the start: the four attempts are on disk as starting before the first child starts
+    (each launch sees its own attempt there), and the records' directory was synced once for the four."""
+    from engine.base import atomic
+
+    syncs: list[Path] = []
+    real_sync = atomic.sync_directory
+    monkeypatch.setattr(atomic, "sync_directory", lambda path: (syncs.append(Path(path)), real_sync(path))[1])
+    prepared = prepare(work, "true {start}", 4, max_parallel=4)
+    launcher = BatchWatchingLauncher(prepared.store.partitions, syncs)
+    assert prepared.executor(launcher=launcher).run().status == "succeeded"
+    assert launcher.seen == [RecordStatus.STARTING] * 4
+    assert launcher.syncs_seen == [1, 1, 1, 1]
+
+
+class FailingFirstLauncher(ForkExecLauncher):
+    """The first launch cannot start its program (as a missing executable would fail); the rest are counted."""
+
+    def __init__(self) -> None:
+        self.launched = 0
+
+    def launch(self, spec):
+        self.launched += 1
+        if self.launched == 1:
+            raise FileNotFoundError(2, "No such file or directory")
+        return super().launch(spec)
+
+
+def test_a_launch_that_fails_stops_the_rest_of_its_batch_from_starting(work):
+    """Three attempts written ahead together; the first cannot start and --on-failure stop halts the run: the
+    other two never start, their attempts end cancelled ("not started"), and a resume would run them."""
+    prepared = prepare(work, "true {start}", 3, max_parallel=3, on_failure="stop")
+    launcher = FailingFirstLauncher()
+    outcome = prepared.executor(launcher=launcher).run()
+    assert outcome.status == "failed" and launcher.launched == 1
+    attempts = [r["attempts"] for r in records(prepared.store.directory)]
+    assert [[a["status"] for a in attempt] for attempt in attempts] == [["failed"], ["cancelled"], ["cancelled"]]
+    assert attempts[1][0]["error"] == "not started: the run stopped starting partitions"
+
+
+def test_a_childs_identity_is_read_once_and_still_finds_what_it_left_behind(work, monkeypatch):
+    """Each child's start time and birth are read from /proc once, when it starts (not again at its exit), and
+    what it left in its process group (``sleep 30 &``) is still found with them and stopped."""
+    from engine.base import processes
+
+    read: list[int] = []
+    real = processes._stat_ticks
+    monkeypatch.setattr(processes, "_stat_ticks", lambda pid: (read.append(pid), real(pid))[1])
+    prepared = prepare(work, "sh -c 'sleep 30 & echo $! > {partition_id}.left'", 2, max_parallel=2)
+    outcome = prepared.executor(grace=2.0).run()
+    assert outcome.status == "succeeded"
+    children = [a["pid"] for r in records(prepared.store.directory) for a in r["attempts"]]
+    assert len(children) == 2 and [read.count(pid) for pid in children] == [1, 1]
+    assert len(list(work.glob("*.left"))) == 2
+    for left in work.glob("*.left"):
+        pid = int(left.read_text())
+        assert not processes.psutil.pid_exists(pid) or processes.psutil.Process(pid).status() == "zombie"
