@@ -135,10 +135,11 @@ def main() -> None:
         scheduler_cpu = statistics.median(v for k, v in SCHEDULER_CPU_SECONDS.items() if "dask-local:4" in k)
         scheduler_cpu = scheduler_cpu / 2000 * 1000
         floor = dask_floor()
-        local_each = local / 2000 * 1000
+        local_each, dask_each = local / 2000 * 1000, dask / 2000 * 1000
         print(
             f"    Dask's own floor: a no-op task 4 at a time {floor:.1f} ms/task ({floor / local_each:.1f}× "
-            f"local's whole partition)\n"
+            f"local's whole partition); a partition on dask-local:4 costs {dask_each / floor:.2f}× it "
+            f"[{verdict(dask_each / floor, 1.5)} ≤ 1.5]\n"
             f"    CPU per partition: executor process {parent_cpu:.1f} ms (one core drives "
             f"{1000 / parent_cpu:.0f} partitions/s), scheduler process {scheduler_cpu:.1f} ms (one core schedules "
             f"{1000 / scheduler_cpu:.0f}/s)"

@@ -17,6 +17,7 @@ import orjson
 
 from engine.pipeline.asset_status import AssetStatus
 from engine.store import audit
+from engine.store.bulk_marks import read_bulk_marks
 from engine.store.manifest import spec_of
 from engine.store.records import Attempt, PartitionRecord, RecordStatus
 from engine.store.state_store import StateStore, saved_backfill_dirs
@@ -238,8 +239,9 @@ def marked_runs(backfills: list[EarlierBackfill], history: History, pipeline_dir
     """Partitions of saved backfills of this pipeline whose *current* record says an operator marked them
     succeeded *with* ``--rows``, as past runs: such a mark satisfies coverage and row-count checks like a run
     (one without rows does not). The audit only says which partitions were ever marked; the record decides,
-    so a mark later retracted (marked ``failed``, or run again) covers nothing. A mark with ``--asset`` stands
-    for that asset; one of the whole partition for the assets the backfill's own runs ran."""
+    so a mark later retracted (marked ``failed``, or run again) covers nothing. A bulk mark's partitions are read
+    from its file (its audit lines name slices). A mark with ``--asset`` stands for that asset; one of the whole
+    partition for the assets the backfill's own runs ran."""
     inside = str(pipeline_dir)
     found: list[PastRun] = []
     for backfill in backfills:
@@ -254,13 +256,23 @@ def marked_runs(backfills: list[EarlierBackfill], history: History, pipeline_dir
                 and line.get("partition_id")
             ):
                 wanted.setdefault(line["partition_id"], set()).add(line.get("asset"))
-        if not wanted:
-            continue
         store = StateStore(backfill.directory)
         try:
+            bulk = [
+                mark
+                for mark in read_bulk_marks(backfill.directory)
+                if mark.to == RecordStatus.SUCCEEDED and isinstance(mark.rows, int)
+            ]
+            if not (wanted or bulk):
+                continue
             spec = spec_of(store.read_manifest())
         except Exception:  # an unreadable neighbour is not our backfill's problem
             continue
+        for mark in bulk:
+            for index in mark.numbers:
+                if 0 <= index < len(spec.plan):
+                    interval = spec.plan.interval(index)
+                    wanted.setdefault(spec.ids.of(interval.start, interval.end), set()).add(mark.asset)
         ran = {name for run in history.runs if run.backfill_id == backfill.id for name in run.assets}
         for partition_id, marked in wanted.items():
             try:

@@ -204,20 +204,27 @@ def _mark(request: Request, holder: Holder) -> Result:
     }
     board = holder.board
     numbers: dict[int, int] = {}  # a bulk mark: partition index → the number of its mark entry
+    slices = _Slices(common, stem, asset, to, rows)
     for index in indices:
         interval = plan.interval(index)
         partition_id = ids.of(interval.start, interval.end)
         attempted = board.attempts(index)
-        record = store.read_record(partition_id, plan, ids.of) if attempted else None
-        before = record.status if record is not None else board.status(index).label
-        previous = record.attempts[-1].error if record is not None and record.attempts else None
+        before = board.status(index).label
+        # A bulk mark reads a record only for the rows it stated (a partition already so, marked with --rows or
+        # an asset): the board (the record index) has each status and entry count, and a slice's audit line
+        # keeps no message. A few partitions are written one by one: their records are read and extended.
+        restated = before == to and not (asset is None and rows is None)
+        record = store.read_record(partition_id, plan, ids.of) if attempted and (durable or restated) else None
+        if record is not None:
+            before = record.status  # the record's word (a board may lag it)
         stated = _stated_rows(record)
         if before == to and asset is None and (rows is None or rows == stated):
             continue  # already so (with these rows, if any): no entry, nothing changes
-        number = (len(record.attempts) if record is not None else 0) + 1
+        number = (len(record.attempts) if record is not None else attempted) + 1
         if durable:
             if record is None:
                 record = PartitionRecord.fresh(partition_id, interval, formatter, RecordStatus.QUEUED)
+            previous = record.attempts[-1].error if record.attempts else None
             record.attempts.append(
                 Attempt(
                     run_id=f"{store.id}-p{index}-m{number}",
@@ -238,24 +245,26 @@ def _mark(request: Request, holder: Holder) -> Result:
                 record.status = to
             holder.before_write()
             store.write_record(record, durable=True)
+            lines.append(
+                audit.bulk_entry(
+                    common,
+                    stem,
+                    len(lines),
+                    partition_id=partition_id,
+                    asset=asset,
+                    action="MARK",
+                    from_status=before,
+                    to_status=to,
+                    target_count=rows,
+                    previous_count=stated if before == to else None,
+                    previous_message=previous,
+                )
+            )
         else:
             numbers[index] = number
+            slices.add(index, partition_id, before, stated if before == to else None)
         changes.append((index, Status.parse(to if asset is None else before), number))
-        lines.append(
-            audit.bulk_entry(
-                common,
-                stem,
-                len(lines),
-                partition_id=partition_id,
-                asset=asset,
-                action="MARK",
-                from_status=before,
-                to_status=to,
-                target_count=rows,
-                previous_count=stated if before == to else None,
-                previous_message=previous,
-            )
-        )
+    lines += slices.lines()
     if not changes:
         return Result(EXIT_OK, f"every selected partition is {to} already: nothing was marked")
     holder.before_write()
@@ -274,6 +283,65 @@ def _mark(request: Request, holder: Holder) -> Result:
     return Result(
         EXIT_OK, f"marked {what}{len(changes)} partition{'s' if len(changes) != 1 else ''} {to}", len(changes)
     )
+
+
+@dataclass
+class _Slice:
+    first: int
+    last: int
+    first_id: str
+    last_id: str
+    before: str
+    previous_count: int | None
+
+
+class _Slices:
+    """The audit lines of a bulk mark: one per slice, a run of consecutive partitions that were in the same
+    status (and stated the same rows) before it: a mark of a million partitions leaves a few lines, not a million.
+    Each partition's own history stays in its record; the bulk mark's file lists every partition it marked."""
+
+    def __init__(self, common: dict, stem: str, asset: str | None, to: str, rows: int | None) -> None:
+        self._common, self._stem, self._asset, self._to, self._rows = common, stem, asset, to, rows
+        self._open: _Slice | None = None
+        self._lines: list[dict] = []
+
+    def add(self, index: int, partition_id: str, before: str, previous_count: int | None) -> None:
+        current = self._open
+        if (
+            current
+            and current.last == index - 1
+            and (current.before, current.previous_count) == (before, previous_count)
+        ):
+            current.last, current.last_id = index, partition_id
+            return
+        self._close()
+        self._open = _Slice(index, index, partition_id, partition_id, before, previous_count)
+
+    def _close(self) -> None:
+        current = self._open
+        if current is None:
+            return
+        self._lines.append(
+            audit.bulk_entry(
+                self._common,
+                self._stem,
+                len(self._lines),
+                partition_id=current.first_id,
+                last_partition_id=current.last_id,
+                partitions=current.last - current.first + 1,
+                asset=self._asset,
+                action="MARK",
+                from_status=current.before,
+                to_status=self._to,
+                target_count=self._rows,
+                previous_count=current.previous_count,
+            )
+        )
+        self._open = None
+
+    def lines(self) -> list[dict]:
+        self._close()
+        return self._lines
 
 
 def _stated_rows(record: PartitionRecord | None) -> int | None:

@@ -41,6 +41,8 @@ FIELDS = (
     "id",
     "backfill_id",
     "partition_id",
+    "last_partition_id",  # a slice of a bulk mark: its last partition (partition_id is its first)
+    "partitions",  # how many partitions a slice holds (consecutive in the plan); None for one partition
     "asset",
     "action",
     "from_status",
@@ -83,6 +85,18 @@ def bulk_entry(common: dict[str, Any], stem: str, number: int, **values: Any) ->
     line.update(values)
     line["id"] = f"{stem}-{number}"
     return line
+
+
+def subject(line: dict[str, Any]) -> str:
+    """What an entry is about, as a screen shows it: ``3fa2c1d0e4b5``, a slice of a bulk mark as
+    ``3fa2c1d0e4b5 +99,999`` (its first partition and how many follow it), an asset after it, or ``backfill``."""
+    what = str(line.get("partition_id") or "backfill")[:12]
+    count = line.get("partitions")
+    if isinstance(count, int) and count > 1:
+        what += f" +{count - 1:,}"
+    if line.get("asset"):
+        what += f" {line['asset']}"
+    return what
 
 
 def append(directory: Path, entries: Iterable[dict[str, Any]]) -> int:

@@ -131,8 +131,8 @@ def test_a_status_filter_selects_what_has_that_status_now(holder):
 
 
 def test_a_mark_of_many_partitions_is_one_bulk_file(holder):
-    """Over DURABLE_ONE_BY_ONE partitions: no record file, one bulk mark every reader merges; the board and the
-    audit (one line per partition, one ID stem) as for a few."""
+    """Over DURABLE_ONE_BY_ONE partitions: no record file, one bulk mark every reader merges; the board as for
+    a few, and one audit line for the slice of consecutive partitions."""
     indices = list(range(DURABLE_ONE_BY_ONE + 1))
     result = apply(request("mark", indices=indices, to="skipped"), holder)
     assert result.changed == len(indices)
@@ -141,8 +141,8 @@ def test_a_mark_of_many_partitions_is_one_bulk_file(holder):
     assert holder.store.read_record(holder.spec.ids.of(*_bounds(holder, 7)), holder.spec.plan,
                                     holder.spec.ids.of).status == "skipped"  # fmt: skip
     assert all(holder.board.status(i) is Status.SKIPPED for i in indices)
-    found = lines(holder)
-    assert len(found) == len(indices) and len({x["id"].rsplit("-", 1)[0] for x in found}) == 1
+    [found] = lines(holder)  # one slice: every partition was queued
+    assert (found["partitions"], found["from_status"], found["to_status"]) == (len(indices), "queued", "skipped")
     few = apply(request("mark", indices=list(range(DURABLE_ONE_BY_ONE)), to="failed"), holder)
     assert few.changed == DURABLE_ONE_BY_ONE and len(list(holder.store.partitions.glob("*.json"))) == 64
 
@@ -575,3 +575,65 @@ def test_a_stop_without_a_live_executor_or_without_partitions_is_refused(holder,
     assert (empty.exit_code, empty.message) == (2, "name the running partitions to stop (--ids)")
     assert apply(request("stop"), live).exit_code == 2
     assert not lines(holder)
+
+
+def slices(holder: Holder) -> list[tuple]:
+    """The audit's MARK lines as (first partition, last partition, count, from status, previous count)."""
+    plan, ids = holder.spec.plan, holder.spec.ids
+    number = {ids.of(plan.interval(i).start, plan.interval(i).end): i for i in range(len(plan))}
+    return [
+        (number[x["partition_id"]], number.get(x["last_partition_id"]), x["partitions"], x["from_status"],
+         x["previous_count"])
+        for x in lines(holder) if x["action"] == "MARK"
+    ]  # fmt: skip
+
+
+def count_reads(holder: Holder, monkeypatch) -> list[str]:
+    read: list[str] = []
+    real = type(holder.store).read_record
+    monkeypatch.setattr(
+        type(holder.store), "read_record", lambda self, pid, *a: (read.append(pid), real(self, pid, *a))[1]
+    )
+    return read
+
+
+def test_a_bulk_mark_reads_no_record_and_audits_one_line_per_slice(holder, monkeypatch):
+    """Partitions 10-19 failed and 30-34 succeeded (one by one, so with records); a mark of all 100 succeeded reads
+    no record, leaves 30-34 alone, and audits four slices of consecutive partitions that were in one status; each
+    mark entry is numbered after the partition's history, so every record read back ends with it."""
+    apply(request("mark", indices=list(range(10, 20)), to="failed"), holder)
+    apply(request("mark", indices=list(range(30, 35)), to="succeeded", rows=5), holder)
+    before = len(lines(holder))
+    read = count_reads(holder, monkeypatch)
+    result = apply(request("mark", indices=list(range(100)), to="succeeded"), holder)
+    assert result.changed == 95 and read == []
+    assert slices(holder)[before:] == [
+        (0, 9, 10, "queued", None), (10, 19, 10, "failed", None), (20, 29, 10, "queued", None),
+        (35, 99, 65, "queued", None),
+    ]  # fmt: skip
+    monkeypatch.undo()
+    plan, ids = holder.spec.plan, holder.spec.ids
+    for index, entries in ((0, 1), (15, 2), (32, 1), (99, 1)):
+        interval = plan.interval(index)
+        merged = holder.store.read_record(ids.of(interval.start, interval.end), plan, ids.of)
+        assert len(merged.attempts) == entries and merged.status == "succeeded"
+        assert merged.attempts[-1].run_id == f"{holder.store.id}-p{index}-m{entries}"
+
+
+def test_a_bulk_mark_with_rows_reads_only_what_states_rows_and_slices_by_them(holder, monkeypatch):
+    """Every partition succeeded already (30-34 with 5 rows): a mark of 0-69 with --rows 7 reads the records of
+    those already succeeded (for the rows they stated) and nothing else, and its slices split where the previous
+    count changes. The same mark again changes nothing; an asset's mark keeps the rows each partition stated."""
+    apply(request("mark", indices=list(range(100)), to="succeeded"), holder)
+    apply(request("mark", indices=list(range(30, 35)), to="succeeded", rows=5), holder)
+    before = len(lines(holder))
+    read = count_reads(holder, monkeypatch)
+    result = apply(request("mark", indices=list(range(70)), to="succeeded", rows=7), holder)
+    assert result.changed == 70 and len(read) == 70
+    assert slices(holder)[before:] == [
+        (0, 29, 30, "succeeded", None), (30, 34, 5, "succeeded", 5), (35, 69, 35, "succeeded", None)
+    ]  # fmt: skip
+    again = apply(request("mark", indices=list(range(70)), to="succeeded", rows=7), holder)
+    assert again.changed == 0 and len(lines(holder)) == before + 3
+    asset = apply(request("mark", indices=list(range(72)), to="succeeded", asset="mart.x"), holder)
+    assert asset.changed == 72 and slices(holder)[-2:] == [(0, 69, 70, "succeeded", 7), (70, 71, 2, "succeeded", None)]

@@ -228,3 +228,24 @@ def test_an_unreadable_neighbour_gives_no_marks(tmp_path, damage):
     else:
         (saved.store.partitions / f"{zero.id}.json").write_text("{")
     assert marked_runs([backfill], History(), tmp_path / "p") == []
+
+
+def test_partitions_of_a_bulk_mark_with_rows_stand_for_runs_though_the_audit_holds_one_slice(tmp_path):
+    """A mark of 70 partitions succeeded with rows (one bulk mark, one audit line for the slice): every one of the
+    70 is a past run of the asset with those rows; the slice's line alone names only its first partition."""
+    from engine.interventions.apply import CommandHolder, apply
+    from engine.interventions.requests import Request
+
+    saved = saved_command_backfill(tmp_path, end="2024-04-09")
+    backfill = earlier_backfills(saved.store.directory.parent)[0]
+    pipeline_dir = tmp_path / "p"
+    backfill = type(backfill)(**{**backfill.__dict__, "target_path": str(pipeline_dir / "pipeline.yml")})
+    holder = CommandHolder(saved.store, saved.spec, saved.board, "test")
+    marked = Request("mark", "loaded by hand", "ops", "2026-12-01T00:00:00Z",
+                     {"indices": list(range(5, 75)), "to": "succeeded", "rows": 7, "asset": "a"})  # fmt: skip
+    assert apply(marked, holder).changed == 70
+    assert [line["partitions"] for line in audit.read(saved.store.directory).entries] == [70]
+    found = marked_runs([backfill], History(), pipeline_dir)
+    plan = saved.spec.plan
+    assert sorted(run.start for run in found) == [plan.interval(index).start for index in range(5, 75)]
+    assert {(tuple(run.assets), run.assets["a"].rows_in_interval) for run in found} == {(("a",), 7)}

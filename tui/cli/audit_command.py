@@ -96,9 +96,7 @@ def _parse(line: bytes) -> dict | None:
 def entry_text(line: dict, paint: Paint) -> str:
     """``2026-11-30T21:40:00Z  MARK  3fa2c1d0e4b5  failed → succeeded  ann@box: loaded by hand (rows 1200)``"""
     action = str(line.get("action"))
-    what = str(line.get("partition_id") or "backfill")[:12]
-    if line.get("asset"):
-        what += f" {line['asset']}"
+    what = audit.subject(line)
     change = f"{line.get('from_status') or '—'} → {line.get('to_status') or '—'}"
     rows = f" (rows {line['target_count']})" if line.get("target_count") is not None else ""
     if rows and line.get("from_status") == line.get("to_status"):  # rows stated on a partition already so

@@ -22,6 +22,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Footer, Static
 
+from engine.store import audit
 from engine.store.audit import AUDIT
 
 ACTION_STYLES = {
@@ -55,9 +56,7 @@ def summary(entry: dict | None) -> list[tuple[str, Style]]:
     if entry is None:
         return [("torn line (a crash while appending): kept as written", TORN)]
     action = str(entry.get("action"))
-    what = str(entry.get("partition_id") or "backfill")[:12]
-    if entry.get("asset"):
-        what += f" {entry['asset']}"
+    what = audit.subject(entry)
     change = f"{entry.get('from_status') or '—'} → {entry.get('to_status') or '—'}"
     return [
         (f"{str(entry.get('applied_at') or '')[:19]}  ", DIM),
