@@ -22,10 +22,9 @@ import tempfile
 from collections.abc import Callable
 
 from engine.base.errors import BadInput
+from engine.base.internal_verbs import LOCAL_CLUSTER_VERB
 from engine.base.parent_death import set_parent_death_signal
 from engine.execute.children import backfill_program
-
-LOCAL_CLUSTER_VERB = "__local-cluster"  # internal: `backfill __local-cluster N EXECUTOR_PID`
 
 LOCAL_CLUSTER_CONFIG = {
     # We own retries and their records: the scheduler must never rerun an attempt on its own.

@@ -19,12 +19,12 @@ import subprocess
 import orjson
 
 from engine.base.atomic import FILE_MODE
+from engine.base.internal_verbs import RUNNER_VERB
 from engine.base.processes import process_identity, signal_own_group
 from engine.base.settings import RUNNER_PARTITIONS
 from engine.execute.children import backfill_program
 from engine.execute.launcher import ChildSpec, start_in_own_session
 
-RUNNER_VERB = "__warm-runner"
 SHUTDOWN_SECONDS = 10.0  # a runner closing its databases at the end of the run gets this long before SIGKILL
 # A runner is replaced after serving this many partitions: DuckDB's native memory grows with the runs one
 # process has served (about 6 % per 1 000 runs of the example; Python objects do not grow), so recycling

@@ -42,3 +42,21 @@ def test_ruff_is_clean():
     """ruff check reports nothing."""
     result = subprocess.run([*_tool("ruff"), "check", "."], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_backfill_list_loads_neither_the_executor_nor_a_launcher(tmp_path):
+    """`backfill list` of a saved backfill reads one summary per backfill: it imports no executor, launcher,
+    guardrails, template engine, DuckDB or Textual (each costs its start-up time, which `list` is measured by)."""
+    from tests.saved_backfills import saved_command_backfill
+
+    (tmp_path / ".git").mkdir()
+    saved = saved_command_backfill(tmp_path, end="2024-01-03")
+    script = (
+        "import sys; from tui.cli.main import main; main(['list', '--state-dir', 'states']); "
+        "print('LOADED', *sorted(m for m in sys.modules if m.startswith(('engine.execute', 'engine.guardrails', "
+        "'engine.interventions', 'jinja2', 'duckdb', 'textual', 'distributed'))))"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    listed, loaded = result.stdout.rsplit("LOADED", 1)
+    assert saved.store.id in listed and loaded.split() == []

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from engine.base.errors import BadInput
-from engine.execute.backfill import Loaded, load_backfill, shown_parallelism
 from engine.store.catalog import (
     COMPLETE,
     BackfillSummary,
@@ -26,6 +25,9 @@ from tui import human
 from tui.cli.arguments import list_parser, show_parser, watch_parser
 from tui.cli.state_output import write_state_json
 from tui.cli.terminal import Paint, colors_enabled, dashboard_possible
+
+if TYPE_CHECKING:
+    from engine.execute.backfill import Loaded
 
 STATE_STYLES = {
     "complete": "green",
@@ -148,6 +150,7 @@ def show_command(argv: list[str]) -> int:
         from tui.cli.browser import browse
 
         return browse(root=None, backfill_id=args.id, state_dir=args.state_dir, no_color=args.no_color)
+    from engine.execute.backfill import load_backfill, shown_parallelism  # not for `list`: executor, pipelines
     from tui.cli.reconcile_command import expired_lease_note
 
     loaded = load_backfill(args.id, args.state_dir, Path.cwd())
@@ -220,6 +223,8 @@ def interventions_json(directory: Path) -> dict[str, Any]:
 
 
 def write_show_json(loaded: Loaded, statuses: frozenset[Status] | None, offset: int, limit: int) -> None:
+    from engine.execute.backfill import shown_parallelism
+
     options = resume_options(loaded.manifest, loaded.store.directory)
     summary = summarize(loaded.store, loaded.manifest, counts=loaded.board.counts())
     extra: dict[str, Any] = {

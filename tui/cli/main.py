@@ -12,8 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from engine.base.errors import EXIT_BAD_INPUT, EXIT_CANCELLED, EXIT_FAILED, BackfillError, NothingToRun
-from engine.execute.local_cluster import LOCAL_CLUSTER_VERB
-from engine.execute.warm_launcher import RUNNER_VERB
+from engine.base.internal_verbs import LOCAL_CLUSTER_VERB, RUNNER_VERB
 from tui.cli.arguments import IMPLEMENTED_VERBS, VERBS, UsageError
 
 
