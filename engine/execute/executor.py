@@ -543,7 +543,8 @@ class Executor:
     def _launch_available(self) -> None:
         """Fill the free slots. Their attempts are written ahead together, with one sync of the directory (a
         group commit: the more children ended since the last turn, the larger the batch), then their children
-        start, each after its own attempt is durable."""
+        start, each after its own attempt is durable: a child that ran always has an attempt record, whatever
+        kills this executor next (a takeover settles a "starting" one: issue 24)."""
         batch: list[_Launch] = []
         while (
             len(self._active) + len(batch) < self.parallel
