@@ -87,15 +87,13 @@ def write_atomic_many(files: list[tuple[Path, bytes]], *, mode: int = FILE_MODE)
     batch (a group commit): every file is written and synced before the first rename. On an error the files not
     yet renamed keep their old contents and no temporary file is left; those renamed may or may not be durable."""
     staged: list[tuple[str, Path]] = []
-    renamed = 0
     try:
         for path, data in files:
             staged.append((_staged(path, data, mode, True), path))
         for temporary, path in staged:
             _replace(temporary, path)
-            renamed += 1
     except BaseException:
-        for temporary, _ in staged[renamed:]:
+        for temporary, _ in staged:  # those renamed already are gone: nothing to remove
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
         raise

@@ -224,17 +224,18 @@ def test_a_batch_is_written_and_synced_whole_before_any_rename_then_one_director
 
 
 def test_a_batch_that_fails_midway_leaves_later_files_whole_and_no_temporary(tmp_path):
-    """The second of three targets is a directory (its rename fails): the first is replaced, the second and third
-    keep their old state, the error reaches the caller, and no temporary file is left in the directory. A target
-    whose directory does not exist yet gets it made."""
-    first, second, third = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    """The third of four targets is a directory (its rename fails): the first two are replaced, the third and
+    fourth keep their old state, the error reaches the caller, and no temporary file is left in the directory. A
+    target whose directory does not exist yet gets it made."""
+    first, second, third, fourth = (tmp_path / f"{name}.json" for name in "abcd")
     first.write_bytes(b"old a")
-    second.mkdir()
-    third.write_bytes(b"old c")
+    third.mkdir()
+    fourth.write_bytes(b"old d")
     with pytest.raises(IsADirectoryError):
-        atomic.write_atomic_many([(first, b"new a"), (second, b"new b"), (third, b"new c")])
-    assert first.read_bytes() == b"new a" and second.is_dir() and third.read_bytes() == b"old c"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "b.json", "c.json"]
+        atomic.write_atomic_many([(first, b"new a"), (second, b"new b"), (third, b"new c"), (fourth, b"new d")])
+    assert (first.read_bytes(), second.read_bytes(), fourth.read_bytes()) == (b"new a", b"new b", b"old d")
+    assert third.is_dir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "b.json", "c.json", "d.json"]
     deeper = tmp_path / "made" / "d.json"
     atomic.write_atomic_many([(deeper, b"d")])
     assert deeper.read_bytes() == b"d"
@@ -250,3 +251,20 @@ def test_a_full_disk_in_a_batch_renames_nothing_and_leaves_no_temporary(tiny_dis
     assert error.value.errno == 28
     assert first.read_bytes() == b"old a"
     assert sorted(p.name for p in tiny_disk.iterdir()) == ["a.json"]
+
+
+def test_the_original_error_survives_a_failed_cleanup_of_a_write(tmp_path, monkeypatch):
+    """Writing the temporary file fails and it is already gone: the caller sees the write's error (a full disk),
+    not a FileNotFoundError from the cleanup; nothing is left behind."""
+    import errno
+
+    def failing_write(descriptor, _data):
+        for name in os.listdir(tmp_path):
+            os.unlink(tmp_path / name)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(atomic.os, "write", failing_write)
+    with pytest.raises(OSError) as raised:
+        write_atomic(tmp_path / "record.json", b"{}")
+    assert raised.value.errno == errno.ENOSPC
+    assert list(tmp_path.iterdir()) == []

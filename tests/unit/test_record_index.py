@@ -341,6 +341,37 @@ def test_a_batch_written_ahead_leaves_its_rows_written_not_pending(tmp_path):
     writer.close()
 
 
+def test_a_batch_queued_behind_another_write_still_writes_its_rows(tmp_path):
+    """A batch written ahead while one of its files has a write queued (the writer's thread held on it): once
+    the call returns, every record of the batch is the index's running row, none pending; a writer without an
+    index (none could be built) takes the same batch with its rows and writes the files alone."""
+    store = new_store(tmp_path)
+    gate, entered = threading.Event(), threading.Event()
+
+    def may_write() -> bool:
+        entered.set()
+        return gate.wait(30)
+
+    writer = RecordWriter(store.partitions, may_write, index=store.index_for_writing(PLAN, id_of))
+    old = record(5, "failed")
+    writer.put(store.record_path(old.id), old.to_bytes(), durable=False, row=(5, row_of(old)))
+    assert entered.wait(10)
+    batch = {index: record(index, "running") for index in (4, 5, 6)}
+    entries = [(store.record_path(r.id), r.to_bytes(), (i, row_of(r))) for i, r in batch.items()]
+    done = threading.Thread(target=writer.write_ahead_many, args=(entries,))
+    done.start()
+    gate.set()
+    done.join(30)
+    found = record_index.trusted_columns(store.directory, store.partitions, SIZE, ((1, 1),), writer_alive=True)
+    assert found is not None and found.pending == []
+    assert [found.columns[0][index] for index in batch] == [Status.RUNNING] * 3
+    writer.close()
+    bare = RecordWriter(tmp_path / "elsewhere")
+    bare.write_ahead_many([(tmp_path / "elsewhere" / "r.json", b"{}", entries[0][2])])
+    assert (tmp_path / "elsewhere" / "r.json").read_bytes() == b"{}"
+    bare.close()
+
+
 def test_a_reader_during_the_executors_write_in_flight_reads_the_file(tmp_path, monkeypatch):
     """The executor's writer thread between a record's rename and its row (held there), its lock held: a reader
     trusts the index but reads the pending partition's file, so it sees the new record, not the row's old one."""
