@@ -598,19 +598,24 @@ def count_reads(holder: Holder, monkeypatch) -> list[str]:
 
 
 def test_a_bulk_mark_reads_no_record_and_audits_one_line_per_slice(holder, monkeypatch):
-    """Partitions 10-19 failed and 30-34 succeeded (one by one, so with records); a mark of all 100 succeeded reads
-    no record, leaves 30-34 alone, and audits four slices of consecutive partitions that were in one status; each
+    """Partitions 10-19 and 50 failed, 30-34 succeeded (one by one, so with records); a mark of all 100 succeeded
+    reads no record, leaves 30-34 alone, and audits six slices (numbered, one stem) of consecutive partitions that
+    were in one status, 50 alone in its own; each
     mark entry is numbered after the partition's history, so every record read back ends with it."""
     apply(request("mark", indices=list(range(10, 20)), to="failed"), holder)
     apply(request("mark", indices=list(range(30, 35)), to="succeeded", rows=5), holder)
+    apply(request("mark", indices=[50], to="failed"), holder)
     before = len(lines(holder))
     read = count_reads(holder, monkeypatch)
     result = apply(request("mark", indices=list(range(100)), to="succeeded"), holder)
     assert result.changed == 95 and read == []
     assert slices(holder)[before:] == [
         (0, 9, 10, "queued", None), (10, 19, 10, "failed", None), (20, 29, 10, "queued", None),
-        (35, 99, 65, "queued", None),
+        (35, 49, 15, "queued", None), (50, 50, 1, "failed", None), (51, 99, 49, "queued", None),
     ]  # fmt: skip
+    made = lines(holder)[before:]
+    assert [line["id"].rsplit("-", 1)[1] for line in made] == ["0", "1", "2", "3", "4", "5"]
+    assert len({line["id"].rsplit("-", 1)[0] for line in made}) == 1
     monkeypatch.undo()
     plan, ids = holder.spec.plan, holder.spec.ids
     for index, entries in ((0, 1), (15, 2), (32, 1), (99, 1)):
@@ -637,3 +642,5 @@ def test_a_bulk_mark_with_rows_reads_only_what_states_rows_and_slices_by_them(ho
     assert again.changed == 0 and len(lines(holder)) == before + 3
     asset = apply(request("mark", indices=list(range(72)), to="succeeded", asset="mart.x"), holder)
     assert asset.changed == 72 and slices(holder)[-2:] == [(0, 69, 70, "succeeded", 7), (70, 71, 2, "succeeded", None)]
+    assert {(line["asset"], line["target_count"]) for line in lines(holder)[-2:]} == {("mart.x", None)}
+    assert {(line["asset"], line["target_count"]) for line in lines(holder)[before : before + 3]} == {(None, 7)}
