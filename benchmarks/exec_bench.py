@@ -2,7 +2,8 @@
 
 (a) 2000 partitions of ``true`` at --max-parallel 4 against ``xargs -P 4`` and GNU ``parallel -j 4`` (when
     installed: ``apt install parallel``) running the same 2000 commands, measured in the same run (median of
-    several). Target ratio to xargs ≤ 1.5 (issue 28).
+    several). Target ratio to xargs ≤ 1.5 (issue 28). Then the floor under it: Python's own launch of ``true``
+    (``subprocess.Popen``, and ``os.posix_spawn``), 4 in flight, in milliseconds a child.
 (b) Peak RSS of the parent during a 1 000 000-partition backfill of ``true``, stopped with SIGINT
     after a few seconds. Target ≤ 150 MB.
 (d) Peak RSS of the executor after 20 000, 200 000 and 1 000 000 partitions of ``true`` *processed*
@@ -66,6 +67,47 @@ def bench_ratio(work: Path, runs: int) -> None:
         print("    GNU parallel: not installed (apt install parallel), not compared")
     else:
         print(f"    GNU parallel -j 4 {median(gnu):.3f} s: backfill's ratio to it {median(ours) / median(gnu):.2f}")
+
+
+def bench_launch_floor(children: int = 1000, runs: int = 5) -> None:
+    """What Python's own launch costs, the floor under (a): ``subprocess.Popen`` of ``true`` as a child is started
+    (its environment, stdin closed, output to a log, its own session), 4 in flight, each reaped; and the same with
+    ``os.posix_spawn`` (which encodes the environment in C). Milliseconds a child, medians of ``runs`` loops."""
+    environment = {**os.environ, **{f"BACKFILL_{name}": "x" * 24 for name in ("ID", "PARTITION_ID", "RUN_ID")}}
+    true = shutil.which("true") or "/bin/true"
+    with tempfile.TemporaryDirectory() as scratch:
+        log = os.open(Path(scratch) / "child.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0), (os.POSIX_SPAWN_DUP2, log, 1),
+                   (os.POSIX_SPAWN_DUP2, log, 2)]  # fmt: skip
+
+        def with_popen():  # each start returns what waits for that child
+            process = subprocess.Popen([true], cwd=scratch, env=environment, stdin=subprocess.DEVNULL, stdout=log,
+                                       stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+            return process.wait
+
+        def with_spawn():
+            pid = os.posix_spawn(true, [true], environment, file_actions=actions, setsid=True,
+                                 setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))  # fmt: skip
+            return lambda: os.waitpid(pid, 0)
+
+        results = {}
+        for name, start in (("Popen", with_popen), ("posix_spawn", with_spawn)):
+            loops = []
+            for _ in range(runs):
+                started, in_flight = time.perf_counter(), []
+                for _ in range(children):
+                    in_flight.append(start())
+                    if len(in_flight) >= 4:
+                        in_flight.pop(0)()
+                for wait in in_flight:
+                    wait()
+                loops.append((time.perf_counter() - started) / children * 1000)
+            results[name] = median(loops)
+        os.close(log)
+    print(
+        f"    launch floor in Python, 4 in flight: Popen {results['Popen']:.3f} ms a child, posix_spawn "
+        f"{results['posix_spawn']:.3f} ms ({children} children, median of {runs} loops)"
+    )
 
 
 def bench_million(work: Path, seconds: float) -> None:
@@ -158,6 +200,7 @@ def main() -> None:
         base = Path(scratch)
         if not args.only_d:
             bench_ratio(scratch_repository(base / "a"), args.runs)
+            bench_launch_floor()
             bench_million(scratch_repository(base / "b"), 5.0)
             if not args.skip_c:
                 bench_resume_dry_run(scratch_repository(base / "c"), args.runs)

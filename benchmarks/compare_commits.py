@@ -1,0 +1,81 @@
+"""Two commits, one command, alternately: the real ``backfill`` command run from a worktree of each revision
+(``PYTHONPATH`` puts that checkout's packages first), fresh processes, one scratch repository, medians.
+
+Used for the figures in docs/performance.md that compare a change with the commit before it on a noisy machine
+(alternating runs share its load): the executor's 2000 × ``true`` against ``xargs -P 4`` (``--scenario exec``),
+and ``backfill list`` over a state root of saved backfills (``--scenario list``, made here by small real runs).
+
+Usage: python benchmarks/compare_commits.py OLD_REV [NEW_REV] [--scenario exec|list] [--runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _measure import GUARD_FLAGS, ROOT
+
+EXEC = [*GUARD_FLAGS, "--command", "true", "--start-date", "2024-01-01T00:00:00Z", "--end-date",
+        "2024-01-02T09:20:00Z", "--partition", "1m", "--max-parallel", "4", "--no-progress"]  # fmt: skip
+
+
+def checkout(revision: str, into: Path) -> Path:
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "-f", "--detach", str(into), revision], check=True)
+    return into
+
+
+def run(checkout_dir: Path | None, argv: list[str], cwd: Path) -> float:
+    env = dict(os.environ)
+    if checkout_dir is not None:
+        env["PYTHONPATH"] = str(checkout_dir)
+    started = time.perf_counter()
+    subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("old")
+    parser.add_argument("new", nargs="?", default=None, help="a revision; the working tree when left out")
+    parser.add_argument("--scenario", choices=("exec", "list"), default="exec")
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    scratch = Path(tempfile.mkdtemp(prefix="compare-"))
+    trees = {"old": checkout(args.old, scratch / "old")}
+    trees["new"] = checkout(args.new, scratch / "new") if args.new else None
+    work = scratch / "work"
+    (work / ".git").mkdir(parents=True)
+    command = [sys.executable, "-m", "tui"]
+    try:
+        if args.scenario == "list":
+            for _ in range(25):  # a state root of small saved backfills
+                run(trees["new"], [*command, *GUARD_FLAGS, "--command", "true", "--start-date", "2024-01-01",
+                                   "--end-date", "2024-01-02", "--no-progress"], work)  # fmt: skip
+        times: dict[str, list[float]] = {"old": [], "new": [], "xargs": []}
+        for _ in range(args.runs):
+            for which in ("old", "new"):
+                argv = [*command, "list"] if args.scenario == "list" else [*command, *EXEC]
+                times[which].append(run(trees[which], argv, work))
+            if args.scenario == "exec":
+                times["xargs"].append(run(None, ["sh", "-c", "seq 2000 | xargs -P 4 -I{} true"], work))
+        old, new = statistics.median(times["old"]), statistics.median(times["new"])
+        line = f"{args.scenario}: {args.old} {old:.3f} s, {args.new or 'working tree'} {new:.3f} s"
+        if times["xargs"]:
+            xargs = statistics.median(times["xargs"])
+            line += f"; xargs -P 4 {xargs:.3f} s: ratios {old / xargs:.2f} → {new / xargs:.2f}"
+        print(f"{line}  (medians of {args.runs}, alternating)")
+    finally:
+        for tree in trees.values():
+            if tree is not None:
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
