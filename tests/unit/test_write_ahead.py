@@ -205,3 +205,32 @@ def test_a_childs_identity_is_read_once_and_still_finds_what_it_left_behind(work
     for left in work.glob("*.left"):
         pid = int(left.read_text())
         assert not processes.psutil.pid_exists(pid) or processes.psutil.Process(pid).status() == "zombie"
+
+
+class FencingLauncher(ForkExecLauncher):
+    """Its first launch is the moment the executor loses its lease (a reconcile fenced it): it says so from then."""
+
+    def __init__(self) -> None:
+        self.launched, self.executor = 0, None
+
+    def launch(self, spec):
+        self.launched += 1
+        if self.launched == 1:
+            executor = self.executor
+            executor.owns = lambda: False  # from now on, as its lease says
+            executor.hooks.poll = lambda _: executor._fenced_out("taken over")  # its lease thread, a turn later
+        return super().launch(spec)
+
+
+def test_an_executor_fenced_while_starting_a_batch_starts_none_of_the_rest(work):
+    """Three attempts written ahead together; the executor is fenced while it starts the first: the other two are
+    never started (a fenced executor starts nothing, even before its lease thread stops the run), and nothing more
+    of this run is written for any of them."""
+    prepared = prepare(work, "true {start}", 3, max_parallel=3)
+    launcher = FencingLauncher()
+    executor = prepared.executor(launcher=launcher)
+    launcher.executor = executor
+    executor.run()
+    assert launcher.launched == 1
+    statuses = [[a["status"] for a in r["attempts"]] for r in records(prepared.store.directory)]
+    assert statuses == [["starting"]] * 3  # as written ahead, nothing after: a takeover settles them
