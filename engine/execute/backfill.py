@@ -15,6 +15,7 @@ from typing import Any
 
 from engine.base.errors import BadInput
 from engine.base.settings import Settings
+from engine.dates.split import SplitUnit
 from engine.execute.executor import Executor, ExecutorHooks
 from engine.execute.launcher import ForkExecLauncher, Launcher
 from engine.execute.rerun import AssetRerun, PartitionSelection
@@ -74,6 +75,7 @@ class Prepared:
     hooks: ExecutorHooks | None = None  # the guardrails' verification, once the pre-flight has run
     rerun_asset: AssetRerun | None = None  # --asset: this invocation runs one asset (and downstream) again
     whole_partitions: bool = False  # --rerun-whole-partition: no asset of a failed attempt is carried over
+    split_finest: SplitUnit = SplitUnit.SECOND  # the finest cut the guardrails allow a split (a DATE key: a day)
 
     @property
     def launcher_name(self) -> str:
@@ -143,6 +145,7 @@ class Prepared:
             lease=LeaseKeeper(self.store, self.takeover.generation.number, self.settings),
             rerun_asset=self.rerun_asset,
             parallel_cap=cap,
+            split=self.options.split_policy(self.split_finest),
         )
 
     def release(self) -> None:

@@ -12,6 +12,7 @@ grace period (30 s by default) has passed.
 
 from __future__ import annotations
 
+import os
 import selectors
 import signal
 import threading
@@ -30,10 +31,13 @@ from engine.execute.children import ChildFactory
 from engine.execute.executor_snapshot import FINISHED, RUNNING, STARTING, STOPPING, Event, RunningPartition, Snapshot
 from engine.execute.failure_reason import failure_reason
 from engine.execute.launcher import Child, ChildSpec, ForkExecLauncher, Launcher
-from engine.execute.rerun import AssetRerun, PartitionSelection
+from engine.execute.rerun import AssetRerun, PartitionSelection, RerunMode
+from engine.execute.splitting import SplitRun, split_text, trigger_of
 from engine.execute.takeover import Takeover
 from engine.interventions.leasing import LeaseKeeper
 from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions
+from engine.spec.split_policy import SplitPolicy, SplitTrigger
+from engine.store import audit
 from engine.store.catalog import partitions_stamp, write_summary
 from engine.store.lease import LeasedAttempt
 from engine.store.manifest import now_text
@@ -42,8 +46,9 @@ from engine.store.record_writer import RecordWriter
 from engine.store.records import Attempt, PartitionRecord, RecordStatus
 from engine.store.run_tally import RunTally
 from engine.store.space_reserve import SpaceReserve, reserve_size
+from engine.store.split_tree import SplitNode, read_tree
 from engine.store.state_store import StateStore
-from engine.store.status import RunOutcome, Status, StatusBoard
+from engine.store.status import DONE, RunOutcome, Status, StatusBoard
 
 # What a stop asked again sends, at once, to every child still running: SIGTERM the second time, SIGKILL the third.
 ESCALATION = (signal.SIGTERM, signal.SIGKILL)
@@ -85,6 +90,8 @@ class _Active:
     kill_sent: bool = False
     escalated: int = 0  # how many of the operator's repeated stop requests this child has been sent
     identity_pending: bool = False  # a remote child whose PID and worker are not known yet
+    node: SplitNode | None = None  # a half of a split partition (docs/splitting.md); None: the partition itself
+    timed_out: bool = False  # our --timeout stopped it
 
 
 @dataclass
@@ -92,6 +99,7 @@ class _Pending:
     index: int
     attempts_left: int  # attempts this invocation may still make, this one included
     record: PartitionRecord | None = None  # known already when retrying
+    node: SplitNode | None = None  # a half of a split partition; None: the partition itself
 
 
 @dataclass
@@ -140,6 +148,7 @@ class Executor:
         lease: LeaseKeeper | None = None,
         rerun_asset: AssetRerun | None = None,
         parallel_cap: tuple[int, str] | None = None,
+        split: SplitPolicy | None = None,
     ) -> None:
         self.spec = spec
         self.store = store
@@ -170,7 +179,7 @@ class Executor:
         self._selected = selection.count(board)
         self._queue: Iterator[int] = selection.iterate(board, reverse=options.reverse)
         self._retries: deque[_Pending] = deque()
-        self._active: dict[int, _Active] = {}
+        self._active: dict[str, _Active] = {}  # by record ID: a split partition's halves run side by side
         # Re-entrant: a stop signal's handler (request_stop) runs in the main thread, possibly while that very
         # thread holds the lock for a snapshot; a plain lock would wait for itself forever.
         self._lock = threading.RLock()
@@ -185,6 +194,7 @@ class Executor:
         self._halted = False  # on-failure stop / fail-fast: launch nothing more
         self._outcome: str | None = None
         self._failed: list[int] = []
+        self._failed_set: set[int] = set()  # the halves of one partition may fail apart: it is listed once
         self._started_at = time.time()
         self._finished_at = self._started_at
         self._exhausted = False
@@ -201,6 +211,7 @@ class Executor:
         self._intervention: str | None = None  # an operator's cancel, pause or end, in their words
         self._ended_as: str | None = None  # the status an operator's mark ended the backfill with
         self._stopped: set[int] = set()  # partitions an operator stopped one by one: the run is not a success
+        self.splits = SplitRun(split, spec.zone, self.factory.formatter, lambda record: read_tree(store.splits, record))
 
     # ---------------------------------------------------------------- front-end API
 
@@ -234,7 +245,7 @@ class Executor:
 
     def running_indices(self) -> frozenset[int]:
         with self._lock:
-            return frozenset(self._active)
+            return frozenset(active.index for active in self._active.values())
 
     def flush_records(self) -> None:
         """Wait until every record queued is on disk (a mark reads them next)."""
@@ -287,10 +298,10 @@ class Executor:
         """An operator's stop of single partitions: each is stopped as a cancel stops it (SIGINT, SIGKILL after
         the grace), recorded cancelled and not retried; the others go on."""
         with self._lock:
-            for index in indices:
-                active = self._active.get(index)
-                if active is not None:
-                    self._stopped.add(index)
+            wanted = set(indices)
+            for active in list(self._active.values()):
+                if active.index in wanted:
+                    self._stopped.add(active.index)
                     self._begin_stop(active, f"cancelled: {message}", RecordStatus.CANCELLED)
             self._intervention = message
             self._version += 1
@@ -466,7 +477,7 @@ class Executor:
         if not self.owns():
             return  # fenced: a reconcile decided these partitions' fate; our late word would overwrite it
         try:
-            path, row = self.store.record_path(record.id), index_row(record)
+            path, row = self._path_and_row(record)
             self._writer.put(path, record.to_bytes(), durable=durable, row=row)
         except OSError as error:
             self._storage_failed(error)
@@ -477,12 +488,22 @@ class Executor:
         if self._storage_error is not None or not self.owns():
             return False
         try:
-            path = self.store.record_path
-            self._writer.write_ahead_many([(path(r.id), r.to_bytes(), index_row(r)) for r in records])
+            entries = []
+            for record in records:
+                path, row = self._path_and_row(record)
+                entries.append((path, record.to_bytes(), row))
+            self._writer.write_ahead_many(entries)
         except OSError as error:
             self._storage_failed(error)
             return False
         return self.owns()
+
+    def _path_and_row(self, record: PartitionRecord) -> tuple[Any, Any]:
+        """Where a record goes, and its index row: a half's record lives in splits/ and has no row (the
+        partition's own row says what its tree adds up to)."""
+        if record.parent is not None:
+            return self.store.half_path(record.id), None
+        return self.store.record_path(record.id), index_row(record)
 
     def _hold_reserve(self) -> None:
         """Keep room aside for the records a full disk would defer; no room for it: start nothing."""
@@ -530,15 +551,43 @@ class Executor:
     # ---------------------------------------------------------------- launching
 
     def _next_pending(self) -> _Pending | None:
-        if self._retries:
-            return self._retries.popleft()
-        if self._exhausted:
-            return None
-        index = next(self._queue, None)
-        if index is None:
-            self._exhausted = True
-            return None
-        return _Pending(index, self.options.retries + 1)
+        while True:
+            if self._retries:
+                return self._retries.popleft()
+            if self._exhausted:
+                return None
+            index = next(self._queue, None)
+            if index is None:
+                self._exhausted = True
+                return None
+            pending = _Pending(index, self.options.retries + 1)
+            if not self.board.attempts(index):
+                return pending
+            pending.record = self._read_partition(index)
+            if pending.record is None or not pending.record.is_split:
+                return pending
+            self._resume_tree(index, pending.record)  # its leaves wait in _retries: taken next
+
+    def _read_partition(self, index: int) -> PartitionRecord | None:
+        interval = self.plan.interval(index)
+        return self.store.read_record(self.ids.of(interval.start, interval.end), self.plan, self.ids.of)
+
+    def _resume_tree(self, index: int, record: PartitionRecord) -> None:
+        """A partition that split in an earlier run: its leaves the selection wants run, not the partition whole
+        (a partition selected by ID runs every leaf not done; ``--rerun all`` every leaf)."""
+        root = self.splits.root(index, record)
+        selection = self.selection
+        if selection.mode == RerunMode.ALL:
+            wants: Callable[[str], bool] = lambda status: True  # noqa: E731
+        elif selection.indices is not None:
+            wants = lambda status: Status.parse(status) not in DONE  # noqa: E731
+        else:
+            wants = lambda status: selection.wants(Status.parse(status))  # noqa: E731
+        leaves = self.splits.wanted(root, wants)
+        self._retries.extend(_Pending(index, self.options.retries + 1, leaf.record, leaf) for leaf in leaves)
+        if not leaves:
+            with self._lock:
+                self._finished += 1
 
     def _launch_available(self) -> None:
         """Fill the free slots. Their attempts are written ahead together, with one sync of the directory (a
@@ -573,26 +622,31 @@ class Executor:
     def _not_started(self, launch: _Launch, why: str) -> None:
         attempt = launch.attempt
         attempt.status, attempt.finished_at, attempt.error = RecordStatus.CANCELLED, now_text(), f"not started: {why}"
-        self._finish(launch.pending.index, launch.record, attempt, launch.pending.attempts_left)
+        pending = launch.pending
+        self._finish(pending.index, launch.record, attempt, pending.attempts_left, node=pending.node)
 
     def _prepare(self, pending: _Pending) -> _Launch:
         """The next attempt of a partition, not yet written nor started."""
         index = pending.index
-        interval = self.plan.interval(index)
-        partition_id = self.ids.of(interval.start, interval.end)
         record = pending.record
+        if pending.node is not None:  # a half: its own interval and ID
+            interval = Interval(index, pending.node.record.start_us, pending.node.record.end_us)
+            partition_id, stem = pending.node.record.id, f"{self.store.id}-p{index}-s{pending.node.path}"
+        else:
+            interval = self.plan.interval(index)
+            partition_id, stem = self.ids.of(interval.start, interval.end), f"{self.store.id}-p{index}"
         if record is None and self.board.attempts(index):
             record = self.store.read_record(partition_id, self.plan, self.ids.of)
         if record is None:
             record = PartitionRecord.fresh(partition_id, interval, self.factory.formatter, RecordStatus.RUNNING)
         number = len(record.attempts) + 1
-        run_id = f"{self.store.id}-p{index}-a{number}"
+        run_id = f"{stem}-a{number}"
         log_path = self.store.log_path(run_id)
         while log_path.exists():
             # An attempt whose start record was lost (the executor was killed before the writer thread
             # wrote it) still left its log: never reuse its run ID, its log or its run record.
             number += 1
-            run_id = f"{self.store.id}-p{index}-a{number}"
+            run_id = f"{stem}-a{number}"
             log_path = self.store.log_path(run_id)
         attempt = Attempt(
             run_id=run_id,
@@ -636,15 +690,16 @@ class Executor:
         active = _Active(
             index, launch.interval, record, attempt, child, time.monotonic(), time.time(), launch.pending.attempts_left
         )
-        active.identity_pending = remoted
+        active.identity_pending, active.node = remoted, launch.pending.node
         fd = child.exit_fd()
         if fd is not None:
             self._selector.register(fd, selectors.EVENT_READ, active)
         with self._lock:
-            self._active[index] = active
+            self._active[record.id] = active
             self.board.set(index, Status.RUNNING)
-            self.board.set_attempts(index, launch.number)
-            self._event("started", index, attempt.run_id)
+            if launch.pending.node is None:
+                self.board.set_attempts(index, launch.number)
+            self._event("started", index, attempt.run_id, span=self._span(launch.pending.node))
 
     # ---------------------------------------------------------------- waiting and reaping
 
@@ -681,7 +736,8 @@ class Executor:
             self._write(active.record, durable=False)
 
     def _reap(self) -> None:
-        for index, active in list(self._active.items()):
+        for key, active in list(self._active.items()):
+            index = active.index
             code = active.child.poll()
             if active.identity_pending:
                 self._record_identity(active, write=code is None)
@@ -695,7 +751,7 @@ class Executor:
             if leftovers is not None:
                 self._stop_leftovers(leftovers)
             with self._lock:
-                del self._active[index]
+                del self._active[key]
             attempt = active.attempt
             attempt.exit_code = code
             attempt.finished_at = now_text()
@@ -718,7 +774,16 @@ class Executor:
                     RecordStatus.FAILED,
                     failure_reason(self.spec, attempt.run_id, log_path, code),
                 )
-            self._finish(index, active.record, attempt, active.attempts_left, active.started)
+            trigger = None
+            if self.splits.policy is not None and attempt.status == RecordStatus.FAILED:
+                trigger = trigger_of(
+                    self.splits.policy,
+                    timed_out=active.timed_out,
+                    stopped=active.stop_reason is not None,
+                    exit_code=code,
+                    error=attempt.error,
+                )
+            self._finish(index, active.record, attempt, active.attempts_left, active.started, active.node, trigger)
 
     def _finish(
         self,
@@ -727,38 +792,59 @@ class Executor:
         attempt: Attempt,
         attempts_left: int,
         started: float | None = None,
+        node: SplitNode | None = None,
+        trigger: SplitTrigger | None = None,
     ) -> None:
-        """Record an ended attempt durably, then decide: done, retry, or apply the failure policy. Its duration is
-        measured on the monotonic clock: a wall-clock step mid-attempt is not part of it."""
+        """Record an ended attempt durably, then decide: done, split (docs/splitting.md), retry, or apply the failure
+        policy. Its duration is measured on the monotonic clock: a wall-clock step mid-attempt is not part of it."""
         attempt.duration = round(time.monotonic() - started, 6) if started is not None else 0.0
         # A lost attempt (its worker died: outcome unknown) leaves its partition failed, as a reconcile does.
         record.status = RecordStatus.FAILED if attempt.status == RecordStatus.LOST else attempt.status
-        self._write(record, durable=True)
         verification_failed, self._verification_failed = self._verification_failed, False
+        halves = None
+        if trigger is not None and not verification_failed and self._stop_reason is None and not self._halted:
+            halves = self._split(index, record, node, attempt, trigger)
+        if halves is None:
+            self._write(record, durable=True)
         retry = (
-            attempt.status in (RecordStatus.FAILED, RecordStatus.LOST)
+            halves is None
+            and attempt.status in (RecordStatus.FAILED, RecordStatus.LOST)
             and attempts_left > 1
             and self._stop_reason is None
             and not self._halted
             and not verification_failed  # the same data would fail the same way: stop and report instead
         )
+        root = self.splits.trees.get(index) if node is not None or halves is not None else None
+        if node is not None and root is not None:
+            for changed in self.splits.settle(node, final=not retry):
+                self._write(changed, durable=True)
         with self._lock:
-            self.board.set(index, Status.parse(record.status))
-            self.board.set_attempts(index, len(record.attempts))
+            self.board.set(index, Status.parse(root.record.status if root is not None else record.status))
+            if node is None:
+                self.board.set_attempts(index, len(record.attempts))
             self.board.set_duration(index, attempt.duration)
             self.board.set_verification(index, attempt.verification)
-            self._event(attempt.status, index, attempt.run_id, attempt.duration, attempt.error)
-            if retry:
-                self._event("retrying", index, attempt.run_id)
-            else:
+            final = halves is None and not retry and (root is None or not self.splits.busy(root))
+            span = self._span(node)
+            self._event(attempt.status, index, attempt.run_id, attempt.duration, attempt.error, final=final, span=span)
+            if halves is not None:
+                self._event("split", index, attempt.run_id, None, attempt.split, final=False, span=span)
+            elif retry:
+                self._event("retrying", index, attempt.run_id, final=False, span=span)
+            if final:
                 self._finished += 1
         self._tally.add(index, attempt)
         self.hooks.after_partition(index, attempt)
+        if halves is not None:  # run next, before anything else waiting
+            self._retries.extendleft(reversed([_Pending(index, self.options.retries + 1, h.record, h) for h in halves]))
+            return
         if retry:
-            self._retries.appendleft(_Pending(index, attempts_left - 1, record))
+            self._retries.appendleft(_Pending(index, attempts_left - 1, record, node))
             return
         if record.status == RecordStatus.FAILED:
-            self._failed.append(index)
+            if index not in self._failed_set:
+                self._failed_set.add(index)
+                self._failed.append(index)
             policy = self.options.on_failure
             if verification_failed:
                 # Whatever --on-failure says: nothing new starts, and the partitions in flight are cancelled
@@ -775,10 +861,59 @@ class Executor:
                         other, f"cancelled: fail-fast after partition {index} failed", RecordStatus.CANCELLED
                     )
 
-    def _event(self, kind: str, index: int, run_id: str, duration: float | None = None, error: str | None = None):
+    def _split(
+        self, index: int, record: PartitionRecord, node: SplitNode | None, attempt: Attempt, trigger: SplitTrigger
+    ) -> list[SplitNode] | None:
+        """Cut the partition (or half) whose attempt failed by ``trigger`` in two, when it can split further: its
+        record, listing its halves, is durable before either starts, and the split is audited. None: it fails (or
+        retries) as it would without ``--split-on``."""
+        target = node if node is not None else self.splits.root(index, record)
+        halves = self.splits.split(target, trigger)
+        if halves is None:
+            return None
+        attempt.split = split_text(trigger, halves)
+        if not self._write_ahead([record]):
+            return None
+        try:
+            audit.append(
+                self.store.directory,
+                [
+                    audit.entry(
+                        backfill_id=self.store.id,
+                        partition_id=record.id,
+                        action="SPLIT",
+                        from_status=RecordStatus.FAILED.value,
+                        to_status=RecordStatus.RUNNING.value,
+                        target_count=len(halves),
+                        reason=f"{attempt.error}: {attempt.split}",
+                        requested_at=attempt.finished_at,
+                        applied_at=now_text(),
+                        applied_by=f"backfill executor (PID {os.getpid()})",
+                    )
+                ],
+            )
+        except OSError as error:
+            self._storage_failed(error)
+        return halves
+
+    def _event(
+        self,
+        kind: str,
+        index: int,
+        run_id: str,
+        duration: float | None = None,
+        error: str | None = None,
+        *,
+        final: bool = True,
+        span: tuple[int, int] | None = None,
+    ) -> None:
         self._sequence += 1
         self._version += 1
-        self._events.append(Event(self._sequence, kind, index, run_id, time.time(), duration, error))
+        self._events.append(Event(self._sequence, kind, index, run_id, time.time(), duration, error, final, span))
+
+    @staticmethod
+    def _span(node: SplitNode | None) -> tuple[int, int] | None:
+        return (node.record.start_us, node.record.end_us) if node is not None else None
 
     # ---------------------------------------------------------------- stopping
 
@@ -798,6 +933,7 @@ class Executor:
         timeout = self.options.timeout
         for active in list(self._active.values()):
             if active.stop_reason is None and timeout and now - active.started >= timeout / 1_000_000:
+                active.timed_out = True
                 self._begin_stop(active, f"timed out after {format_duration(timeout)}", RecordStatus.FAILED)
             if active.stop_reason is None:
                 continue

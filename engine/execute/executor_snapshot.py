@@ -40,12 +40,14 @@ class RunningPartition:
 @dataclass(frozen=True)
 class Event:
     sequence: int
-    kind: str  # started, succeeded, failed, cancelled, retrying
+    kind: str  # started, succeeded, failed, cancelled, retrying, split
     index: int
     run_id: str
     at: float  # Unix seconds
     duration: float | None = None
     error: str | None = None
+    final: bool = True  # it ends its partition in this run (not a retry, a split, or a half with others to go)
+    span: tuple[int, int] | None = None  # a half of a split partition: its interval
 
 
 @dataclass(frozen=True)

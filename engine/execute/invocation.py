@@ -26,6 +26,7 @@ from pathlib import Path
 from engine.base.errors import BadInput, Refused
 from engine.base.settings import Settings
 from engine.base.who import requester
+from engine.dates.split import SplitUnit
 from engine.execute.backfill import (
     Loaded,
     Prepared,
@@ -166,6 +167,7 @@ class Invocation:
                     )
                     prepared.rerun_asset = self.rerun_asset
                 prepared.whole_partitions = self.whole_partitions
+                prepared.split_finest = split_finest(self.preflight)
                 prepared.hooks = guard_hooks(prepared, self.preflight, approval)
         except BaseException:
             if registration is not None:
@@ -198,6 +200,13 @@ class Invocation:
         if self.prepared is not None and not self._started:
             self._started = True  # nothing more to release, whatever is called next
             self.prepared.release()
+
+
+def split_finest(preflight: Preflight) -> SplitUnit:
+    """The finest cut the pre-flight's splitting check allows (a DATE-keyed asset: whole days)."""
+    check = next((c for c in preflight.checks if c.name == "splitting"), None)
+    finest = check.evidence.get("finest") if check is not None else None
+    return SplitUnit[finest.upper()] if isinstance(finest, str) else SplitUnit.SECOND
 
 
 def judge_new(

@@ -140,12 +140,13 @@ def take_over(
     # .children.lock must never let new attempts run beside live old ones.
     # Each is verified again when it is held, and signalled only through that hold: a PID reused meanwhile is
     # never hit, the last SIGKILL included.
-    orphans, started = find_orphans(store, running)
+    every = [part for record in running for part in store.tree_records(record)]  # a split partition's halves too
+    orphans, started = find_orphans(store, every)
     stopped = stop_verified(orphans, grace)
     notes: list[str] = []
     if stop_remote is not None:  # children an earlier executor ran on other machines (the Dask launcher)
         try:
-            notes = stop_remote(running, store.read_generation())
+            notes = stop_remote(every, store.read_generation())
         except BaseException:
             lock.release()
             raise
@@ -175,7 +176,7 @@ def _settle_previous(
     # A writer killed between creating its temporary file and renaming it leaves the file behind. In partitions/
     # such a writer leaves its row pending or the index's stamp behind the directory: a settled index spares the
     # listing of every record.
-    for directory in (store.directory, store.directory / "records"):
+    for directory in (store.directory, store.directory / "records", store.splits):
         remove_stale_temporaries(directory)
     if not store.partitions_settled(board.size):
         remove_stale_temporaries(store.partitions)

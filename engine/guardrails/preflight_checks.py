@@ -12,6 +12,7 @@ from pathlib import Path
 
 from engine.dates.durations import format_duration
 from engine.dates.instants import format_instant
+from engine.dates.split import SplitUnit, halves
 from engine.guardrails.data_checks import DAY, layer_risk, listed, materialization, reversibility, size_text
 from engine.guardrails.facts import Facts
 from engine.guardrails.history import missing_spans
@@ -405,6 +406,73 @@ def verification_mode(facts: Facts) -> PreflightCheck:
     return passed(name, f"each partition verified against its run record and history ({guard.verify})")
 
 
+def splitting(facts: Facts) -> PreflightCheck:
+    """``--split-on``: a split never cuts below what the assets' keys can tell apart. A ``time_interval`` or
+    windowed asset keyed by a DATE column cannot run part of a day, so its halves stop at whole days; where no
+    partition could split at all, the option means nothing and the plan is refused."""
+    name = "splitting"
+    options = facts.request.options
+    policy = options.split_policy()
+    if policy is None:
+        return not_applicable(name, "no --split-on: a failed partition is retried whole")
+    date_keyed = _date_keyed(facts)
+    finest = SplitUnit.DAY if date_keyed else SplitUnit.SECOND
+    first, zone = facts.first, facts.request.spec.zone
+    evidence = {"finest": finest.name.lower(), "min_partition": format_duration(policy.min_length)}
+    can_split = first is not None and (
+        halves(first.start, first.end, zone, min_length=policy.min_length, finest=finest) is not None
+    )
+    unit = facts.request.spec.unit.name
+    if date_keyed and not can_split:
+        label, key = date_keyed[0]
+        return failed(
+            name,
+            NEVER,
+            f"--split-on: {label}'s incremental key {key} is a DATE, so a {unit} partition cannot split below a "
+            "day: drop --split-on, or partition weekly or coarser",
+            date_keyed=[label for label, _ in date_keyed],
+            **evidence,
+        )
+    if not can_split:
+        return failed(
+            name,
+            NEVER,
+            f"--split-on: a {unit} partition cannot split into halves of at least --min-partition "
+            f"{format_duration(policy.min_length)}: give a shorter --min-partition, or drop --split-on",
+            **evidence,
+        )
+    if date_keyed:
+        label, key = date_keyed[0]
+        return warned(
+            name,
+            f"splits {policy.describe()}, never below a day: {label}'s incremental key {key} is a DATE",
+            date_keyed=[label for label, _ in date_keyed],
+            **evidence,
+        )
+    return passed(name, f"a failing partition splits {policy.describe()}", **evidence)
+
+
+def _date_keyed(facts: Facts) -> list[tuple[str, str]]:
+    """(asset, key) of each selected asset whose run keeps to its window by a DATE key (declared, or the table's
+    column in the warehouse)."""
+    found = []
+    for asset_facts in facts.selected:
+        asset = asset_facts.asset
+        key = asset.materialization.incremental_key
+        if not key or not asset_facts.uses_interval:
+            continue
+        declared = next((c.type for c in asset.columns if c.name == key and c.type), None)
+        column_type = declared
+        connection = asset_facts.connection
+        if column_type is None and connection is not None and connection.kind == "duckdb" and connection.path:
+            warehouse = facts.warehouses.open(connection.path)
+            if warehouse.exists(asset.name):
+                column_type = warehouse.database().column_type(asset.name, key)
+        if (column_type or "").strip().upper() == "DATE":
+            found.append((asset.name, key))
+    return found
+
+
 CHECK_NAMES = {"environment_level": "environment", "verification_mode": "verification"}
 CHECKS: tuple[Callable[[Facts], PreflightCheck], ...] = (
     target_valid,
@@ -423,6 +491,7 @@ CHECKS: tuple[Callable[[Facts], PreflightCheck], ...] = (
     connector_quotas,
     environment_level,
     verification_mode,
+    splitting,
 )
 
 

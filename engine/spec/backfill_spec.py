@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Any
 from engine.base.errors import BadInput
 from engine.dates.instants import format_instant, zone_name
 from engine.dates.plan import PartitionUnit, Plan
+from engine.dates.split import SplitUnit
 from engine.pipeline.config import Config, Environment
 from engine.pipeline.options import RunOptions
 from engine.spec.identity import PartitionIds
 from engine.spec.parallelism import Parallelism
+from engine.spec.split_policy import DEFAULT_MIN_PARTITION, SplitPolicy, SplitTrigger
 
 if TYPE_CHECKING:  # the pipeline code is imported only where a pipeline is planned
     from engine.pipeline.validation import CheckedPipeline
@@ -78,9 +80,31 @@ class ExecutionOptions:
     timeout: int | None = None  # microseconds per child
     launcher: str = "warm"  # pipeline partitions: "warm" runners or "exec" (a new process each); or dask
     dask_scheduler: str | None = None  # --launcher dask: the scheduler's address (else Dask's own configuration)
+    split_on: tuple[str, ...] = ()  # --split-on: "timeout", "oom" (docs/splitting.md)
+    split_pattern: str | None = None  # --split-on's regular expression
+    min_partition: int | None = None  # --min-partition, µs (DEFAULT_MIN_PARTITION when splitting without it)
+
+    @property
+    def splits(self) -> bool:
+        return bool(self.split_on) or self.split_pattern is not None
+
+    def split_policy(self, finest: SplitUnit = SplitUnit.SECOND) -> SplitPolicy | None:
+        """What splits a failing partition, None when nothing does."""
+        if not self.splits:
+            return None
+        triggers = {SplitTrigger(word) for word in self.split_on}
+        if self.split_pattern is not None:
+            triggers.add(SplitTrigger.PATTERN)
+        minimum = self.min_partition if self.min_partition is not None else DEFAULT_MIN_PARTITION
+        return SplitPolicy(frozenset(triggers), self.split_pattern, minimum, finest)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        split = (
+            {"split_on": list(self.split_on), "split_pattern": self.split_pattern, "min_partition": self.min_partition}
+            if self.splits or self.min_partition is not None
+            else {}
+        )
+        return split | {
             "launcher": self.launcher,
             "max_parallel": self.max_parallel,
             "workers": self.workers,
@@ -112,6 +136,8 @@ def check_execution_options(options: ExecutionOptions) -> ExecutionOptions:
         raise BadInput("--dask-scheduler means nothing without --launcher dask")
     if options.on_failure not in ON_FAILURE:
         raise BadInput(f"--on-failure {options.on_failure!r} is not a policy: use stop, continue or fail-fast")
+    if options.min_partition is not None and not options.splits:
+        raise BadInput("--min-partition means nothing without --split-on: give both, or leave it out")
     return options
 
 

@@ -36,6 +36,7 @@ ACTIONS = (
     "RECONCILE_LOST",
     "RESTORE",
     "SET",
+    "SPLIT",  # the executor split a failing partition in two (docs/splitting.md)
 )
 FIELDS = (
     "id",

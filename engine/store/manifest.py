@@ -95,11 +95,29 @@ def initial_options(manifest: dict[str, Any]) -> ExecutionOptions:
         timeout=saved.get("timeout"),
         launcher=saved.get("launcher", "exec"),  # stores from before the warm launcher ran each partition fresh
         dask_scheduler=saved.get("dask_scheduler"),
+        split_on=tuple(saved["split_on"]) if isinstance(saved.get("split_on"), list) else saved.get("split_on", ()),
+        split_pattern=saved.get("split_pattern"),
+        min_partition=saved.get("min_partition"),
     )
     for field, value in options.to_json().items():  # checked before anything is launched with them
-        wanted = bool if field == "reverse" else str if field in ("on_failure", "launcher", "dask_scheduler") else int
-        if field in ("timeout", "dask_scheduler") and value is None:
+        wanted = (
+            bool
+            if field == "reverse"
+            else str
+            if field in ("on_failure", "launcher", "dask_scheduler", "split_pattern")
+            else list
+            if field == "split_on"
+            else int
+        )
+        if field in ("timeout", "dask_scheduler", "split_pattern", "min_partition") and value is None:
             continue
+        if field == "split_on" and not (
+            isinstance(options.split_on, tuple) and set(options.split_on) <= {"timeout", "oom"}
+        ):
+            raise StateUnreadable(
+                f"manifest of backfill {manifest.get('id')!r}: initial_execution.split_on is {value!r}, "
+                "not a list of timeout and oom"
+            )
         if not isinstance(value, wanted) or (wanted is int and isinstance(value, bool)):
             raise StateUnreadable(
                 f"manifest of backfill {manifest.get('id')!r}: initial_execution.{field} is {value!r}, "

@@ -138,7 +138,8 @@ class RecordWriter:
         for path, (data, row) in deferred.items():
             if self._may_write():
                 self._write_indexed(path, data, row, durable=True, sync_parent=False)
-        sync_directory(self.directory)
+        for directory in dict.fromkeys([self.directory, *(path.parent for path in deferred)]):
+            sync_directory(directory)
         return len(deferred)
 
     def close(self) -> None:
@@ -159,7 +160,7 @@ class RecordWriter:
             # Known before writing: a write that fails must not keep the thread (and close()) waiting forever.
             stop = any(entry is _STOP for entry in batch)
             try:
-                sync = False
+                synced: dict[Path, None] = {}  # the directories of durable writes (partitions/, splits/)
                 for entry in batch:
                     if entry is _STOP:
                         continue
@@ -169,7 +170,8 @@ class RecordWriter:
                     if self.full is None:
                         try:
                             self._write_indexed(path, data, row, durable=durable, sync_parent=False)
-                            sync = sync or durable
+                            if durable:
+                                synced[path.parent] = None
                             continue
                         except OSError as error:
                             if error.errno not in FULL:
@@ -178,8 +180,9 @@ class RecordWriter:
                     if done is None:  # a write-ahead's caller hears of it instead
                         self._deferred.pop(path, None)  # only the latest version of a file is written
                         self._deferred[path] = (data, row)
-                if sync and self._error is None:
-                    sync_directory(self.directory)
+                if self._error is None:
+                    for directory in synced:
+                        sync_directory(directory)
             except BaseException as error:
                 self._error = error
             finally:

@@ -84,6 +84,7 @@ class Attempt:
     # earlier attempt or an operator's asset mark (name → that attempt's run ID). None: the whole selection ran.
     assets: list[str] | None = None
     carried: dict[str, str] | None = None
+    split: str | None = None  # this failure split its partition: how ("split on timeout into 12h0m0s + 12h0m0s")
 
     def child(self) -> tuple[int, float, str | None] | None:
         """The (PID, start time, birth) of this attempt's own child as recorded, when the record can name one at all: a
@@ -104,6 +105,8 @@ class Attempt:
             extra = extra | self.remote
         if self.assets is not None:
             extra = extra | {"assets": self.assets, "carried": self.carried}
+        if self.split is not None:
+            extra = extra | {"split": self.split}
         return extra | {
             "run_id": self.run_id,
             "status": self.status,
@@ -145,6 +148,7 @@ class Attempt:
             remote={k: data[k] for k in ("scheduler", "cluster", "worker", "host", "pgid") if k in data} or None,
             assets=_names(data.get("assets")),
             carried=_carried(data.get("carried")),
+            split=data.get("split") if isinstance(data.get("split"), str) else None,
         )
 
 
@@ -168,6 +172,14 @@ class PartitionRecord:
     end_us: int
     status: str
     attempts: list[Attempt] = field(default_factory=list)
+    # A partition that split (docs/splitting.md): its halves' IDs and intervals. A half's record lives in splits/
+    # and names its ``parent``; its ``index`` is the plan partition it is part of.
+    children: list[SplitChild] | None = None
+    parent: str | None = None
+
+    @property
+    def is_split(self) -> bool:
+        return bool(self.children)
 
     @classmethod
     def fresh(cls, partition_id: str, interval: Interval, formatter: InstantFormatter, status: str) -> PartitionRecord:
@@ -188,11 +200,70 @@ class PartitionRecord:
                 "status": self.status,
                 "attempts": [attempt.to_json() for attempt in self.attempts],
             }
+            | ({"children": [child.to_json() for child in self.children]} if self.children else {})
+            | ({"parent": self.parent} if self.parent is not None else {})
         )
+
+
+@dataclass(frozen=True)
+class SplitChild:
+    """One half of a split partition, as its parent's record lists it."""
+
+    id: str
+    start: str
+    end: str
+    start_us: int
+    end_us: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "start": self.start, "end": self.end, "start_us": self.start_us, "end_us": self.end_us}
+
+    @classmethod
+    def from_json(cls, data: Any, path: Path) -> SplitChild:
+        if not isinstance(data, dict) or not all(_is_int(data.get(k)) for k in ("start_us", "end_us")):
+            raise StateUnreadable(f"partition file {path}: a child {data!r} is not an ID with an interval")
+        if not isinstance(data.get("id"), str) or not data["id"]:
+            raise StateUnreadable(f"partition file {path}: a child {data!r} has no ID")
+        return cls(data["id"], str(data.get("start", "")), str(data.get("end", "")), data["start_us"], data["end_us"])
 
 
 def read_record(path: Path, plan: Plan, partition_id_of) -> PartitionRecord:
     """Parse and verify one record against the plan; anything wrong is :class:`StateUnreadable`."""
+    record = _parse(path)
+    index = record.index
+    if not isinstance(index, int) or not 0 <= index < len(plan):
+        raise StateUnreadable(f"partition file {path} has index {index!r}, outside this backfill's plan of {len(plan)}")
+    interval = plan.interval(index)
+    expected_id = partition_id_of(interval.start, interval.end)
+    if (
+        (record.start_us, record.end_us) != (interval.start, interval.end)
+        or record.id != expected_id
+        or path.stem != expected_id
+        or record.parent is not None
+    ):
+        raise StateUnreadable(
+            f"partition file {path} does not belong to this backfill's plan (its interval or ID does not match "
+            f"partition {index})"
+        )
+    return _checked(record, path)
+
+
+def read_half(path: Path, parent: PartitionRecord, child: SplitChild) -> PartitionRecord:
+    """Parse one half's record and verify it against what its parent's record lists."""
+    record = _parse(path)
+    if (
+        record.parent != parent.id
+        or record.index != parent.index
+        or (record.id, record.start_us, record.end_us) != (child.id, child.start_us, child.end_us)
+        or path.stem != child.id
+    ):
+        raise StateUnreadable(
+            f"partition file {path} is not the half {child.id[:12]} of partition {parent.id[:12]} its parent lists"
+        )
+    return _checked(record, path)
+
+
+def _parse(path: Path) -> PartitionRecord:
     try:
         with open(path, "rb") as handle:
             data = orjson.loads(handle.read())
@@ -214,30 +285,42 @@ def read_record(path: Path, plan: Plan, partition_id_of) -> PartitionRecord:
         raise StateUnreadable(
             f"partition file {path} lacks the field {error}: it was not written by backfill"
         ) from None
-    if not isinstance(index, int) or not 0 <= index < len(plan):
-        raise StateUnreadable(f"partition file {path} has index {index!r}, outside this backfill's plan of {len(plan)}")
-    interval = plan.interval(index)
-    expected_id = partition_id_of(interval.start, interval.end)
-    if (start_us, end_us) != (interval.start, interval.end) or record_id != expected_id or path.stem != expected_id:
-        raise StateUnreadable(
-            f"partition file {path} does not belong to this backfill's plan (its interval or ID does not match "
-            f"partition {index})"
-        )
+    children = data.get("children")
+    if children is not None and (not isinstance(children, list) or len(children) != 2):
+        raise StateUnreadable(f"partition file {path}: children is {children!r}, not the two halves of a split")
+    parent = data.get("parent")
+    if parent is not None and not isinstance(parent, str):
+        raise StateUnreadable(f"partition file {path}: parent is {parent!r}, not a partition ID")
+    return PartitionRecord(
+        record_id,
+        index,
+        data.get("start", ""),
+        data.get("end", ""),
+        start_us,
+        end_us,
+        status,
+        attempts,
+        [SplitChild.from_json(child, path) for child in children] if children is not None else None,
+        parent,
+    )
+
+
+def _checked(record: PartitionRecord, path: Path) -> PartitionRecord:
+    """Its statuses known, and attempts behind any status but queued (a split partition's are its halves')."""
+    status = record.status
     if status not in PARTITION_STATUSES:
         raise StateUnreadable(
             f"partition file {path} has unknown status {status!r} (known: {', '.join(PARTITION_STATUSES)})"
         )
-    for attempt in attempts:
+    for attempt in record.attempts:
         if attempt.status not in ATTEMPT_STATUSES:
             raise StateUnreadable(f"partition file {path} has an attempt with unknown status {attempt.status!r}")
-    if status != RecordStatus.QUEUED and not attempts:
+    if status != RecordStatus.QUEUED and not record.attempts and not record.is_split:
         raise StateUnreadable(
             f"partition file {path}: status is {status!r} with no attempts: only a queued partition has none "
             "(every run and every mark is an attempt)"
         )
-    return PartitionRecord(
-        record_id, index, data.get("start", ""), data.get("end", ""), start_us, end_us, status, attempts
-    )
+    return record
 
 
 def _is_int(value: Any) -> bool:

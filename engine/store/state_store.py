@@ -53,6 +53,7 @@ from engine.store.record_index import (
     write_index,
 )
 from engine.store.records import LIVE_ATTEMPT_STATUSES, PartitionRecord, RecordStatus, read_record, status_of
+from engine.store.split_tree import SPLITS, aggregate, half_path, read_tree
 from engine.store.status import Status, StatusBoard
 
 BACKFILLS_DIR = ("logs", "backfills")
@@ -182,6 +183,7 @@ class StateStore:
         self.directory = directory
         self.partitions = directory / "partitions"
         self.children = directory / "children"
+        self.splits = directory / SPLITS  # the records of split partitions' halves (engine/store/split_tree.py)
         self.lock_path = directory / ".lock"
         self.children_lock_path = directory / ".children.lock"
         self.generation_path = directory / ".generation.json"
@@ -248,8 +250,15 @@ class StateStore:
     def record_path(self, partition_id: str) -> Path:
         return self.partitions / f"{partition_id}.json"
 
+    def half_path(self, half_id: str) -> Path:
+        return half_path(self.splits, half_id)
+
     def write_record(self, record: PartitionRecord, *, durable: bool) -> None:
-        """Under the backfill's lock: the record, and its row in the index (pending while the file changes)."""
+        """Under the backfill's lock: the record, and its row in the index (pending while the file changes); a
+        half's record (splits/) has no row."""
+        if record.parent is not None:
+            write_atomic(self.half_path(record.id), record.to_bytes(), durable=durable)
+            return
         index = self.index_for_writing()
         if index is not None:
             index.pending(record.index)
@@ -383,15 +392,30 @@ class StateStore:
         ``starting`` ends so too when its child was found alive (its run ID in ``started``); otherwise whether
         that child ever ran is unknown, and the attempt is ``lost``, saying so (``starting``, or ``error`` and that)."""
         finished_at = now_text()
-        for attempt in record.attempts:
-            if attempt.status == RecordStatus.STARTING and attempt.run_id not in started:
-                attempt.status, attempt.finished_at = RecordStatus.LOST, finished_at
-                attempt.error = starting or f"{error} while starting it: whether its child ran is unknown"
-            elif attempt.status in LIVE_ATTEMPT_STATUSES:
-                attempt.status, attempt.finished_at, attempt.error = attempt_status, finished_at, error
-        record.status = status.label
+        nodes = list(read_tree(self.splits, record).nodes()) if record.is_split else []
+        for leaf in [node.record for node in nodes if not node.halves] or [record]:
+            if nodes and leaf.status != RecordStatus.RUNNING:
+                continue  # a half that ended, or never started
+            for attempt in leaf.attempts:
+                if attempt.status == RecordStatus.STARTING and attempt.run_id not in started:
+                    attempt.status, attempt.finished_at = RecordStatus.LOST, finished_at
+                    attempt.error = starting or f"{error} while starting it: whether its child ran is unknown"
+                elif attempt.status in LIVE_ATTEMPT_STATUSES:
+                    attempt.status, attempt.finished_at, attempt.error = attempt_status, finished_at, error
+            leaf.status = status.label
+            if leaf is not record:
+                self.write_record(leaf, durable=True)
+        for node in reversed(nodes):  # a split node is what its leaves add up to, the partition last
+            if node.halves:
+                node.record.status = aggregate([leaf.record.status for leaf in node.leaves()])
+                if node.record is not record:
+                    self.write_record(node.record, durable=True)
         self.write_record(record, durable=True)
-        board.set(record.index, status)
+        board.set(record.index, Status.parse(record.status))
+
+    def tree_records(self, record: PartitionRecord) -> list[PartitionRecord]:
+        """``record`` and, when it split, the records of all its halves (whose children a takeover looks for)."""
+        return [node.record for node in read_tree(self.splits, record).nodes()] if record.is_split else [record]
 
     def bulk_marks(self) -> list[BulkMark]:
         """The backfill's bulk marks, read again only when their folder changed."""

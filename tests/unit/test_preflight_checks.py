@@ -794,7 +794,8 @@ def test_every_check_runs_in_order_and_certainty_closes_the_list():
     assert names == [
         "target_valid", "history_exists", "range_size", "interval_count", "range_in_past", "interval_semantics",
         "materialization", "reversibility", "layer_risk", "upstream_coverage", "downstream_awareness",
-        "size_and_duration", "row_count_sanity", "connector_quotas", "environment", "verification", "certainty",
+        "size_and_duration", "row_count_sanity", "connector_quotas", "environment", "verification", "splitting",
+        "certainty",
     ]  # fmt: skip
     last = run_checks(facts_of(command=True, template="true {start}"))[-1]
     assert outcome(last) == ("pass", "auto", "every check could decide")

@@ -48,11 +48,11 @@ def split_down(start: int, end: int, zone: ZoneInfo, min_length: int, finest=Spl
 def _day_of(transition) -> tuple[ZoneInfo, datetime, datetime]:
     zone = ZoneInfo(transition.zone)
     moment = datetime.fromtimestamp(transition.at, UTC)
-    day = [
+    day = next(
         (a, b)
         for a, b in oracle_partitions(moment - timedelta(days=2), moment + timedelta(days=2), zone, "daily", None)
         if a <= moment < b
-    ][0]
+    )
     return zone, *day
 
 
@@ -94,15 +94,14 @@ def test_a_day_never_splits_below_a_day_when_days_are_the_finest_unit(transition
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.sampled_from(sorted({t.zone for t in TRANSITIONS} | {"UTC", "Europe/Berlin", "Australia/Lord_Howe"})),
-    st.datetimes(min_value=datetime(1975, 1, 1), max_value=datetime(2036, 1, 1)),
+    st.integers(to_micros(datetime(1975, 1, 1, tzinfo=UTC)), to_micros(datetime(2036, 1, 1, tzinfo=UTC))),
     st.integers(2, 90 * 24 * HOUR),
     st.integers(1, 48 * HOUR),
 )
-def test_halves_tile_fairly_and_respect_the_minimum(name, naive_start, length, min_length):
+def test_halves_tile_fairly_and_respect_the_minimum(name, start, length, min_length):
     """Any interval's halves tile it, each holds at least a quarter of it and ``min_length``, and the same interval
     always splits the same way (its halves' IDs are stable and distinct)."""
     zone = ZoneInfo(name)
-    start = to_micros(naive_start.replace(tzinfo=UTC))
     end = start + length
     parts = halves(start, end, zone, min_length=min_length)
     cut = cut_of(start, end, zone)

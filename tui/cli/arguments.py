@@ -10,9 +10,10 @@ import argparse
 import difflib
 import re
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from engine.pipeline.options import RUN_OPTIONS, Kind, RunOptions, environ_run_inputs, run_options_of
+from engine.spec.split_policy import parse_min_partition, parse_split_on
 
 VERBS = (
     "run",
@@ -171,6 +172,16 @@ def _run_option_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def split_args(args: argparse.Namespace) -> dict[str, Any]:
+    """``--split-on`` and ``--min-partition`` as ExecutionOptions fields (only those given)."""
+    changes: dict[str, Any] = {}
+    if args.split_on is not None:
+        changes["split_on"], changes["split_pattern"] = parse_split_on(args.split_on)
+    if args.min_partition is not None:
+        changes["min_partition"] = parse_min_partition(args.min_partition)
+    return changes
+
+
 def run_options_from(args: argparse.Namespace) -> RunOptions:
     """The run options both `backfill` and `backfill run` take, with BRUIN_VARS and BRUIN_QUERY_ANNOTATIONS
     (``--query-annotations``, where given, wins over the variable)."""
@@ -271,6 +282,19 @@ def backfill_parser() -> Parser:
         metavar="ADDRESS",
         default=None,
         help="--launcher dask: the scheduler (default: DASK_SCHEDULER_ADDRESS or Dask's configuration)",
+    )
+    parser.add_argument(
+        "--split-on",
+        metavar="WHY",
+        default=None,
+        help="split a partition in two when it fails by timeout, oom or a reason matching a regular expression "
+        "(comma-separated: timeout,oom,REGEX); none: undo a saved one (docs/splitting.md)",
+    )
+    parser.add_argument(
+        "--min-partition",
+        metavar="DURATION",
+        default=None,
+        help="with --split-on: the shortest half a split may make (a Go duration, default 1h)",
     )
     parser.add_argument("--force", action="store_true", help="allow production environments")
     guard = parser.add_argument_group("guardrails (docs/guardrails.md)")

@@ -19,7 +19,7 @@ from engine.pipeline.options import RUN_OPTIONS
 from engine.spec.backfill_spec import ExecutionOptions, Planned
 from engine.spec.partitions import PartitionDescriber
 from engine.spec.planning import plan_request
-from tui.cli.arguments import UsageError, backfill_parser, run_options_from, timeout_arg
+from tui.cli.arguments import UsageError, backfill_parser, run_options_from, split_args, timeout_arg
 from tui.cli.plan_output import header_lines, options_json, page_bounds, page_rows, summary_json, write_json, write_text
 from tui.cli.terminal import dashboard_possible
 
@@ -183,6 +183,7 @@ def execution_options(args: argparse.Namespace) -> ExecutionOptions:
         timeout=timeout_arg(args.timeout)[1],
         launcher=args.launcher or "warm",
         dask_scheduler=args.dask_scheduler,
+        **split_args(args),
     )
 
 

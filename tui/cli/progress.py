@@ -77,11 +77,10 @@ class ProgressLines:
         return self.formatter.format(self.spec.plan.interval(index).start)
 
     def _is_final(self, events: list[Event], position: int) -> bool:
+        """Whether the event ends its partition in this run (not before a retry or a split, nor a half with others
+        of its partition still to go)."""
         event = events[position]
-        if event.kind not in FINAL:
-            return False
-        following = events[position + 1] if position + 1 < len(events) else None
-        return not (following and following.kind == "retrying" and following.run_id == event.run_id)
+        return event.kind in FINAL and event.final
 
     def _print_events(self, events: list[Event], snapshot: Snapshot, missed: int) -> None:
         coalesce = len(events) > INDIVIDUAL_LINES or missed > 0
@@ -104,7 +103,10 @@ class ProgressLines:
 
     def _line(self, event: Event, snapshot: Snapshot, final: bool) -> str:
         kind = self.paint(f"{event.kind:<9}", STATUS_STYLE.get(event.kind, "bold"))
-        text = f"{self._counter(snapshot)} {kind} {self._label(event.index)}"
+        where = self._label(event.index)
+        if event.span is not None:  # a half of a split partition
+            where = f"⑂ {self.formatter.format(event.span[0])} → {self.formatter.format(event.span[1])}"
+        text = f"{self._counter(snapshot)} {kind} {where}"
         if event.kind == "started":
             return f"{text}  run {event.run_id}"
         if event.duration is not None:

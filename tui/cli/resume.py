@@ -23,7 +23,7 @@ from engine.pipeline.options import RUN_OPTIONS
 from engine.spec.backfill_spec import ExecutionOptions
 from engine.store.control import Decision, resume_options
 from tui import human
-from tui.cli.arguments import UsageError, timeout_arg
+from tui.cli.arguments import UsageError, split_args, timeout_arg
 from tui.cli.reconcile_command import settle_if_expired
 from tui.cli.state_output import write_state_json
 from tui.cli.terminal import dashboard_possible
@@ -82,7 +82,10 @@ def resumed_options(args: argparse.Namespace, loaded: Loaded) -> ExecutionOption
     given, timeout = timeout_arg(args.timeout)
     if given:  # a duration, or `none` to drop a saved timeout
         options = replace(options, timeout=timeout)
-    return options  # checked by judge_resume, like the rerun form's
+    split = split_args(args)
+    if split.get("split_on") == () and split.get("split_pattern") is None and "min_partition" not in split:
+        split["min_partition"] = None  # --split-on none: the saved minimum goes with the saved policy
+    return replace(options, **split)  # checked by judge_resume, like the rerun form's
 
 
 def _read_ids(args: argparse.Namespace) -> list[str]:

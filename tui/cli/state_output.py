@@ -8,6 +8,7 @@ from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions, Planned
 from engine.spec.parallelism import Parallelism
 from engine.spec.partitions import PartitionDescriber
 from engine.store.failure_groups import GROUPS_SHOWN, failure_groups
+from engine.store.split_tree import SplitNode, read_tree
 from engine.store.state_store import StateStore
 from engine.store.status import StatusBoard
 from tui.cli.plan_output import options_json, page_bounds, page_rows, summary_json, write_json
@@ -36,12 +37,30 @@ def _attempt_json(store: StateStore, a) -> dict[str, Any]:
         "by": a.by,
         "assets": a.assets,
         "carried": a.carried,
+        "split": a.split,
     }
     if a.launcher == "dask":
         remote = a.remote or {}
         document |= {key: remote[key] for key in REMOTE_FIELDS if key in remote}
         document |= {"pid": a.pid, "pid_started": a.pid_started, "pid_birth": a.pid_birth}
     return document
+
+
+def children_json(store: StateStore, node: SplitNode) -> list[dict[str, Any]] | None:
+    """A split partition's halves, each with its status, attempts and its own halves (null: it did not split)."""
+    if not node.halves:
+        return None
+    return [
+        {
+            "id": half.record.id,
+            "start": half.record.start,
+            "end": half.record.end,
+            "status": half.record.status,
+            "attempts": attempts_json(store, half.record.attempts),
+            "children": children_json(store, half),
+        }
+        for half in node.halves
+    ]
 
 
 def backfill_json(spec: BackfillSpec, store: StateStore) -> dict[str, Any]:
@@ -79,11 +98,15 @@ def write_state_json(
         index = row["index"]
         row["status"] = board.status(index).label
         attempts: list[dict[str, Any]] = []
+        children = None
         if board.attempts(index):
             record = store.read_record(row["id"], spec.plan, spec.ids.of)
             if record is not None:
                 attempts = attempts_json(store, record.attempts)
+                if record.is_split:
+                    children = children_json(store, read_tree(store.splits, record))
         row["attempts"] = attempts
+        row["children"] = children
         row["reason"] = (
             attempts[-1]["error"] if attempts and row["status"] in ("failed", "cancelled", "skipped") else None
         )

@@ -52,6 +52,7 @@ STATUS_STYLE = {
     "running": "blue",
     "queued": "dim",
     "retrying": "magenta",
+    "split": "magenta",
     "started": "blue",
 }
 
