@@ -29,6 +29,12 @@ def main() -> int:
     parser.add_argument("--record-signals", help="append the name of each SIGINT/SIGTERM/SIGHUP received; go on")
     parser.add_argument("--wait-for", help="before finishing, wait (at most 120 s) until this file exists")
     parser.add_argument("--began", help="append this run's ID (BACKFILL_RUN_ID) and PID here as soon as it starts")
+    parser.add_argument(
+        "--exclusive-hours", help="hold a lock per hour of the window; record any overlap with another child's window"
+    )
+    parser.add_argument("--hang-longer-than", type=float, help="hang (until stopped) when the window exceeds H hours")
+    parser.add_argument("--allocate-mb-per-hour", type=float, help="allocate this many MB per hour of the window")
+    parser.add_argument("--fail-longer-than", type=float, help="fail saying 'too many rows' on windows over H hours")
     args = parser.parse_args()
     args.sleep = args.sleep or float(os.environ.get("CHILD_SLEEP", "0"))
     args.wait_for = args.wait_for or os.environ.get("CHILD_WAIT_FOR")
@@ -45,6 +51,20 @@ def main() -> int:
             with open(os.path.join(args.exclusive_dir, "OVERLAP"), "a") as overlap:
                 overlap.write(args.partition + "\n")
             return 99
+    if args.exclusive_hours:
+        held = _lock_hours(args)
+        if held is None:
+            return 99
+    window = _window_hours(args)
+    if args.allocate_mb_per_hour:
+        data = bytearray(int(window * args.allocate_mb_per_hour * 2**20))  # MemoryError under a small ulimit -v
+        del data
+    if args.fail_longer_than is not None and window > args.fail_longer_than:
+        print(f"too many rows for a window of {window:g} h", file=sys.stderr)
+        return 4
+    if args.hang_longer_than is not None and window > args.hang_longer_than:
+        print(f"a window of {window:g} h is too long: hanging", flush=True)
+        time.sleep(3600)
     if args.ignore_signals:
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, signal.SIG_IGN)
@@ -87,10 +107,41 @@ def main() -> int:
             open(marker, "w").close()
             print("failing the first attempt on purpose", file=sys.stderr)
             return 7
-    if args.start[:10] in args.fail_on and (args.fail_while is None or os.path.exists(args.fail_while)):
+    failing = args.start[:10] in args.fail_on or any(len(v) > 10 and args.start.startswith(v) for v in args.fail_on)
+    if failing and (args.fail_while is None or os.path.exists(args.fail_while)):
         print(f"failing {args.start[:10]} on purpose", file=sys.stderr)
         return 3
     return 0
+
+
+def _window_hours(args) -> float:
+    from datetime import datetime
+
+    if not args.end:
+        return 0.0
+    start, end = datetime.fromisoformat(args.start), datetime.fromisoformat(args.end)
+    return ((end - start).total_seconds() + 1e-6) / 3600  # {end} is inclusive: 1 µs before the end
+
+
+def _lock_hours(args):
+    """A lock per UTC hour the window touches: two live children over one instant of data collide (a partition
+    and its half, or two copies of one half); the collision is written to OVERLAP."""
+    import fcntl
+    from datetime import datetime
+
+    start = int(datetime.fromisoformat(args.start).timestamp()) // 3600
+    end = int(datetime.fromisoformat(args.end).timestamp()) // 3600
+    handles = []
+    for hour in range(start, end + 1):
+        handle = open(os.path.join(args.exclusive_hours, f"{hour}.lock"), "w")  # noqa: SIM115
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            with open(os.path.join(args.exclusive_hours, "OVERLAP"), "a") as overlap:
+                overlap.write(f"{args.partition} hour {hour}\n")
+            return None
+        handles.append(handle)
+    return handles
 
 
 if __name__ == "__main__":

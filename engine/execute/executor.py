@@ -127,6 +127,9 @@ class Outcome:
     record: str | None = None  # the backfill record the guardrails wrote, if any
     record_error: str | None = None  # why it could not be written (the run then does not report success)
     intervention: str | None = None  # who stopped, paused or ended it and why (an operator, not a signal)
+    splits: int = 0  # splits made in this run (docs/splitting.md)
+    split_partitions: int = 0  # partitions of the plan with a split made in this run
+    split_depth: int = 0  # how deep the deepest split of this run went (1: halves)
 
 
 class Executor:
@@ -434,6 +437,9 @@ class Executor:
             seconds=seconds,
             tally=self._tally,
             intervention=self._intervention,
+            splits=self.splits.splits,
+            split_partitions=len(self.splits.split_indices),
+            split_depth=self.splits.deepest,
         )
         if not self.owns():
             result.status = status = RunOutcome.FAILED

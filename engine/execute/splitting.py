@@ -58,6 +58,7 @@ class SplitRun:
     trees: dict[int, SplitNode] = field(default_factory=dict)
     in_flight: set[str] = field(default_factory=set)
     splits: int = 0  # splits made in this run
+    split_indices: set[int] = field(default_factory=set)  # the plan partitions they were made in
     deepest: int = 0  # the deepest leaf this run made
 
     def root(self, index: int, record: PartitionRecord) -> SplitNode:
@@ -89,6 +90,7 @@ class SplitRun:
             for number, child in enumerate(children)
         ]
         self.splits += 1
+        self.split_indices.add(record.index)
         self.deepest = max(self.deepest, node.depth + 1)
         self.in_flight.discard(record.id)
         self.in_flight.update(half.record.id for half in node.halves)

@@ -17,7 +17,7 @@ from engine.store.records import PartitionRecord, RecordStatus, SplitChild, read
 SPLITS = "splits"
 
 
-@dataclass
+@dataclass(eq=False)  # a node is itself: comparing trees field by field would walk parent ↔ halves forever
 class SplitNode:
     """One node of a split partition: its record, its halves once it split, and its place (``path``: "" the
     partition, "0" and "1" its halves, "01" the second half of the first, …)."""

@@ -5,7 +5,9 @@ partition writes ``OVERLAP``) and append a ledger line when their work is done. 
 gets SIGKILL (its children left alive as orphans, sometimes with ``.children.lock`` deleted too), SIGTERM or
 SIGINT; ``--continue`` follows, itself sometimes stopped the same way, until one runs to its end. Then:
 
-- no partition ever had two live children (no ``OVERLAP``);
+- no partition ever had two live children (no ``OVERLAP``); in the split trials, where every day times out
+  whole and splits (docs/splitting.md), no two live children ever covered one hour of data — a partition and
+  its half, or two copies of one half;
 - every partition is ``succeeded``, and each success is true: its attempt's PID is in the ledger;
 - every child that started has an attempt record (its run ID, written in a second ledger the moment it starts,
   is an attempt of its partition): the attempt is written before the child starts (issue 24), and a takeover
@@ -16,7 +18,8 @@ SIGINT; ``--continue`` follows, itself sometimes stopped the same way, until one
   loses nothing.
 
 Every launcher is tried: a ``--command`` target (each attempt its own process), a pipeline whose Python asset
-does the same work under the warm runners, and the command on a local Dask cluster of two workers. Successes are
+does the same work under the warm runners, the command on a local Dask cluster of two workers, and a command whose
+days all split. Successes are
 judged by run ID (under ``warm`` an attempt's PID is its runner's), and by PID too where it is the child's.
 
 The default suite runs ``CI_TRIALS`` trials per launcher; the long campaign is marked slow and runs outside it:
@@ -34,6 +37,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import orjson
 import psutil
 import pytest
 
@@ -42,7 +46,7 @@ from tests.builder import Repo
 from tests.conftest import run_backfill
 from tests.guard_flags import GUARD
 
-CI_TRIALS = {"command": 4, "warm": 3, "dask-local:2": 3}  # ten in all
+CI_TRIALS = {"command": 4, "warm": 3, "dask-local:2": 3, "split": 2}  # twelve in all
 SLOW_TRIALS = int(os.environ.get("BACKFILL_CAMPAIGN_TRIALS", "100"))
 LAUNCHERS = list(CI_TRIALS)
 
@@ -153,6 +157,12 @@ def run_trial(seed: int, root: Path, home: dict[str, str], launcher: str = "comm
         repo = Repo(work)
         repo.python("campaign.work", ASSET)
         plan = ["p", *dates, "--launcher", "warm"]
+    elif launcher == "split":  # every day hangs whole and times out: it splits, and its 12-hour halves run
+        (work / ".git").mkdir(parents=True)
+        command = child_command(
+            "--began", str(began), "--exclusive-hours", str(locks), "--spans", str(ledger), "--hang-longer-than", "12"
+        )
+        plan = ["--command", command, *dates, "--timeout", "1s", "--split-on", "timeout", "--min-partition", "6h"]
     else:
         (work / ".git").mkdir(parents=True)
         command = child_command("--began", str(began), "--exclusive-dir", str(locks), "--spans", str(ledger))
@@ -183,12 +193,16 @@ def run_trial(seed: int, root: Path, home: dict[str, str], launcher: str = "comm
     finished = records(backfill)
     assert [r["status"] for r in finished] == ["succeeded"] * days, context
     done = ledger_runs(ledger)
-    for record in finished:
+    halves = [orjson.loads(p.read_bytes()) for p in (backfill / "splits").glob("*.json")]
+    if launcher == "split":  # every day split; what ran to success is its halves
+        assert all(r["children"] for r in finished), context
+        assert len(halves) == 2 * days and all(h["status"] == "succeeded" for h in halves), context
+    for record in [r for r in finished if not r.get("children")] + halves:
         last = record["attempts"][-1]
         assert last["run_id"] in done, f"a success nobody did, partition {record['index']}: {context}"
         if launcher != "warm":  # under warm the PID recorded is the runner's
             assert last["pid"] == done[last["run_id"]], f"a success naming another process: {context}"
-    recorded = {a["run_id"]: a["status"] for r in finished for a in r["attempts"]}
+    recorded = {a["run_id"]: a["status"] for r in finished + halves for a in r["attempts"]}
     started = [json.loads(line)["run_id"] for line in began.read_text().splitlines()] if began.exists() else []
     unrecorded = [run_id for run_id in started if run_id not in recorded]
     assert not unrecorded, f"children ran without an attempt record: {unrecorded}: {context}"

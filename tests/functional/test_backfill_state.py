@@ -116,8 +116,10 @@ def test_executed_json_has_ids_statuses_attempts_and_pages(work, home):
         "by",
         "assets",
         "carried",
+        "split",
     }
     assert (attempt["kind"], attempt["rows"], attempt["by"]) == ("run", None, None)
+    assert (attempt["split"], failed["children"]) == (None, None)  # it failed whole: no --split-on
     assert (attempt["assets"], attempt["carried"]) == (None, None)  # a command has no assets
     assert attempt["exit_code"] == 3 and attempt["error"] == "failing 2024-01-03 on purpose"
     assert failed["reason"] == "failing 2024-01-03 on purpose"

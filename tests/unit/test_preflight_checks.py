@@ -38,6 +38,7 @@ from engine.guardrails.tiers import PreflightCheck, passed
 from engine.guardrails.warehouse import Held
 from engine.pipeline.assets import Asset, Materialization
 from engine.pipeline.config import Connection
+from engine.spec.backfill_spec import ExecutionOptions
 from engine.store.live_work import LiveWork, WorkKind, command_key, pipeline_key
 
 UTC = ZoneInfo("UTC")
@@ -68,7 +69,8 @@ def facts_of(*assets: AssetFacts, days: int = 5, unit: str = "daily", now: int =
              span: tuple[int, int] | None = None, command: bool = False, template: str = "load {start}",
              guard: GuardOptions | None = None, settings: GuardrailSettings | None = None, pipeline=None,
              history: History | None = None, parallel: int = 1, environment: str | None = "dev",
-             working_directory: Path = Path("/w"), live=(), held=(), database_bytes=None) -> Facts:  # fmt: skip
+             working_directory: Path = Path("/w"), live=(), held=(), database_bytes=None,
+             options: ExecutionOptions | None = None) -> Facts:  # fmt: skip
     plan = Plan(START, START + days * DAY, UTC, parse_unit(unit))
     target = SimpleNamespace(is_command=command, template=template, name="load", identity={"template": template})
     spec = SimpleNamespace(target=target, zone=UTC, unit=plan.unit, plan=plan, start=plan.start,
@@ -77,7 +79,7 @@ def facts_of(*assets: AssetFacts, days: int = 5, unit: str = "daily", now: int =
                               guard=guard or GuardOptions(), now=now, effective_parallel=parallel,
                               environment=SimpleNamespace(name=environment) if environment else None,
                               working_directory=working_directory, backfill_id="ours",
-                              state_root=Path("/s"))  # fmt: skip
+                              state_root=Path("/s"), options=options or ExecutionOptions())  # fmt: skip
     if pipeline is None and not command:
         pipeline = pipeline_of(*(a.asset.name for a in assets))
     first = plan.interval(0)

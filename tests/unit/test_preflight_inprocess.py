@@ -26,6 +26,7 @@ IGNORING = (
     "(--exclude-tag, --selector)",
 )  # fmt: skip
 NO_QUOTA = ("connector_quotas", "n/a", "auto", "no connection declares a daily_run_quota")
+NO_SPLIT = ("splitting", "n/a", "auto", "no --split-on: a failed partition is retried whole")
 
 
 # Repositories the tests only read, built once per process and kept across test sessions in it: mutation
@@ -122,6 +123,7 @@ def test_a_safe_week_passes_every_check_with_its_reason(repo):
         "connector_quotas": NO_QUOTA[1:],
         "environment": ("pass", "auto", "dev: standard guardrails (.bruin.yml)"),
         "verification": ("pass", "auto", "each partition verified against its run record and history (on)"),
+        "splitting": NO_SPLIT[1:],
         "certainty": ("pass", "auto", "every check could decide"),
     }  # fmt: skip
     evidence = {c.name: c.evidence for c in judged.checks}
@@ -145,6 +147,7 @@ def test_long_ranges_need_approval_then_a_person(repo):
         ("materialization", "warn", "auto",
          "mid.latest rebuilt 20 times (they ignore the interval): run once or select out"),
         NO_QUOTA,
+        NO_SPLIT,
     ]  # fmt: skip
     hundred = preflight(repo, "2023-10-01", "2024-01-08")
     assert hundred.verdict == "human-only"
@@ -191,6 +194,7 @@ def test_an_upstream_without_runs_over_the_range_is_never_run_over(repo):
         ("upstream_coverage", "fail", "never",
          "missing upstream intervals: raw.events: 2024-01-08T00:00:00Z → 2024-01-13T00:00:00Z"),
         NO_QUOTA,
+        NO_SPLIT,
     ]  # fmt: skip
 
 
@@ -237,6 +241,7 @@ def test_a_command_is_judged_by_what_can_be_known_of_it(repo):
         NO_QUOTA,
         ("environment", "pass", "auto", "command: standard guardrails (default)"),
         ("verification", "warn", "auto", "no --verify-command: a command's partitions are verified by exit code only"),
+        NO_SPLIT,
         ("certainty", "pass", "auto", "every check could decide"),
     ]  # fmt: skip
     sandboxed = preflight(
@@ -476,6 +481,7 @@ def test_a_quota_the_backfill_would_exhaust_is_never(tmp_path):
     assert rows(judged, only_unpassed=True) == [
         RAW_IGNORES,
         ("connector_quotas", "fail", "never", "would exhaust the day's quota: db: 1 runs today + 5 > quota 1"),
+        NO_SPLIT,
     ]
 
 

@@ -78,6 +78,13 @@ def summary_lines(
         paint(f"{human.count(counts[name])} {name}", STATUS_STYLE[name]) for name in STATUS_NAMES if counts.get(name)
     ]
     lines.append(f"  partitions  {human.count(board.size)}: " + ", ".join(parts))
+    if outcome.splits:
+        depth = "level" if outcome.split_depth == 1 else "levels"
+        lines.append(
+            f"  split       {human.count(outcome.split_partitions)} partition"
+            f"{'s' if outcome.split_partitions != 1 else ''} split in this run ({human.count(outcome.splits)} "
+            f"split{'s' if outcome.splits != 1 else ''}, down to {outcome.split_depth} {depth})"
+        )
     stopped = _stopped_run(outcome)
     if stopped is not None:
         lines.append(f"  this run    {stopped}")

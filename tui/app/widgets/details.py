@@ -12,8 +12,10 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
+from engine.base.errors import StateUnreadable
 from engine.dates.instants import UTC, format_instant, offset_micros
 from engine.store.records import Attempt
+from engine.store.split_tree import SplitNode, read_tree
 from engine.store.status import Status
 from tui import human
 from tui.app.sources import BackfillSource
@@ -88,6 +90,8 @@ class PartitionDetails(Vertical):
         self.source = source
         self.index: int | None = None
         self.attempts: list[Attempt] = []
+        self.split_tree: SplitNode | None = None  # a split partition's halves, when the selected one split
+        self.owners: dict[int, SplitNode] = {}  # positions in attempts of the halves' attempts
         self.chosen: int | None = None  # position in attempts of the attempt whose log is shown
         self._signature: tuple | None = None
         self.error: str | None = None
@@ -105,20 +109,40 @@ class PartitionDetails(Vertical):
         loaded = self.source.records.load(index) if board.attempts(index) else None
         # The record's own version, not the board's counts: the record lags the board by a few milliseconds
         # (another thread writes it), and may still hold the running attempt of a partition the board calls done.
-        signature = (index, board.raw()[index], board.attempts(index), loaded.version if loaded else None)
+        record = loaded.record if loaded is not None else None
+        tree = self._tree_of(record)
+        shape = tuple((n.record.id, n.record.status, len(n.record.attempts)) for n in tree.nodes()) if tree else None
+        signature = (index, board.raw()[index], board.attempts(index), loaded.version if loaded else None, shape)
         if not force and signature == self._signature:
             return
         same_partition = self.index == index
         was_latest = self.chosen is None or self.chosen == len(self.attempts) - 1
         previous_log = self._chosen_log()
         self._signature, self.index = signature, index
-        self.attempts = loaded.record.attempts if loaded is not None and loaded.record is not None else []
+        self.split_tree = tree
+        self.attempts = list(record.attempts) if record is not None else []
+        self.owners = {}  # a half's attempts follow the partition's: position → the half it belongs to
+        for node in list(tree.nodes())[1:] if tree is not None else []:
+            for attempt in node.record.attempts:
+                self.owners[len(self.attempts)] = node
+                self.attempts.append(attempt)
         self.error = loaded.error if loaded is not None else None
         if not same_partition or was_latest:
             self.chosen = len(self.attempts) - 1 if self.attempts else None
         self._render_summary()
         if not same_partition or self._chosen_log() != previous_log:
             self._show_log()
+
+    def _tree_of(self, record) -> SplitNode | None:
+        """The tree of a split partition (its halves' records read again on each poll: they change while the
+        partition's own record does not), None otherwise."""
+        if record is None or not record.is_split:
+            return None
+        try:
+            return read_tree(self.source.store.splits, record)
+        except StateUnreadable as error:
+            self.error = str(error)
+            return None
 
     def _chosen_log(self) -> str | None:
         if self.chosen is None or not self.attempts or self.chosen >= len(self.attempts):
@@ -172,38 +196,71 @@ class PartitionDetails(Vertical):
             text.append("  no attempt yet\n", style="grey58")
         width = self.size.width - 2 if self.size.width else 118  # inside the summary's padding
         narrow = width < 98  # 80×24: every attempt on one line, so the last two fit in five
-        for position, attempt in reversed(list(enumerate(self.attempts))):
-            chosen = position == self.chosen
-            line = Text()
-            line.append("▸ " if chosen else "  ", style="bold")
-            line.append(f"#{position + 1} ", style="bold" if chosen else "")
-            line.append(f"{attempt.status:<9}", style=ATTEMPT_STYLES.get(attempt.status, ""))
-            duration = human.duration(attempt.duration) if attempt.duration is not None else ""
-            exit_text = f"exit {attempt.exit_code}" if attempt.exit_code is not None else ""
-            span = _span(attempt.started_at, attempt.finished_at, short=narrow)
-            line.append(f" {span} {duration:>8} {exit_text:>8}")
-            process = _process_text(attempt) if chosen and attempt.pid else ""
-            # Never cut: the run ID shows whole or not at all (Y copies it, whole, whatever the width).
-            if line.cell_len + 2 + len(attempt.run_id) <= width:
-                line.append(f"  {attempt.run_id}", style="grey58")
-            if process and narrow and line.cell_len + len(process) <= width:
-                line.append(process, style="grey58")
-            elif process:  # on a line of its own: the run ID already fills 120 columns
-                line.append(f"\n    {process}", style="grey58")
-            text.append_text(line)
-            if attempt.assets is not None:
-                text.append("\n      " + asset_resume_text(attempt, self.attempts), style="grey70")
-            if chosen and attempt.verification:
-                text.append(
-                    "\n      " + verification_text(attempt.verification),
-                    style=VERIFICATION_STYLES.get(attempt.verification.get("status"), "grey58"),
-                )
-            if attempt.error and attempt is not latest:
-                text.append(f"\n      {attempt.error}", style="red1" if attempt.status == "failed" else "yellow3")
-            text.append("\n")
+        own = len(self.attempts) - len(self.owners)
+        for position, attempt in reversed(list(enumerate(self.attempts[:own]))):
+            self._attempt_line(text, position, attempt, latest, width, narrow)
+        if self.split_tree is not None:
+            self._tree_lines(text, width, narrow)
         if len(self.attempts) > 1:
             text.append("  [ and ] choose the attempt whose log is shown\n", style="grey50")
         self.query_one("#details-summary", Static).update(text)
+
+    def _tree_lines(self, text: Text, width: int, narrow: bool) -> None:
+        """A split partition's halves under its attempts: each node indented by depth, a leaf with its attempts."""
+        assert self.split_tree is not None
+        done, leaves = self.split_tree.counts()
+        text.append(
+            f"  ⑂ split: {done}/{leaves} leaves done, {self.split_tree.deepest()} level"
+            f"{'s' if self.split_tree.deepest() != 1 else ''} deep\n",
+            style="magenta",
+        )
+        positions = {id(attempt): position for position, attempt in enumerate(self.attempts)}
+        zone = self.source.spec.zone
+        for node in list(self.split_tree.nodes())[1:]:
+            record = node.record
+            indent = "  " * node.depth
+            text.append(f"{indent}└ ", style="grey58")
+            text.append(f"{format_instant(record.start_us, zone)} → {format_instant(record.end_us, zone)}  ")
+            text.append(f"{record.status}\n", style=ATTEMPT_STYLES.get(record.status, "grey58"))
+            latest = record.attempts[-1] if record.attempts else None
+            for attempt in reversed(record.attempts):
+                self._attempt_line(text, positions[id(attempt)], attempt, latest, width, narrow, indent=indent + "  ")
+                if attempt is latest and attempt.error and record.status in ("failed", "cancelled"):
+                    text.append(f"{indent}      {attempt.error}\n", style="red1")
+
+    def _attempt_line(
+        self, text: Text, position: int, attempt: Attempt, latest, width: int, narrow: bool, indent: str = ""
+    ) -> None:
+        chosen = position == self.chosen
+        line = Text(indent)
+        line.append("▸ " if chosen else "  ", style="bold")
+        line.append(f"#{position + 1} ", style="bold" if chosen else "")
+        line.append(f"{attempt.status:<9}", style=ATTEMPT_STYLES.get(attempt.status, ""))
+        duration = human.duration(attempt.duration) if attempt.duration is not None else ""
+        exit_text = f"exit {attempt.exit_code}" if attempt.exit_code is not None else ""
+        span = _span(attempt.started_at, attempt.finished_at, short=narrow)
+        line.append(f" {span} {duration:>8} {exit_text:>8}")
+        process = _process_text(attempt) if chosen and attempt.pid else ""
+        # Never cut: the run ID shows whole or not at all (Y copies it, whole, whatever the width).
+        if line.cell_len + 2 + len(attempt.run_id) <= width:
+            line.append(f"  {attempt.run_id}", style="grey58")
+        if process and narrow and line.cell_len + len(process) <= width:
+            line.append(process, style="grey58")
+        elif process:  # on a line of its own: the run ID already fills 120 columns
+            line.append(f"\n    {process}", style="grey58")
+        text.append_text(line)
+        if attempt.assets is not None:
+            text.append("\n      " + asset_resume_text(attempt, self.attempts), style="grey70")
+        if chosen and attempt.verification:
+            text.append(
+                "\n      " + verification_text(attempt.verification),
+                style=VERIFICATION_STYLES.get(attempt.verification.get("status"), "grey58"),
+            )
+        if attempt.error and attempt is not latest:
+            text.append(f"\n      {attempt.error}", style="red1" if attempt.status == "failed" else "yellow3")
+        if attempt.split:
+            text.append(f"\n      {attempt.split}", style="magenta")
+        text.append("\n")
 
     def on_resize(self) -> None:
         if self.index is not None:

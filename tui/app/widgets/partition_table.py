@@ -22,11 +22,13 @@ from textual.strip import Strip
 
 from engine.dates.formatting import InstantFormatter
 from engine.execute.executor_snapshot import RunningPartition
+from engine.store.split_tree import SplitNode, read_tree
 from engine.store.status import Status
 from tui import human
 from tui.app.messages import FollowChanged, PartitionSelected
 from tui.app.row_index import RowIndex, SortKey
 from tui.app.sources import BackfillSource
+from tui.app.split_rows import SplitRows
 
 SYMBOLS = {
     Status.QUEUED: "·",
@@ -90,6 +92,8 @@ class PartitionTable(ScrollView, can_focus=True):
         Binding("pagedown", "page(1)", "Page down", show=False),
         Binding("home", "home", "Home", show=False),
         Binding("end", "end", "End", show=False),
+        Binding("right,l", "open_split", "Open split", show=False),
+        Binding("left,h", "close_split", "Close split", show=False),
     ]
 
     cursor_row: reactive[int] = reactive(0, always_update=True)
@@ -102,7 +106,8 @@ class PartitionTable(ScrollView, can_focus=True):
         self.plan = source.spec.plan
         self.board = source.board
         self.formatter = InstantFormatter(source.spec.zone)
-        self.rows = RowIndex(self.board)
+        self.rows = SplitRows(RowIndex(self.board))
+        self.trees: dict[int, tuple[tuple, SplitNode]] = {}  # split partitions on screen: record version, tree
         self.running: dict[int, RunningPartition] = {}
         self.marked: set[int] = set()
         self._painted: dict[int, tuple] = {}
@@ -154,16 +159,17 @@ class PartitionTable(ScrollView, can_focus=True):
         """Show only partitions with these statuses (None: all), and of ``only`` when given (a kind of failure);
         keeps the selected partition if shown."""
         keep = self.selected_index
-        self.rows = RowIndex(self.board, statuses, only, self.rows.order)
+        self.rows = SplitRows(RowIndex(self.board, statuses, only, self.rows.order), self.rows.opened)
         self._reset_rows(keep)
 
     def set_order(self, order: SortKey) -> None:
         """Order the rows (the filter kept): plan order, or by duration, attempts or status."""
         keep = self.selected_index
-        self.rows = RowIndex(self.board, self.rows.statuses, self.rows.only, order)
+        self.rows = SplitRows(RowIndex(self.board, self.rows.statuses, self.rows.only, order), self.rows.opened)
         self._reset_rows(keep)
 
     def _reset_rows(self, keep: int | None) -> None:
+        self.rows.changed()
         self.virtual_size = Size(self.virtual_size.width, len(self.rows))
         self._painted.clear()
         self.cursor_row = self.rows.nearest_row(keep) if keep is not None else 0
@@ -194,7 +200,9 @@ class PartitionTable(ScrollView, can_focus=True):
         self._scroll_cursor_into_view(center=True)
 
     def _signature(self, row: int) -> tuple:
-        index = self.rows.index_at(row)
+        index, node = self.rows.locate(row)
+        if node is not None:
+            return self._half_signature(row, index, node)
         status = self.board.raw()[index]
         running = self.running.get(index)
         elapsed = max(0, int(self.clock() - running.started_at)) if running else None
@@ -211,7 +219,36 @@ class PartitionTable(ScrollView, can_focus=True):
             row == self.cursor_row,
             index in self.marked,
             self.reason(index, status),
+            self._split_counts(index),
         )
+
+    def _half_signature(self, row: int, index: int, node: SplitNode) -> tuple:
+        """A half's row: what its own record says (its live elapsed time when it is the one running)."""
+        record = node.record
+        last = record.attempts[-1] if record.attempts else None
+        running = self.running.get(index)
+        live = running is not None and last is not None and running.run_id == last.run_id
+        status = Status.parse(record.status)
+        reason = last.error if last is not None and status in (Status.FAILED, Status.CANCELLED) else None
+        return (
+            index,
+            status,
+            len(record.attempts),
+            last.duration if last is not None and not live else None,
+            max(0, int(self.clock() - running.started_at)) if live and running else None,
+            None,
+            0,
+            row == self.cursor_row,
+            False,
+            reason,
+            node.counts() if node.halves else None,
+            node,
+        )
+
+    def _split_counts(self, index: int) -> tuple[int, int] | None:
+        """``(leaves done, leaves)`` of a split partition on screen (its tree as last loaded), else None."""
+        tree = self.trees.get(index)
+        return tree[1].counts() if tree is not None else None
 
     def reason(self, index: int, status: int) -> str | None:
         """Why a failed or cancelled partition ended (its latest attempt's error), as its record was last loaded:
@@ -222,13 +259,33 @@ class PartitionTable(ScrollView, can_focus=True):
         return loaded.reason if loaded is not None else None
 
     def _load_visible(self) -> None:
-        """Load the records of the failed and cancelled rows on screen, each read again only when it changed."""
+        """Load the records of the failed and cancelled rows on screen, each read again only when it changed; once
+        the backfill has split partitions, every attempted row's, and the trees of those that split (read again
+        while they run: their halves change under a record that may not)."""
         top = int(self.scroll_offset.y)
         raw = self.board.raw()
+        splits = self.source.store.splits.is_dir()
         for row in range(top, min(top + max(1, self.size.height), len(self.rows))):
-            index = self.rows.index_at(row)
-            if raw[index] in (Status.FAILED, Status.CANCELLED):
-                self.source.records.load(index)
+            index, node = self.rows.locate(row)
+            if node is not None:
+                continue
+            if raw[index] in (Status.FAILED, Status.CANCELLED) or (splits and self.board.attempts(index)):
+                loaded = self.source.records.load(index)
+                if splits and loaded.record is not None and loaded.record.is_split:
+                    self._load_tree(index, loaded.version, loaded.record, raw[index] == Status.RUNNING)
+
+    def _load_tree(self, index: int, version: tuple, record, running: bool) -> None:
+        known = self.trees.get(index)
+        if known is not None and known[0] == version and not running:
+            return
+        try:
+            tree = read_tree(self.source.store.splits, record)
+        except Exception:  # a half's record unreadable: the partition's row still shows; its halves do not
+            return
+        self.trees[index] = (version, tree)
+        if index in self.rows.opened:
+            self.rows.open(index, list(tree.nodes())[1:])
+            self.virtual_size = Size(self.virtual_size.width, len(self.rows))
 
     def _repaint_changed(self) -> None:
         self._load_visible()
@@ -248,7 +305,11 @@ class PartitionTable(ScrollView, can_focus=True):
             return Strip.blank(width, PLAIN)
         signature = self._signature(row)
         self._painted[row] = signature
-        index, status_code, attempts, duration, elapsed, kill_in, verification, is_cursor, is_marked, reason = signature
+        index, status_code, attempts, duration, elapsed, kill_in, verification, is_cursor, is_marked, reason = (
+            signature[:10]
+        )
+        split = signature[10]
+        node = signature[11] if len(signature) > 11 else None
         status = Status(status_code)
         if kill_in is not None:
             time_text = f"kill {kill_in}s"
@@ -265,17 +326,25 @@ class PartitionTable(ScrollView, can_focus=True):
             symbol, label, style = "■", "stopping", STOPPING
         else:
             symbol, label, style = SYMBOLS[status], status.label, STATUS_STYLES[status]
+        if node is not None:  # a half, under its partition: indented by its depth
+            where = "  " * (node.depth - 1) + "└ " + self._span_text(node.record.start_us, node.record.end_us)
+            number = ""
+        else:
+            where, number = self.interval_text(index), str(index)
         segments = [
             Segment("▸" if is_cursor else " ", base + DIM),
             Segment("●" if is_marked else " ", base + MARK),
-            Segment(str(index).rjust(self._index_width) + "  ", base + DIM),
-            Segment(self.interval_text(index).ljust(self._interval_width) + "  ", base),
+            Segment(number.rjust(self._index_width) + "  ", base + DIM),
+            Segment(where[: self._interval_width].ljust(self._interval_width) + "  ", base),
             Segment(f"{symbol} {label[:9]:<9}", base + style),
             Segment(f" {VERIFICATION_MARKS[verification][0]}", base + VERIFICATION_MARKS[verification][1])
             if verification and len(label) <= 9
             else Segment(f"{label[9:]:<2}" if len(label) > 9 else "  ", base + style),
             Segment(f"{attempts if attempts else '':>3}  {time_text:>8}", base),
         ]
+        if split is not None:  # ⑂ leaves done / leaves; ▸ when opened
+            opened = node is None and index in self.rows.opened
+            segments.append(Segment(f"  {'▾' if opened else '⑂'} {split[0]}/{split[1]}", base + MARK))
         room = width - sum(len(segment.text) for segment in segments) - 2
         if reason and room >= 8:
             text = reason if len(reason) <= room else reason[: room - 1] + "…"
@@ -284,6 +353,43 @@ class PartitionTable(ScrollView, can_focus=True):
         return strip.crop_extend(0, width, base)
 
     # ---------------------------------------------------------------- navigation
+
+    def _span_text(self, start: int, end: int) -> str:
+        first, last = compact(self.formatter.format(start)), compact(self.formatter.format(end))
+        if first[:10] == last[:10]:
+            last = last[11:]  # a half within one day: its end's time alone
+        elif last[10:16] == " 00:00" and end - start <= 86_400_000_000 + 3_600_000_000:
+            last = "24:00" + last[16:]  # up to the next midnight (a 25-hour day's included)
+        return f"{first} → {last}"
+
+    def action_open_split(self) -> None:
+        """``→`` on a split partition: its halves (and theirs) shown under it."""
+        row = self.cursor_row
+        if not len(self.rows):
+            return
+        index, node = self.rows.locate(row)
+        tree = self.trees.get(index)
+        if node is not None or tree is None or index in self.rows.opened:
+            return
+        self.rows.open(index, list(tree[1].nodes())[1:])
+        self._rows_changed()
+
+    def action_close_split(self) -> None:
+        """``←`` on a split partition or one of its halves: the halves folded back, the cursor on the partition."""
+        if not len(self.rows):
+            return
+        index, _ = self.rows.locate(self.cursor_row)
+        if self.rows.close(index):
+            self._rows_changed()
+            row = self.rows.row_of(index)
+            if row is not None:
+                self.cursor_row = row
+            self._scroll_cursor_into_view()
+
+    def _rows_changed(self) -> None:
+        self.virtual_size = Size(self.virtual_size.width, len(self.rows))
+        self._painted.clear()
+        self.refresh()
 
     def _scroll_cursor_into_view(self, *, center: bool = False) -> None:
         height = max(1, self.size.height)

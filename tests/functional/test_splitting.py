@@ -1,0 +1,206 @@
+"""Adaptive splitting through the real command: children that time out or run out of memory on long windows make
+their partitions split along the calendar until the halves succeed (docs/splitting.md)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from datetime import datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import orjson
+
+from engine.dates.instants import to_micros
+from tests.backfills import child_command, records, state_dirs
+from tests.conftest import run_backfill
+from tests.guard_flags import GUARD
+from tests.oracle import oracle_partitions
+from tests.unit.test_split_properties import oracle_hours
+
+BERLIN = ZoneInfo("Europe/Berlin")
+SPLIT = ("--split-on", "timeout", "--min-partition", "1h")
+
+
+def _show(work: Path, backfill: Path) -> dict:
+    shown = run_backfill("show", backfill.name, "--output", "json", cwd=work)
+    assert shown.returncode == 0, shown.stderr
+    return json.loads(shown.stdout)
+
+
+def _leaves(children: list[dict] | None, into: list[dict]) -> list[dict]:
+    for child in children or []:
+        if child["children"]:
+            _leaves(child["children"], into)
+        else:
+            into.append(child)
+    return into
+
+
+def _micros(text: str) -> int:
+    return to_micros(datetime.fromisoformat(text))
+
+
+def _backfill(work: Path) -> Path:
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    return backfill
+
+
+def test_days_that_time_out_split_into_local_hours_and_succeed(tmp_path, home):
+    """Children hang on windows over 12 h: each day (a 25-hour fall-back day among them) splits on its timeout,
+    the 13-hour half again, and every leaf ends on the oracle's local hour boundaries, tiles its day, ran its own
+    window and succeeded; the partitions keep their IDs and intervals and succeed."""
+    (tmp_path / ".git").mkdir()
+    command = child_command("--hang-longer-than", "12")
+    result = run_backfill(
+        *GUARD, "--command", command, "--start-date", "2024-10-26", "--end-date", "2024-10-28", "--tz",
+        "Europe/Berlin", "--timeout", "2s", *SPLIT, "--max-parallel", "4", "--no-progress",
+        cwd=tmp_path, env=home, timeout=180,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    backfill = _backfill(tmp_path)
+    shown = _show(tmp_path, backfill)
+    days = oracle_partitions(
+        datetime(2024, 10, 26, tzinfo=BERLIN), datetime(2024, 10, 29, tzinfo=BERLIN), BERLIN, "daily", None
+    )
+    lengths = []
+    for partition, (day_start, day_end) in zip(shown["partitions"], days, strict=True):
+        assert partition["status"] == "succeeded"
+        assert (_micros(partition["start"]), _micros(partition["end"])) == (to_micros(day_start), to_micros(day_end))
+        assert partition["attempts"][-1]["split"] is not None and partition["attempts"][-1]["error"].startswith(
+            "timed out"
+        )
+        leaves = _leaves(partition["children"], [])
+        edges = [(_micros(leaf["start"]), _micros(leaf["end"])) for leaf in leaves]
+        assert edges[0][0] == to_micros(day_start) and edges[-1][1] == to_micros(day_end)
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(edges))
+        assert {end for _, end in edges[:-1]} <= set(oracle_hours(day_start, day_end, BERLIN))
+        for leaf in leaves:
+            assert leaf["status"] == "succeeded"
+            words = dict(w.split("=", 1) for w in Path(leaf["attempts"][-1]["log"]).read_text().split() if "=" in w)
+            ran = (_micros(words["start"]), _micros(words["end"]) + 1)  # {end} is inclusive: 1 µs before the end
+            assert ran == (_micros(leaf["start"]), _micros(leaf["end"]))  # the child ran the half's own window
+        lengths.append([(b - a) // 3_600_000_000 for a, b in edges])
+    assert lengths == [[12, 12], [12, 6, 7], [12, 12]]  # the 25-hour day: 12 h, then 13 h split 6 + 7
+    audit = [json.loads(line) for line in (backfill / "audit.jsonl").read_text().splitlines()]
+    assert sum(1 for line in audit if line["action"] == "SPLIT") == 4
+
+
+def test_a_child_out_of_memory_splits_until_its_windows_fit(tmp_path, home):
+    """Under ``ulimit -v`` a child allocating 40 MB per hour of its window raises MemoryError on a day and on 12 h,
+    not on 6 h: with ``--split-on oom`` the day ends as four succeeded 6-hour leaves, two levels deep."""
+    (tmp_path / ".git").mkdir()
+    command = 'sh -c \'ulimit -v 400000; exec "$0" "$@"\' ' + child_command("--allocate-mb-per-hour", "40")
+    result = run_backfill(
+        *GUARD, "--command", command, "--start-date", "2024-01-01", "--end-date", "2024-01-01",
+        "--split-on", "oom", "--min-partition", "1h", "--max-parallel", "2", "--no-progress",
+        cwd=tmp_path, env=home, timeout=180,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    [partition] = _show(tmp_path, _backfill(tmp_path))["partitions"]
+    assert partition["status"] == "succeeded"
+    assert "MemoryError" in partition["attempts"][0]["error"]
+    leaves = _leaves(partition["children"], [])
+    assert [(leaf["start"][11:16], leaf["end"][11:16], leaf["status"]) for leaf in leaves] == [
+        ("00:00", "06:00", "succeeded"),
+        ("06:00", "12:00", "succeeded"),
+        ("12:00", "18:00", "succeeded"),
+        ("18:00", "00:00", "succeeded"),
+    ]
+    assert [c["attempts"][0]["split"] for c in partition["children"]] == ["split on oom into 6h + 6h"] * 2
+
+
+def test_without_its_trigger_a_failure_does_not_split(tmp_path, home):
+    """The same out-of-memory child with ``--split-on timeout`` only: the partition fails whole, as without the
+    option, and lists no children."""
+    (tmp_path / ".git").mkdir()
+    command = 'sh -c \'ulimit -v 400000; exec "$0" "$@"\' ' + child_command("--allocate-mb-per-hour", "40")
+    result = run_backfill(
+        *GUARD, "--command", command, "--start-date", "2024-01-01", "--end-date", "2024-01-01",
+        *SPLIT, "--no-progress", cwd=tmp_path, env=home, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    [partition] = _show(tmp_path, _backfill(tmp_path))["partitions"]
+    assert (partition["status"], partition["children"]) == ("failed", None)
+    assert not (_backfill(tmp_path) / "splits").exists()
+
+
+def test_a_reason_matching_the_expression_splits_and_min_partition_stops_it(tmp_path, home):
+    """``--split-on REGEX``: a child whose last words match splits; at ``--min-partition 12h`` the halves cannot split
+    again, so halves that still fail fail their partition (exit 1), once each, with their own reasons."""
+    (tmp_path / ".git").mkdir()
+    result = run_backfill(
+        *GUARD, "--command", child_command("--fail-longer-than", "6"), "--start-date", "2024-01-01",
+        "--end-date", "2024-01-01", "--split-on", "too many (rows|columns),? for", "--min-partition", "12h",
+        "--on-failure", "continue", "--no-progress", cwd=tmp_path, env=home, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    [partition] = _show(tmp_path, _backfill(tmp_path))["partitions"]
+    assert partition["status"] == "failed"
+    assert partition["attempts"][0]["split"] == "split on pattern into 12h + 12h"
+    assert [(c["status"], len(c["attempts"]), c["children"]) for c in partition["children"]] == [
+        ("failed", 1, None),
+        ("failed", 1, None),
+    ]
+    assert all("too many rows for a window of 12 h" in c["attempts"][0]["error"] for c in partition["children"])
+
+
+def test_resume_reruns_only_the_failed_leaf(tmp_path, home):
+    """A half that failed for another reason leaves its partition failed; ``--continue --rerun failed`` runs that
+    leaf again — not the partition whole, not its succeeded sibling — and the partition ends succeeded."""
+    (tmp_path / ".git").mkdir()
+    gate = tmp_path / "fail-while"
+    gate.touch()
+    command = child_command("--hang-longer-than", "12", "--fail-while", str(gate), "--fail-on", "2024-01-01T00")
+    first = run_backfill(
+        *GUARD, "--command", command, "--start-date", "2024-01-01", "--end-date", "2024-01-01", "--timeout", "2s",
+        *SPLIT, "--on-failure", "continue", "--no-progress", cwd=tmp_path, env=home, timeout=120,
+    )  # fmt: skip
+    assert first.returncode == 1, first.stdout + first.stderr
+    backfill = _backfill(tmp_path)
+    [partition] = _show(tmp_path, backfill)["partitions"]
+    assert partition["status"] == "failed"
+    assert [c["status"] for c in partition["children"]] == ["failed", "succeeded"]
+    gate.unlink()
+    again = run_backfill("--continue", backfill.name, "--rerun", "failed", "--no-progress", cwd=tmp_path, env=home)
+    assert again.returncode == 0, again.stdout + again.stderr
+    [partition] = _show(tmp_path, backfill)["partitions"]
+    assert partition["status"] == "succeeded"
+    assert len(partition["attempts"]) == 1  # the partition itself never ran again
+    assert [(c["status"], len(c["attempts"])) for c in partition["children"]] == [("succeeded", 2), ("succeeded", 1)]
+    [record] = records(backfill)
+    assert record["status"] == "succeeded" and len(record["children"]) == 2
+    for child in record["children"]:
+        half = orjson.loads((backfill / "splits" / f"{child['id']}.json").read_bytes())
+        assert (half["parent"], half["status"]) == (record["id"], "succeeded")
+
+
+def test_split_on_and_min_partition_bad_input(tmp_path, home):
+    """Bad ``--split-on``/``--min-partition`` values get one line naming the value and what is accepted, exit 2."""
+    (tmp_path / ".git").mkdir()
+    base = (*GUARD, "--command", "true", "--start-date", "2024-01-01", "--end-date", "2024-01-01", "--dry-run")
+    cases = {
+        ("--split-on", ""): "--split-on '' is empty",
+        ("--split-on", "timeout,timeout"): "names timeout twice",
+        ("--split-on", "timeout,("): "is not a regular expression",
+        ("--split-on", "timeout", "--min-partition", "0.5s"): "shorter than a second",
+        ("--split-on", "timeout", "--min-partition", "1d"): "--min-partition '1d' is not a duration",
+        ("--min-partition", "1h"): "--min-partition means nothing without --split-on",
+    }
+    for flags, expected in cases.items():
+        result = run_backfill(*base, *flags, cwd=tmp_path, env=home)
+        assert result.returncode == 2, (flags, result.stderr)
+        assert expected in result.stderr and result.stderr.count("\n") == 1, (flags, result.stderr)
+        assert "Traceback" not in result.stderr
+
+
+def test_a_minimum_no_partition_can_split_into_is_refused(tmp_path, home):
+    """``--min-partition 13h`` over daily partitions: no day has two halves of 13 h, so the pre-flight refuses
+    (exit 3) and says what to give instead."""
+    (tmp_path / ".git").mkdir()
+    result = run_backfill(
+        *GUARD, "--command", "true", "--start-date", "2024-01-01", "--end-date", "2024-01-02",
+        "--split-on", "timeout", "--min-partition", "13h", "--no-progress", cwd=tmp_path, env=home,
+    )  # fmt: skip
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "cannot split into halves of at least --min-partition 13h" in result.stdout + result.stderr
