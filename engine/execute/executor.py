@@ -64,7 +64,8 @@ class ExecutorHooks:
     after_partition: Callable[[int, Attempt], None] = lambda index, attempt: None
     # After a child exits 0, before the attempt is recorded succeeded: a verification (``status``,
     # ``detail``, ``fails_partition``, ``to_json()``) or None. One that fails the partition stops the backfill.
-    verify: Callable[[int, Interval, Attempt], Any] = lambda index, interval, attempt: None
+    # The partition ID is the record's: a half of a split partition has its own.
+    verify: Callable[[int, Interval, Attempt, str], Any] = lambda index, interval, attempt, partition_id: None
     # Once every child has been waited for, with the backfill still locked: the path of the record written.
     after_run: Callable[[Outcome], str | None] = lambda outcome: None
     # Called on every turn of the loop (at least every 0.25 s): picks up operators' requests (interventions).
@@ -768,7 +769,7 @@ class Executor:
                 attempt.status, attempt.error = active.stop_status, active.stop_reason
             elif code == 0:
                 attempt.status = RecordStatus.SUCCEEDED
-                verification = self.hooks.verify(index, active.interval, attempt)
+                verification = self.hooks.verify(index, active.interval, attempt, active.record.id)
                 if verification is not None:
                     attempt.verification = verification.to_json()
                     if verification.fails_partition:
@@ -890,8 +891,8 @@ class Executor:
                         action="SPLIT",
                         from_status=RecordStatus.FAILED.value,
                         to_status=RecordStatus.RUNNING.value,
-                        target_count=len(halves),
                         reason=f"{attempt.error}: {attempt.split}",
+                        requested_by=f"--split-on {self.splits.policy.describe()}" if self.splits.policy else None,
                         requested_at=attempt.finished_at,
                         applied_at=now_text(),
                         applied_by=f"backfill executor (PID {os.getpid()})",

@@ -212,7 +212,7 @@ def asset_resume(prepared: Prepared, preflight: Preflight) -> AssetResume | None
 
 def command_verifier(
     prepared: Prepared, preflight: Preflight
-) -> Callable[[int, Interval, Attempt], Verification] | None:
+) -> Callable[[int, Interval, Attempt, str], Verification] | None:
     """``--verify-command``: run after each successful partition as that partition's child would be (the same
     placeholders, environment and working directory), or None."""
     guard = preflight.facts.request.guard
@@ -230,8 +230,7 @@ def command_verifier(
     command = CommandVerifier(guard.verify_command, guard.verify, factory.values)
     total = len(spec.plan)
 
-    def verify(index: int, interval: Interval, attempt: Attempt) -> Verification:
-        partition_id = spec.ids.of(interval.start, interval.end)
+    def verify(index: int, interval: Interval, attempt: Attempt, partition_id: str) -> Verification:
         log = prepared.store.log_path(attempt.run_id)
         child = factory.child(interval, partition_id, attempt.run_id, log, total)
         return command.verify(interval, partition_id, attempt.run_id, cwd=child.cwd, env=child.env, log=log)

@@ -121,7 +121,7 @@ class GuardedRun:
         finally:
             self.preflight.facts.warehouses.close()
 
-    def pipeline_verifier(self) -> Callable[[int, Interval, Attempt], Verification] | None:
+    def pipeline_verifier(self) -> Callable[[int, Interval, Attempt, str], Verification] | None:
         """Verification of each pipeline partition from its run record (its baselines read now, through the
         pre-flight's connections), or None: ``--verify off``, or a command target."""
         guard = self.preflight.facts.request.guard
@@ -130,7 +130,7 @@ class GuardedRun:
         target = resolve_target(self.spec.target.path or "")
         verifier = PipelineVerifier(self.preflight.facts, logs_root(target.repository) / "runs", guard.verify)
         only = rerun_assets(self.preflight, self.rerun_asset, self.rerun_downstream)
-        return lambda _index, interval, attempt: verifier.verify(
+        return lambda _index, interval, attempt, _partition_id: verifier.verify(
             interval, attempt.run_id, only, carried=attempt.carried
         )
 

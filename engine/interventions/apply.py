@@ -15,6 +15,7 @@ from engine.base.atomic import sync_directory
 from engine.base.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_REFUSED
 from engine.dates.formatting import InstantFormatter
 from engine.interventions.requests import Request, Result
+from engine.interventions.split_marks import mark_tree
 from engine.spec.backfill_spec import BackfillSpec
 from engine.store import audit
 from engine.store.bulk_marks import BulkMark
@@ -176,7 +177,8 @@ def _mark(request: Request, holder: Holder) -> Result:
         return Result(EXIT_BAD_INPUT, f"--status {to!r} cannot be marked: give one of {', '.join(MARK_STATUSES)}")
     holder.flush()
     indices = selected_indices(request, holder)
-    busy = sorted(holder.running().intersection(indices))
+    halves: dict[str, int] = dict(request.params.get("halves") or {})  # a half's ID → its plan partition
+    busy = sorted(holder.running().intersection([*indices, *halves.values()]))
     if busy:
         shown = ", ".join(holder.spec.ids.of(*_bounds(holder, index)) for index in busy[:3])
         more = f" and {len(busy) - 3} more" if len(busy) > 3 else ""
@@ -184,9 +186,13 @@ def _mark(request: Request, holder: Holder) -> Result:
             EXIT_REFUSED,
             f"partition {shown}{more} of backfill {holder.store.id} is running: cancel the backfill first, or wait",
         )
-    if not indices:
+    if not indices and not halves:
         return Result(EXIT_OK, "no partition matches: nothing was marked")
     asset, rows = request.params.get("asset"), request.params.get("rows")
+    if halves and (asset is not None or rows is not None):
+        return Result(
+            EXIT_BAD_INPUT, "a half of a split partition is marked whole: --asset and --rows mean nothing for it"
+        )
     message = f"marked {to} by {request.requested_by}: {request.reason}"
     store, plan, ids = holder.store, holder.spec.plan, holder.spec.ids
     formatter = InstantFormatter(holder.spec.zone)
@@ -215,6 +221,9 @@ def _mark(request: Request, holder: Holder) -> Result:
         # keeps no message. A few partitions are written one by one: their records are read and extended.
         restated = before == to and not (asset is None and rows is None)
         record = store.read_record(partition_id, plan, ids.of) if attempted and (durable or restated) else None
+        if record is not None and record.is_split and asset is None and rows is None:
+            _mark_split(store, holder, record, None, to, message, request, common, stem, lines, changes)
+            continue
         if record is not None:
             before = record.status  # the record's word (a board may lag it)
         stated = _stated_rows(record)
@@ -264,6 +273,12 @@ def _mark(request: Request, holder: Holder) -> Result:
             numbers[index] = number
             slices.add(index, partition_id, before, stated if before == to else None)
         changes.append((index, Status.parse(to if asset is None else before), number))
+    for half_id, index in sorted(halves.items(), key=lambda item: item[1]):
+        interval = plan.interval(index)
+        record = store.read_record(ids.of(interval.start, interval.end), plan, ids.of)
+        if record is None or not record.is_split:
+            return Result(EXIT_BAD_INPUT, f"partition {half_id[:12]} is not a half of a split partition")
+        _mark_split(store, holder, record, half_id, to, message, request, common, stem, lines, changes)
     lines += slices.lines()
     if not changes:
         return Result(EXIT_OK, f"every selected partition is {to} already: nothing was marked")
@@ -283,6 +298,39 @@ def _mark(request: Request, holder: Holder) -> Result:
     return Result(
         EXIT_OK, f"marked {what}{len(changes)} partition{'s' if len(changes) != 1 else ''} {to}", len(changes)
     )
+
+
+def _mark_split(
+    store: StateStore,
+    holder: Holder,
+    record: PartitionRecord,
+    under: str | None,
+    to: str,
+    message: str,
+    request: Request,
+    common: dict,
+    stem: str,
+    lines: list[dict],
+    changes: list[tuple[int, Status, int]],
+) -> None:
+    """A split partition (or one of its halves) marked: every leaf under it takes the mark; one audit line."""
+    done = mark_tree(
+        store, record, under=under, to=to, message=message, by=request.requested_by, before_write=holder.before_write
+    )
+    if done is None:
+        return
+    lines.append(
+        audit.bulk_entry(
+            common,
+            stem,
+            len(lines),
+            partition_id=under or record.id,
+            action="MARK",
+            from_status=done.before,
+            to_status=to,
+        )
+    )
+    changes.append((record.index, Status.parse(done.after), len(record.attempts)))
 
 
 @dataclass

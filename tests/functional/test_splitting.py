@@ -13,8 +13,9 @@ import orjson
 
 from engine.dates.instants import to_micros
 from tests.backfills import child_command, records, state_dirs
+from tests.builder import Repo
 from tests.conftest import run_backfill
-from tests.guard_flags import GUARD
+from tests.guard_flags import GUARD, REASON
 from tests.oracle import oracle_partitions
 from tests.unit.test_split_properties import oracle_hours
 
@@ -204,3 +205,126 @@ def test_a_minimum_no_partition_can_split_into_is_refused(tmp_path, home):
     )  # fmt: skip
     assert result.returncode == 3, result.stdout + result.stderr
     assert "cannot split into halves of at least --min-partition 13h" in result.stdout + result.stderr
+
+
+def _split_day(tmp_path: Path, home: dict[str, str]) -> Path:
+    """One day that timed out whole and split in two 12-hour halves, both succeeded."""
+    (tmp_path / ".git").mkdir()
+    result = run_backfill(
+        *GUARD, "--command", child_command("--hang-longer-than", "12"), "--start-date", "2024-01-01",
+        "--end-date", "2024-01-01", "--timeout", "2s", *SPLIT, "--no-progress", cwd=tmp_path, env=home, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    return _backfill(tmp_path)
+
+
+def test_a_mark_of_a_half_marks_it_and_its_partition_adds_up(tmp_path, home):
+    """``backfill mark ID HALF`` (a prefix of a half's own ID) marks that leaf: its record takes a mark entry, the
+    partition becomes what its leaves add up to (failed), the other half is untouched, and the audit names the half."""
+    backfill = _split_day(tmp_path, home)
+    [record] = records(backfill)
+    first, second = (child["id"] for child in record["children"])
+    marked = run_backfill(
+        "mark", backfill.name, first[:10], "--status", "failed", "--reason", "bad source rows", cwd=tmp_path, env=home
+    )
+    assert marked.returncode == 0, marked.stderr
+    [partition] = _show(tmp_path, backfill)["partitions"]
+    assert partition["status"] == "failed"
+    assert [(c["status"], [a["kind"] for a in c["attempts"]]) for c in partition["children"]] == [
+        ("failed", ["run", "mark"]),
+        ("succeeded", ["run"]),
+    ]
+    [line] = [json.loads(x) for x in (backfill / "audit.jsonl").read_text().splitlines() if '"MARK"' in x]
+    assert (line["partition_id"], line["from_status"], line["to_status"]) == (first, "succeeded", "failed")
+    half = orjson.loads((backfill / "splits" / f"{second}.json").read_bytes())
+    assert [a.get("kind", "run") for a in half["attempts"]] == ["run"]
+
+
+def test_a_mark_of_a_split_partition_marks_all_its_leaves(tmp_path, home):
+    """``backfill mark ID PARTITION`` of a split partition marks each leaf (not the partition's own attempts);
+    ``--rerun failed`` then runs both leaves, never the partition whole."""
+    backfill = _split_day(tmp_path, home)
+    [record] = records(backfill)
+    marked = run_backfill(
+        "mark", backfill.name, record["id"][:10], "--status", "failed", "--reason", "recheck", cwd=tmp_path, env=home
+    )
+    assert marked.returncode == 0, marked.stderr
+    [partition] = _show(tmp_path, backfill)["partitions"]
+    assert partition["status"] == "failed" and len(partition["attempts"]) == 1
+    assert [c["status"] for c in partition["children"]] == ["failed", "failed"]
+    again = run_backfill("--continue", backfill.name, "--rerun", "failed", "--no-progress", cwd=tmp_path, env=home)
+    assert again.returncode == 0, again.stdout + again.stderr
+    [partition] = _show(tmp_path, backfill)["partitions"]
+    assert partition["status"] == "succeeded" and len(partition["attempts"]) == 1
+    assert [[a["kind"] for a in c["attempts"]] for c in partition["children"]] == [["run", "mark", "run"]] * 2
+
+
+def test_a_half_marked_with_rows_is_bad_input(tmp_path, home):
+    """A half is marked whole: ``--rows`` on it is one line, exit 2, and nothing changes."""
+    backfill = _split_day(tmp_path, home)
+    [record] = records(backfill)
+    half = record["children"][0]["id"]
+    before = (backfill / "splits" / f"{half}.json").read_bytes()
+    marked = run_backfill(
+        "mark", backfill.name, half, "--status", "succeeded", "--rows", "5", "--reason", "r", cwd=tmp_path, env=home
+    )
+    assert marked.returncode == 2 and "--asset and --rows mean nothing for it" in marked.stderr, marked.stderr
+    assert (backfill / "splits" / f"{half}.json").read_bytes() == before
+
+
+def _date_keyed_pipeline(root: Path) -> Repo:
+    repo = Repo(root)
+    repo.sql(
+        "mid.daily",
+        "SELECT CAST('{{ start_date }}' AS DATE) AS day, 1 AS amount",
+        materialization={"type": "table", "strategy": "time_interval", "incremental_key": "day",
+                         "time_granularity": "date"},
+        columns=[{"name": "day", "type": "date"}, {"name": "amount", "type": "integer"}],
+    )  # fmt: skip
+    return repo
+
+
+def test_a_date_keyed_asset_refuses_to_split_a_day(tmp_path, home):
+    """A real pipeline whose time_interval asset is keyed by a DATE column: ``--split-on`` over daily partitions is
+    refused by the pre-flight (exit 3), naming the asset and its key; nothing is saved, the warehouse is untouched."""
+    repo = _date_keyed_pipeline(tmp_path)
+    result = run_backfill(
+        *REASON, "p", "--start-date", "2024-01-01", "--end-date", "2024-01-03", "--split-on", "timeout",
+        "--no-progress", cwd=tmp_path, env=home,
+    )  # fmt: skip
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert (
+        "--split-on: mid.daily's incremental key day is a DATE, so a daily partition cannot split below a day"
+        in result.stdout + result.stderr
+    )
+    assert not state_dirs(tmp_path / "logs" / "backfills") and not repo.database.exists()
+
+
+def test_a_date_keyed_asset_splits_a_month_into_days_only(tmp_path, home):
+    """The same asset over monthly partitions: the pre-flight warns that splits stop at whole days, and the run goes
+    ahead (its months never fail here, so nothing splits)."""
+    _date_keyed_pipeline(tmp_path)
+    result = run_backfill(
+        *REASON, "p", "--start-date", "2024-01-01", "--end-date", "2024-01-31", "--partition", "monthly",
+        "--split-on", "timeout", "--dry-run", cwd=tmp_path, env=home,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "never below a day: mid.daily's incremental key day is a DATE" in result.stdout
+
+
+def test_halves_are_verified_as_themselves(tmp_path, home):
+    """``--verify-command`` runs after each half that succeeded with the half's own ID and window (the partition
+    itself timed out: it is never verified)."""
+    (tmp_path / ".git").mkdir()
+    seen = tmp_path / "verified"
+    verify = f"sh -c 'echo \"$0 $1\" >> {seen}' {{partition_id}} {{start}}"
+    result = run_backfill(
+        *GUARD, "--command", child_command("--hang-longer-than", "12"), "--start-date", "2024-01-01",
+        "--end-date", "2024-01-01", "--timeout", "2s", *SPLIT, "--verify-command", verify, "--no-progress",
+        cwd=tmp_path, env=home, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    [record] = records(_backfill(tmp_path))
+    expected = {(child["id"], _micros(child["start"])) for child in record["children"]}
+    lines = [line.split() for line in seen.read_text().splitlines()]
+    assert {(half_id, _micros(start)) for half_id, start in lines} == expected and len(lines) == 2

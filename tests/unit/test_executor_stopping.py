@@ -284,7 +284,7 @@ def test_a_failed_verification_fails_the_partition_and_stops_without_retrying(wo
     seen: list[tuple[int, int, int]] = []
     executor = prepared.executor(grace=5)
 
-    def verify(index, interval, attempt):
+    def verify(index, interval, attempt, partition_id):
         seen.append((index, interval.start, interval.end))
         return _Verdict(failing=index == 1)
 

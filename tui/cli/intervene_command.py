@@ -27,7 +27,7 @@ from engine.store.records import PARTITION_STATUSES
 from engine.store.status import Status
 from tui.cli.intervene_arguments import mark_parser, simple_parser
 from tui.cli.reconcile_command import settle_if_expired
-from tui.cli.resume import check_asset_name, resolve_ids
+from tui.cli.resume import check_asset_name, resolve_halves, resolve_ids
 
 DESCRIPTIONS = {
     "cancel": "Stop a backfill now: running children are stopped, nothing more starts.",
@@ -134,7 +134,11 @@ def _mark_request(args: argparse.Namespace, loaded: Loaded) -> tuple[str, dict]:
         check_asset_name(loaded, args.asset)
     params: dict = {"to": status, "rows": args.rows, "asset": args.asset}
     if args.partitions:
-        params["indices"] = sorted(resolve_ids(loaded, args.partitions, flag="partition"))
+        halves = resolve_halves(loaded, args.partitions)  # halves of split partitions, by their own IDs
+        plain = [text for text in args.partitions if text not in halves]
+        params["indices"] = sorted(resolve_ids(loaded, plain, flag="partition")) if plain else []
+        if halves:
+            params["halves"] = {half_id: index for half_id, index in halves.values()}
     else:
         params["status_filter"] = sorted(set(args.status_filter))
     return "mark", params

@@ -138,6 +138,25 @@ def resolve_ids(loaded: Loaded, texts: list[str], *, flag: str = "--ids") -> fro
 ID_LENGTH = 64  # a partition ID is a SHA-256 in hex
 
 
+def resolve_halves(loaded: Loaded, texts: list[str]) -> dict[str, tuple[str, int]]:
+    """The texts (IDs or prefixes of 6 or more hex characters) that name halves of split partitions: text → (the
+    half's ID, its plan partition). Texts that name no half are left to :func:`resolve_ids`."""
+    from engine.interventions.split_marks import find_half
+
+    found = {}
+    for text in texts:
+        value = text.strip().lower()
+        if len(value) < 6 or any(c not in "0123456789abcdef" for c in value):
+            continue
+        try:
+            half = find_half(loaded.store, value)
+        except ValueError as error:
+            raise BadInput(f"partition {text!r}: {error}: give more characters") from None
+        if half is not None:
+            found[text] = half
+    return found
+
+
 def _recorded_index(loaded: Loaded, partition_id: str) -> int | None:
     """The partition a whole ID names, from its record file (which is checked against the plan); None when it has
     none (never attempted) or it cannot be read: the plan is walked then."""
