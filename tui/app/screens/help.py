@@ -13,6 +13,7 @@ KEYS = [
     ("↑ ↓  j k", "move through partitions"),
     ("PgUp PgDn", "a page up or down"),
     ("Home End", "first or last partition"),
+    ("→ ←  l h", "open a split partition (⑂) to show its halves under it; fold them back"),
     ("f", "follow execution again (any navigation turns it off)"),
     ("Enter", "open or close the details pane (interval, ID, attempts, log)"),
     ("Tab", "move between the table and the log"),
