@@ -207,6 +207,7 @@ def run_trial(seed: int, root: Path, home: dict[str, str], launcher: str = "comm
     unrecorded = [run_id for run_id in started if run_id not in recorded]
     assert not unrecorded, f"children ran without an attempt record: {unrecorded}: {context}"
     assert "starting" not in recorded.values(), f"an attempt left starting: {context}"
+    assert "running" not in recorded.values(), f"an attempt left running (a half's, unsettled): {context}"
     leftovers = children_of_backfill(backfill.name)
     assert not leftovers, f"children left alive: {leftovers}: {context}"
     assert not [p for p in backfill.rglob("*") if ".tmp" in p.name], context

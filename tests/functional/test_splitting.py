@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
+import signal
 from datetime import datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import orjson
+import psutil
 
 from engine.dates.instants import to_micros
-from tests.backfills import child_command, records, state_dirs
+from tests.backfills import child_command, records, start_background, state_dirs, wait_for
 from tests.builder import Repo
 from tests.conftest import run_backfill
 from tests.guard_flags import GUARD, REASON
@@ -59,6 +62,9 @@ def test_days_that_time_out_split_into_local_hours_and_succeed(tmp_path, home):
         cwd=tmp_path, env=home, timeout=180,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
+    counters = [int(done) for done in re.findall(r"^\[(\d+)/3\]", result.stdout + result.stderr, re.MULTILINE)]
+    assert counters and max(counters) == 3 and counters == sorted(counters)  # each partition counted once, at its end
+    assert "split       3 partitions split in this run (4 splits, down to 2 levels)" in result.stdout + result.stderr
     backfill = _backfill(tmp_path)
     shown = _show(tmp_path, backfill)
     days = oracle_partitions(
@@ -328,3 +334,40 @@ def test_halves_are_verified_as_themselves(tmp_path, home):
     expected = {(child["id"], _micros(child["start"])) for child in record["children"]}
     lines = [line.split() for line in seen.read_text().splitlines()]
     assert {(half_id, _micros(start)) for half_id, start in lines} == expected and len(lines) == 2
+
+
+def test_a_kill_mid_split_then_continue_never_runs_a_half_twice_at_once(tmp_path, home):
+    """SIGKILL of the executor while both halves of a split day run (their children left alive, orphaned), then
+    ``--continue``: the orphans are stopped before any half starts again (no two live children ever hold one hour of
+    the window), the killed attempts are settled (not left running), and the resumed halves succeed."""
+    (tmp_path / ".git").mkdir()
+    locks, began, release = tmp_path / "locks", tmp_path / "began.jsonl", tmp_path / "release"
+    locks.mkdir()
+    command = child_command(
+        "--hang-longer-than", "12", "--wait-for", str(release), "--exclusive-hours", str(locks), "--began", str(began)
+    )
+    env = {**home, "BACKFILL_STOP_GRACE": "2"}
+    first = start_background(
+        *GUARD, "--command", command, "--start-date", "2024-01-01", "--end-date", "2024-01-01", "--timeout", "2s",
+        *SPLIT, "--max-parallel", "2", "--no-progress", cwd=tmp_path, env=env,
+    )  # fmt: skip
+    started = lambda: began.read_text().count("\n") if began.exists() else 0  # noqa: E731
+    wait_for(lambda: started() >= 3, timeout=60)  # the day, then both halves
+    orphans = [json.loads(line)["pid"] for line in began.read_text().splitlines()[1:]]
+    first.send_signal(signal.SIGKILL)
+    first.communicate(timeout=30)
+    assert all(psutil.pid_exists(pid) for pid in orphans)  # the halves' children outlived their executor
+    resumed = start_background("--continue", _backfill(tmp_path).name, "--no-progress", cwd=tmp_path, env=env)
+    wait_for(lambda: started() >= 5, timeout=60)  # both halves started again
+    assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in orphans)
+    release.touch()
+    out, err = resumed.communicate(timeout=60)
+    assert resumed.returncode == 0, out + err
+    assert not (locks / "OVERLAP").exists(), (locks / "OVERLAP").read_text()
+    [partition] = _show(tmp_path, _backfill(tmp_path))["partitions"]
+    assert partition["status"] == "succeeded"
+    for half in partition["children"]:
+        assert [(a["status"], a["error"]) for a in half["attempts"]] == [
+            ("cancelled", "previous executor interrupted"),
+            ("succeeded", None),
+        ]
