@@ -8,6 +8,8 @@ under the dashboard, and saves:
   screenshots/details.svg     the details pane of a finished partition with its child's log
   screenshots/preflight.svg   the pre-flight screen of a human-only backfill of examples/guarded
   screenshots/mark-form.svg   the mark form over the failed partitions of a real command backfill
+  screenshots/split-tree.svg  a real command backfill whose days split on their timeout, one opened, its tree
+                              in the details
 
 Usage: python screenshots/make.py
 """
@@ -79,6 +81,7 @@ def main() -> None:
     print(f"wrote {HERE / 'dashboard.svg'} and {HERE / 'details.svg'}")
     preflight_screenshot()
     mark_form_screenshot()
+    split_tree_screenshot()
 
 
 def preflight_screenshot() -> None:
@@ -159,6 +162,51 @@ def mark_form_screenshot() -> None:
 
         asyncio.run(shoot_mark_form())
     print(f"wrote {HERE / 'mark-form.svg'}")
+
+
+def split_tree_screenshot() -> None:
+    """Three days in Europe/Berlin (a 25-hour one among them) of a command that hangs on windows over 12 hours
+    and runs out of memory on the evening of the 27th: each day times out and splits; the long half of the
+    25-hour day splits again, and its last leaf fails. Browsed: that day opened (→), its details below."""
+    import os
+    import subprocess
+    import sys
+
+    with tempfile.TemporaryDirectory() as scratch:
+        work = Path(scratch) / "events"
+        (work / ".git").mkdir(parents=True)
+        child = (
+            "import sys, time\n"
+            "from datetime import datetime\n"
+            "start, end = (datetime.fromisoformat(a) for a in sys.argv[1:3])\n"
+            "hours = (end - start).total_seconds() / 3600\n"
+            "print(f'loading events {start} .. {end} ({hours:g} h)', flush=True)\n"
+            "if hours > 12: time.sleep(60)\n"
+            "if start.hour == 17 and start.day == 27: raise MemoryError\n"
+        )
+        (work / "load.py").write_text(child)
+        command = f"{sys.executable} load.py {{start}} {{end_exclusive}}"
+        subprocess.run(
+            [sys.executable, "-m", "tui", "--reason", "events re-sent", "--guardrails", "sandbox", "--command", command,
+             "--name", "events", "--start-date", "2024-10-26", "--end-date", "2024-10-28", "--tz", "Europe/Berlin",
+             "--timeout", "2s", "--split-on", "timeout", "--min-partition", "1h", "--max-parallel", "4",
+             "--on-failure", "continue", "--no-progress"],
+            cwd=work, capture_output=True, env={**os.environ, "HOME": scratch},
+        )  # fmt: skip
+        app = BackfillApp(root=work / "logs" / "backfills")
+
+        async def shoot_split_tree() -> None:
+            async with app.run_test(size=(120, 36)) as pilot:
+                await pilot.press("enter")
+                await pilot.pause(0.5)
+                await pilot.press("home", "down", "right")
+                await pilot.pause(0.3)
+                await pilot.press("enter")
+                await pilot.pause(0.5)
+                app.save_screenshot("split-tree.svg", path=str(HERE))
+
+        asyncio.run(shoot_split_tree())
+    print(f"wrote {HERE / 'split-tree.svg'}")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from engine.dates.formatting import InstantFormatter
 from engine.dates.split import halves, leaf_id
 from engine.spec.split_policy import SplitPolicy, SplitTrigger
 from engine.store.records import PartitionRecord, RecordStatus, SplitChild
-from engine.store.split_tree import SplitNode, aggregate, fresh_half
+from engine.store.split_tree import SplitNode, fresh_half, settle_node
 
 # What a child says when memory ran out: Python, the C and C++ runtimes, the JVM, the shell.
 _OUT_OF_MEMORY = re.compile(
@@ -110,13 +110,8 @@ class SplitRun:
             self.in_flight.discard(node.record.id)
         changed = []
         for ancestor in node.ancestors():
-            leaves = list(ancestor.leaves())
-            if any(leaf.record.id in self.in_flight for leaf in leaves):
-                status = RecordStatus.RUNNING
-            else:
-                status = aggregate([leaf.record.status for leaf in leaves])
-            if ancestor.record.status != status:
-                ancestor.record.status = status
+            busy = any(leaf.record.id in self.in_flight for leaf in ancestor.leaves())
+            if settle_node(ancestor, RecordStatus.RUNNING if busy else None):
                 changed.append(ancestor.record)
         return changed
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from engine.store.manifest import now_text
 from engine.store.records import Attempt, PartitionRecord
-from engine.store.split_tree import SplitNode, aggregate, read_tree
+from engine.store.split_tree import SplitNode, read_tree, settle_node
 from engine.store.state_store import StateStore
 
 
@@ -66,7 +66,7 @@ def mark_tree(
         before_write()
         store.write_record(record, durable=True)
     for ancestor in _ancestors_of(marked):
-        ancestor.record.status = aggregate([leaf.record.status for leaf in ancestor.leaves()])
+        settle_node(ancestor)
         before_write()
         store.write_record(ancestor.record, durable=True)  # the partition's own last: with its index row
     return TreeMark(node.record.id, before, root.status, len(marked))

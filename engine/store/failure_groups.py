@@ -78,7 +78,7 @@ def _record_reason(spec: BackfillSpec, store: StateStore, index: int) -> str | N
         record = store.read_record(spec.ids.of(interval.start, interval.end), spec.plan, spec.ids.of)
     except StateUnreadable as problem:
         return str(problem)
-    return record.attempts[-1].error if record is not None and record.attempts else None
+    return record.reason if record is not None else None
 
 
 def failed_reasons(

@@ -126,7 +126,7 @@ def _runs(indices: list[int]) -> list[tuple[int, int]]:
 
 def reason_of(record: PartitionRecord) -> str | None:
     """The reason the record's last attempt ended with, as triage and the text filter read it."""
-    return record.attempts[-1].error if record.attempts else None
+    return record.reason
 
 
 def index_row(record: PartitionRecord) -> IndexRow:

@@ -176,10 +176,18 @@ class PartitionRecord:
     # and names its ``parent``; its ``index`` is the plan partition it is part of.
     children: list[SplitChild] | None = None
     parent: str | None = None
+    leaf_reason: str | None = None  # a split node failed or cancelled: the reason of its first such leaf
 
     @property
     def is_split(self) -> bool:
         return bool(self.children)
+
+    @property
+    def reason(self) -> str | None:
+        """Why it ended as it did: its last attempt's error, or for a split node its first failed leaf's."""
+        if self.is_split:
+            return self.leaf_reason
+        return self.attempts[-1].error if self.attempts else None
 
     @classmethod
     def fresh(cls, partition_id: str, interval: Interval, formatter: InstantFormatter, status: str) -> PartitionRecord:
@@ -202,6 +210,7 @@ class PartitionRecord:
             }
             | ({"children": [child.to_json() for child in self.children]} if self.children else {})
             | ({"parent": self.parent} if self.parent is not None else {})
+            | ({"leaf_reason": self.leaf_reason} if self.leaf_reason is not None else {})
         )
 
 
@@ -302,6 +311,7 @@ def _parse(path: Path) -> PartitionRecord:
         attempts,
         [SplitChild.from_json(child, path) for child in children] if children is not None else None,
         parent,
+        data.get("leaf_reason") if isinstance(data.get("leaf_reason"), str) else None,
     )
 
 

@@ -73,6 +73,21 @@ def aggregate(statuses: list[str]) -> RecordStatus:
     return RecordStatus.SUCCEEDED
 
 
+def settle_node(node: SplitNode, status: str | None = None) -> bool:
+    """A split node's status (``status``, else what its leaves add up to) and reason (its first failed, else
+    cancelled, leaf's); whether either changed."""
+    leaves = [leaf.record for leaf in node.leaves()]
+    status = status or aggregate([leaf.status for leaf in leaves])
+    reason = None
+    for wanted in (RecordStatus.FAILED, RecordStatus.CANCELLED):
+        if status == wanted:
+            reason = next((leaf.reason for leaf in leaves if leaf.status == wanted), None)
+    record = node.record
+    changed = (record.status, record.leaf_reason) != (status, reason)
+    record.status, record.leaf_reason = status, reason
+    return changed
+
+
 def fresh_half(parent: PartitionRecord, child: SplitChild) -> PartitionRecord:
     """The record of a half never attempted: queued, with no attempt."""
     return PartitionRecord(

@@ -53,7 +53,7 @@ from engine.store.record_index import (
     write_index,
 )
 from engine.store.records import LIVE_ATTEMPT_STATUSES, PartitionRecord, RecordStatus, read_record, status_of
-from engine.store.split_tree import SPLITS, aggregate, half_path, read_tree
+from engine.store.split_tree import SPLITS, half_path, read_tree, settle_node
 from engine.store.status import Status, StatusBoard
 
 BACKFILLS_DIR = ("logs", "backfills")
@@ -407,7 +407,7 @@ class StateStore:
                 self.write_record(leaf, durable=True)
         for node in reversed(nodes):  # a split node is what its leaves add up to, the partition last
             if node.halves:
-                node.record.status = aggregate([leaf.record.status for leaf in node.leaves()])
+                settle_node(node)
                 if node.record is not record:
                     self.write_record(node.record, durable=True)
         self.write_record(record, durable=True)

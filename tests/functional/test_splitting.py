@@ -168,6 +168,11 @@ def test_resume_reruns_only_the_failed_leaf(tmp_path, home):
     [partition] = _show(tmp_path, backfill)["partitions"]
     assert partition["status"] == "failed"
     assert [c["status"] for c in partition["children"]] == ["failed", "succeeded"]
+    # the partition's reason is its failed leaf's, not its own timeout: what triage and the table show
+    assert partition["reason"] == "failing 2024-01-01 on purpose"
+    assert partition["attempts"][0]["error"] == "timed out after 2s"
+    shown = run_backfill("show", backfill.name, cwd=tmp_path, env=home)
+    assert "failing 2024-01-01 on purpose" in shown.stdout
     gate.unlink()
     again = run_backfill("--continue", backfill.name, "--rerun", "failed", "--no-progress", cwd=tmp_path, env=home)
     assert again.returncode == 0, again.stdout + again.stderr

@@ -33,9 +33,7 @@ class LoadedRecord:
     @property
     def reason(self) -> str | None:
         """The latest attempt's error: why a failed or cancelled partition ended."""
-        if self.record is None or not self.record.attempts:
-            return None
-        return self.record.attempts[-1].error
+        return self.record.reason if self.record is not None else None
 
 
 class RecordCache:

@@ -64,7 +64,7 @@ def print_state_text(
         row["status"] = status.label
         if status in (Status.FAILED, Status.CANCELLED) and board.attempts(row["index"]):
             record = loaded.store.read_record(row["id"], spec.plan, spec.ids.of)
-            row["reason"] = record.attempts[-1].error if record and record.attempts else None
+            row["reason"] = record.reason if record else None
 
     rows = page_rows(PartitionDescriber(spec), range(begin, stop) if indices is None else indices[begin:stop], decorate)
     extra = [("state", str(loaded.store.directory))]

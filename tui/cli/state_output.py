@@ -98,18 +98,17 @@ def write_state_json(
         index = row["index"]
         row["status"] = board.status(index).label
         attempts: list[dict[str, Any]] = []
-        children = None
+        children, reason = None, None
         if board.attempts(index):
             record = store.read_record(row["id"], spec.plan, spec.ids.of)
             if record is not None:
                 attempts = attempts_json(store, record.attempts)
+                reason = record.reason
                 if record.is_split:
                     children = children_json(store, read_tree(store.splits, record))
         row["attempts"] = attempts
         row["children"] = children
-        row["reason"] = (
-            attempts[-1]["error"] if attempts and row["status"] in ("failed", "cancelled", "skipped") else None
-        )
+        row["reason"] = reason if row["status"] in ("failed", "cancelled", "skipped") else None
         row["not_selected"] = selected is not None and not selected[index]
 
     rows = page_rows(describer, range(begin, stop) if listing is None else listing[begin:stop], decorate)

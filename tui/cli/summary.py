@@ -158,7 +158,7 @@ def _failures(store: StateStore, spec: BackfillSpec, board: StatusBoard, paint: 
         reason = None
         try:
             record = store.read_record(spec.ids.of(interval.start, interval.end), spec.plan, spec.ids.of)
-            reason = record.attempts[-1].error if record and record.attempts else None
+            reason = record.reason if record else None
         except Exception:  # an unreadable record: the listing still names the partition
             reason = "(its record cannot be read)"
         start = format_instant(interval.start, spec.zone)

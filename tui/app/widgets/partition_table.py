@@ -229,7 +229,7 @@ class PartitionTable(ScrollView, can_focus=True):
         running = self.running.get(index)
         live = running is not None and last is not None and running.run_id == last.run_id
         status = Status.parse(record.status)
-        reason = last.error if last is not None and status in (Status.FAILED, Status.CANCELLED) else None
+        reason = record.reason if status in (Status.FAILED, Status.CANCELLED) else None
         return (
             index,
             status,
