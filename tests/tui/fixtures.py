@@ -271,3 +271,84 @@ def build_large_saved_backfill(root: Path, *, days: int, succeeded_every: int = 
         )
         store.write_record(record, durable=False)
     return store
+
+
+def build_split_backfill(root: Path) -> StateStore:
+    """Three days in Europe/Berlin of a command run with ``--split-on timeout``: the 26th split 12 h + 12 h and
+    succeeded; the 27th (25 hours) split 12 h + 13 h, its 13 hours 6 h + 7 h, and its last leaf failed on memory;
+    the 28th is queued. Records written as the executor writes them: the partitions' with their halves listed,
+    the halves' in splits/, every node what its leaves add up to."""
+    from engine.dates.formatting import InstantFormatter
+    from engine.dates.split import halves, leaf_id
+    from engine.store.records import SplitChild
+    from engine.store.split_tree import SplitNode, fresh_half, settle_node
+
+    planned = plan_request(
+        target=None, command="python load.py {start} {end_exclusive}", name="events", start="2024-10-26",
+        end="2024-10-28", timezone="Europe/Berlin", partition="daily", environment=None, config_file=None,
+        run_options=RunOptions(), options=ExecutionOptions(max_parallel=4, timeout=2_000_000, split_on=("timeout",)),
+        force=False,
+    )  # fmt: skip
+    spec, backfill_id = planned.spec, "20240315-114000-5p1175"
+    store = StateStore(root / backfill_id)
+    manifest = manifest_of(spec, backfill_id=backfill_id, working_directory="/srv/events", options=planned.options)
+    manifest["created_at"] = _when(400)
+    store.create(manifest)
+    formatter = InstantFormatter(spec.zone)
+    clock = [300.0]
+
+    def attempt(run_id: str, status: str, seconds: float, error: str | None = None, split: str | None = None):
+        began = clock[0]
+        clock[0] -= seconds
+        (store.directory / "children").mkdir(exist_ok=True)
+        (store.directory / f"children/{run_id}.log").write_text(f"loading events ({run_id})\n" + (error or "") + "\n")
+        return Attempt(
+            run_id=run_id, status=status, started_at=_when(began), finished_at=_when(began - seconds),
+            exit_code={"succeeded": 0, "failed": -2 if error and error.startswith("timed") else 1}.get(status),
+            error=error, log=f"children/{run_id}.log", duration=seconds, split=split,
+        )  # fmt: skip
+
+    def split(node: SplitNode, index: int, text: str) -> list[SplitNode]:
+        record = node.record
+        parts = halves(record.start_us, record.end_us, spec.zone, min_length=3_600_000_000)
+        assert parts is not None
+        record.children = [
+            SplitChild(leaf_id(record.id, a, b), formatter.format(a), formatter.format(b), a, b) for a, b in parts
+        ]
+        record.attempts.append(attempt(f"{backfill_id}-p{index}-s{node.path}-a1".replace("-s-", "-"), "failed", 2.0,
+                                       "timed out after 2s", text))  # fmt: skip
+        node.halves = [
+            SplitNode(fresh_half(record, c), node.path + str(n), parent=node) for n, c in enumerate(record.children)
+        ]
+        return node.halves
+
+    for index in (0, 1):
+        interval = spec.plan.interval(index)
+        start, end = formatter.format(interval.start), formatter.format(interval.end)
+        partition_id = spec.ids.of(interval.start, interval.end)
+        root_record = PartitionRecord(partition_id, index, start, end, interval.start, interval.end, "running")
+        root = SplitNode(root_record)
+        first, second = split(root, index, "split on timeout into " + ("12h + 12h" if index == 0 else "12h + 13h"))
+        leaves = [first]
+        if index == 1:
+            leaves += split(second, index, "split on timeout into 6h + 7h")
+        else:
+            leaves.append(second)
+        for number, leaf in enumerate(leaves):
+            failing = index == 1 and number == len(leaves) - 1
+            leaf.record.attempts.append(
+                attempt(
+                    f"{backfill_id}-p{index}-s{leaf.path}-a1",
+                    "failed" if failing else "succeeded",
+                    1.5 + number,
+                    "MemoryError" if failing else None,
+                )
+            )
+            leaf.record.status = "failed" if failing else "succeeded"
+        for node in reversed(list(root.nodes())):
+            if node.halves:
+                settle_node(node)
+            store.write_record(node.record, durable=False)
+    stamp = int((FROZEN - 30) * 1e9)
+    os.utime(store.partitions, ns=(stamp, stamp))
+    return store

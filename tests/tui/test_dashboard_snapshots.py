@@ -43,3 +43,12 @@ def test_stopping_state(snap_compare, store):
 def test_small_terminal_80x24(snap_compare, store):
     """At 80×24 the dashboard still shows header, bar, rows and keys."""
     assert snap_compare(app_for(FixedStateSource(store)), terminal_size=(80, 24))
+
+
+def test_a_split_partition_opened_with_its_tree_in_the_details(snap_compare, tmp_path):
+    """A 25-hour day split twice, opened with →: its halves indented under it with ``▾ 2/3``, the inner half's
+    ``⑂ 1/2``, the failed leaf's reason on the partition; the details list the tree with each leaf's attempts."""
+    from tests.tui.fixtures import build_split_backfill
+
+    source = FixedStateSource(build_split_backfill(tmp_path / "states"))
+    assert snap_compare(app_for(source), press=["down", "right", "enter"], terminal_size=(120, 40))
