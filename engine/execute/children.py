@@ -40,8 +40,10 @@ class ChildFactory:
         inherit_fds: tuple[int, ...],
         reason: str | None = None,
         rerun_asset: AssetRerun | None = None,
+        row_changes_from: str | None = None,
     ) -> None:
         self.spec = spec
+        self.row_changes_from = row_changes_from  # the backfill's snapshot.json: pipeline children measure against it
         self.rerun_asset = rerun_asset
         self.backfill_id = backfill_id
         self.working_directory = working_directory
@@ -129,6 +131,7 @@ class ChildFactory:
                 partition_id,
                 "--run-id",
                 run_id,
+                *(["--row-changes-from", self.row_changes_from] if self.row_changes_from else []),
             ]
         environment = {
             **self.base_environment,

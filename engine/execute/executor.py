@@ -29,12 +29,13 @@ from engine.dates.plan import Interval
 from engine.execute.asset_resume import AssetPlan
 from engine.execute.children import ChildFactory
 from engine.execute.executor_snapshot import FINISHED, RUNNING, STARTING, STOPPING, Event, RunningPartition, Snapshot
-from engine.execute.failure_reason import failure_reason
+from engine.execute.failure_reason import failure_reason, row_changes_of
 from engine.execute.launcher import Child, ChildSpec, ForkExecLauncher, Launcher
 from engine.execute.rerun import AssetRerun, PartitionSelection, RerunMode
 from engine.execute.splitting import SplitRun, split_text, trigger_of
 from engine.execute.takeover import Takeover
 from engine.interventions.leasing import LeaseKeeper
+from engine.pipeline.row_changes import SNAPSHOT_INDEX
 from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions
 from engine.spec.split_policy import SplitPolicy, SplitTrigger
 from engine.store import audit
@@ -179,6 +180,7 @@ class Executor:
             inherit_fds=takeover.inherited_fds(),
             reason=reason,
             rerun_asset=rerun_asset,
+            row_changes_from=None if spec.target.is_command else str(store.directory / SNAPSHOT_INDEX),
         )
         self._selected = selection.count(board)
         self._queue: Iterator[int] = selection.iterate(board, reverse=options.reverse)
@@ -769,6 +771,8 @@ class Executor:
                 attempt.status, attempt.error = active.stop_status, active.stop_reason
             elif code == 0:
                 attempt.status = RecordStatus.SUCCEEDED
+                if not self.spec.target.is_command:
+                    attempt.row_changes = row_changes_of(self.spec, attempt.run_id)
                 verification = self.hooks.verify(index, active.interval, attempt, active.record.id)
                 if verification is not None:
                     attempt.verification = verification.to_json()

@@ -39,6 +39,19 @@ def run_record_path(target: Path, run_id: str) -> Path:
     return logs_root(repository_root(anchor)) / "runs" / f"{run_id}.json"
 
 
+def row_changes_of(spec: BackfillSpec, run_id: str) -> dict | None:
+    """What a pipeline child's run record says it changed, per table, against the backfill's snapshot (None: it
+    measured nothing: no snapshot, or no record)."""
+    if spec.target.is_command or not spec.target.path:
+        return None
+    try:
+        record = orjson.loads(run_record_path(Path(spec.target.path), run_id).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    changes = record.get("row_changes") if isinstance(record, dict) else None
+    return changes if isinstance(changes, dict) and changes else None
+
+
 def pipeline_reason(path: Path) -> str | None:
     """``staging.order_lines failed: Parser Error: …`` from a run record; None if there is none to read."""
     try:

@@ -148,6 +148,7 @@ def build_record(
         "verification": dict(verifications),
         "verification_failures": failures,
         "verification_failures_total": tally.verification_failures_total,
+        "row_changes": {table: dict(counts) for table, counts in sorted(tally.row_changes.items())},
         # The kinds of failure (engine.store.failure_groups): count, first and last partition, an example.
         "failure_groups": failure_groups or [],
         "failure_groups_total": failure_groups_total,

@@ -23,8 +23,8 @@ from engine.base.errors import BackfillError, BadInput
 from engine.guardrails.facts import AssetFacts, Facts
 from engine.guardrails.warehouse import Held
 from engine.pipeline.materialization import Database, quote_identifier, quote_name, window_predicate
+from engine.pipeline.row_changes import SNAPSHOT_INDEX
 
-SNAPSHOT_INDEX = "snapshot.json"
 PARTIAL = ("time_interval", "delete+insert")
 
 

@@ -71,6 +71,7 @@ def record_json(result: RunResult) -> dict[str, Any]:
         "error": result.error,
         "notes": prepared.notes,
         "warnings": list(prepared.warnings),
+        "row_changes": result.row_changes,
         "assets": [
             {
                 "name": r.name,

@@ -35,6 +35,7 @@ class RunRequest:
     backfill_total: int | None = None
     partition_id: str | None = None
     reason: str | None = None  # a run by hand that rebuilds tables (--full-refresh) says why; recorded
+    row_changes_from: str | None = None  # a backfill's snapshot.json: measure what this run changed against it
 
 
 @dataclass
@@ -61,6 +62,7 @@ class RunResult:
     record_path: Path | None = None
     seconds: float = 0.0  # how long it ran, on the monotonic clock
     peak_concurrency: int = 0
+    row_changes: dict[str, Any] | None = None  # table → what changed in its window (engine/pipeline/row_changes.py)
 
     @property
     def ok(self) -> bool:

@@ -12,14 +12,18 @@ import secrets
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from engine.base.errors import BadInput
 from engine.dates.instants import boundary_instant, format_instant, load_zone, local_day_start, parse_boundary
 from engine.pipeline.asset_run import DONE, AssetResult, AssetRun, RunSettings
 from engine.pipeline.asset_scheduler import AssetScheduler
+from engine.pipeline.asset_status import AssetStatus
 from engine.pipeline.config import find_config_file, load_config
 from engine.pipeline.duckdb_pool import DatabaseLocked, DuckDBPool
+from engine.pipeline.materialization import Database
 from engine.pipeline.repository import current_commit, resolve_target
+from engine.pipeline.row_changes import attach_snapshot, detach_snapshot, measure, snapshot_tables, windowed
 from engine.pipeline.run_record import write_run_record
 from engine.pipeline.run_types import PreparedRun, RunRequest, RunResult
 from engine.pipeline.templating import Window, today_in
@@ -174,6 +178,8 @@ def execute_run(prepared: PreparedRun, emit) -> RunResult:
             CANCELLATION.detach(scheduler)
         result.results = order
         result.peak_concurrency = scheduler.peak_concurrency
+        if request.row_changes_from:
+            result.row_changes = _row_changes(prepared, pool, order, Path(request.row_changes_from))
     except DatabaseLocked as error:
         result.error = str(error)
     finally:
@@ -182,6 +188,37 @@ def execute_run(prepared: PreparedRun, emit) -> RunResult:
         result.finished_at, result.seconds = time.time(), time.monotonic() - began
     result.record_path = write_run_record(result)
     return result
+
+
+def _row_changes(prepared: PreparedRun, pool: DuckDBPool, results: list, index: Path) -> dict[str, Any] | None:
+    """What each succeeded windowed table of the run changed in its window, against the backfill's snapshot; None
+    without one. A table that could not be measured says why (the run itself is not failed for it)."""
+    tables = snapshot_tables(index)
+    if not tables:
+        return None
+    pipeline, changes = prepared.pipeline, {}
+    attached: dict[str, Database] = {}
+    try:
+        for asset_result in results:
+            asset = pipeline.assets[asset_result.name]
+            connection = pipeline.connection_of(asset)
+            if asset_result.status != AssetStatus.SUCCEEDED or not windowed(asset) or connection is None:
+                continue
+            table = tables.get((str(pool.path_of(connection).resolve()), asset.name.lower()))
+            if table is None:
+                continue
+            try:
+                db = attached.get(table["file"])
+                if db is None:
+                    db = attached[table["file"]] = Database(pool.cursor(connection), lambda sql: sql)
+                    attach_snapshot(db, table["file"])
+                changes[asset.name] = measure(db, asset, asset_result.window or prepared.window, table)
+            except Exception as error:
+                changes[asset.name] = {"error": str(error).strip().splitlines()[0] if str(error).strip() else "?"}
+    finally:
+        for db in attached.values():
+            detach_snapshot(db)
+    return changes
 
 
 def _secret(prepared: PreparedRun, key: str) -> str:

@@ -85,6 +85,7 @@ class Attempt:
     assets: list[str] | None = None
     carried: dict[str, str] | None = None
     split: str | None = None  # this failure split its partition: how ("split on timeout into 12h0m0s + 12h0m0s")
+    row_changes: dict[str, Any] | None = None  # a pipeline attempt: table → rows added, removed, changed (diff.md)
 
     def child(self) -> tuple[int, float, str | None] | None:
         """The (PID, start time, birth) of this attempt's own child as recorded, when the record can name one at all: a
@@ -107,6 +108,8 @@ class Attempt:
             extra = extra | {"assets": self.assets, "carried": self.carried}
         if self.split is not None:
             extra = extra | {"split": self.split}
+        if self.row_changes is not None:
+            extra = extra | {"row_changes": self.row_changes}
         return extra | {
             "run_id": self.run_id,
             "status": self.status,
@@ -149,6 +152,7 @@ class Attempt:
             assets=_names(data.get("assets")),
             carried=_carried(data.get("carried")),
             split=data.get("split") if isinstance(data.get("split"), str) else None,
+            row_changes=data.get("row_changes") if isinstance(data.get("row_changes"), dict) else None,
         )
 
 

@@ -28,6 +28,8 @@ class RunTally:
     verification_failures: list[dict[str, Any]] = field(default_factory=list)  # the first failed or warning ones
     verification_failures_total: int = 0
     succeeded_any: bool = False
+    # table → rows added, removed and changed by this run's succeeded attempts (docs/diff.md)
+    row_changes: dict[str, Counter[str]] = field(default_factory=dict)
     ran: int = 0  # distinct partitions with an attempt in this run
     _seen: bytearray = field(init=False, repr=False)
 
@@ -45,6 +47,11 @@ class RunTally:
             self.verifications[(attempt.verification or {}).get("status", "none")] += 1
         if attempt.status == RecordStatus.SUCCEEDED:
             self.succeeded_any = True
+            for table, change in (attempt.row_changes or {}).items():
+                counts = self.row_changes.setdefault(table, Counter(added=0, removed=0, changed=0))
+                for kind in ("added", "removed", "changed"):
+                    if isinstance(change, dict) and isinstance(change.get(kind), int):
+                        counts[kind] += change[kind]
         if len(self.listed) < self.listed_limit:
             self.listed.append({"run_id": attempt.run_id, "status": attempt.status, "log": attempt.log})
         if attempt.verification and attempt.verification.get("status") in ("failed", "warning"):

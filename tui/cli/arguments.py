@@ -20,6 +20,7 @@ VERBS = (
     "list",
     "show",
     "restore",
+    "diff",
     "mark",
     "cancel",
     "pause",
@@ -32,7 +33,7 @@ VERBS = (
     "validate",
 )
 IMPLEMENTED_VERBS = (
-    "run", "list", "show", "watch", "restore", "mark", "cancel", "pause", "resume", "set", "reconcile", "audit",
+    "run", "list", "show", "watch", "restore", "diff", "mark", "cancel", "pause", "resume", "set", "reconcile", "audit",
 )  # fmt: skip
 
 
@@ -198,6 +199,7 @@ VERB_HELP = (
     ("show ID", "one saved backfill: its partitions, attempts and logs"),
     ("watch ID", "a backfill's live dashboard, read-only: for a second operator (a terminal)"),
     ("restore ID --reason TEXT", "put back what a backfill changed, from its snapshot (--prune: old ones)"),
+    ("diff ID [--ids P...] [--table T]", "rows each partition changed, before → after, against the snapshot"),
     ("mark ID [PARTITION...] --status S --reason TEXT", "set partitions, or the backfill, succeeded/failed/skipped"),
     ("cancel ID [--ids P...] --reason TEXT", "stop a backfill now, or only these running partitions; resumable"),
     ("pause ID|--target PATH --reason TEXT", "hold a backfill, or a whole pipeline"),
@@ -392,6 +394,7 @@ def run_parser() -> Parser:
     parser.add_argument("--backfill-id", help=argparse.SUPPRESS)
     parser.add_argument("--backfill-total", type=non_negative_int("--backfill-total"), help=argparse.SUPPRESS)
     parser.add_argument("--partition-id", help=argparse.SUPPRESS)
+    parser.add_argument("--row-changes-from", help=argparse.SUPPRESS)  # a backfill's snapshot.json (docs/diff.md)
     parser.add_argument("--output", choices=("text", "json"), default="text", help="text (default) or JSON")
     stand_in = parser.add_argument_group("stand-in runs (interventions.md)")
     stand_in.add_argument(
@@ -426,6 +429,27 @@ def restore_parser() -> Parser:
     parser.add_argument(
         "--prune", action="store_true", help="delete the state root's snapshots older than their retention"
     )
+    parser.add_argument("--state-dir", help="root of the state store")
+    return parser
+
+
+def diff_parser() -> Parser:
+    parser = Parser(
+        prog="backfill diff",
+        description="rows a backfill's partitions changed, before → after, against its snapshot (docs/diff.md)",
+    )
+    parser.add_argument("id", help="backfill ID (or a unique prefix)")
+    parser.add_argument(
+        "--ids", nargs="+", metavar="PARTITION_ID", help="these partitions (default: those that recorded changes)"
+    )
+    parser.add_argument("--table", help="this table only")
+    parser.add_argument(
+        "--limit",
+        type=positive_int("--limit", 10_000),
+        default=20,
+        help="rows shown per table and kind (added, removed, changed; default 20, at most 10,000)",
+    )
+    parser.add_argument("--output", choices=("text", "json"), default="text", help="text (default) or JSON")
     parser.add_argument("--state-dir", help="root of the state store")
     return parser
 

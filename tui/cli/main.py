@@ -91,6 +91,10 @@ def _verb(verb: str, args: list[str]) -> int:
         from tui.cli.restore_command import restore_command
 
         return restore_command(args)
+    if verb == "diff":
+        from tui.cli.diff_command import diff_command
+
+        return diff_command(args)
     if verb in ("mark", "cancel", "pause", "resume", "set"):
         from tui.cli.intervene_command import intervene_command
 

@@ -85,6 +85,7 @@ def run_command(argv: list[str]) -> int:
         backfill_id=args.backfill_id,
         backfill_total=args.backfill_total,
         partition_id=args.partition_id,
+        row_changes_from=args.row_changes_from,
         reason=None if args.stand_in else check_reason(args.reason),
     )
     if args.continue_run:

@@ -38,6 +38,7 @@ def _attempt_json(store: StateStore, a) -> dict[str, Any]:
         "assets": a.assets,
         "carried": a.carried,
         "split": a.split,
+        "row_changes": a.row_changes,
     }
     if a.launcher == "dask":
         remote = a.remote or {}
@@ -98,16 +99,19 @@ def write_state_json(
         index = row["index"]
         row["status"] = board.status(index).label
         attempts: list[dict[str, Any]] = []
-        children, reason = None, None
+        children, reason, changes = None, None, None
         if board.attempts(index):
             record = store.read_record(row["id"], spec.plan, spec.ids.of)
             if record is not None:
                 attempts = attempts_json(store, record.attempts)
                 reason = record.reason
+                succeeded = [a for a in record.attempts if a.status == "succeeded" and a.row_changes is not None]
+                changes = succeeded[-1].row_changes if succeeded else None
                 if record.is_split:
                     children = children_json(store, read_tree(store.splits, record))
         row["attempts"] = attempts
         row["children"] = children
+        row["row_changes"] = changes
         row["reason"] = reason if row["status"] in ("failed", "cancelled", "skipped") else None
         row["not_selected"] = selected is not None and not selected[index]
 

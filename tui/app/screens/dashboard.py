@@ -92,6 +92,7 @@ class DashboardScreen(SteppingIn, Screen[None]):
         Binding("p", "intervene_pause", "Pause"),
         Binding("p", "intervene_resume", "Resume"),
         Binding("a", "audit", "Audit"),
+        Binding("d", "diff", "Diff", show=False),
         Binding("plus", "parallel(1)", "More at once", show=False),
         Binding("minus", "parallel(-1)", "Fewer at once", show=False),
         Binding("x", "stop_partition", "Stop partition", show=False),
@@ -582,6 +583,14 @@ class DashboardScreen(SteppingIn, Screen[None]):
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen())
+
+    def action_diff(self) -> None:
+        """What the selected partition changed, row by row, against the snapshot (docs/diff.md)."""
+        from tui.app.screens.diff_view import DiffScreen
+
+        index = self.table.selected_index
+        if index is not None:
+            self.app.push_screen(DiffScreen(self.source, index))
 
     def action_mark(self) -> None:
         """Mark or unmark the selected partition (the rerun form can run the marked ones)."""

@@ -35,6 +35,7 @@ KEYS = [
     ("+  -", "one partition more or fewer at once (editable; a reason; kept for --continue)"),
     ("x", "stop the selected running partition now (a reason): cancelled, resumable; the rest goes on"),
     ("a", "the audit: every intervention on this backfill (Enter: every field)"),
+    ("d", "what the selected partition changed, row by row, against the snapshot (pipelines with a snapshot)"),
     ("q", "stop (asks first while children run: q or y confirms); quit once finished"),
     ("Ctrl+C", "stop at once: stop scheduling, cancel active runs (SIGINT); again: SIGTERM now; again: SIGKILL"),
     ("q  Esc", "a backfill not run here: leave it (back to the list); in the list: quit"),

@@ -20,6 +20,7 @@ from engine.store.status import Status
 from tui import human
 from tui.app.sources import BackfillSource
 from tui.app.widgets.log_view import LogView
+from tui.diff_text import changes_text
 
 ATTEMPT_STYLES = {
     "succeeded": "green3",
@@ -260,6 +261,9 @@ class PartitionDetails(Vertical):
             text.append(f"\n      {attempt.error}", style="red1" if attempt.status == "failed" else "yellow3")
         if attempt.split:
             text.append(f"\n      {attempt.split}", style="magenta")
+        changed = changes_text(attempt.row_changes)
+        if changed:
+            text.append(f"\n      changed {changed}  (d: the rows)", style="cyan")
         text.append("\n")
 
     def on_resize(self) -> None:
