@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.dates.instants import format_instant
 from engine.dates.plan import Interval
 from engine.guardrails.partition_diff import TableDiff
 from engine.spec.backfill_spec import BackfillSpec
+
+if TYPE_CHECKING:
+    from engine.execute.preview import Preview
+
+
+def preview_text(spec: BackfillSpec, preview: Preview) -> str:
+    """What ``--preview`` and the pre-flight screen's F2 show: how the scratch run went, then its diff."""
+    lines = (
+        f"preview: partition {preview.interval.index} run into a scratch copy in {preview.seconds:.1f}s "
+        "(the warehouse is untouched)\n"
+    )
+    if preview.exit_code:
+        lines += f"  the run failed (exit {preview.exit_code}); its last lines:\n"
+        return lines + "".join(f"    {line}\n" for line in preview.output)
+    return lines + diff_lines(spec, preview.interval, preview.diffs)
 
 
 def changes_text(changes: dict[str, Any] | None) -> str | None:

@@ -126,11 +126,16 @@ def diff_partitions(
 
 
 def _diff_table(db: Database, asset: Asset, window: Window, entry: dict[str, Any], limit: int) -> TableDiff:
-    predicate = window_predicate(db, asset, window)
+    before = f"{SNAPSHOT_ALIAS}.{entry['copy']}" if entry.get("existed") else None
+    return diff_table(db, asset, window_predicate(db, asset, window), before, limit)
+
+
+def diff_table(db: Database, asset: Asset, predicate: str, before_table: str | None, limit: int) -> TableDiff:
+    """``asset``'s table now against ``before_table`` (None: it did not exist), both where ``predicate`` holds."""
     after = f"(SELECT * FROM {quote_name(asset.name)} WHERE {predicate})"
     before = (
-        f"(SELECT * FROM {SNAPSHOT_ALIAS}.{entry['copy']} WHERE {predicate})"
-        if entry.get("existed")
+        f"(SELECT * FROM {before_table} WHERE {predicate})"
+        if before_table is not None
         else f"(SELECT * FROM {quote_name(asset.name)} WHERE false)"
     )
     key = asset.primary_key or None

@@ -138,3 +138,71 @@ def test_diff_bad_input(tmp_path, home):
     assert result.stderr.count("\n") == 1
     result = run_backfill("diff", backfill.name, "--limit", "0", cwd=repo.root, env=home)
     assert result.returncode == 2 and "--limit" in result.stderr
+
+
+def _digests(repo: Repo) -> dict[str, str]:
+    """Every file of the repository (the warehouse, run records, logs) by its bytes (not the test's HOME)."""
+    return {
+        str(path.relative_to(repo.root)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(repo.root.rglob("*"))
+        if path.is_file() and path.relative_to(repo.root).parts[0] != "home"
+    }
+
+
+def test_a_preview_shows_the_first_partitions_diff_and_changes_nothing(tmp_path, home):
+    """``--dry-run --preview`` runs the first day into a scratch copy: its JSON lists exactly the keys a hand-written
+    diff of the real run finds; afterwards every file of the repository — the warehouse included — is
+    byte-identical, no backfill is saved and no run record is left behind."""
+    repo = _orders(tmp_path)
+    before = _digests(repo)
+    result = run_backfill(
+        *REASON, "p", "--start-date", "2024-01-01", "--end-date", "2024-01-02", "--dry-run", "--preview",
+        "--output", "json", cwd=repo.root, env=home,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _digests(repo) == before
+    assert not state_dirs(repo.root / "logs" / "backfills")
+    preview = json.loads(result.stdout)["preview"]
+    assert (preview["index"], preview["exit_code"]) == (0, 0)
+    [table] = preview["tables"]
+    assert [r["id"] for r in table["added"]] == [7] and [r["id"] for r in table["removed"]] == [3]
+    [change] = table["changed"]
+    assert (change["key"], change["before"]["amount"], change["after"]["amount"]) == ({"id": 2}, 20, 25)
+    _backfill(repo, home)  # the real run: its first day changed exactly what the preview said
+    expected = _hand_written_diff(repo, "2024-01-01")
+    assert (expected["added"], expected["removed"], expected["changed"]) == ([7], [3], [2])
+
+
+def test_a_preview_in_text_and_one_that_fails(tmp_path, home):
+    """The text preview prints the diff after the pre-flight; a first partition whose run fails exits 1 with its
+    last lines, and still changes nothing."""
+    repo = _orders(tmp_path)
+    text = run_backfill(
+        *REASON, "p", "--start-date", "2024-01-01", "--end-date", "2024-01-02", "--dry-run", "--preview",
+        cwd=repo.root, env=home,
+    )  # fmt: skip
+    assert text.returncode == 0, text.stdout + text.stderr
+    assert "preview: partition 0 run into a scratch copy" in text.stdout
+    assert "mid.orders  by key id: +1 added, -1 removed, ~1 changed (3 rows before, 3 after)" in text.stdout
+    repo.sql("mid.orders", "SELECT id, day, amount FROM raw.missing", materialization=TIME_INTERVAL, columns=COLUMNS)
+    before = _digests(repo)
+    failed = run_backfill(
+        *REASON, "p", "--start-date", "2024-01-01", "--end-date", "2024-01-02", "--dry-run", "--preview",
+        cwd=repo.root, env=home,
+    )  # fmt: skip
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "the run failed (exit 1)" in failed.stdout and "missing does not exist" in failed.stdout, failed.stdout[
+        -600:
+    ]
+    assert _digests(repo) == before
+
+
+def test_preview_bad_input(tmp_path, home):
+    """``--preview`` without ``--dry-run``, or for a command, is one line, exit 2."""
+    repo = _orders(tmp_path)
+    alone = run_backfill(*REASON, "p", "--start-date", "2024-01-01", "--preview", cwd=repo.root, env=home)
+    assert alone.returncode == 2 and "--preview goes with --dry-run" in alone.stderr
+    command = run_backfill(
+        *REASON, "--command", "true", "--start-date", "2024-01-01", "--dry-run", "--preview", cwd=repo.root, env=home
+    )
+    assert command.returncode == 2 and "--preview" in command.stderr and command.stderr.count("\n") == 1

@@ -33,3 +33,25 @@ def test_details_say_what_changed_and_d_shows_the_rows(tmp_path, home):
         tmux.wait_for("EXIT=0", timeout=30)
     finally:
         tmux.close()
+
+
+def test_the_preflight_screen_previews_the_first_partition(tmp_path, home):
+    """On the pre-flight screen (a reason still to give), F2 runs the first day into a scratch copy and shows what
+    it would change; Esc twice cancels: nothing ran, every file of the repository is as it was."""
+    from tests.functional.test_diff import _digests
+
+    repo = _orders(tmp_path)
+    before = _digests(repo)
+    command = shlex.join([*backfill_argv(), "p", "--start-date", "2024-01-01", "--end-date", "2024-01-02"])
+    tmux = Tmux(120, 40, command, repo.root, {**home, "TERM": "xterm-256color"})
+    try:
+        tmux.wait_for("why this backfill runs (required)")
+        tmux.keys("F2")
+        screen = tmux.wait_for("+1 added, -1 removed, ~1 changed (3 rows before, 3 after)")
+        assert "preview: partition 0 run into a scratch copy" in screen and "~ id=2: amount: 20 → 25" in screen
+        tmux.keys("Escape", "Escape")
+        screen = tmux.wait_for("EXIT=", timeout=30)
+    finally:
+        tmux.close()
+    assert "EXIT=0" not in screen
+    assert _digests(repo) == before

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from textual.app import App
 
 from engine.guardrails.preflight import Preflight
@@ -13,6 +15,9 @@ CSS = """
 #preflight-title { margin-bottom: 1; }
 #preflight-checks { height: auto; max-height: 70%; }
 #preflight-verdict { margin: 1 0; }
+PreviewScreen { align: center middle; }
+#preview-box { width: 110; max-width: 98%; height: auto; max-height: 100%; padding: 1 2; border: round $primary;
+               background: $panel; }
 Input { margin-bottom: 1; }
 """
 
@@ -20,9 +25,12 @@ Input { margin-bottom: 1; }
 class PreflightApp(App[PreflightAnswer | None]):
     CSS = CSS
 
-    def __init__(self, preflight: Preflight, title: str, reason: str | None) -> None:
+    def __init__(
+        self, preflight: Preflight, title: str, reason: str | None, preview: Callable[[], str] | None = None
+    ) -> None:
         super().__init__(driver_class=TerminalDriver)
         self.preflight, self.heading, self.reason = preflight, title, reason
+        self.preview = preview  # a pipeline's: F2 runs its first partition into a scratch copy (docs/diff.md)
         self.terminal_gone = False
 
     def terminal_lost(self) -> None:
@@ -31,4 +39,5 @@ class PreflightApp(App[PreflightAnswer | None]):
         self.exit(None)
 
     def on_mount(self) -> None:
-        self.push_screen(PreflightScreen(self.preflight, self.heading, self.reason), callback=self.exit)
+        screen = PreflightScreen(self.preflight, self.heading, self.reason, preview=self.preview)
+        self.push_screen(screen, callback=self.exit)

@@ -318,6 +318,17 @@ def backfill_parser() -> Parser:
         "--verify-command", metavar="TEMPLATE", help="--command: run after each partition; non-zero fails it"
     )
     parser.add_argument("--dry-run", action="store_true", help="show the plan; run and save nothing")
+    parser.add_argument(
+        "--preview",
+        action="store_true",
+        help="with --dry-run: run the first partition into a scratch copy and show what it would change",
+    )
+    parser.add_argument(
+        "--preview-limit",
+        type=positive_int("--preview-limit", 10_000),
+        default=20,
+        help="with --preview: rows shown per table and kind (default 20)",
+    )
     parser.add_argument("--state-dir", help="root of the state store (default <repository>/logs/backfills)")
     parser.add_argument("--continue", dest="resume", metavar="ID", help="resume a saved backfill")
     parser.add_argument(

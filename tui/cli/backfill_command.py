@@ -7,7 +7,7 @@ import shlex
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.base.errors import BadInput
 from engine.base.settings import Settings
@@ -17,6 +17,9 @@ from engine.guardrails.request import GuardOptions, check_reason, check_verify_m
 from engine.guardrails.settings import check_level
 from engine.pipeline.options import RUN_OPTIONS
 from engine.spec.backfill_spec import ExecutionOptions, Planned
+
+if TYPE_CHECKING:
+    from engine.execute.preview import Preview
 from engine.spec.partitions import PartitionDescriber
 from engine.spec.planning import plan_request
 from tui.cli.arguments import UsageError, backfill_parser, run_options_from, split_args, timeout_arg
@@ -134,10 +137,15 @@ PIPELINE_ONLY = (
     *((option.flag, option.dest) for option in RUN_OPTIONS),
     ("--workers", "workers"),
     ("--launcher", "launcher"),
+    ("--preview", "preview"),
 )
 
 
 def _check_combinations(args: argparse.Namespace) -> None:
+    if args.preview and not args.dry_run:
+        raise UsageError(
+            "--preview goes with --dry-run: it shows what the first partition would change, and saves nothing"
+        )
     if args.command is not None:
         given = [flag for flag, attribute in PIPELINE_ONLY if getattr(args, attribute, None) not in (None, False, [])]
         if args.launcher is not None and args.launcher.startswith("dask"):
@@ -218,6 +226,12 @@ def print_dry_run(planned: Planned, args: argparse.Namespace, preflight: Preflig
         row["not_selected"] = False
 
     rows = page_rows(PartitionDescriber(spec), range(begin, stop), decorate)
+    preview = None
+    if args.preview:
+        from engine.execute.preview import preview_first_partition
+
+        preview = preview_first_partition(planned, limit=args.preview_limit)
+    failed = 1 if preview is not None and preview.exit_code else 0
     if args.output == "json":
         write_json(
             sys.stdout.buffer,
@@ -229,7 +243,7 @@ def print_dry_run(planned: Planned, args: argparse.Namespace, preflight: Preflig
             stop=stop,
             offset=args.offset,
             limit=args.limit,
-            extra={"preflight": preflight.to_json()},
+            extra={"preflight": preflight.to_json(), **({"preview": preview.to_json()} if preview else {})},
         )
         sys.stdout.buffer.flush()
     else:
@@ -248,4 +262,13 @@ def print_dry_run(planned: Planned, args: argparse.Namespace, preflight: Preflig
 
         sys.stdout.write("\n")
         write_report(sys.stdout, preflight, hint=_hint(args))
-    return 0
+        if preview is not None:
+            _print_preview(planned, preview)
+    return failed
+
+
+def _print_preview(planned: Planned, preview: Preview) -> None:
+    """``--preview``: the first partition run into a scratch copy, and what it would change."""
+    from tui.diff_text import preview_text
+
+    sys.stdout.write("\n" + preview_text(planned.spec, preview))

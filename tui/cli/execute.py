@@ -32,6 +32,26 @@ def execute(invocation: Invocation, args: argparse.Namespace, *, hint: str, titl
     return run_prepared(prepared, invocation.executor(), args, preflight=invocation.preflight)
 
 
+def _previewer(invocation: Invocation):
+    """For a new pipeline backfill: what the pre-flight screen's F2 runs (the first partition into a scratch copy,
+    and its diff as text); None otherwise."""
+    planned = invocation.planned
+    if planned.spec.target.is_command or invocation.loaded is not None:
+        return None
+
+    def preview() -> str:
+        from engine.base.errors import BackfillError
+        from engine.execute.preview import preview_first_partition
+        from tui.diff_text import preview_text
+
+        try:
+            return preview_text(planned.spec, preview_first_partition(planned, limit=20))
+        except BackfillError as error:
+            return f"no preview: {error}"
+
+    return preview
+
+
 def guard_decision(invocation: Invocation, args: argparse.Namespace, *, hint: str, title: str) -> Approval | None:
     """Run only what the verdict allows, and say why it runs. On a terminal, the pre-flight screen asks for a
     missing reason and, when the verdict needs a person, for the digest typed back. Elsewhere the report goes to
@@ -44,7 +64,7 @@ def guard_decision(invocation: Invocation, args: argparse.Namespace, *, hint: st
         from tui.app.preflight_app import PreflightApp
 
         invocation.close_warehouses()
-        screen = PreflightApp(preflight, title, invocation.reason)
+        screen = PreflightApp(preflight, title, invocation.reason, preview=_previewer(invocation))
         answer = screen.run()
         if screen.terminal_gone:  # SIGHUP ignored: the refusal below goes nowhere, without failing on the way
             detach_from_terminal()

@@ -4,13 +4,14 @@ verdict needs a person, the plan digest to type back as approval."""
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Input, Static
 
 from engine.guardrails.digest import MIN_PREFIX
@@ -51,11 +52,17 @@ def checks_text(preflight: Preflight, width: int = 120) -> Text:
 class PreflightScreen(Screen[PreflightAnswer | None]):
     """Shown before the first launch when the operator must give a reason or approve the plan."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel: run nothing")]
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel: run nothing"),
+        Binding("f2", "preview", "Preview the first partition"),
+    ]
 
-    def __init__(self, preflight: Preflight, title: str, reason: str | None) -> None:
+    def __init__(
+        self, preflight: Preflight, title: str, reason: str | None, preview: Callable[[], str] | None = None
+    ) -> None:
         super().__init__()
         self.preflight, self.heading, self.reason = preflight, title, reason
+        self.preview = preview
         self.needs_digest = preflight.verdict not in (AUTO, NEVER)
 
     def compose(self) -> ComposeResult:
@@ -113,3 +120,29 @@ class PreflightScreen(Screen[PreflightAnswer | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return self.preview is not None if action == "preview" else True
+
+    def action_preview(self) -> None:
+        """F2: run the first partition into a scratch copy (in a thread: the screen stays live) and show its diff."""
+        if self.preview is None:
+            return
+        screen = PreviewScreen()
+        self.app.push_screen(screen)
+        preview = self.preview
+        self.run_worker(lambda: self.app.call_from_thread(screen.show, preview()), thread=True, exclusive=True)
+
+
+class PreviewScreen(ModalScreen[None]):
+    """What the first partition would change, once its scratch run has ended."""
+
+    BINDINGS = [Binding("escape,q", "dismiss", "Close")]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="preview-box"):
+            yield Static("running the first partition into a scratch copy…", id="preview-text")
+        yield Footer()
+
+    def show(self, text: str) -> None:
+        self.query_one("#preview-text", Static).update(Text(text, no_wrap=True, overflow="ellipsis"))
