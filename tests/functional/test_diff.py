@@ -94,12 +94,14 @@ def test_each_partition_records_what_it_changed_by_key(tmp_path, home):
 def test_diff_lists_exactly_the_keys_a_hand_written_sql_diff_finds(tmp_path, home):
     """``backfill diff ID --output json`` of the first day: the added, removed and changed keys are those of a
     plain FULL OUTER JOIN of the file before and after, the changed row shows amount 20 → 25; the second day
-    is not listed (it recorded no change); and the diff writes nothing (the files are byte-identical)."""
+    is not listed (it recorded no change); and the diff writes nothing (the files are byte-identical, and it reads
+    while another process holds the warehouse open read-only, which a writer could not)."""
     repo = _orders(tmp_path)
     backfill = _backfill(repo, home)
     files = [repo.database, *backfill.glob("snapshot-*.duckdb")]
     digests = [hashlib.sha256(path.read_bytes()).hexdigest() for path in files]
-    result = run_backfill("diff", backfill.name, "--output", "json", cwd=repo.root, env=home)
+    with duckdb.connect(str(repo.database), read_only=True):  # another reader: a writer could not open the file
+        result = run_backfill("diff", backfill.name, "--output", "json", cwd=repo.root, env=home)
     assert result.returncode == 0, result.stderr
     [partition] = json.loads(result.stdout)["partitions"]
     [table] = partition["tables"]
@@ -162,6 +164,7 @@ def test_a_preview_shows_the_first_partitions_diff_and_changes_nothing(tmp_path,
     assert result.returncode == 0, result.stdout + result.stderr
     assert _digests(repo) == before
     assert not state_dirs(repo.root / "logs" / "backfills")
+    assert not list(Path(home["XDG_STATE_HOME"]).rglob("runs/*.json"))  # no run record anywhere but in scratch
     preview = json.loads(result.stdout)["preview"]
     assert (preview["index"], preview["exit_code"]) == (0, 0)
     [table] = preview["tables"]
