@@ -8,6 +8,7 @@ under the dashboard, and saves:
   screenshots/details.svg     the details pane of a finished partition with its child's log
   screenshots/preflight.svg   the pre-flight screen of a human-only backfill of examples/guarded
   screenshots/mark-form.svg   the mark form over the failed partitions of a real command backfill
+  screenshots/diff-view.svg   the diff view (d) of a real pipeline backfill over a keyed table whose source moved
   screenshots/split-tree.svg  a real command backfill whose days split on their timeout, one opened, its tree
                               in the details
 
@@ -82,6 +83,7 @@ def main() -> None:
     preflight_screenshot()
     mark_form_screenshot()
     split_tree_screenshot()
+    diff_view_screenshot()
 
 
 def preflight_screenshot() -> None:
@@ -207,6 +209,73 @@ def split_tree_screenshot() -> None:
 
         asyncio.run(shoot_split_tree())
     print(f"wrote {HERE / 'split-tree.svg'}")
+
+
+def diff_view_screenshot() -> None:
+    """mid.orders (time_interval on day, keyed by id) loaded for two days; its source then changes one day (an
+    amount, a row gone, a row new); the backfill of both days, browsed, the first day's diff view open."""
+    import os
+    import subprocess
+    import sys
+
+    import duckdb
+    import yaml
+
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch) / "orders"
+        (root / ".git").mkdir(parents=True)
+        (root / "p" / "assets").mkdir(parents=True)
+        environment = {"guardrails": "sandbox", "connections": {"duckdb": [{"name": "db", "path": "warehouse.duckdb"}]}}
+        (root / ".bruin.yml").write_text(
+            yaml.safe_dump({"default_environment": "dev", "environments": {"dev": environment}})
+        )
+        (root / "p" / "pipeline.yml").write_text(
+            yaml.safe_dump({"name": "orders", "default_connections": {"duckdb": "db"}})
+        )
+        header = {
+            "name": "mid.orders", "type": "duckdb.sql",
+            "materialization": {"type": "table", "strategy": "time_interval", "incremental_key": "day",
+                                "time_granularity": "date"},
+            "columns": [{"name": "id", "type": "integer", "primary_key": True}, {"name": "day", "type": "date"},
+                        {"name": "customer", "type": "varchar"}, {"name": "amount", "type": "integer"}],
+        }  # fmt: skip
+        body = "SELECT id, day, customer, amount FROM raw.src WHERE day BETWEEN '{{ start_date }}' AND '{{ end_date }}'"
+        (root / "p" / "assets" / "orders.sql").write_text(
+            f"/* @bruin\n{yaml.safe_dump(header, sort_keys=False)}@bruin */\n{body}\n"
+        )
+        with duckdb.connect(str(root / "warehouse.duckdb")) as db:
+            db.execute("CREATE SCHEMA raw")
+            db.execute("CREATE TABLE raw.src (id INTEGER, day DATE, customer VARCHAR, amount INTEGER)")
+            db.execute(
+                "INSERT INTO raw.src SELECT i, DATE '2024-01-01' + (i % 2)::INTEGER, 'customer ' || i, 10 * i "
+                "FROM range(1, 41) t(i)"
+            )
+        env = {**os.environ, "HOME": scratch}
+        run = [sys.executable, "-m", "tui"]
+        subprocess.run([*run, "run", "p", "--start-date", "2024-01-01", "--end-date", "2024-01-02"], cwd=root, env=env,
+                       check=True, capture_output=True)  # fmt: skip
+        with duckdb.connect(str(root / "warehouse.duckdb")) as db:
+            db.execute("UPDATE raw.src SET amount = amount + 5 WHERE id IN (4, 12)")
+            db.execute("UPDATE raw.src SET customer = 'customer 16 (merged)' WHERE id = 16")
+            db.execute("DELETE FROM raw.src WHERE id IN (8, 30)")
+            db.execute(
+                "INSERT INTO raw.src VALUES (41, '2024-01-02', 'customer 41', 410), "
+                "(42, '2024-01-01', 'customer 42', 420)"
+            )
+        again = [*run, "--reason", "source re-sent", "p", "--start-date", "2024-01-01", "--end-date", "2024-01-02"]
+        subprocess.run([*again, "--no-progress"], cwd=root, env=env, check=True, capture_output=True)
+        app = BackfillApp(root=root / "logs" / "backfills")
+
+        async def shoot_diff_view() -> None:
+            async with app.run_test(size=(120, 30)) as pilot:
+                await pilot.press("enter")
+                await pilot.pause(0.5)
+                await pilot.press("home", "d")
+                await pilot.pause(0.5)
+                app.save_screenshot("diff-view.svg", path=str(HERE))
+
+        asyncio.run(shoot_diff_view())
+    print(f"wrote {HERE / 'diff-view.svg'}")
 
 
 if __name__ == "__main__":

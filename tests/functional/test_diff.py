@@ -25,12 +25,17 @@ COLUMNS = [
 TIME_INTERVAL = {"type": "table", "strategy": "time_interval", "incremental_key": "day", "time_granularity": "date"}
 
 
-def _orders(root: Path, *, keyed: bool = True) -> Repo:
+MERGE = {"type": "table", "strategy": "merge", "incremental_key": "day", "time_granularity": "date"}
+
+
+def _orders(root: Path, *, keyed: bool = True, materialization: dict | None = None) -> Repo:
     """mid.orders (time_interval on day) loaded from raw.src for two days; then raw.src changes on the first day:
     id 2's amount, id 3 gone, id 7 new. The second day is unchanged."""
     repo = Repo(root)
     columns = COLUMNS if keyed else [{**c, "primary_key": False} for c in COLUMNS]
-    repo.sql("mid.orders", ORDERS, materialization=TIME_INTERVAL, columns=columns)
+    if materialization is MERGE:  # Bruin's merge updates only the columns marked update_on_merge
+        columns = [{**c, "update_on_merge": c["name"] == "amount"} for c in columns]
+    repo.sql("mid.orders", ORDERS, materialization=materialization or TIME_INTERVAL, columns=columns)
     repo.execute(
         "CREATE SCHEMA raw",
         "CREATE TABLE raw.src (id INTEGER, day DATE, amount INTEGER)",
@@ -209,3 +214,21 @@ def test_preview_bad_input(tmp_path, home):
         *REASON, "--command", "true", "--start-date", "2024-01-01", "--dry-run", "--preview", cwd=repo.root, env=home
     )
     assert command.returncode == 2 and "--preview" in command.stderr and command.stderr.count("\n") == 1
+
+
+def test_a_merge_backfill_lists_exactly_the_changed_keys(tmp_path, home):
+    """A merge (upsert by key) backfill over the keyed table: it adds id 7 and changes id 2, and removes nothing
+    (a merge never deletes id 3): the recorded counts and ``backfill diff`` agree with the hand-written SQL diff."""
+    repo = _orders(tmp_path, materialization=MERGE)
+    backfill = _backfill(repo, home)
+    expected = _hand_written_diff(repo, "2024-01-01")
+    assert (expected["added"], expected["removed"], expected["changed"]) == ([7], [], [2])
+    first, _ = records(backfill)
+    change = first["attempts"][-1]["row_changes"]["mid.orders"]
+    assert (change["added"], change["removed"], change["changed"]) == (1, 0, 1)
+    result = run_backfill("diff", backfill.name, "--output", "json", cwd=repo.root, env=home)
+    [partition] = json.loads(result.stdout)["partitions"]
+    [table] = partition["tables"]
+    assert [r["id"] for r in table["added"]] == expected["added"]
+    assert [r["id"] for r in table["removed"]] == expected["removed"]
+    assert [c["key"]["id"] for c in table["changed"]] == expected["changed"]
