@@ -211,7 +211,8 @@ def _row_changes(prepared: PreparedRun, pool: DuckDBPool, results: list, index: 
                 db = attached.get(table["file"])
                 if db is None:
                     db = attached[table["file"]] = Database(pool.cursor(connection), lambda sql: sql)
-                    attach_snapshot(db, table["file"])
+                    if Path(table["file"]).exists():  # no file: every table was new (measured against nothing)
+                        attach_snapshot(db, table["file"])
                 changes[asset.name] = measure(db, asset, asset_result.window or prepared.window, table)
             except Exception as error:
                 changes[asset.name] = {"error": str(error).strip().splitlines()[0] if str(error).strip() else "?"}

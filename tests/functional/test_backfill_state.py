@@ -117,9 +117,11 @@ def test_executed_json_has_ids_statuses_attempts_and_pages(work, home):
         "assets",
         "carried",
         "split",
+        "row_changes",
     }
     assert (attempt["kind"], attempt["rows"], attempt["by"]) == ("run", None, None)
     assert (attempt["split"], failed["children"]) == (None, None)  # it failed whole: no --split-on
+    assert (attempt["row_changes"], failed["row_changes"]) == (None, None)  # a command measures nothing
     assert (attempt["assets"], attempt["carried"]) == (None, None)  # a command has no assets
     assert attempt["exit_code"] == 3 and attempt["error"] == "failing 2024-01-03 on purpose"
     assert failed["reason"] == "failing 2024-01-03 on purpose"

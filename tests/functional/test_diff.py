@@ -232,3 +232,27 @@ def test_a_merge_backfill_lists_exactly_the_changed_keys(tmp_path, home):
     assert [r["id"] for r in table["added"]] == expected["added"]
     assert [r["id"] for r in table["removed"]] == expected["removed"]
     assert [c["key"]["id"] for c in table["changed"]] == expected["changed"]
+
+
+def test_a_table_new_to_the_warehouse_is_all_added(tmp_path, home):
+    """A backfill whose table did not exist before (the snapshot holds no copy of it): each day records every row
+    as added, and ``backfill diff`` lists them. (A warehouse file that did not exist at all, so that no snapshot
+    file was made, is the example pipeline's case in tests/functional/test_warm_launcher.py.)"""
+    repo = Repo(tmp_path)
+    repo.sql("mid.orders", ORDERS, materialization=TIME_INTERVAL, columns=COLUMNS)
+    repo.execute(
+        "CREATE SCHEMA raw",
+        "CREATE TABLE raw.src (id INTEGER, day DATE, amount INTEGER)",
+        "INSERT INTO raw.src VALUES (1, '2024-01-01', 10), (2, '2024-01-01', 20), (4, '2024-01-02', 40)",
+    )
+    backfill = _backfill(repo, home)
+    changes = [r["attempts"][-1]["row_changes"]["mid.orders"] for r in records(backfill)]
+    assert [(c["before"], c["after"], c["added"], c["removed"], c["changed"]) for c in changes] == [
+        (0, 2, 2, 0, 0),
+        (0, 1, 1, 0, 0),
+    ]
+    result = run_backfill("diff", backfill.name, "--output", "json", cwd=repo.root, env=home)
+    assert [[r["id"] for r in p["tables"][0]["added"]] for p in json.loads(result.stdout)["partitions"]] == [
+        [1, 2],
+        [4],
+    ]

@@ -43,6 +43,7 @@ RECORD_FIELDS = [
     "verification",
     "verification_failures",
     "verification_failures_total",
+    "row_changes",
     "failure_groups",
     "failure_groups_total",
     "checks_after_range",
