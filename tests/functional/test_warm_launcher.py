@@ -107,6 +107,9 @@ def test_warm_and_exec_leave_identical_tables_records_and_logs(shop, home, tmp_p
         warm_run = comparable_run(shop / "logs" / "runs" / f"{run_id}.json")
         cold_run = comparable_run(other / "logs" / "runs" / f"{cold_id}.json")
         assert warm_run == cold_run
+        # the warehouse did not exist before (no snapshot file): every table measured against nothing, no error
+        changes = record["attempts"][-1]["row_changes"] or {}
+        assert changes and all("error" not in change and change["before"] == 0 for change in changes.values())
     pids = {a["pid"] for r in records(warm) for a in r["attempts"]}
     assert len(pids) == 1  # one runner served all 12 partitions (a writable DuckDB file: one at a time)
     assert len({a["pid"] for r in records(cold) for a in r["attempts"]}) == 12
