@@ -47,7 +47,7 @@ from engine.store.record_writer import RecordWriter
 from engine.store.records import Attempt, PartitionRecord, RecordStatus
 from engine.store.run_tally import RunTally
 from engine.store.space_reserve import SpaceReserve, reserve_size
-from engine.store.split_tree import SplitNode, read_tree
+from engine.store.split_tree import SplitNode, read_tree, settle_node
 from engine.store.state_store import StateStore
 from engine.store.status import DONE, RunOutcome, Status, StatusBoard
 
@@ -417,6 +417,7 @@ class Executor:
         finally:
             # Whatever happened (a full disk, a bug of ours), no child outlives this loop unwaited.
             self._stop_everything_and_wait()
+            self._settle_unstarted_halves()
             self._write_deferred()
             if self.lease is not None:
                 self.lease.stop()
@@ -593,6 +594,16 @@ class Executor:
         else:
             wants = lambda status: selection.wants(Status.parse(status))  # noqa: E731
         leaves = self.splits.wanted(root, wants)
+        if leaves:
+            # Every node above a leaf that runs again is running, durably, before that leaf starts: a takeover
+            # after a crash finds a split partition's live halves through its record's status.
+            reopened = {
+                id(n): n.record for leaf in leaves for n in leaf.ancestors() if settle_node(n, RecordStatus.RUNNING)
+            }
+            if reopened and not self._write_ahead(sorted(reopened.values(), key=lambda r: r.parent is None)):
+                return
+            with self._lock:
+                self.board.set(index, Status.RUNNING)
         self._retries.extend(_Pending(index, self.options.retries + 1, leaf.record, leaf) for leaf in leaves)
         if not leaves:
             with self._lock:
@@ -981,6 +992,19 @@ class Executor:
             if not wait:
                 return
             time.sleep(0.02)
+
+    def _settle_unstarted_halves(self) -> None:
+        """Halves that waited in this run but never started (it stopped or halted first): no longer in flight, so
+        every split partition is again what its leaves add up to, on disk and on the board."""
+        for index, root in self.splits.trees.items():
+            if not self.splits.busy(root):
+                continue
+            self.splits.in_flight.difference_update(leaf.record.id for leaf in root.leaves())
+            for node in reversed(list(root.nodes())):
+                if node.halves and settle_node(node):
+                    self._write(node.record, durable=True)
+            with self._lock:
+                self.board.set(index, Status.parse(root.record.status))
 
     def _stop_everything_and_wait(self) -> None:
         """Whatever happened, no child outlives the loop: stop what is left and wait for every one."""

@@ -376,3 +376,66 @@ def test_a_kill_mid_split_then_continue_never_runs_a_half_twice_at_once(tmp_path
             ("cancelled", "previous executor interrupted"),
             ("succeeded", None),
         ]
+
+
+def test_a_halt_leaves_a_split_partition_as_its_leaves_say(tmp_path, home):
+    """``--on-failure stop``: the first half fails (not a split trigger), so its sibling never starts; the partition
+    ends ``failed`` on disk and in the index — never left ``running`` with nothing running it — the sibling stays
+    queued, and ``--continue`` runs only what is not done."""
+    (tmp_path / ".git").mkdir()
+    gate = tmp_path / "fail-while"
+    gate.touch()
+    command = child_command("--hang-longer-than", "12", "--fail-while", str(gate), "--fail-on", "2024-01-01T00")
+    first = run_backfill(
+        *GUARD, "--command", command, "--start-date", "2024-01-01", "--end-date", "2024-01-01", "--timeout", "2s",
+        *SPLIT, "--no-progress", cwd=tmp_path, env=home, timeout=120,
+    )  # fmt: skip
+    assert first.returncode == 1, first.stdout + first.stderr
+    backfill = _backfill(tmp_path)
+    [record] = records(backfill)
+    assert record["status"] == "failed" and record["leaf_reason"] == "failing 2024-01-01 on purpose"
+    [partition] = _show(tmp_path, backfill)["partitions"]
+    assert [(c["status"], len(c["attempts"])) for c in partition["children"]] == [("failed", 1), ("queued", 0)]
+    gate.unlink()
+    again = run_backfill("--continue", backfill.name, "--no-progress", cwd=tmp_path, env=home)
+    assert again.returncode == 0, again.stdout + again.stderr
+    [partition] = _show(tmp_path, backfill)["partitions"]
+    assert [(c["status"], len(c["attempts"])) for c in partition["children"]] == [("succeeded", 2), ("succeeded", 1)]
+
+
+def test_a_resumed_half_killed_is_settled_by_the_next_takeover(tmp_path, home):
+    """A resume runs a failed half again; its partition's record says ``running`` before that half starts, so when
+    the executor is SIGKILLed meanwhile, the next ``--continue`` finds the half's attempt, stops its child and
+    settles it (cancelled, "previous executor interrupted") instead of leaving it ``running`` forever."""
+    (tmp_path / ".git").mkdir()
+    gate, release, began = tmp_path / "fail-while", tmp_path / "release", tmp_path / "began.jsonl"
+    gate.touch()
+    release.touch()
+    command = child_command(
+        "--hang-longer-than", "12", "--fail-while", str(gate), "--fail-on", "2024-01-01T00", "--wait-for",
+        str(release), "--began", str(began),
+    )  # fmt: skip
+    env = {**home, "BACKFILL_STOP_GRACE": "2"}
+    first = run_backfill(
+        *GUARD, "--command", command, "--start-date", "2024-01-01", "--end-date", "2024-01-01", "--timeout", "2s",
+        *SPLIT, "--on-failure", "continue", "--no-progress", cwd=tmp_path, env=env, timeout=120,
+    )  # fmt: skip
+    assert first.returncode == 1, first.stdout + first.stderr
+    backfill = _backfill(tmp_path)
+    gate.unlink()
+    release.unlink()
+    resumed = start_background("--continue", backfill.name, "--no-progress", cwd=tmp_path, env=env)
+    wait_for(lambda: began.read_text().count("\n") >= 4, timeout=60)  # the day, its halves, the half again
+    [record] = records(backfill)
+    assert record["status"] == "running"  # durable before the half started
+    resumed.send_signal(signal.SIGKILL)
+    resumed.communicate(timeout=30)
+    release.touch()
+    final = run_backfill("--continue", backfill.name, "--no-progress", cwd=tmp_path, env=env)
+    assert final.returncode == 0, final.stdout + final.stderr
+    [partition] = _show(tmp_path, backfill)["partitions"]
+    assert [(a["status"], a["error"]) for a in partition["children"][0]["attempts"]] == [
+        ("failed", "failing 2024-01-01 on purpose"),
+        ("cancelled", "previous executor interrupted"),
+        ("succeeded", None),
+    ]
