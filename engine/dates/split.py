@@ -39,14 +39,12 @@ def _wall_key(instant: int, zone: tzinfo, unit: SplitUnit) -> tuple[int, ...]:
     return (*fields, int(offset.total_seconds()) if offset is not None else 0)
 
 
-def _local_floor(instant: int, zone: tzinfo, unit: SplitUnit) -> int:
-    """The first instant of the local period holding ``instant`` (a binary search: exact in every zone, a
-    30-minute shift included, where an hour starts at the shift rather than at :00)."""
-    key = _wall_key(instant, zone, unit)
-    low, high = instant - _LOCAL_MICROS[unit], instant  # a local period never lasts longer than its unit
+def _first(low: int, high: int, holds) -> int:
+    """The first instant in ``(low, high]`` where ``holds``, which is false at ``low``, true at ``high`` and changes
+    once between them (a binary search: exact in every zone, a 30-minute shift included)."""
     while high - low > 1:
         middle = (low + high) // 2
-        if _wall_key(middle, zone, unit) == key:
+        if holds(middle):
             high = middle
         else:
             low = middle
@@ -63,16 +61,10 @@ def _boundaries_around(instant: int, zone: tzinfo, unit: SplitUnit) -> tuple[int
             key += 1
             following = period_start(calendar, key + 1, zone)
         return period_start(calendar, key, zone), following
-    floor = _local_floor(instant, zone, unit)
-    key = _wall_key(instant, zone, unit)
-    low, high = instant, floor + _LOCAL_MICROS[unit]  # the first instant of another period is in (low, high]
-    while high - low > 1:
-        middle = (low + high) // 2
-        if _wall_key(middle, zone, unit) == key:
-            low = middle
-        else:
-            high = middle
-    return floor, high
+    key, length = _wall_key(instant, zone, unit), _LOCAL_MICROS[unit]
+    # A local period never lasts longer than its unit (an hour after a 30-minute shift starts at the shift).
+    floor = _first(instant - length, instant, lambda t: _wall_key(t, zone, unit) == key)
+    return floor, _first(instant, floor + length, lambda t: _wall_key(t, zone, unit) != key)
 
 
 def cut_of(start: int, end: int, zone: tzinfo, finest: SplitUnit = SplitUnit.SECOND) -> int | None:

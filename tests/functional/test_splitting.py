@@ -155,16 +155,8 @@ def test_a_reason_matching_the_expression_splits_and_min_partition_stops_it(tmp_
 def test_resume_reruns_only_the_failed_leaf(tmp_path, home):
     """A half that failed for another reason leaves its partition failed; ``--continue --rerun failed`` runs that
     leaf again — not the partition whole, not its succeeded sibling — and the partition ends succeeded."""
-    (tmp_path / ".git").mkdir()
+    backfill = _first_half_fails(tmp_path, home, "--on-failure", "continue")
     gate = tmp_path / "fail-while"
-    gate.touch()
-    command = child_command("--hang-longer-than", "12", "--fail-while", str(gate), "--fail-on", "2024-01-01T00")
-    first = run_backfill(
-        *GUARD, "--command", command, "--start-date", "2024-01-01", "--end-date", "2024-01-01", "--timeout", "2s",
-        *SPLIT, "--on-failure", "continue", "--no-progress", cwd=tmp_path, env=home, timeout=120,
-    )  # fmt: skip
-    assert first.returncode == 1, first.stdout + first.stderr
-    backfill = _backfill(tmp_path)
     [partition] = _show(tmp_path, backfill)["partitions"]
     assert partition["status"] == "failed"
     assert [c["status"] for c in partition["children"]] == ["failed", "succeeded"]
@@ -216,6 +208,21 @@ def test_a_minimum_no_partition_can_split_into_is_refused(tmp_path, home):
     )  # fmt: skip
     assert result.returncode == 3, result.stdout + result.stderr
     assert "cannot split into halves of at least --min-partition 13h" in result.stdout + result.stderr
+
+
+def _first_half_fails(tmp_path: Path, home: dict[str, str], *extra: str) -> Path:
+    """A day that times out whole and splits; its first half fails (not a trigger) while ``fail-while`` exists."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "fail-while").touch()
+    command = child_command(
+        "--hang-longer-than", "12", "--fail-while", str(tmp_path / "fail-while"), "--fail-on", "2024-01-01T00"
+    )
+    first = run_backfill(
+        *GUARD, "--command", command, "--start-date", "2024-01-01", "--end-date", "2024-01-01", "--timeout", "2s",
+        *SPLIT, *extra, "--no-progress", cwd=tmp_path, env=home, timeout=120,
+    )  # fmt: skip
+    assert first.returncode == 1, first.stdout + first.stderr
+    return _backfill(tmp_path)
 
 
 def _split_day(tmp_path: Path, home: dict[str, str]) -> Path:
@@ -382,16 +389,8 @@ def test_a_halt_leaves_a_split_partition_as_its_leaves_say(tmp_path, home):
     """``--on-failure stop``: the first half fails (not a split trigger), so its sibling never starts; the partition
     ends ``failed`` on disk and in the index — never left ``running`` with nothing running it — the sibling stays
     queued, and ``--continue`` runs only what is not done."""
-    (tmp_path / ".git").mkdir()
+    backfill = _first_half_fails(tmp_path, home)
     gate = tmp_path / "fail-while"
-    gate.touch()
-    command = child_command("--hang-longer-than", "12", "--fail-while", str(gate), "--fail-on", "2024-01-01T00")
-    first = run_backfill(
-        *GUARD, "--command", command, "--start-date", "2024-01-01", "--end-date", "2024-01-01", "--timeout", "2s",
-        *SPLIT, "--no-progress", cwd=tmp_path, env=home, timeout=120,
-    )  # fmt: skip
-    assert first.returncode == 1, first.stdout + first.stderr
-    backfill = _backfill(tmp_path)
     [record] = records(backfill)
     assert record["status"] == "failed" and record["leaf_reason"] == "failing 2024-01-01 on purpose"
     [partition] = _show(tmp_path, backfill)["partitions"]
