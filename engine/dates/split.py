@@ -55,12 +55,10 @@ def _boundaries_around(instant: int, zone: tzinfo, unit: SplitUnit) -> tuple[int
     """The start of the ``unit`` period holding ``instant`` and the start of the next one."""
     if unit in (SplitUnit.MONTH, SplitUnit.DAY):
         calendar = CalendarUnit.MONTH if unit is SplitUnit.MONTH else CalendarUnit.DAY
+        # ``period_of`` is the local date (month) of an instant, so its period holds the instant even beside a day
+        # the zone skipped (that day's period is empty: the next one starts where it would have).
         key = period_of(calendar, instant, zone)
-        following = period_start(calendar, key + 1, zone)
-        while following <= instant:  # a local day the zone skipped starts where the next one does
-            key += 1
-            following = period_start(calendar, key + 1, zone)
-        return period_start(calendar, key, zone), following
+        return period_start(calendar, key, zone), period_start(calendar, key + 1, zone)
     key, length = _wall_key(instant, zone, unit), _LOCAL_MICROS[unit]
     # A local period never lasts longer than its unit (an hour after a 30-minute shift starts at the shift).
     floor = _first(instant - length, instant, lambda t: _wall_key(t, zone, unit) == key)

@@ -98,7 +98,6 @@ def fresh_half(parent: PartitionRecord, child: SplitChild) -> PartitionRecord:
         child.start_us,
         child.end_us,
         RecordStatus.QUEUED,
-        [],
         parent=parent.id,
     )
 
