@@ -12,7 +12,6 @@ grace period (30 s by default) has passed.
 
 from __future__ import annotations
 
-import os
 import selectors
 import signal
 import threading
@@ -24,25 +23,25 @@ from typing import Any
 
 from engine.base.errors import BackfillError, StateWriteFailed
 from engine.base.processes import TrackedFamily
-from engine.dates.durations import format_duration
 from engine.dates.plan import Interval
+from engine.execute.active_child import ActiveChild
 from engine.execute.asset_resume import AssetPlan
 from engine.execute.children import ChildFactory
-from engine.execute.executor_controls import ESCALATION, ExecutorControls
+from engine.execute.executor_controls import ExecutorControls
 from engine.execute.executor_snapshot import FINISHED, RUNNING, STARTING, STOPPING, Event
+from engine.execute.executor_splits import ExecutorSplits
+from engine.execute.executor_stopping import ExecutorStopping
+from engine.execute.executor_storage import ExecutorStorage
 from engine.execute.failure_reason import failure_reason, row_changes_of
-from engine.execute.launcher import Child, ChildSpec, ForkExecLauncher, Launcher
+from engine.execute.launcher import ChildSpec, ForkExecLauncher, Launcher
 from engine.execute.rerun import AssetRerun, PartitionSelection, RerunMode
-from engine.execute.splitting import SplitRun, split_text, trigger_of
+from engine.execute.splitting import SplitRun, trigger_of
 from engine.execute.takeover import Takeover
 from engine.interventions.leasing import LeaseKeeper
 from engine.pipeline.row_changes import SNAPSHOT_INDEX
 from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions
 from engine.spec.split_policy import SplitPolicy, SplitTrigger
-from engine.store import audit
-from engine.store.catalog import partitions_stamp, write_summary
 from engine.store.manifest import now_text
-from engine.store.record_index import index_row
 from engine.store.record_writer import RecordWriter
 from engine.store.records import Attempt, PartitionRecord, RecordStatus
 from engine.store.run_tally import RunTally
@@ -51,7 +50,6 @@ from engine.store.split_tree import SplitNode, read_tree, settle_node
 from engine.store.state_store import StateStore
 from engine.store.status import DONE, RunOutcome, Status, StatusBoard
 
-SUMMARY_SECONDS = 2.0  # how often the counts cache for `backfill list` is refreshed while running
 EVENTS_KEPT = 512
 
 
@@ -72,26 +70,6 @@ class ExecutorHooks:
     # Before each attempt of a pipeline partition: the assets it runs and carries (engine.execute.asset_resume),
     # or None to run the whole selection.
     plan_assets: Callable[[PartitionRecord | None], AssetPlan | None] = lambda record: None
-
-
-@dataclass
-class _Active:
-    index: int
-    interval: Interval
-    record: PartitionRecord
-    attempt: Attempt
-    child: Child
-    started: float  # monotonic
-    started_wall: float  # Unix seconds
-    attempts_left: int
-    stop_reason: str | None = None  # set when we are stopping it
-    stop_status: RecordStatus = RecordStatus.CANCELLED
-    stop_started: float = 0.0
-    kill_sent: bool = False
-    escalated: int = 0  # how many of the operator's repeated stop requests this child has been sent
-    identity_pending: bool = False  # a remote child whose PID and worker are not known yet
-    node: SplitNode | None = None  # a half of a split partition (docs/splitting.md); None: the partition itself
-    timed_out: bool = False  # our --timeout stopped it
 
 
 @dataclass
@@ -132,7 +110,7 @@ class Outcome:
     split_depth: int = 0  # how deep the deepest split of this run went (1: halves)
 
 
-class Executor(ExecutorControls):
+class Executor(ExecutorControls, ExecutorStorage, ExecutorStopping, ExecutorSplits):
     def __init__(
         self,
         spec: BackfillSpec,
@@ -183,7 +161,7 @@ class Executor(ExecutorControls):
         self._selected = selection.count(board)
         self._queue: Iterator[int] = selection.iterate(board, reverse=options.reverse)
         self._retries: deque[_Pending] = deque()
-        self._active: dict[str, _Active] = {}  # by record ID: a split partition's halves run side by side
+        self._active: dict[str, ActiveChild] = {}  # by record ID: a split partition's halves run side by side
         # Re-entrant: a stop signal's handler (request_stop) runs in the main thread, possibly while that very
         # thread holds the lock for a snapshot; a plain lock would wait for itself forever.
         self._lock = threading.RLock()
@@ -308,76 +286,6 @@ class Executor(ExecutorControls):
                 f"backfill --continue {self.store.id}"
             )
         return result
-
-    def _maybe_write_summary(self, *, force: bool = False) -> None:
-        """Refresh the counts cache that `backfill list` reads, at most every SUMMARY_SECONDS."""
-        now = time.monotonic()
-        if not self.owns():
-            return
-        if force or now - self._summary_written >= SUMMARY_SECONDS:
-            self._summary_written = now
-            write_summary(self.store, self.board, partitions_stamp(self.store))  # a cache: never fails the run
-
-    def _write(self, record: PartitionRecord, *, durable: bool) -> None:
-        """Queue a record; once the store cannot be written, stop the run instead of crashing out of it. On a
-        full disk records are still queued: the writer defers them until the reserve is given back."""
-        if not self.owns():
-            return  # fenced: a reconcile decided these partitions' fate; our late word would overwrite it
-        try:
-            path, row = self._path_and_row(record)
-            self._writer.put(path, record.to_bytes(), durable=durable, row=row)
-        except OSError as error:
-            self._storage_failed(error)
-
-    def _write_ahead(self, records: list[PartitionRecord]) -> bool:
-        """Write records and wait until they are durable; False when they could not be (a full disk stops the run)
-        or this executor was fenced meanwhile: then nothing may start."""
-        if self._storage_error is not None or not self.owns():
-            return False
-        try:
-            entries = []
-            for record in records:
-                path, row = self._path_and_row(record)
-                entries.append((path, record.to_bytes(), row))
-            self._writer.write_ahead_many(entries)
-        except OSError as error:
-            self._storage_failed(error)
-            return False
-        return self.owns()
-
-    def _path_and_row(self, record: PartitionRecord) -> tuple[Any, Any]:
-        """Where a record goes, and its index row: a half's record lives in splits/ and has no row (the
-        partition's own row says what its tree adds up to)."""
-        if record.parent is not None:
-            return self.store.half_path(record.id), None
-        return self.store.record_path(record.id), index_row(record)
-
-    def _hold_reserve(self) -> None:
-        """Keep room aside for the records a full disk would defer; no room for it: start nothing."""
-        try:
-            self._reserve.hold()
-        except OSError as error:
-            raise StateWriteFailed(
-                f"the state store {self.store.directory} has no room for its {self._reserve.size // 1024} KiB "
-                f"reserve ({error.strerror or error}): nothing was started; free space, then "
-                f"backfill --continue {self.store.id}"
-            ) from None
-
-    def _write_deferred(self) -> None:
-        """Every child stopped and waited for: the records a full disk deferred are written into the reserve's
-        room; else the reserve is simply given back."""
-        if not self.owns():
-            return  # fenced: it changes nothing more in the store, not even its reserve (the next owner reuses it)
-        try:
-            self._writer.write_deferred(self._reserve.release)
-        except OSError as error:  # not even that room: the next reader settles what is left running
-            self._storage_failed(error)
-        self._reserve.release()
-
-    def _storage_failed(self, error: OSError) -> None:
-        if self._storage_error is None:
-            self._storage_error = error
-            self.request_stop(f"the state store could not be written ({error.strerror or error})")
 
     def _set_state(self, state: str) -> None:
         with self._lock:
@@ -544,7 +452,7 @@ class Executor(ExecutorControls):
         if remoted:
             attempt.remote = child.remote  # the cluster at least: where a successor looks for it
         self._write(record, durable=False)
-        active = _Active(
+        active = ActiveChild(
             index, launch.interval, record, attempt, child, time.monotonic(), time.time(), launch.pending.attempts_left
         )
         active.identity_pending, active.node = remoted, launch.pending.node
@@ -578,7 +486,7 @@ class Executor(ExecutorControls):
         else:
             time.sleep(min(timeout, 0.01))
 
-    def _record_identity(self, active: _Active, *, write: bool) -> None:
+    def _record_identity(self, active: ActiveChild, *, write: bool) -> None:
         """A remote child's PID, start time and worker, recorded as soon as its task reports them (written with
         the attempt's end when that came first)."""
         remote = getattr(active.child, "remote", None)
@@ -720,41 +628,6 @@ class Executor(ExecutorControls):
                         other, f"cancelled: fail-fast after partition {index} failed", RecordStatus.CANCELLED
                     )
 
-    def _split(
-        self, index: int, record: PartitionRecord, node: SplitNode | None, attempt: Attempt, trigger: SplitTrigger
-    ) -> list[SplitNode] | None:
-        """Cut the partition (or half) whose attempt failed by ``trigger`` in two, when it can split further: its
-        record, listing its halves, is durable before either starts, and the split is audited. None: it fails (or
-        retries) as it would without ``--split-on``."""
-        target = node if node is not None else self.splits.root(index, record)
-        halves = self.splits.split(target, trigger)
-        if halves is None:
-            return None
-        attempt.split = split_text(trigger, halves)
-        if not self._write_ahead([record]):
-            return None
-        try:
-            audit.append(
-                self.store.directory,
-                [
-                    audit.entry(
-                        backfill_id=self.store.id,
-                        partition_id=record.id,
-                        action="SPLIT",
-                        from_status=RecordStatus.FAILED.value,
-                        to_status=RecordStatus.RUNNING.value,
-                        reason=f"{attempt.error}: {attempt.split}",
-                        requested_by=f"--split-on {self.splits.policy.describe()}" if self.splits.policy else None,
-                        requested_at=attempt.finished_at,
-                        applied_at=now_text(),
-                        applied_by=f"backfill executor (PID {os.getpid()})",
-                    )
-                ],
-            )
-        except OSError as error:
-            self._storage_failed(error)
-        return halves
-
     def _event(
         self,
         kind: str,
@@ -769,86 +642,3 @@ class Executor(ExecutorControls):
         self._sequence += 1
         self._version += 1
         self._events.append(Event(self._sequence, kind, index, run_id, time.time(), duration, error, final, span))
-
-    @staticmethod
-    def _span(node: SplitNode | None) -> tuple[int, int] | None:
-        return (node.record.start_us, node.record.end_us) if node is not None else None
-
-    # ---------------------------------------------------------------- stopping
-
-    def _begin_stop(self, active: _Active, reason: str, status: str, signum: int | None = None) -> None:
-        if active.stop_reason is not None:
-            return
-        active.stop_reason, active.stop_status, active.stop_started = reason, status, time.monotonic()
-        active.child.signal_group(signum if signum is not None else signal.SIGINT)
-
-    def _begin_cancel_all(self) -> None:
-        self._set_state(STOPPING)
-        for active in list(self._active.values()):
-            self._begin_stop(active, f"cancelled: {self._stop_reason}", RecordStatus.CANCELLED, self._stop_signal)
-
-    def _enforce_deadlines(self) -> None:
-        now = time.monotonic()
-        timeout = self.options.timeout
-        for active in list(self._active.values()):
-            if active.stop_reason is None and timeout and now - active.started >= timeout / 1_000_000:
-                active.timed_out = True
-                self._begin_stop(active, f"timed out after {format_duration(timeout)}", RecordStatus.FAILED)
-            if active.stop_reason is None:
-                continue
-            while active.escalated < self._escalation and not active.kill_sent:
-                active.escalated += 1
-                signum = ESCALATION[active.escalated - 1]
-                active.kill_sent = signum == signal.SIGKILL
-                active.child.signal_group(signum)
-            if not active.kill_sent and now - active.stop_started >= self.grace:
-                active.kill_sent = True
-                active.child.signal_group(signal.SIGKILL)
-
-    def _stop_leftovers(self, leftovers: TrackedFamily) -> None:
-        """An attempt has ended, but processes of its group may remain (``sleep 30 &``): SIGTERM them now,
-        SIGKILL whatever is left after the grace period, each through the handle taken before the attempt's child
-        was reaped (never a group number that may have been reused). A grandchild that left the group (setsid) is
-        out of reach."""
-        if leftovers.alive():
-            leftovers.signal(signal.SIGTERM)
-            self._leftovers.append((leftovers, time.monotonic() + self.grace))
-        else:
-            leftovers.close()
-
-    def _sweep_leftovers(self, *, wait: bool) -> None:
-        while self._leftovers:
-            now = time.monotonic()
-            for entry in list(self._leftovers):
-                leftovers, deadline = entry
-                if not leftovers.alive():
-                    leftovers.close()
-                    self._leftovers.remove(entry)
-                elif now >= deadline:
-                    leftovers.signal(signal.SIGKILL)
-            if not wait:
-                return
-            time.sleep(0.02)
-
-    def _settle_unstarted_halves(self) -> None:
-        """Halves that waited in this run but never started (it stopped or halted first): no longer in flight, so
-        every split partition is again what its leaves add up to, on disk and on the board."""
-        for index, root in self.splits.trees.items():
-            if not self.splits.busy(root):
-                continue
-            self.splits.in_flight.difference_update(leaf.record.id for leaf in root.leaves())
-            for node in reversed(list(root.nodes())):
-                if node.halves and settle_node(node):
-                    self._write(node.record, durable=True)
-            with self._lock:
-                self.board.set(index, Status.parse(root.record.status))
-
-    def _stop_everything_and_wait(self) -> None:
-        """Whatever happened, no child outlives the loop: stop what is left and wait for every one."""
-        for active in list(self._active.values()):
-            self._begin_stop(active, f"cancelled: {self._stop_reason or 'executor stopped'}", RecordStatus.CANCELLED)
-        while self._active:
-            self._wait_for_exits(self._next_wakeup())
-            self._reap()
-            self._enforce_deadlines()
-        self._sweep_leftovers(wait=True)

@@ -1,0 +1,30 @@
+"""A child the executor's loop is running: its partition, attempt and process, and how far stopping it has gone."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.dates.plan import Interval
+from engine.execute.launcher import Child
+from engine.store.records import Attempt, PartitionRecord, RecordStatus
+from engine.store.split_tree import SplitNode
+
+
+@dataclass
+class ActiveChild:
+    index: int
+    interval: Interval
+    record: PartitionRecord
+    attempt: Attempt
+    child: Child
+    started: float  # monotonic
+    started_wall: float  # Unix seconds
+    attempts_left: int
+    stop_reason: str | None = None  # set when we are stopping it
+    stop_status: RecordStatus = RecordStatus.CANCELLED
+    stop_started: float = 0.0
+    kill_sent: bool = False
+    escalated: int = 0  # how many of the operator's repeated stop requests this child has been sent
+    identity_pending: bool = False  # a remote child whose PID and worker are not known yet
+    node: SplitNode | None = None  # a half of a split partition (docs/splitting.md); None: the partition itself
+    timed_out: bool = False  # our --timeout stopped it
