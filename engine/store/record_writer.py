@@ -3,8 +3,11 @@
 Records are serialized when queued (later changes to the record do not leak
 in), written atomically in FIFO order (a partition's "running" record can never
 overtake its final one), and the directory is fsynced once per batch of durable
-records. :meth:`RecordWriter.drain` waits until everything queued is on disk;
-the executor drains before it reports an outcome.
+records. Of several versions of one file in a batch only the last is written
+(durably if any of them had to be): the file goes from what it held straight to
+its newest state, as it would have an instant later anyway.
+:meth:`RecordWriter.drain` waits until everything queued is on disk; the
+executor drains before it reports an outcome.
 
 If the executor is killed, records still queued are lost: a partition then looks
 queued or interrupted, and resume runs it again. Nothing is ever half-written.
@@ -159,12 +162,16 @@ class RecordWriter:
                     break
             # Known before writing: a write that fails must not keep the thread (and close()) waiting forever.
             stop = any(entry is _STOP for entry in batch)
+            latest, durable_files = _latest_versions(batch)
             try:
                 synced: dict[Path, None] = {}  # the directories of durable writes (partitions/, splits/)
-                for entry in batch:
+                for number, entry in enumerate(batch):
                     if entry is _STOP:
                         continue
                     path, data, durable, row, done = entry  # type: ignore[misc]
+                    if latest[path] != number:
+                        continue  # a later version of the file is in this batch: written instead, as durably
+                    durable = durable or path in durable_files
                     if self._error is not None or not self._may_write():
                         continue
                     if self.full is None:
@@ -194,3 +201,19 @@ class RecordWriter:
                     self._queue.task_done()
             if stop:
                 return
+
+
+def _latest_versions(batch: list[object]) -> tuple[dict[Path, int], set[Path]]:
+    """Of a batch: the position of each file's last write, and the files any write of which must be durable. A
+    partition's "running" record and its final one often meet in a batch (a short child): only the final is
+    written. (A write-ahead waited for is never followed in its batch by a version of its file: only the
+    executor's thread queues records, and it is the one waiting.)"""
+    latest: dict[Path, int] = {}
+    durable_files: set[Path] = set()
+    for number, entry in enumerate(batch):
+        if entry is not _STOP:
+            path, _, durable, _, _ = entry  # type: ignore[misc]
+            latest[path] = number
+            if durable:
+                durable_files.add(path)
+    return latest, durable_files

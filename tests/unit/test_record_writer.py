@@ -221,3 +221,24 @@ def test_a_batch_written_ahead_goes_behind_a_queued_version_of_any_of_its_files(
     assert all(durable for _, _, durable in disk.writes[1:])
     assert [(tmp_path / f"{n}.json").read_bytes() for n in "abc"] == [b"ahead a", b"ahead b", b"ahead c"]
     finishes(writer.close)
+
+
+def test_only_the_newest_version_of_a_file_in_a_batch_is_written_and_as_durably_as_any(tmp_path, disk):
+    """A running record (not durable) and a final one (durable) of one file queued while the writer was busy are
+    one write, the final, durable; then a durable version followed in its batch by a non-durable one is written
+    once, with the newer bytes, durably; another file of the batch is written as queued."""
+    writer = RecordWriter(tmp_path)
+    for versions in ([(b"running", False), (b"final", True)], [(b"final 2", True), (b"running 3", False)]):
+        release = disk.hold("x.json")
+        writer.put(tmp_path / "x.json", b"first", durable=False)
+        assert disk.started["x.json"].wait(10)
+        disk.writes.clear()
+        for data, durable in versions:
+            writer.put(tmp_path / "p.json", data, durable=durable)
+        writer.put(tmp_path / "q.json", b"other", durable=False)
+        release.set()
+        finishes(writer.drain)
+        newest = versions[-1][0]
+        assert disk.writes == [("x.json", b"first", False), ("p.json", newest, True), ("q.json", b"other", False)]
+        assert (tmp_path / "p.json").read_bytes() == newest
+    finishes(writer.close)
