@@ -3,9 +3,11 @@
 
 Used for the figures in docs/performance.md that compare a change with the commit before it on a noisy machine
 (alternating runs share its load): the executor's 2000 × ``true`` against ``xargs -P 4`` (``--scenario exec``),
-and ``backfill list`` over a state root of saved backfills (``--scenario list``, made here by small real runs).
+``backfill list`` over a state root of saved backfills (``--scenario list``, made here by small real runs), and the
+dashboard's first partition row in a pseudo-terminal over 1,000,000 partitions against a minimal Textual app's one
+line (``--scenario paint``, the first-frame figure of ``tui_bench.py``).
 
-Usage: python benchmarks/compare_commits.py OLD_REV [NEW_REV] [--scenario exec|list] [--runs N]
+Usage: python benchmarks/compare_commits.py OLD_REV [NEW_REV] [--scenario exec|list|paint] [--runs N]
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("old")
     parser.add_argument("new", nargs="?", default=None, help="a revision; the working tree when left out")
-    parser.add_argument("--scenario", choices=("exec", "list"), default="exec")
+    parser.add_argument("--scenario", choices=("exec", "list", "paint"), default="exec")
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="compare-"))
@@ -57,6 +59,8 @@ def main() -> int:
             for _ in range(25):  # a state root of small saved backfills
                 run(trees["new"], [*command, *GUARD_FLAGS, "--command", "true", "--start-date", "2024-01-01",
                                    "--end-date", "2024-01-02", "--no-progress"], work)  # fmt: skip
+        if args.scenario == "paint":
+            return compare_first_paint(trees, args)
         times: dict[str, list[float]] = {"old": [], "new": [], "xargs": []}
         for _ in range(args.runs):
             for which in ("old", "new"):
@@ -74,6 +78,27 @@ def main() -> int:
         for tree in trees.values():
             if tree is not None:
                 subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False)
+    return 0
+
+
+def compare_first_paint(trees: dict[str, Path | None], args: argparse.Namespace) -> int:
+    """Launch → the first partition row on the terminal, each commit's command and the minimal app in turn."""
+    from tui_bench import first_row_seconds, minimal_app_seconds
+
+    times: dict[str, list[float]] = {"old": [], "new": [], "minimal": []}
+    for run_number in range(args.runs + 1):  # the first round writes the bytecode caches and is not counted
+        for which in ("old", "new"):
+            seconds = first_row_seconds(pythonpath=trees[which])
+            if run_number:
+                times[which].append(seconds)
+        seconds = minimal_app_seconds()
+        if run_number:
+            times["minimal"].append(seconds)
+    old, new, floor = (statistics.median(times[key]) for key in ("old", "new", "minimal"))
+    print(
+        f"paint: {args.old} {old:.3f} s, {args.new or 'working tree'} {new:.3f} s; a minimal Textual app {floor:.3f} "
+        f"s: ratios {old / floor:.2f} → {new / floor:.2f}  (medians of {args.runs}, alternating)"
+    )
     return 0
 
 

@@ -66,17 +66,36 @@ def launch(base: Path, command: str, parallel: int) -> Terminal:
 
 
 def first_paint_in_terminal(runs: int) -> float:
-    values = []
-    for run in range(runs + 1):  # the first run writes the bytecode caches and is not counted
-        base = workdir()
-        terminal = launch(base, "true", 2)
-        try:
-            shown = terminal.wait_for(lambda lines: bool(rows(lines)), timeout=60)
-            if run:
-                values.append(shown - terminal.launched)
-        finally:
-            terminal.close()
-    return statistics.median(values)
+    values = [first_row_seconds() for _ in range(runs + 1)]
+    return statistics.median(values[1:])  # the first run writes the bytecode caches and is not counted
+
+
+def first_row_seconds(pythonpath: Path | None = None) -> float:
+    """One fresh `backfill` of 1,000,000 partitions in a pty: launch → its first partition row on the terminal.
+    ``pythonpath``: a checkout whose packages go first (benchmarks/compare_commits.py)."""
+    base = workdir()
+    env = environment(base)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    argv = [*backfill_argv(), *GUARD_FLAGS, "--command", "true", *ONE_MILLION, "--max-parallel", "2"]
+    terminal = Terminal(argv, cols=120, rows=40, cwd=base, env=env)
+    try:
+        return terminal.wait_for(lambda lines: bool(rows(lines)), timeout=60) - terminal.launched
+    finally:
+        terminal.close()
+
+
+def minimal_app_seconds() -> float:
+    """One fresh minimal Textual app in the same kind of pty: launch → its one line."""
+    base = workdir()
+    argv = [sys.executable, str(Path(__file__).parent / "_minimal_app.py")]
+    terminal = Terminal(argv, cols=120, rows=40, cwd=base, env=environment(base))
+    try:
+        return terminal.wait_for(lambda lines: any("minimal app ready" in line for line in lines), timeout=60) - (
+            terminal.launched
+        )
+    finally:
+        terminal.close()
 
 
 def minimal_app_floor(runs: int) -> tuple[float, float]:

@@ -2,11 +2,11 @@
 
 The engine keeps exact microseconds and RFC 3339 text; this module is presentation only
 (pendulum for words and relative times, in the operator's local zone). See docs/decisions.md.
+pendulum is imported by the functions that use it, not with this module: it costs tens of milliseconds at
+start-up, and the counts and durations most lines need do without it.
 """
 
 from __future__ import annotations
-
-import pendulum
 
 
 def count(number: int) -> str:
@@ -32,6 +32,8 @@ def duration(seconds: float) -> str:
 
 def duration_words(seconds: float, *, units: int = 2) -> str:
     """``2 hours 5 minutes``: the largest ``units`` units in words (pendulum), for places with room."""
+    import pendulum
+
     if seconds < 1:
         return "less than a second"
     words = pendulum.duration(seconds=int(seconds)).in_words(locale="en").split(" ")
@@ -41,11 +43,15 @@ def duration_words(seconds: float, *, units: int = 2) -> str:
 
 def local_zone() -> str:
     """The operator's zone name (``Europe/Paris``), as shown beside local times."""
+    import pendulum
+
     return pendulum.local_timezone().name
 
 
 def local_time(text: str | None) -> str:
     """An RFC 3339 instant as ``2026-11-29 14:02`` in the operator's zone; ``—`` when missing."""
+    import pendulum
+
     if not text:
         return "—"
     moment = pendulum.parse(text).in_timezone(pendulum.local_timezone())
@@ -54,6 +60,8 @@ def local_time(text: str | None) -> str:
 
 def relative_time(text: str | None, now: float | None = None) -> str:
     """``3 hours ago``, ``yesterday 14:02``, ``Nov 27 14:02``, ``2025-11-27``: in the operator's zone."""
+    import pendulum
+
     if not text:
         return "—"
     zone = pendulum.local_timezone()

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.base.errors import BackfillError
 from engine.dates.plan import Interval
-from engine.guardrails.asset_risk import changes_data, layer_of, strategy_of, uses_interval
 from engine.guardrails.history import (
     EarlierBackfill,
     History,
@@ -26,13 +25,13 @@ from engine.guardrails.request import GuardRequest
 from engine.guardrails.settings import GuardrailSettings, settings_for_command, settings_of_environment
 from engine.guardrails.tiers import LEVELS
 from engine.guardrails.warehouse import Held, Warehouse, Warehouses, whole_range_window
-from engine.pipeline.asset_status import AssetStatus
-from engine.pipeline.assets import Asset, enabled_by
-from engine.pipeline.config import Config, Connection, Environment
-from engine.pipeline.loading import Pipeline
-from engine.pipeline.repository import logs_root, resolve_target
-from engine.pipeline.templating import Window
 from engine.store.live_work import LiveWork, WorkKind, command_key, pipeline_key, read_live, real_files, this_process
+
+if TYPE_CHECKING:  # a command's pre-flight never loads a pipeline: jinja2 and yaml stay unimported (startup time)
+    from engine.pipeline.assets import Asset
+    from engine.pipeline.config import Config, Connection, Environment
+    from engine.pipeline.loading import Pipeline
+    from engine.pipeline.templating import Window
 
 
 @dataclass(kw_only=True)
@@ -62,6 +61,8 @@ class AssetFacts:
     @property
     def changes_data(self) -> bool:
         """Whether running it writes rows the backfill can be asked to undo (not on a read-only connection)."""
+        from engine.guardrails.asset_risk import changes_data
+
         read_only = self.connection is not None and self.connection.read_only
         return changes_data(self.asset) and not read_only
 
@@ -219,6 +220,11 @@ def _first_and_last(request: GuardRequest) -> tuple[int, int] | None:
 
 
 def _gather_pipeline(facts: Facts) -> None:
+    from engine.guardrails.asset_risk import layer_of, strategy_of, uses_interval
+    from engine.pipeline.asset_status import AssetStatus
+    from engine.pipeline.assets import enabled_by
+    from engine.pipeline.repository import logs_root, resolve_target
+
     request = facts.request
     spec = request.spec
     target = resolve_target(spec.target.path or "")
@@ -334,7 +340,7 @@ def _first_context(facts: Facts, asset: Asset) -> tuple[dict[str, Any], Window]:
     """The template context of the asset's run over the first partition (its interval modifiers applied, the
     pipeline's macros in it, as asset_run builds it), and that run's window."""
     from engine.pipeline.interval_modifiers import apply_modifiers
-    from engine.pipeline.templating import base_context, with_macros
+    from engine.pipeline.templating import Window, base_context, with_macros
 
     assert facts.first is not None and facts.pipeline is not None
     spec = facts.request.spec

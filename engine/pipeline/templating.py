@@ -10,13 +10,14 @@ import functools
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, tzinfo
-from typing import Any
-
-import jinja2
+from typing import TYPE_CHECKING, Any
 
 from engine.dates.formatting import InstantFormatter
 from engine.dates.instants import to_datetime
 from engine.pipeline.sql_helpers import BRUIN_HELPERS
+
+if TYPE_CHECKING:
+    import jinja2
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,12 @@ def _date_format(value: Any, pattern: str) -> str:
     return moment.strftime(pattern)
 
 
-def _environment() -> jinja2.Environment:
+@functools.cache
+def environment() -> jinja2.Environment:
+    """The one Jinja environment, made at its first use: jinja2 is imported only by what renders templates
+    (a command target's invocation never does; the warm runner calls this as it starts)."""
+    import jinja2
+
     environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
     environment.filters.update(
         add_days=_shifter(days=1),
@@ -126,17 +132,16 @@ def _environment() -> jinja2.Environment:
     return environment
 
 
-_ENVIRONMENT = _environment()
-
-
 class TemplateProblem(Exception):
     """A template that cannot be rendered; the message names the line."""
 
 
 def render(text: str, context: dict[str, Any], *, first_line: int = 1) -> str:
     """Render ``text``; errors name the line in the original file."""
+    import jinja2
+
     try:
-        return _ENVIRONMENT.from_string(text).render(context)
+        return environment().from_string(text).render(context)
     except jinja2.TemplateSyntaxError as error:
         raise TemplateProblem(
             f"line {first_line + (error.lineno or 1) - 1}: template syntax: {error.message}"
@@ -149,8 +154,10 @@ def render(text: str, context: dict[str, Any], *, first_line: int = 1) -> str:
 
 def syntax_problem(text: str) -> tuple[int, str] | None:
     """(line, message) when ``text`` is not a valid template."""
+    import jinja2
+
     try:
-        _ENVIRONMENT.parse(text)
+        environment().parse(text)
     except jinja2.TemplateSyntaxError as error:
         return error.lineno or 1, f"template syntax: {error.message}"
     return None
@@ -159,11 +166,13 @@ def syntax_problem(text: str) -> tuple[int, str] | None:
 @functools.lru_cache(maxsize=8)
 def _macro_template(macros: str) -> jinja2.Template:
     """The pipeline's macros compiled once (a warm runner renders them for every asset of every partition)."""
-    return _ENVIRONMENT.from_string(macros)
+    return environment().from_string(macros)
 
 
 def with_macros(macros: str, context: dict[str, Any]) -> dict[str, Any]:
     """``context`` plus every macro of the pipeline's ``macros/`` folder, callable from any template."""
+    import jinja2
+
     try:
         module = _macro_template(macros).make_module(context)
     except jinja2.TemplateSyntaxError as error:

@@ -1,15 +1,18 @@
-"""YAML with line numbers, so every configuration problem can name its file and line."""
+"""YAML with line numbers, so every configuration problem can name its file and line.
+
+PyYAML is imported at the first parse, not with this module: a command target's invocation reads no YAML.
+"""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from engine.base.errors import BadInput
 
-_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+if TYPE_CHECKING:
+    import yaml
 
 
 class Located(dict):
@@ -32,8 +35,16 @@ class LocatedList(list):
         return self.lines[index] if 0 <= index < len(self.lines) else self.line
 
 
-class _LineLoader(_BaseLoader):  # type: ignore[misc, valid-type]
-    pass
+@functools.cache
+def line_loader() -> type:
+    """The loader class that records lines (libyaml's C parser where there is one), made at its first use."""
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    loader = type("LineLoader", (base,), {})
+    loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+    loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+    return loader
 
 
 def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> Located:
@@ -45,6 +56,8 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> Locat
         key = loader.construct_object(key_node, deep=True)
         line = key_node.start_mark.line + 1 + getattr(loader, "line_offset", 0)
         if key in mapping:
+            import yaml
+
             raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
         mapping[key] = loader.construct_object(value_node, deep=True)
         mapping.lines[key] = line
@@ -59,13 +72,11 @@ def _construct_sequence(loader: yaml.SafeLoader, node: yaml.SequenceNode) -> Loc
     return sequence
 
 
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
-
-
 def parse_yaml(text: str, source: str, *, line_offset: int = 0) -> Any:
     """Parse YAML text; errors become ``BadInput("source:line: problem")``."""
-    loader = _LineLoader(text)
+    import yaml
+
+    loader = line_loader()(text)
     loader.line_offset = line_offset
     try:
         return loader.get_single_data()

@@ -60,3 +60,19 @@ def test_backfill_list_loads_neither_the_executor_nor_a_launcher(tmp_path):
     assert result.returncode == 0, result.stderr
     listed, loaded = result.stdout.rsplit("LOADED", 1)
     assert saved.store.id in listed and loaded.split() == []
+
+
+def test_a_command_target_s_invocation_loads_no_template_engine_yaml_or_pendulum(tmp_path):
+    """Planning and judging a backfill of a command (`--dry-run`, which runs everything up to the first child)
+    imports neither jinja2 nor PyYAML nor pendulum: no pipeline is read, and each costs start-up time, which the
+    dashboard's first frame is measured by."""
+    (tmp_path / ".git").mkdir()
+    script = (
+        "import sys; from tui.cli.main import main; main(['--command', 'true', '--start-date', '2024-01-01', "
+        "'--end-date', '2024-01-03', '--reason', 'test', '--dry-run', '--output', 'json', '--state-dir', 'states']); "
+        "print('LOADED', *sorted(m for m in sys.modules if m.split('.')[0] in ('jinja2', 'yaml', 'pendulum')))"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    planned, loaded = result.stdout.rsplit("LOADED", 1)
+    assert '"partitions"' in planned and loaded.split() == []

@@ -38,7 +38,11 @@ def serve(requests_fd: int, replies_fd: int, parent: int, main: Callable[[list[s
     from engine.pipeline.duckdb_pool import PARKED
     from engine.pipeline.loading import PIPELINES
     from engine.pipeline.runner import CANCELLATION
+    from engine.pipeline.templating import environment
+    from engine.pipeline.yamlfile import line_loader
     from tui.cli.run_command import run_command  # noqa: F401  (imported now, not during the first partition)
+
+    environment(), line_loader()  # jinja2 and PyYAML, imported on first use elsewhere: here before the first partition
 
     PIPELINES.enabled = PARKED.enabled = True
     state = {"running": False}
