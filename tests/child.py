@@ -35,6 +35,12 @@ def main() -> int:
     parser.add_argument("--hang-longer-than", type=float, help="hang (until stopped) when the window exceeds H hours")
     parser.add_argument("--allocate-mb-per-hour", type=float, help="allocate this many MB per hour of the window")
     parser.add_argument("--fail-longer-than", type=float, help="fail saying 'too many rows' on windows over H hours")
+    parser.add_argument(
+        "--check-listed",
+        nargs=2,
+        metavar=("STATE_ROOT", "LEDGER"),
+        help="a half (a window within --hang-longer-than): append whether a partition record under STATE_ROOT lists it",
+    )
     args = parser.parse_args()
     args.sleep = args.sleep or float(os.environ.get("CHILD_SLEEP", "0"))
     args.wait_for = args.wait_for or os.environ.get("CHILD_WAIT_FOR")
@@ -65,6 +71,8 @@ def main() -> int:
     if args.hang_longer_than is not None and window > args.hang_longer_than:
         print(f"a window of {window:g} h is too long: hanging", flush=True)
         time.sleep(3600)
+    if args.check_listed:  # as it starts: is this half already in its partition's record on disk?
+        _check_listed(args.partition, *args.check_listed)
     if args.ignore_signals:
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, signal.SIG_IGN)
@@ -112,6 +120,18 @@ def main() -> int:
         print(f"failing {args.start[:10]} on purpose", file=sys.stderr)
         return 3
     return 0
+
+
+def _check_listed(partition: str, state_root: str, ledger: str) -> None:
+    import glob
+
+    listed = False
+    for path in glob.glob(os.path.join(state_root, "*", "partitions", "*.json")):
+        with open(path, "rb") as record:
+            children = json.load(record).get("children") or []
+        listed = listed or any(child.get("id") == partition for child in children)
+    with open(ledger, "a") as out:
+        out.write(f"{'listed' if listed else 'unlisted'} {partition}\n")
 
 
 def _window_hours(args) -> float:

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
 import signal
+import subprocess
+import sys
 from datetime import datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -17,7 +20,7 @@ import psutil
 from engine.dates.instants import to_micros
 from tests.backfills import child_command, records, start_background, state_dirs, wait_for
 from tests.builder import Repo
-from tests.conftest import run_backfill
+from tests.conftest import ROOT, run_backfill
 from tests.guard_flags import GUARD, REASON
 from tests.oracle import oracle_partitions
 from tests.unit.test_split_properties import oracle_hours
@@ -115,6 +118,24 @@ def test_a_child_out_of_memory_splits_until_its_windows_fit(tmp_path, home):
         ("18:00", "00:00", "succeeded"),
     ]
     assert [c["attempts"][0]["split"] for c in partition["children"]] == ["split on oom into 6h + 6h"] * 2
+
+
+def test_a_partition_s_record_lists_its_halves_before_either_starts(tmp_path, home):
+    """On a disk where each partition record lands a second late, both halves' children, as they start, find
+    themselves listed in their partition's record: the split is written, and waited for, before a half runs (a
+    crash at that instant leaves a record that knows its halves)."""
+    (tmp_path / ".git").mkdir()
+    ledger = tmp_path / "listed.txt"
+    state_root = tmp_path / "logs" / "backfills"
+    command = child_command("--hang-longer-than", "12", "--check-listed", str(state_root), str(ledger))
+    argv = [sys.executable, str(ROOT / "tests" / "slow_records.py"), *GUARD, "--command", command, "--start-date",
+            "2024-01-01", "--end-date", "2024-01-01", "--timeout", "1s", *SPLIT, "--no-progress"]  # fmt: skip
+    env = {**os.environ, "NO_COLOR": "1", **home, "PYTHONPATH": str(ROOT), "SLOW_RECORD_SECONDS": "1"}
+    result = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    [partition] = _show(tmp_path, _backfill(tmp_path))["partitions"]
+    halves = [child["id"] for child in partition["children"]]
+    assert sorted(ledger.read_text().splitlines()) == sorted(f"listed {half}" for half in halves)
 
 
 def test_without_its_trigger_a_failure_does_not_split(tmp_path, home):
