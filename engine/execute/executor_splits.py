@@ -9,6 +9,7 @@ there; the trees themselves are :class:`engine.execute.splitting.SplitRun`'s.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 from engine.execute.splitting import split_text
 from engine.spec.split_policy import SplitTrigger
@@ -27,12 +28,15 @@ class ExecutorSplits:
         record, listing its halves, is durable before either starts, and the split is audited. None: it fails (or
         retries) as it would without ``--split-on``."""
         target = node if node is not None else self.splits.root(index, record)
-        halves = self.splits.split(target, trigger)
-        if halves is None:
+        children = self.splits.cut(target)
+        if children is None:
             return None
-        attempt.split = split_text(trigger, halves)
-        if not self._write_ahead([record]):
+        attempt.split = split_text(trigger, children)
+        # Written as it will be, before anything changes: a store that cannot take it leaves no split behind.
+        if not self._write_ahead([replace(record, children=children, status=RecordStatus.RUNNING)]):
+            attempt.split = None
             return None
+        halves = self.splits.apply(target, children)
         try:
             audit.append(
                 self.store.directory,
@@ -44,7 +48,11 @@ class ExecutorSplits:
                         from_status=RecordStatus.FAILED.value,
                         to_status=RecordStatus.RUNNING.value,
                         reason=f"{attempt.error}: {attempt.split}",
-                        requested_by=f"--split-on {self.splits.policy.describe()}" if self.splits.policy else None,
+                        requested_by=(
+                            f"--split-on: a failing partition splits {self.splits.policy.describe()}"
+                            if self.splits.policy
+                            else None
+                        ),
                         requested_at=attempt.finished_at,
                         applied_at=now_text(),
                         applied_by=f"backfill executor (PID {os.getpid()})",

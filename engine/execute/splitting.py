@@ -69,9 +69,9 @@ class SplitRun:
             tree = self.trees[index] = self.read_tree(record) if record.is_split else SplitNode(record)
         return tree
 
-    def split(self, node: SplitNode, trigger: SplitTrigger) -> list[SplitNode] | None:
-        """Cut ``node`` in two when the policy allows it: its record lists its halves (fresh, queued) and is
-        ``running``; None when it cannot split further."""
+    def cut(self, node: SplitNode) -> list[SplitChild] | None:
+        """The two halves ``node`` splits into when the policy allows it; None when it cannot split further. Nothing
+        changes yet: the split is made (:meth:`apply`) once the record listing them is on disk."""
         policy = self.policy
         record = node.record
         if policy is None or record.is_split:
@@ -79,10 +79,15 @@ class SplitRun:
         parts = halves(record.start_us, record.end_us, self.zone, min_length=policy.min_length, finest=policy.finest)
         if parts is None:
             return None
-        children = [
+        return [
             SplitChild(leaf_id(record.id, a, b), self.formatter.format(a), self.formatter.format(b), a, b)
             for a, b in parts
         ]
+
+    def apply(self, node: SplitNode, children: list[SplitChild]) -> list[SplitNode]:
+        """Split ``node`` into ``children`` (from :meth:`cut`): its record lists them and is ``running``, and its
+        halves (fresh, queued) wait in this run."""
+        record = node.record
         record.children = children
         record.status = RecordStatus.RUNNING
         node.halves = [
@@ -120,7 +125,7 @@ class SplitRun:
         return any(leaf.record.id in self.in_flight for leaf in root.leaves())
 
 
-def split_text(trigger: SplitTrigger, halves_: list[SplitNode]) -> str:
+def split_text(trigger: SplitTrigger, children: list[SplitChild]) -> str:
     """``split on timeout into 12h0m0s + 13h0m0s``: what a split event, the record and the audit say."""
-    lengths = " + ".join(format_duration(h.record.end_us - h.record.start_us) for h in halves_)
+    lengths = " + ".join(format_duration(child.end_us - child.start_us) for child in children)
     return f"split on {trigger.value} into {lengths}"

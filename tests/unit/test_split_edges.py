@@ -13,6 +13,7 @@ from engine.execute.splitting import SplitRun
 from engine.spec.split_policy import SplitPolicy, SplitTrigger
 from engine.store.records import Attempt, PartitionRecord, RecordStatus
 from engine.store.split_tree import SplitNode, fresh_half, read_tree
+from tests.unit.test_split_run import split_now
 
 HOUR = 3_600_000_000
 MINUTE = 60_000_000
@@ -91,7 +92,7 @@ def test_a_run_reads_a_partitions_tree_once_and_whole(tmp_path):
 
     first_run = _run()
     record = _day()
-    first_run.split(first_run.root(0, record), SplitTrigger.TIMEOUT)
+    split_now(first_run, first_run.root(0, record))
     run = _run(read)
     root = run.root(0, record)
     assert run.root(0, record) is root and reads == ["p0"]
@@ -106,14 +107,14 @@ def test_every_split_counts_and_the_halves_take_their_parents_place_in_flight():
     run = _run()
     root = run.root(0, _day())
     run.in_flight.add(root.record.id)
-    first, second = run.split(root, SplitTrigger.TIMEOUT)
+    first, second = split_now(run, root)
     assert (first.record.start, first.record.end) == ("2024-01-01T00:00:00Z", "2024-01-01T12:00:00Z")
     assert (second.record.start_us, second.record.end_us) == (_at(2024, 1, 1, 12), _at(2024, 1, 2))
     assert [(c.start, c.end) for c in root.record.children] == [
         ("2024-01-01T00:00:00Z", "2024-01-01T12:00:00Z"),
         ("2024-01-01T12:00:00Z", "2024-01-02T00:00:00Z"),
     ]
-    run.split(second, SplitTrigger.TIMEOUT)
+    split_now(run, second)
     assert run.splits == 2
     assert run.in_flight == {first.record.id, *(h.record.id for h in second.halves)}
 
@@ -123,8 +124,8 @@ def test_a_deeper_tree_is_read_back_with_each_node_under_its_own_parent(tmp_path
     ancestors are its half and the partition."""
     run = _run()
     record = _day()
-    _, second = run.split(run.root(0, record), SplitTrigger.TIMEOUT)
-    left, _ = run.split(second, SplitTrigger.TIMEOUT)
+    _, second = split_now(run, run.root(0, record))
+    left, _ = split_now(run, second)
     left.record.status = RecordStatus.SUCCEEDED
     left.record.attempts.append(Attempt(run_id="a", status=RecordStatus.SUCCEEDED, started_at="t"))
     for node in (second, left):

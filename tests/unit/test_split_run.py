@@ -22,6 +22,12 @@ def _run(policy: SplitPolicy | None = POLICY, read_tree=lambda record: SplitNode
     return SplitRun(policy, UTC, InstantFormatter(UTC), read_tree)
 
 
+def split_now(run: SplitRun, node: SplitNode) -> list[SplitNode] | None:
+    """Cut ``node`` and make the split at once (the executor writes the record listing the halves in between)."""
+    children = run.cut(node)
+    return None if children is None else run.apply(node, children)
+
+
 def _day(index: int = 3) -> PartitionRecord:
     start = START + index * DAY
     record = PartitionRecord(f"p{index}", index, "", "", start, start + DAY, RecordStatus.RUNNING)
@@ -35,7 +41,7 @@ def test_a_split_lists_its_halves_and_puts_them_in_flight():
     run = _run()
     record = _day()
     root = run.root(3, record)
-    halves = run.split(root, SplitTrigger.TIMEOUT)
+    halves = split_now(run, root)
     assert halves is not None and [h.path for h in halves] == ["0", "1"]
     start = record.start_us
     assert [(c.start_us, c.end_us) for c in record.children] == [
@@ -52,27 +58,27 @@ def test_a_split_lists_its_halves_and_puts_them_in_flight():
     ] * 2
     assert run.in_flight == {h.record.id for h in halves}
     assert (run.splits, run.deepest, run.split_indices) == (1, 1, {3})
-    assert split_text(SplitTrigger.TIMEOUT, halves) == "split on timeout into 12h + 12h"
+    assert split_text(SplitTrigger.TIMEOUT, record.children) == "split on timeout into 12h + 12h"
 
 
 def test_no_split_without_a_policy_twice_or_below_the_minimum():
     """Without a policy nothing splits; a node that split already does not again; halves under the minimum
     (a 12-hour half at 7 h) are refused, and the run counts nothing."""
-    assert _run(None).split(SplitNode(_day()), SplitTrigger.TIMEOUT) is None
+    assert _run(None).cut(SplitNode(_day())) is None
     run = _run()
     root = run.root(0, _day(0))
-    first, _ = run.split(root, SplitTrigger.TIMEOUT)
-    assert run.split(root, SplitTrigger.TIMEOUT) is None
+    first, _ = split_now(run, root)
+    assert split_now(run, root) is None
     strict = _run(SplitPolicy(POLICY.triggers, None, 7 * HOUR))
-    assert strict.split(first, SplitTrigger.TIMEOUT) is None and strict.splits == 0
-    deeper = run.split(first, SplitTrigger.TIMEOUT)
+    assert split_now(strict, first) is None and strict.splits == 0
+    deeper = split_now(run, first)
     assert deeper is not None and [h.path for h in deeper] == ["00", "01"] and run.deepest == 2
 
 
 def test_a_date_key_stops_a_split_at_days():
     """With days the finest cut, a day does not split."""
     run = _run(SplitPolicy(POLICY.triggers, None, HOUR, SplitUnit.DAY))
-    assert run.split(run.root(0, _day(0)), SplitTrigger.TIMEOUT) is None
+    assert run.cut(run.root(0, _day(0))) is None
 
 
 def test_settling_a_leaf_updates_every_node_above_it():
@@ -80,8 +86,8 @@ def test_settling_a_leaf_updates_every_node_above_it():
     the failed leaf's reason), and only the records whose status changed are returned, nearest first."""
     run = _run()
     root = run.root(0, _day(0))
-    first, second = run.split(root, SplitTrigger.TIMEOUT)
-    left, right = run.split(second, SplitTrigger.TIMEOUT)
+    first, second = split_now(run, root)
+    left, right = split_now(run, second)
     first.record.status = RecordStatus.SUCCEEDED
     assert run.settle(first, final=True) == []  # the others still run: everything above stays running
     left.record.status = RecordStatus.FAILED
@@ -101,7 +107,7 @@ def test_wanted_leaves_are_those_the_selection_judges():
     """A resume runs the leaves its judgement wants, puts them in flight, and leaves the others out."""
     run = _run()
     root = run.root(0, _day(0))
-    first, second = run.split(root, SplitTrigger.TIMEOUT)
+    first, second = split_now(run, root)
     run.in_flight.clear()
     first.record.status, second.record.status = RecordStatus.SUCCEEDED, RecordStatus.FAILED
     assert run.wanted(root, lambda status: status == RecordStatus.FAILED) == [second]
@@ -118,7 +124,7 @@ def test_a_tree_read_back_from_the_store(tmp_path):
     run = _run()
     record = _day(0)
     root = run.root(0, record)
-    first, second = run.split(root, SplitTrigger.TIMEOUT)
+    first, second = split_now(run, root)
     first.record.status = RecordStatus.SUCCEEDED
     first.record.attempts.append(Attempt(run_id="a", status=RecordStatus.SUCCEEDED, started_at="t"))
     (tmp_path / f"{first.record.id}.json").write_bytes(first.record.to_bytes())
@@ -136,7 +142,7 @@ def test_settle_node_reports_change_once():
     """A node settled twice to the same status and reason reports a change only the first time."""
     run = _run()
     root = run.root(0, _day(0))
-    first, second = run.split(root, SplitTrigger.TIMEOUT)
+    first, second = split_now(run, root)
     first.record.status = second.record.status = RecordStatus.SUCCEEDED
     assert settle_node(root) and root.record.status == RecordStatus.SUCCEEDED and root.record.reason is None
     assert not settle_node(root)

@@ -1,0 +1,118 @@
+"""The executor's splitting in-process, over real children and a real store (engine/execute/executor_splits.py): a
+split written ahead and audited, its halves run and their partition settled, a split the store cannot take, and
+halves that never started when a run stopped."""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from pathlib import Path
+
+import orjson
+import pytest
+
+from engine.base.errors import StateWriteFailed
+from engine.store import audit
+from tests.backfills import child_command, read_spans, records, wait_for
+from tests.unit.test_scheduling import prepare
+
+HOUR = 3_600_000_000
+PATTERN = {"split_pattern": "too many rows", "min_partition": HOUR}
+
+
+@pytest.fixture
+def work(tmp_path) -> Path:
+    (tmp_path / ".git").mkdir()
+    return tmp_path
+
+
+def _halves(directory: Path) -> dict[str, dict]:
+    return {path.stem: orjson.loads(path.read_bytes()) for path in (directory / "splits").glob("*.json")}
+
+
+def _splits(directory: Path) -> list[dict]:
+    return [line for line in audit.read(directory).entries if line["action"] == "SPLIT"]
+
+
+def test_a_failure_matching_the_pattern_splits_the_day_into_halves_that_succeed(work):
+    """A day's child fails "too many rows" (windows over 12 h): the day splits at noon, both halves run their own
+    windows and succeed; on disk the partition lists them, says how it split and succeeded, and the audit has one
+    SPLIT line naming the partition, the failure, the trigger and this executor; the run succeeded."""
+    spans = work / "spans.jsonl"
+    prepared = prepare(work, child_command("--spans", str(spans), "--fail-longer-than", "12"), 1, **PATTERN)
+    outcome = prepared.executor(grace=5.0).run()
+    assert (outcome.status, outcome.counts["succeeded"]) == ("succeeded", 1)
+    directory = prepared.store.directory
+    [record] = records(directory)
+    [attempt] = record["attempts"]
+    assert (record["status"], attempt["status"]) == ("succeeded", "failed")
+    assert attempt["split"] == "split on pattern into 12h + 12h"
+    children = record["children"]
+    assert [(c["start"], c["end"]) for c in children] == [
+        ("2024-01-01T00:00:00Z", "2024-01-01T12:00:00Z"),
+        ("2024-01-01T12:00:00Z", "2024-01-02T00:00:00Z"),
+    ]
+    halves = _halves(directory)
+    assert sorted(halves) == sorted(c["id"] for c in children)
+    assert {h["status"] for h in halves.values()} == {"succeeded"}
+    assert sorted((s["start"], s["end"]) for s in read_spans(spans)) == [  # the day failed before its span
+        ("2024-01-01T00:00:00.000000Z", "2024-01-01T11:59:59.999999Z"),
+        ("2024-01-01T12:00:00.000000Z", "2024-01-01T23:59:59.999999Z"),
+    ]
+    [line] = _splits(directory)
+    assert (line["partition_id"], line["from_status"], line["to_status"]) == (record["id"], "failed", "running")
+    assert line["reason"] == f"{attempt['error']}: {attempt['split']}"
+    assert line["requested_by"] == "--split-on: a failing partition splits on /too many rows/, down to 1h"
+    assert line["applied_by"] == f"backfill executor (PID {os.getpid()})"
+    assert line["requested_at"] == attempt["finished_at"]
+
+
+def test_a_split_the_store_cannot_take_does_not_happen_and_stops_the_run(work, monkeypatch):
+    """The disk fills as the split is written ahead: nothing splits (no half starts, no children listed, no SPLIT
+    line), the partition fails as it would without --split-on, and the run ends saying the store could not be
+    written."""
+    spans = work / "spans.jsonl"
+    prepared = prepare(work, child_command("--spans", str(spans), "--fail-longer-than", "12"), 1, **PATTERN)
+    executor = prepared.executor(grace=5.0)
+    writer = executor._writer
+    original, calls = writer.write_ahead_many, []
+
+    def full_after_the_first_launch(entries):
+        calls.append(entries)
+        if len(calls) > 1:  # the day's attempt was written ahead; the next write ahead is its split
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return original(entries)
+
+    monkeypatch.setattr(writer, "write_ahead_many", full_after_the_first_launch)
+    with pytest.raises(StateWriteFailed, match=r"could not be written \(No space left on device\)"):
+        executor.run()
+    directory = prepared.store.directory
+    [record] = records(directory)
+    assert (record["status"], record.get("children")) == ("failed", None)
+    [attempt] = record["attempts"]
+    assert attempt.get("split") is None and attempt["error"] == "too many rows for a window of 24 h"
+    assert read_spans(spans) == [] and _halves(directory) == {} and _splits(directory) == []
+
+
+def test_a_stop_while_a_half_runs_settles_the_partition_as_its_leaves_say(work, monkeypatch):
+    """One child at a time: the day splits, its first half runs until the run is stopped, the second never
+    starts. The partition is then cancelled on disk, as its leaves add up (the first half cancelled, the second
+    queued: listed, with no file), not left running with nothing running it."""
+    gate = work / "never"
+    monkeypatch.setenv("CHILD_WAIT_FOR", str(gate))
+    spans = work / "spans.jsonl"
+    command = child_command("--spans", str(spans), "--fail-longer-than", "12")
+    prepared = prepare(work, command, 1, max_parallel=1, **PATTERN)
+    executor = prepared.executor(grace=5.0)
+    outcome: list = []
+    runner = threading.Thread(target=lambda: outcome.append(executor.run()))
+    runner.start()
+    wait_for(lambda: any(h.get("attempts") for h in _halves(prepared.store.directory).values()))
+    executor.request_stop("stopped by the test")
+    runner.join(60)
+    assert not runner.is_alive() and outcome[0].status == "cancelled"
+    [record] = records(prepared.store.directory)
+    assert (record["status"], len(record["children"])) == ("cancelled", 2)
+    first = record["children"][0]["id"]
+    assert {key: half["status"] for key, half in _halves(prepared.store.directory).items()} == {first: "cancelled"}
