@@ -28,6 +28,7 @@ def main() -> int:
     parser.add_argument("--exclusive-dir", help="hold a lock per partition; record any overlap with a sibling")
     parser.add_argument("--record-signals", help="append the name of each SIGINT/SIGTERM/SIGHUP received; go on")
     parser.add_argument("--wait-for", help="before finishing, wait (at most 120 s) until this file exists")
+    parser.add_argument("--wait-from", help="wait only in windows starting at or after this --start text")
     parser.add_argument("--began", help="append this run's ID (BACKFILL_RUN_ID) and PID here as soon as it starts")
     parser.add_argument(
         "--exclusive-hours", help="hold a lock per hour of the window; record any overlap with another child's window"
@@ -35,6 +36,7 @@ def main() -> int:
     parser.add_argument("--hang-longer-than", type=float, help="hang (until stopped) when the window exceeds H hours")
     parser.add_argument("--allocate-mb-per-hour", type=float, help="allocate this many MB per hour of the window")
     parser.add_argument("--fail-longer-than", type=float, help="fail saying 'too many rows' on windows over H hours")
+    parser.add_argument("--output-bytes", type=int, default=0, help="print this many bytes to the log first")
     parser.add_argument(
         "--check-listed",
         nargs=2,
@@ -86,9 +88,12 @@ def main() -> int:
             signal.signal(signum, record)
     started = time.time()
     print(f"child {args.partition[:12]} start={args.start} end={args.end}", flush=True)
+    if args.output_bytes:
+        print("x" * args.output_bytes, flush=True)
     time.sleep(args.sleep)
     deadline = time.monotonic() + 120
-    while args.wait_for and not os.path.exists(args.wait_for) and time.monotonic() < deadline:
+    waits = args.wait_for and (args.wait_from is None or args.start >= args.wait_from)
+    while waits and not os.path.exists(args.wait_for) and time.monotonic() < deadline:
         time.sleep(0.02)  # an event the test sends (a file), not a guess at how long it needs
     if args.spans:
         with open(args.spans, "a") as spans:

@@ -61,11 +61,12 @@ def test_a_failure_matching_the_pattern_splits_the_day_into_halves_that_succeed(
         ("2024-01-01T12:00:00.000000Z", "2024-01-01T23:59:59.999999Z"),
     ]
     [line] = _splits(directory)
-    assert (line["partition_id"], line["from_status"], line["to_status"]) == (record["id"], "failed", "running")
+    assert (line["backfill_id"], line["partition_id"]) == (prepared.store.id, record["id"])
+    assert (line["from_status"], line["to_status"]) == ("failed", "running")
     assert line["reason"] == f"{attempt['error']}: {attempt['split']}"
     assert line["requested_by"] == "--split-on: a failing partition splits on /too many rows/, down to 1h"
     assert line["applied_by"] == f"backfill executor (PID {os.getpid()})"
-    assert line["requested_at"] == attempt["finished_at"]
+    assert line["requested_at"] == attempt["finished_at"] <= line["applied_at"]
 
 
 def test_a_split_the_store_cannot_take_does_not_happen_and_stops_the_run(work, monkeypatch):
@@ -95,24 +96,65 @@ def test_a_split_the_store_cannot_take_does_not_happen_and_stops_the_run(work, m
     assert read_spans(spans) == [] and _halves(directory) == {} and _splits(directory) == []
 
 
-def test_a_stop_while_a_half_runs_settles_the_partition_as_its_leaves_say(work, monkeypatch):
-    """One child at a time: the day splits, its first half runs until the run is stopped, the second never
-    starts. The partition is then cancelled on disk, as its leaves add up (the first half cancelled, the second
-    queued: listed, with no file), not left running with nothing running it."""
-    gate = work / "never"
-    monkeypatch.setenv("CHILD_WAIT_FOR", str(gate))
-    spans = work / "spans.jsonl"
-    command = child_command("--spans", str(spans), "--fail-longer-than", "12")
-    prepared = prepare(work, command, 1, max_parallel=1, **PATTERN)
+def test_a_stop_while_a_half_runs_settles_each_split_partition_as_its_leaves_say(work, monkeypatch):
+    """One child at a time over two days: the first splits and both its halves succeed; the second splits, its
+    first half runs until the run is stopped, and its second never starts. The second day is then cancelled on
+    disk, as its leaves add up (the first half cancelled, the second queued: listed, with no file), not left
+    running with nothing running it; the first stays succeeded."""
+    monkeypatch.setenv("CHILD_WAIT_FOR", str(work / "never"))
+    command = child_command("--fail-longer-than", "12", "--wait-from", "2024-01-02")
+    prepared = prepare(work, command, 2, max_parallel=1, **PATTERN)
     executor = prepared.executor(grace=5.0)
     outcome: list = []
     runner = threading.Thread(target=lambda: outcome.append(executor.run()))
     runner.start()
-    wait_for(lambda: any(h.get("attempts") for h in _halves(prepared.store.directory).values()))
+    directory = prepared.store.directory
+    wait_for(lambda: sum(bool(h.get("attempts")) for h in _halves(directory).values()) == 3)
     executor.request_stop("stopped by the test")
     runner.join(60)
     assert not runner.is_alive() and outcome[0].status == "cancelled"
+    first, second = records(directory)
+    assert (first["status"], second["status"], len(second["children"])) == ("succeeded", "cancelled", 2)
+    halves = {key: half["status"] for key, half in _halves(directory).items()}
+    assert [halves.get(child["id"]) for child in second["children"]] == ["cancelled", None]
+    assert [halves[child["id"]] for child in first["children"]] == ["succeeded", "succeeded"]
+
+
+def test_a_half_that_fails_the_same_way_splits_again(work):
+    """A child refusing windows over 6 hours: the day splits into 12-hour halves, each of those into 6-hour
+    quarters, which succeed; each half lists its quarters, and every launch of a half or quarter is reported with
+    its own interval."""
+    prepared = prepare(work, child_command("--fail-longer-than", "6"), 1, **PATTERN)
+    executor = prepared.executor(grace=5.0)
+    assert executor.run().status == "succeeded"
     [record] = records(prepared.store.directory)
-    assert (record["status"], len(record["children"])) == ("cancelled", 2)
-    first = record["children"][0]["id"]
-    assert {key: half["status"] for key, half in _halves(prepared.store.directory).items()} == {first: "cancelled"}
+    halves = _halves(prepared.store.directory)
+    quarters = [quarter for child in record["children"] for quarter in halves[child["id"]]["children"]]
+    assert [(q["start"][11:16], q["end"][11:16], halves[q["id"]]["status"]) for q in quarters] == [
+        ("00:00", "06:00", "succeeded"),
+        ("06:00", "12:00", "succeeded"),
+        ("12:00", "18:00", "succeeded"),
+        ("18:00", "00:00", "succeeded"),
+    ]
+    spans = [event.span for event in executor.snapshot().events if event.kind == "started"]
+    nodes = [*record["children"], *quarters]
+    assert sorted(spans, key=str) == sorted([None, *((n["start_us"], n["end_us"]) for n in nodes)], key=str)
+
+
+def test_a_split_whose_audit_line_cannot_be_written_stops_the_run(work, monkeypatch):
+    """The split's record is written but its audit line meets a full disk: the run stops as any run whose store
+    cannot be written (one line naming the disk's words), and no half starts."""
+    spans = work / "spans.jsonl"
+    prepared = prepare(work, child_command("--spans", str(spans), "--fail-longer-than", "12"), 1, **PATTERN)
+    original = audit.append
+
+    def full_for_splits(directory, entries):
+        entries = list(entries)
+        if any(entry["action"] == "SPLIT" for entry in entries):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return original(directory, entries)
+
+    monkeypatch.setattr(audit, "append", full_for_splits)
+    with pytest.raises(StateWriteFailed, match=r"could not be written \(No space left on device\)"):
+        prepared.executor(grace=5.0).run()
+    assert not spans.exists() and _splits(prepared.store.directory) == []
