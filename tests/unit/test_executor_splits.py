@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 from engine.base.errors import StateWriteFailed
+from engine.execute.launcher import ForkExecLauncher
 from engine.store import audit
 from tests.backfills import child_command, read_spans, records, wait_for
 from tests.unit.test_scheduling import prepare
@@ -27,6 +28,19 @@ def work(tmp_path) -> Path:
     return tmp_path
 
 
+class ParentReadingLauncher(ForkExecLauncher):
+    """At each launch, before the child exists: what the partition records on disk say (status, halves listed)."""
+
+    def __init__(self, partitions: Path) -> None:
+        self.partitions, self.seen = partitions, []
+
+    def launch(self, spec):
+        found = [orjson.loads(path.read_bytes()) for path in self.partitions.glob("*.json")]
+        listed = {child["id"]: record["status"] for record in found for child in record.get("children") or []}
+        self.seen.append(listed.get(spec.env["BACKFILL_PARTITION_ID"]))
+        return super().launch(spec)
+
+
 def _halves(directory: Path) -> dict[str, dict]:
     return {path.stem: orjson.loads(path.read_bytes()) for path in (directory / "splits").glob("*.json")}
 
@@ -36,12 +50,15 @@ def _splits(directory: Path) -> list[dict]:
 
 
 def test_a_failure_matching_the_pattern_splits_the_day_into_halves_that_succeed(work):
-    """A day's child fails "too many rows" (windows over 12 h): the day splits at noon, both halves run their own
-    windows and succeed; on disk the partition lists them, says how it split and succeeded, and the audit has one
-    SPLIT line naming the partition, the failure, the trigger and this executor; the run succeeded."""
+    """A day's child fails "too many rows" (windows over 12 h): the day splits at noon, and as each half starts
+    the partition's record on disk already lists it and says running; both halves run their own windows and
+    succeed; the partition then says how it split and succeeded, and the audit has one SPLIT line naming the
+    partition, the failure, the trigger and this executor; the run succeeded."""
     spans = work / "spans.jsonl"
     prepared = prepare(work, child_command("--spans", str(spans), "--fail-longer-than", "12"), 1, **PATTERN)
-    outcome = prepared.executor(grace=5.0).run()
+    launcher = ParentReadingLauncher(prepared.store.partitions)
+    outcome = prepared.executor(grace=5.0, launcher=launcher).run()
+    assert launcher.seen == [None, "running", "running"]  # the day (no parent), then each half
     assert (outcome.status, outcome.counts["succeeded"]) == ("succeeded", 1)
     directory = prepared.store.directory
     [record] = records(directory)
@@ -158,3 +175,37 @@ def test_a_split_whose_audit_line_cannot_be_written_stops_the_run(work, monkeypa
     with pytest.raises(StateWriteFailed, match=r"could not be written \(No space left on device\)"):
         prepared.executor(grace=5.0).run()
     assert not spans.exists() and _splits(prepared.store.directory) == []
+
+
+class FencingLauncher(ForkExecLauncher):
+    """Its first launch is the moment the executor loses its lease; once that child has been reaped, the
+    executor's lease thread says so (it stops the run)."""
+
+    def __init__(self) -> None:
+        self.launched, self.executor = 0, None
+
+    def launch(self, spec):
+        self.launched += 1
+        executor = self.executor
+        executor.owns = lambda: False  # from now on, as its lease says
+
+        def poll(_):
+            if not executor._active:
+                executor._fenced_out("taken over")
+
+        executor.hooks.poll = poll
+        return super().launch(spec)
+
+
+def test_a_fenced_executor_makes_no_split(work):
+    """The executor loses its lease while the day's child runs, and the child then fails by the trigger: nothing
+    splits (no SPLIT line, no half started, no halves listed), since a fenced executor writes nothing more."""
+    spans = work / "spans.jsonl"
+    prepared = prepare(work, child_command("--fail-longer-than", "12", "--spans", str(spans)), 1, **PATTERN)
+    launcher = FencingLauncher()
+    executor = prepared.executor(grace=5.0, launcher=launcher)
+    launcher.executor = executor
+    executor.run()
+    assert launcher.launched == 1 and _splits(prepared.store.directory) == [] and not spans.exists()
+    [record] = records(prepared.store.directory)
+    assert (record["status"], record.get("children")) == ("running", None)  # as written ahead: a takeover settles it
