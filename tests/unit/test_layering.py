@@ -44,6 +44,19 @@ def test_ruff_is_clean():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def _loaded_by(cwd: Path, argv: list[str], prefixes: tuple[str, ...]) -> tuple[str, list[str]]:
+    """Run ``backfill ARGV`` in a fresh interpreter: what it printed, and the modules it imported under
+    ``prefixes``."""
+    script = (
+        f"import sys; from tui.cli.main import main; main({argv!r}); "
+        f"print('LOADED', *sorted(m for m in sys.modules if m.startswith({prefixes!r})))"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=cwd, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    printed, loaded = result.stdout.rsplit("LOADED", 1)
+    return printed, loaded.split()
+
+
 def test_backfill_list_loads_neither_the_executor_nor_a_launcher(tmp_path):
     """`backfill list` of a saved backfill reads one summary per backfill: it imports no executor, launcher,
     guardrails, template engine, DuckDB or Textual (each costs its start-up time, which `list` is measured by)."""
@@ -51,15 +64,17 @@ def test_backfill_list_loads_neither_the_executor_nor_a_launcher(tmp_path):
 
     (tmp_path / ".git").mkdir()
     saved = saved_command_backfill(tmp_path, end="2024-01-03")
-    script = (
-        "import sys; from tui.cli.main import main; main(['list', '--state-dir', 'states']); "
-        "print('LOADED', *sorted(m for m in sys.modules if m.startswith(('engine.execute', 'engine.guardrails', "
-        "'engine.interventions', 'jinja2', 'duckdb', 'textual', 'distributed'))))"
+    heavy = (
+        "engine.execute",
+        "engine.guardrails",
+        "engine.interventions",
+        "jinja2",
+        "duckdb",
+        "textual",
+        "distributed",
     )
-    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    listed, loaded = result.stdout.rsplit("LOADED", 1)
-    assert saved.store.id in listed and loaded.split() == []
+    listed, loaded = _loaded_by(tmp_path, ["list", "--state-dir", "states"], heavy)
+    assert saved.store.id in listed and loaded == []
 
 
 def test_a_command_target_s_invocation_loads_no_template_engine_yaml_or_pendulum(tmp_path):
@@ -67,12 +82,7 @@ def test_a_command_target_s_invocation_loads_no_template_engine_yaml_or_pendulum
     imports neither jinja2 nor PyYAML nor pendulum: no pipeline is read, and each costs start-up time, which the
     dashboard's first frame is measured by."""
     (tmp_path / ".git").mkdir()
-    script = (
-        "import sys; from tui.cli.main import main; main(['--command', 'true', '--start-date', '2024-01-01', "
-        "'--end-date', '2024-01-03', '--reason', 'test', '--dry-run', '--output', 'json', '--state-dir', 'states']); "
-        "print('LOADED', *sorted(m for m in sys.modules if m.split('.')[0] in ('jinja2', 'yaml', 'pendulum')))"
-    )
-    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    planned, loaded = result.stdout.rsplit("LOADED", 1)
-    assert '"partitions"' in planned and loaded.split() == []
+    argv = ["--command", "true", "--start-date", "2024-01-01", "--end-date", "2024-01-03", "--reason", "test",
+            "--dry-run", "--output", "json", "--state-dir", "states"]  # fmt: skip
+    planned, loaded = _loaded_by(tmp_path, argv, ("jinja2", "yaml", "pendulum"))
+    assert '"partitions"' in planned and loaded == []
