@@ -167,6 +167,57 @@ def test_nonsense_that_used_to_pass_is_one_line_and_exit_2(work, home, args, say
     assert says in refused(work, home, *args, "--dry-run")
 
 
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ((*COMMAND, *DAY, "--state-dir", ""), "--state-dir '' is empty: give a path"),
+        ((*COMMAND, *DAY, "--state-dir", " "), "--state-dir ' ' is empty: give a path"),
+        ((*COMMAND, *DAY, "--state-dir", "\t"), "--state-dir '\\t' is empty: give a path"),
+        ((*COMMAND, *DAY, "--state-dir", "state "), "--state-dir 'state ' has spaces around it: give 'state'"),
+        ((*COMMAND, *DAY, "--ids-from", ""), "--ids-from '' is empty: give a path"),
+        ((*COMMAND, *DAY, "--config-file", ""), "--config-file '' is empty: give a path"),
+        (("--continue", ""), "--continue '' is empty"),
+        ((*COMMAND, *DAY, "--dry-run", "--output", "json", "--offset", "9" * 20),
+         "--offset '99999999999999999999' is out of range: use 0 to 50,000,000"),
+        ((*COMMAND, *DAY, "--dry-run", "--output", "json", "--limit", "50000001"),
+         "--limit '50000001' is out of range: use 0 to 50,000,000"),
+        ((*COMMAND, *DAY, ""), "target '' is empty: give a pipeline directory or asset file"),
+        ((*COMMAND, *DAY, "x", ""), "unexpected argument ''"),
+    ],
+    ids=["state-empty", "state-space", "state-tab", "state-trailing", "ids-from-empty", "config-empty",
+         "continue-empty", "offset-huge", "limit-huge", "empty-target", "empty-extra"],
+)  # fmt: skip
+def test_an_empty_or_padded_path_or_id_and_an_absurd_page_are_refused(work, home, args, says):
+    """Found by fuzzing: an empty --state-dir or --ids-from was read as not given, `--state-dir ' '` made a
+    directory named by a space, `reconcile ''` reconciled every backfill, and a 20-digit --offset was a
+    traceback; each is now one line naming the value, exit 2, and nothing made."""
+    before = sorted(path.name for path in work.iterdir())
+    assert says in refused(work, home, *args)
+    assert sorted(path.name for path in work.iterdir()) == before
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("reconcile", ""), "backfill ID '' is empty: give a backfill ID"),
+        (("show", " 2024"), "backfill ID ' 2024' has spaces around it: give '2024'"),
+        (("list", "--state-dir", ""), "--state-dir '' is empty: give a path"),
+        (("pause", "x", "--reason", "r", "--state-dir", " "), "--state-dir ' ' is empty: give a path"),
+    ],
+    ids=["reconcile-empty", "show-padded", "list-state-empty", "pause-state-space"],
+)
+def test_the_verbs_refuse_an_empty_or_padded_id_or_state_directory(work, home, args, says):
+    """`reconcile ''` reconciled every backfill (an empty ID read as none given); the verbs' IDs and --state-dir
+    are checked as the main command's are."""
+    before = sorted(path.name for path in work.iterdir())
+    result = run_backfill(*args, cwd=work, env=home)
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"backfill: error: {says}"), result.stderr
+    assert result.stdout == ""
+    assert sorted(path.name for path in work.iterdir()) == before
+
+
 def test_a_wrong_approve_on_an_auto_plan_is_never_ignored(work, home):
     """A plan that would run unattended (sandbox), given an --approve for another plan: held (exit 4) saying the
     plan is not the one approved; the right digest runs it."""

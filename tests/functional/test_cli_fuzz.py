@@ -23,6 +23,7 @@ GOOD = {
     "--limit": ["0", "5"],
     "--offset": ["0", "2"],
     "--on-failure": ["stop", "continue", "fail-fast"],
+    "--state-dir": ["state", "runs/state"],
 }
 NONSENSE = [
     "",

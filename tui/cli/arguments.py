@@ -12,6 +12,7 @@ import re
 import sys
 from typing import Any, NoReturn
 
+from engine.base.settings import MAX_PARTITIONS_CEILING
 from engine.pipeline.options import RUN_OPTIONS, Kind, RunOptions, environ_run_inputs, run_options_of
 from engine.spec.split_policy import parse_min_partition, parse_split_on
 
@@ -60,8 +61,8 @@ class Parser(argparse.ArgumentParser):
         repeated = re.match(r"argument ([^:]+): (.*)", message, re.S)
         if repeated:
             flags = repeated.group(1).split("/")
-            if any(repeated.group(2).startswith(flag) for flag in flags):
-                return repeated.group(2)
+            if any(repeated.group(2).startswith(flag) for flag in flags) or not flags[0].startswith("-"):
+                return repeated.group(2)  # a positional's name says nothing the message does not
         unknown = re.match(r"unrecognized arguments: (.*)", message)
         if unknown:
             words = unknown.group(1).split()
@@ -71,7 +72,8 @@ class Parser(argparse.ArgumentParser):
                 close = difflib.get_close_matches(flag, known, n=1, cutoff=0.75)
                 hint = f" — did you mean {close[0]}?" if close else f": see {self.prog} --help"
                 return f"unknown option {flag}{hint}"
-            return f"unexpected argument {words[0]!r}: see {self.prog} --help"
+            first = words[0] if words else unknown.group(1)  # an empty argument splits into no word
+            return f"unexpected argument {first!r}: see {self.prog} --help"
         return message
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
@@ -115,6 +117,33 @@ def positive_int(flag: str, maximum: int | None = MAX_COUNT):
     return convert
 
 
+def given_text(flag: str, what: str):
+    """A path or an ID on the command line: an empty one, or one with spaces around it, is a slip of the shell (an
+    unset variable, a stray quote), never the name meant — refused rather than read as "none given" or as the
+    working directory."""
+
+    def convert(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"{flag} {text!r} is empty: give {what}")
+        if text != text.strip():
+            raise argparse.ArgumentTypeError(f"{flag} {text!r} has spaces around it: give {text.strip()!r}")
+        return text
+
+    return convert
+
+
+def path_arg(flag: str):
+    return given_text(flag, "a path")
+
+
+TARGET = given_text("target", "a pipeline directory or asset file")
+BACKFILL_ID = given_text("backfill ID", "a backfill ID or a unique prefix of one (backfill list shows them)")
+
+
+def state_dir_flag(parser: argparse.ArgumentParser, help_text: str = "root of the state store") -> None:
+    parser.add_argument("--state-dir", type=path_arg("--state-dir"), help=help_text)
+
+
 def timeout_arg(text: str | None) -> tuple[bool, int | None]:
     """``--timeout``: (given, microseconds); ``none`` is given and means no timeout (undoes a saved one)."""
     from engine.base.errors import BadInput
@@ -140,16 +169,26 @@ def _output_flags(parser: argparse.ArgumentParser, *, paged: bool) -> None:
     )
     if paged:
         parser.add_argument(
-            "--offset", type=non_negative_int("--offset"), default=0, help="first partition to list (default 0)"
+            "--offset",
+            type=non_negative_int("--offset", MAX_PARTITIONS_CEILING),
+            default=0,
+            help="first partition to list (default 0)",
         )
         parser.add_argument(
-            "--limit", type=non_negative_int("--limit"), default=1000, help="partitions to list (default 1000, 0 = all)"
+            "--limit",
+            type=non_negative_int("--limit", MAX_PARTITIONS_CEILING),
+            default=1000,
+            help="partitions to list (default 1000, 0 = all)",
         )
 
 
 def _run_option_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--environment", "-e", help="environment from .bruin.yml (default: its default_environment)")
-    parser.add_argument("--config-file", help="path of .bruin.yml (default: BRUIN_CONFIG_FILE or discovered)")
+    parser.add_argument(
+        "--config-file",
+        type=path_arg("--config-file"),
+        help="path of .bruin.yml (default: BRUIN_CONFIG_FILE or discovered)",
+    )
     for option in RUN_OPTIONS:
         extra: dict = {"help": option.help}
         if option.kind in (Kind.REPEATED, Kind.VARIABLES, Kind.STEPS):
@@ -234,7 +273,7 @@ def backfill_parser() -> Parser:
         epilog=HELP_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("target", nargs="?", help="pipeline directory or asset file")
+    parser.add_argument("target", nargs="?", type=TARGET, help="pipeline directory or asset file")
     parser.add_argument(
         "--command",
         help="run this command per partition instead of a pipeline; "
@@ -329,8 +368,14 @@ def backfill_parser() -> Parser:
         default=20,
         help="with --preview: rows shown per table and kind (default 20)",
     )
-    parser.add_argument("--state-dir", help="root of the state store (default <repository>/logs/backfills)")
-    parser.add_argument("--continue", dest="resume", metavar="ID", help="resume a saved backfill")
+    state_dir_flag(parser, "root of the state store (default <repository>/logs/backfills)")
+    parser.add_argument(
+        "--continue",
+        dest="resume",
+        metavar="ID",
+        type=given_text("--continue", "a backfill ID or a unique prefix of one"),
+        help="resume a saved backfill",
+    )
     parser.add_argument(
         "--rerun", choices=("failed", "missing", "all"), help="with --continue: which partitions to run again"
     )
@@ -340,7 +385,9 @@ def backfill_parser() -> Parser:
         metavar="PARTITION_ID",
         help="with --continue: run exactly these partitions (IDs or unique prefixes)",
     )
-    parser.add_argument("--ids-from", metavar="FILE", help="with --continue: partition IDs, one per line")
+    parser.add_argument(
+        "--ids-from", metavar="FILE", type=path_arg("--ids-from"), help="with --continue: partition IDs, one per line"
+    )
     parser.add_argument(
         "--asset", metavar="NAME", help="with --continue --ids: run only this asset again (its upstream unchecked)"
     )
@@ -377,7 +424,7 @@ BRUIN_NO_OP_RUN_FLAGS = ("--no-log-file", "--no-timestamp", "--no-validation", "
 
 def run_parser() -> Parser:
     parser = Parser(prog="backfill run", description="Run a pipeline (or one asset) once over one interval.")
-    parser.add_argument("target", help="pipeline directory or asset file")
+    parser.add_argument("target", type=TARGET, help="pipeline directory or asset file")
     parser.add_argument("--start-date", help="start (default: BRUIN_START_DATE, else yesterday 00:00)")
     parser.add_argument("--end-date", help="inclusive end (default: BRUIN_END_DATE, else yesterday 23:59:59.999999)")
     parser.add_argument("--timezone", "--tz", default="UTC", help="zone for unzoned dates (default UTC)")
@@ -403,7 +450,9 @@ def run_parser() -> Parser:
     )
     parser.add_argument("--run-id", help="ID of this run (default: generated)")
     parser.add_argument("--backfill-id", help=argparse.SUPPRESS)
-    parser.add_argument("--backfill-total", type=non_negative_int("--backfill-total"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--backfill-total", type=non_negative_int("--backfill-total", MAX_PARTITIONS_CEILING), help=argparse.SUPPRESS
+    )
     parser.add_argument("--partition-id", help=argparse.SUPPRESS)
     parser.add_argument("--row-changes-from", help=argparse.SUPPRESS)  # a backfill's snapshot.json (docs/diff.md)
     parser.add_argument("--output", choices=("text", "json"), default="text", help="text (default) or JSON")
@@ -419,7 +468,7 @@ def run_parser() -> Parser:
 
 def list_parser() -> Parser:
     parser = Parser(prog="backfill list", description="Saved backfills of this repository, newest first.")
-    parser.add_argument("--state-dir", help="root of the state store")
+    state_dir_flag(parser)
     parser.add_argument(
         "--wide", action="store_true", help="text: every column (created too) and names whole, however wide"
     )
@@ -432,7 +481,7 @@ def list_parser() -> Parser:
 
 def restore_parser() -> Parser:
     parser = Parser(prog="backfill restore", description="put back what a backfill's snapshot holds")
-    parser.add_argument("id", nargs="?", help="backfill ID (or a unique prefix)")
+    parser.add_argument("id", nargs="?", type=BACKFILL_ID, help="backfill ID (or a unique prefix)")
     parser.add_argument("--reason", help="why (required; recorded)")
     parser.add_argument(
         "--force", action="store_true", help="restore although later runs wrote the same tables (undoes them)"
@@ -440,7 +489,7 @@ def restore_parser() -> Parser:
     parser.add_argument(
         "--prune", action="store_true", help="delete the state root's snapshots older than their retention"
     )
-    parser.add_argument("--state-dir", help="root of the state store")
+    state_dir_flag(parser)
     return parser
 
 
@@ -449,7 +498,7 @@ def diff_parser() -> Parser:
         prog="backfill diff",
         description="rows a backfill's partitions changed, before → after, against its snapshot (docs/diff.md)",
     )
-    parser.add_argument("id", help="backfill ID (or a unique prefix)")
+    parser.add_argument("id", type=BACKFILL_ID, help="backfill ID (or a unique prefix)")
     parser.add_argument(
         "--ids", nargs="+", metavar="PARTITION_ID", help="these partitions (default: those that recorded changes)"
     )
@@ -461,22 +510,22 @@ def diff_parser() -> Parser:
         help="rows shown per table and kind (added, removed, changed; default 20, at most 10,000)",
     )
     parser.add_argument("--output", choices=("text", "json"), default="text", help="text (default) or JSON")
-    parser.add_argument("--state-dir", help="root of the state store")
+    state_dir_flag(parser)
     return parser
 
 
 def watch_parser() -> Parser:
     parser = Parser(prog="backfill watch", description="A backfill's dashboard, read-only: every key that acts is off.")
-    parser.add_argument("id", help="backfill ID (or a unique prefix)")
-    parser.add_argument("--state-dir", help="root of the state store")
+    parser.add_argument("id", type=BACKFILL_ID, help="backfill ID (or a unique prefix)")
+    state_dir_flag(parser)
     parser.add_argument("--no-color", action="store_true", help="no colours (also NO_COLOR, TERM=dumb)")
     return parser
 
 
 def show_parser() -> Parser:
     parser = Parser(prog="backfill show", description="One saved backfill: inputs, counts and partitions.")
-    parser.add_argument("id", help="backfill ID (or a unique prefix)")
-    parser.add_argument("--state-dir", help="root of the state store")
+    parser.add_argument("id", type=BACKFILL_ID, help="backfill ID (or a unique prefix)")
+    state_dir_flag(parser)
     parser.add_argument("--no-color", action="store_true", help="no colours (also NO_COLOR, TERM=dumb)")
     parser.add_argument(
         "--status",

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from tui.cli.arguments import MAX_COUNT, Parser, non_negative_int, positive_int
+from tui.cli.arguments import BACKFILL_ID, MAX_COUNT, Parser, non_negative_int, positive_int, state_dir_flag
 
 MAX_ROWS = 10**15  # rows loaded by hand: beyond this it is a typo
 
 
 def _common(parser: Parser) -> Parser:
-    parser.add_argument("id", help="backfill ID (or a unique prefix)")
+    parser.add_argument("id", type=BACKFILL_ID, help="backfill ID (or a unique prefix)")
     parser.add_argument("--reason", help="why (required; recorded with who and when)")
-    parser.add_argument("--state-dir", help="root of the state store")
+    state_dir_flag(parser)
     return parser
 
 
@@ -64,7 +64,7 @@ def simple_parser(verb: str, description: str) -> Parser:
         return parser
     if verb not in ("pause", "resume"):
         return _common(parser)
-    parser.add_argument("id", nargs="?", help="backfill ID (or a unique prefix); or give --target")
+    parser.add_argument("id", nargs="?", type=BACKFILL_ID, help="backfill ID (or a unique prefix); or give --target")
     parser.add_argument(
         "--target",
         metavar="PATH",
@@ -72,24 +72,29 @@ def simple_parser(verb: str, description: str) -> Parser:
         "of it start nothing (exit 0)" + (", and its running backfills are paused" if verb == "pause" else ""),
     )
     parser.add_argument("--reason", help="why (required; recorded with who and when)")
-    parser.add_argument("--state-dir", help="root of the state store")
+    state_dir_flag(parser)
     return parser
 
 
 def reconcile_parser() -> Parser:
     parser = Parser(prog="backfill reconcile", description="Settle backfills whose executor's lease expired.")
-    parser.add_argument("id", nargs="?", help="backfill ID (or a unique prefix); all backfills without it")
+    parser.add_argument(
+        "id", nargs="?", type=BACKFILL_ID, help="backfill ID (or a unique prefix); all backfills without it"
+    )
     parser.add_argument("--reason", help="why (recorded; default: lease expired)")
-    parser.add_argument("--state-dir", help="root of the state store")
+    state_dir_flag(parser)
     return parser
 
 
 def audit_parser() -> Parser:
     parser = Parser(prog="backfill audit", description="Every intervention on a backfill, oldest first.")
     parser.add_argument(
-        "id", nargs="?", help="backfill ID (or a unique prefix); without it, what belongs to no backfill (stand-ins)"
+        "id",
+        nargs="?",
+        type=BACKFILL_ID,
+        help="backfill ID (or a unique prefix); without it, what belongs to no backfill (stand-ins)",
     )
-    parser.add_argument("--state-dir", help="root of the state store")
+    state_dir_flag(parser)
     parser.add_argument(
         "--since",
         type=since_arg,
