@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.conftest import run_backfill
@@ -194,6 +196,48 @@ def test_an_empty_or_padded_path_or_id_and_an_absurd_page_are_refused(work, home
     before = sorted(path.name for path in work.iterdir())
     assert says in refused(work, home, *args)
     assert sorted(path.name for path in work.iterdir()) == before
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("pipeline", *DAY, "--exclude-tag", ""), "--exclude-tag '' is empty: give a tag or a glob of tags"),
+        (("pipeline", *DAY, "-x", "raw "), "--exclude-tag 'raw ' has spaces around it: give 'raw'"),
+        (("pipeline", *DAY, "--selector", " raw"), "--selector ' raw' has spaces around it: give 'raw'"),
+        (("pipeline", *DAY, "--launcher", ""), "--launcher '' is empty: give warm, exec, dask or dask-local:N"),
+        (("run", "pipeline", *DAY, "--environment", ""), "--environment '' is empty"),
+        (("run", "pipeline", *DAY, "--exclude-tag", ""), "--exclude-tag '' is empty"),
+    ],
+    ids=["exclude-empty", "exclude-padded", "selector-padded", "launcher-empty", "run-environment", "run-exclude"],
+)
+def test_an_empty_or_padded_selection_launcher_or_environment_is_refused(shop, home, args, says):
+    """Found by fuzzing: `--exclude-tag ''` (an unset variable) excluded nothing with only a warning and ran every
+    asset, `--launcher ''` was the warm launcher, `run --environment ''` the default environment."""
+    result = run_backfill(*args, cwd=shop, env=home)
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"backfill: error: {says}"), result.stderr
+    assert not (shop / "logs").exists()
+
+
+def test_a_dry_run_checks_its_approve_and_says_what_a_run_with_it_would_do(work, home):
+    """`--dry-run --approve zz` was accepted and the digest never looked at; now it is checked as a run checks it,
+    and the report says whether it matches (text and JSON)."""
+    args = ("--command", "true", *DAY, "--guardrails", "sandbox", "--dry-run")
+    assert "--approve 'zz' is not a plan digest" in refused(work, home, *args, "--approve", "zz")
+    plan = run_backfill(*args, "--output", "json", cwd=work, env=home)
+    digest = json.loads(plan.stdout)["preflight"]["digest"]
+    wrong = "0" * 8 if not digest.startswith("0" * 8) else "1" * 8
+    for given, matches in ((digest[:8], True), (wrong, False)):
+        text = run_backfill(*args, "--approve", given, cwd=work, env=home)
+        assert text.returncode == 0, text.stderr
+        said = text.stdout.strip().splitlines()[-1]
+        if matches:
+            assert said == f"--approve {given}: matches this plan's digest: a run with it goes ahead"
+        else:
+            assert said.startswith(f"--approve {given}: does not match this plan's digest {digest[:12]}")
+        document = run_backfill(*args, "--approve", given.upper(), "--output", "json", cwd=work, env=home)
+        assert json.loads(document.stdout)["approve"] == {"given": given, "matches": matches}
 
 
 @pytest.mark.parametrize(

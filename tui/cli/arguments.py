@@ -183,7 +183,12 @@ def _output_flags(parser: argparse.ArgumentParser, *, paged: bool) -> None:
 
 
 def _run_option_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--environment", "-e", help="environment from .bruin.yml (default: its default_environment)")
+    parser.add_argument(
+        "--environment",
+        "-e",
+        type=given_text("--environment", "an environment of .bruin.yml"),
+        help="environment from .bruin.yml (default: its default_environment)",
+    )
     parser.add_argument(
         "--config-file",
         type=path_arg("--config-file"),
@@ -193,6 +198,9 @@ def _run_option_flags(parser: argparse.ArgumentParser) -> None:
         extra: dict = {"help": option.help}
         if option.kind in (Kind.REPEATED, Kind.VARIABLES, Kind.STEPS):
             extra.update(action="append", default=[])
+        if option.kind is Kind.REPEATED:  # a selector or tag pattern: '' or ' x' selects or excludes nothing
+            what = "a selector expression" if option.attribute == "selector" else "a tag or a glob of tags"
+            extra["type"] = given_text(option.flag, what)
         elif option.kind is Kind.FLAG:
             extra.update(action="store_true")
         if option.choices is not None:
@@ -314,6 +322,7 @@ def backfill_parser() -> Parser:
     parser.add_argument(
         "--launcher",
         default=None,
+        type=given_text("--launcher", "warm, exec, dask or dask-local:N"),
         help="pipeline partitions: warm runners that serve one partition after another (default), "
         "or exec, a new process each; dask: each attempt a task on a Dask cluster (--dask-scheduler); "
         "dask-local:N: a local cluster of N worker processes",

@@ -48,8 +48,8 @@ def backfill_command(argv: list[str]) -> int:
     planned = _plan_new(args)
     guard = guard_options(args, planned.spec.target.is_command)
     reason = check_reason(args.reason)
-    if args.approve is not None and not args.dry_run:
-        check_digest_prefix(args.approve)
+    # A dry run checks --approve too, and says whether it matches the plan.
+    approve = check_digest_prefix(args.approve) if args.approve is not None else None
     from engine.execute.invocation import judge_new
 
     invocation = judge_new(
@@ -64,7 +64,7 @@ def backfill_command(argv: list[str]) -> int:
     )
     assert invocation.preflight is not None
     if args.dry_run:  # writes nothing, not even the cache of what the digest covered
-        return print_dry_run(planned, args, invocation.preflight)
+        return print_dry_run(planned, args, invocation.preflight, approve)
     from tui.cli.execute import execute
 
     spec = planned.spec
@@ -213,7 +213,7 @@ def _plan_new(args: argparse.Namespace) -> Planned:
     )
 
 
-def print_dry_run(planned: Planned, args: argparse.Namespace, preflight: Preflight) -> int:
+def print_dry_run(planned: Planned, args: argparse.Namespace, preflight: Preflight, approve: str | None) -> int:
     """The plan of a new backfill: every partition queued; nothing runs, nothing is written."""
     spec = planned.spec
     total = len(spec.plan)
@@ -232,6 +232,7 @@ def print_dry_run(planned: Planned, args: argparse.Namespace, preflight: Preflig
 
         preview = preview_first_partition(planned, limit=args.preview_limit)
     failed = 1 if preview is not None and preview.exit_code else 0
+    approval = None if approve is None else {"given": approve, "matches": preflight.digest.startswith(approve)}
     if args.output == "json":
         write_json(
             sys.stdout.buffer,
@@ -243,7 +244,11 @@ def print_dry_run(planned: Planned, args: argparse.Namespace, preflight: Preflig
             stop=stop,
             offset=args.offset,
             limit=args.limit,
-            extra={"preflight": preflight.to_json(), **({"preview": preview.to_json()} if preview else {})},
+            extra={
+                "preflight": preflight.to_json(),
+                **({"approve": approval} if approval else {}),
+                **({"preview": preview.to_json()} if preview else {}),
+            },
         )
         sys.stdout.buffer.flush()
     else:
@@ -258,10 +263,12 @@ def print_dry_run(planned: Planned, args: argparse.Namespace, preflight: Preflig
             limit=args.limit,
             next_page_hint="repeat with",
         )
-        from tui.cli.preflight_text import write_report
+        from tui.cli.preflight_text import approve_line, write_report
 
         sys.stdout.write("\n")
         write_report(sys.stdout, preflight, hint=_hint(args))
+        if approval is not None:
+            sys.stdout.write(approve_line(preflight, approval["given"], approval["matches"]) + "\n")
         if preview is not None:
             _print_preview(planned, preview)
     return failed

@@ -42,6 +42,23 @@ def verdict_line(preflight: Preflight) -> str:
     )
 
 
+def approve_line(preflight: Preflight, given: str, matches: bool) -> str:
+    """What a dry run says of its ``--approve``: what a run with it would do."""
+    from engine.guardrails.tiers import HUMAN_ONLY, NEVER
+
+    if preflight.verdict == NEVER:
+        return f"--approve {given}: nothing approves a plan that is never allowed (a run is refused, exit 3)"
+    if not matches:
+        digest = preflight.short_digest
+        return f"--approve {given}: does not match this plan's digest {digest}: a run with it is held (exit 4)"
+    if preflight.verdict == HUMAN_ONLY:
+        return (
+            f"--approve {given}: matches this plan's digest, but a human-only plan runs only once the digest is typed "
+            "on the pre-flight screen"
+        )
+    return f"--approve {given}: matches this plan's digest: a run with it goes ahead"
+
+
 def write_report(out: IO[str], preflight: Preflight, *, hint: str | None = None) -> None:
     out.write("\n".join(report_lines(preflight)) + "\n")
     if hint is not None:
