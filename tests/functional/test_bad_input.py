@@ -221,8 +221,8 @@ def test_an_empty_or_padded_selection_launcher_or_environment_is_refused(shop, h
 
 
 def test_a_dry_run_checks_its_approve_and_says_what_a_run_with_it_would_do(work, home):
-    """`--dry-run --approve zz` was accepted and the digest never looked at; now it is checked as a run checks it,
-    and the report says whether it matches (text and JSON)."""
+    """`--dry-run --approve zz` was accepted and the digest never looked at (new and --continue alike); now it is
+    checked as a run checks it, and the report says whether it matches (text and JSON)."""
     args = ("--command", "true", *DAY, "--guardrails", "sandbox", "--dry-run")
     assert "--approve 'zz' is not a plan digest" in refused(work, home, *args, "--approve", "zz")
     plan = run_backfill(*args, "--output", "json", cwd=work, env=home)
@@ -238,6 +238,22 @@ def test_a_dry_run_checks_its_approve_and_says_what_a_run_with_it_would_do(work,
             assert said.startswith(f"--approve {given}: does not match this plan's digest {digest[:12]}")
         document = run_backfill(*args, "--approve", given.upper(), "--output", "json", cwd=work, env=home)
         assert json.loads(document.stdout)["approve"] == {"given": given, "matches": matches}
+    ran = run_backfill(
+        "--command", "false", *DAY, "--guardrails", "sandbox", *REASON, "--no-progress", cwd=work, env=home
+    )
+    backfill_id = ran.stdout.split()[1].rstrip(":")
+    resumed = ("--continue", backfill_id, "--dry-run")
+    malformed = run_backfill(*resumed, "--approve", "zz", cwd=work, env=home)
+    assert malformed.returncode == 2 and "--approve 'zz' is not a plan digest" in malformed.stderr
+    document = json.loads(run_backfill(*resumed, "--output", "json", cwd=work, env=home).stdout)
+    given = document["preflight"]["digest"][:8]
+    text = run_backfill(*resumed, "--approve", given, cwd=work, env=home)
+    assert (
+        text.stdout.strip().splitlines()[-1]
+        == f"--approve {given}: matches this plan's digest: a run with it goes ahead"
+    )
+    document = json.loads(run_backfill(*resumed, "--approve", given, "--output", "json", cwd=work, env=home).stdout)
+    assert document["approve"] == {"given": given, "matches": True}
 
 
 @pytest.mark.parametrize(

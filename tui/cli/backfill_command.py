@@ -24,6 +24,7 @@ from engine.spec.partitions import PartitionDescriber
 from engine.spec.planning import plan_request
 from tui.cli.arguments import UsageError, backfill_parser, run_options_from, split_args, timeout_arg
 from tui.cli.plan_output import header_lines, options_json, page_bounds, page_rows, summary_json, write_json, write_text
+from tui.cli.preflight_text import approve_line, dry_run_approval, write_report
 from tui.cli.terminal import dashboard_possible
 
 
@@ -232,7 +233,7 @@ def print_dry_run(planned: Planned, args: argparse.Namespace, preflight: Preflig
 
         preview = preview_first_partition(planned, limit=args.preview_limit)
     failed = 1 if preview is not None and preview.exit_code else 0
-    approval = None if approve is None else {"given": approve, "matches": preflight.digest.startswith(approve)}
+    approval = dry_run_approval(preflight, approve)
     if args.output == "json":
         write_json(
             sys.stdout.buffer,
@@ -263,12 +264,10 @@ def print_dry_run(planned: Planned, args: argparse.Namespace, preflight: Preflig
             limit=args.limit,
             next_page_hint="repeat with",
         )
-        from tui.cli.preflight_text import approve_line, write_report
-
         sys.stdout.write("\n")
         write_report(sys.stdout, preflight, hint=_hint(args))
         if approval is not None:
-            sys.stdout.write(approve_line(preflight, approval["given"], approval["matches"]) + "\n")
+            sys.stdout.write(approve_line(preflight, approve, bool(approval["matches"])) + "\n")
         if preview is not None:
             _print_preview(planned, preview)
     return failed

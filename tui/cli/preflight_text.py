@@ -42,6 +42,13 @@ def verdict_line(preflight: Preflight) -> str:
     )
 
 
+def dry_run_approval(preflight: Preflight | None, approve: str | None) -> dict[str, object] | None:
+    """A dry run's ``--approve`` (already checked) against its plan, for the JSON: ``{"given", "matches"}``."""
+    if preflight is None or approve is None:
+        return None
+    return {"given": approve, "matches": preflight.digest.startswith(approve)}
+
+
 def approve_line(preflight: Preflight, given: str, matches: bool) -> str:
     """What a dry run says of its ``--approve``: what a run with it would do."""
     from engine.guardrails.tiers import HUMAN_ONLY, NEVER

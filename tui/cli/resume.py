@@ -24,6 +24,7 @@ from engine.spec.backfill_spec import ExecutionOptions
 from engine.store.control import Decision, resume_options
 from tui import human
 from tui.cli.arguments import UsageError, split_args, timeout_arg
+from tui.cli.preflight_text import approve_line, dry_run_approval, write_report
 from tui.cli.reconcile_command import settle_if_expired
 from tui.cli.state_output import write_state_json
 from tui.cli.terminal import dashboard_possible
@@ -235,8 +236,7 @@ def _say_paused(backfill_id: str, paused: Decision) -> int:
 def resume_command(args: argparse.Namespace, settings: Settings) -> int:
     _check_no_plan_inputs(args)
     reason = check_reason(args.reason)
-    if args.approve is not None and not args.dry_run:
-        check_digest_prefix(args.approve)
+    approve = check_digest_prefix(args.approve) if args.approve is not None else None  # a dry run's too
     loaded = settle_if_expired(load_backfill(args.resume, args.state_dir, Path.cwd()), "--continue")
     if not args.dry_run:
         paused = held_by_control(loaded, reason)
@@ -258,7 +258,7 @@ def resume_command(args: argparse.Namespace, settings: Settings) -> int:
     if invocation.paused is not None:
         return _say_paused(loaded.store.id, invocation.paused)
     if args.dry_run:
-        return _print_dry_run(args, loaded, invocation)
+        return _print_dry_run(args, loaded, invocation, approve)
     from tui.cli.execute import execute, run_prepared
 
     if invocation.preflight is None:  # nothing selected runs: nothing to judge, the executor says so
@@ -273,10 +273,11 @@ def resume_command(args: argparse.Namespace, settings: Settings) -> int:
     )
 
 
-def _print_dry_run(args: argparse.Namespace, loaded: Loaded, invocation: Invocation) -> int:
+def _print_dry_run(args: argparse.Namespace, loaded: Loaded, invocation: Invocation, approve: str | None) -> int:
     """What a --continue would run, and (when it runs something) its pre-flight report; nothing changes."""
     selection, planned, preflight = invocation.selection, invocation.planned, invocation.preflight
     selected = selection.count(loaded.board)
+    approval = dry_run_approval(preflight, approve)
     if args.output == "json":
         write_state_json(
             sys.stdout.buffer,
@@ -289,7 +290,11 @@ def _print_dry_run(args: argparse.Namespace, loaded: Loaded, invocation: Invocat
             skipped=len(loaded.spec.plan) - selected,
             offset=args.offset,
             limit=args.limit,
-            extra={"preflight": preflight.to_json()} if preflight is not None else None,
+            extra=(
+                {"preflight": preflight.to_json(), **({"approve": approval} if approval else {})}
+                if preflight is not None
+                else None
+            ),
         )
         sys.stdout.buffer.flush()
         return 0
@@ -305,8 +310,8 @@ def _print_dry_run(args: argparse.Namespace, loaded: Loaded, invocation: Invocat
         title=f"backfill {loaded.store.id} (dry run: {human.count(selected)} partitions would run)",
     )
     if preflight is not None:
-        from tui.cli.preflight_text import write_report
-
         sys.stdout.write("\n")
         write_report(sys.stdout, preflight, hint=f"backfill --continue {loaded.store.id}")
+        if approval is not None:
+            sys.stdout.write(approve_line(preflight, approve, bool(approval["matches"])) + "\n")
     return 0
