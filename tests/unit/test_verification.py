@@ -34,6 +34,10 @@ TIME_INTERVAL = {"type": "table", "strategy": "time_interval", "incremental_key"
 WEDNESDAY = Interval(2, 1_704_844_800_000_000, 1_704_931_200_000_000)  # 2024-01-10, the plan's third day
 
 
+# Its module-scoped fixture is built once, on one worker, instead of once per worker (docs/testing.md).
+pytestmark = pytest.mark.xdist_group("verification")
+
+
 @pytest.fixture(scope="module")
 def facts(tmp_path_factory):
     """The pre-flight facts of a week (2024-01-08..12) of mid.daily, which landed 10 rows a day for five weeks
