@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -19,6 +20,13 @@ from tui.cli.arguments import IMPLEMENTED_VERBS, VERBS, UsageError
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
     code = _main(argv)
+    if argv is None and code == EXIT_CANCELLED:
+        # Stopped by a signal, every child waited for: the interpreter's own finish puts the default action back
+        # for any signal we handled, so the same signal sent again then (a supervisor repeating SIGTERM) would
+        # turn exit 130 into a death by that signal (143). Nothing is left to stop. (Only the command's own
+        # process: the warm runner calls main with arguments, partition after partition.)
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_IGN)
     if "distributed" in sys.modules:
         # Everything is written and closed. Dask's many objects make the interpreter's last collection take
         # 0.16 s of a user's wait for the prompt (benchmarks/dask_parts_bench.py); frozen, they are freed without
