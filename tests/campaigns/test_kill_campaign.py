@@ -196,8 +196,9 @@ def run_trial(seed: int, root: Path, home: dict[str, str], launcher: str = "comm
     halves = [orjson.loads(p.read_bytes()) for p in (backfill / "splits").glob("*.json")]
     if launcher == "split":  # every day split; what ran to success is its halves
         assert all(r["children"] for r in finished), context
-        assert len(halves) == 2 * days and all(h["status"] == "succeeded" for h in halves), context
-    for record in [r for r in finished if not r.get("children")] + halves:
+        # At least two halves a day: on a loaded machine a half can time out too, and split again (seen in CI).
+        assert len(halves) >= 2 * days and all(h["status"] == "succeeded" for h in halves), context
+    for record in [r for r in finished + halves if not r.get("children")]:
         last = record["attempts"][-1]
         assert last["run_id"] in done, f"a success nobody did, partition {record['index']}: {context}"
         if launcher != "warm":  # under warm the PID recorded is the runner's
