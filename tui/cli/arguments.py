@@ -198,11 +198,11 @@ def _run_option_flags(parser: argparse.ArgumentParser) -> None:
         extra: dict = {"help": option.help}
         if option.kind in (Kind.REPEATED, Kind.VARIABLES, Kind.STEPS):
             extra.update(action="append", default=[])
+        elif option.kind is Kind.FLAG:
+            extra.update(action="store_true")
         if option.kind is Kind.REPEATED:  # a selector or tag pattern: '' or ' x' selects or excludes nothing
             what = "a selector expression" if option.attribute == "selector" else "a tag or a glob of tags"
             extra["type"] = given_text(option.flag, what)
-        elif option.kind is Kind.FLAG:
-            extra.update(action="store_true")
         if option.choices is not None:
             extra["choices"] = option.choices
         if option.metavar is not None:
