@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from engine.base.boot_clock import boot_id
+from engine.base.processes import process_started
 from engine.base.settings import Settings
 from engine.execute.backfill import Prepared, create_backfill, state_root_for
 from engine.execute.executor import Outcome
@@ -185,9 +186,11 @@ def test_a_running_record_says_what_runs_where_before_the_child_ends(work):
         assert attempt["started_at"] and attempt["finished_at"] is None and attempt["launcher"] == "exec"
         assert attempt["generation"] == prepared.takeover.generation.number == 1
         child = psutil.Process(attempt["pid"])
-        # The start time follows the kernel's boot time, which moves by whole seconds as the clock is slewed (this
-        # process read it once, psutil again now): the birth names the child exactly.
-        assert abs(attempt["pid_started"] - child.create_time()) <= 1.01 and child.is_running()
+        # The start time follows the kernel's boot time, which moves by whole seconds as the clock is slewed (seen
+        # in CI: psutil read it 2 s later than the executor did), so it is compared with this process's own reading
+        # (read once, as the executor's was) and only roughly with psutil's; the birth names the child exactly.
+        assert attempt["pid_started"] == process_started(child.pid) and child.is_running()
+        assert abs(attempt["pid_started"] - child.create_time()) < 60
         ticks = Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
         assert attempt["pid_birth"] == f"{boot_id()}:{ticks}"
         assert executor.snapshot().running[0].pid == attempt["pid"]
