@@ -37,6 +37,8 @@ def changes_text(changes: dict[str, Any] | None) -> str | None:
         text = f"{table} +{change.get('added') or 0:,} -{change.get('removed') or 0:,}"
         if change.get("changed") is not None:
             text += f" ~{change['changed']:,}"
+        if change.get("key_breaks") and change.get("declared_key"):
+            text += f" (key {', '.join(change['declared_key'])} repeated or null)"
         parts.append(text)
     return ", ".join(parts)
 
@@ -64,7 +66,16 @@ def diff_lines(spec: BackfillSpec, interval: Interval, diffs: list[TableDiff]) -
 
 def summary(diff: TableDiff) -> str:
     """``mid.orders  by key id: +1 added, -1 removed, ~1 changed (3 rows before, 3 after)``."""
-    how = f"by key {', '.join(diff.key)}" if diff.key else "as multisets (no primary key)"
+    if diff.key:
+        how = f"by key {', '.join(diff.key)}"
+    elif diff.key_breaks and diff.declared_key:
+        breaks = diff.key_breaks
+        how = (
+            f"as multisets (its key {', '.join(diff.declared_key)} is repeated or null in "
+            f"{breaks['before']:,} rows before, {breaks['after']:,} after)"
+        )
+    else:
+        how = "as multisets (no primary key)"
     counts = diff.counts
     parts = [f"+{counts.get('added_total') or 0:,} added", f"-{counts.get('removed_total') or 0:,} removed"]
     if diff.key:

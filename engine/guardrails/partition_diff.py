@@ -2,8 +2,9 @@
 
 Before is the snapshot's copy (the table as it was before the backfill's first partition), after is the
 warehouse now, both inside the partition's window. Rows are matched by the asset's primary key where it declares
-one (added, removed, changed with the columns that differ); otherwise a table's rows are compared as multisets
-(added and removed). The warehouse and the snapshot are opened read-only: nothing is written. See docs/diff.md.
+one and the rows keep it (added, removed, changed with the columns that differ); otherwise — no key, or a key
+repeated or null on either side — a table's rows are compared as multisets (added and removed). The warehouse
+and the snapshot are opened read-only: nothing is written. See docs/diff.md.
 """
 
 from __future__ import annotations
@@ -18,7 +19,15 @@ from engine.base.errors import BackfillError, BadInput
 from engine.dates.plan import Interval
 from engine.pipeline.assets import Asset
 from engine.pipeline.materialization import Database, quote_identifier, quote_name, window_predicate
-from engine.pipeline.row_changes import SNAPSHOT_ALIAS, SNAPSHOT_INDEX, attach_snapshot, snapshot_tables, windowed
+from engine.pipeline.row_changes import (
+    SNAPSHOT_ALIAS,
+    SNAPSHOT_INDEX,
+    attach_snapshot,
+    changed_keys,
+    key_breaks,
+    snapshot_tables,
+    windowed,
+)
 from engine.pipeline.templating import Window
 from engine.spec.backfill_spec import BackfillSpec
 
@@ -42,11 +51,15 @@ class TableDiff:
     removed: list[dict[str, Any]] = field(default_factory=list)
     changed: list[dict[str, Any]] = field(default_factory=list)  # {key, before, after, columns}
     counts: dict[str, int | None] = field(default_factory=dict)  # added, removed, changed: all of them
+    declared_key: list[str] | None = None  # the asset's primary key, whether or not the rows keep it
+    key_breaks: dict[str, int] | None = None  # rows repeating the declared key or null in it, per side: no key used
 
     def to_json(self) -> dict[str, Any]:
         return {
             "table": self.table,
             "key": self.key,
+            "declared_key": self.declared_key,
+            "key_breaks": self.key_breaks,
             "before": self.before,
             "after": self.after,
             **{name: self.counts.get(name) for name in ("added_total", "removed_total", "changed_total")},
@@ -138,9 +151,11 @@ def diff_table(db: Database, asset: Asset, predicate: str, before_table: str | N
         if before_table is not None
         else f"(SELECT * FROM {quote_name(asset.name)} WHERE false)"
     )
-    key = asset.primary_key or None
+    broken = key_breaks(db, asset.primary_key, before, after)
+    key = None if broken is not None else asset.primary_key or None
     diff = TableDiff(asset.name, key, _scalar(db, f"SELECT count(*) FROM {before}"),
                      _scalar(db, f"SELECT count(*) FROM {after}"))  # fmt: skip
+    diff.declared_key, diff.key_breaks = asset.primary_key or None, broken
     if key:
         using = ", ".join(quote_identifier(column) for column in key)
         order = ", ".join(quote_identifier(column) for column in key)
@@ -148,7 +163,7 @@ def diff_table(db: Database, asset: Asset, predicate: str, before_table: str | N
         removed = f"SELECT b.* FROM {before} b ANTI JOIN {after} a USING ({using})"
         diff.added = _rows(db, f"{added} ORDER BY {order} LIMIT {limit}")
         diff.removed = _rows(db, f"{removed} ORDER BY {order} LIMIT {limit}")
-        changed = f"SELECT {order} FROM {after} a JOIN {before} b USING ({using}) WHERE hash(a) <> hash(b)"
+        changed = changed_keys(key, before, after)
         diff.counts = {
             "added_total": _scalar(db, f"SELECT count(*) FROM ({added})"),
             "removed_total": _scalar(db, f"SELECT count(*) FROM ({removed})"),
@@ -164,8 +179,8 @@ def diff_table(db: Database, asset: Asset, predicate: str, before_table: str | N
     else:
         added = f"{after} EXCEPT ALL {before}"
         removed = f"{before} EXCEPT ALL {after}"
-        diff.added = _rows(db, f"SELECT * FROM ({added}) LIMIT {limit}")
-        diff.removed = _rows(db, f"SELECT * FROM ({removed}) LIMIT {limit}")
+        diff.added = _rows(db, f"SELECT * FROM ({added}) ORDER BY ALL LIMIT {limit}")
+        diff.removed = _rows(db, f"SELECT * FROM ({removed}) ORDER BY ALL LIMIT {limit}")
         diff.counts = {
             "added_total": _scalar(db, f"SELECT count(*) FROM ({added})"),
             "removed_total": _scalar(db, f"SELECT count(*) FROM ({removed})"),

@@ -28,9 +28,10 @@ TIME_INTERVAL = {"type": "table", "strategy": "time_interval", "incremental_key"
 MERGE = {"type": "table", "strategy": "merge", "incremental_key": "day", "time_granularity": "date"}
 
 
-def _orders(root: Path, *, keyed: bool = True, materialization: dict | None = None) -> Repo:
+def _orders(root: Path, *, keyed: bool = True, materialization: dict | None = None, resent: bool = False) -> Repo:
     """mid.orders (time_interval on day) loaded from raw.src for two days; then raw.src changes on the first day:
-    id 2's amount, id 3 gone, id 7 new. The second day is unchanged."""
+    id 2's amount, id 3 gone, id 7 new (``resent``: and id 1's row sent a second time). The second day is
+    unchanged."""
     repo = Repo(root)
     columns = COLUMNS if keyed else [{**c, "primary_key": False} for c in COLUMNS]
     if materialization is MERGE:  # Bruin's merge updates only the columns marked update_on_merge
@@ -47,6 +48,7 @@ def _orders(root: Path, *, keyed: bool = True, materialization: dict | None = No
         "UPDATE raw.src SET amount = 25 WHERE id = 2",
         "DELETE FROM raw.src WHERE id = 3",
         "INSERT INTO raw.src VALUES (7, '2024-01-01', 70)",
+        *(["INSERT INTO raw.src VALUES (1, '2024-01-01', 10)"] if resent else []),
     )
     return repo
 
@@ -134,6 +136,36 @@ def test_without_a_key_rows_are_compared_as_multisets(tmp_path, home):
     [table] = json.loads(result.stdout)["partitions"][0]["tables"]
     assert sorted((r["id"], r["amount"]) for r in table["added"]) == [(2, 25), (7, 70)]
     assert sorted((r["id"], r["amount"]) for r in table["removed"]) == [(2, 20), (3, 30)]
+
+
+def test_a_row_sent_twice_under_a_declared_key_is_shown_not_matched_away(tmp_path, home):
+    """The source re-sent id 1's row, so the day's table holds id 1 twice under a declared primary key. Matched by
+    that key the copy would vanish (+1 −1 ~1, as if nothing were duplicated); instead the record, ``diff`` and the
+    preview compare the rows as multisets, count the copy as added, and say the key does not hold."""
+    repo = _orders(tmp_path, resent=True)
+    preview = run_backfill(
+        *REASON, "p", "--start-date", "2024-01-01", "--end-date", "2024-01-02", "--dry-run", "--preview",
+        cwd=repo.root, env=home,
+    )  # fmt: skip
+    assert preview.returncode == 0, preview.stdout + preview.stderr
+    multisets = (
+        "mid.orders  as multisets (its key id is repeated or null in 0 rows before, 1 after): +3 added, -2 removed"
+    )
+    assert multisets in preview.stdout
+    backfill = _backfill(repo, home)
+    first, second = records(backfill)
+    assert first["attempts"][-1]["row_changes"]["mid.orders"] == {
+        "key": None, "declared_key": ["id"], "key_breaks": {"before": 0, "after": 1},
+        "before": 3, "after": 4, "added": 3, "removed": 2, "changed": None,
+    }  # fmt: skip
+    assert second["attempts"][-1]["row_changes"]["mid.orders"]["key"] == ["id"]  # the key holds there
+    result = run_backfill("diff", backfill.name, "--output", "json", cwd=repo.root, env=home)
+    assert result.returncode == 0, result.stderr
+    [table] = json.loads(result.stdout)["partitions"][0]["tables"]
+    assert (table["key"], table["declared_key"], table["key_breaks"]) == (None, ["id"], {"before": 0, "after": 1})
+    assert [(r["id"], r["amount"]) for r in table["added"]] == [(1, 10), (2, 25), (7, 70)]
+    assert [(r["id"], r["amount"]) for r in table["removed"]] == [(2, 20), (3, 30)]
+    assert multisets in run_backfill("diff", backfill.name, cwd=repo.root, env=home).stdout
 
 
 def test_diff_bad_input(tmp_path, home):
