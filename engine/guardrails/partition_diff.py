@@ -104,12 +104,13 @@ def diff_partitions(
             "nothing that changes data): see docs/diff.md"
         )
     assets = assets_of(spec)
-    wanted = [(database, name, entry) for (database, name), entry in sorted(tables.items())
-              if name in assets and windowed(assets[name])]  # fmt: skip
+    windowed_tables = [(database, name, entry) for (database, name), entry in sorted(tables.items())
+                       if name in assets and windowed(assets[name])]  # fmt: skip
+    wanted = windowed_tables
     if table is not None:
-        wanted = [w for w in wanted if w[1] == table.lower()]
+        wanted = [w for w in windowed_tables if w[1] == table.lower()]
         if not wanted:
-            shown = ", ".join(sorted({name for _, name in tables if name in assets})) or "none"
+            shown = ", ".join(sorted({name for _, name, _ in windowed_tables})) or "none"
             raise BadInput(f"--table {table!r} is not a windowed table of this backfill's snapshot: use one of {shown}")
     results: list[tuple[Interval, list[TableDiff]]] = [(interval, []) for interval in intervals]
     by_database: dict[str, list[tuple[str, dict[str, Any]]]] = {}
