@@ -40,6 +40,16 @@ def strategy_of(asset: Asset) -> str:
     return m.strategy or "create+replace"
 
 
+def refreshed_every_run(asset: Asset, strategy: str) -> bool:
+    """``parameters.full_refresh: true`` (not restricted) on a table: every run rebuilds it whole."""
+    return asset.always_full_refresh and not asset.full_refresh_restricted and strategy not in ("view", "none")
+
+
+def rebuilds_table(asset: Asset, strategy: str) -> bool:
+    """Whether a run replaces the whole table with its query's rows."""
+    return strategy in REBUILDING or refreshed_every_run(asset, strategy)
+
+
 def uses_interval(asset: Asset, pipeline: Pipeline, variables: dict[str, Any]) -> bool:
     """Whether a run of the asset depends on its interval: its strategy, modifiers, ``BRUIN_*_DATE`` in a
     script, or SQL that renders differently for two windows once comments are stripped (a comment that

@@ -13,6 +13,8 @@ from engine.guardrails.asset_risk import (
     NOT_DELETING,
     RAW_SCHEMAS,
     REBUILDING,
+    rebuilds_table,
+    refreshed_every_run,
 )
 from engine.guardrails.facts import Facts
 from engine.guardrails.table_snapshot import measured_copy_rate
@@ -71,6 +73,10 @@ def materialization(facts: Facts) -> PreflightCheck:
                 findings.append(finding)
                 if asset_facts.rows_in_range:
                     entry["rows_in_range"] = asset_facts.rows_in_range
+            shrinking = _shrinking(asset_facts, facts)
+            if shrinking is not None:  # the run deletes rows and puts back far fewer: the source lost them
+                entry["rows_replaced"], entry["sample_rows"] = asset_facts.replaced_rows, asset_facts.sample_rows
+                findings.append((APPROVAL, shrinking))
             if asset_facts.sample_outside:  # the query lies about its window: each partition adds these rows
                 entry["sample_rows_outside_window"] = asset_facts.sample_outside
                 findings.append(
@@ -104,6 +110,30 @@ def materialization(facts: Facts) -> PreflightCheck:
         return warned(name, findings[0][1], **evidence)
     shown = ", ".join(sorted({a.strategy for a in facts.selected}))
     return passed(name, f"strategies safe per partition: {shown}", **evidence)
+
+
+def _shrinking(facts_of, facts: Facts) -> str | None:
+    """Why the first partition's run would leave the table with far fewer rows than it deletes (fewer than
+    ``verify_low``, verification's floor: a source that lost a day, a filter that went wrong), or None.
+    Verification would stop the backfill after that partition, with its rows already gone."""
+    replaced, sample = facts_of.replaced_rows, facts_of.sample_rows
+    if not replaced or sample is None:
+        return None
+    low = facts.settings.limits.verify_low
+    if sample >= low * replaced:
+        return None
+    asset, label = facts_of.asset, facts_of.strategy
+    if rebuilds_table(asset, facts_of.strategy):
+        what = "the whole table"
+        label += ", parameters.full_refresh" if refreshed_every_run(asset, facts_of.strategy) else ""
+    elif facts_of.strategy == "time_interval":
+        what = "the rows in its window"
+    else:
+        what = f"the rows of the {asset.materialization.incremental_key} values it returns"
+    return (
+        f"{asset.name} ({label}): the first partition's query returns {sample:,} rows where its run "
+        f"deletes {replaced:,} ({what}) — fewer than {low:.0%} of them"
+    )
 
 
 def _hook_findings(asset_facts) -> list[tuple[str, str]]:
@@ -160,9 +190,7 @@ def _strategy_finding(facts_of, partitions: int) -> tuple[str, str] | str | None
     """What one selected asset's strategy risks: (tier, why), ``"rebuilt"`` (safe, repeated) or None."""
     asset, strategy = facts_of.asset, facts_of.strategy
     label = f"{asset.name} ({strategy})"
-    always_refreshed = (
-        asset.always_full_refresh and not asset.full_refresh_restricted and strategy not in ("view", "none")
-    )
+    always_refreshed = refreshed_every_run(asset, strategy)
     if always_refreshed:
         label = f"{asset.name} ({strategy}, parameters.full_refresh)"
     if strategy in REBUILDING or always_refreshed:

@@ -53,6 +53,10 @@ class AssetFacts:
     # append: the sample's rows already in the table, matched on every column (INTERSECT ALL), whatever the
     # key says (a load-date key hides duplicates from a count by window).
     sample_existing: int | None = None
+    # the table's rows the first partition's run deletes before it inserts its query's: those in its window
+    # (time_interval), those of the keys the query returns (delete+insert), the whole table (a rebuild); None when
+    # it deletes none, or there is no table or sample
+    replaced_rows: int | None = None
     past_rows: list[int] = field(default_factory=list)  # rows past succeeded runs wrote, per partition length
     # pre and post hooks as the first partition's run renders them (macros and variables included), each as written
     # where it cannot be rendered here: a hook's statements are judged from what it runs, not from its text.
@@ -320,6 +324,11 @@ def _inspect_table(facts: Facts, warehouse: Warehouse, asset_facts: AssetFacts) 
                 asset_facts.sample_outside = warehouse.count_outside(asset, query, window)
             if strategy == "append" and asset_facts.table_rows:
                 asset_facts.sample_existing = warehouse.count_existing(asset, query)
+            if asset_facts.table_rows:
+                from engine.guardrails.asset_risk import rebuilds_table
+
+                whole = rebuilds_table(asset, asset_facts.strategy)
+                asset_facts.replaced_rows = warehouse.count_replaced(asset, query, window, whole=whole)
         except Exception as error:  # undecided is never a pass: the certainty check makes it human-only
             facts.errors.setdefault("materialization", f"cannot compare {asset.name}'s sample: {_first_line(error)}")
 

@@ -111,6 +111,27 @@ class Warehouse:
         predicate = window_predicate(self.database(), asset, window)
         return int(self.database().scalar(f"SELECT count(*) FROM ({query}) WHERE ({predicate}) IS NOT TRUE"))
 
+    def count_replaced(self, asset: Asset, query: str, window: Window, *, whole: bool) -> int | None:
+        """How many of the table's rows a run deletes before it inserts ``query``'s: all of them (``whole``: a
+        rebuild), those in ``window`` (time_interval), those whose key ``query`` returns (delete+insert, as the
+        runner deletes); None for a strategy that deletes nothing, or no table."""
+        if whole:
+            return self.rows(asset.name)
+        key, strategy = asset.materialization.incremental_key, asset.materialization.strategy
+        if not key or not self.exists(asset.name):
+            return None
+        if strategy == "time_interval":
+            return self.rows_in_window(asset, window)
+        if strategy == "delete+insert":
+            column = quote_identifier(key)
+            return int(
+                self.database().scalar(
+                    f"SELECT count(*) FROM {quote_name(asset.name)} WHERE {column} IN "
+                    f"(SELECT DISTINCT {column} FROM ({query}))"
+                )
+            )
+        return None
+
     def count_existing(self, asset: Asset, query: str) -> int:
         """How many rows of ``query`` the table already holds, row for row (``INTERSECT ALL``, so two copies in
         the query and one in the table count once), on the query's columns."""

@@ -1021,3 +1021,56 @@ def test_a_restore_gives_back_the_tables_the_hooks_wrote(daily, home):
     assert "mid.audit: 3 rows put back" in restored.stdout
     assert daily.query("SELECT * FROM mid.audit ORDER BY ALL") == before
     assert daily.query("SELECT count(*) FROM information_schema.tables WHERE table_name = 'made_by_hook'") == [(0,)]
+
+
+def test_a_run_that_would_delete_rows_and_put_back_far_fewer_needs_approval(daily, home):
+    """The source lost days that the table holds: a time_interval run over them deletes each window's ten rows
+    and writes none. Before, every check passed (auto) and verification stopped the backfill only after the
+    first day's rows were gone; now the pre-flight counts what the first partition's run deletes against what
+    its query returns and holds it for approval, and a run without ``--approve`` changes nothing. The same for a
+    delete+insert whose query returns 4 of a day's 10 rows, and for a one-day rebuild of a whole table (declared
+    ``parameters.full_refresh``, or create+replace); a query that puts back as many rows as it deletes stays
+    auto."""
+    before = daily.query("SELECT * FROM mid.daily ORDER BY ALL")
+    past = ("--start-date", "2024-01-01", "--end-date", "2024-01-05")
+    assert dry_checks(daily, home, start="2024-01-01", end="2024-01-05")["verdict"] == "auto"  # ten rows for ten
+    daily.sql("mid.daily", "SELECT DATE '{{ start_date }}' AS day, 1 AS n WHERE false", depends=["raw.events"],
+              materialization=TIME_INTERVAL)  # fmt: skip
+    checks = dry_checks(daily, home, start="2024-01-01", end="2024-01-05")
+    assert (checks["verdict"], checks["materialization"]["tier"]) == ("approval", "approval")
+    assert checks["materialization"]["detail"] == (
+        "mid.daily (time_interval): the first partition's query returns 0 rows where its run deletes 10 (the rows "
+        "in its window) — fewer than 50% of them"
+    )
+    entry = checks["materialization"]["evidence"]["assets"]["mid.daily"]
+    assert (entry["rows_replaced"], entry["sample_rows"]) == (10, 0)
+    ran = run_backfill("p", *past, "--reason", "r", "--no-progress", cwd=daily.root, env=home)
+    assert ran.returncode == 4, ran.stdout + ran.stderr
+    assert daily.query("SELECT * FROM mid.daily ORDER BY ALL") == before
+    daily.sql(
+        "mid.daily",
+        "SELECT CAST(range AS DATE) AS day, n FROM range(DATE '{{ start_date }}', DATE '{{ end_date }}' + "
+        "INTERVAL 1 DAY, INTERVAL 1 DAY), range(4) AS t(n)",
+        depends=["raw.events"],
+        materialization={**TIME_INTERVAL, "strategy": "delete+insert"},
+    )
+    detail = dry_checks(daily, home, start="2024-01-01", end="2024-01-05")["materialization"]["detail"]
+    assert detail == (
+        "mid.daily (delete+insert): the first partition's query returns 4 rows where its run deletes 10 (the rows "
+        "of the day values it returns) — fewer than 50% of them"
+    )
+    redeclare_daily(daily, parameters={"full_refresh": True})  # every run rebuilds the table from its one day
+    detail = dry_checks(daily, home, start="2024-01-03", end="2024-01-03")["materialization"]["detail"]
+    assert detail == (
+        "mid.daily (time_interval, parameters.full_refresh): the first partition's query returns 10 rows where its "
+        "run deletes 380 (the whole table) — fewer than 50% of them"
+    )
+    daily.execute("CREATE SCHEMA mart", "CREATE TABLE mart.recent AS SELECT * FROM mid.daily")  # 380 rows
+    daily.sql("mart.recent", "SELECT * FROM mid.daily WHERE day BETWEEN '{{ start_date }}' AND '{{ end_date }}'",
+              depends=["mid.daily"], materialization={"type": "table"})  # fmt: skip
+    checks = dry_checks(daily, home, "--selector", "mart.recent", start="2024-01-03", end="2024-01-03")
+    assert checks["materialization"]["tier"] == "approval", checks["materialization"]
+    assert checks["materialization"]["detail"] == (
+        "mart.recent (create+replace): the first partition's query returns 10 rows where its run deletes 380 (the "
+        "whole table) — fewer than 50% of them"
+    )

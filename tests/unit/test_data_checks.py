@@ -412,3 +412,35 @@ def test_delete_insert_snapshots_only_the_rows_in_its_range_and_the_time_keeps_o
     partial = fact("mid.d", "delete+insert", table_rows=90_000, rows_in_range=7_000)
     cost = snapshot_cost(facts_of(partial, backfills=[SimpleNamespace(directory=directory)]))
     assert (cost["rows"], cost["rows_per_second"], cost["seconds"]) == (7_000, 30_000, 0.2)
+
+
+def test_a_run_that_puts_back_fewer_than_verify_low_of_the_rows_it_deletes_needs_approval():
+    """Per strategy, what the first partition's run deletes against what its query returns: below ``verify_low``
+    (0.4 here) of them, approval naming both counts and what is deleted, with both in the evidence; exactly at the
+    floor, or nothing deleted, or no sample, no finding."""
+
+    def judge(strategy: str, replaced, sample, partitions: int = 1, key: str | None = "day"):
+        asset = fact("mid.t", strategy, key=key, table_rows=500)
+        asset.replaced_rows, asset.sample_rows = replaced, sample
+        facts = facts_of(asset, partitions=partitions)
+        facts.settings = SimpleNamespace(limits=SimpleNamespace(verify_low=0.4))
+        return materialization(facts)
+
+    check = judge("time_interval", 10, 3)
+    assert judged(check) == ("fail", "approval", "mid.t (time_interval): the first partition's query returns 3 rows "
+                             "where its run deletes 10 (the rows in its window) — fewer than 40% of them")  # fmt: skip
+    entry = check.evidence["assets"]["mid.t"]
+    assert (entry["rows_replaced"], entry["sample_rows"]) == (10, 3)
+    assert judged(judge("delete+insert", 1_000, 0))[2] == (
+        "mid.t (delete+insert): the first partition's query returns 0 rows where its run deletes 1,000 (the rows of "
+        "the day values it returns) — fewer than 40% of them"
+    )
+    assert judged(judge("truncate+insert", 10, 3, key=None))[2].endswith(
+        "deletes 10 (the whole table) — fewer than 40% of them"
+    )
+    for replaced, sample in ((10, 4), (0, 0), (None, 0), (10, None)):
+        check = judge("time_interval", replaced, sample)
+        assert str(check.tier) == "auto" and "rows_replaced" not in check.evidence["assets"]["mid.t"], (
+            replaced,
+            sample,
+        )
