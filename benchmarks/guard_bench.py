@@ -53,9 +53,19 @@ def make_repository(root: Path) -> Path:
     return root
 
 
-def run(argv: list[str], cwd: Path) -> float:
+# A partition's run as its backfill starts it: the IDs on the command line and in the environment.
+AS_PARTITION = ("--backfill-id", "bench-fence", "--run-id", "bench-fence-p0-a1", "--partition-id", "bench-p0")
+PARTITION_ENV = {
+    "BACKFILL_ID": "bench-fence",
+    "BACKFILL_RUN_ID": "bench-fence-p0-a1",
+    "BACKFILL_PARTITION_ID": "bench-p0",
+}
+
+
+def run(argv: list[str], cwd: Path, extra_env: dict[str, str] | None = None) -> float:
     started = time.perf_counter()
-    result = subprocess.run(argv, cwd=cwd, env=installed_environment(), capture_output=True, text=True)
+    env = {**installed_environment(), **(extra_env or {})}
+    result = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({result.returncode}): {result.stderr[-2000:]}")
     return time.perf_counter() - started
@@ -195,7 +205,7 @@ def fence_cost(scratch: Path, runs: int) -> tuple[float, float]:
     plain, fenced = [], []
     for _ in range(runs):
         plain.append(run(day, root))
-        fenced.append(run([*day, "--backfill-id", "bench-fence"], root))
+        fenced.append(run([*day, *AS_PARTITION], root, PARTITION_ENV))
     return median(plain), median(fenced)
 
 

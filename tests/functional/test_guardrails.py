@@ -731,6 +731,38 @@ def test_a_delete_style_strategy_on_a_raw_table_is_never_run_by_hand(daily, home
     assert daily.query("SELECT * FROM raw.landing") == [(1,)]
 
 
+def test_a_backfill_id_given_by_hand_does_not_walk_around_the_checks_of_a_run_by_hand(daily, home):
+    """``--backfill-id`` marks a backfill's own partition runs, which skip the checks of a run by hand (their
+    pre-flight judged them). Given by hand — alone, or with a partition run's whole command line copied from a
+    log — it is one line and exit 2, and the raw table it would have rebuilt is never created; the flags that
+    only go with it are refused without it. With the IDs the executor sets in the run's environment too, the run
+    is a partition's and runs."""
+    day = ("--start-date", "2024-01-08", "--end-date", "2024-01-08", "--select", "raw.landing")
+    daily.sql("raw.landing", "SELECT 1 AS x", materialization={"type": "table"})
+    tables = "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'raw'"
+    child = ("--backfill-id", "bf-1", "--run-id", "bf-1-p0-a1", "--partition-id", "9b0c")
+    for flags in (("--backfill-id", "bf-1"), child, (*child, "--full-refresh")):
+        refused = daily.run(*day, *flags, env=home)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert refused.stderr == (
+            "backfill: error: --backfill-id 'bf-1' is how a backfill starts its own partitions (with --run-id and "
+            "--partition-id, and BACKFILL_ID, BACKFILL_RUN_ID, BACKFILL_PARTITION_ID the same in their environment): "
+            "a run by hand leaves it out and is judged as one\n"
+        ), refused.stderr
+    copied = daily.run(*day, *child, env={**home, "BACKFILL_ID": "bf-1", "BACKFILL_RUN_ID": "bf-1-p0-a2",
+                                          "BACKFILL_PARTITION_ID": "9b0c"})  # fmt: skip
+    assert copied.returncode == 2 and "(with --run-id and --partition-id, and BACKFILL_RUN_ID the same" in copied.stderr
+    for flag, value in (("--partition-id", "9b0c"), ("--backfill-total", "3"), ("--row-changes-from", "s.json")):
+        alone = daily.run(*day, flag, value, env=home)
+        assert alone.returncode == 2 and alone.stderr == (
+            f"backfill: error: {flag} goes only with --backfill-id, which a backfill gives its own partitions' runs\n"
+        ), alone.stderr
+    assert daily.query(tables) == []
+    started = {**home, "BACKFILL_ID": "bf-1", "BACKFILL_RUN_ID": "bf-1-p0-a1", "BACKFILL_PARTITION_ID": "9b0c"}
+    daily.run_ok(*day, *child, env=started)
+    assert daily.query(tables) == [("landing",)]
+
+
 def test_the_level_follows_the_warehouse_file(daily, home):
     """A sandbox environment whose connection points at the file a production environment uses gets
     production's rules (nothing auto), naming the environment and file; pointing at its own file it keeps

@@ -190,11 +190,14 @@ def test_run_record_holds_interval_options_assets_and_backfill_fields(tmp_path):
         "r-7",
         "--backfill-id",
         "bf-1",
+        "--partition-id",
+        "p-1",
         "--backfill-total",
         "40",
         "--workers",
         "3",
-    )
+        env={"BACKFILL_ID": "bf-1", "BACKFILL_RUN_ID": "r-7", "BACKFILL_PARTITION_ID": "p-1"},
+    )  # as a backfill starts a partition's run
     path = repo.root / "logs" / "runs" / "r-7.json"
     assert str(path) in result.stdout
     record = json.loads(path.read_text())

@@ -66,8 +66,37 @@ def _continued(request, args):
     return continued.request
 
 
+# A backfill starts each partition's run with these, and with the first three in its environment too.
+_AS_CHILD = {"BACKFILL_ID": "backfill_id", "BACKFILL_RUN_ID": "run_id", "BACKFILL_PARTITION_ID": "partition_id"}
+_CHILD_ONLY = ("--partition-id", "--backfill-total", "--row-changes-from")
+
+
+def _check_started_by_a_backfill(args) -> None:
+    """``--backfill-id`` marks a partition's run, started by its backfill's executor, whose pre-flight judged it:
+    such a run skips the checks of a run by hand. Given by hand (a child's command line copied from a log, say),
+    it would walk around them, so it is taken only with the run and partition IDs the executor passes, matching
+    the executor's environment; the flags that only go with it are refused without it."""
+    if not args.backfill_id:
+        given = [flag for flag in _CHILD_ONLY if getattr(args, flag[2:].replace("-", "_")) is not None]
+        if given:
+            raise BadInput(f"{given[0]} goes only with --backfill-id, which a backfill gives its own partitions' runs")
+        return
+    unmatched = [
+        name
+        for name, flag in _AS_CHILD.items()
+        if not getattr(args, flag) or os.environ.get(name) != getattr(args, flag)
+    ]
+    if unmatched:
+        raise BadInput(
+            f"--backfill-id {args.backfill_id!r} is how a backfill starts its own partitions (with --run-id and "
+            f"--partition-id, and {', '.join(unmatched)} the same in their environment): a run by hand leaves it out "
+            "and is judged as one"
+        )
+
+
 def run_command(argv: list[str]) -> int:
     args = run_parser().parse_args(argv)
+    _check_started_by_a_backfill(args)
     start, end, full_refresh = _bruin_flags(args)
     args.full_refresh = full_refresh
     request = RunRequest(
