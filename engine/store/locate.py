@@ -44,9 +44,12 @@ def locate_backfill(backfill_id: str, state_dir: str | None, cwd: Path) -> tuple
         lines += [_candidate_line(directory) for _, directory in matches[:10]]
     else:
         recent = sorted((d for root in roots for d in _backfill_dirs(root)), key=lambda d: d.name, reverse=True)
-        lines = [f"no backfill {backfill_id!r}. Searched {searched}" + ("; the most recent:" if recent else ".")]
+        how = "run from the repository it was started in, or pass the same --state-dir"
+        if not recent:  # nothing to list: one line
+            raise BadInput(f"no backfill {backfill_id!r} in {searched}: {how}")
+        lines = [f"no backfill {backfill_id!r}. Searched {searched}; the most recent:"]
         lines += [_candidate_line(directory) for directory in recent[:5]]
-        lines.append("run from the repository it was started in, or pass the same --state-dir")
+        lines.append(how)
     raise BadInput("\n".join(lines))
 
 

@@ -56,8 +56,8 @@ def test_bad_counts_are_one_clean_line(work, home, value, problem):
 
 
 def test_show_searches_every_store_and_lists_candidates(work, home):
-    """A prefix found only in --state-dir is not found without it: the error names the stores searched and
-    the most recent backfills; an ambiguous prefix lists the candidates; with --state-dir it is found."""
+    """A prefix found only in --state-dir is not found without it: one line naming the stores searched (none of
+    them holds a backfill to list); an ambiguous prefix lists the candidates; with --state-dir it is found."""
     for _ in range(2):
         assert (
             run_backfill(*GUARD, "--command", "true", *DAY, "--state-dir", "elsewhere", cwd=work, env=home).returncode
@@ -66,7 +66,7 @@ def test_show_searches_every_store_and_lists_candidates(work, home):
     names = sorted(p.name for p in state_dirs(work / "elsewhere"))
     result = run_backfill("show", "2", "--output", "text", cwd=work, env=home)
     assert result.returncode == 2
-    assert result.stderr.startswith("backfill: error: no backfill '2'. Searched ")
+    assert result.stderr.startswith("backfill: error: no backfill '2' in ") and result.stderr.count("\n") == 1
     assert str(work / "logs" / "backfills") in result.stderr and "state" in result.stderr
     ambiguous = run_backfill("show", names[0][:8], "--state-dir", "elsewhere", "--output", "text", cwd=work, env=home)
     assert ambiguous.returncode == 2
