@@ -435,8 +435,18 @@ def test_a_run_that_puts_back_fewer_than_verify_low_of_the_rows_it_deletes_needs
         "mid.t (delete+insert): the first partition's query returns 0 rows where its run deletes 1,000 (the rows of "
         "the day values it returns) — fewer than 40% of them"
     )
-    assert judged(judge("truncate+insert", 10, 3, key=None))[2].endswith(
-        "deletes 10 (the whole table) — fewer than 40% of them"
+    assert judged(judge("truncate+insert", 10, 3, key=None))[2] == (
+        "mid.t (truncate+insert): the first partition's query returns 3 rows where its run deletes 10 (the whole "
+        "table) — fewer than 40% of them"
+    )
+    asset = fact("mid.t", "time_interval", table_rows=500)
+    asset.asset.always_full_refresh = True  # parameters.full_refresh: every run rebuilds it whole
+    asset.replaced_rows, asset.sample_rows = 500, 10
+    refreshed = facts_of(asset, partitions=1)
+    refreshed.settings = SimpleNamespace(limits=SimpleNamespace(verify_low=0.4))
+    assert judged(materialization(refreshed))[2] == (
+        "mid.t (time_interval, parameters.full_refresh): the first partition's query returns 10 rows where its run "
+        "deletes 500 (the whole table) — fewer than 40% of them"
     )
     for replaced, sample in ((10, 4), (0, 0), (None, 0), (10, None)):
         check = judge("time_interval", replaced, sample)

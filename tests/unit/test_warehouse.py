@@ -231,3 +231,24 @@ def test_a_child_opening_a_file_reads_a_lock_only_from_duckdb_s_words(tmp_path):
     broken.write_bytes(b"not a database" * 100)
     with pytest.raises(duckdb.IOException, match="not a valid DuckDB database file"):
         open_database(Connection("duckdb", "db", broken, True, None))
+
+
+def test_the_rows_a_run_deletes_before_it_inserts_are_counted_as_the_runner_deletes(events):
+    """What a run deletes: the window's rows for time_interval (the 2nd–3rd: three), the rows whose key the query
+    returns for delete+insert (the 3rd's two; a NULL key matches nothing), the whole table for a rebuild (seven);
+    nothing for an append or a merge, or an unkeyed time_interval; None without the table."""
+    warehouse = Warehouse.open(events)
+    try:
+        window = day_window("2024-01-02", "2024-01-03")
+        third = "SELECT * FROM (VALUES (TIMESTAMP '2024-01-03 12:00:00'), (NULL)) v(ts)"
+        counted = warehouse.count_replaced
+        assert counted(asset(), third, window, whole=False) == 3
+        assert counted(asset(strategy="delete+insert"), third, window, whole=False) == 2
+        assert counted(asset(strategy="append"), third, window, whole=True) == 7
+        assert counted(asset(strategy="append"), third, window, whole=False) is None
+        assert counted(asset(strategy="merge"), third, window, whole=False) is None
+        assert counted(asset(key=None), third, window, whole=False) is None
+        assert counted(asset("main.gone"), third, window, whole=False) is None
+        assert counted(asset("main.gone"), third, window, whole=True) is None
+    finally:
+        warehouse.close()
