@@ -160,3 +160,25 @@ def test_a_timeout_stops_the_remote_child_and_records_a_failure(work):
     assert record["attempts"][0]["error"] == "timed out after 500ms"
     assert record["attempts"][0]["exit_code"] < 0  # ended by the executor's signal, not by running out its 60 s
     assert not alive(record["attempts"][0]["pid"])
+
+
+def test_a_pipeline_backfill_runs_its_partitions_on_the_cluster(tmp_path, home):
+    """A pipeline's partitions run as `backfill run` on the cluster's workers, each started as its backfill's own
+    (`--backfill-id` with the run and partition IDs in its environment, which a run by hand is refused without):
+    every partition succeeds and writes its day."""
+    from tests.builder import Repo
+
+    repo = Repo(tmp_path / "repo")
+    day = {"type": "table", "strategy": "time_interval", "incremental_key": "day", "time_granularity": "date"}
+    repo.sql("s.t", "SELECT DATE '{{ start_date }}' AS day, 1 AS x", materialization=day)
+    result = run_backfill(
+        "p", "--start-date", "2024-01-01", "--end-date", "2024-01-03", "--launcher", "dask-local:2", "--reason",
+        "test", "--no-progress", cwd=repo.root, env=home,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "on dask local cluster: 2 workers" in result.stdout
+    [backfill] = (repo.root / "logs" / "backfills").iterdir()
+    assert [r["status"] for r in records(backfill)] == ["succeeded"] * 3
+    assert repo.query("SELECT CAST(day AS VARCHAR) FROM s.t ORDER BY day") == [
+        ("2024-01-01",), ("2024-01-02",), ("2024-01-03",)
+    ]  # fmt: skip
