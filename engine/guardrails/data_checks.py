@@ -77,6 +77,9 @@ def materialization(facts: Facts) -> PreflightCheck:
             if shrinking is not None:  # the run deletes rows and puts back far fewer: the source lost them
                 entry["rows_replaced"], entry["sample_rows"] = asset_facts.replaced_rows, asset_facts.sample_rows
                 findings.append((APPROVAL, shrinking))
+            if asset_facts.sample_missing:  # every run would fail rather than write NULL in these columns
+                entry["sample_missing_columns"] = asset_facts.sample_missing
+                findings.append((NEVER, _missing_columns(asset_facts)))
             if asset_facts.sample_outside:  # the query lies about its window: each partition adds these rows
                 entry["sample_rows_outside_window"] = asset_facts.sample_outside
                 findings.append(
@@ -133,6 +136,18 @@ def _shrinking(facts_of, facts: Facts) -> str | None:
     return (
         f"{asset.name} ({label}): the first partition's query returns {sample:,} rows where its run "
         f"deletes {replaced:,} ({what}) — fewer than {low:.0%} of them"
+    )
+
+
+def _missing_columns(facts_of) -> str:
+    """The table's columns the first partition's query no longer returns: its run would write them NULL (``INSERT
+    … BY NAME``), so it refuses, and so would every partition's."""
+    missing = facts_of.sample_missing
+    named = f"column {missing[0]}" if len(missing) == 1 else f"columns {', '.join(missing)}"
+    return (
+        f"{facts_of.asset.name} ({facts_of.strategy}): the first partition's query returns no {named} of the "
+        "table; every run would fail rather than write NULL there (return it from the query, or drop it from "
+        "the table)"
     )
 
 

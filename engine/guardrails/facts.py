@@ -57,6 +57,9 @@ class AssetFacts:
     # (time_interval), those of the keys the query returns (delete+insert), the whole table (a rebuild); None when
     # it deletes none, or there is no table or sample
     replaced_rows: int | None = None
+    # append, truncate+insert, delete+insert, time_interval: the table's columns the sample does not return (the
+    # run refuses to insert rows without them rather than write NULL there)
+    sample_missing: list[str] = field(default_factory=list)
     past_rows: list[int] = field(default_factory=list)  # rows past succeeded runs wrote, per partition length
     # pre and post hooks as the first partition's run renders them (macros and variables included), each as written
     # where it cannot be rendered here: a hook's statements are judged from what it runs, not from its text.
@@ -320,6 +323,7 @@ def _inspect_table(facts: Facts, warehouse: Warehouse, asset_facts: AssetFacts) 
             return
         strategy = asset.materialization.strategy
         try:
+            asset_facts.sample_missing = warehouse.missing_columns(asset, query)
             if strategy in WINDOWED and asset.materialization.incremental_key:
                 asset_facts.sample_outside = warehouse.count_outside(asset, query, window)
             if strategy == "append" and asset_facts.table_rows:

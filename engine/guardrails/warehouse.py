@@ -14,7 +14,14 @@ from typing import Any
 from engine.dates.instants import to_datetime
 from engine.pipeline.assets import Asset
 from engine.pipeline.duckdb_pool import lock_holder
-from engine.pipeline.materialization import Database, quote_identifier, quote_name, window_predicate
+from engine.pipeline.materialization import (
+    INSERTING,
+    Database,
+    missing_columns,
+    quote_identifier,
+    quote_name,
+    window_predicate,
+)
 from engine.pipeline.templating import Window
 
 
@@ -131,6 +138,13 @@ class Warehouse:
                 )
             )
         return None
+
+    def missing_columns(self, asset: Asset, query: str) -> list[str]:
+        """The table's columns ``query`` does not return, for a strategy that inserts into the table as it is
+        (the run refuses them rather than write NULL there); none for the others or without a table."""
+        if asset.materialization.strategy not in INSERTING or not self.exists(asset.name):
+            return []
+        return missing_columns(self.database(), asset.name, query)
 
     def count_existing(self, asset: Asset, query: str) -> int:
         """How many rows of ``query`` the table already holds, row for row (``INTERSECT ALL``, so two copies in

@@ -26,9 +26,11 @@ from engine.pipeline.templating import Window
 
 __all__ = [
     "Database",
+    "MissingColumns",
     "OutsideWindowChanged",
     "RunStopped",
     "materialize",
+    "missing_columns",
     "quote_identifier",
     "quote_name",
     "window_predicate",
@@ -113,6 +115,8 @@ def materialize(
             return db.count(f"CREATE OR REPLACE TABLE {target} AS {query}")
         if not db.table_exists(asset.name):
             return db.count(f"CREATE TABLE {target} AS {query}")
+        if strategy in INSERTING and (missing := missing_columns(db, asset.name, query)):
+            raise MissingColumns(asset.name, missing)  # a query that lost a column would blank it
         if strategy == "append":
             return db.count(f"INSERT INTO {target} BY NAME {query}")
         if strategy == "truncate+insert":
@@ -134,6 +138,19 @@ def materialize(
         raise ValueError(f"unsupported strategy {strategy}")
 
     return run_in_transaction(db, work)
+
+
+# Strategies that insert the query's rows by name into the table as it is: a column the query does not return
+# would be written NULL (Bruin inserts by position, so the same query fails there).
+INSERTING = ("append", "truncate+insert", "delete+insert", "time_interval")
+
+
+def missing_columns(db: Database, table: str, query: str) -> list[str]:
+    """The table's columns ``query`` does not return (matched without case, as ``INSERT … BY NAME`` matches
+    them): inserting its rows would fill them with NULL."""
+    returned = {str(row[0]).lower() for row in db.execute(f"DESCRIBE {query}").fetchall()}
+    columns = [c[0] for c in db.execute(f"SELECT * FROM {quote_name(table)} LIMIT 0").description]
+    return [c for c in columns if c.lower() not in returned]
 
 
 # Strategies that, keyed by time, write only their window: what lies outside it must not change.
@@ -189,6 +206,22 @@ class OtherTableChanged(Exception):
         super().__init__(
             f"a hook of {name} changed rows of another table, {table} ({_change(before, after, 'before')}): "
             "rolled back, nothing of this partition was written"
+        )
+
+
+class MissingColumns(Exception):
+    """The query does not return every column of the table it inserts into: nothing is written."""
+
+    def __init__(self, name: str, missing: Sequence[str]) -> None:
+        self.missing = tuple(missing)
+        what = (
+            f"column {missing[0]}, which the table has"
+            if len(missing) == 1
+            else (f"columns {', '.join(missing)}, which the table has")
+        )
+        super().__init__(
+            f"{name}: the query returns no {what}; the rows it writes would hold NULL there: "
+            "nothing of this run was written (return it from the query, or drop it from the table)"
         )
 
 

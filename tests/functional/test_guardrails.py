@@ -1106,3 +1106,28 @@ def test_a_run_that_would_delete_rows_and_put_back_far_fewer_needs_approval(dail
         "mart.recent (create+replace): the first partition's query returns 10 rows where its run deletes 380 (the "
         "whole table) — fewer than 50% of them"
     )
+
+
+def test_a_query_that_stopped_returning_a_column_never_blanks_it(daily, home):
+    """The table has ``amount``; the asset's query no longer returns it. ``INSERT … BY NAME`` would have written
+    NULL there in every row of every window, exit 0 (a one-day backfill was auto). Now the pre-flight refuses it
+    (exit 3) naming the column, and a run by hand fails with one line and leaves the table as it was."""
+    daily.execute("ALTER TABLE mid.daily ADD COLUMN amount INTEGER DEFAULT 7")
+    before = daily.query("SELECT * FROM mid.daily ORDER BY ALL")
+    day = ("--start-date", "2024-01-03", "--end-date", "2024-01-03")
+    checks = dry_checks(daily, home, start="2024-01-03", end="2024-01-03")
+    assert (checks["verdict"], checks["materialization"]["tier"]) == ("never", "never")
+    assert checks["materialization"]["detail"] == (
+        "mid.daily (time_interval): the first partition's query returns no column amount of the table; every run "
+        "would fail rather than write NULL there (return it from the query, or drop it from the table)"
+    )
+    assert checks["materialization"]["evidence"]["assets"]["mid.daily"]["sample_missing_columns"] == ["amount"]
+    refused = run_backfill("p", *day, "--reason", "r", "--no-progress", cwd=daily.root, env=home)
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    by_hand = run_backfill("run", "p", *day, cwd=daily.root, env=home)
+    assert by_hand.returncode == 1, by_hand.stdout + by_hand.stderr
+    assert "mid.daily: the query returns no column amount, which the table has; the rows it writes would hold " in (
+        by_hand.stdout
+    )
+    assert daily.query("SELECT * FROM mid.daily ORDER BY ALL") == before
+    assert daily.query("SELECT count(*) FROM mid.daily WHERE amount IS NULL") == [(0,)]

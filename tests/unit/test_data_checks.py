@@ -129,6 +129,23 @@ def test_the_highest_tier_wins_and_only_its_findings_are_said():
     )  # fmt: skip
 
 
+def test_a_query_without_columns_of_its_table_is_never_run():
+    """The table's columns the first partition's query no longer returns: the run would refuse them rather than
+    write NULL, so the backfill is refused up front, every column named, with the list in the evidence; an asset
+    not selected raises nothing."""
+    lost = fact("mid.lost")
+    lost.sample_missing = ["amount", "note"]
+    check = materialization(facts_of(lost))
+    assert judged(check) == (
+        "fail", "never",
+        "mid.lost (time_interval): the first partition's query returns no columns amount, note of the table; every "
+        "run would fail rather than write NULL there (return it from the query, or drop it from the table)",
+    )  # fmt: skip
+    assert check.evidence["assets"]["mid.lost"]["sample_missing_columns"] == ["amount", "note"]
+    lost.selected = False
+    assert judged(materialization(facts_of(lost, fact("mid.a"))))[0] == "pass"
+
+
 def test_a_finding_on_an_asset_not_selected_is_not_made():
     """Downstream assets are not run by the selection: their strategy and samples raise nothing."""
     facts = facts_of(fact("mid.a"), fact("mid.liar", sample_outside=9, selected=False),

@@ -459,6 +459,8 @@ def test_the_first_partition_s_sample_is_counted_against_its_window_and_the_tabl
     assert "\n" not in broken.sample_error
     assert (unmade.sample_rows, unmade.sample_error) == (None, f"{later} does not exist yet")
     assert wrong_key.sample_rows == 1 and wrong_key.sample_outside is None
+    assert wrong_key.sample_missing == ["ts"]  # the run would refuse to write ts as NULL
+    assert liar.sample_missing == appender.sample_missing == merged.sample_missing == []  # merge names its columns
     assert facts.errors["materialization"].startswith("cannot compare main.t's sample: Binder Error")
     assert list(facts.errors) == ["materialization"]
 

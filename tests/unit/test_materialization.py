@@ -3,7 +3,7 @@ a ``time_interval`` run replaces, and a failing hook that leaves the table exact
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -15,6 +15,7 @@ from engine.pipeline.assets import Asset, Materialization
 from engine.pipeline.columns import Column
 from engine.pipeline.database import Database, strip_statement
 from engine.pipeline.materialization import (
+    MissingColumns,
     OutsideWindowChanged,
     fences_its_window,
     materialize,
@@ -106,6 +107,36 @@ def test_truncate_insert_keeps_only_the_new_rows(db):
     seed(db, values("(1, 'a'), (2, 'b')"))
     assert materialize(db, asset("truncate+insert"), values("(3, 'c')"), DAY_2, full_refresh=False) == 1
     assert rows(db) == [(3, "c")]
+
+
+@pytest.mark.parametrize(
+    "strategy",
+    [
+        asset("append"),
+        asset("truncate+insert"),
+        asset("delete+insert", key="d"),
+        asset("time_interval", key="d", granularity="date"),
+    ],
+    ids=lambda a: a.materialization.strategy,
+)
+def test_a_query_that_stopped_returning_a_column_writes_nothing(db, strategy):
+    """``INSERT … BY NAME`` fills a column the query does not return with NULL: a query that lost ``amount`` (and
+    ``Note``, matched without case) would blank them in every row it replaces, with exit 0. It is refused and
+    rolled back instead (Bruin's positional insert fails there too); the columns in another order still land."""
+    seed(db, "SELECT DATE '2024-01-02' AS d, 5 AS amount, 'x' AS Note")
+    lost = "SELECT DATE '2024-01-02' AS d"
+    with pytest.raises(MissingColumns) as raised:
+        materialize(db, strategy, lost, DAY_2, full_refresh=False)
+    assert str(raised.value) == (
+        "mart.t: the query returns no columns amount, Note, which the table has; the rows it writes would hold "
+        "NULL there: nothing of this run was written (return it from the query, or drop it from the table)"
+    )
+    assert rows(db) == [(date(2024, 1, 2), 5, "x")]
+    with pytest.raises(MissingColumns, match=r"no column amount, which the table has; "):
+        materialize(db, strategy, "SELECT DATE '2024-01-02' AS d, 'y' AS note", DAY_2, full_refresh=False)
+    reordered = "SELECT 'y' AS NOTE, 6 AS amount, DATE '2024-01-02' AS d"
+    assert materialize(db, strategy, reordered, DAY_2, full_refresh=False) == 1
+    assert rows(db)[-1] == (date(2024, 1, 2), 6, "y")
 
 
 def test_merge_updates_the_columns_marked_and_inserts_new_keys(db):
