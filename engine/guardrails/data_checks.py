@@ -80,6 +80,9 @@ def materialization(facts: Facts) -> PreflightCheck:
             if asset_facts.sample_missing:  # every run would fail rather than write NULL in these columns
                 entry["sample_missing_columns"] = asset_facts.sample_missing
                 findings.append((NEVER, _missing_columns(asset_facts)))
+            if asset_facts.sample_repeated_keys:  # a merge would write one key twice, or update it with either row
+                entry["sample_rows_repeating_a_key"] = asset_facts.sample_repeated_keys
+                findings.append((APPROVAL, _repeated_keys(asset_facts)))
             if asset_facts.sample_outside:  # the query lies about its window: each partition adds these rows
                 entry["sample_rows_outside_window"] = asset_facts.sample_outside
                 findings.append(
@@ -148,6 +151,17 @@ def _missing_columns(facts_of) -> str:
         f"{facts_of.asset.name} ({facts_of.strategy}): the first partition's query returns no {named} of the "
         "table; every run would fail rather than write NULL there (return it from the query, or drop it from "
         "the table)"
+    )
+
+
+def _repeated_keys(facts_of) -> str:
+    """The first partition's rows that share their primary key with another: a merge inserts a new key once per
+    row (the key then repeats in the table) and updates a matched row from whichever of them comes last."""
+    keys = ", ".join(facts_of.asset.primary_key)
+    return (
+        f"{facts_of.asset.name} (merge): the first partition's query returns {facts_of.sample_repeated_keys:,} rows "
+        f"that share their primary key ({keys}) with another; the merge would insert each of a new key (repeating "
+        "it in the table) and update a row from any one of them"
     )
 
 

@@ -60,6 +60,8 @@ class AssetFacts:
     # append, truncate+insert, delete+insert, time_interval: the table's columns the sample does not return (the
     # run refuses to insert rows without them rather than write NULL there)
     sample_missing: list[str] = field(default_factory=list)
+    # merge with a primary key: the sample's rows sharing their key with another of its rows
+    sample_repeated_keys: int | None = None
     past_rows: list[int] = field(default_factory=list)  # rows past succeeded runs wrote, per partition length
     # pre and post hooks as the first partition's run renders them (macros and variables included), each as written
     # where it cannot be rendered here: a hook's statements are judged from what it runs, not from its text.
@@ -326,6 +328,8 @@ def _inspect_table(facts: Facts, warehouse: Warehouse, asset_facts: AssetFacts) 
             asset_facts.sample_missing = warehouse.missing_columns(asset, query)
             if strategy in WINDOWED and asset.materialization.incremental_key:
                 asset_facts.sample_outside = warehouse.count_outside(asset, query, window)
+            if strategy == "merge" and asset.primary_key:
+                asset_facts.sample_repeated_keys = warehouse.count_repeated_keys(asset, query)
             if strategy == "append" and asset_facts.table_rows:
                 asset_facts.sample_existing = warehouse.count_existing(asset, query)
             if asset_facts.table_rows:

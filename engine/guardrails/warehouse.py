@@ -146,6 +146,17 @@ class Warehouse:
             return []
         return missing_columns(self.database(), asset.name, query)
 
+    def count_repeated_keys(self, asset: Asset, query: str) -> int:
+        """How many rows of ``query`` share their primary key with another of its rows (NULLs equal, as the merge
+        matches them): a merge inserts each such new key twice, and updates a matched row with any one of them."""
+        keys = ", ".join(quote_identifier(name) for name in asset.primary_key)
+        return int(
+            self.database().scalar(
+                f"SELECT coalesce(sum(n), 0) FROM (SELECT count(*) AS n FROM ({query}) GROUP BY {keys} "
+                "HAVING count(*) > 1)"
+            )
+        )
+
     def count_existing(self, asset: Asset, query: str) -> int:
         """How many rows of ``query`` the table already holds, row for row (``INTERSECT ALL``, so two copies in
         the query and one in the table count once), on the query's columns."""

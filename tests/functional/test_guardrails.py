@@ -1131,3 +1131,36 @@ def test_a_query_that_stopped_returning_a_column_never_blanks_it(daily, home):
     )
     assert daily.query("SELECT * FROM mid.daily ORDER BY ALL") == before
     assert daily.query("SELECT count(*) FROM mid.daily WHERE amount IS NULL") == [(0,)]
+
+
+def test_a_merge_whose_query_repeats_a_key_needs_approval(daily, home):
+    """A join that fans out returns each day twice under the merge's primary key: DuckDB's MERGE inserts both rows
+    of a new key (the key then repeats in the table) and updates a known one from either, exit 0 (Bruin's merge
+    does the same). The pre-flight counts the first partition's rows that share a key and holds the backfill
+    for approval; without ``--approve`` the table is unchanged. The same query grouped once per day stays auto."""
+    totals = (
+        "SELECT day, count(*) AS rows FROM mid.daily{} WHERE day BETWEEN '{{{{ start_date }}}}' AND "
+        "'{{{{ end_date }}}}' GROUP BY day{}"
+    )
+    columns = [{"name": "day", "type": "date", "primary_key": True},
+               {"name": "rows", "type": "bigint", "update_on_merge": True}]  # fmt: skip
+    merge = {"type": "table", "strategy": "merge"}
+    daily.sql("mart.totals", totals.format("", ""), depends=["mid.daily"], materialization=merge, columns=columns)
+    daily.run_ok("--start-date", "2024-01-08", "--end-date", "2024-01-09")
+    daily.execute("DELETE FROM mart.totals WHERE day = DATE '2024-01-09'")  # a day the merge would insert again
+    before = daily.query("SELECT * FROM mart.totals ORDER BY ALL")
+    assert dry_checks(daily, home, start="2024-01-09", end="2024-01-09")["materialization"]["tier"] == "auto"
+    fanned = totals.format(", range(2) AS copy(c)", ", c")
+    daily.sql("mart.totals", fanned, depends=["mid.daily"], materialization=merge, columns=columns)
+    checks = dry_checks(daily, home, start="2024-01-09", end="2024-01-09")
+    assert (checks["verdict"], checks["materialization"]["tier"]) == ("approval", "approval"), checks
+    assert checks["materialization"]["detail"] == (
+        "mart.totals (merge): the first partition's query returns 2 rows that share their primary key (day) with "
+        "another; the merge would insert each of a new key (repeating it in the table) and update a row from any "
+        "one of them"
+    )
+    assert checks["materialization"]["evidence"]["assets"]["mart.totals"]["sample_rows_repeating_a_key"] == 2
+    held = run_backfill("p", "--start-date", "2024-01-09", "--end-date", "2024-01-09", "--reason", "r",
+                        "--no-progress", cwd=daily.root, env=home)  # fmt: skip
+    assert held.returncode == 4, held.stdout + held.stderr
+    assert daily.query("SELECT * FROM mart.totals ORDER BY ALL") == before

@@ -13,6 +13,7 @@ import pytest
 from engine.guardrails.facts import AssetFacts, Facts, _first_and_last, strictest_on_the_same_files
 from engine.guardrails.settings import settings_of_environment
 from engine.pipeline.assets import Asset, Materialization
+from engine.pipeline.columns import Column
 from engine.pipeline.config import Connection, load_config
 from engine.pipeline.templating import Window
 
@@ -439,11 +440,13 @@ def test_the_first_partition_s_sample_is_counted_against_its_window_and_the_tabl
     broken = sql("main.t", "SELECT * FROM nowhere\nWHERE 1")
     unmade = sql("main.t", three_days, on=Connection("duckdb", "db", later, False, None))
     wrong_key = sql("main.t", "SELECT 1 AS other", key="ts")
+    keyed = sql("main.t", "SELECT NULL::TIMESTAMP AS ts FROM range(2) UNION ALL " + three_days, "merge")
+    keyed.asset = replace(keyed.asset, columns=(Column("ts", "timestamp", True, False, None, (), None),))
     options = SimpleNamespace(apply_interval_modifiers=False)
     spec = SimpleNamespace(target=SimpleNamespace(is_command=False), zone=UTC, run_options=options)
     pipeline = SimpleNamespace(name="p", default_interval_modifiers=None, macros="")
     jan_1 = 1_704_067_200_000_000
-    everyone = (liar, appender, onto_empty, unkeyed, merged, downstream, script, broken, unmade, wrong_key)
+    everyone = (liar, appender, onto_empty, unkeyed, merged, downstream, script, broken, unmade, wrong_key, keyed)
     facts = Facts(SimpleNamespace(spec=spec), None, (jan_1, jan_1 + DAY), Interval(0, jan_1, jan_1 + DAY),
                   pipeline=pipeline, assets={str(i): a for i, a in enumerate(everyone)})  # fmt: skip
     _look_into_warehouses(facts)
@@ -461,6 +464,8 @@ def test_the_first_partition_s_sample_is_counted_against_its_window_and_the_tabl
     assert wrong_key.sample_rows == 1 and wrong_key.sample_outside is None
     assert wrong_key.sample_missing == ["ts"]  # the run would refuse to write ts as NULL
     assert liar.sample_missing == appender.sample_missing == merged.sample_missing == []  # merge names its columns
+    assert (keyed.sample_rows, keyed.sample_repeated_keys) == (5, 2)  # two NULL keys match as the merge matches
+    assert merged.sample_repeated_keys is None and liar.sample_repeated_keys is None  # no key; not a merge
     assert facts.errors["materialization"].startswith("cannot compare main.t's sample: Binder Error")
     assert list(facts.errors) == ["materialization"]
 
