@@ -31,6 +31,7 @@ from engine.guardrails.tiers import (
     warned,
 )
 from engine.pipeline.asset_status import AssetStatus
+from engine.pipeline.materialization import WINDOW_FENCED, fences_its_window
 
 DAY = 86_400_000_000
 # A little under what benchmarks/guard_bench.py measured for the snapshot on the reference machine (performance.md).
@@ -173,6 +174,7 @@ def _hook_findings(asset_facts) -> list[tuple[str, str]]:
 
     findings = []
     asset = asset_facts.asset
+    unfenced = _unfenced(asset_facts)
     for phase in ("pre", "post"):
         for hook in asset_facts.hooks.get(phase, []):
             classified = classify(hook)
@@ -186,11 +188,29 @@ def _hook_findings(asset_facts) -> list[tuple[str, str]]:
                             "data is never deleted or rebuilt",
                         )
                     )
+                elif write.deletes and unfenced and write.table.lower() == asset.name.lower():
+                    findings.append(
+                        (
+                            HUMAN_ONLY,
+                            f"{asset.name}: a {phase} hook runs {write.verb} on {write.table}, its own table, which "
+                            f"no window fences ({unfenced}): what it removes is not bounded to the partition",
+                        )
+                    )
             for statement in classified.unclassified:
                 findings.append(
                     (HUMAN_ONLY, f"{asset.name}: a {phase} hook runs SQL that cannot be classified: {statement!r}")
                 )
     return findings
+
+
+def _unfenced(facts_of) -> str | None:
+    """Why a partition's run of this asset may change its own table anywhere (a hook deleting history would go
+    unnoticed), or None: a window-fenced strategy rolls back any change outside the window, and a rebuild
+    replaces the whole table anyway."""
+    asset, strategy = facts_of.asset, facts_of.strategy
+    if fences_its_window(asset) or rebuilds_table(asset, strategy) or asset.materialization.type != "table":
+        return None
+    return f"{strategy} without incremental_key" if strategy in WINDOW_FENCED else strategy
 
 
 def _keyed_by_date(facts_of) -> bool:

@@ -1164,3 +1164,38 @@ def test_a_merge_whose_query_repeats_a_key_needs_approval(daily, home):
                         "--no-progress", cwd=daily.root, env=home)  # fmt: skip
     assert held.returncode == 4, held.stdout + held.stderr
     assert daily.query("SELECT * FROM mart.totals ORDER BY ALL") == before
+
+
+def test_a_hook_that_deletes_rows_of_its_own_unfenced_table_needs_a_person(daily, home):
+    """A merge keyed by ``day`` without an incremental key has no window to fence, so a post hook that prunes its
+    own table (``DELETE … WHERE day < start_date``: a retention rule meant for the daily run) ran in every
+    partition and deleted the history the backfill had just written, with verdict auto and exit 0. The
+    pre-flight now holds it as human-only, naming the hook; without a person the table is unchanged. The same
+    hook on the window-fenced time_interval table stays auto: the fence rolls back what it deletes outside."""
+    columns = [{"name": "day", "type": "date", "primary_key": True},
+               {"name": "rows", "type": "bigint", "update_on_merge": True}]  # fmt: skip
+    body = (
+        "SELECT day, count(*) AS rows FROM mid.daily WHERE day BETWEEN '{{ start_date }}' AND '{{ end_date }}' "
+        "GROUP BY day"
+    )
+    daily.sql("mart.totals", body, depends=["mid.daily"], materialization={"type": "table", "strategy": "merge"},
+              columns=columns)  # fmt: skip
+    daily.run_ok("--start-date", "2024-01-01", "--end-date", "2024-01-07")
+    before = daily.query("SELECT * FROM mart.totals ORDER BY ALL")
+    prune = {"post": [{"query": "DELETE FROM mart.totals WHERE day < DATE '{{ start_date }}'"}]}
+    daily.sql("mart.totals", body, depends=["mid.daily"], materialization={"type": "table", "strategy": "merge"},
+              columns=columns, hooks=prune)  # fmt: skip
+    checks = dry_checks(daily, home, start="2024-01-05", end="2024-01-05")
+    assert (checks["verdict"], checks["materialization"]["tier"]) == ("human-only", "human-only"), checks
+    assert checks["materialization"]["detail"] == (
+        "mart.totals: a post hook runs DELETE on mart.totals, its own table, which no window fences (merge "
+        "without incremental_key): what it removes is not bounded to the partition"
+    )
+    held = run_backfill("p", "--start-date", "2024-01-05", "--end-date", "2024-01-05", "--reason", "r",
+                        "--no-progress", cwd=daily.root, env=home)  # fmt: skip
+    assert held.returncode == 4, held.stdout + held.stderr
+    assert daily.query("SELECT * FROM mart.totals ORDER BY ALL") == before
+    redeclare_daily(daily, hooks={"post": [{"query": "DELETE FROM mid.daily WHERE day < DATE '{{ start_date }}'"}]})
+    daily.sql("mart.totals", body, depends=["mid.daily"], materialization={"type": "table", "strategy": "merge"},
+              columns=columns)  # fmt: skip
+    assert dry_checks(daily, home, start="2024-01-05", end="2024-01-05")["materialization"]["tier"] == "auto"

@@ -198,6 +198,35 @@ def test_hooks_that_delete_raw_data_are_never_and_unclassified_ones_human_only()
     assert judged(named_raw)[0] == "pass"  # a table called raw, in no schema: not the raw layer
 
 
+@pytest.mark.parametrize(
+    ("strategy", "key", "why"),
+    [
+        ("merge", None, "merge without incremental_key"),
+        ("scd2_by_column", None, "scd2_by_column"),
+        ("datavault_satellite", None, "datavault_satellite"),
+        ("ddl", None, "ddl"),
+        ("delete+insert", "day", None),  # fenced: a change outside the window is rolled back
+        ("time_interval", "day", None),
+        ("create+replace", None, None),  # rebuilt whole by every run anyway
+        ("truncate+insert", None, None),
+        ("view", None, None),
+    ],
+)
+def test_a_hook_rewriting_its_own_unfenced_table_needs_a_person(strategy, key, why):
+    """A hook that deletes or rewrites the asset's own table (named in any case) is human-only where no window
+    fence would roll back what it changes outside the partition; fenced, rebuilt or a view: nothing."""
+    hooks = {"post": ["UPDATE MID.H SET n = 0 WHERE day < '2024-01-01'"]}
+    check = materialization(facts_of(fact("Mid.h", strategy, key=key, hooks=hooks), partitions=1))
+    if why is None:
+        assert judged(check)[0] in ("pass", "warn"), check.detail
+        return
+    assert judged(check)[:2] == ("fail", "human-only")
+    assert check.evidence["findings"][-1] == (
+        f"Mid.h: a post hook runs UPDATE on mid.h, its own table, which no window fences ({why}): what it removes "
+        "is not bounded to the partition"
+    )
+
+
 # ---------------------------------------------------------------- reversibility and the snapshot's cost
 
 
