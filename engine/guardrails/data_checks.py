@@ -179,8 +179,7 @@ def _hook_findings(asset_facts) -> list[tuple[str, str]]:
         for hook in asset_facts.hooks.get(phase, []):
             classified = classify(hook)
             for write in classified.writes:
-                schema = write.table.split(".")[0].lower() if "." in write.table else ""
-                if write.deletes and schema in RAW_SCHEMAS:
+                if write.deletes and write.schema.lower() in RAW_SCHEMAS:
                     findings.append(
                         (
                             NEVER,
@@ -188,7 +187,7 @@ def _hook_findings(asset_facts) -> list[tuple[str, str]]:
                             "data is never deleted or rebuilt",
                         )
                     )
-                elif write.deletes and unfenced and write.table.lower() == asset.name.lower():
+                elif write.deletes and unfenced and write.relation.lower() == asset.name.lower():
                     findings.append(
                         (
                             HUMAN_ONLY,

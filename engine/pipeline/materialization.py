@@ -196,7 +196,7 @@ def _deleted_by_hooks(asset: Asset, hooks: Sequence[str]) -> set[str]:
     from engine.pipeline.sql_writes import classify
 
     own = asset.name.lower()
-    return {w.table for hook in hooks for w in classify(hook).writes if w.deletes and w.table.lower() != own}
+    return {w.table for hook in hooks for w in classify(hook).writes if w.deletes and w.relation.lower() != own}
 
 
 class OtherTableChanged(Exception):

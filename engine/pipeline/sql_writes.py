@@ -5,17 +5,20 @@ statement this does not recognise is reported as unclassified, never guessed."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engine.pipeline.database import sql_pieces
 
-# Verbs that may delete or rewrite rows of the table they name; INSERT and COPY … FROM only add.
-DELETING = ("DELETE", "UPDATE", "MERGE", "TRUNCATE", "DROP", "CREATE OR REPLACE", "ALTER")
+# Verbs that may delete or rewrite rows of the table they name; INSERT and COPY … FROM only add, but an INSERT
+# that replaces the rows it conflicts with rewrites them.
+UPSERT = "INSERT … ON CONFLICT DO UPDATE"
+DELETING = ("DELETE", "UPDATE", "MERGE", "TRUNCATE", "DROP", "CREATE OR REPLACE", "ALTER", "INSERT OR REPLACE", UPSERT)
 ADDING = ("INSERT", "COPY")
 _NAME = r'((?:"(?:[^"]|"")+"|[A-Za-z_][\w$]*)(?:\s*\.\s*(?:"(?:[^"]|"")+"|[A-Za-z_][\w$]*))*)'
 _WRITES = [
     ("DELETE", rf"DELETE\s+FROM\s+{_NAME}"),
     ("UPDATE", rf"UPDATE\s+{_NAME}"),
+    ("INSERT OR REPLACE", rf"INSERT\s+OR\s+REPLACE\s+INTO\s+{_NAME}"),
     ("INSERT", rf"INSERT\s+(?:OR\s+\w+\s+)?INTO\s+{_NAME}"),
     ("MERGE", rf"MERGE\s+INTO\s+{_NAME}"),
     ("TRUNCATE", rf"TRUNCATE\s+(?:TABLE\s+)?{_NAME}"),
@@ -26,17 +29,40 @@ _WRITES = [
     ("COPY", rf"COPY\s+{_NAME}\s+FROM\b"),
 ]
 _READS = re.compile(r"(SELECT|WITH|VALUES|SHOW|DESCRIBE|EXPLAIN|SUMMARIZE|FROM)\b", re.IGNORECASE)
-_HARMLESS = re.compile(r"(SET|RESET|PRAGMA|CHECKPOINT|BEGIN|COMMIT|ROLLBACK|LOAD|INSTALL)\b", re.IGNORECASE)
+# SET and RESET of the search path or schema change what an unqualified table name means: not harmless.
+_HARMLESS = re.compile(
+    r"(?!(?:SET|RESET)\s+(?:GLOBAL\s+|SESSION\s+|LOCAL\s+)?(?:search_path|schema)\b)"
+    r"(SET|RESET|PRAGMA|CHECKPOINT|BEGIN|COMMIT|ROLLBACK|LOAD|INSTALL)\b",
+    re.IGNORECASE,
+)
+# EXPLAIN ANALYZE runs the statement it explains.
+_EXPLAIN_ANALYZE = re.compile(r"EXPLAIN\s+ANALY[SZ]E\s+", re.IGNORECASE)
+# The statement a WITH clause leads to: its CTEs read, but the statement after them may write.
+_AFTER_WITH = re.compile(r"\b(?:DELETE\s+FROM|UPDATE|INSERT|MERGE\s+INTO)\b", re.IGNORECASE)
+_DO_UPDATE = re.compile(r"\bON\s+CONFLICT\b.*\bDO\s+UPDATE\b", re.IGNORECASE | re.DOTALL)
 
 
 @dataclass(frozen=True)
 class Write:
     verb: str  # one of DELETING, ADDING or "CREATE"
-    table: str  # as written, quotes removed: schema.table
+    table: str  # as written, quotes removed: schema.table (or catalog.schema.table)
+    parts: tuple[str, ...] = field(default=(), compare=False)  # the name's parts (a quoted one may hold a dot)
 
     @property
     def deletes(self) -> bool:
         return self.verb in DELETING
+
+    @property
+    def schema(self) -> str:
+        """The schema the table is in, as written (``""`` when unqualified); a catalog before it is passed over."""
+        parts = self.parts or tuple(self.table.split("."))
+        return parts[-2] if len(parts) >= 2 else ""
+
+    @property
+    def relation(self) -> str:
+        """``schema.table`` (or the table alone), without the catalog, as an asset is named."""
+        parts = self.parts or tuple(self.table.split("."))
+        return ".".join(parts[-2:])
 
 
 @dataclass(frozen=True)
@@ -49,10 +75,17 @@ def classify(sql: str) -> Classified:
     """Every statement of ``sql`` (split on semicolons outside quotes and comments): what it writes."""
     writes, unclassified = [], []
     for statement in _statements(sql):
+        statement = _EXPLAIN_ANALYZE.sub("", statement, count=1) if _EXPLAIN_ANALYZE.match(statement) else statement
+        main = statement
+        if re.match(r"WITH\b", statement, re.IGNORECASE) and (after := _AFTER_WITH.search(statement)):
+            main = statement[after.start() :]
         for verb, pattern in _WRITES:
-            match = re.match(pattern, statement, re.IGNORECASE)
+            match = re.match(pattern, main, re.IGNORECASE)
             if match:
-                writes.append(Write(verb, _plain(match.group(1))))
+                parts = _parts(match.group(1))
+                if verb == "INSERT" and _DO_UPDATE.search(main):
+                    verb = UPSERT
+                writes.append(Write(verb, ".".join(parts), parts))
                 break
         else:
             if not (_READS.match(statement) or _HARMLESS.match(statement)):
@@ -70,6 +103,7 @@ def _statements(sql: str) -> list[str]:
     return [part.strip() for part in code.split(";") if part.strip()]
 
 
-def _plain(name: str) -> str:
+def _parts(name: str) -> tuple[str, ...]:
+    """A dotted name's parts: quotes removed, unquoted parts lower-cased (as DuckDB folds them)."""
     parts = re.split(r'\s*\.\s*(?=(?:[^"]*"[^"]*")*[^"]*$)', name)
-    return ".".join(p[1:-1].replace('""', '"') if p.startswith('"') else p.lower() for p in parts)
+    return tuple(p[1:-1].replace('""', '"') if p.startswith('"') else p.lower() for p in parts)

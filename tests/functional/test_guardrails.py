@@ -11,6 +11,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from engine.pipeline.sql_writes import UPSERT
 from tests.backfills import child_command, records, state_dirs
 from tests.builder import TEST_LIMITS, Repo
 from tests.conftest import run_backfill
@@ -992,6 +993,37 @@ def test_hooks_are_judged_like_the_asset(daily, home):
     checks = dry_checks(daily, home)
     assert checks["materialization"]["tier"] == "never", checks["materialization"]
     assert "mid.daily: a post hook runs DELETE on raw.landing, a raw table" in checks["materialization"]["detail"]
+
+
+@pytest.mark.parametrize(
+    ("hook", "verb", "table"),
+    [
+        ("WITH stale AS (SELECT 1) DELETE FROM raw.landing WHERE true", "DELETE", "raw.landing"),
+        ("INSERT OR REPLACE INTO raw.landing SELECT 1 AS x", "INSERT OR REPLACE", "raw.landing"),
+        ("INSERT INTO raw.landing SELECT 1 AS x ON CONFLICT DO UPDATE SET x = 2", UPSERT, "raw.landing"),
+        ("DELETE FROM warehouse.raw.landing", "DELETE", "warehouse.raw.landing"),
+        ("EXPLAIN ANALYZE DELETE FROM raw.landing", "DELETE", "raw.landing"),
+    ],
+)
+def test_a_raw_delete_in_another_form_is_still_never_allowed(daily, home, hook, verb, table):
+    """A delete behind a CTE, an upsert that rewrites the rows it conflicts with, a table named with its catalog
+    and an EXPLAIN ANALYZE (which runs what it explains) passed as reads or appends, or outside the raw layer:
+    verdict auto, and the hook deleted source data. Each is now the raw-layer refusal; a search path set to raw
+    before an unqualified delete cannot be judged by its names: human-only."""
+    redeclare_daily(daily, hooks={"post": [{"query": hook}]})
+    checks = dry_checks(daily, home)
+    assert (checks["verdict"], checks["materialization"]["tier"]) == ("never", "never"), checks["materialization"]
+    assert checks["materialization"]["detail"] == (
+        f"mid.daily: a post hook runs {verb} on {table}, a raw table: source data is never deleted or rebuilt"
+    )
+    if verb == "DELETE" and table == "raw.landing" and hook.startswith("WITH"):
+        redeclare_daily(daily, hooks={"pre": [{"query": "SET search_path = 'raw'; DELETE FROM landing"}]})
+        checks = dry_checks(daily, home)
+        assert checks["materialization"]["tier"] == "human-only", checks["materialization"]
+        assert (
+            "a pre hook runs SQL that cannot be classified: \"SET search_path = ''\""
+            in (checks["materialization"]["detail"])
+        )
 
 
 def test_a_restore_over_another_backfill_is_refused_naming_it(daily, home):

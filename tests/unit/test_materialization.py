@@ -461,6 +461,20 @@ def test_a_hook_that_rewrites_other_days_is_caught_even_with_the_same_count(db):
     assert rows(db) == before
 
 
+def test_a_hook_naming_its_own_table_with_the_catalog_is_fenced_by_its_window(db):
+    """``memory.mart.t`` is the asset's own table: a hook deleting the partition's own day through that name
+    lands (it is not taken for another table, whose every change would fail the partition), and one deleting
+    another day is rolled back by the window's fence."""
+    three_days(db)
+    query = "SELECT DATE '2024-01-02' AS d, 5 AS v"
+    tidy = "DELETE FROM memory.mart.t WHERE d = DATE '2024-01-02'"
+    materialize(db, FENCED, query, DAY_2, full_refresh=False, pre_hooks=[tidy], fence_window=True)
+    assert rows(db) == [(date(2024, 1, 1), 0), (date(2024, 1, 2), 5), (date(2024, 1, 3), 2)]
+    with pytest.raises(OutsideWindowChanged):
+        prune = "DELETE FROM memory.mart.t WHERE d < DATE '2024-01-02'"
+        materialize(db, FENCED, query, DAY_2, full_refresh=False, post_hooks=[prune], fence_window=True)
+
+
 def test_a_duplicated_row_outside_the_window_is_caught(db):
     """Summed hashes see a row added twice (an XOR would cancel the pair)."""
     three_days(db)

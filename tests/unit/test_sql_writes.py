@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.pipeline.sql_writes import Write, classify
+from engine.pipeline.sql_writes import UPSERT, Write, classify
 
 
 @pytest.mark.parametrize(
@@ -13,7 +13,15 @@ from engine.pipeline.sql_writes import Write, classify
     [
         ("DELETE FROM raw.events WHERE day < '2024-01-01'", [Write("DELETE", "raw.events")]),
         ("update Mart.T set a = 1", [Write("UPDATE", "mart.t")]),
-        ("INSERT OR REPLACE INTO audit.log VALUES (1)", [Write("INSERT", "audit.log")]),
+        ("INSERT OR REPLACE INTO audit.log VALUES (1)", [Write("INSERT OR REPLACE", "audit.log")]),
+        ("INSERT OR IGNORE INTO audit.log VALUES (1)", [Write("INSERT", "audit.log")]),
+        ("INSERT INTO raw.e SELECT 1 ON CONFLICT (id) DO UPDATE SET x = 2", [Write(UPSERT, "raw.e")]),
+        ("INSERT INTO raw.e SELECT 1 ON CONFLICT DO NOTHING", [Write("INSERT", "raw.e")]),
+        ("WITH old AS (SELECT 1) DELETE FROM raw.events", [Write("DELETE", "raw.events")]),
+        ("with recursive a as (select last_update from t) update mid.x set n = 1", [Write("UPDATE", "mid.x")]),
+        ("EXPLAIN ANALYZE DELETE FROM raw.events", [Write("DELETE", "raw.events")]),
+        ("explain analyse truncate raw.events; EXPLAIN DELETE FROM raw.x", [Write("TRUNCATE", "raw.events")]),
+        ("DELETE FROM warehouse.raw.events", [Write("DELETE", "warehouse.raw.events")]),
         ("MERGE INTO mid.x USING y ON true WHEN MATCHED THEN DELETE", [Write("MERGE", "mid.x")]),
         ("TRUNCATE TABLE mid.x; TRUNCATE mid.y", [Write("TRUNCATE", "mid.x"), Write("TRUNCATE", "mid.y")]),
         ("DROP TABLE IF EXISTS mid.x", [Write("DROP", "mid.x")]),
@@ -40,8 +48,30 @@ def test_what_deletes_and_what_only_adds():
                                             "TRUNCATE a; DROP TABLE a; CREATE OR REPLACE TABLE a AS SELECT 1; "
                                             "ALTER TABLE a DROP COLUMN x").writes]  # fmt: skip
     assert deleting == [True] * 7
-    adding = classify("INSERT INTO a VALUES (1); COPY a FROM 'f'; CREATE TABLE b (x INT)")
-    assert [w.deletes for w in adding.writes] == [False, False, False]
+    upserts = classify("INSERT OR REPLACE INTO a VALUES (1); INSERT INTO a VALUES (1) ON CONFLICT DO UPDATE SET x = 1")
+    assert [w.deletes for w in upserts.writes] == [True, True]  # they rewrite the rows they conflict with
+    adding = classify("INSERT INTO a VALUES (1); COPY a FROM 'f'; CREATE TABLE b (x INT); INSERT OR IGNORE INTO a "
+                      "VALUES (1); INSERT INTO a VALUES (1) ON CONFLICT DO NOTHING")  # fmt: skip
+    assert [w.deletes for w in adding.writes] == [False] * 5
+
+
+def test_a_table_s_schema_and_relation_pass_over_its_catalog():
+    """``warehouse.raw.events`` is in schema raw (a catalog cannot hide the raw layer), and is the relation
+    ``raw.events`` an asset is named by; a quoted part may hold a dot; an unqualified name has no schema."""
+    [qualified, quoted, bare] = classify(
+        'DELETE FROM Warehouse.RAW.events; DELETE FROM "a.b"."C"; DELETE FROM t'
+    ).writes
+    assert (qualified.schema, qualified.relation) == ("raw", "raw.events")
+    assert (quoted.table, quoted.schema, quoted.relation) == ("a.b.C", "a.b", "a.b.C")
+    assert (bare.schema, bare.relation) == ("", "t")
+    assert (Write("DELETE", "raw.x").schema, Write("DELETE", "raw.x").relation) == ("raw", "raw.x")  # made by hand
+
+
+def test_a_search_path_set_by_a_hook_is_not_harmless():
+    """``SET search_path`` or ``schema`` changes what an unqualified ``DELETE FROM events`` deletes: the statement is
+    reported, so the hook cannot be judged by the names alone; other settings stay harmless."""
+    classified = classify("SET search_path = 'raw'; SET SESSION schema = 'raw'; RESET search_path; SET threads = 2")
+    assert classified.unclassified == ("SET search_path = ''", "SET SESSION schema = ''", "RESET search_path")
 
 
 def test_a_statement_nobody_recognises_is_reported():
