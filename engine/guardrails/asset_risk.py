@@ -12,6 +12,7 @@ from engine.pipeline.database import without_comments
 from engine.pipeline.datavault import DATAVAULT_STRATEGIES
 from engine.pipeline.loading import Pipeline
 from engine.pipeline.scd2 import SCD2_STRATEGIES
+from engine.pipeline.sql_writes import RAW_SCHEMAS
 from engine.pipeline.templating import Window, base_context, render, with_macros
 
 # What the runner runs: every table strategy it implements, a view, and SQL or a script run as written.
@@ -20,7 +21,6 @@ REBUILDING = ("create+replace", "truncate+insert")  # the whole table from one r
 HISTORY = SCD2_STRATEGIES  # the query is the whole source: keys it lacks are closed
 INSERT_ONLY = DATAVAULT_STRATEGIES  # only new keys and changes are inserted; nothing is updated or deleted
 NOT_DELETING = ("append", "view", "ddl", "none", *INSERT_ONLY)  # never delete rows that exist
-RAW_SCHEMAS = ("raw", "source", "src", "landing")
 FINAL_SCHEMAS = ("mart", "marts", "report", "reporting", "dashboards")
 LAYERS = ("raw", "mid", "final")
 

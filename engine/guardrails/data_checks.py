@@ -11,7 +11,6 @@ from engine.guardrails.asset_risk import (
     INSERT_ONLY,
     KNOWN_STRATEGIES,
     NOT_DELETING,
-    RAW_SCHEMAS,
     REBUILDING,
     rebuilds_table,
     refreshed_every_run,
@@ -179,7 +178,7 @@ def _hook_findings(asset_facts) -> list[tuple[str, str]]:
         for hook in asset_facts.hooks.get(phase, []):
             classified = classify(hook)
             for write in classified.writes:
-                if write.deletes and write.schema.lower() in RAW_SCHEMAS:
+                if write.deletes_raw:
                     findings.append(
                         (
                             NEVER,

@@ -28,6 +28,7 @@ __all__ = [
     "Database",
     "MissingColumns",
     "OutsideWindowChanged",
+    "RawDeleteRefused",
     "RunStopped",
     "materialize",
     "missing_columns",
@@ -69,6 +70,9 @@ def materialize(
     outside = outside_predicate(db, asset, window) if fenced else None  # read once, judged before and after
     # Other tables the hooks may delete or rewrite rows of: fingerprinted whole (they have no window here).
     others = sorted(_deleted_by_hooks(asset, [*pre_hooks, *post_hooks])) if fence_window else []
+
+    if fence_window:  # the pre-flight judged the first partition's hooks; each partition's are judged as it runs
+        _refuse_raw_deletes(asset, pre_hooks, post_hooks)
 
     def work() -> int | None:
         other_before = {name: fingerprint(db, name) for name in others if db.table_exists(name)}
@@ -192,6 +196,18 @@ def _whole_days_predicate(asset: Asset, window: Window) -> str:
     return f"{key} BETWEEN DATE '{first.isoformat()}' AND DATE '{last.isoformat()}'"
 
 
+def _refuse_raw_deletes(asset: Asset, pre_hooks: Sequence[str], post_hooks: Sequence[str]) -> None:
+    """A backfill partition's hook that deletes or rewrites a raw table, as this partition renders it (a macro
+    may delete on some days only), is refused before anything runs."""
+    from engine.pipeline.sql_writes import classify
+
+    for phase, hooks in (("pre", pre_hooks), ("post", post_hooks)):
+        for hook in hooks:
+            for write in classify(hook).writes:
+                if write.deletes_raw:
+                    raise RawDeleteRefused(asset.name, phase, write.verb, write.table)
+
+
 def _deleted_by_hooks(asset: Asset, hooks: Sequence[str]) -> set[str]:
     from engine.pipeline.sql_writes import classify
 
@@ -206,6 +222,16 @@ class OtherTableChanged(Exception):
         super().__init__(
             f"a hook of {name} changed rows of another table, {table} ({_change(before, after, 'before')}): "
             "rolled back, nothing of this partition was written"
+        )
+
+
+class RawDeleteRefused(Exception):
+    """A backfill partition's hook, as rendered for it, deletes or rewrites source data: nothing runs."""
+
+    def __init__(self, name: str, phase: str, verb: str, table: str) -> None:
+        super().__init__(
+            f"{name}: this partition's {phase} hook runs {verb} on {table}, a raw table: source data is never deleted "
+            "or rebuilt in a backfill; nothing of this partition was written"
         )
 
 

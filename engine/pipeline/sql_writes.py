@@ -12,6 +12,8 @@ from engine.pipeline.database import sql_pieces
 # Verbs that may delete or rewrite rows of the table they name; INSERT and COPY … FROM only add, but an INSERT
 # that replaces the rows it conflicts with rewrites them.
 UPSERT = "INSERT … ON CONFLICT DO UPDATE"
+# Schemas that hold source data, the raw layer (docs/guardrails.md, layer_risk): never deleted or rebuilt.
+RAW_SCHEMAS = ("raw", "source", "src", "landing")
 DELETING = ("DELETE", "UPDATE", "MERGE", "TRUNCATE", "DROP", "CREATE OR REPLACE", "ALTER", "INSERT OR REPLACE", UPSERT)
 ADDING = ("INSERT", "COPY")
 _NAME = r'((?:"(?:[^"]|"")+"|[A-Za-z_][\w$]*)(?:\s*\.\s*(?:"(?:[^"]|"")+"|[A-Za-z_][\w$]*))*)'
@@ -51,6 +53,11 @@ class Write:
     @property
     def deletes(self) -> bool:
         return self.verb in DELETING
+
+    @property
+    def deletes_raw(self) -> bool:
+        """Whether it deletes or rewrites rows of a table in the raw layer."""
+        return self.deletes and self.schema.lower() in RAW_SCHEMAS
 
     @property
     def schema(self) -> str:

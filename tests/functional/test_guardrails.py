@@ -1026,6 +1026,29 @@ def test_a_raw_delete_in_another_form_is_still_never_allowed(daily, home, hook, 
         )
 
 
+def test_a_hook_that_deletes_raw_data_only_on_some_days_is_refused_on_those_days(daily, home):
+    """A macro that prunes the source on the tenth only: the pre-flight renders the first partition's hooks (the
+    eighth: nothing), so the backfill ran as auto and the tenth's partition deleted raw.source_rows. Each partition
+    now judges its own rendered hooks before anything runs: the tenth fails with one line naming the hook, the
+    raw rows are all there, and the days before it landed (the backfill stops at its first failure)."""
+    daily.execute("CREATE TABLE raw.source_rows AS SELECT range AS id FROM range(5)")
+    daily.write("p/macros/prune.sql", "{% macro prune() %}{% if start_date == '2024-01-10' %}DELETE FROM "
+                "raw.source_rows{% else %}SELECT 1{% endif %}{% endmacro %}")  # fmt: skip
+    redeclare_daily(daily, hooks={"post": [{"query": "{{ prune() }}"}]})
+    assert dry_checks(daily, home)["verdict"] == "auto"
+    ran = run_backfill("p", *WEEK, "--reason", "r", "--no-progress", "--output", "json", cwd=daily.root, env=home)
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    assert daily.query("SELECT count(*) FROM raw.source_rows") == [(5,)]
+    [backfill] = state_dirs(daily.root / "logs" / "backfills")
+    statuses = {r["start"][:10]: r["status"] for r in records(backfill)}
+    assert statuses == {"2024-01-08": "succeeded", "2024-01-09": "succeeded", "2024-01-10": "failed"}, statuses
+    [failed] = [r for r in records(backfill) if r["status"] == "failed"]
+    assert failed["attempts"][-1]["error"] == (
+        "mid.daily failed: mid.daily: this partition's post hook runs DELETE on raw.source_rows, a raw table: source "
+        "data is never deleted or rebuilt in a backfill; nothing of this partition was written"
+    )
+
+
 def test_a_restore_over_another_backfill_is_refused_naming_it(daily, home):
     """The later writer can be another backfill's partitions rather than a run by hand: the restore of the
     first backfill names the second and leaves the table as the second left it."""

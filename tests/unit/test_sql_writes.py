@@ -80,3 +80,11 @@ def test_a_statement_nobody_recognises_is_reported():
     assert classified.writes == ()
     assert classified.unclassified[:2] == ("CALL refresh()", "ATTACH '' AS x")
     assert len(classified.unclassified[2]) == 80
+
+
+def test_only_a_delete_or_rewrite_in_a_raw_schema_deletes_raw_data():
+    """Appending to a raw table or creating one keeps the source; deleting from ``Source.x`` (any case, behind a
+    catalog) or rewriting ``landing.y`` loses it; deleting from a mid table does not touch the raw layer."""
+    writes = classify("INSERT INTO raw.e VALUES (1); CREATE TABLE src.n (x INT); DELETE FROM db.Source.x; "
+                      "UPDATE landing.y SET v = 1; DELETE FROM mid.x").writes  # fmt: skip
+    assert [w.deletes_raw for w in writes] == [False, False, True, True, False]
