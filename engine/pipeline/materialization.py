@@ -239,7 +239,6 @@ class MissingColumns(Exception):
     """The query does not return every column of the table it inserts into: nothing is written."""
 
     def __init__(self, name: str, missing: Sequence[str]) -> None:
-        self.missing = tuple(missing)
         what = (
             f"column {missing[0]}, which the table has"
             if len(missing) == 1

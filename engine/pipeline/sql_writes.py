@@ -82,7 +82,8 @@ def classify(sql: str) -> Classified:
     """Every statement of ``sql`` (split on semicolons outside quotes and comments): what it writes."""
     writes, unclassified = [], []
     for statement in _statements(sql):
-        statement = _EXPLAIN_ANALYZE.sub("", statement, count=1) if _EXPLAIN_ANALYZE.match(statement) else statement
+        if explained := _EXPLAIN_ANALYZE.match(statement):
+            statement = statement[explained.end() :]
         main = statement
         if re.match(r"WITH\b", statement, re.IGNORECASE) and (after := _AFTER_WITH.search(statement)):
             main = statement[after.start() :]

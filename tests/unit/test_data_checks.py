@@ -4,6 +4,7 @@ finding in the materialization check, the hooks, a date key under partitions sho
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from zoneinfo import ZoneInfo
@@ -25,6 +26,7 @@ from engine.guardrails.request import GuardOptions
 from engine.guardrails.table_snapshot import SNAPSHOT_INDEX
 from engine.guardrails.tiers import PreflightCheck
 from engine.pipeline.assets import Asset, Materialization
+from engine.pipeline.columns import Column
 from engine.pipeline.config import Connection
 
 DAY = 86_400_000_000
@@ -144,6 +146,30 @@ def test_a_query_without_columns_of_its_table_is_never_run():
     assert check.evidence["assets"]["mid.lost"]["sample_missing_columns"] == ["amount", "note"]
     lost.selected = False
     assert judged(materialization(facts_of(lost, fact("mid.a"))))[0] == "pass"
+    one = fact("mid.one")
+    one.sample_missing = ["amount"]
+    assert judged(materialization(facts_of(one)))[2].startswith(
+        "mid.one (time_interval): the first partition's query returns no column amount of the table; "
+    )
+
+
+def test_a_merge_whose_sample_repeats_a_key_needs_approval():
+    """A merge's first partition repeating its primary key: approval, naming the key's columns and the count,
+    which the evidence keeps; none repeated: nothing said."""
+    merged = fact("mart.m", "merge", key=None)
+    merged.asset = replace(merged.asset, columns=(Column("day", "date", True, False, None, (), None),
+                                                  Column("shop", "int", True, False, None, (), None)))  # fmt: skip
+    merged.sample_repeated_keys = 1234
+    check = materialization(facts_of(merged, partitions=1))
+    assert judged(check) == (
+        "fail", "approval",
+        "mart.m (merge): the first partition's query returns 1,234 rows that share their primary key (day, shop) "
+        "with another; the merge would insert each of a new key (repeating it in the table) and update a row from "
+        "any one of them",
+    )  # fmt: skip
+    assert check.evidence["assets"]["mart.m"]["sample_rows_repeating_a_key"] == 1234
+    merged.sample_repeated_keys = 0
+    assert judged(materialization(facts_of(merged, partitions=1)))[0] == "pass"
 
 
 def test_a_finding_on_an_asset_not_selected_is_not_made():

@@ -17,6 +17,7 @@ from engine.pipeline.database import Database, strip_statement
 from engine.pipeline.materialization import (
     MissingColumns,
     OutsideWindowChanged,
+    RawDeleteRefused,
     fences_its_window,
     materialize,
     window_predicate,
@@ -473,6 +474,28 @@ def test_a_hook_naming_its_own_table_with_the_catalog_is_fenced_by_its_window(db
     with pytest.raises(OutsideWindowChanged):
         prune = "DELETE FROM memory.mart.t WHERE d < DATE '2024-01-02'"
         materialize(db, FENCED, query, DAY_2, full_refresh=False, post_hooks=[prune], fence_window=True)
+
+
+@pytest.mark.parametrize("phase", ["pre", "post"])
+def test_a_partition_s_hook_that_deletes_raw_data_runs_nothing(db, phase):
+    """A backfill partition's hook, as rendered for it, that deletes from the raw layer: refused before any
+    statement runs, naming the asset, the phase, the verb and the table; the source and the table are as they
+    were. A run outside a backfill (no fence) is not judged here."""
+    three_days(db)
+    db.execute("CREATE SCHEMA raw")
+    db.execute("CREATE TABLE raw.rows AS SELECT 1 AS id")
+    before = rows(db)
+    hooks = {f"{phase}_hooks": ["SELECT 1", "UPDATE Raw.Rows SET id = 2"]}
+    query = "SELECT DATE '2024-01-02' AS d, 5 AS v"
+    with pytest.raises(RawDeleteRefused) as raised:
+        materialize(db, FENCED, query, DAY_2, full_refresh=False, fence_window=True, **hooks)
+    assert str(raised.value) == (
+        f"mart.t: this partition's {phase} hook runs UPDATE on raw.rows, a raw table: source data is never deleted "
+        "or rebuilt in a backfill; nothing of this partition was written"
+    )
+    assert (rows(db), rows(db, "raw.rows")) == (before, [(1,)])
+    materialize(db, FENCED, query, DAY_2, full_refresh=False, **hooks)
+    assert rows(db, "raw.rows") == [(2,)]
 
 
 def test_a_duplicated_row_outside_the_window_is_caught(db):
