@@ -70,6 +70,8 @@ class ExecutorHooks:
     # Before each attempt of a pipeline partition: the assets it runs and carries (engine.execute.asset_resume),
     # or None to run the whole selection.
     plan_assets: Callable[[PartitionRecord | None], AssetPlan | None] = lambda record: None
+    # Before every turn of launches: why nothing more may start (the pipeline changed since it was judged), or None.
+    launch_refusal: Callable[[], str | None] = lambda: None
 
 
 @dataclass
@@ -219,7 +221,11 @@ class Executor(ExecutorControls, ExecutorStorage, ExecutorStopping, ExecutorSpli
                 if stopping and self._state != STOPPING:
                     self._begin_cancel_all()
                 if not stopping and not self._halted and self._paused is None:
-                    self._launch_available()
+                    refusal = self.hooks.launch_refusal() if self._may_launch() else None
+                    if refusal is not None:
+                        self.halt_for(refusal)
+                    else:
+                        self._launch_available()
                 if not self._active and (stopping or self._halted or self._exhausted or self._paused is not None):
                     break
                 self._wait_for_exits(self._next_wakeup())
@@ -353,6 +359,10 @@ class Executor(ExecutorControls, ExecutorStorage, ExecutorStopping, ExecutorSpli
         if not leaves:
             with self._lock:
                 self._finished += 1
+
+    def _may_launch(self) -> bool:
+        """Whether a slot is free and a partition may wait for it (the launch refusal is asked only then)."""
+        return len(self._active) < self.parallel and (bool(self._retries) or not self._exhausted)
 
     def _launch_available(self) -> None:
         """Fill the free slots. Their attempts are written ahead together, with one sync of the directory (a

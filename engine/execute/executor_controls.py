@@ -117,6 +117,12 @@ class ExecutorControls:
             self._intervention = message
             self._version += 1
 
+    def halt_for(self, message: str) -> None:
+        """Launch nothing more (the running children finish): the run ends unfinished, resumable, saying why."""
+        with self._lock:
+            self._intervention, self._halted = message, True
+            self._version += 1
+
     def end_for(self, status: str, message: str) -> None:
         """An operator's mark of the whole backfill (no child runs): launch nothing more and end as ``status``."""
         self._intervention, self._ended_as, self._halted = message, status, True

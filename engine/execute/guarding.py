@@ -23,6 +23,7 @@ from engine.execute.backfill import Loaded, Prepared
 from engine.execute.children import ChildFactory
 from engine.execute.executor import ExecutorHooks, Outcome
 from engine.execute.rerun import PartitionSelection
+from engine.guardrails.definition_watch import DefinitionWatch
 from engine.guardrails.guarded_run import GuardedRun
 from engine.guardrails.preflight import Approval, Preflight
 from engine.guardrails.request import RERUN, TRIGGER, GuardOptions, GuardRequest
@@ -189,6 +190,9 @@ def guard_hooks(prepared: Prepared, preflight: Preflight, approval: Approval | N
         )
 
     hooks = ExecutorHooks(before_first_launch=run.before_first_launch, after_run=after_run)
+    watch = DefinitionWatch.of(preflight)
+    if watch is not None:
+        hooks.launch_refusal = lambda: _unjudged(watch, prepared.store.id)
     resume = asset_resume(prepared, preflight)
     if resume is not None:
         hooks.plan_assets = resume.plan
@@ -196,6 +200,17 @@ def guard_hooks(prepared: Prepared, preflight: Preflight, approval: Approval | N
     if verify is not None:
         hooks.verify = verify
     return hooks
+
+
+def _unjudged(watch: DefinitionWatch, backfill_id: str) -> str | None:
+    """Why no partition may start: files it would run changed since the pre-flight judged them."""
+    changes = watch.changes()
+    if not changes:
+        return None
+    return (
+        f"stopped: the pipeline changed since this backfill was judged ({', '.join(changes)}); no partition starts "
+        f"on it unjudged: `backfill --continue {backfill_id}` judges it again"
+    )
 
 
 def asset_resume(prepared: Prepared, preflight: Preflight) -> AssetResume | None:

@@ -62,7 +62,7 @@ def components_of(facts: Facts, results: list[PreflightCheck]) -> dict[str, str]
         if macros.is_dir():  # every macro an asset may render, whether or not it does today
             files |= set(macros.rglob("*.sql"))
         for path in sorted(files):
-            parts[f"file {_relative(path, base)}"] = _file_hash(path)
+            parts[file_component(path, base)] = file_hash(path)
     if request.config is not None and environment_name_of(request) is not None:
         name = environment_name_of(request)
         parts[f"file {request.config.path.name} (environment {name}, secrets left out)"] = _hash(
@@ -141,7 +141,12 @@ def _relative(path: Path, base: Path) -> str:
         return str(path)
 
 
-def _file_hash(path: Path) -> str:
+def file_component(path: Path, base: Path) -> str:
+    """The name of a file's component: ``file`` and its path under the pipeline's directory."""
+    return f"file {_relative(path, base)}"
+
+
+def file_hash(path: Path) -> str:
     try:
         return _hash(path.read_bytes())
     except OSError as error:

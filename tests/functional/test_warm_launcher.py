@@ -226,8 +226,10 @@ def test_the_runner_dies_with_a_killed_executor_and_continue_completes(slow, hom
     assert days_in_table(slow) == ["2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04", "2024-01-05"]
 
 
-def test_an_asset_edited_mid_backfill_is_read_again_for_the_next_partition(tmp_path, home):
-    """The runner keeps the parsed pipeline, yet an edit made while Jan 2 runs is what Jan 3 and later run."""
+def test_an_asset_edited_mid_backfill_stops_the_warm_runners_and_is_judged_before_it_runs(tmp_path, home):
+    """The runners keep the parsed pipeline: an edit made while Jan 2 runs must not reach Jan 3 unjudged. Jan 2
+    finishes with what it parsed, nothing more starts (exit 1), and ``--continue`` judges the edit, after which the
+    runners (new ones) run the new version."""
     repo = Repo(tmp_path / "repo")
     marker = tmp_path / "go"
     waiting = tmp_path / "waiting"
@@ -251,8 +253,16 @@ def test_an_asset_edited_mid_backfill_is_read_again_for_the_next_partition(tmp_p
     wait_for(waiting.exists, timeout=60)
     asset.write_text(asset.read_text().replace("'old'", "'new'"))
     marker.touch()
-    process.communicate(timeout=120)
-    assert process.returncode == 0
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 1, out + err
+    assert "stopped: the pipeline changed since this backfill was judged (assets/s.t.sql changed)" in out + err
+    assert repo.query("SELECT day::VARCHAR, version FROM s.t ORDER BY day") == [
+        ("2024-01-01", "old"),
+        ("2024-01-02", "old"),
+    ]
+    [backfill] = state_dirs(repo.root / "logs" / "backfills")
+    resumed = run_backfill("--continue", backfill.name, "--no-progress", cwd=repo.root, env=home)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert repo.query("SELECT day::VARCHAR, version FROM s.t ORDER BY day") == [
         ("2024-01-01", "old"),
         ("2024-01-02", "old"),

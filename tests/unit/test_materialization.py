@@ -16,6 +16,7 @@ from engine.pipeline.columns import Column
 from engine.pipeline.database import Database, strip_statement
 from engine.pipeline.materialization import (
     MissingColumns,
+    OtherTableChanged,
     OutsideWindowChanged,
     RawDeleteRefused,
     fences_its_window,
@@ -496,6 +497,31 @@ def test_a_partition_s_hook_that_deletes_raw_data_runs_nothing(db, phase):
     assert (rows(db), rows(db, "raw.rows")) == (before, [(1,)])
     materialize(db, FENCED, query, DAY_2, full_refresh=False, **hooks)
     assert rows(db, "raw.rows") == [(2,)]
+
+
+def test_a_partition_s_hook_that_changes_another_table_is_rolled_back(db):
+    """A post hook that deletes from, or rewrites, another table (an audit table, a mart): the partition is rolled
+    back whole, the error names both tables and says what moved (the count, or only the contents); a table the
+    hook drops counts as emptied. Outside a backfill (no fence) the hook runs."""
+    three_days(db)
+    db.execute("CREATE TABLE mart.audit AS SELECT range AS n FROM range(4)")
+    query = "SELECT DATE '2024-01-02' AS d, 5 AS v"
+    before = rows(db)
+    cases = [
+        ("DELETE FROM mart.audit WHERE n < 2", "(4 rows before, 2 after)"),
+        ("UPDATE mart.audit SET n = n + 10 WHERE n = 3", "(the same 4 rows, but their contents changed)"),
+        ("DROP TABLE mart.audit", "(4 rows before, 0 after)"),
+    ]
+    for hook, change in cases:
+        with pytest.raises(OtherTableChanged) as raised:
+            materialize(db, FENCED, query, DAY_2, full_refresh=False, post_hooks=[hook], fence_window=True)
+        assert str(raised.value) == (
+            f"a hook of mart.t changed rows of another table, mart.audit {change}: rolled back, nothing of this "
+            "partition was written"
+        )
+        assert (rows(db), rows(db, "mart.audit")) == (before, [(0,), (1,), (2,), (3,)])
+    materialize(db, FENCED, query, DAY_2, full_refresh=False, post_hooks=[cases[0][0]])
+    assert rows(db, "mart.audit") == [(2,), (3,)]
 
 
 def test_a_duplicated_row_outside_the_window_is_caught(db):

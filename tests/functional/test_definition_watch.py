@@ -1,0 +1,60 @@
+"""A pipeline edited while its backfill runs: the partitions that start later would run files nobody judged or
+approved. Real backfills, a real edit between two partitions, the table read after it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.backfills import records, start_background, state_dirs, wait_for
+from tests.builder import WAITER, Repo
+from tests.conftest import run_backfill
+
+DAY = {"type": "table", "strategy": "time_interval", "incremental_key": "day", "time_granularity": "date"}
+THREE_DAYS = ("--start-date", "2024-01-01", "--end-date", "2024-01-03")
+
+
+@pytest.fixture
+def waiting(tmp_path: Path, home: dict[str, str]) -> tuple[Repo, dict[str, str]]:
+    """Pipeline p: a day table (``v`` = 1) and a Python asset after it that waits for LIVE_GO."""
+    repo = Repo(tmp_path / "repo")
+    repo.sql("p.days", "SELECT DATE '{{ start_date }}' AS day, 1 AS v", materialization=DAY)
+    repo.python("p.wait", WAITER, depends=["p.days"])
+    env = {**home, "LIVE_STARTED": str(tmp_path / "started"), "LIVE_GO": str(tmp_path / "go")}
+    return repo, env
+
+
+@pytest.mark.parametrize("edit", ["asset", "macro"])
+def test_a_file_edited_while_the_backfill_runs_starts_no_partition_unjudged(waiting, edit):
+    """The first day runs (it waits in p.wait); meanwhile the asset's SQL is edited (``v`` = 2), or a macro file is
+    added. That day finishes, no other starts: exit 1, one line naming the file and the way on, the later days
+    unwritten. ``--continue`` judges the new version and runs the rest with it."""
+    repo, env = waiting
+    first = start_background("p", *THREE_DAYS, "--reason", "first", "--max-parallel", "1", "--launcher", "exec",
+                             "--no-progress", cwd=repo.root, env=env)  # fmt: skip
+    try:
+        wait_for(lambda: Path(env["LIVE_STARTED"]).exists(), timeout=60)
+        if edit == "asset":
+            repo.sql("p.days", "SELECT DATE '{{ start_date }}' AS day, 2 AS v", materialization=DAY)
+            changed = "assets/p.days.sql changed"
+        else:
+            repo.write("p/macros/extra.sql", "{% macro extra() %}1{% endmacro %}")
+            changed = "macros/extra.sql is new"
+    finally:
+        Path(env["LIVE_GO"]).write_text("go")
+        out, err = first.communicate(timeout=120)
+    [backfill] = state_dirs(repo.root / "logs" / "backfills")
+    assert first.returncode == 1, out + err
+    assert (
+        f"stopped: the pipeline changed since this backfill was judged ({changed}); no partition starts on it "
+        f"unjudged: `backfill --continue {backfill.name}` judges it again"
+    ) in out + err
+    assert [r["status"] for r in records(backfill)] == ["succeeded"]
+    assert [(str(d), v) for d, v in repo.query("SELECT * FROM p.days ORDER BY day")] == [("2024-01-01", 1)]
+    done = run_backfill("--continue", backfill.name, "--no-progress", cwd=repo.root, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    after = 2 if edit == "asset" else 1
+    assert [(str(d), v) for d, v in repo.query("SELECT * FROM p.days ORDER BY day")] == [
+        ("2024-01-01", 1), ("2024-01-02", after), ("2024-01-03", after)
+    ]  # fmt: skip

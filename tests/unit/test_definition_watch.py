@@ -1,0 +1,74 @@
+"""The watch over what a pipeline backfill was judged on, in-process over real files: what it names as changed,
+gone or new, what it passes over, and that it trusts the plan digest's hashes over the files as they are now."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+from engine.guardrails.definition_watch import DefinitionWatch
+from engine.guardrails.digest import file_component, file_hash
+
+
+def pipeline(tmp_path: Path) -> SimpleNamespace:
+    """A pipeline directory with pipeline.yml, two assets (one selected, with a seed), a macro in a subdirectory."""
+    base = tmp_path / "p"
+    files = {"pipeline.yml": "name: p\n", "assets/a.sql": "SELECT 1", "assets/b.sql": "SELECT 2",
+             "assets/s.csv": "x\n1\n", "macros/sub/m.sql": "{% macro m() %}1{% endmacro %}"}  # fmt: skip
+    for name, text in files.items():
+        (base / name).parent.mkdir(parents=True, exist_ok=True)
+        (base / name).write_text(text)
+    selected = [SimpleNamespace(asset=SimpleNamespace(path=base / "assets/a.sql", seed_path=base / "assets/s.csv"))]
+    facts = SimpleNamespace(pipeline=SimpleNamespace(directory=base, file=base / "pipeline.yml"), selected=selected)
+    return SimpleNamespace(facts=facts, components={}, base=base)
+
+
+def test_what_the_partitions_run_is_watched_and_nothing_else(tmp_path):
+    """pipeline.yml, the selected asset, its seed and every macro (in subdirectories too) are watched; an asset not
+    selected is not. Touched with the same content: no change, and the next look is a stat."""
+    judged = pipeline(tmp_path)
+    watch = DefinitionWatch.of(judged)
+    base = judged.base
+    assert sorted(p.relative_to(base).as_posix() for p in watch.judged) == [
+        "assets/a.sql", "assets/s.csv", "macros/sub/m.sql", "pipeline.yml"
+    ]  # fmt: skip
+    assert watch.changes() == []
+    (base / "assets/b.sql").write_text("SELECT 3")  # not selected: its partitions do not run it
+    os.utime(base / "assets/a.sql", ns=(1, 1))  # a new stat, the same text
+    assert watch.changes() == []
+    assert watch._seen == watch._signature()
+
+
+def test_a_change_a_removal_and_a_new_macro_are_named(tmp_path):
+    """Each file that differs is named under the pipeline's directory, in order; the change stays said until the
+    file is as judged again."""
+    judged = pipeline(tmp_path)
+    watch = DefinitionWatch.of(judged)
+    base = judged.base
+    (base / "assets/a.sql").write_text("SELECT 10")
+    (base / "assets/s.csv").unlink()
+    (base / "macros/new.sql").write_text("")
+    assert watch.changes() == ["assets/a.sql changed", "assets/s.csv is gone", "macros/new.sql is new"]
+    assert watch.changes() == ["assets/a.sql changed", "assets/s.csv is gone", "macros/new.sql is new"]
+    (base / "assets/a.sql").write_text("SELECT 1")
+    (base / "assets/s.csv").write_text("x\n1\n")
+    (base / "macros/new.sql").unlink()
+    assert watch.changes() == []
+
+
+def test_the_hashes_judged_are_the_plan_digest_s(tmp_path):
+    """A file edited between the pre-flight and the watch's making is a change: the hash the digest covered is
+    what counts, not the file as the watch first reads it; a file the digest did not cover is hashed as found."""
+    judged = pipeline(tmp_path)
+    base = judged.base
+    judged.components = {file_component(base / "assets/a.sql", base): file_hash(base / "assets/a.sql")}
+    (base / "assets/a.sql").write_text("SELECT 'edited after the approval'")
+    watch = DefinitionWatch.of(judged)
+    assert watch.changes() == ["assets/a.sql changed"]
+    assert watch.judged[base / "pipeline.yml"] == file_hash(base / "pipeline.yml")
+
+
+def test_a_command_target_has_no_watch():
+    """A command's program is not a pipeline's files: nothing is watched."""
+    assert DefinitionWatch.of(SimpleNamespace(facts=SimpleNamespace(pipeline=None), components={})) is None
