@@ -57,6 +57,23 @@ def test_a_change_a_removal_and_a_new_macro_are_named(tmp_path):
     assert watch.changes() == []
 
 
+def test_an_edit_after_a_clean_look_is_seen(tmp_path):
+    """The executor looks before every turn: a look that found nothing keeps the files' stat, and an edit made
+    after it — to any file, also one sorted after a file missing since the pre-flight — is named at the next."""
+    judged = pipeline(tmp_path)
+    base = judged.base
+    (base / "assets/s.csv").unlink()  # missing when judged, and still: no change
+    judged.components = {file_component(base / "assets/s.csv", base): file_hash(base / "assets/s.csv")}
+    watch = DefinitionWatch.of(judged)
+    assert watch.changes() == []
+    (base / "assets/a.sql").write_text("SELECT 100")
+    assert watch.changes() == ["assets/a.sql changed"]
+    (base / "assets/a.sql").write_text("SELECT 1")
+    assert watch.changes() == []
+    (base / "pipeline.yml").write_text("name: q\n")
+    assert watch.changes() == ["pipeline.yml changed"]
+
+
 def test_the_hashes_judged_are_the_plan_digest_s(tmp_path):
     """A file edited between the pre-flight and the watch's making is a change: the hash the digest covered is
     what counts, not the file as the watch first reads it; a file the digest did not cover is hashed as found."""

@@ -610,3 +610,8 @@ def test_only_the_days_a_window_covers_whole_are_inside_it(db):
     assert "outside its window 2024-01-01T12:00:00+05:30 .. 2024-01-02T23:59:59.999999+05:30" in str(raised.value)
     materialize(db, deleting, "SELECT DATE '2024-01-02' AS d, 8 AS v", window, full_refresh=False, fence_window=True)
     assert [v for _, v in rows(db)] == [0, 8, 2]  # only the 2nd replaced
+    utc_day = Window(to_micros(datetime(2024, 1, 2, tzinfo=UTC)), to_micros(datetime(2024, 1, 3, tzinfo=UTC)) - 1, zone)
+    with pytest.raises(OutsideWindowChanged):  # a UTC day is 05:30 to 05:30 there: no local day whole
+        materialize(
+            db, deleting, "SELECT DATE '2024-01-02' AS d, 9 AS v", utc_day, full_refresh=False, fence_window=True
+        )
