@@ -46,14 +46,17 @@ def parse_split_on(text: str) -> tuple[tuple[str, ...], str | None]:
     words: list[str] = []
     parts = text.split(",")
     for number, part in enumerate(parts):
-        if part in ("timeout", "oom"):
-            if part in words:
-                raise BadInput(f"--split-on {text!r} names {part} twice: use {ACCEPTED}")
-            words.append(part)
+        word = part.strip()  # `timeout, oom` names two words, not a word and the expression " oom"
+        if word in ("timeout", "oom"):
+            if word in words:
+                raise BadInput(f"--split-on {text!r} names {word} twice: use {ACCEPTED}")
+            words.append(word)
             continue
         pattern = ",".join(parts[number:])
-        if not pattern.strip():
-            raise BadInput(f"--split-on {text!r} has an empty item: use {ACCEPTED}")
+        if not part.strip() or not parts[-1].strip():  # `timeout,,oom`, `deadlock,`: a slip, not an expression
+            raise BadInput(
+                f"--split-on {text!r} has an empty item: use {ACCEPTED} (a comma at an expression's edge: [,])"
+            )
         try:
             re.compile(pattern)
         except re.error as error:

@@ -139,6 +139,8 @@ def test_split_on_words_then_an_expression_with_commas():
     assert parse_split_on("timeout,oom") == (("timeout", "oom"), None)
     assert parse_split_on("oom,x{1,3}") == (("oom",), "x{1,3}")
     assert parse_split_on("none") == ((), None)
+    assert parse_split_on("oom,[,]x[,]") == (("oom",), "[,]x[,]")
+    assert parse_split_on("timeout, oom") == (("timeout", "oom"), None)
 
 
 def test_a_split_node_adds_up_its_leaves():
