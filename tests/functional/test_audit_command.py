@@ -93,6 +93,7 @@ def test_a_torn_line_after_since_is_shown_and_named(history):
         (["--since", "2026-02-30"], "is not a date"),
         (["--since", "yesterday"], "--since 'yesterday'"),
         (["--since", "0s"], "--since '0s'"),
+        (["--since", "99999999h"], "--since '99999999h' reaches back before the year 1"),
         (["--action", "NOPE"], "--action 'NOPE' is not an audit action: give one of MARK"),
         (["--action", ""], "--action '' is not an audit action"),
         (["--action", "MARK,"], "--action 'MARK,' is not an audit action"),

@@ -134,7 +134,10 @@ def since_arg(text: str) -> int:
         except ValueError:
             raise BadInput(f"--since {text!r} is not a date: give {accepted}") from None
     elif re.fullmatch(r"[0-9.]+[a-zµ]+([0-9.]+[a-zµ]+)*", text):
-        return to_micros(now) - parse_duration(text, "--since")
+        since = to_micros(now) - parse_duration(text, "--since")
+        if since < to_micros(datetime(1, 1, 2, tzinfo=UTC)):  # no later reader could print the instant
+            raise BadInput(f"--since {text!r} reaches back before the year 1: give a shorter duration, or a date")
+        return since
     else:
         try:
             moment = datetime.fromisoformat(text)
