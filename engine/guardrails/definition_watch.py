@@ -1,9 +1,10 @@
 """What a pipeline backfill's partitions run, as the pre-flight judged it, watched while the backfill runs.
 
-Each partition's child reads the pipeline's files when it starts, so an asset's SQL, a macro, ``pipeline.yml``
-or a seed edited after the pre-flight would run in the partitions that start later without having been judged
-or approved. The executor asks the watch before every turn of launches: a change stops new partitions (those
-running finish), and ``--continue`` judges the new version.
+Each partition's child reads the pipeline's files when it starts, so an asset's SQL, a macro, ``pipeline.yml``,
+a seed or the environment in ``.bruin.yml`` (a connection pointed at another database) edited after the pre-flight
+would run in the partitions that start later without having been judged, approved or snapshotted. The executor
+asks the watch before every turn of launches: a change stops new partitions (those running finish), and
+``--continue`` judges the new version.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from engine.guardrails.digest import file_component, file_hash
+from engine.base.errors import BackfillError
+from engine.guardrails.digest import config_component, file_component, file_hash
 from engine.guardrails.preflight import Preflight
+from engine.pipeline.config import load_config
 
 Signature = tuple[tuple[str, int, int, int, int] | tuple[str], ...]
 
@@ -21,10 +24,11 @@ class DefinitionWatch:
     """The files a pipeline backfill's partitions run (``pipeline.yml``, the selected assets, their seeds, every
     macro) with their contents as judged; hashed again only when a file's ``stat`` moved."""
 
-    def __init__(self, directory: Path, judged: dict[Path, str]) -> None:
+    def __init__(self, directory: Path, judged: dict[Path, str], config: JudgedConfig | None = None) -> None:
         self.directory = directory
         self.macros = directory / "macros"
         self.judged = judged
+        self.config = config
         self._seen: Signature | None = None  # the files' stat when they last matched what was judged
 
     @classmethod
@@ -39,7 +43,12 @@ class DefinitionWatch:
         files |= {a.asset.seed_path for a in facts.selected if a.asset.seed_path is not None}
         files |= _macros(directory / "macros")
         judged = {path: preflight.components.get(file_component(path, directory)) or file_hash(path) for path in files}
-        return cls(directory, judged)
+        request = facts.request
+        config = None
+        if request.config is not None and request.environment is not None:
+            judged_config = config_component(request.config, request.environment.name)[1]  # as the digest has it
+            config = JudgedConfig(request.config.path, request.environment.name, judged_config)
+        return cls(directory, judged, config)
 
     def changes(self) -> list[str]:
         """What differs from what was judged ("assets/x.sql changed", "macros/new.sql is new"), or nothing."""
@@ -52,13 +61,16 @@ class DefinitionWatch:
             if (digest := file_hash(path)) != judged
         ]
         changes += [f"{self._name(path)} is new" for path in sorted(_macros(self.macros) - set(self.judged))]
+        if self.config is not None and (change := self.config.change()):
+            changes.append(change)
         if not changes:
             self._seen = signature
         return changes
 
     def _signature(self) -> Signature:
         stats: list[tuple[str, int, int, int, int] | tuple[str]] = []
-        for path in sorted({*self.judged, *_macros(self.macros)}):
+        watched = {*self.judged, *_macros(self.macros), *([self.config.path] if self.config is not None else [])}
+        for path in sorted(watched):
             try:
                 info = os.stat(path)
             except OSError:
@@ -69,6 +81,26 @@ class DefinitionWatch:
 
     def _name(self, path: Path) -> str:
         return file_component(path, self.directory).removeprefix("file ")
+
+
+class JudgedConfig:
+    """``.bruin.yml`` as the backfill's environment was judged: its settings without secrets (a rotated password
+    changes nothing judged)."""
+
+    def __init__(self, path: Path, environment: str, judged: str) -> None:
+        self.path = path
+        self.environment = environment
+        self.judged = judged
+
+    def change(self) -> str | None:
+        """What differs from what was judged (".bruin.yml's environment dev changed"), or None."""
+        try:
+            config = load_config(self.path)
+        except (OSError, BackfillError):  # gone, unreadable, or no longer a configuration
+            return f"{self.path.name} is unreadable"
+        if config_component(config, self.environment)[1] == self.judged:
+            return None
+        return f"{self.path.name}'s environment {self.environment} changed"
 
 
 def _macros(directory: Path) -> set[Path]:

@@ -16,6 +16,7 @@ import orjson
 
 from engine.guardrails.facts import Facts
 from engine.guardrails.tiers import PreflightCheck
+from engine.pipeline.config import Config
 
 MIN_PREFIX = 8
 MAX_HASHED_IDS = 200_000  # beyond, the selection (not each ID) is hashed: a million hashes cost seconds
@@ -63,16 +64,9 @@ def components_of(facts: Facts, results: list[PreflightCheck]) -> dict[str, str]
             files |= set(macros.rglob("*.sql"))
         for path in sorted(files):
             parts[file_component(path, base)] = file_hash(path)
-    if request.config is not None and environment_name_of(request) is not None:
-        name = environment_name_of(request)
-        parts[f"file {request.config.path.name} (environment {name}, secrets left out)"] = _hash(
-            _canonical(
-                {
-                    "default_environment": request.config.default_environment,
-                    name: _without_secrets(request.config.raw_environments.get(name)),
-                }
-            )
-        )
+    if request.config is not None and (environment_name := environment_name_of(request)) is not None:
+        name, value = config_component(request.config, environment_name)
+        parts[name] = value
     environment = request.environment
     parts["environment"] = _hash(
         _canonical(
@@ -98,6 +92,14 @@ def components_of(facts: Facts, results: list[PreflightCheck]) -> dict[str, str]
 
 
 SECRET_WORDS = ("password", "secret", "token", "key", "credential", "private", "auth", "pass")
+
+
+def config_component(config: Config, environment: str) -> tuple[str, str]:
+    """The digest's component of ``.bruin.yml``: its default environment and the chosen environment's settings,
+    secrets left out (a rotated password keeps an approval; a connection pointed elsewhere does not)."""
+    settings = _without_secrets(config.raw_environments.get(environment))
+    value = {"default_environment": config.default_environment, environment: settings}
+    return f"file {config.path.name} (environment {environment}, secrets left out)", _hash(_canonical(value))
 
 
 def environment_name_of(request) -> str | None:

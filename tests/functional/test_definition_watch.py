@@ -58,3 +58,38 @@ def test_a_file_edited_while_the_backfill_runs_starts_no_partition_unjudged(wait
     assert [(str(d), v) for d, v in repo.query("SELECT * FROM p.days ORDER BY day")] == [
         ("2024-01-01", 1), ("2024-01-02", after), ("2024-01-03", after)
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("edit", ["connection", "password"])
+def test_a_connection_pointed_elsewhere_while_the_backfill_runs_starts_no_partition(waiting, edit):
+    """``.bruin.yml`` edited during the first day: its connection pointed at another DuckDB file (nothing judged or
+    snapshotted it) stops the backfill before the next day, exit 1, the other file never created; its password
+    rotated (secrets are left out of what is judged) lets every day run."""
+    repo, env = waiting
+    config = repo.root / ".bruin.yml"
+    judged = config.read_text().replace("path: warehouse.duckdb", "path: warehouse.duckdb\n        password: s1")
+    config.write_text(judged)
+    first = start_background("p", *THREE_DAYS, "--reason", "first", "--max-parallel", "1", "--launcher", "exec",
+                             "--no-progress", cwd=repo.root, env=env)  # fmt: skip
+    try:
+        wait_for(lambda: Path(env["LIVE_STARTED"]).exists(), timeout=60)
+        if edit == "connection":
+            config.write_text(judged.replace("path: warehouse.duckdb", "path: elsewhere.duckdb"))
+        else:
+            config.write_text(judged.replace("password: s1", "password: s2"))
+    finally:
+        Path(env["LIVE_GO"]).write_text("go")
+        out, err = first.communicate(timeout=120)
+    [backfill] = state_dirs(repo.root / "logs" / "backfills")
+    if edit == "password":
+        assert first.returncode == 0, out + err
+        assert len(repo.query("SELECT * FROM p.days")) == 3
+        return
+    assert first.returncode == 1, out + err
+    assert (
+        "stopped: the pipeline changed since this backfill was judged (.bruin.yml's environment dev changed); "
+        f"no partition starts on it unjudged: `backfill --continue {backfill.name}` judges it again"
+    ) in out + err
+    assert [r["status"] for r in records(backfill)] == ["succeeded"]
+    assert not (repo.root / "elsewhere.duckdb").exists()
+    assert [(str(d), v) for d, v in repo.query("SELECT * FROM p.days ORDER BY day")] == [("2024-01-01", 1)]

@@ -9,6 +9,21 @@ from types import SimpleNamespace
 
 from engine.guardrails.definition_watch import DefinitionWatch
 from engine.guardrails.digest import file_component, file_hash
+from engine.pipeline.config import load_config
+
+CONFIG = """default_environment: dev
+environments:
+  dev:
+    connections:
+      duckdb:
+        - name: db
+          path: warehouse.duckdb
+  other:
+    connections:
+      duckdb:
+        - name: db
+          path: other.duckdb
+"""
 
 
 def pipeline(tmp_path: Path) -> SimpleNamespace:
@@ -20,7 +35,11 @@ def pipeline(tmp_path: Path) -> SimpleNamespace:
         (base / name).parent.mkdir(parents=True, exist_ok=True)
         (base / name).write_text(text)
     selected = [SimpleNamespace(asset=SimpleNamespace(path=base / "assets/a.sql", seed_path=base / "assets/s.csv"))]
-    facts = SimpleNamespace(pipeline=SimpleNamespace(directory=base, file=base / "pipeline.yml"), selected=selected)
+    (tmp_path / ".bruin.yml").write_text(CONFIG)
+    request = SimpleNamespace(config=load_config(tmp_path / ".bruin.yml"), environment=SimpleNamespace(name="dev"))
+    facts = SimpleNamespace(
+        pipeline=SimpleNamespace(directory=base, file=base / "pipeline.yml"), selected=selected, request=request
+    )
     return SimpleNamespace(facts=facts, components={}, base=base)
 
 
@@ -89,3 +108,42 @@ def test_the_hashes_judged_are_the_plan_digest_s(tmp_path):
 def test_a_command_target_has_no_watch():
     """A command's program is not a pipeline's files: nothing is watched."""
     assert DefinitionWatch.of(SimpleNamespace(facts=SimpleNamespace(pipeline=None), components={})) is None
+
+
+def test_the_environment_in_bruin_yml_is_watched_without_its_secrets(tmp_path):
+    """``.bruin.yml``: the backfill's environment pointed elsewhere is a change, and so are its default environment
+    and a password taken away; a password rotated, and another environment edited, are not (secrets are not
+    judged); a file gone or no longer a configuration is named unreadable; as judged again, nothing is said."""
+    config = tmp_path / ".bruin.yml"
+    judged = pipeline(tmp_path)
+    with_password = CONFIG.replace("path: warehouse.duckdb", "path: warehouse.duckdb\n          password: a")
+    config.write_text(with_password)
+    judged.facts.request.config = load_config(config)
+    watch = DefinitionWatch.of(judged)
+    assert watch.changes() == []
+    config.write_text(with_password.replace("password: a", "password: b"))
+    assert watch.changes() == []
+    config.write_text(with_password.replace("other.duckdb", "third.duckdb"))
+    assert watch.changes() == []
+    for edited in (
+        with_password.replace("path: warehouse.duckdb", "path: elsewhere.duckdb"),
+        with_password.replace("default_environment: dev", "default_environment: other"),
+        CONFIG,
+    ):
+        config.write_text(edited)
+        assert watch.changes() == [".bruin.yml's environment dev changed"]
+    config.write_text("environments: [")
+    assert watch.changes() == [".bruin.yml is unreadable"]
+    config.unlink()
+    assert watch.changes() == [".bruin.yml is unreadable"]
+    config.write_text(with_password.replace("password: a", "password: c"))
+    assert watch.changes() == []
+
+
+def test_the_environment_judged_is_the_one_the_pre_flight_read(tmp_path):
+    """``.bruin.yml`` edited between the pre-flight's reading it and the watch's making is a change: what the
+    pre-flight judged (and the digest covers) counts, not the file as the watch first finds it."""
+    judged = pipeline(tmp_path)
+    (tmp_path / ".bruin.yml").write_text(CONFIG.replace("warehouse.duckdb", "elsewhere.duckdb"))
+    watch = DefinitionWatch.of(judged)
+    assert watch.changes() == [".bruin.yml's environment dev changed"]
