@@ -28,25 +28,25 @@ from engine.execute.active_child import ActiveChild
 from engine.execute.asset_resume import AssetPlan
 from engine.execute.children import ChildFactory
 from engine.execute.executor_controls import ExecutorControls
+from engine.execute.executor_reaping import ExecutorReaping, Pending
 from engine.execute.executor_snapshot import FINISHED, RUNNING, STARTING, STOPPING, Event
 from engine.execute.executor_splits import ExecutorSplits
 from engine.execute.executor_stopping import ExecutorStopping
 from engine.execute.executor_storage import ExecutorStorage
-from engine.execute.failure_reason import failure_reason, row_changes_of
 from engine.execute.launcher import ChildSpec, ForkExecLauncher, Launcher
 from engine.execute.rerun import AssetRerun, PartitionSelection, RerunMode
-from engine.execute.splitting import SplitRun, trigger_of
+from engine.execute.splitting import SplitRun
 from engine.execute.takeover import Takeover
 from engine.interventions.leasing import LeaseKeeper
 from engine.pipeline.row_changes import SNAPSHOT_INDEX
 from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions
-from engine.spec.split_policy import SplitPolicy, SplitTrigger
+from engine.spec.split_policy import SplitPolicy
 from engine.store.manifest import now_text
 from engine.store.record_writer import RecordWriter
 from engine.store.records import Attempt, PartitionRecord, RecordStatus
 from engine.store.run_tally import RunTally
 from engine.store.space_reserve import SpaceReserve, reserve_size
-from engine.store.split_tree import SplitNode, read_tree, settle_node
+from engine.store.split_tree import read_tree, settle_node
 from engine.store.state_store import StateStore
 from engine.store.status import DONE, RunOutcome, Status, StatusBoard
 
@@ -75,18 +75,10 @@ class ExecutorHooks:
 
 
 @dataclass
-class _Pending:
-    index: int
-    attempts_left: int  # attempts this invocation may still make, this one included
-    record: PartitionRecord | None = None  # known already when retrying
-    node: SplitNode | None = None  # a half of a split partition; None: the partition itself
-
-
-@dataclass
 class _Launch:
     """An attempt prepared to start: its record holds it as starting, not yet written."""
 
-    pending: _Pending
+    pending: Pending
     interval: Interval
     record: PartitionRecord
     attempt: Attempt
@@ -112,7 +104,7 @@ class Outcome:
     split_depth: int = 0  # how deep the deepest split of this run went (1: halves)
 
 
-class Executor(ExecutorControls, ExecutorStorage, ExecutorStopping, ExecutorSplits):
+class Executor(ExecutorControls, ExecutorStorage, ExecutorStopping, ExecutorSplits, ExecutorReaping):
     def __init__(
         self,
         spec: BackfillSpec,
@@ -162,7 +154,7 @@ class Executor(ExecutorControls, ExecutorStorage, ExecutorStopping, ExecutorSpli
         )
         self._selected = selection.count(board)
         self._queue: Iterator[int] = selection.iterate(board, reverse=options.reverse)
-        self._retries: deque[_Pending] = deque()
+        self._retries: deque[Pending] = deque()
         self._active: dict[str, ActiveChild] = {}  # by record ID: a split partition's halves run side by side
         # Re-entrant: a stop signal's handler (request_stop) runs in the main thread, possibly while that very
         # thread holds the lock for a snapshot; a plain lock would wait for itself forever.
@@ -311,7 +303,7 @@ class Executor(ExecutorControls, ExecutorStorage, ExecutorStopping, ExecutorSpli
 
     # ---------------------------------------------------------------- launching
 
-    def _next_pending(self) -> _Pending | None:
+    def _next_pending(self) -> Pending | None:
         while True:
             if self._retries:
                 return self._retries.popleft()
@@ -321,7 +313,7 @@ class Executor(ExecutorControls, ExecutorStorage, ExecutorStopping, ExecutorSpli
             if index is None:
                 self._exhausted = True
                 return None
-            pending = _Pending(index, self.options.retries + 1)
+            pending = Pending(index, self.options.retries + 1)
             if not self.board.attempts(index):
                 return pending
             pending.record = self._read_partition(index)
@@ -355,7 +347,7 @@ class Executor(ExecutorControls, ExecutorStorage, ExecutorStopping, ExecutorSpli
                 return
             with self._lock:
                 self.board.set(index, Status.RUNNING)
-        self._retries.extend(_Pending(index, self.options.retries + 1, leaf.record, leaf) for leaf in leaves)
+        self._retries.extend(Pending(index, self.options.retries + 1, leaf.record, leaf) for leaf in leaves)
         if not leaves:
             with self._lock:
                 self._finished += 1
@@ -400,7 +392,7 @@ class Executor(ExecutorControls, ExecutorStorage, ExecutorStopping, ExecutorSpli
         pending = launch.pending
         self._finish(pending.index, launch.record, attempt, pending.attempts_left, node=pending.node)
 
-    def _prepare(self, pending: _Pending) -> _Launch:
+    def _prepare(self, pending: Pending) -> _Launch:
         """The next attempt of a partition, not yet written nor started."""
         index = pending.index
         record = pending.record
@@ -476,7 +468,7 @@ class Executor(ExecutorControls, ExecutorStorage, ExecutorStopping, ExecutorSpli
                 self.board.set_attempts(index, launch.number)
             self._event("started", index, attempt.run_id, span=self._span(launch.pending.node))
 
-    # ---------------------------------------------------------------- waiting and reaping
+    # ---------------------------------------------------------------- waiting
 
     def _next_wakeup(self) -> float:
         now = time.monotonic()
@@ -495,148 +487,6 @@ class Executor(ExecutorControls, ExecutorStorage, ExecutorStopping, ExecutorSpli
             self._selector.select(timeout)
         else:
             time.sleep(min(timeout, 0.01))
-
-    def _record_identity(self, active: ActiveChild, *, write: bool) -> None:
-        """A remote child's PID, start time and worker, recorded as soon as its task reports them (written with
-        the attempt's end when that came first)."""
-        remote = getattr(active.child, "remote", None)
-        if remote is None or "pgid" not in remote:
-            return
-        active.identity_pending = False
-        attempt = active.attempt
-        attempt.pid, attempt.pid_started = active.child.pid, remote.pop("pid_started", None)
-        attempt.pid_birth = remote.pop("pid_birth", None)
-        attempt.remote = remote
-        if write:
-            self._write(active.record, durable=False)
-
-    def _reap(self) -> None:
-        for key, active in list(self._active.items()):
-            index = active.index
-            code = active.child.poll()
-            if active.identity_pending:
-                self._record_identity(active, write=code is None)
-            if code is None:
-                continue
-            fd = active.child.exit_fd()
-            if fd is not None:
-                self._selector.unregister(fd)
-            active.child.close()
-            leftovers = active.child.leftovers()
-            if leftovers is not None:
-                self._stop_leftovers(leftovers)
-            with self._lock:
-                del self._active[key]
-            attempt = active.attempt
-            attempt.exit_code = code
-            attempt.finished_at = now_text()
-            lost = getattr(active.child, "lost", None)
-            if lost is not None and active.stop_reason is None:
-                attempt.status, attempt.error = RecordStatus.LOST, lost
-            elif active.stop_reason is not None:
-                attempt.status, attempt.error = active.stop_status, active.stop_reason
-            elif code == 0:
-                attempt.status = RecordStatus.SUCCEEDED
-                if not self.spec.target.is_command:
-                    attempt.row_changes = row_changes_of(self.spec, attempt.run_id)
-                verification = self.hooks.verify(index, active.interval, attempt, active.record.id)
-                if verification is not None:
-                    attempt.verification = verification.to_json()
-                    if verification.fails_partition:
-                        attempt.status, attempt.error = RecordStatus.FAILED, f"verification: {verification.detail}"
-                        self._verification_failed = True
-            else:
-                log_path = self.store.log_path(attempt.run_id)
-                attempt.status, attempt.error = (
-                    RecordStatus.FAILED,
-                    failure_reason(self.spec, attempt.run_id, log_path, code),
-                )
-            trigger = None
-            if self.splits.policy is not None and attempt.status == RecordStatus.FAILED:
-                trigger = trigger_of(
-                    self.splits.policy,
-                    timed_out=active.timed_out,
-                    stopped=active.stop_reason is not None,
-                    exit_code=code,
-                    error=attempt.error,
-                )
-            self._finish(index, active.record, attempt, active.attempts_left, active.started, active.node, trigger)
-
-    def _finish(
-        self,
-        index: int,
-        record: PartitionRecord,
-        attempt: Attempt,
-        attempts_left: int,
-        started: float | None = None,
-        node: SplitNode | None = None,
-        trigger: SplitTrigger | None = None,
-    ) -> None:
-        """Record an ended attempt durably, then decide: done, split (docs/splitting.md), retry, or apply the failure
-        policy. Its duration is measured on the monotonic clock: a wall-clock step mid-attempt is not part of it."""
-        attempt.duration = round(time.monotonic() - started, 6) if started is not None else 0.0
-        # A lost attempt (its worker died: outcome unknown) leaves its partition failed, as a reconcile does.
-        record.status = RecordStatus.FAILED if attempt.status == RecordStatus.LOST else attempt.status
-        verification_failed, self._verification_failed = self._verification_failed, False
-        halves = None
-        if trigger is not None and not verification_failed and self._stop_reason is None and not self._halted:
-            halves = self._split(index, record, node, attempt, trigger)
-        if halves is None:
-            self._write(record, durable=True)
-        retry = (
-            halves is None
-            and attempt.status in (RecordStatus.FAILED, RecordStatus.LOST)
-            and attempts_left > 1
-            and self._stop_reason is None
-            and not self._halted
-            and not verification_failed  # the same data would fail the same way: stop and report instead
-        )
-        root = self.splits.trees.get(index) if node is not None or halves is not None else None
-        if node is not None and root is not None:
-            for changed in self.splits.settle(node, final=not retry):
-                self._write(changed, durable=True)
-        with self._lock:
-            self.board.set(index, Status.parse(root.record.status if root is not None else record.status))
-            if node is None:
-                self.board.set_attempts(index, len(record.attempts))
-            self.board.set_duration(index, attempt.duration)
-            self.board.set_verification(index, attempt.verification)
-            final = halves is None and not retry and (root is None or not self.splits.busy(root))
-            span = self._span(node)
-            self._event(attempt.status, index, attempt.run_id, attempt.duration, attempt.error, final=final, span=span)
-            if halves is not None:
-                self._event("split", index, attempt.run_id, None, attempt.split, final=False, span=span)
-            elif retry:
-                self._event("retrying", index, attempt.run_id, final=False, span=span)
-            if final:
-                self._finished += 1
-        self._tally.add(index, attempt)
-        self.hooks.after_partition(index, attempt)
-        if halves is not None:  # run next, before anything else waiting
-            self._retries.extendleft(reversed([_Pending(index, self.options.retries + 1, h.record, h) for h in halves]))
-            return
-        if retry:
-            self._retries.appendleft(_Pending(index, attempts_left - 1, record, node))
-            return
-        if record.status == RecordStatus.FAILED:
-            if index not in self._failed_set:
-                self._failed_set.add(index)
-                self._failed.append(index)
-            policy = self.options.on_failure
-            if verification_failed:
-                # Whatever --on-failure says: nothing new starts, and the partitions in flight are cancelled
-                # (resumable) so that nothing more lands unverified after the first bad partition.
-                self._halted = True
-                for other in list(self._active.values()):
-                    self._begin_stop(other, f"cancelled: partition {index} failed verification", RecordStatus.CANCELLED)
-            elif policy == "stop":
-                self._halted = True
-            elif policy == "fail-fast":
-                self._halted = True
-                for other in list(self._active.values()):
-                    self._begin_stop(
-                        other, f"cancelled: fail-fast after partition {index} failed", RecordStatus.CANCELLED
-                    )
 
     def _event(
         self,
