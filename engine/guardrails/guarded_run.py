@@ -7,15 +7,18 @@ executor, so the guardrails stay below it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.base.errors import BackfillError
 from engine.base.who import requester
 from engine.dates.plan import Interval
 from engine.guardrails.preflight import Approval, Preflight
+from engine.guardrails.snapshot_left import forget_left, note_left
 from engine.guardrails.table_snapshot import read_snapshot, take_snapshot
 from engine.guardrails.verification import PipelineVerifier, Verification
 from engine.pipeline.repository import logs_root, repository_root, resolve_target
@@ -118,6 +121,9 @@ class GuardedRun:
                 return
             if read_snapshot(self.store.directory) is None:
                 take_snapshot(facts, self.store.directory)
+            else:  # a resume: this run may change the tables an earlier one left
+                with contextlib.suppress(OSError):  # kept stale, a restore refuses more, never less
+                    forget_left(self.store.directory)
         finally:
             self.preflight.facts.warehouses.close()
 
@@ -150,6 +156,9 @@ class GuardedRun:
 
         facts = self.preflight.facts
         facts.warehouses.close()  # the record reads the files as the children left them
+        if not self.spec.target.is_command:
+            with contextlib.suppress(OSError, BackfillError):  # unknown then: a restore judges on run records alone
+                note_left(self.store.directory)
         spec = self.spec
         # A command has no selected assets: no table before, none after.
         before = {a.asset.name: a.table_rows for a in facts.selected if is_table(a.asset)}

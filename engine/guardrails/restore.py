@@ -1,8 +1,10 @@
 """``backfill restore ID``: put back what a backfill's snapshot holds, under the backfill's lock — refused
-when something else wrote those tables after the snapshot, since putting it back would undo that work."""
+when something else wrote those tables after the snapshot (a later run's record names it, or the tables differ
+from what the backfill's last run left), since putting it back would undo that work."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,6 +15,7 @@ import orjson
 from engine.base.errors import BackfillError, Refused
 from engine.base.who import requester
 from engine.guardrails.history import instant_of
+from engine.guardrails.snapshot_left import changed_since_left, note_left
 from engine.guardrails.table_snapshot import restorable_snapshot, restore_snapshot
 from engine.pipeline.repository import logs_root, resolve_target
 from engine.spec.backfill_spec import TargetSpec
@@ -33,7 +36,9 @@ def restore_backfill(store: StateStore, reason: str, *, force: bool = False) -> 
     if not lock.try_acquire():
         raise Refused(f"backfill {store.id} is running: restore it once it has stopped")
     try:
-        later = later_writers(store, restorable_snapshot(store.directory))
+        index = restorable_snapshot(store.directory)
+        later, explained = later_writers(store, index)
+        later += changed_since_left(index, explained)
         if later and not force:
             shown = "; ".join(later[:LISTED]) + (f"; and {len(later) - LISTED} more" if len(later) > LISTED else "")
             raise Refused(
@@ -63,24 +68,28 @@ def restore_backfill(store: StateStore, reason: str, *, force: bool = False) -> 
                 )
             ],
         )
+        with contextlib.suppress(OSError, BackfillError):  # the tables as the restore left them: the last writer known
+            note_left(store.directory)
         return done
     finally:
         lock.release()
 
 
-def later_writers(store: StateStore, index: dict[str, Any]) -> list[str]:
+def later_writers(store: StateStore, index: dict[str, Any]) -> tuple[list[str], set[str]]:
     """Runs (by hand, or of another backfill) that finished after the snapshot was taken and ran one of its
-    tables' assets: ``run ID (who) at TIME: assets``. Read from the pipeline's run records."""
+    tables' assets: ``run ID (who) at TIME: assets``, and the tables they name. Read from the pipeline's run
+    records."""
     tables = {table["name"] for entry in index.get("files", []) for table in entry.get("tables", [])}
     runs = _runs_directory(store)
+    named: set[str] = set()
     if not tables or runs is None:
-        return []
+        return [], named
     taken = int(index["taken_at_us"]) if "taken_at_us" in index else instant_of(index["taken_at"])
     found = []
     try:
         names = sorted(os.listdir(runs))
     except OSError:
-        return []
+        return [], named
     for name in names:
         if not name.endswith(".json"):
             continue
@@ -101,7 +110,8 @@ def later_writers(store: StateStore, index: dict[str, Any]) -> list[str]:
             who = f"backfill {record['backfill_id']}" if record.get("backfill_id") else "a run by hand"
             when = datetime.fromtimestamp(started / 1_000_000, UTC).isoformat(timespec="seconds")
             found.append(f"run {record.get('run_id')} ({who}) at {when}: {', '.join(wrote)}")
-    return found
+            named.update(wrote)
+    return found, named
 
 
 def _runs_directory(store: StateStore) -> Path | None:

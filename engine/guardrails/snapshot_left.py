@@ -1,0 +1,121 @@
+"""What a backfill's runs left in the tables its snapshot holds, so that ``backfill restore`` can tell a later write
+by anything — another tool, a SQL session, a pipeline of another repository — from the backfill's own.
+
+Run records name the later runs of this tool; nothing names the rest. So when a run ends, each snapshotted table
+is fingerprinted in the scope a restore puts back (the range's rows, or the whole table) and the result kept in
+the snapshot's index (``left``); a restore fingerprints the tables again and refuses, unless ``--force``, when
+one differs. A run forgets what the one before it left as it starts: a run that then dies before its end leaves
+nothing to compare with, and the restore is judged on run records alone, as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from engine.base.atomic import write_atomic
+from engine.guardrails.table_snapshot import read_snapshot
+from engine.pipeline.materialization import Database, fingerprint
+from engine.pipeline.row_changes import SNAPSHOT_INDEX
+
+ABSENT = "absent"  # the table did not exist when the run ended
+
+
+def forget_left(directory: Path) -> None:
+    """A run starts: what an earlier run left no longer describes the tables."""
+    index = read_snapshot(directory)
+    if index is None or "left_at_us" not in index:
+        return
+    del index["left_at_us"]
+    for entry in index["files"]:
+        for table in entry["tables"]:
+            table.pop("left", None)
+    _save(directory, index)
+
+
+def note_left(directory: Path) -> None:
+    """A run ended (every child waited for, the backfill still locked): each table as it left it. A file another
+    process holds for writing cannot be read: its tables stay unknown."""
+    index = read_snapshot(directory)
+    if index is None or index.get("pruned_at"):
+        return
+    for entry in index["files"]:
+        left = _fingerprints(entry)
+        for table in entry["tables"]:
+            table.pop("left", None)
+            if left is not None:
+                table["left"] = left[table["name"]]
+    index["left_at_us"] = int(time.time() * 1_000_000)
+    _save(directory, index)
+
+
+def changed_since_left(index: dict[str, Any], explained: set[str]) -> list[str]:
+    """The snapshotted tables that differ from what the backfill's last run left, leaving out those a later run
+    record already names (``explained``): ``mart.x changed … (9 rows then, 10 now) …``."""
+    if "left_at_us" not in index:
+        return []
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(index["left_at_us"] / 1_000_000))
+    changed = []
+    for entry in index["files"]:
+        known = {t["name"]: t["left"] for t in entry["tables"] if "left" in t and t["name"] not in explained}
+        if not known:
+            continue
+        now = _fingerprints(entry)
+        if now is None:
+            changed += [f"{name} could not be read to compare" for name in known]
+            continue
+        for name, left in known.items():
+            if now[name] != left:
+                changed.append(
+                    f"{name} changed since the backfill's last run ended at {when} ({_rows(left)} then, "
+                    f"{_rows(now[name])} now) by a writer that left no run record (another tool or a SQL session)"
+                )
+    return changed
+
+
+def _fingerprints(entry: dict[str, Any]) -> dict[str, Any] | None:
+    """Each table of one database file in its restore's scope: [rows, hash sum], or ABSENT; None when the file cannot
+    be read now (held by a writer)."""
+    import duckdb
+
+    database = Path(entry["database"])
+    if not database.exists():
+        return {table["name"]: ABSENT for table in entry["tables"]}
+    try:
+        connection = duckdb.connect(str(database), read_only=True)
+    except duckdb.Error:
+        return None
+    try:
+        db = Database(connection, lambda sql: sql)
+        found: dict[str, Any] = {}
+        for table in entry["tables"]:
+            name = table["name"]
+            if not db.table_exists(name):
+                found[name] = ABSENT
+                continue
+            scope = table["predicate"] if table["scope"] == "range" and table["predicate"] else "TRUE"
+            try:
+                rows, total = fingerprint(db, name, scope)
+                found[name] = [rows, str(total)]  # the hashes' sum is a HUGEINT: JSON keeps it as text
+            except duckdb.Error as error:  # its columns changed under the range's predicate: not as it was left
+                found[name] = f"unreadable: {error}"
+        return found
+    finally:
+        with contextlib.suppress(duckdb.Error):
+            connection.close()
+
+
+def _rows(left: Any) -> str:
+    if left == ABSENT:
+        return "no table"
+    if isinstance(left, list):
+        return f"{left[0]:,} row{'s' * (left[0] != 1)}"
+    return "unreadable"
+
+
+def _save(directory: Path, index: dict[str, Any]) -> None:
+    write_atomic(directory / SNAPSHOT_INDEX, orjson.dumps(index, option=orjson.OPT_INDENT_2))
