@@ -14,11 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.base.errors import BackfillError
 from engine.base.who import requester
 from engine.dates.plan import Interval
 from engine.guardrails.preflight import Approval, Preflight
-from engine.guardrails.snapshot_left import forget_left, note_left
+from engine.guardrails.snapshot_left import LeftTables, forget_left
 from engine.guardrails.table_snapshot import read_snapshot, take_snapshot
 from engine.guardrails.verification import PipelineVerifier, Verification
 from engine.pipeline.repository import logs_root, repository_root, resolve_target
@@ -156,13 +155,13 @@ class GuardedRun:
 
         facts = self.preflight.facts
         facts.warehouses.close()  # the record reads the files as the children left them
-        if not self.spec.target.is_command:
-            with contextlib.suppress(OSError, BackfillError):  # unknown then: a restore judges on run records alone
-                note_left(self.store.directory)
         spec = self.spec
         # A command has no selected assets: no table before, none after.
         before = {a.asset.name: a.table_rows for a in facts.selected if is_table(a.asset)}
-        after, after_range = tables_after_run(facts, with_checks=bool(tally.total))
+        left = LeftTables(self.store.directory)
+        after, after_range = tables_after_run(facts, with_checks=bool(tally.total), visit=left.read)
+        with contextlib.suppress(OSError):  # unknown then: a restore judges on run records alone
+            left.save()
         record: dict[str, Any] = build_record(
             backfill_id=self.store.id,
             preflight=self.preflight,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -39,9 +40,12 @@ def is_table(asset) -> bool:
     return asset.kind == "seed" or asset.materialization.type == "table"
 
 
-def tables_after_run(facts: Facts, *, with_checks: bool) -> tuple[dict[str, int | None], list[dict[str, Any]]]:
+def tables_after_run(
+    facts: Facts, *, with_checks: bool, visit: Callable[[Path, Any], None] = lambda path, connection: None
+) -> tuple[dict[str, int | None], list[dict[str, Any]]]:
     """Rows of every selected table now (None: no table, or the file could not be read) and, with
-    ``with_checks``, the selected assets' checks run once over the whole tables: one open per file."""
+    ``with_checks``, the selected assets' checks run once over the whole tables: one open per file, which
+    ``visit`` is also given (what the run left in the snapshot's tables is read through it)."""
     from engine.pipeline.quality_checks import run_checks
     from engine.pipeline.templating import base_context
 
@@ -63,6 +67,7 @@ def tables_after_run(facts: Facts, *, with_checks: bool) -> tuple[dict[str, int 
             checks += [{"asset": a.asset.name, "check": "*", "passed": False, "detail": str(error)} for a in checked]
             continue
         try:
+            visit(path, warehouse.connection)
             for a in tables:
                 counts[a.asset.name] = warehouse.rows(a.asset.name)
             for a in checked:

@@ -37,20 +37,43 @@ def forget_left(directory: Path) -> None:
     _save(directory, index)
 
 
+class LeftTables:
+    """What a run's end finds in the snapshotted tables, read through connections its caller holds (the record's:
+    one open per file), then saved. A file never read (held by a writer) leaves its tables unknown."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.index = read_snapshot(directory)
+        self.found: dict[str, dict[str, Any] | None] = {}
+
+    def read(self, path: Path, connection: Any | None) -> None:
+        """Fingerprint the snapshot's tables in ``path`` (``connection``: read-only; None when there is no file)."""
+        if self.index is None:
+            return
+        for entry in self.index["files"]:
+            if Path(entry["database"]) == path:
+                self.found[entry["database"]] = _fingerprints(entry, connection)
+
+    def save(self) -> None:
+        index = self.index
+        if index is None or index.get("pruned_at"):
+            return
+        for entry in index["files"]:
+            left = self.found.get(entry["database"])
+            for table in entry["tables"]:
+                table.pop("left", None)
+                if left is not None:
+                    table["left"] = left[table["name"]]
+        index["left_at_us"] = int(time.time() * 1_000_000)
+        _save(self.directory, index)
+
+
 def note_left(directory: Path) -> None:
-    """A run ended (every child waited for, the backfill still locked): each table as it left it. A file another
-    process holds for writing cannot be read: its tables stay unknown."""
-    index = read_snapshot(directory)
-    if index is None or index.get("pruned_at"):
-        return
-    for entry in index["files"]:
-        left = _fingerprints(entry)
-        for table in entry["tables"]:
-            table.pop("left", None)
-            if left is not None:
-                table["left"] = left[table["name"]]
-    index["left_at_us"] = int(time.time() * 1_000_000)
-    _save(directory, index)
+    """The tables as they are now (a restore's end), through connections of its own."""
+    left = LeftTables(directory)
+    for entry in left.index["files"] if left.index is not None else ():
+        left.found[entry["database"]] = _read(entry)
+    left.save()
 
 
 def changed_since_left(index: dict[str, Any], explained: set[str]) -> list[str]:
@@ -64,7 +87,7 @@ def changed_since_left(index: dict[str, Any], explained: set[str]) -> list[str]:
         known = {t["name"]: t["left"] for t in entry["tables"] if "left" in t and t["name"] not in explained}
         if not known:
             continue
-        now = _fingerprints(entry)
+        now = _read(entry)
         if now is None:
             changed += [f"{name} could not be read to compare" for name in known]
             continue
@@ -77,36 +100,46 @@ def changed_since_left(index: dict[str, Any], explained: set[str]) -> list[str]:
     return changed
 
 
-def _fingerprints(entry: dict[str, Any]) -> dict[str, Any] | None:
-    """Each table of one database file in its restore's scope: [rows, hash sum], or ABSENT; None when the file cannot
-    be read now (held by a writer)."""
+def _read(entry: dict[str, Any]) -> dict[str, Any] | None:
+    """One database file's tables through a read-only connection of its own; None when another process holds the
+    file for writing."""
     import duckdb
 
     database = Path(entry["database"])
     if not database.exists():
-        return {table["name"]: ABSENT for table in entry["tables"]}
+        return _fingerprints(entry, None)
     try:
         connection = duckdb.connect(str(database), read_only=True)
     except duckdb.Error:
         return None
     try:
-        db = Database(connection, lambda sql: sql)
-        found: dict[str, Any] = {}
-        for table in entry["tables"]:
-            name = table["name"]
-            if not db.table_exists(name):
-                found[name] = ABSENT
-                continue
-            scope = table["predicate"] if table["scope"] == "range" and table["predicate"] else "TRUE"
-            try:
-                rows, total = fingerprint(db, name, scope)
-                found[name] = [rows, str(total)]  # the hashes' sum is a HUGEINT: JSON keeps it as text
-            except duckdb.Error as error:  # its columns changed under the range's predicate: not as it was left
-                found[name] = f"unreadable: {error}"
-        return found
+        return _fingerprints(entry, connection)
     finally:
         with contextlib.suppress(duckdb.Error):
             connection.close()
+
+
+def _fingerprints(entry: dict[str, Any], connection: Any | None) -> dict[str, Any]:
+    """Each table of one database file in its restore's scope: [rows, hash sum], or ABSENT (every table, when
+    there is no file: ``connection`` None)."""
+    import duckdb
+
+    if connection is None:
+        return {table["name"]: ABSENT for table in entry["tables"]}
+    db = Database(connection, lambda sql: sql)
+    found: dict[str, Any] = {}
+    for table in entry["tables"]:
+        name = table["name"]
+        if not db.table_exists(name):
+            found[name] = ABSENT
+            continue
+        scope = table["predicate"] if table["scope"] == "range" and table["predicate"] else "TRUE"
+        try:
+            rows, total = fingerprint(db, name, scope)
+            found[name] = [rows, str(total)]  # the hashes' sum is a HUGEINT: JSON keeps it as text
+        except duckdb.Error as error:  # its columns changed under the range's predicate: not as it was left
+            found[name] = f"unreadable: {error}"
+    return found
 
 
 def _rows(left: Any) -> str:

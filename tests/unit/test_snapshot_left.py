@@ -10,7 +10,7 @@ from pathlib import Path
 import duckdb
 import orjson
 
-from engine.guardrails.snapshot_left import changed_since_left, forget_left, note_left
+from engine.guardrails.snapshot_left import LeftTables, changed_since_left, forget_left, note_left
 from engine.pipeline.row_changes import SNAPSHOT_INDEX
 
 
@@ -68,3 +68,25 @@ def test_a_file_held_by_a_writer_is_left_unknown_and_a_run_forgets_what_the_last
     forget_left(tmp_path)
     index = index_of(tmp_path)
     assert "left_at_us" not in index and all("left" not in t for t in index["files"][0]["tables"])
+
+
+def test_a_run_s_end_fills_only_the_files_it_read(tmp_path):
+    """Two database files; the record's connections reached only one (the other held): only its tables are left,
+    the other file's stay unknown and are never compared."""
+    first, second = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
+    for database in (first, second):
+        with duckdb.connect(str(database)) as connection:
+            connection.execute("CREATE TABLE a AS SELECT 1 AS x; CREATE TABLE b AS SELECT 2 AS y")
+    snapshot(tmp_path, first)
+    index = index_of(tmp_path)
+    index["files"].append({**index["files"][0], "database": str(second)})
+    (tmp_path / SNAPSHOT_INDEX).write_bytes(orjson.dumps(index))
+    left = LeftTables(tmp_path)
+    with duckdb.connect(str(first), read_only=True) as connection:
+        left.read(first, connection)
+    left.save()
+    files = index_of(tmp_path)["files"]
+    assert [["left" in t for t in f["tables"]] for f in files] == [[True, True], [False, False]]
+    with duckdb.connect(str(second)) as connection:
+        connection.execute("INSERT INTO a VALUES (5)")
+    assert changed_since_left(index_of(tmp_path), set()) == []
