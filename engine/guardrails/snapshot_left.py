@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from engine.base.atomic import write_atomic
+from engine.base.errors import Refused
 from engine.guardrails.table_snapshot import read_snapshot
 from engine.pipeline.materialization import Database, fingerprint
 from engine.pipeline.row_changes import SNAPSHOT_INDEX
@@ -89,8 +90,10 @@ def changed_since_left(index: dict[str, Any], explained: set[str]) -> list[str]:
             continue
         now = _read(entry)
         if now is None:
-            changed += [f"{name} could not be read to compare" for name in known]
-            continue
+            raise Refused(
+                f"the warehouse {entry['database']} is open for writing elsewhere (a run, or a session): restore "
+                "once it has ended; nothing was restored"
+            )
         for name, left in known.items():
             if now[name] != left:
                 changed.append(

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from engine.base.atomic import write_atomic
-from engine.base.errors import BackfillError, BadInput
+from engine.base.errors import BackfillError, BadInput, Refused, StateUnreadable
 from engine.guardrails.facts import AssetFacts, Facts
 from engine.guardrails.warehouse import Held
 from engine.pipeline.materialization import Database, quote_identifier, quote_name, window_predicate
@@ -225,12 +225,28 @@ def restore_snapshot(directory: Path) -> list[str]:
     import duckdb
 
     index = restorable_snapshot(directory)
-    done = []
-    for entry in index["files"]:
+    for entry in index["files"]:  # every copy readable before any table is touched
         snapshot = directory / entry["snapshot"]
         if entry["tables"] and any(t["existed"] for t in entry["tables"]) and not snapshot.exists():
             raise BadInput(f"snapshot file {snapshot} is missing: nothing was restored")
-        connection = duckdb.connect(entry["database"])
+        if snapshot.exists():
+            try:
+                duckdb.connect(str(snapshot), read_only=True).close()
+            except duckdb.Error as error:
+                raise StateUnreadable(
+                    f"snapshot file {snapshot} cannot be read ({str(error).splitlines()[0]}): nothing was restored"
+                ) from None
+    done = []
+    for entry in index["files"]:
+        snapshot = directory / entry["snapshot"]
+        try:
+            connection = duckdb.connect(entry["database"])
+        except duckdb.IOException as error:
+            raise Refused(
+                f"the warehouse {entry['database']} is open for writing elsewhere (a run, or a session): restore "
+                f"once it has ended ({str(error).splitlines()[0]}); "
+                + (f"restored before it: {'; '.join(done)}" if done else "nothing was restored")
+            ) from None
         try:
             if snapshot.exists():
                 connection.execute(f"ATTACH '{_sql_text(str(snapshot))}' AS snap (READ_ONLY)")

@@ -5,6 +5,8 @@ file written from outside, the tables read after each refusal and each restore."
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -130,3 +132,46 @@ def test_a_resumed_run_killed_midway_leaves_no_stale_state_to_compare_with(resto
     done = run_backfill("restore", backfill.name, "--reason", "v3 was wrong", cwd=repo.root, env=home)
     assert done.returncode == 0, done.stdout + done.stderr
     assert repo.query(TABLES) == pristine
+
+
+@pytest.mark.parametrize("noted", [True, False])
+def test_a_restore_while_a_session_holds_the_warehouse_is_one_line_and_changes_nothing(restored, noted):
+    """Another process holds the warehouse for writing: the restore is refused (exit 3, one line saying so) rather
+    than a traceback or a claim of later writes, whether or not the last run left fingerprints to compare
+    (``noted``), and once the holder is gone the tables are as they were."""
+    repo, backfill, home = restored
+    if not noted:
+        index = json.loads((backfill / "snapshot.json").read_text())
+        index.pop("left_at_us")
+        (backfill / "snapshot.json").write_text(json.dumps(index))
+    before = repo.query(TABLES)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import duckdb, sys; c = duckdb.connect({str(repo.database)!r}); print('held', "
+         "flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline() == "held\n"
+        refused = run_backfill("restore", backfill.name, "--reason", "v2 was wrong", cwd=repo.root, env=home)
+    finally:
+        holder.communicate("")
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+    assert f"the warehouse {repo.database.resolve()} is open for writing elsewhere (a run, or a session)" in (
+        refused.stderr
+    )
+    assert "nothing was restored" in refused.stderr
+    assert repo.query(TABLES) == before
+
+
+def test_a_corrupt_snapshot_file_restores_nothing(restored):
+    """The snapshot's copy is no longer a DuckDB file: one line naming it, exit 5, every table as it was."""
+    repo, backfill, home = restored
+    before = repo.query(TABLES)
+    (backfill / "snapshot-0.duckdb").write_bytes(b"not a database")
+    refused = run_backfill("restore", backfill.name, "--reason", "v2 was wrong", cwd=repo.root, env=home)
+    assert refused.returncode == 5, refused.stdout + refused.stderr
+    assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+    assert f"snapshot file {backfill / 'snapshot-0.duckdb'} cannot be read (" in refused.stderr
+    assert refused.stderr.rstrip().endswith("): nothing was restored")
+    assert repo.query(TABLES) == before

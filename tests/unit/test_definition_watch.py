@@ -147,3 +147,19 @@ def test_the_environment_judged_is_the_one_the_pre_flight_read(tmp_path):
     (tmp_path / ".bruin.yml").write_text(CONFIG.replace("warehouse.duckdb", "elsewhere.duckdb"))
     watch = DefinitionWatch.of(judged)
     assert watch.changes() == [".bruin.yml's environment dev changed"]
+
+
+def test_without_a_configuration_or_an_environment_only_the_files_are_watched(tmp_path):
+    """A request without ``.bruin.yml`` read, or without an environment chosen, watches no configuration: the
+    pipeline's files are still watched."""
+    for config, environment in ((None, SimpleNamespace(name="dev")), ("set", None)):
+        judged = pipeline(tmp_path)
+        request = judged.facts.request
+        request.config = request.config if config == "set" else None
+        request.environment = environment
+        watch = DefinitionWatch.of(judged)
+        assert watch.config is None and watch.changes() == []
+        (tmp_path / ".bruin.yml").write_text("environments: [")
+        assert watch.changes() == []
+        (judged.base / "pipeline.yml").write_text("name: changed\n")
+        assert watch.changes() == ["pipeline.yml changed"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import duckdb
@@ -90,3 +91,84 @@ def test_a_run_s_end_fills_only_the_files_it_read(tmp_path):
     with duckdb.connect(str(second)) as connection:
         connection.execute("INSERT INTO a VALUES (5)")
     assert changed_since_left(index_of(tmp_path), set()) == []
+
+
+def ranged(directory: Path, database: Path) -> None:
+    """A snapshot index of one table kept by range (days 3 to 4) and one kept whole, in ``database``."""
+    with duckdb.connect(str(database)) as connection:
+        connection.execute(
+            "CREATE TABLE d AS SELECT DATE '2024-01-01' + INTERVAL (i) DAY AS day, 1 AS n FROM range(7) AS t(i);"
+            "CREATE TABLE w AS SELECT 1 AS x"
+        )
+    predicate = "\"day\" BETWEEN DATE '2024-01-03' AND DATE '2024-01-04'"
+    tables = [
+        {"name": "main.d", "existed": True, "scope": "range", "predicate": predicate, "rows": 2, "copy": "d"},
+        {"name": "main.w", "existed": True, "scope": "whole", "predicate": None, "rows": 1, "copy": "w"},
+    ]
+    index = {"taken_at": "2024-01-01T00:00:00Z", "files": [{"database": str(database), "tables": tables}]}
+    (directory / SNAPSHOT_INDEX).write_bytes(orjson.dumps(index))
+
+
+def write(database: Path, sql: str) -> None:
+    with duckdb.connect(str(database)) as connection:
+        connection.execute(sql)
+
+
+def test_a_range_table_is_compared_in_its_range_and_the_change_is_said_exactly(tmp_path):
+    """The range's rows only: a change outside them is no change; inside, the table is named with the time the
+    run ended and its rows then and now. A table kept whole changes anywhere. Every table differing is named,
+    file after file, whatever came before it."""
+    database = tmp_path / "w.duckdb"
+    ranged(tmp_path, database)
+    note_left(tmp_path)
+    index = index_of(tmp_path)
+    assert abs(index["left_at_us"] / 1_000_000 - time.time()) < 60
+    assert [t["left"][0] for t in index["files"][0]["tables"]] == [2, 1]
+    assert all(isinstance(t["left"][1], str) for t in index["files"][0]["tables"])
+    index["left_at_us"] = 1_704_067_200_000_000  # 2024-01-01T00:00:00Z
+    write(database, "UPDATE d SET n = 5 WHERE day = DATE '2024-01-06'")
+    assert changed_since_left(index, set()) == []
+    write(database, "DELETE FROM d WHERE day = DATE '2024-01-03'; INSERT INTO w VALUES (2)")
+    assert changed_since_left(index, set()) == [
+        "main.d changed since the backfill's last run ended at 2024-01-01T00:00:00Z (2 rows then, 1 row now) by a "
+        "writer that left no run record (another tool or a SQL session)",
+        "main.w changed since the backfill's last run ended at 2024-01-01T00:00:00Z (1 row then, 2 rows now) by a "
+        "writer that left no run record (another tool or a SQL session)",
+    ]
+    assert [line.split(" ")[0] for line in changed_since_left(index, {"main.d"})] == ["main.w"]
+    first = {**index["files"][0], "tables": [{**index["files"][0]["tables"][0], "left": "absent"}]}
+    index["files"] = [{**first, "tables": []}, first, index["files"][0]]
+    assert [line.split(" ")[0] for line in changed_since_left(index, {"main.w"})] == ["main.d", "main.d"]
+
+
+def test_a_range_whose_predicate_no_longer_reads_is_a_change(tmp_path):
+    """The range's key column renamed by a session: the range cannot be read as it was left, which is a change."""
+    database = tmp_path / "w.duckdb"
+    ranged(tmp_path, database)
+    note_left(tmp_path)
+    write(database, "ALTER TABLE d RENAME COLUMN day TO d")
+    [change] = changed_since_left(index_of(tmp_path), set())
+    assert change.startswith("main.d changed since") and "(2 rows then, unreadable now)" in change
+
+
+def test_nothing_is_noted_or_forgotten_where_there_is_nothing(tmp_path):
+    """No snapshot: nothing written. A pruned snapshot: nothing noted (its copies are gone). Forgetting with
+    nothing noted, or with some tables never noted (their file was held), leaves the index as it was."""
+    note_left(tmp_path)
+    forget_left(tmp_path)
+    assert not (tmp_path / SNAPSHOT_INDEX).exists()
+    database = tmp_path / "w.duckdb"
+    ranged(tmp_path, database)
+    pristine = (tmp_path / SNAPSHOT_INDEX).read_bytes()
+    forget_left(tmp_path)
+    assert (tmp_path / SNAPSHOT_INDEX).read_bytes() == pristine
+    index = index_of(tmp_path)
+    index["left_at_us"] = 1
+    (tmp_path / SNAPSHOT_INDEX).write_bytes(orjson.dumps(index))
+    forget_left(tmp_path)
+    assert index_of(tmp_path) == orjson.loads(pristine)
+    index["pruned_at"] = "2024-02-01T00:00:00Z"
+    del index["left_at_us"]
+    (tmp_path / SNAPSHOT_INDEX).write_bytes(orjson.dumps(index))
+    note_left(tmp_path)
+    assert "left_at_us" not in index_of(tmp_path)
