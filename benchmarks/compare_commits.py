@@ -5,14 +5,17 @@ Used for the figures in docs/performance.md that compare a change with the commi
 (alternating runs share its load): the executor's 2000 × ``true`` against ``xargs -P 4`` (``--scenario exec``),
 ``backfill list`` over a state root of saved backfills (``--scenario list``, made here by small real runs), and the
 dashboard's first partition row in a pseudo-terminal over 1,000,000 partitions against a minimal Textual app's one
-line (``--scenario paint``, the first-frame figure of ``tui_bench.py``).
+line (``--scenario paint``, the first-frame figure of ``tui_bench.py``), and a new backfill of the bundled example
+pipeline over January 2024 (``--scenario pipeline``: 31 partitions, warm runners, its pre-flight, snapshot, the
+look at the pipeline's files before each turn of launches and the fingerprints of what the run left).
 
-Usage: python benchmarks/compare_commits.py OLD_REV [NEW_REV] [--scenario exec|list|paint] [--runs N]
+Usage: python benchmarks/compare_commits.py OLD_REV [NEW_REV] [--scenario exec|list|paint|pipeline] [--runs N]
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import subprocess
 import sys
@@ -24,6 +27,10 @@ from _measure import GUARD_FLAGS, ROOT, installed_environment
 
 EXEC = [*GUARD_FLAGS, "--command", "true", "--start-date", "2024-01-01T00:00:00Z", "--end-date",
         "2024-01-02T09:20:00Z", "--partition", "1m", "--max-parallel", "4", "--no-progress"]  # fmt: skip
+
+
+PIPELINE = ["pipeline", "--start-date", "2024-01-01", "--end-date", "2024-01-31", "--reason", "benchmark",
+            "--no-progress"]  # fmt: skip
 
 
 def checkout(revision: str, into: Path) -> Path:
@@ -44,7 +51,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("old")
     parser.add_argument("new", nargs="?", default=None, help="a revision; the working tree when left out")
-    parser.add_argument("--scenario", choices=("exec", "list", "paint"), default="exec")
+    parser.add_argument("--scenario", choices=("exec", "list", "paint", "pipeline"), default="exec")
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="compare-"))
@@ -58,12 +65,16 @@ def main() -> int:
             for _ in range(25):  # a state root of small saved backfills
                 run(trees["new"], [*command, *GUARD_FLAGS, "--command", "true", "--start-date", "2024-01-01",
                                    "--end-date", "2024-01-02", "--no-progress"], work)  # fmt: skip
+        if args.scenario == "pipeline":  # the example, its warehouse kept from run to run (each replaces January)
+            shutil.copytree(ROOT / "examples" / "shop" / "pipeline", work / "pipeline")
+            shutil.copy(ROOT / "examples" / "shop" / ".bruin.yml", work / ".bruin.yml")
         if args.scenario == "paint":
             return compare_first_paint(trees, args)
         times: dict[str, list[float]] = {"old": [], "new": [], "xargs": []}
         for round_number in range(args.runs + 1):  # the first round writes the bytecode caches and is not counted
             for which in ("old", "new"):
-                argv = [*command, "list"] if args.scenario == "list" else [*command, *EXEC]
+                argv = {"list": [*command, "list"], "pipeline": [*command, *PIPELINE]}.get(args.scenario)
+                argv = argv or [*command, *EXEC]
                 seconds = run(trees[which], argv, work)
                 if round_number:
                     times[which].append(seconds)

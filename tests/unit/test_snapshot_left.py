@@ -10,7 +10,9 @@ from pathlib import Path
 
 import duckdb
 import orjson
+import pytest
 
+from engine.base.errors import Refused
 from engine.guardrails.snapshot_left import LeftTables, changed_since_left, forget_left, note_left
 from engine.pipeline.row_changes import SNAPSHOT_INDEX
 
@@ -21,6 +23,17 @@ def snapshot(directory: Path, database: Path) -> None:
               for name in ("main.a", "main.b")]  # fmt: skip
     index = {"taken_at": "2024-01-01T00:00:00Z", "files": [{"database": str(database), "tables": tables}]}
     (directory / SNAPSHOT_INDEX).write_bytes(orjson.dumps(index))
+
+
+def hold(database: Path, *, read_only: bool = False) -> subprocess.Popen[str]:
+    """Another process with ``database`` open (for writing unless ``read_only``) until its stdin closes."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import duckdb, sys; c = duckdb.connect({str(database)!r}, read_only={read_only}); "
+         "print('held', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    return holder
 
 
 def index_of(directory: Path) -> dict:
@@ -49,13 +62,8 @@ def test_a_file_held_by_a_writer_is_left_unknown_and_a_run_forgets_what_the_last
     with duckdb.connect(str(database)) as connection:
         connection.execute("CREATE TABLE a AS SELECT 1 AS x; CREATE TABLE b AS SELECT 2 AS y")
     snapshot(tmp_path, database)
-    holder = subprocess.Popen(
-        [sys.executable, "-c", f"import duckdb, sys; c = duckdb.connect({str(database)!r}); print('held', flush=True); "
-         "sys.stdin.read()"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    holder = hold(database)
     try:
-        assert holder.stdout.readline() == "held\n"
         note_left(tmp_path)
     finally:
         holder.communicate("")
@@ -66,9 +74,25 @@ def test_a_file_held_by_a_writer_is_left_unknown_and_a_run_forgets_what_the_last
     index = index_of(tmp_path)
     assert [t["left"][0] for t in index["files"][0]["tables"]] == [1, 1]
     assert changed_since_left(index, set()) == []
+    holder = hold(database)
+    try:
+        with pytest.raises(Refused) as refused:
+            changed_since_left(index, set())
+    finally:
+        holder.communicate("")
+    assert str(refused.value) == (
+        f"the warehouse {database} is open for writing elsewhere (a run, or a session): restore once it has ended; "
+        "nothing was restored"
+    )
     forget_left(tmp_path)
     index = index_of(tmp_path)
     assert "left_at_us" not in index and all("left" not in t for t in index["files"][0]["tables"])
+    reader = hold(database, read_only=True)
+    try:
+        note_left(tmp_path)  # a reader does not stop another reader
+    finally:
+        reader.communicate("")
+    assert all("left" in t for t in index_of(tmp_path)["files"][0]["tables"])
 
 
 def test_a_run_s_end_fills_only_the_files_it_read(tmp_path):
@@ -82,6 +106,8 @@ def test_a_run_s_end_fills_only_the_files_it_read(tmp_path):
     index = index_of(tmp_path)
     index["files"].append({**index["files"][0], "database": str(second)})
     (tmp_path / SNAPSHOT_INDEX).write_bytes(orjson.dumps(index))
+    note_left(tmp_path)
+    assert [["left" in t for t in f["tables"]] for f in index_of(tmp_path)["files"]] == [[True, True], [True, True]]
     left = LeftTables(tmp_path)
     with duckdb.connect(str(first), read_only=True) as connection:
         left.read(first, connection)
@@ -102,6 +128,7 @@ def ranged(directory: Path, database: Path) -> None:
         )
     predicate = "\"day\" BETWEEN DATE '2024-01-03' AND DATE '2024-01-04'"
     tables = [
+        {"name": "main.gone", "existed": False, "scope": "whole", "predicate": None, "rows": 0, "copy": "gone"},
         {"name": "main.d", "existed": True, "scope": "range", "predicate": predicate, "rows": 2, "copy": "d"},
         {"name": "main.w", "existed": True, "scope": "whole", "predicate": None, "rows": 1, "copy": "w"},
     ]
@@ -123,11 +150,15 @@ def test_a_range_table_is_compared_in_its_range_and_the_change_is_said_exactly(t
     note_left(tmp_path)
     index = index_of(tmp_path)
     assert abs(index["left_at_us"] / 1_000_000 - time.time()) < 60
-    assert [t["left"][0] for t in index["files"][0]["tables"]] == [2, 1]
-    assert all(isinstance(t["left"][1], str) for t in index["files"][0]["tables"])
+    assert index["files"][0]["tables"][0]["left"] == "absent"
+    assert [t["left"][0] for t in index["files"][0]["tables"][1:]] == [2, 1]
+    assert all(isinstance(t["left"][1], str) for t in index["files"][0]["tables"][1:])
     index["left_at_us"] = 1_704_067_200_000_000  # 2024-01-01T00:00:00Z
     write(database, "UPDATE d SET n = 5 WHERE day = DATE '2024-01-06'")
     assert changed_since_left(index, set()) == []
+    write(database, "UPDATE d SET n = 5 WHERE day = DATE '2024-01-04'")  # as many rows, other values
+    [change] = changed_since_left(index, set())
+    assert change.startswith("main.d changed since") and "(2 rows then, 2 rows now)" in change
     write(database, "DELETE FROM d WHERE day = DATE '2024-01-03'; INSERT INTO w VALUES (2)")
     assert changed_since_left(index, set()) == [
         "main.d changed since the backfill's last run ended at 2024-01-01T00:00:00Z (2 rows then, 1 row now) by a "
@@ -136,7 +167,7 @@ def test_a_range_table_is_compared_in_its_range_and_the_change_is_said_exactly(t
         "writer that left no run record (another tool or a SQL session)",
     ]
     assert [line.split(" ")[0] for line in changed_since_left(index, {"main.d"})] == ["main.w"]
-    first = {**index["files"][0], "tables": [{**index["files"][0]["tables"][0], "left": "absent"}]}
+    first = {**index["files"][0], "tables": [{**index["files"][0]["tables"][1], "left": "absent"}]}
     index["files"] = [{**first, "tables": []}, first, index["files"][0]]
     assert [line.split(" ")[0] for line in changed_since_left(index, {"main.w"})] == ["main.d", "main.d"]
 
