@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.base.errors import BadInput
 from engine.base.settings import Settings
@@ -38,6 +38,9 @@ from engine.store.state_store import (
     new_backfill_id,
 )
 from engine.store.status import StatusBoard
+
+if TYPE_CHECKING:
+    from engine.guardrails.definition_watch import DefinitionWatch
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,7 @@ class Prepared:
     rerun_asset: AssetRerun | None = None  # --asset: this invocation runs one asset (and downstream) again
     whole_partitions: bool = False  # --rerun-whole-partition: no asset of a failed attempt is carried over
     split_finest: SplitUnit = SplitUnit.SECOND  # the finest cut the guardrails allow a split (a DATE key: a day)
+    definition_watch: DefinitionWatch | None = None  # what a pipeline's partitions run, as judged: each worker reads it
 
     @property
     def launcher_name(self) -> str:
@@ -111,6 +115,8 @@ class Prepared:
         try:
             if not self.spec.target.is_command and self.spec.target.path:
                 launcher.check_target_visible(self.spec.target.path)
+                if self.definition_watch is not None:
+                    launcher.check_definition(self.definition_watch)
             if address is not None:  # before the first launch: a successor must know where to look
                 self.takeover.generation = self.store.record_cluster(self.takeover.generation, address, grace)
         except BaseException:

@@ -23,6 +23,7 @@ from engine.execute.local_cluster import LocalCluster
 from engine.store.records import RecordStatus
 
 if TYPE_CHECKING:
+    from engine.guardrails.definition_watch import DefinitionWatch
     from engine.store.records import Attempt, PartitionRecord
     from engine.store.state_store import Generation
 
@@ -358,6 +359,24 @@ class DaskLauncher:
             raise BadInput(
                 f"worker {blind[0]} cannot see {path}: pipeline targets need the repository at the same path on "
                 "every worker (a shared filesystem)" + (f"; {len(blind) - 1} more" if len(blind) > 1 else "")
+            )
+
+    def check_definition(self, watch: DefinitionWatch) -> None:
+        """Before the first launch: every worker must read the pipeline's files and ``.bruin.yml`` as they were
+        judged (a worker with its own checkout at the same path may hold another version of them)."""
+        from engine.guardrails.definition_watch import read_definition
+
+        paths, config = watch.on_worker()
+        seen = self.client.run(read_definition, paths, config)
+        differing = [(address, watch.differences(read)) for address, read in sorted(seen.items())]
+        differing = [(address, names) for address, names in differing if names]
+        if differing:
+            address, names = differing[0]
+            shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+            raise BadInput(
+                f"worker {address} reads another version of the pipeline than was judged ({shown} differ): pipeline "
+                "targets need the same repository at the same path on every worker (a shared filesystem)"
+                + (f"; {len(differing) - 1} more" if len(differing) > 1 else "")
             )
 
     # ------------------------------------------------------------ attempts

@@ -190,7 +190,7 @@ def guard_hooks(prepared: Prepared, preflight: Preflight, approval: Approval | N
         )
 
     hooks = ExecutorHooks(before_first_launch=run.before_first_launch, after_run=after_run)
-    watch = DefinitionWatch.of(preflight)
+    watch = prepared.definition_watch = DefinitionWatch.of(preflight)
     if watch is not None:
         hooks.launch_refusal = lambda: _unjudged(watch, prepared.store.id)
     resume = asset_resume(prepared, preflight)

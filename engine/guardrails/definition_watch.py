@@ -67,6 +67,19 @@ class DefinitionWatch:
             self._seen = signature
         return changes
 
+    def on_worker(self) -> tuple[list[str], tuple[str, str] | None]:
+        """What each worker of a cluster is asked to read before the first launch (:func:`read_definition`): the
+        watched files, and ``.bruin.yml`` with the backfill's environment."""
+        config = (str(self.config.path), self.config.environment) if self.config is not None else None
+        return sorted(str(path) for path in self.judged), config
+
+    def differences(self, seen: dict[str, str]) -> list[str]:
+        """What a worker read that differs from what was judged, named as :meth:`changes` names them."""
+        differ = [self._name(path) for path in sorted(self.judged) if seen.get(str(path)) != self.judged[path]]
+        if self.config is not None and seen.get(CONFIG) != self.config.judged:
+            differ.append(f"{self.config.path.name}'s environment {self.config.environment}")
+        return differ
+
     def _signature(self) -> Signature:
         stats: list[tuple[str, int, int, int, int] | tuple[str]] = []
         watched = {*self.judged, *_macros(self.macros), *([self.config.path] if self.config is not None else [])}
@@ -81,6 +94,22 @@ class DefinitionWatch:
 
     def _name(self, path: Path) -> str:
         return file_component(path, self.directory).removeprefix("file ")
+
+
+CONFIG = ".bruin.yml"  # the key of the environment's hash in what a worker read
+
+
+def read_definition(paths: list[str], config: tuple[str, str] | None) -> dict[str, str]:
+    """Run on every worker of a cluster: each file's hash as this worker reads it, and (under CONFIG) its
+    ``.bruin.yml`` environment's, secrets left out — a worker with its own checkout may read other files."""
+    seen = {path: file_hash(Path(path)) for path in paths}
+    if config is not None:
+        path, environment = config
+        try:
+            seen[CONFIG] = config_component(load_config(Path(path)), environment)[1]
+        except (OSError, BackfillError) as error:
+            seen[CONFIG] = f"unreadable: {error}"
+    return seen
 
 
 class JudgedConfig:

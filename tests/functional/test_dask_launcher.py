@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -221,13 +224,12 @@ def test_a_killed_executor_leaves_no_remote_child_and_continue_completes(work, t
         assert not (exclusive / "OVERLAP").exists()
 
 
-def test_a_worker_that_cannot_see_the_pipeline_is_an_error_before_any_launch(tmp_path):
-    """Two workers, one in a mount namespace where the repository is an empty tmpfs: the backfill refuses before
-    launching anything, naming that worker (exit 2)."""
-    from tests.builder import Repo
+@contextmanager
+def cluster_with_a_namespaced_worker(tmp_path: Path, mount: str) -> Iterator[str]:
+    """A scheduler, one ordinary worker and one started in a mount namespace of its own after ``mount`` (a shell
+    command) changed what it sees; their address, once both joined."""
+    from distributed import Client
 
-    repo = Repo(tmp_path / "repo")
-    repo.sql("s.t", "SELECT 1 AS x", materialization={"type": "table"})
     schedule = tmp_path / "scheduler.json"
     env = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}
     dask = [sys.executable, "-m", "dask"]
@@ -239,43 +241,69 @@ def test_a_worker_that_cannot_see_the_pipeline_is_an_error_before_any_launch(tmp
         ),
     ]
     try:
-        deadline = time.monotonic() + 60
-        while not schedule.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_for(schedule.exists, timeout=60)
         worker = [*dask, "worker", "--scheduler-file", str(schedule), "--nthreads", "1", "--no-dashboard"]
         started.append(subprocess.Popen(worker, env=env, stderr=subprocess.DEVNULL))
-        blind = f"mount -t tmpfs none {repo.root} && exec {' '.join(worker)}"
-        started.append(subprocess.Popen(["unshare", "-m", "sh", "-c", blind], env=env, stderr=subprocess.DEVNULL))
-        import json
-
+        namespaced = f"{mount} && exec {' '.join(worker)}"
+        started.append(subprocess.Popen(["unshare", "-m", "sh", "-c", namespaced], env=env, stderr=subprocess.DEVNULL))
         address = json.loads(schedule.read_text())["address"]
-        from distributed import Client
-
         with Client(address, timeout=30) as client:
             client.wait_for_workers(2, timeout=60)
-        result = run_backfill(
-            "p",
-            "--start-date",
-            "2024-01-01",
-            "--end-date",
-            "2024-01-02",
-            "--launcher",
-            "dask",
-            "--dask-scheduler",
-            address,
-            *REASON,
-            cwd=repo.root,
-        )
-        assert result.returncode == 2, result.stdout + result.stderr
-        assert "cannot see" in result.stderr and "shared filesystem" in result.stderr
-        assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
-        assert not (repo.root / "logs" / "backfills").exists() or not list(
-            (repo.root / "logs" / "backfills").glob("*/partitions/*.json")
-        )
+        yield address
     finally:
         for process in reversed(started):
             process.terminate()
             process.wait(30)
+
+
+def test_a_worker_that_cannot_see_the_pipeline_is_an_error_before_any_launch(tmp_path):
+    """Two workers, one in a mount namespace where the repository is an empty tmpfs: the backfill refuses before
+    launching anything, naming that worker (exit 2)."""
+    from tests.builder import Repo
+
+    repo = Repo(tmp_path / "repo")
+    repo.sql("s.t", "SELECT 1 AS x", materialization={"type": "table"})
+    with cluster_with_a_namespaced_worker(tmp_path, f"mount -t tmpfs none {repo.root}") as address:
+        result = run_backfill(
+            "p", "--start-date", "2024-01-01", "--end-date", "2024-01-02", "--launcher", "dask", "--dask-scheduler",
+            address, *REASON, cwd=repo.root,
+        )  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "cannot see" in result.stderr and "shared filesystem" in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert not list((repo.root / "logs" / "backfills").glob("*/partitions/*.json"))
+
+
+@pytest.mark.parametrize("drift", ["asset", "config"])
+def test_a_worker_reading_another_version_of_the_pipeline_is_an_error_before_any_launch(tmp_path, drift):
+    """One worker has its own checkout at the same path (a bind mount over the repository's, in a mount namespace
+    of its own) where an asset's SQL, or ``.bruin.yml``'s connection, differs from what was judged: the backfill
+    refuses before launching anything (exit 2), naming that worker and the file; nothing is written."""
+    from tests.builder import Repo
+
+    repo = Repo(tmp_path / "repo")
+    repo.sql("s.t", "SELECT 1 AS x", materialization={"type": "table"})
+    other = tmp_path / "other"
+    if drift == "asset":
+        shutil.copytree(repo.pipeline_dir, other)
+        (other / "assets" / "s.t.sql").write_text(
+            (other / "assets" / "s.t.sql").read_text().replace("1 AS x", "2 AS x")
+        )
+        mount, named = f"mount --bind {other} {repo.pipeline_dir}", "(assets/s.t.sql differ)"
+    else:
+        other.write_text((repo.root / ".bruin.yml").read_text().replace("warehouse.duckdb", "elsewhere.duckdb"))
+        mount, named = f"mount --bind {other} {repo.root / '.bruin.yml'}", "(.bruin.yml's environment dev differ)"
+    with cluster_with_a_namespaced_worker(tmp_path, mount) as address:
+        result = run_backfill(
+            "p", "--start-date", "2024-01-01", "--end-date", "2024-01-02", "--launcher", "dask", "--dask-scheduler",
+            address, *REASON, cwd=repo.root,
+        )  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "reads another version of the pipeline than was judged " + named in result.stderr
+    assert "same repository at the same path on every worker" in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert not list((repo.root / "logs" / "backfills").glob("*/partitions/*.json"))
+    assert not (repo.root / "elsewhere.duckdb").exists() and not repo.database.exists()
 
 
 def test_a_worker_clock_an_hour_ahead_does_not_take_the_executor_for_silent(work, tmp_path, wall_step):
