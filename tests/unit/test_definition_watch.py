@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from types import SimpleNamespace
 
-from engine.guardrails.definition_watch import DefinitionWatch
+from engine.guardrails.definition_watch import DefinitionWatch, read_definition
 from engine.guardrails.digest import file_component, file_hash
 from engine.pipeline.config import load_config
 
@@ -163,3 +163,28 @@ def test_without_a_configuration_or_an_environment_only_the_files_are_watched(tm
         assert watch.changes() == []
         (judged.base / "pipeline.yml").write_text("name: changed\n")
         assert watch.changes() == ["pipeline.yml changed"]
+
+
+def test_what_a_worker_reads_is_compared_with_what_was_judged(tmp_path):
+    """A worker asked to read the watched files and ``.bruin.yml``: read as judged, nothing differs; a file that
+    differs or is missing there, and an environment pointed elsewhere or unreadable, are named."""
+    judged = pipeline(tmp_path)
+    watch = DefinitionWatch.of(judged)
+    paths, config = watch.on_worker()
+    assert paths == sorted(str(path) for path in watch.judged) and config == (str(tmp_path / ".bruin.yml"), "dev")
+    assert watch.differences(read_definition(paths, config)) == []
+    assert "unreadable: " in read_definition([str(tmp_path / "nope.sql")], None)[str(tmp_path / "nope.sql")]
+    (judged.base / "assets/a.sql").write_text("SELECT 10")
+    (judged.base / "assets/s.csv").unlink()
+    (tmp_path / ".bruin.yml").write_text(CONFIG.replace("warehouse.duckdb", "elsewhere.duckdb"))
+    assert watch.differences(read_definition(paths, config)) == [
+        "assets/a.sql", "assets/s.csv", ".bruin.yml's environment dev"
+    ]  # fmt: skip
+    (tmp_path / ".bruin.yml").write_text("environments: [")
+    seen = read_definition(paths, config)
+    assert seen[".bruin.yml"].startswith("unreadable: ")
+    assert watch.differences({**seen, ".bruin.yml": watch.config.judged}) == ["assets/a.sql", "assets/s.csv"]
+    assert watch.differences({}) == [
+        *(watch._name(path) for path in sorted(watch.judged)),
+        ".bruin.yml's environment dev",
+    ]
