@@ -55,6 +55,24 @@ def test_bad_counts_are_one_clean_line(work, home, value, problem):
     assert one_line(result) == f"backfill: error: {problem}"
 
 
+@pytest.mark.parametrize(
+    ("args", "problem"),
+    [
+        (("--max-parallel", "2", "--max-parallel", "3"), "--max-parallel is given twice (2, then 3): give it once"),
+        (("--partition", "daily", "--partition=hourly"), "--partition is given twice ('daily', then 'hourly')"),
+        (("--on-failure", "stop", "--on-failure", "continue"), "--on-failure is given twice ('stop', then 'continue')"),
+    ],
+)
+def test_an_option_given_twice_with_two_values_is_one_clean_line(work, home, args, problem):
+    """argparse keeps the last of two values in silence; which one the user meant is not guessed: exit 2, one
+    line naming both. The same value twice is the same ask, and runs."""
+    result = run_backfill(*GUARD, "--command", "true", *DAY, *args, "--dry-run", cwd=work, env=home)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert one_line(result).startswith(f"backfill: error: {problem}")
+    same = run_backfill(*GUARD, "--command", "true", *DAY, *args[:2], *args[:2], "--dry-run", cwd=work, env=home)
+    assert same.returncode == 0, same.stdout + same.stderr
+
+
 def test_show_searches_every_store_and_lists_candidates(work, home):
     """A prefix found only in --state-dir is not found without it: one line naming the stores searched (none of
     them holds a backfill to list); an ambiguous prefix lists the candidates; with --state-dir it is found."""

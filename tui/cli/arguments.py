@@ -52,6 +52,13 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._negative_number_matcher = re.compile(r"^-\d")
+        self.register("action", None, _StoreOnce)
+        self.register("action", "store", _StoreOnce)
+        self.given: dict[str, Any] = {}  # each single-valued option's value, as first given
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def]
+        self.given = {}
+        return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(self._clean(message))
@@ -80,6 +87,19 @@ class Parser(argparse.ArgumentParser):
         if message:
             sys.stderr.write(message)
         raise SystemExit(status)
+
+
+class _StoreOnce(argparse._StoreAction):
+    """An option that takes one value: given again with another value (``--rerun failed --rerun all``), it is
+    bad input naming both, where argparse would keep the last in silence. The same value twice is the same ask."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:  # type: ignore[no-untyped-def]
+        given = getattr(parser, "given", None)
+        if option_string is not None and given is not None:
+            if self.dest in given and given[self.dest] != values:
+                parser.error(f"{option_string} is given twice ({given[self.dest]!r}, then {values!r}): give it once")
+            given[self.dest] = values
+        super().__call__(parser, namespace, values, option_string)
 
 
 MAX_TIMEOUT_HOURS = 8_784  # a leap year: a longer per-child timeout is a typo
