@@ -54,11 +54,7 @@ class Parser(argparse.ArgumentParser):
         self._negative_number_matcher = re.compile(r"^-\d")
         self.register("action", None, _StoreOnce)
         self.register("action", "store", _StoreOnce)
-        self.given: dict[str, Any] = {}  # each single-valued option's value, as first given
-
-    def parse_known_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def]
-        self.given = {}
-        return super().parse_known_args(args, namespace)
+        self.given: dict[str, Any] = {}  # each single-valued option's value, as first given (a parser parses once)
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(self._clean(message))
