@@ -197,7 +197,8 @@ def test_every_screen_and_form_opens_and_closes_in_no_colour_mode_at_80_by_24(tm
         tmux.keys("loading", "Enter")
         tmux.wait_for("/loading: line 1")
         assert colour_codes(tmux.screen(escapes=True)) == []
-        tmux.keys("Escape", "q")
+        tmux.escape("/loading: line 1")
+        tmux.keys("q")
         tmux.wait_for("Saved backfills")
         tmux.keys("q")
         screen = tmux.wait_for("EXIT=")

@@ -26,10 +26,12 @@ def test_details_say_what_changed_and_d_shows_the_rows(tmp_path, home):
         screen = tmux.wait_for("What this partition changed")
         assert "mid.orders  by key id: +1 added, -1 removed, ~1 changed (3 rows before, 3 after)" in screen
         assert "~ id=2: amount: 20 → 25" in screen and "+ id=7" in screen and "- id=3" in screen
-        tmux.keys("Escape", "Down", "d")
+        tmux.escape("What this partition changed")
+        tmux.keys("Down", "d")
         screen = tmux.wait_for("+0 added, -0 removed, ~0 changed (2 rows before, 2 after)")
         assert "~ id=" not in screen
-        tmux.keys("Escape", "q")
+        tmux.escape("What this partition changed")
+        tmux.keys("q")
         tmux.wait_for("EXIT=0", timeout=30)
     finally:
         tmux.close()
