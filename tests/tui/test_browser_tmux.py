@@ -122,16 +122,6 @@ def test_the_audit_detail_shows_every_field_at_80_by_24(tmp_path, home):
         tmux.close()
 
 
-def gone_within(tmux: Tmux, text: str, timeout: float = 30.0) -> None:
-    """Wait until ``text`` has left the screen."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while text in tmux.screen():
-        assert time.monotonic() < deadline, f"{text!r} never left the screen:\n{tmux.screen()}"
-        time.sleep(0.1)
-
-
 def test_every_screen_and_form_opens_and_closes_in_no_colour_mode_at_80_by_24(tmp_path, home):
     """NO_COLOR=1 at 80×24: from the list, a backfill's dashboard, then every screen and form a saved backfill
     offers — details, jump, filter, text filter, triage, export, copy menu, rerun form, help, mark form, pause
@@ -188,7 +178,7 @@ def test_every_screen_and_form_opens_and_closes_in_no_colour_mode_at_80_by_24(tm
             # One Esc closes each (the audit view with its details): a second one sent at once would reach the
             # dashboard just before the next key, and a terminal reads Esc then m as Alt+m.
             tmux.keys("Escape")
-            gone_within(tmux, shows)  # closed before the next key, or that key would land in this screen
+            tmux.wait_gone(shows)  # closed before the next key, or that key would land in this screen
             assert "failed (" not in tmux.screen()
         tmux.keys("Home", "Down", "Enter")  # the failed partition: its log
         tmux.wait_for("partition 1  failed")
@@ -226,7 +216,7 @@ def test_the_forms_of_a_live_run_open_and_close_in_no_colour_mode_at_80_by_24(tm
             tmux.wait_for(shows)
             assert colour_codes(tmux.screen(escapes=True)) == [], key
             tmux.keys("Escape")
-            gone_within(tmux, shows)
+            tmux.wait_gone(shows)
             assert "▶ running" in tmux.screen()
         tmux.keys("q")
         tmux.wait_for("Stop the backfill?")

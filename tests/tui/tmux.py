@@ -45,17 +45,18 @@ class Tmux:
         """The visible pane as text; with ``escapes``, with the SGR colour and style sequences tmux keeps."""
         return self._tmux("capture-pane", "-p", "-J", *(["-e"] if escapes else []), "-t", "main")
 
-    def escape(self, closing: str, timeout: float = 30.0) -> str:
+    def escape(self, closing: str, timeout: float = 30.0) -> None:
         """Esc, then wait until ``closing`` (a text of what it closes) is off the screen: a key sent before the app
         read the Esc could reach it in the same read, and ``Esc q`` is then Alt+q (a busy machine's flake)."""
         self.keys("Escape")
+        self.wait_gone(closing, timeout)
+
+    def wait_gone(self, text: str, timeout: float = 30.0) -> None:
+        """Wait until ``text`` has left the screen."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            screen = self.screen()
-            if closing not in screen:
-                return screen
+        while text in self.screen():
+            assert time.monotonic() < deadline, f"{text!r} never left the screen:\n{self.screen()}"
             time.sleep(0.1)
-        raise AssertionError(f"{closing!r} never went away; the screen shows:\n{self.screen()}")
 
     def wait_for(self, text: str, timeout: float = 30.0) -> str:
         deadline = time.monotonic() + timeout
