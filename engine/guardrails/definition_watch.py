@@ -104,12 +104,17 @@ def read_definition(paths: list[str], config: tuple[str, str] | None) -> dict[st
     ``.bruin.yml`` environment's, secrets left out — a worker with its own checkout may read other files."""
     seen = {path: file_hash(Path(path)) for path in paths}
     if config is not None:
-        path, environment = config
-        try:
-            seen[CONFIG] = config_component(load_config(Path(path)), environment)[1]
-        except (OSError, BackfillError) as error:
-            seen[CONFIG] = f"unreadable: {error}"
+        seen[CONFIG] = environment_hash(Path(config[0]), config[1])
     return seen
+
+
+def environment_hash(path: Path, environment: str) -> str:
+    """The digest's hash of ``.bruin.yml``'s environment as the file reads now, or ``unreadable: why`` (gone,
+    unreadable, or no longer a configuration)."""
+    try:
+        return config_component(load_config(path), environment)[1]
+    except (OSError, BackfillError) as error:
+        return f"unreadable: {error}"
 
 
 class JudgedConfig:
@@ -123,12 +128,11 @@ class JudgedConfig:
 
     def change(self) -> str | None:
         """What differs from what was judged (".bruin.yml's environment dev changed"), or None."""
-        try:
-            config = load_config(self.path)
-        except (OSError, BackfillError):  # gone, unreadable, or no longer a configuration
-            return f"{self.path.name} is unreadable"
-        if config_component(config, self.environment)[1] == self.judged:
+        now = environment_hash(self.path, self.environment)
+        if now == self.judged:
             return None
+        if now.startswith("unreadable: "):
+            return f"{self.path.name} is unreadable"
         return f"{self.path.name}'s environment {self.environment} changed"
 
 

@@ -10,7 +10,6 @@ nothing to compare with, and the restore is judged on run records alone, as befo
 
 from __future__ import annotations
 
-import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -18,8 +17,8 @@ from typing import Any
 import orjson
 
 from engine.base.atomic import write_atomic
-from engine.base.errors import Refused
-from engine.guardrails.table_snapshot import read_snapshot
+from engine.guardrails.table_snapshot import read_snapshot, warehouse_busy
+from engine.guardrails.warehouse import Held, Warehouse
 from engine.pipeline.materialization import Database, fingerprint
 from engine.pipeline.row_changes import SNAPSHOT_INDEX
 
@@ -90,10 +89,7 @@ def changed_since_left(index: dict[str, Any], explained: set[str]) -> list[str]:
             continue
         now = _read(entry)
         if now is None:
-            raise Refused(
-                f"the warehouse {entry['database']} is open for writing elsewhere (a run, or a session): restore "
-                "once it has ended; nothing was restored"
-            )
+            raise warehouse_busy(entry["database"])
         for name, left in known.items():
             if now[name] != left:
                 changed.append(
@@ -108,18 +104,14 @@ def _read(entry: dict[str, Any]) -> dict[str, Any] | None:
     file for writing."""
     import duckdb
 
-    database = Path(entry["database"])
-    if not database.exists():
-        return _fingerprints(entry, None)
     try:
-        connection = duckdb.connect(str(database), read_only=True)
-    except duckdb.Error:
+        warehouse = Warehouse.open(Path(entry["database"]))
+    except (Held, duckdb.Error):
         return None
     try:
-        return _fingerprints(entry, connection)
+        return _fingerprints(entry, warehouse.connection)
     finally:
-        with contextlib.suppress(duckdb.Error):
-            connection.close()
+        warehouse.close()
 
 
 def _fingerprints(entry: dict[str, Any], connection: Any | None) -> dict[str, Any]:

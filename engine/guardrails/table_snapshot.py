@@ -242,11 +242,7 @@ def restore_snapshot(directory: Path) -> list[str]:
         try:
             connection = duckdb.connect(entry["database"])
         except duckdb.IOException as error:
-            raise Refused(
-                f"the warehouse {entry['database']} is open for writing elsewhere (a run, or a session): restore "
-                f"once it has ended ({str(error).splitlines()[0]}); "
-                + (f"restored before it: {'; '.join(done)}" if done else "nothing was restored")
-            ) from None
+            raise warehouse_busy(entry["database"], f" ({str(error).splitlines()[0]})", done) from None
         try:
             if snapshot.exists():
                 connection.execute(f"ATTACH '{_sql_text(str(snapshot))}' AS snap (READ_ONLY)")
@@ -263,6 +259,16 @@ def restore_snapshot(directory: Path) -> list[str]:
         finally:
             connection.close()
     return done
+
+
+def warehouse_busy(database: str, detail: str = "", done: list[str] | None = None) -> Refused:
+    """Why a restore cannot go on: another process holds the warehouse for writing (and what was restored before
+    it, one transaction per file)."""
+    restored = f"restored before it: {'; '.join(done)}" if done else "nothing was restored"
+    return Refused(
+        f"the warehouse {database} is open for writing elsewhere (a run, or a session): restore once it has "
+        f"ended{detail}; {restored}"
+    )
 
 
 def _restore_table(db: Database, table: dict[str, Any]) -> str:

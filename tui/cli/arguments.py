@@ -90,11 +90,11 @@ class _StoreOnce(argparse._StoreAction):
     bad input naming both, where argparse would keep the last in silence. The same value twice is the same ask."""
 
     def __call__(self, parser, namespace, values, option_string=None) -> None:  # type: ignore[no-untyped-def]
-        given = getattr(parser, "given", None)
-        if option_string is not None and given is not None:
-            if self.dest in given and given[self.dest] != values:
-                parser.error(f"{option_string} is given twice ({given[self.dest]!r}, then {values!r}): give it once")
-            given[self.dest] = values
+        if option_string is not None:  # registered by Parser only: it keeps ``given``
+            if self.dest in parser.given and parser.given[self.dest] != values:
+                first = parser.given[self.dest]
+                parser.error(f"{option_string} is given twice ({first!r}, then {values!r}): give it once")
+            parser.given[self.dest] = values
         super().__call__(parser, namespace, values, option_string)
 
 
