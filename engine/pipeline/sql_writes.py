@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+import duckdb
+
 from engine.pipeline.database import sql_pieces
 
 # Verbs that may delete or rewrite rows of the table they name; INSERT and COPY … FROM only add, but an INSERT
@@ -31,16 +33,36 @@ _WRITES = [
     ("COPY", rf"COPY\s+{_NAME}\s+FROM\b"),
 ]
 _READS = re.compile(r"(SELECT|WITH|VALUES|SHOW|DESCRIBE|EXPLAIN|SUMMARIZE|FROM)\b", re.IGNORECASE)
-# SET and RESET of the search path or schema change what an unqualified table name means: not harmless.
-_HARMLESS = re.compile(
-    r"(?!(?:SET|RESET)\s+(?:GLOBAL\s+|SESSION\s+|LOCAL\s+)?(?:search_path|schema)\b)"
-    r"(SET|RESET|PRAGMA|CHECKPOINT|BEGIN|COMMIT|ROLLBACK|LOAD|INSTALL)\b",
+_HARMLESS = re.compile(r"(SET|RESET|PRAGMA|CHECKPOINT|BEGIN|COMMIT|ROLLBACK|LOAD|INSTALL)\b", re.IGNORECASE)
+# Not harmless after all: SET, RESET and PRAGMA of the search path or schema (the name quoted or not) change what
+# an unqualified table name means, and PRAGMA import_database runs the CREATE statements of a directory's
+# schema.sql (a CREATE OR REPLACE of a raw table among them).
+_NOT_HARMLESS = re.compile(
+    r'(?:SET|RESET|PRAGMA)\s+(?:GLOBAL\s+|SESSION\s+|LOCAL\s+)?"?(?:search_path|schema)\b|PRAGMA\s+"?import_database\b',
     re.IGNORECASE,
 )
-# EXPLAIN ANALYZE runs the statement it explains.
-_EXPLAIN_ANALYZE = re.compile(r"EXPLAIN\s+ANALY[SZ]E\s+", re.IGNORECASE)
+# EXPLAIN ANALYZE runs the statement it explains, written bare or among the options in parentheses.
+_EXPLAIN_ANALYZE = re.compile(r"EXPLAIN\s*(?:ANALY[SZ]E\b|\([^)]*\bANALY[SZ]E\b[^)]*\))\s*", re.IGNORECASE)
 # The statement a WITH clause leads to: its CTEs read, but the statement after them may write.
 _AFTER_WITH = re.compile(r"\b(?:DELETE\s+FROM|UPDATE|INSERT|MERGE\s+INTO)\b", re.IGNORECASE)
+# What DuckDB's own parser says each verb is (TRUNCATE is its DELETE); a statement it reads otherwise than
+# these patterns did is reported as unclassified rather than trusted.
+_PARSED_AS = {
+    "DELETE": "DELETE",
+    "TRUNCATE": "DELETE",
+    "UPDATE": "UPDATE",
+    "INSERT": "INSERT",
+    "INSERT OR REPLACE": "INSERT",
+    UPSERT: "INSERT",
+    "MERGE": "MERGE_INTO",
+    "DROP": "DROP",
+    "CREATE": "CREATE",
+    "CREATE OR REPLACE": "CREATE",
+    "ALTER": "ALTER",
+    "COPY": "COPY",
+}
+# Statement types that change no table: queries, plain EXPLAIN, settings, transactions, extensions, CHECKPOINT.
+_PARSED_HARMLESS = frozenset({"SELECT", "EXPLAIN", "SET", "VARIABLE_SET", "PRAGMA", "TRANSACTION", "LOAD", "CALL"})
 _DO_UPDATE = re.compile(r"\bON\s+CONFLICT\b.*\bDO\s+UPDATE\b", re.IGNORECASE | re.DOTALL)
 
 
@@ -84,21 +106,59 @@ def classify(sql: str) -> Classified:
     for statement in _statements(sql):
         if explained := _EXPLAIN_ANALYZE.match(statement):
             statement = statement[explained.end() :]
-        main = statement
-        if re.match(r"WITH\b", statement, re.IGNORECASE) and (after := _AFTER_WITH.search(statement)):
-            main = statement[after.start() :]
-        for verb, pattern in _WRITES:
-            match = re.match(pattern, main, re.IGNORECASE)
-            if match:
-                parts = _parts(match.group(1))
-                if verb == "INSERT" and _DO_UPDATE.search(main):
-                    verb = UPSERT
-                writes.append(Write(verb, ".".join(parts), parts))
-                break
-        else:
-            if not (_READS.match(statement) or _HARMLESS.match(statement)):
-                unclassified.append(statement[:80])
+        write = _write(statement)
+        harmless = write is None and bool(
+            _READS.match(statement) or (_HARMLESS.match(statement) and not _NOT_HARMLESS.match(statement))
+        )
+        parsed = _parsed_type(statement)
+        if parsed is not None:
+            # DuckDB's parser is the authority on what a statement is: one these patterns read as another verb,
+            # or as a read, is not trusted (a CTE's column named "update" hid the DELETE after it).
+            if write is not None and _PARSED_AS[write.verb] != parsed:
+                write = None
+            harmless = write is None and (parsed == "SELECT" or (harmless and parsed in _PARSED_HARMLESS))
+        if write is not None:
+            writes.append(write)
+        elif not harmless:
+            unclassified.append(statement[:80])
     return Classified(tuple(writes), tuple(unclassified))
+
+
+def _write(statement: str) -> Write | None:
+    """The verb and table of a statement that writes, read from its text, or None."""
+    main = statement
+    if re.match(r"WITH\b", statement, re.IGNORECASE) and (after := _main_after_with(statement)) is not None:
+        main = statement[after:]
+    for verb, pattern in _WRITES:
+        if match := re.match(pattern, main, re.IGNORECASE):
+            parts = _parts(match.group(1))
+            if verb == "INSERT" and _DO_UPDATE.search(main):
+                verb = UPSERT
+            return Write(verb, ".".join(parts), parts)
+    return None
+
+
+def _main_after_with(statement: str) -> int | None:
+    """Where the statement a WITH clause leads to starts: the first writing verb outside the CTEs' parentheses
+    and outside quoted names, or None."""
+    depth, quoted, depths = 0, False, []
+    for char in statement:
+        depths.append(depth if not quoted else -1)
+        if char == '"':
+            quoted = not quoted
+        elif not quoted:
+            depth += (char == "(") - (char == ")")
+    return next((m.start() for m in _AFTER_WITH.finditer(statement) if depths[m.start()] == 0), None)
+
+
+def _parsed_type(statement: str) -> str | None:
+    """The statement's type by DuckDB's parser, or None when it does not parse as one statement here (a
+    template judged as written, SQL this DuckDB does not know: the patterns alone then judge it)."""
+    try:
+        parsed = duckdb.extract_statements(statement)
+    except duckdb.Error:
+        return None
+    return parsed[0].type.name if len(parsed) == 1 else None
 
 
 def _statements(sql: str) -> list[str]:

@@ -1003,6 +1003,8 @@ def test_hooks_are_judged_like_the_asset(daily, home):
         ("INSERT INTO raw.landing SELECT 1 AS x ON CONFLICT DO UPDATE SET x = 2", UPSERT, "raw.landing"),
         ("DELETE FROM warehouse.raw.landing", "DELETE", "warehouse.raw.landing"),
         ("EXPLAIN ANALYZE DELETE FROM raw.landing", "DELETE", "raw.landing"),
+        ("EXPLAIN (ANALYZE, FORMAT json) DELETE FROM raw.landing", "DELETE", "raw.landing"),
+        ('WITH k AS (SELECT 1 AS "update") DELETE FROM raw.landing WHERE true', "DELETE", "raw.landing"),
     ],
 )
 def test_a_raw_delete_in_another_form_is_still_never_allowed(daily, home, hook, verb, table):
@@ -1024,6 +1026,36 @@ def test_a_raw_delete_in_another_form_is_still_never_allowed(daily, home, hook, 
             "a pre hook runs SQL that cannot be classified: \"SET search_path = ''\""
             in (checks["materialization"]["detail"])
         )
+
+
+@pytest.mark.parametrize(
+    "setting", ["""SET "search_path" = 'raw'""", "PRAGMA search_path = 'raw'", "PRAGMA schema='raw'"]
+)
+def test_a_search_path_set_in_another_spelling_cannot_hide_a_raw_delete(daily, home, setting):
+    """DuckDB takes a setting's name quoted, and any setting through PRAGMA: each of these, before an unqualified
+    DELETE FROM landing, made the hook's delete of raw.landing read as a delete of a mid table, verdict auto. The
+    hook is now one that cannot be judged by its names: human-only, never auto."""
+    redeclare_daily(daily, hooks={"pre": [{"query": f"{setting}; DELETE FROM landing"}]})
+    checks = dry_checks(daily, home)
+    assert checks["materialization"]["tier"] == "human-only", checks["materialization"]
+    assert "a pre hook runs SQL that cannot be classified: " in checks["materialization"]["detail"]
+
+
+def test_an_imported_database_cannot_replace_a_raw_table_unjudged(daily, home):
+    """PRAGMA import_database runs the CREATE statements of a directory's schema.sql: one holding CREATE OR
+    REPLACE TABLE raw.landing emptied the source table from a hook judged harmless, verdict auto. It is now a
+    statement that cannot be classified: human-only."""
+    daily.execute("CREATE TABLE raw.landing AS SELECT range AS x FROM range(5)")
+    (daily.root / "d").mkdir()
+    (daily.root / "d" / "schema.sql").write_text("CREATE OR REPLACE TABLE raw.landing (x INTEGER);\n")
+    (daily.root / "d" / "load.sql").write_text("")
+    redeclare_daily(daily, hooks={"post": [{"query": "PRAGMA import_database('d')"}]})
+    checks = dry_checks(daily, home)
+    assert checks["materialization"]["tier"] == "human-only", checks["materialization"]
+    assert (
+        "a post hook runs SQL that cannot be classified: \"PRAGMA import_database('')\""
+        in (checks["materialization"]["detail"])
+    )
 
 
 def test_a_hook_that_deletes_raw_data_only_on_some_days_is_refused_on_those_days(daily, home):
