@@ -77,6 +77,9 @@ def materialization(facts: Facts) -> PreflightCheck:
             if shrinking is not None:  # the run deletes rows and puts back far fewer: the source lost them
                 entry["rows_replaced"], entry["sample_rows"] = asset_facts.replaced_rows, asset_facts.sample_rows
                 findings.append((APPROVAL, shrinking))
+            if asset_facts.after_query:  # every run would refuse to materialize more than one query
+                entry["statements_after_query"] = asset_facts.after_query
+                findings.append((NEVER, _after_query(asset_facts)))
             if asset_facts.sample_missing:  # every run would fail rather than write NULL in these columns
                 entry["sample_missing_columns"] = asset_facts.sample_missing
                 findings.append((NEVER, _missing_columns(asset_facts)))
@@ -151,6 +154,18 @@ def _missing_columns(facts_of) -> str:
         f"{facts_of.asset.name} ({facts_of.strategy}): the first partition's query returns no {named} of the "
         "table; every run would fail rather than write NULL there (return it from the query, or drop it from "
         "the table)"
+    )
+
+
+def _after_query(facts_of) -> str:
+    """A materialized asset's query followed by more statements: DuckDB would run them after the table or view,
+    judged by nobody (a DELETE of the source behind a view's SELECT); the run refuses it, as Bruin does."""
+    more = facts_of.after_query
+    what = "1 more statement" if len(more) == 1 else f"{len(more)} more statements"
+    return (
+        f"{facts_of.asset.name} ({facts_of.strategy}): the first partition's query is followed by {what} "
+        f"({more[0][:80]!r}); a materialized asset runs one query, so every run would fail (move them into a hook, "
+        "or set materialization to none)"
     )
 
 

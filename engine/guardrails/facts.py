@@ -66,6 +66,13 @@ class AssetFacts:
     # pre and post hooks as the first partition's run renders them (macros and variables included), each as written
     # where it cannot be rendered here: a hook's statements are judged from what it runs, not from its text.
     hooks: dict[str, list[str]] = field(default_factory=dict)
+    # a materialized SQL asset's first partition's query as its run renders it (trailing semicolons and comments
+    # dropped), with the window it is meant to write; None when it is not rendered (not one, or it failed: then
+    # render_error says why)
+    rendered: tuple[str, Window] | None = None
+    render_error: str | None = None
+    # the statements after that query (a materialized asset runs one; the run refuses more)
+    after_query: list[str] = field(default_factory=list)
 
     @property
     def changes_data(self) -> bool:
@@ -277,7 +284,23 @@ def _gather_pipeline(facts: Facts) -> None:
             facts_of.past_rows.append(round(rows * length / (past.end - past.start)) if length else rows)
     for asset_facts in facts.selected:
         asset_facts.hooks = _rendered_hooks(facts, asset_facts.asset)
+        _render_query(facts, asset_facts)
     _look_into_warehouses(facts)
+
+
+def _render_query(facts: Facts, asset_facts: AssetFacts) -> None:
+    """The first partition's query of a materialized SQL asset, rendered once for every sample and check."""
+    from engine.pipeline.sql_writes import after_the_query
+
+    asset = asset_facts.asset
+    if asset.kind != "sql" or asset.materialization.type is None or facts.first is None:
+        return
+    try:
+        asset_facts.rendered = _sample_query(facts, asset)
+    except Exception as error:
+        asset_facts.render_error = _first_line(error)
+        return
+    asset_facts.after_query = after_the_query(asset_facts.rendered[0])
 
 
 def _look_into_warehouses(facts: Facts) -> None:
@@ -317,8 +340,11 @@ def _inspect_table(facts: Facts, warehouse: Warehouse, asset_facts: AssetFacts) 
         if warehouse.connection is None:
             asset_facts.sample_error = f"{warehouse.path} does not exist yet"
             return
+        if asset_facts.rendered is None or asset_facts.after_query:  # the run refuses more than one query
+            asset_facts.sample_error = asset_facts.render_error or "the query is more than one statement"
+            return
+        query, window = asset_facts.rendered
         try:
-            query, window = _sample_query(facts, asset)
             asset_facts.sample_rows = warehouse.sample_count(query)
         except Exception as error:
             asset_facts.sample_error = _first_line(error)

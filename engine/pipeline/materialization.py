@@ -27,6 +27,7 @@ from engine.pipeline.templating import Window
 __all__ = [
     "Database",
     "MissingColumns",
+    "MoreThanOneQuery",
     "OutsideWindowChanged",
     "RawDeleteRefused",
     "RunStopped",
@@ -64,6 +65,10 @@ def materialize(
     full_refresh = (full_refresh or asset.always_full_refresh) and not asset.full_refresh_restricted
 
     if m.type is not None:
+        from engine.pipeline.sql_writes import after_the_query
+
+        if more := after_the_query(query):  # DuckDB would run them after the materialization, unjudged
+            raise MoreThanOneQuery(asset.name, more)
         ensure_schema(db, asset.name)
 
     fenced = fence_window and not full_refresh and fences_its_window(asset) and db.table_exists(asset.name)
@@ -232,6 +237,18 @@ class RawDeleteRefused(Exception):
         super().__init__(
             f"{name}: this partition's {phase} hook runs {verb} on {table}, a raw table: source data is never deleted "
             "or rebuilt in a backfill; nothing of this partition was written"
+        )
+
+
+class MoreThanOneQuery(Exception):
+    """A materialized asset's query followed by more statements: Bruin refuses it ("cannot enable materialization
+    for tasks with multiple queries"); DuckDB would run them after the table or view, judged by nobody."""
+
+    def __init__(self, name: str, more: Sequence[str]) -> None:
+        what = "1 more statement" if len(more) == 1 else f"{len(more)} more statements"
+        super().__init__(
+            f"{name}: a materialized asset runs one query, and this one is followed by {what} ({more[0][:80]!r}): "
+            "nothing of this run was written (move them into a hook, or set materialization to none)"
         )
 
 

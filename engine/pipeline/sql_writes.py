@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from engine.pipeline.database import sql_pieces
+from engine.pipeline.database import sql_pieces, strip_statement
 
 # Verbs that may delete or rewrite rows of the table they name; INSERT and COPY … FROM only add, but an INSERT
 # that replaces the rows it conflicts with rewrites them.
@@ -149,6 +149,16 @@ def _main_after_with(statement: str) -> int | None:
         elif not quoted:
             depth += (char == "(") - (char == ")")
     return next((m.start() for m in _AFTER_WITH.finditer(statement) if depths[m.start()] == 0), None)
+
+
+def after_the_query(query: str) -> list[str]:
+    """The statements that follow a rendered query's first, by DuckDB's parser (none when it does not parse: running
+    it then fails without writing). A materialized asset runs one query; DuckDB would run these after it, unjudged."""
+    try:
+        parsed = duckdb.extract_statements(query)
+    except duckdb.Error:
+        return []
+    return [text for statement in parsed[1:] if (text := strip_statement(statement.query))]
 
 
 def _parsed_type(statement: str) -> str | None:

@@ -39,12 +39,17 @@ def daily(tmp_path: Path) -> Repo:
     return repo
 
 
+DAILY_QUERY = (
+    "SELECT CAST(range AS DATE) AS day, n FROM range(DATE '{{ start_date }}', DATE '{{ end_date }}' + "
+    "INTERVAL 1 DAY, INTERVAL 1 DAY), range(10) AS t(n)"
+)
+
+
 def redeclare_daily(repo: Repo, **header) -> None:
     """mid.daily as the fixture declares it (ten rows a day), with more header fields (hooks, modifiers)."""
     repo.sql(
         "mid.daily",
-        "SELECT CAST(range AS DATE) AS day, n FROM range(DATE '{{ start_date }}', DATE '{{ end_date }}' + "
-        "INTERVAL 1 DAY, INTERVAL 1 DAY), range(10) AS t(n)",
+        DAILY_QUERY,
         depends=["raw.events"],
         materialization=TIME_INTERVAL,
         **header,
@@ -1055,6 +1060,60 @@ def test_an_imported_database_cannot_replace_a_raw_table_unjudged(daily, home):
     assert (
         "a post hook runs SQL that cannot be classified: \"PRAGMA import_database('')\""
         in (checks["materialization"]["detail"])
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "strategy", "body", "materialization"),
+    [
+        ("raw.events", "view", "SELECT 1 AS x; DELETE FROM raw.landing WHERE true", {"type": "view"}),
+        ("mid.daily", "time_interval", DAILY_QUERY + ";\nDELETE FROM raw.landing WHERE true;", TIME_INTERVAL),
+    ],
+)
+def test_a_materialized_query_followed_by_more_statements_never_runs_them(
+    daily, home, name, strategy, body, materialization
+):
+    """A view's (or table's) query followed by ``; DELETE FROM raw.landing``: DuckDB ran the delete after the view
+    was created, unjudged, verdict auto, exit 0, the source emptied. Bruin refuses a materialized asset of more than
+    one query; so does the pre-flight now (never, naming the statement), and so does every run, by hand or in a
+    partition: nothing written, the source whole."""
+    daily.execute("CREATE TABLE raw.landing AS SELECT range AS x FROM range(5)")
+    depends = ["raw.events"] if name == "mid.daily" else []
+    daily.sql(name, body, materialization=materialization, depends=depends)
+    checks = dry_checks(daily, home)
+    assert (checks["verdict"], checks["materialization"]["tier"]) == ("never", "never"), checks["materialization"]
+    assert (
+        f"{name} ({strategy}): the first partition's query is followed by 1 more statement ('DELETE FROM raw.landing "
+        "WHERE true'); a materialized asset runs one query, so every run would fail"
+    ) in checks["materialization"]["detail"]
+    by_hand = daily.run("--start-date", "2024-01-08", "--end-date", "2024-01-08")
+    assert by_hand.returncode == 1, by_hand.stdout + by_hand.stderr
+    assert f"error: {name}: a materialized asset runs one query, and this one is followed by 1 more statement" in (
+        by_hand.stdout
+    )
+    assert daily.query("SELECT count(*) FROM raw.landing") == [(5,)]
+
+
+def test_a_query_that_grows_a_statement_on_some_days_fails_that_partition_unwritten(daily, home):
+    """A macro that adds a DELETE of the source to the view's query on the tenth only: the pre-flight renders the
+    eighth (one query, auto); the tenth's partition refuses its query before anything runs, the backfill stops
+    there and raw.landing keeps its rows."""
+    daily.execute("CREATE TABLE raw.landing AS SELECT range AS x FROM range(5)")
+    daily.write("p/macros/prune.sql", "{% macro prune() %}{% if start_date == '2024-01-10' %}; DELETE FROM "
+                "raw.landing{% endif %}{% endmacro %}")  # fmt: skip
+    daily.sql("raw.events", "SELECT 1 AS x {{ prune() }}", materialization={"type": "view"})
+    assert dry_checks(daily, home)["verdict"] == "auto"
+    ran = run_backfill("p", *WEEK, "--reason", "r", "--no-progress", cwd=daily.root, env=home)
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    assert daily.query("SELECT count(*) FROM raw.landing") == [(5,)]
+    [backfill] = state_dirs(daily.root / "logs" / "backfills")
+    statuses = {r["start"][:10]: r["status"] for r in records(backfill)}
+    assert statuses == {"2024-01-08": "succeeded", "2024-01-09": "succeeded", "2024-01-10": "failed"}, statuses
+    [failed] = [r for r in records(backfill) if r["status"] == "failed"]
+    assert failed["attempts"][-1]["error"] == (
+        "raw.events failed: raw.events: a materialized asset runs one query, and this one is followed by 1 more "
+        "statement ('DELETE FROM raw.landing'): nothing of this run was written (move them into a hook, or set "
+        "materialization to none)"
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.pipeline.sql_writes import UPSERT, Write, classify
+from engine.pipeline.sql_writes import UPSERT, Write, after_the_query, classify
 
 
 @pytest.mark.parametrize(
@@ -28,6 +28,8 @@ from engine.pipeline.sql_writes import UPSERT, Write, classify
         ("WITH k AS (SELECT (SELECT 1) AS n) UPDATE raw.events SET n = 1", [Write("UPDATE", "raw.events")]),
         ('WITH "a(" AS (SELECT 1) DELETE FROM raw.events', [Write("DELETE", "raw.events")]),
         ('WITH "update" AS (SELECT 1) DELETE FROM raw.events', [Write("DELETE", "raw.events")]),
+        ("WITH k AS (SELECT 1 AS update) DELETE FROM raw.events", [Write("DELETE", "raw.events")]),
+        ("/* note */ DELETE FROM raw.events -- tidy", [Write("DELETE", "raw.events")]),
         ("DELETE FROM warehouse.raw.events", [Write("DELETE", "warehouse.raw.events")]),
         ("MERGE INTO mid.x USING y ON true WHEN MATCHED THEN DELETE", [Write("MERGE", "mid.x")]),
         ("TRUNCATE TABLE mid.x; TRUNCATE mid.y", [Write("TRUNCATE", "mid.x"), Write("TRUNCATE", "mid.y")]),
@@ -114,3 +116,14 @@ def test_a_statement_duckdb_parses_otherwise_than_its_text_reads_is_not_trusted(
     assert classify("(SELECT 1) UNION ALL (SELECT 2); CHECKPOINT; PRAGMA version") == classify("")
     assert classify("USE raw").unclassified == ("USE raw",)  # parsed as a SET, but it changes unqualified names
     assert classify("DELETE FROM raw.events WHERE day = {{ day }}").writes == (Write("DELETE", "raw.events"),)
+
+
+def test_the_statements_after_a_query_are_read_by_duckdb_s_parser():
+    """What follows a materialized query's first statement (a materialized asset runs one): a semicolon inside a
+    string or a trailing comment is not one; SQL DuckDB cannot parse leaves the run to fail on its own."""
+    assert after_the_query("SELECT 1 AS x; DELETE FROM raw.landing;\n; SELECT 2") == [
+        "DELETE FROM raw.landing",
+        "SELECT 2",
+    ]
+    assert after_the_query("SELECT 'a;b' AS x; -- done") == []
+    assert after_the_query("SELECT {{ x }}; DELETE FROM raw.landing") == []
