@@ -9,6 +9,7 @@ from typing import Any
 from engine.pipeline.assets import Asset
 from engine.pipeline.columns import Check, CustomCheck
 from engine.pipeline.database import Database, quote_identifier, quote_name, strip_statement
+from engine.pipeline.sql_writes import not_one_read
 from engine.pipeline.templating import render
 
 
@@ -92,6 +93,9 @@ def _run_custom(
 ) -> QualityCheckResult:
     try:
         query = rewrite(render(check.query, context))
+        if (why := not_one_read(query)) is not None:  # a check that writes would change what it checks, unjudged
+            detail = f"a check runs one query that reads, and {why}: nothing of it ran"
+            return QualityCheckResult(check.name, False, check.blocking, detail)
         if check.count is not None:
             rows = db.count(f"SELECT count(*) FROM ({strip_statement(query)})")
             passed = rows == check.count

@@ -161,6 +161,19 @@ def after_the_query(query: str) -> list[str]:
     return [text for statement in parsed[1:] if (text := strip_statement(statement.query))]
 
 
+def not_one_read(query: str) -> str | None:
+    """Why a rendered query is not one statement that only reads (a check's), by DuckDB's parser; None when it is,
+    or when it does not parse (running it then fails on its own)."""
+    try:
+        parsed = duckdb.extract_statements(query)
+    except duckdb.Error:
+        return None
+    if len(parsed) != 1:
+        return f"it is {len(parsed)} statements"
+    kind = parsed[0].type.name
+    return None if kind == "SELECT" else f"it is {'an' if kind[0] in 'AEIOU' else 'a'} {kind.replace('_', ' ')}"
+
+
 def _parsed_type(statement: str) -> str | None:
     """The statement's type by DuckDB's parser, or None when it does not parse as one statement here (a
     template judged as written, SQL this DuckDB does not know: the patterns alone then judge it)."""

@@ -1117,6 +1117,32 @@ def test_a_query_that_grows_a_statement_on_some_days_fails_that_partition_unwrit
     )
 
 
+@pytest.mark.parametrize(
+    ("query", "why"),
+    [
+        ("DELETE FROM raw.landing; SELECT 0", "it is 2 statements"),
+        ("DELETE FROM raw.landing RETURNING 0", "it is a DELETE"),
+        ("EXPLAIN ANALYZE DELETE FROM raw.landing", "it is an EXPLAIN"),
+    ],
+)
+def test_a_custom_check_that_writes_runs_nothing_and_fails(daily, home, query, why):
+    """A custom check ``DELETE FROM raw.landing; SELECT 0`` ran after the partition committed, outside every fence:
+    verdict auto, exit 0, the check passed and the source was empty. A check is now one query that reads; any other
+    fails as a check, having run nothing: the partition fails (the check blocks) and raw.landing keeps its rows."""
+    daily.execute("CREATE TABLE raw.landing AS SELECT range AS x FROM range(5)")
+    redeclare_daily(daily, custom_checks=[{"name": "tidy", "query": query, "value": 0}])
+    ran = run_backfill("p", "--start-date", "2024-01-08", "--end-date", "2024-01-08", "--reason", "r",
+                       "--no-progress", cwd=daily.root, env=home)  # fmt: skip
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    assert daily.query("SELECT count(*) FROM raw.landing") == [(5,)]
+    by_hand = daily.run("--start-date", "2024-01-08", "--end-date", "2024-01-08")
+    assert by_hand.returncode == 1, by_hand.stdout + by_hand.stderr
+    assert f"check tidy failed (blocking): a check runs one query that reads, and {why}: nothing of it ran" in (
+        by_hand.stdout
+    )
+    assert daily.query("SELECT count(*) FROM raw.landing") == [(5,)]
+
+
 def test_a_hook_that_deletes_raw_data_only_on_some_days_is_refused_on_those_days(daily, home):
     """A macro that prunes the source on the tenth only: the pre-flight renders the first partition's hooks (the
     eighth: nothing), so the backfill ran as auto and the tenth's partition deleted raw.source_rows. Each partition

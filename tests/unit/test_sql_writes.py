@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.pipeline.sql_writes import UPSERT, Write, after_the_query, classify
+from engine.pipeline.sql_writes import UPSERT, Write, after_the_query, classify, not_one_read
 
 
 @pytest.mark.parametrize(
@@ -127,3 +127,16 @@ def test_the_statements_after_a_query_are_read_by_duckdb_s_parser():
     ]
     assert after_the_query("SELECT 'a;b' AS x; -- done") == []
     assert after_the_query("SELECT {{ x }}; DELETE FROM raw.landing") == []
+
+
+def test_a_check_is_one_query_that_reads():
+    """A check's query: one SELECT (a CTE, a trailing semicolon or comment included) reads; two statements, a
+    DELETE … RETURNING, an EXPLAIN ANALYZE or a MERGE are named for what they are; unparseable SQL is left to fail
+    when it runs."""
+    assert [not_one_read(q) for q in ("WITH a AS (SELECT 1) SELECT * FROM a", "SELECT 1; -- done", "SELECT {{")] == [
+        None
+    ] * 3
+    assert not_one_read("DELETE FROM raw.landing; SELECT 0") == "it is 2 statements"
+    assert not_one_read("DELETE FROM raw.landing RETURNING 0") == "it is a DELETE"
+    assert not_one_read("EXPLAIN ANALYZE DELETE FROM raw.landing") == "it is an EXPLAIN"
+    assert not_one_read("MERGE INTO a USING b ON true WHEN MATCHED THEN DELETE") == "it is a MERGE INTO"
