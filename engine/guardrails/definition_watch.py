@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from engine.base.errors import BackfillError
-from engine.guardrails.digest import config_component, file_component, file_hash
+from engine.guardrails.digest import config_component, file_component, file_hash, read_trees, tree_files
 from engine.guardrails.preflight import Preflight
 from engine.pipeline.config import load_config
 
@@ -22,11 +22,14 @@ Signature = tuple[tuple[str, int, int, int, int] | tuple[str], ...]
 
 class DefinitionWatch:
     """The files a pipeline backfill's partitions run (``pipeline.yml``, the selected assets, their seeds, every
-    macro) with their contents as judged; hashed again only when a file's ``stat`` moved."""
+    macro, every module beside a Python asset) with their contents as judged; hashed again only when a file's
+    ``stat`` moved."""
 
-    def __init__(self, directory: Path, judged: dict[Path, str], config: JudgedConfig | None = None) -> None:
+    def __init__(
+        self, directory: Path, judged: dict[Path, str], trees: list[tuple[Path, str]], config: JudgedConfig | None
+    ) -> None:
         self.directory = directory
-        self.macros = directory / "macros"
+        self.trees = trees  # where a new file would be read unnamed (digest.read_trees)
         self.judged = judged
         self.config = config
         self._seen: Signature | None = None  # the files' stat when they last matched what was judged
@@ -41,14 +44,15 @@ class DefinitionWatch:
         directory = facts.pipeline.directory
         files = {facts.pipeline.file} | {a.asset.path for a in facts.selected}
         files |= {a.asset.seed_path for a in facts.selected if a.asset.seed_path is not None}
-        files |= _macros(directory / "macros")
+        trees = read_trees(directory, [a.asset for a in facts.selected])
+        files |= {path for tree in trees for path in tree_files(*tree)}
         judged = {path: preflight.components.get(file_component(path, directory)) or file_hash(path) for path in files}
         request = facts.request
         config = None
         if request.config is not None and request.environment is not None:
             judged_config = config_component(request.config, request.environment.name)[1]  # as the digest has it
             config = JudgedConfig(request.config.path, request.environment.name, judged_config)
-        return cls(directory, judged, config)
+        return cls(directory, judged, trees, config)
 
     def changes(self) -> list[str]:
         """What differs from what was judged ("assets/x.sql changed", "macros/new.sql is new"), or nothing."""
@@ -60,7 +64,7 @@ class DefinitionWatch:
             for path, judged in sorted(self.judged.items())
             if (digest := file_hash(path)) != judged
         ]
-        changes += [f"{self._name(path)} is new" for path in sorted(_macros(self.macros) - set(self.judged))]
+        changes += [f"{self._name(path)} is new" for path in sorted(self._tree_files() - set(self.judged))]
         if self.config is not None and (change := self.config.change()):
             changes.append(change)
         if not changes:
@@ -82,7 +86,7 @@ class DefinitionWatch:
 
     def _signature(self) -> Signature:
         stats: list[tuple[str, int, int, int, int] | tuple[str]] = []
-        watched = {*self.judged, *_macros(self.macros), *([self.config.path] if self.config is not None else [])}
+        watched = {*self.judged, *self._tree_files(), *([self.config.path] if self.config is not None else [])}
         for path in sorted(watched):
             try:
                 info = os.stat(path)
@@ -91,6 +95,9 @@ class DefinitionWatch:
                 continue
             stats.append((str(path), info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns))
         return tuple(stats)
+
+    def _tree_files(self) -> set[Path]:
+        return {path for tree in self.trees for path in tree_files(*tree)}
 
     def _name(self, path: Path) -> str:
         return file_component(path, self.directory).removeprefix("file ")
@@ -134,7 +141,3 @@ class JudgedConfig:
         if now.startswith("unreadable: "):
             return f"{self.path.name} is unreadable"
         return f"{self.path.name}'s environment {self.environment} changed"
-
-
-def _macros(directory: Path) -> set[Path]:
-    return set(directory.rglob("*.sql")) if directory.is_dir() else set()

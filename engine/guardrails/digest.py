@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from engine.guardrails.facts import Facts
 from engine.guardrails.tiers import PreflightCheck
+from engine.pipeline.asset_types import AssetKind
 from engine.pipeline.config import Config
+
+if TYPE_CHECKING:
+    from engine.pipeline.assets import Asset
 
 MIN_PREFIX = 8
 MAX_HASHED_IDS = 200_000  # beyond, the selection (not each ID) is hashed: a million hashes cost seconds
@@ -59,9 +63,8 @@ def components_of(facts: Facts, results: list[PreflightCheck]) -> dict[str, str]
         files = {facts.pipeline.file} | {a.asset.path for a in facts.assets.values()}
         files |= {a.asset.seed_path for a in facts.assets.values() if a.asset.seed_path is not None}
         base = facts.pipeline.directory
-        macros = base / "macros"
-        if macros.is_dir():  # every macro an asset may render, whether or not it does today
-            files |= set(macros.rglob("*.sql"))
+        for directory, pattern in read_trees(base, [a.asset for a in facts.assets.values()]):
+            files |= tree_files(directory, pattern)
         for path in sorted(files):
             parts[file_component(path, base)] = file_hash(path)
     if request.config is not None and (environment_name := environment_name_of(request)) is not None:
@@ -89,6 +92,20 @@ def components_of(facts: Facts, results: list[PreflightCheck]) -> dict[str, str]
     for result in results:
         parts[f"evidence of {result.name}"] = _hash(_canonical(result.to_json()))
     return parts
+
+
+def read_trees(base: Path, assets: list[Asset]) -> list[tuple[Path, str]]:
+    """The directories whose files a run may read without naming them: every macro under ``macros/`` (an asset
+    may render any), and every module beside a Python asset (its directory is first on its ``sys.path``, so a
+    helper it imports, or a new ``json.py`` shadowing one, runs as part of it)."""
+    trees = [(base / "macros", "*.sql")]
+    trees += [(d, "*.py") for d in sorted({a.path.parent for a in assets if a.kind == AssetKind.PYTHON})]
+    return trees
+
+
+def tree_files(directory: Path, pattern: str) -> set[Path]:
+    """The files of one read tree."""
+    return set(directory.rglob(pattern)) if directory.is_dir() else set()
 
 
 SECRET_WORDS = ("password", "secret", "token", "key", "credential", "private", "auth", "pass")

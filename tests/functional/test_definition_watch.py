@@ -3,6 +3,7 @@ approved. Real backfills, a real edit between two partitions, the table read aft
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,57 @@ def test_a_file_edited_while_the_backfill_runs_starts_no_partition_unjudged(wait
     assert [(str(d), v) for d, v in repo.query("SELECT * FROM p.days ORDER BY day")] == [
         ("2024-01-01", 1), ("2024-01-02", after), ("2024-01-03", after)
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("edit", ["changed", "new"])
+def test_a_module_beside_a_python_asset_edited_while_the_backfill_runs_starts_no_partition(waiting, edit):
+    """The Python asset imports ``helper.py`` from its own directory (first on its ``sys.path``): the helper edited
+    during the first day, or a new module put beside it (a ``json.py`` would shadow the standard one), ran in the
+    later days unjudged, exit 0. The backfill now stops before the next day, naming the file; ``--continue`` judges
+    the new version and runs the rest."""
+    repo, env = waiting
+    helper = repo.write("p/assets/helper.py", "VALUE = 1\n")
+    repo.python("p.wait", WAITER + "import helper\nprint('helper says', helper.VALUE)\n", depends=["p.days"])
+    first = start_background("p", *THREE_DAYS, "--reason", "first", "--max-parallel", "1", "--launcher", "exec",
+                             "--no-progress", cwd=repo.root, env=env)  # fmt: skip
+    try:
+        wait_for(lambda: Path(env["LIVE_STARTED"]).exists(), timeout=60)
+        if edit == "changed":
+            helper.write_text("VALUE = 2\n")
+        else:
+            repo.write("p/assets/json.py", "raise SystemExit('not the json you meant')\n")
+    finally:
+        Path(env["LIVE_GO"]).write_text("go")
+        out, err = first.communicate(timeout=120)
+    [backfill] = state_dirs(repo.root / "logs" / "backfills")
+    assert first.returncode == 1, out + err
+    changed = "assets/helper.py changed" if edit == "changed" else "assets/json.py is new"
+    assert f"stopped: the pipeline changed since this backfill was judged ({changed}); no partition starts" in out + err
+    assert [r["status"] for r in records(backfill)] == ["succeeded"]
+    if edit == "new":
+        (repo.root / "p" / "assets" / "json.py").unlink()
+    done = run_backfill("--continue", backfill.name, "--no-progress", cwd=repo.root, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(repo.query("SELECT * FROM p.days")) == 3
+
+
+def test_the_plan_digest_covers_the_modules_beside_a_python_asset(waiting):
+    """A person approves a Python asset's plan by its digest: a helper module it imports edited since gives another
+    digest, so the approval of the old one does not carry over; a module beside SQL assets only does not count."""
+    repo, env = waiting
+    helper = repo.write("p/assets/helper.py", "VALUE = 1\n")
+
+    def digest() -> str:
+        shown = run_backfill("p", *THREE_DAYS, "--dry-run", "--output", "json", cwd=repo.root, env=env)
+        assert shown.returncode == 0, shown.stdout + shown.stderr
+        return json.loads(shown.stdout)["preflight"]["digest"]
+
+    judged = digest()
+    helper.write_text("VALUE = 2\n")
+    edited = digest()
+    assert edited != judged
+    repo.write("p/macros/../../other.py", "Z = 1\n")  # outside the pipeline's directory
+    assert digest() == edited
 
 
 @pytest.mark.parametrize("edit", ["connection", "password"])

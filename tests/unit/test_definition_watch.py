@@ -30,11 +30,16 @@ def pipeline(tmp_path: Path) -> SimpleNamespace:
     """A pipeline directory with pipeline.yml, two assets (one selected, with a seed), a macro in a subdirectory."""
     base = tmp_path / "p"
     files = {"pipeline.yml": "name: p\n", "assets/a.sql": "SELECT 1", "assets/b.sql": "SELECT 2",
-             "assets/s.csv": "x\n1\n", "macros/sub/m.sql": "{% macro m() %}1{% endmacro %}"}  # fmt: skip
+             "assets/s.csv": "x\n1\n", "macros/sub/m.sql": "{% macro m() %}1{% endmacro %}",
+             "assets/py/job.py": "import lib.helper", "assets/py/lib/helper.py": "X = 1",
+             "assets/util.py": "Y = 1"}  # fmt: skip
     for name, text in files.items():
         (base / name).parent.mkdir(parents=True, exist_ok=True)
         (base / name).write_text(text)
-    selected = [SimpleNamespace(asset=SimpleNamespace(path=base / "assets/a.sql", seed_path=base / "assets/s.csv"))]
+    selected = [
+        SimpleNamespace(asset=SimpleNamespace(path=base / "assets/a.sql", seed_path=base / "assets/s.csv", kind="sql")),
+        SimpleNamespace(asset=SimpleNamespace(path=base / "assets/py/job.py", seed_path=None, kind="python")),
+    ]
     (tmp_path / ".bruin.yml").write_text(CONFIG)
     request = SimpleNamespace(config=load_config(tmp_path / ".bruin.yml"), environment=SimpleNamespace(name="dev"))
     facts = SimpleNamespace(
@@ -44,14 +49,17 @@ def pipeline(tmp_path: Path) -> SimpleNamespace:
 
 
 def test_what_the_partitions_run_is_watched_and_nothing_else(tmp_path):
-    """pipeline.yml, the selected asset, its seed and every macro (in subdirectories too) are watched; an asset not
-    selected is not. Touched with the same content: no change, and the next look is a stat."""
+    """pipeline.yml, the selected assets, a seed, every macro (in subdirectories too) and every module under a
+    Python asset's directory (it imports them) are watched; an asset not selected, and a module beside SQL assets
+    only, are not. Touched with the same content: no change, and the next look is a stat."""
     judged = pipeline(tmp_path)
     watch = DefinitionWatch.of(judged)
     base = judged.base
     assert sorted(p.relative_to(base).as_posix() for p in watch.judged) == [
-        "assets/a.sql", "assets/s.csv", "macros/sub/m.sql", "pipeline.yml"
+        "assets/a.sql", "assets/py/job.py", "assets/py/lib/helper.py", "assets/s.csv", "macros/sub/m.sql",
+        "pipeline.yml",
     ]  # fmt: skip
+    (base / "assets/util.py").write_text("Y = 2")  # no Python asset runs beside it
     assert watch.changes() == []
     (base / "assets/b.sql").write_text("SELECT 3")  # not selected: its partitions do not run it
     os.utime(base / "assets/a.sql", ns=(1, 1))  # a new stat, the same text
