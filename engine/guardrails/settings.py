@@ -42,6 +42,10 @@ class Limits:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+# Limits that count partitions: a fraction of one means nothing.
+COUNTS = frozenset({"auto_max_intervals"})
+
+
 @dataclass(frozen=True)
 class GuardrailSettings:
     level: str = STANDARD
@@ -116,6 +120,10 @@ def settings_of_environment(name: str, raw: Any, config_path: Path) -> Guardrail
             )
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e9:
             raise BadInput(where.format(line=line) + f": guardrail_limits.{key} is {value!r}: use a positive number")
+        if key in COUNTS and value != int(value):
+            raise BadInput(
+                where.format(line=line) + f": guardrail_limits.{key} is {value!r}: use a whole number of partitions"
+            )
         limits = replace(limits, **{key: float(value)})
     if limits.verify_low >= 1 or limits.verify_high <= 1:
         raise BadInput(

@@ -305,8 +305,8 @@ def test_an_environment_s_level_and_where_it_came_from():
 
 
 def test_limits_are_positive_numbers_each_named_with_its_line():
-    """Known limits as numbers (ints become floats); unknown keys, booleans, text, zero, a billion and a
-    non-mapping are one line each; verify_low must be below 1 and verify_high above it."""
+    """Known limits as numbers (ints become floats); unknown keys, booleans, text, zero, a billion, a fraction of a
+    partition and a non-mapping are one line each; verify_low must be below 1 and verify_high above it."""
     from engine.guardrails.settings import settings_of_environment
 
     limits = settings_of_environment("dev", {"guardrail_limits": {"max_hours": 2, "row_ratio": 0.5}}, CONFIG).limits
@@ -330,6 +330,12 @@ def test_limits_are_positive_numbers_each_named_with_its_line():
     for value in (True, "2", 0, -1, 1e9):
         with pytest.raises(BadInput, match=rf"guardrail_limits.max_hours is {value!r}: use a positive number"):
             settings_of_environment("dev", {"guardrail_limits": {"max_hours": value}}, CONFIG)
+    with pytest.raises(
+        BadInput, match=r"guardrail_limits.auto_max_intervals is 1.5: use a whole number of partitions$"
+    ):
+        settings_of_environment("dev", {"guardrail_limits": {"auto_max_intervals": 1.5}}, CONFIG)
+    whole = settings_of_environment("dev", {"guardrail_limits": {"auto_max_intervals": 3.0, "max_hours": 1.5}}, CONFIG)
+    assert (whole.limits.auto_max_intervals, whole.limits.max_hours) == (3, 1.5)
     with pytest.raises(BadInput, match=r"^/repo/.bruin.yml:2: environment 'dev': guardrail_limits must be a mapping$"):
         settings_of_environment("dev", located("a: 1\nguardrail_limits: [1]\n"), CONFIG)
     assert settings_of_environment("dev", {"guardrail_limits": None}, CONFIG).limits.max_hours == 1
