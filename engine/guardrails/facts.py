@@ -340,8 +340,11 @@ def _inspect_table(facts: Facts, warehouse: Warehouse, asset_facts: AssetFacts) 
         if warehouse.connection is None:
             asset_facts.sample_error = f"{warehouse.path} does not exist yet"
             return
-        if asset_facts.rendered is None or asset_facts.after_query:  # the run refuses more than one query
-            asset_facts.sample_error = asset_facts.render_error or "the query is more than one statement"
+        if asset_facts.after_query:  # the run refuses more than one query: the materialization check says so
+            asset_facts.sample_error = "the query is more than one statement"
+            return
+        if asset_facts.rendered is None:
+            asset_facts.sample_error = asset_facts.render_error or "the query was not rendered"
             return
         query, window = asset_facts.rendered
         try:

@@ -407,12 +407,13 @@ def test_saved_backfills_of_the_state_root_bring_their_marks_and_our_own_is_left
 def test_the_first_partition_s_sample_is_counted_against_its_window_and_the_table(tmp_path):
     """Only selected SQL assets are sampled: the query's rows, those outside the first window for a windowed
     strategy with a key, and those the table already holds for an append to a table with rows; a query that
-    fails is its first line, a file not made yet says so, and a comparison that fails leaves the
-    materialization undecided, naming the asset."""
+    fails is its first line, a file not made yet says so, a query followed by more statements is not run (the
+    statements are kept for the materialization check), and a comparison that fails leaves the materialization
+    undecided, naming the asset."""
     import duckdb
 
     from engine.dates.plan import Interval
-    from engine.guardrails.facts import _look_into_warehouses
+    from engine.guardrails.facts import _look_into_warehouses, _render_query
 
     path, later = tmp_path / "w.duckdb", tmp_path / "later.duckdb"
     with duckdb.connect(str(path)) as connection:
@@ -442,13 +443,17 @@ def test_the_first_partition_s_sample_is_counted_against_its_window_and_the_tabl
     wrong_key = sql("main.t", "SELECT 1 AS other", key="ts")
     keyed = sql("main.t", "SELECT NULL::TIMESTAMP AS ts FROM range(2) UNION ALL " + three_days, "merge")
     keyed.asset = replace(keyed.asset, columns=(Column("ts", "timestamp", True, False, None, (), None),))
+    trailing = sql("main.t", three_days + ";\nDELETE FROM main.t; -- tidy")
     options = SimpleNamespace(apply_interval_modifiers=False)
     spec = SimpleNamespace(target=SimpleNamespace(is_command=False), zone=UTC, run_options=options)
     pipeline = SimpleNamespace(name="p", default_interval_modifiers=None, macros="")
     jan_1 = 1_704_067_200_000_000
-    everyone = (liar, appender, onto_empty, unkeyed, merged, downstream, script, broken, unmade, wrong_key, keyed)
+    everyone = (liar, appender, onto_empty, unkeyed, merged, downstream, script, broken, unmade, wrong_key, keyed,
+                trailing)  # fmt: skip
     facts = Facts(SimpleNamespace(spec=spec), None, (jan_1, jan_1 + DAY), Interval(0, jan_1, jan_1 + DAY),
                   pipeline=pipeline, assets={str(i): a for i, a in enumerate(everyone)})  # fmt: skip
+    for selected in facts.selected:
+        _render_query(facts, selected)
     _look_into_warehouses(facts)
     facts.warehouses.close()
     assert (liar.sample_rows, liar.sample_outside, liar.sample_existing) == (3, 2, None)
@@ -466,6 +471,9 @@ def test_the_first_partition_s_sample_is_counted_against_its_window_and_the_tabl
     assert liar.sample_missing == appender.sample_missing == merged.sample_missing == []  # merge names its columns
     assert (keyed.sample_rows, keyed.sample_repeated_keys) == (5, 2)  # two NULL keys match as the merge matches
     assert merged.sample_repeated_keys is None and liar.sample_repeated_keys is None  # no key; not a merge
+    assert (trailing.after_query, trailing.sample_rows) == (["DELETE FROM main.t"], None)  # never sampled: refused
+    assert trailing.sample_error == "the query is more than one statement"
+    assert liar.after_query == [] and liar.rendered[0] == three_days
     assert facts.errors["materialization"].startswith("cannot compare main.t's sample: Binder Error")
     assert list(facts.errors) == ["materialization"]
 
