@@ -154,19 +154,15 @@ def _main_after_with(statement: str) -> int | None:
 def after_the_query(query: str) -> list[str]:
     """The statements that follow a rendered query's first, by DuckDB's parser (none when it does not parse: running
     it then fails without writing). A materialized asset runs one query; DuckDB would run these after it, unjudged."""
-    try:
-        parsed = duckdb.extract_statements(query)
-    except duckdb.Error:
-        return []
+    parsed = _parsed(query) or []
     return [text for statement in parsed[1:] if (text := strip_statement(statement.query))]
 
 
 def not_one_read(query: str) -> str | None:
     """Why a rendered query is not one statement that only reads (a check's), by DuckDB's parser; None when it is,
     or when it does not parse (running it then fails on its own)."""
-    try:
-        parsed = duckdb.extract_statements(query)
-    except duckdb.Error:
+    parsed = _parsed(query)
+    if parsed is None:
         return None
     if len(parsed) != 1:
         return f"it is {len(parsed)} statements"
@@ -177,11 +173,16 @@ def not_one_read(query: str) -> str | None:
 def _parsed_type(statement: str) -> str | None:
     """The statement's type by DuckDB's parser, or None when it does not parse as one statement here (a
     template judged as written, SQL this DuckDB does not know: the patterns alone then judge it)."""
+    parsed = _parsed(statement)
+    return parsed[0].type.name if parsed is not None and len(parsed) == 1 else None
+
+
+def _parsed(sql: str) -> list[duckdb.Statement] | None:
+    """DuckDB's own reading of ``sql``, statement by statement, or None when it does not parse."""
     try:
-        parsed = duckdb.extract_statements(statement)
+        return duckdb.extract_statements(sql)
     except duckdb.Error:
         return None
-    return parsed[0].type.name if len(parsed) == 1 else None
 
 
 def _statements(sql: str) -> list[str]:
