@@ -74,7 +74,7 @@ def materialize(
     fenced = fence_window and not full_refresh and fences_its_window(asset) and db.table_exists(asset.name)
     outside = outside_predicate(db, asset, window) if fenced else None  # read once, judged before and after
     # Other tables the hooks may delete or rewrite rows of: fingerprinted whole (they have no window here).
-    others = sorted(_deleted_by_hooks(asset, [*pre_hooks, *post_hooks])) if fence_window else []
+    others = _resolved(db, asset, _deleted_by_hooks(asset, [*pre_hooks, *post_hooks])) if fence_window else []
 
     if fence_window:  # the pre-flight judged the first partition's hooks; each partition's are judged as it runs
         _refuse_raw_deletes(asset, pre_hooks, post_hooks)
@@ -218,6 +218,24 @@ def _deleted_by_hooks(asset: Asset, hooks: Sequence[str]) -> set[str]:
 
     own = asset.name.lower()
     return {w.table for hook in hooks for w in classify(hook).writes if w.deletes and w.relation.lower() != own}
+
+
+def _resolved(db: Database, asset: Asset, names: set[str]) -> list[str]:
+    """The tables hooks write, as ``schema.table``: an unqualified name is every table of that name in any schema
+    (a hook that moves the search path or runs ``USE`` decides which it reaches), the asset's own left out."""
+    tables: set[str] = set()
+    for name in names:
+        if "." in name:
+            tables.add(name)
+            continue
+        rows = db.execute(
+            "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = current_database() "
+            "AND lower(table_name) = lower(?)",
+            [name],
+        ).fetchall()
+        tables |= {f"{schema}.{table}" for schema, table in rows}
+    own = asset.name.lower()
+    return sorted(t for t in tables if t.lower() != own)
 
 
 class OtherTableChanged(Exception):

@@ -1166,6 +1166,29 @@ def test_a_hook_that_deletes_raw_data_only_on_some_days_is_refused_on_those_days
     )
 
 
+@pytest.mark.parametrize("setting", ["SET search_path = 'raw'", "USE raw"])
+def test_a_hook_that_moves_the_search_path_on_some_days_cannot_delete_raw_data(daily, home, setting):
+    """A macro renders nothing on the eighth (the pre-flight's sample: auto) and, on the tenth only, moves the search
+    path to raw before an unqualified DELETE FROM source_rows: the name read as a mid table nobody holds, so the
+    partition fingerprinted nothing and deleted the source, exit 0. An unqualified name a hook writes is now
+    fingerprinted in every schema that holds it: the tenth fails, rolled back, and raw.source_rows keeps its rows."""
+    daily.execute("CREATE TABLE raw.source_rows AS SELECT range AS id FROM range(5)")
+    daily.write("p/macros/prune.sql", "{% macro prune() %}{% if start_date == '2024-01-10' %}" + setting
+                + "; DELETE FROM source_rows{% else %}SELECT 1{% endif %}{% endmacro %}")  # fmt: skip
+    redeclare_daily(daily, hooks={"post": [{"query": "{{ prune() }}"}]})
+    assert dry_checks(daily, home)["verdict"] == "auto"
+    ran = run_backfill("p", *WEEK, "--reason", "r", "--no-progress", "--output", "json", cwd=daily.root, env=home)
+    assert daily.query("SELECT count(*) FROM raw.source_rows") == [(5,)]
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    [backfill] = state_dirs(daily.root / "logs" / "backfills")
+    [failed] = [r for r in records(backfill) if r["status"] == "failed"]
+    assert failed["start"][:10] == "2024-01-10"
+    assert (
+        "a hook of mid.daily changed rows of another table, raw.source_rows (5 rows before, 0 after)"
+        in (failed["attempts"][-1]["error"])
+    )
+
+
 def test_a_restore_over_another_backfill_is_refused_naming_it(daily, home):
     """The later writer can be another backfill's partitions rather than a run by hand: the restore of the
     first backfill names the second and leaves the table as the second left it."""

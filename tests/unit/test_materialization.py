@@ -477,6 +477,25 @@ def test_a_hook_naming_its_own_table_with_the_catalog_is_fenced_by_its_window(db
         materialize(db, FENCED, query, DAY_2, full_refresh=False, post_hooks=[prune], fence_window=True)
 
 
+def test_an_unqualified_name_a_hook_writes_is_fingerprinted_in_every_schema_that_holds_it(db):
+    """``DELETE FROM t`` after ``SET search_path``: the name reaches whichever schema the path says. Every other
+    table called ``t`` (in any case) is fingerprinted, so the delete of raw.T is rolled back naming it (before,
+    ``t`` was looked for in main only, found nowhere, and the source lost its rows); the asset's own mart.t stays
+    under its window's fence, so deleting its own day through the bare name lands."""
+    three_days(db)
+    db.execute("CREATE SCHEMA raw")
+    db.execute('CREATE TABLE raw."T" AS SELECT range AS id FROM range(5)')  # DuckDB matches names without case
+    query = "SELECT DATE '2024-01-02' AS d, 5 AS v"
+    with pytest.raises(OtherTableChanged, match=r"another table, raw\.T \(5 rows before, 0 after\)"):
+        hook = "SET search_path = 'raw'; DELETE FROM t"
+        materialize(db, FENCED, query, DAY_2, full_refresh=False, post_hooks=[hook], fence_window=True)
+    db.execute("RESET search_path")
+    assert rows(db, "raw.T") == [(0,), (1,), (2,), (3,), (4,)]
+    own = "SET search_path = 'mart'; DELETE FROM T WHERE d = DATE '2024-01-02'; RESET search_path"
+    materialize(db, FENCED, query, DAY_2, full_refresh=False, pre_hooks=[own], fence_window=True)
+    assert rows(db) == [(date(2024, 1, 1), 0), (date(2024, 1, 2), 5), (date(2024, 1, 3), 2)]
+
+
 @pytest.mark.parametrize("phase", ["pre", "post"])
 def test_a_partition_s_hook_that_deletes_raw_data_runs_nothing(db, phase):
     """A backfill partition's hook, as rendered for it, that deletes from the raw layer: refused before any
