@@ -16,7 +16,13 @@ from engine.pipeline.database import sql_pieces, strip_statement
 UPSERT = "INSERT … ON CONFLICT DO UPDATE"
 # Schemas that hold source data, the raw layer (docs/guardrails.md, layer_risk): never deleted or rebuilt.
 RAW_SCHEMAS = ("raw", "source", "src", "landing")
-DELETING = ("DELETE", "UPDATE", "MERGE", "TRUNCATE", "DROP", "CREATE OR REPLACE", "ALTER", "INSERT OR REPLACE", UPSERT)
+# A whole schema dropped (its tables with it, CASCADE): a raw table's delete when the schema is raw; any other is
+# left unclassified, since its tables are not named to judge or fingerprint.
+DROP_SCHEMA = "DROP SCHEMA"
+DELETING = (
+    "DELETE", "UPDATE", "MERGE", "TRUNCATE", "DROP", DROP_SCHEMA, "CREATE OR REPLACE", "ALTER", "INSERT OR REPLACE",
+    UPSERT,
+)  # fmt: skip
 ADDING = ("INSERT", "COPY")
 _NAME = r'((?:"(?:[^"]|"")+"|[A-Za-z_][\w$]*)(?:\s*\.\s*(?:"(?:[^"]|"")+"|[A-Za-z_][\w$]*))*)'
 _WRITES = [
@@ -27,6 +33,7 @@ _WRITES = [
     ("MERGE", rf"MERGE\s+INTO\s+{_NAME}"),
     ("TRUNCATE", rf"TRUNCATE\s+(?:TABLE\s+)?{_NAME}"),
     ("DROP", rf"DROP\s+TABLE\s+(?:IF\s+EXISTS\s+)?{_NAME}"),
+    (DROP_SCHEMA, rf"DROP\s+SCHEMA\s+(?:IF\s+EXISTS\s+)?{_NAME}"),
     ("CREATE OR REPLACE", rf"CREATE\s+OR\s+REPLACE\s+(?:TEMP(?:ORARY)?\s+)?TABLE\s+{_NAME}"),
     ("CREATE", rf"CREATE\s+(?:TEMP(?:ORARY)?\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?{_NAME}"),
     ("ALTER", rf"ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?{_NAME}"),
@@ -56,6 +63,7 @@ _PARSED_AS = {
     UPSERT: "INSERT",
     "MERGE": "MERGE_INTO",
     "DROP": "DROP",
+    DROP_SCHEMA: "DROP",
     "CREATE": "CREATE",
     "CREATE OR REPLACE": "CREATE",
     "ALTER": "ALTER",
@@ -117,6 +125,8 @@ def classify(sql: str) -> Classified:
             if write is not None and _PARSED_AS[write.verb] != parsed:
                 write = None
             harmless = write is None and (parsed == "SELECT" or (harmless and parsed in _PARSED_HARMLESS))
+        if write is not None and write.verb == DROP_SCHEMA and not write.deletes_raw:
+            write = None  # its tables are not named: judged by a person
         if write is not None:
             writes.append(write)
         elif not harmless:
@@ -134,6 +144,8 @@ def _write(statement: str) -> Write | None:
             parts = _parts(match.group(1))
             if verb == "INSERT" and _DO_UPDATE.search(main):
                 verb = UPSERT
+            if verb == DROP_SCHEMA:
+                parts = (*parts, "*")  # every table in it
             return Write(verb, ".".join(parts), parts)
     return None
 

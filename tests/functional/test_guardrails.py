@@ -1009,6 +1009,7 @@ def test_hooks_are_judged_like_the_asset(daily, home):
         ("DELETE FROM warehouse.raw.landing", "DELETE", "warehouse.raw.landing"),
         ("EXPLAIN ANALYZE DELETE FROM raw.landing", "DELETE", "raw.landing"),
         ("EXPLAIN (ANALYZE, FORMAT json) DELETE FROM raw.landing", "DELETE", "raw.landing"),
+        ("DROP SCHEMA IF EXISTS raw CASCADE", "DROP SCHEMA", "raw.*"),
         ('WITH k AS (SELECT 1 AS "update") DELETE FROM raw.landing WHERE true', "DELETE", "raw.landing"),
     ],
 )

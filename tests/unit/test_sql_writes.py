@@ -34,6 +34,7 @@ from engine.pipeline.sql_writes import UPSERT, Write, after_the_query, classify,
         ("MERGE INTO mid.x USING y ON true WHEN MATCHED THEN DELETE", [Write("MERGE", "mid.x")]),
         ("TRUNCATE TABLE mid.x; TRUNCATE mid.y", [Write("TRUNCATE", "mid.x"), Write("TRUNCATE", "mid.y")]),
         ("DROP TABLE IF EXISTS mid.x", [Write("DROP", "mid.x")]),
+        ("DROP SCHEMA IF EXISTS Raw CASCADE", [Write("DROP SCHEMA", "raw.*")]),  # every table in it
         ('CREATE OR REPLACE TABLE "Odd"."Na""me" AS SELECT 1', [Write("CREATE OR REPLACE", 'Odd.Na"me')]),
         ("CREATE TABLE IF NOT EXISTS mid.x (a INT)", [Write("CREATE", "mid.x")]),
         ("ALTER TABLE mid.x ADD COLUMN b INT", [Write("ALTER", "mid.x")]),
@@ -115,6 +116,8 @@ def test_a_statement_duckdb_parses_otherwise_than_its_text_reads_is_not_trusted(
     assert (misread.writes, misread.unclassified) == ((), ("WITH update AS (SELECT 1) DELETE FROM raw.events",))
     assert classify("(SELECT 1) UNION ALL (SELECT 2); CHECKPOINT; PRAGMA version") == classify("")
     assert classify("USE raw").unclassified == ("USE raw",)  # parsed as a SET, but it changes unqualified names
+    # A schema other than raw dropped whole: its tables are not named, so neither judged nor fingerprinted.
+    assert classify("DROP SCHEMA mid CASCADE").unclassified == ("DROP SCHEMA mid CASCADE",)
     assert classify("DELETE FROM raw.events WHERE day = {{ day }}").writes == (Write("DELETE", "raw.events"),)
 
 
