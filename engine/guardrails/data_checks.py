@@ -140,7 +140,9 @@ def _shrinking(facts_of, facts: Facts) -> str | None:
     else:
         what = f"the rows of the {asset.materialization.incremental_key} values it returns"
     return (
-        f"{asset.name} ({label}): the first partition's query returns {sample:,} rows where its run "
+        f"{asset.name} ({label}): "
+        + ("its seed file holds" if asset.kind == "seed" else "the first partition's query returns")
+        + f" {sample:,} rows where its run "
         f"deletes {replaced:,} ({what}) — fewer than {low:.0%} of them"
     )
 

@@ -108,9 +108,9 @@ class Warehouse:
         predicate = window_predicate(db, asset, window)
         return int(db.scalar(f"SELECT count(*) FROM {quote_name(asset.name)} WHERE {predicate}"))
 
-    def sample_count(self, query: str) -> int:
+    def sample_count(self, query: str, parameters: list[Any] | None = None) -> int:
         """How many rows a query returns, counted by DuckDB without fetching them."""
-        return int(self.database().scalar(f"SELECT count(*) FROM ({query})"))
+        return int(self.database().scalar(f"SELECT count(*) FROM ({query})", parameters))
 
     def count_outside(self, asset: Asset, query: str, window: Window) -> int:
         """How many rows of ``query`` have an incremental key outside ``window`` (NULL keys included: the

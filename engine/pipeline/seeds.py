@@ -72,26 +72,26 @@ def seed_source(asset: Asset, context: dict[str, Any]) -> str:
     return str(path)
 
 
+def seed_query(asset: Asset, source: str) -> tuple[str, list[Any]]:
+    """The SELECT that reads the seed's rows from ``source`` (as ``seed_source`` found it), and its parameters:
+    what its run loads, and what the pre-flight counts."""
+    declared = {c.name: c.type for c in asset.columns if c.type} if asset.seed_types else {}
+    parameters: list[Any] = [source]
+    if asset.seed_format == "csv" and declared:
+        reader = READERS["csv"].replace(")", ", types = ?)")
+        parameters.append(declared)
+        select = "*"
+    else:
+        reader = READERS[asset.seed_format]
+        # Other formats carry their own types: declared ones are applied as casts (a missing column fails).
+        casts = ", ".join(f"CAST({quote_identifier(n)} AS {t}) AS {quote_identifier(n)}" for n, t in declared.items())
+        select = f"* REPLACE ({casts})" if casts else "*"
+    return f"SELECT {select} FROM {reader}", parameters
+
+
 def load_seed(db: Database, asset: Asset, source: str | None = None) -> int:
     """Replace the seed's table with the file's rows (``source``: as ``seed_source`` found it); the rows."""
     target = quote_name(asset.name)
-    declared = {c.name: c.type for c in asset.columns if c.type} if asset.seed_types else {}
-    source = source or asset.seed_url or str(asset.seed_path)
+    query, parameters = seed_query(asset, source or asset.seed_url or str(asset.seed_path))
     ensure_schema(db, asset.name)
-
-    def work() -> int:
-        parameters: list[Any] = [source]
-        if asset.seed_format == "csv" and declared:
-            reader = READERS["csv"].replace(")", ", types = ?)")
-            parameters.append(declared)
-            select = "*"
-        else:
-            reader = READERS[asset.seed_format]
-            # Other formats carry their own types: declared ones are applied as casts (a missing column fails).
-            casts = ", ".join(
-                f"CAST({quote_identifier(n)} AS {t}) AS {quote_identifier(n)}" for n, t in declared.items()
-            )
-            select = f"* REPLACE ({casts})" if casts else "*"
-        return db.count(f"CREATE OR REPLACE TABLE {target} AS SELECT {select} FROM {reader}", parameters)
-
-    return run_in_transaction(db, work)
+    return run_in_transaction(db, lambda: db.count(f"CREATE OR REPLACE TABLE {target} AS {query}", parameters))

@@ -1190,6 +1190,29 @@ def test_a_hook_that_moves_the_search_path_on_some_days_cannot_delete_raw_data(d
     )
 
 
+def test_a_seed_file_that_lost_its_rows_is_held_before_it_empties_the_table(daily, home):
+    """A seed's CSV cut to its header (a bad merge): the seed rebuilds its table in every partition, so the week ran
+    with verdict auto, exit 0, and mid.codes went from 5 rows to none. The pre-flight now counts the file as the
+    run reads it against the table: approval, naming both counts; the table keeps its rows. The same file with its
+    rows back is auto again."""
+    daily.write("p/assets/mid/codes.asset.yml", "name: mid.codes\ntype: duckdb.seed\nparameters:\n  path: codes.csv\n")
+    rows = "code\n" + "".join(f"c{i}\n" for i in range(5))
+    daily.write("p/assets/mid/codes.csv", rows)
+    daily.run_ok("--start-date", "2024-01-01", "--end-date", "2024-01-01")
+    daily.write("p/assets/mid/codes.csv", "code\n")
+    checks = dry_checks(daily, home)
+    assert (checks["verdict"], checks["materialization"]["tier"]) == ("approval", "approval"), checks["materialization"]
+    assert checks["materialization"]["detail"] == (
+        "mid.codes (create+replace): its seed file holds 0 rows where its run deletes 5 (the whole table) — fewer "
+        "than 50% of them"
+    )
+    held = run_backfill("p", *WEEK, "--reason", "r", "--no-progress", cwd=daily.root, env=home)
+    assert held.returncode == 4, held.stdout + held.stderr
+    assert daily.query("SELECT count(*) FROM mid.codes") == [(5,)]
+    daily.write("p/assets/mid/codes.csv", rows)
+    assert dry_checks(daily, home)["verdict"] == "auto"
+
+
 def test_a_restore_over_another_backfill_is_refused_naming_it(daily, home):
     """The later writer can be another backfill's partitions rather than a run by hand: the restore of the
     first backfill names the second and leaves the table as the second left it."""

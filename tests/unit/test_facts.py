@@ -478,6 +478,49 @@ def test_the_first_partition_s_sample_is_counted_against_its_window_and_the_tabl
     assert list(facts.errors) == ["materialization"]
 
 
+def test_a_seed_is_counted_as_its_run_reads_it_against_the_table_it_rebuilds(tmp_path):
+    """A selected seed over a table with rows: the file's rows (read as its run reads them) are the sample, the
+    whole table what the rebuild deletes; a file that cannot be read leaves the materialization undecided, naming
+    the seed; a seed read through an extension (a URL) and a seed with no table yet are not counted."""
+    import duckdb
+
+    from engine.dates.plan import Interval
+    from engine.guardrails.facts import _look_into_warehouses
+
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as connection:
+        connection.execute("CREATE TABLE main.codes AS SELECT range AS code FROM range(3)")
+        connection.execute("CREATE TABLE main.remote AS SELECT range AS code FROM range(3)")
+    (tmp_path / "one.csv").write_text("code\n7\n")
+    link = Connection("duckdb", "db", path, False, None)
+
+    def seed(name: str, **fields) -> AssetFacts:
+        made = asset_facts(name, link)
+        made.asset = replace(made.asset, type="duckdb.seed", path=tmp_path / "c.asset.yml",
+                             materialization=Materialization("table", None, None, None), **fields)  # fmt: skip
+        made.strategy = "create+replace"
+        return made
+
+    short = seed("main.codes", seed_path=tmp_path / "one.csv")
+    broken = seed("main.codes", seed_path=tmp_path / "gone.csv")
+    remote = seed("main.remote", seed_url="https://example.invalid/codes.csv")
+    unmade = seed("main.other", seed_path=tmp_path / "one.csv")
+    options = SimpleNamespace(apply_interval_modifiers=False)
+    spec = SimpleNamespace(target=SimpleNamespace(is_command=False), zone=UTC, run_options=options)
+    pipeline = SimpleNamespace(name="p", default_interval_modifiers=None, macros="")
+    jan_1 = 1_704_067_200_000_000
+    seeds = {str(i): a for i, a in enumerate((short, remote, broken, unmade))}  # the first error is kept
+    facts = Facts(SimpleNamespace(spec=spec), None, (jan_1, jan_1 + DAY), Interval(0, jan_1, jan_1 + DAY),
+                  pipeline=pipeline, assets=seeds)  # fmt: skip
+    _look_into_warehouses(facts)
+    facts.warehouses.close()
+    assert (short.sample_rows, short.replaced_rows, short.table_rows) == (1, 3, 3)
+    assert (broken.sample_rows, broken.replaced_rows) == (None, None)
+    assert facts.errors["materialization"].startswith("cannot count main.codes's seed file: IO Error")
+    assert (remote.sample_rows, remote.replaced_rows) == (None, None)
+    assert (unmade.table_rows, unmade.sample_rows) == (None, None)
+
+
 def test_equal_levels_keep_their_own_source_and_a_level_may_come_from_a_neighbour_s_name(tmp_path):
     """Another environment on the same file at the same level changes nothing, not even where the level came
     from; one without a guardrails key whose name says prod makes it production."""
