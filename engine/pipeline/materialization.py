@@ -224,7 +224,7 @@ def _resolved(db: Database, asset: Asset, names: set[str]) -> list[str]:
     """The tables hooks write, as ``schema.table``: an unqualified name is every table of that name in any schema
     (a hook that moves the search path or runs ``USE`` decides which it reaches), the asset's own left out."""
     tables: set[str] = set()
-    for name in names:
+    for name in sorted(names):
         if "." in name:
             tables.add(name)
             continue

@@ -153,6 +153,25 @@ def test_a_query_without_columns_of_its_table_is_never_run():
     )
 
 
+def test_a_materialized_query_followed_by_more_statements_is_never_run():
+    """The first partition's query followed by more statements: every run would refuse it, so the backfill is
+    refused up front, naming how many and the first, with every one in the evidence; not selected, nothing."""
+    trailing = fact("mid.view", "view")
+    trailing.after_query = ["DELETE FROM raw.landing", "SELECT 2"]
+    check = materialization(facts_of(trailing))
+    assert judged(check) == (
+        "fail", "never",
+        "mid.view (view): the first partition's query is followed by 2 more statements ('DELETE FROM raw.landing'); "
+        "a materialized asset runs one query, so every run would fail (move them into a hook, or set "
+        "materialization to none)",
+    )  # fmt: skip
+    assert check.evidence["assets"]["mid.view"]["statements_after_query"] == ["DELETE FROM raw.landing", "SELECT 2"]
+    trailing.after_query = ["SELECT 2"]
+    assert "is followed by 1 more statement ('SELECT 2');" in judged(materialization(facts_of(trailing)))[2]
+    trailing.selected = False
+    assert judged(materialization(facts_of(trailing, fact("mid.a"))))[0] == "pass"
+
+
 def test_a_merge_whose_sample_repeats_a_key_needs_approval():
     """A merge's first partition repeating its primary key: approval, naming the key's columns and the count,
     which the evidence keeps; none repeated: nothing said."""
@@ -519,6 +538,14 @@ def test_a_run_that_puts_back_fewer_than_verify_low_of_the_rows_it_deletes_needs
     assert judged(materialization(refreshed))[2] == (
         "mid.t (time_interval, parameters.full_refresh): the first partition's query returns 10 rows where its run "
         "deletes 500 (the whole table) — fewer than 40% of them"
+    )
+    seed = fact("ref.codes", "create+replace", key=None, table_rows=5, kind="duckdb.seed")
+    seed.replaced_rows, seed.sample_rows = 5, 0
+    emptied = facts_of(seed, partitions=1)
+    emptied.settings = SimpleNamespace(limits=SimpleNamespace(verify_low=0.4))
+    assert judged(materialization(emptied))[2] == (
+        "ref.codes (create+replace): its seed file holds 0 rows where its run deletes 5 (the whole table) — fewer "
+        "than 40% of them"
     )
     for replaced, sample in ((10, 4), (0, 0), (None, 0), (10, None)):
         check = judge("time_interval", replaced, sample)

@@ -444,12 +444,13 @@ def test_the_first_partition_s_sample_is_counted_against_its_window_and_the_tabl
     keyed = sql("main.t", "SELECT NULL::TIMESTAMP AS ts FROM range(2) UNION ALL " + three_days, "merge")
     keyed.asset = replace(keyed.asset, columns=(Column("ts", "timestamp", True, False, None, (), None),))
     trailing = sql("main.t", three_days + ";\nDELETE FROM main.t; -- tidy")
+    untemplatable = sql("main.t", "SELECT {{ nowhere( }}")
     options = SimpleNamespace(apply_interval_modifiers=False)
     spec = SimpleNamespace(target=SimpleNamespace(is_command=False), zone=UTC, run_options=options)
     pipeline = SimpleNamespace(name="p", default_interval_modifiers=None, macros="")
     jan_1 = 1_704_067_200_000_000
     everyone = (liar, appender, onto_empty, unkeyed, merged, downstream, script, broken, unmade, wrong_key, keyed,
-                trailing)  # fmt: skip
+                trailing, untemplatable)  # fmt: skip
     facts = Facts(SimpleNamespace(spec=spec), None, (jan_1, jan_1 + DAY), Interval(0, jan_1, jan_1 + DAY),
                   pipeline=pipeline, assets={str(i): a for i, a in enumerate(everyone)})  # fmt: skip
     for selected in facts.selected:
@@ -474,6 +475,9 @@ def test_the_first_partition_s_sample_is_counted_against_its_window_and_the_tabl
     assert (trailing.after_query, trailing.sample_rows) == (["DELETE FROM main.t"], None)  # never sampled: refused
     assert trailing.sample_error == "the query is more than one statement"
     assert liar.after_query == [] and liar.rendered[0] == three_days
+    assert script.rendered is None and downstream.rendered is None  # rendered only for selected SQL assets
+    assert untemplatable.rendered is None and untemplatable.sample_error == untemplatable.render_error
+    assert untemplatable.render_error == "line 1: template syntax: unexpected '}', expected ')'"
     assert facts.errors["materialization"].startswith("cannot compare main.t's sample: Binder Error")
     assert list(facts.errors) == ["materialization"]
 
@@ -491,6 +495,7 @@ def test_a_seed_is_counted_as_its_run_reads_it_against_the_table_it_rebuilds(tmp
     with duckdb.connect(str(path)) as connection:
         connection.execute("CREATE TABLE main.codes AS SELECT range AS code FROM range(3)")
         connection.execute("CREATE TABLE main.remote AS SELECT range AS code FROM range(3)")
+        connection.execute("CREATE TABLE main.dated AS SELECT range AS code FROM range(3)")
     (tmp_path / "one.csv").write_text("code\n7\n")
     link = Connection("duckdb", "db", path, False, None)
 
@@ -504,12 +509,14 @@ def test_a_seed_is_counted_as_its_run_reads_it_against_the_table_it_rebuilds(tmp
     short = seed("main.codes", seed_path=tmp_path / "one.csv")
     broken = seed("main.codes", seed_path=tmp_path / "gone.csv")
     remote = seed("main.remote", seed_url="https://example.invalid/codes.csv")
+    (tmp_path / "2024-01-01.csv").write_text("code\n1\n2\n")
+    templated = seed("main.dated", seed_template="{{ start_date }}.csv")  # rendered for the first partition
     unmade = seed("main.other", seed_path=tmp_path / "one.csv")
     options = SimpleNamespace(apply_interval_modifiers=False)
     spec = SimpleNamespace(target=SimpleNamespace(is_command=False), zone=UTC, run_options=options)
     pipeline = SimpleNamespace(name="p", default_interval_modifiers=None, macros="")
     jan_1 = 1_704_067_200_000_000
-    seeds = {str(i): a for i, a in enumerate((short, remote, broken, unmade))}  # the first error is kept
+    seeds = {str(i): a for i, a in enumerate((short, remote, broken, unmade, templated))}  # the first error is kept
     facts = Facts(SimpleNamespace(spec=spec), None, (jan_1, jan_1 + DAY), Interval(0, jan_1, jan_1 + DAY),
                   pipeline=pipeline, assets=seeds)  # fmt: skip
     _look_into_warehouses(facts)
@@ -519,6 +526,7 @@ def test_a_seed_is_counted_as_its_run_reads_it_against_the_table_it_rebuilds(tmp
     assert facts.errors["materialization"].startswith("cannot count main.codes's seed file: IO Error")
     assert (remote.sample_rows, remote.replaced_rows) == (None, None)
     assert (unmade.table_rows, unmade.sample_rows) == (None, None)
+    assert (templated.sample_rows, templated.replaced_rows) == (2, 3)
 
 
 def test_equal_levels_keep_their_own_source_and_a_level_may_come_from_a_neighbour_s_name(tmp_path):

@@ -16,6 +16,7 @@ from engine.pipeline.columns import Column
 from engine.pipeline.database import Database, strip_statement
 from engine.pipeline.materialization import (
     MissingColumns,
+    MoreThanOneQuery,
     OtherTableChanged,
     OutsideWindowChanged,
     RawDeleteRefused,
@@ -477,6 +478,24 @@ def test_a_hook_naming_its_own_table_with_the_catalog_is_fenced_by_its_window(db
         materialize(db, FENCED, query, DAY_2, full_refresh=False, post_hooks=[prune], fence_window=True)
 
 
+def test_a_materialized_query_followed_by_more_statements_runs_none_of_them(db):
+    """A view's query followed by a DELETE of the source: refused before anything runs, naming the asset, how many
+    statements follow and the first; the source keeps its rows and no view is made."""
+    db.execute("CREATE SCHEMA raw")
+    db.execute("CREATE TABLE raw.rows AS SELECT 1 AS id")
+    view = asset(None, type_="view")
+    with pytest.raises(MoreThanOneQuery) as raised:
+        materialize(db, view, "SELECT 1 AS x; DELETE FROM raw.rows; SELECT 2", DAY_2, full_refresh=False)
+    assert str(raised.value) == (
+        "mart.t: a materialized asset runs one query, and this one is followed by 2 more statements ('DELETE FROM "
+        "raw.rows'): nothing of this run was written (move them into a hook, or set materialization to none)"
+    )
+    assert rows(db, "raw.rows") == [(1,)]
+    assert db.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 't'").fetchone() == (0,)
+    with pytest.raises(MoreThanOneQuery, match=r"followed by 1 more statement \('SELECT 2'\)"):
+        materialize(db, view, "SELECT 1 AS x; SELECT 2;", DAY_2, full_refresh=False)
+
+
 def test_an_unqualified_name_a_hook_writes_is_fingerprinted_in_every_schema_that_holds_it(db):
     """``DELETE FROM t`` after ``SET search_path``: the name reaches whichever schema the path says. Every other
     table called ``t`` (in any case) is fingerprinted, so the delete of raw.T is rolled back naming it (before,
@@ -486,8 +505,9 @@ def test_an_unqualified_name_a_hook_writes_is_fingerprinted_in_every_schema_that
     db.execute("CREATE SCHEMA raw")
     db.execute('CREATE TABLE raw."T" AS SELECT range AS id FROM range(5)')  # DuckDB matches names without case
     query = "SELECT DATE '2024-01-02' AS d, 5 AS v"
+    db.execute("CREATE TABLE mart.other AS SELECT 1 AS x")
     with pytest.raises(OtherTableChanged, match=r"another table, raw\.T \(5 rows before, 0 after\)"):
-        hook = "SET search_path = 'raw'; DELETE FROM t"
+        hook = "DELETE FROM mart.other WHERE false; SET search_path = 'raw'; DELETE FROM t"
         materialize(db, FENCED, query, DAY_2, full_refresh=False, post_hooks=[hook], fence_window=True)
     db.execute("RESET search_path")
     assert rows(db, "raw.T") == [(0,), (1,), (2,), (3,), (4,)]
