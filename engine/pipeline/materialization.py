@@ -299,9 +299,10 @@ class OutsideWindowChanged(Exception):
 
 def _change(before: tuple[int, int], after: tuple[int, int], then: str) -> str:
     """What two fingerprints say changed: the row count, or only the contents."""
+    rows = f"{before[0]:,} row{'s' * (before[0] != 1)}"
     if before[0] != after[0]:
-        return f"{before[0]:,} rows {then}, {after[0]:,} after"
-    return f"the same {before[0]:,} rows, but their contents changed"
+        return f"{rows} {then}, {after[0]:,} after"
+    return f"the same {rows}, but {'its' if before[0] == 1 else 'their'} contents changed"
 
 
 def _merge_statement(asset: Asset, target: str, query: str) -> str:

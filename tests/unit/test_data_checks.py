@@ -168,6 +168,8 @@ def test_a_materialized_query_followed_by_more_statements_is_never_run():
     assert check.evidence["assets"]["mid.view"]["statements_after_query"] == ["DELETE FROM raw.landing", "SELECT 2"]
     trailing.after_query = ["SELECT 2"]
     assert "is followed by 1 more statement ('SELECT 2');" in judged(materialization(facts_of(trailing)))[2]
+    trailing.after_query = ["DELETE FROM raw.landing WHERE " + "x" * 100]  # shown cut at 80 characters
+    assert f"statement ('DELETE FROM raw.landing WHERE {'x' * 50}');" in judged(materialization(facts_of(trailing)))[2]
     trailing.selected = False
     assert judged(materialization(facts_of(trailing, fact("mid.a"))))[0] == "pass"
 

@@ -445,12 +445,14 @@ def test_the_first_partition_s_sample_is_counted_against_its_window_and_the_tabl
     keyed.asset = replace(keyed.asset, columns=(Column("ts", "timestamp", True, False, None, (), None),))
     trailing = sql("main.t", three_days + ";\nDELETE FROM main.t; -- tidy")
     untemplatable = sql("main.t", "SELECT {{ nowhere( }}")
+    as_written = sql("main.t", "SELECT 1; SELECT 2")
+    as_written.asset = replace(as_written.asset, materialization=Materialization(None, None, None, None))
     options = SimpleNamespace(apply_interval_modifiers=False)
     spec = SimpleNamespace(target=SimpleNamespace(is_command=False), zone=UTC, run_options=options)
     pipeline = SimpleNamespace(name="p", default_interval_modifiers=None, macros="")
     jan_1 = 1_704_067_200_000_000
     everyone = (liar, appender, onto_empty, unkeyed, merged, downstream, script, broken, unmade, wrong_key, keyed,
-                trailing, untemplatable)  # fmt: skip
+                trailing, untemplatable, as_written)  # fmt: skip
     facts = Facts(SimpleNamespace(spec=spec), None, (jan_1, jan_1 + DAY), Interval(0, jan_1, jan_1 + DAY),
                   pipeline=pipeline, assets={str(i): a for i, a in enumerate(everyone)})  # fmt: skip
     for selected in facts.selected:
@@ -476,6 +478,7 @@ def test_the_first_partition_s_sample_is_counted_against_its_window_and_the_tabl
     assert trailing.sample_error == "the query is more than one statement"
     assert liar.after_query == [] and liar.rendered[0] == three_days
     assert script.rendered is None and downstream.rendered is None  # rendered only for selected SQL assets
+    assert (as_written.rendered, as_written.after_query) == (None, [])  # SQL run as written may be several statements
     assert untemplatable.rendered is None and untemplatable.sample_error == untemplatable.render_error
     assert untemplatable.render_error == "line 1: template syntax: unexpected '}', expected ')'"
     assert facts.errors["materialization"].startswith("cannot compare main.t's sample: Binder Error")

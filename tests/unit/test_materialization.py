@@ -511,6 +511,11 @@ def test_an_unqualified_name_a_hook_writes_is_fingerprinted_in_every_schema_that
         materialize(db, FENCED, query, DAY_2, full_refresh=False, post_hooks=[hook], fence_window=True)
     db.execute("RESET search_path")
     assert rows(db, "raw.T") == [(0,), (1,), (2,), (3,), (4,)]
+    db.execute("CREATE TABLE raw.a AS SELECT 1 AS id")  # two bare names: each is resolved, neither replaces the other
+    with pytest.raises(OtherTableChanged, match=r"another table, raw\.a \(1 row before, 0 after\)"):
+        hook = "SET search_path = 'raw'; DELETE FROM a; DELETE FROM t WHERE false"
+        materialize(db, FENCED, query, DAY_2, full_refresh=False, post_hooks=[hook], fence_window=True)
+    db.execute("RESET search_path")
     own = "SET search_path = 'mart'; DELETE FROM T WHERE d = DATE '2024-01-02'; RESET search_path"
     materialize(db, FENCED, query, DAY_2, full_refresh=False, pre_hooks=[own], fence_window=True)
     assert rows(db) == [(date(2024, 1, 1), 0), (date(2024, 1, 2), 5), (date(2024, 1, 3), 2)]
@@ -561,6 +566,10 @@ def test_a_partition_s_hook_that_changes_another_table_is_rolled_back(db):
         assert (rows(db), rows(db, "mart.audit")) == (before, [(0,), (1,), (2,), (3,)])
     materialize(db, FENCED, query, DAY_2, full_refresh=False, post_hooks=[cases[0][0]])
     assert rows(db, "mart.audit") == [(2,), (3,)]
+    db.execute("DELETE FROM mart.audit WHERE n = 2")  # one row left: said in the singular
+    with pytest.raises(OtherTableChanged, match=r"mart\.audit \(the same 1 row, but its contents changed\)"):
+        materialize(db, FENCED, query, DAY_2, full_refresh=False, post_hooks=["UPDATE mart.audit SET n = 0"],
+                    fence_window=True)  # fmt: skip
 
 
 def test_a_duplicated_row_outside_the_window_is_caught(db):
