@@ -513,7 +513,9 @@ def test_a_run_that_puts_back_fewer_than_verify_low_of_the_rows_it_deletes_needs
     floor, or nothing deleted, or no sample, no finding."""
 
     def judge(strategy: str, replaced, sample, partitions: int = 1, key: str | None = "day"):
-        asset = fact("mid.t", strategy, key=key, table_rows=500)
+        return judge_asset(fact("mid.t", strategy, key=key, table_rows=500), replaced, sample, partitions)
+
+    def judge_asset(asset: AssetFacts, replaced, sample, partitions: int = 1):
         asset.replaced_rows, asset.sample_rows = replaced, sample
         facts = facts_of(asset, partitions=partitions)
         facts.settings = SimpleNamespace(limits=SimpleNamespace(verify_low=0.4))
@@ -534,18 +536,12 @@ def test_a_run_that_puts_back_fewer_than_verify_low_of_the_rows_it_deletes_needs
     )
     asset = fact("mid.t", "time_interval", table_rows=500)
     asset.asset.always_full_refresh = True  # parameters.full_refresh: every run rebuilds it whole
-    asset.replaced_rows, asset.sample_rows = 500, 10
-    refreshed = facts_of(asset, partitions=1)
-    refreshed.settings = SimpleNamespace(limits=SimpleNamespace(verify_low=0.4))
-    assert judged(materialization(refreshed))[2] == (
+    assert judged(judge_asset(asset, 500, 10))[2] == (
         "mid.t (time_interval, parameters.full_refresh): the first partition's query returns 10 rows where its run "
         "deletes 500 (the whole table) — fewer than 40% of them"
     )
     seed = fact("ref.codes", "create+replace", key=None, table_rows=5, kind="duckdb.seed")
-    seed.replaced_rows, seed.sample_rows = 5, 0
-    emptied = facts_of(seed, partitions=1)
-    emptied.settings = SimpleNamespace(limits=SimpleNamespace(verify_low=0.4))
-    assert judged(materialization(emptied))[2] == (
+    assert judged(judge_asset(seed, 5, 0))[2] == (
         "ref.codes (create+replace): its seed file holds 0 rows where its run deletes 5 (the whole table) — fewer "
         "than 40% of them"
     )
