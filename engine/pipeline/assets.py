@@ -330,13 +330,16 @@ def enabled_value(rendered: str) -> bool | None:
 
 
 def enabled_by(asset: Asset, variables: dict[str, Any]) -> bool:
-    """Whether the asset runs with these variables, judged before any run (a template that needs more than the
-    variables counts as enabled: the run decides)."""
+    """Whether the asset runs with these variables, judged before any run (a template that reads more than the
+    variables counts as enabled: the run decides — even when it guards the window with ``is defined`` or
+    ``default``, which would read false here and true in a later partition)."""
     if isinstance(asset.enabled, bool):
         return asset.enabled
-    from engine.pipeline.templating import TemplateProblem, render
+    from engine.pipeline.templating import TemplateProblem, names_read, render
 
     try:
+        if names_read(asset.enabled) - {"var"}:
+            return True
         meaning = enabled_value(render(asset.enabled, {"var": variables}))
     except TemplateProblem:
         return True

@@ -152,6 +152,18 @@ def render(text: str, context: dict[str, Any], *, first_line: int = 1) -> str:
         raise TemplateProblem(f"template: {error}") from None
 
 
+def names_read(text: str) -> set[str]:
+    """The context names a template reads (``var``, ``start_date`` …), whether or not it guards them with
+    ``is defined`` or ``default``; a template that does not parse raises ``TemplateProblem``."""
+    import jinja2
+    from jinja2 import meta
+
+    try:
+        return set(meta.find_undeclared_variables(environment().parse(text)))
+    except jinja2.TemplateSyntaxError as error:
+        raise TemplateProblem(f"line {error.lineno or 1}: template syntax: {error.message}") from None
+
+
 def syntax_problem(text: str) -> tuple[int, str] | None:
     """(line, message) when ``text`` is not a valid template."""
     import jinja2

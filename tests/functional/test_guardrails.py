@@ -1213,6 +1213,26 @@ def test_a_seed_file_that_lost_its_rows_is_held_before_it_empties_the_table(dail
     assert dry_checks(daily, home)["verdict"] == "auto"
 
 
+@pytest.mark.parametrize(
+    "enabled",
+    ["{{ start_date is defined and start_date >= '2024-01-10' }}", "{{ (start_date | default('')) >= '2024-01-10' }}"],
+)
+def test_an_asset_enabled_only_for_later_windows_is_judged(daily, home, enabled):
+    """``enabled`` reads the run's window through ``is defined`` or ``default``, which do not fail without one: the
+    pre-flight rendered it with the variables alone, read false, and judged nothing of the asset; from the tenth on
+    it ran, rebuilding raw.landing each day, verdict auto, exit 0. A template that reads more than ``var`` now
+    counts as enabled before any run (each run decides), so the asset is judged: never."""
+    daily.execute("CREATE TABLE raw.landing AS SELECT range AS id FROM range(5)")
+    daily.sql("raw.landing", "SELECT 1 AS id WHERE DATE '{{ start_date }}' IS NOT NULL",
+              materialization={"type": "table"}, enabled=enabled)  # fmt: skip
+    checks = dry_checks(daily, home)
+    assert checks["verdict"] == "never", checks
+    assert "raw.landing" in checks["layer_risk"]["detail"], checks["layer_risk"]
+    refused = run_backfill("p", *WEEK, "--reason", "r", "--no-progress", cwd=daily.root, env=home)
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    assert daily.query("SELECT count(*) FROM raw.landing") == [(5,)]
+
+
 def test_a_restore_over_another_backfill_is_refused_naming_it(daily, home):
     """The later writer can be another backfill's partitions rather than a run by hand: the restore of the
     first backfill names the second and leaves the table as the second left it."""

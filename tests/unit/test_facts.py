@@ -288,6 +288,21 @@ def test_assets_are_judged_with_the_pipeline_s_variables_and_past_rows_are_per_p
     assert facts.assets["mid.regional"].hooks == {"post": ["SELECT '2024-01-08/eu'"]}  # as the first run renders it
 
 
+def test_an_enabled_template_that_reads_more_than_the_variables_counts_as_enabled():
+    """Before any run only ``var`` is known: a template of it alone decides (false: the asset is not judged); one
+    that also reads the window counts as enabled, even behind ``is defined`` or ``default`` (which read false
+    without a window and true in a later partition), and so does one that does not parse."""
+    from engine.pipeline.assets import enabled_by
+
+    def enabled(value) -> bool:
+        return enabled_by(asset_facts("mid.a", None, enabled=value).asset, {"on": False})
+
+    assert [enabled(v) for v in (True, False, "{{ var.on }}", "{{ not var.on }}")] == [True, False, False, True]
+    assert enabled("{{ start_date is defined and start_date > '2024-01-09' }}")
+    assert enabled("{{ var.on or (start_date | default('')) > '2024-01-09' }}")
+    assert enabled("{{ start_date > '2024-01-09' }}") and enabled("{{ broken(")
+
+
 def test_each_file_is_looked_into_once_and_one_that_cannot_be_opened_is_a_question_left_open(tmp_path):
     """Tables (and seeds) get their rows and rows in range; views and tables not made yet are left alone; a
     file that is no database leaves size_and_duration undecided, a held one row_count_sanity, and the other
