@@ -67,17 +67,17 @@ def materialize(
     if m.type is not None:
         from engine.pipeline.sql_writes import after_the_query
 
-        if more := after_the_query(query):  # DuckDB would run them after the materialization, unjudged
+        if more := after_the_query(query, db.cursor):  # DuckDB would run them after the materialization, unjudged
             raise MoreThanOneQuery(asset.name, more)
         ensure_schema(db, asset.name)
 
     fenced = fence_window and not full_refresh and fences_its_window(asset) and db.table_exists(asset.name)
     outside = outside_predicate(db, asset, window) if fenced else None  # read once, judged before and after
     # Other tables the hooks may delete or rewrite rows of: fingerprinted whole (they have no window here).
-    others = _resolved(db, asset, _deleted_by_hooks(asset, [*pre_hooks, *post_hooks])) if fence_window else []
+    others = _resolved(db, asset, _deleted_by_hooks(db, asset, [*pre_hooks, *post_hooks])) if fence_window else []
 
     if fence_window:  # the pre-flight judged the first partition's hooks; each partition's are judged as it runs
-        _refuse_raw_deletes(asset, pre_hooks, post_hooks)
+        _refuse_raw_deletes(db, asset, pre_hooks, post_hooks)
 
     def work() -> int | None:
         other_before = {name: fingerprint(db, name) for name in others if db.table_exists(name)}
@@ -201,23 +201,25 @@ def _whole_days_predicate(asset: Asset, window: Window) -> str:
     return f"{key} BETWEEN DATE '{first.isoformat()}' AND DATE '{last.isoformat()}'"
 
 
-def _refuse_raw_deletes(asset: Asset, pre_hooks: Sequence[str], post_hooks: Sequence[str]) -> None:
+def _refuse_raw_deletes(db: Database, asset: Asset, pre_hooks: Sequence[str], post_hooks: Sequence[str]) -> None:
     """A backfill partition's hook that deletes or rewrites a raw table, as this partition renders it (a macro
     may delete on some days only), is refused before anything runs."""
     from engine.pipeline.sql_writes import classify
 
     for phase, hooks in (("pre", pre_hooks), ("post", post_hooks)):
         for hook in hooks:
-            for write in classify(hook).writes:
+            for write in classify(hook, db.cursor).writes:
                 if write.deletes_raw:
                     raise RawDeleteRefused(asset.name, phase, write.verb, write.table)
 
 
-def _deleted_by_hooks(asset: Asset, hooks: Sequence[str]) -> set[str]:
+def _deleted_by_hooks(db: Database, asset: Asset, hooks: Sequence[str]) -> set[str]:
     from engine.pipeline.sql_writes import classify
 
     own = asset.name.lower()
-    return {w.table for hook in hooks for w in classify(hook).writes if w.deletes and w.relation.lower() != own}
+    return {
+        w.table for hook in hooks for w in classify(hook, db.cursor).writes if w.deletes and w.relation.lower() != own
+    }
 
 
 def _resolved(db: Database, asset: Asset, names: set[str]) -> list[str]:

@@ -93,7 +93,9 @@ def _run_custom(
 ) -> QualityCheckResult:
     try:
         query = rewrite(render(check.query, context))
-        if (why := not_one_read(query)) is not None:  # a check that writes would change what it checks, unjudged
+        if (
+            why := not_one_read(query, db.cursor)
+        ) is not None:  # a check that writes would change what it checks, unjudged
             detail = f"a check runs one query that reads, and {why}: nothing of it ran"
             return QualityCheckResult(check.name, False, check.blocking, detail)
         if check.count is not None:

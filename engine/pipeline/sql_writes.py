@@ -74,6 +74,10 @@ _PARSED_HARMLESS = frozenset({"SELECT", "EXPLAIN", "SET", "VARIABLE_SET", "PRAGM
 _DO_UPDATE = re.compile(r"\bON\s+CONFLICT\b.*\bDO\s+UPDATE\b", re.IGNORECASE | re.DOTALL)
 
 
+# An open DuckDB connection (or cursor): anything with ``extract_statements``.
+Parser = duckdb.DuckDBPyConnection
+
+
 @dataclass(frozen=True)
 class Write:
     verb: str  # one of DELETING, ADDING or "CREATE"
@@ -108,8 +112,9 @@ class Classified:
     unclassified: tuple[str, ...]  # statements neither recognised as a write nor as a read
 
 
-def classify(sql: str) -> Classified:
-    """Every statement of ``sql`` (split on semicolons outside quotes and comments): what it writes."""
+def classify(sql: str, parser: Parser | None = None) -> Classified:
+    """Every statement of ``sql`` (split on semicolons outside quotes and comments): what it writes. ``parser``: an
+    open DuckDB connection to parse with (see :func:`_parsed`)."""
     writes, unclassified = [], []
     for statement in _statements(sql):
         if explained := _EXPLAIN_ANALYZE.match(statement):
@@ -118,7 +123,7 @@ def classify(sql: str) -> Classified:
         harmless = write is None and bool(
             _READS.match(statement) or (_HARMLESS.match(statement) and not _NOT_HARMLESS.match(statement))
         )
-        parsed = _parsed_type(statement)
+        parsed = _parsed_type(statement, parser)
         if parsed is not None:
             # DuckDB's parser is the authority on what a statement is: one these patterns read as another verb,
             # or as a read, is not trusted (a CTE's column named "update" hid the DELETE after it).
@@ -163,17 +168,17 @@ def _main_after_with(statement: str) -> int | None:
     return next((m.start() for m in _AFTER_WITH.finditer(statement) if depths[m.start()] == 0), None)
 
 
-def after_the_query(query: str) -> list[str]:
+def after_the_query(query: str, parser: Parser | None = None) -> list[str]:
     """The statements that follow a rendered query's first, by DuckDB's parser (none when it does not parse: running
     it then fails without writing). A materialized asset runs one query; DuckDB would run these after it, unjudged."""
-    parsed = _parsed(query) or []
+    parsed = _parsed(query, parser) or []
     return [text for statement in parsed[1:] if (text := strip_statement(statement.query))]
 
 
-def not_one_read(query: str) -> str | None:
+def not_one_read(query: str, parser: Parser | None = None) -> str | None:
     """Why a rendered query is not one statement that only reads (a check's), by DuckDB's parser; None when it is,
     or when it does not parse (running it then fails on its own)."""
-    parsed = _parsed(query)
+    parsed = _parsed(query, parser)
     if parsed is None:
         return None
     if len(parsed) != 1:
@@ -182,17 +187,19 @@ def not_one_read(query: str) -> str | None:
     return None if kind == "SELECT" else f"it is {'an' if kind[0] in 'AEIOU' else 'a'} {kind.replace('_', ' ')}"
 
 
-def _parsed_type(statement: str) -> str | None:
+def _parsed_type(statement: str, parser: Parser | None) -> str | None:
     """The statement's type by DuckDB's parser, or None when it does not parse as one statement here (a
     template judged as written, SQL this DuckDB does not know: the patterns alone then judge it)."""
-    parsed = _parsed(statement)
+    parsed = _parsed(statement, parser)
     return parsed[0].type.name if parsed is not None and len(parsed) == 1 else None
 
 
-def _parsed(sql: str) -> list[duckdb.Statement] | None:
-    """DuckDB's own reading of ``sql``, statement by statement, or None when it does not parse."""
+def _parsed(sql: str, parser: Parser | None) -> list[duckdb.Statement] | None:
+    """DuckDB's own reading of ``sql``, statement by statement, or None when it does not parse. Parsed by ``parser``
+    (a connection the caller has open) when given: DuckDB's module-level parse opens a database of its own, about
+    25 ms at its first use in a process — every partition's child, where a connection is at hand anyway."""
     try:
-        return duckdb.extract_statements(sql)
+        return (parser if parser is not None else duckdb).extract_statements(sql)
     except duckdb.Error:
         return None
 
