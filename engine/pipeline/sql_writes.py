@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-
-import duckdb
+from typing import TYPE_CHECKING
 
 from engine.pipeline.database import sql_pieces, strip_statement
+
+if TYPE_CHECKING:  # DuckDB is imported where a statement is parsed: a command's backfill never loads it (~70 ms)
+    import duckdb
+
+    Parser = duckdb.DuckDBPyConnection  # an open connection (or cursor): anything with ``extract_statements``
 
 # Verbs that may delete or rewrite rows of the table they name; INSERT and COPY … FROM only add, but an INSERT
 # that replaces the rows it conflicts with rewrites them.
@@ -72,10 +76,6 @@ _PARSED_AS = {
 # Statement types that change no table: queries, plain EXPLAIN, settings, transactions, extensions, CHECKPOINT.
 _PARSED_HARMLESS = frozenset({"SELECT", "EXPLAIN", "SET", "VARIABLE_SET", "PRAGMA", "TRANSACTION", "LOAD", "CALL"})
 _DO_UPDATE = re.compile(r"\bON\s+CONFLICT\b.*\bDO\s+UPDATE\b", re.IGNORECASE | re.DOTALL)
-
-
-# An open DuckDB connection (or cursor): anything with ``extract_statements``.
-Parser = duckdb.DuckDBPyConnection
 
 
 @dataclass(frozen=True)
@@ -198,6 +198,8 @@ def _parsed(sql: str, parser: Parser | None) -> list[duckdb.Statement] | None:
     """DuckDB's own reading of ``sql``, statement by statement, or None when it does not parse. Parsed by ``parser``
     (a connection the caller has open) when given: DuckDB's module-level parse opens a database of its own, about
     25 ms at its first use in a process — every partition's child, where a connection is at hand anyway."""
+    import duckdb
+
     try:
         return (parser if parser is not None else duckdb).extract_statements(sql)
     except duckdb.Error:

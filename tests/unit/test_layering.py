@@ -77,12 +77,12 @@ def test_backfill_list_loads_neither_the_executor_nor_a_launcher(tmp_path):
     assert saved.store.id in listed and loaded == []
 
 
-def test_a_command_target_s_invocation_loads_no_template_engine_yaml_or_pendulum(tmp_path):
+def test_a_command_target_s_invocation_loads_no_template_engine_yaml_pendulum_or_duckdb(tmp_path):
     """Planning and judging a backfill of a command (`--dry-run`, which runs everything up to the first child)
-    imports neither jinja2 nor PyYAML nor pendulum: no pipeline is read, and each costs start-up time, which the
-    dashboard's first frame is measured by."""
+    imports neither jinja2 nor PyYAML nor pendulum nor DuckDB: no pipeline is read, and each costs start-up time,
+    which the dashboard's first frame is measured by."""
     (tmp_path / ".git").mkdir()
     argv = ["--command", "true", "--start-date", "2024-01-01", "--end-date", "2024-01-03", "--reason", "test",
             "--dry-run", "--output", "json", "--state-dir", "states"]  # fmt: skip
-    planned, loaded = _loaded_by(tmp_path, argv, ("jinja2", "yaml", "pendulum"))
+    planned, loaded = _loaded_by(tmp_path, argv, ("jinja2", "yaml", "pendulum", "duckdb"))
     assert '"partitions"' in planned and loaded == []
