@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +80,9 @@ class Prepared:
     whole_partitions: bool = False  # --rerun-whole-partition: no asset of a failed attempt is carried over
     split_finest: SplitUnit = SplitUnit.SECOND  # the finest cut the guardrails allow a split (a DATE key: a day)
     definition_watch: DefinitionWatch | None = None  # what a pipeline's partitions run, as judged: each worker reads it
+    # by asset, the shapes of the SQL that cannot be classified which the pre-flight judged (engine/pipeline/
+    # judged_sql.py): a pipeline partition's run refuses any other
+    judged_sql: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def launcher_name(self) -> str:
@@ -152,6 +155,7 @@ class Prepared:
             rerun_asset=self.rerun_asset,
             parallel_cap=cap,
             split=self.options.split_policy(self.split_finest),
+            judged_sql=self.judged_sql,
         )
 
     def release(self) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import orjson
@@ -16,6 +17,7 @@ from engine.dates.formatting import InstantFormatter
 from engine.dates.plan import Interval
 from engine.execute.launcher import ChildSpec
 from engine.execute.rerun import AssetRerun
+from engine.pipeline.judged_sql import judged_argument
 from engine.pipeline.options import RUN_OPTIONS
 from engine.spec.backfill_spec import BackfillSpec
 from engine.spec.command_template import split_template, substitute
@@ -41,9 +43,12 @@ class ChildFactory:
         reason: str | None = None,
         rerun_asset: AssetRerun | None = None,
         row_changes_from: str | None = None,
+        judged_sql: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self.spec = spec
         self.row_changes_from = row_changes_from  # the backfill's snapshot.json: pipeline children measure against it
+        # the SQL that cannot be classified a pipeline partition may run (engine/pipeline/judged_sql.py), as given
+        self.judged_sql = judged_argument(judged_sql or {})
         self.rerun_asset = rerun_asset
         self.backfill_id = backfill_id
         self.working_directory = working_directory
@@ -132,6 +137,8 @@ class ChildFactory:
                 "--run-id",
                 run_id,
                 *(["--row-changes-from", self.row_changes_from] if self.row_changes_from else []),
+                "--judged-sql",
+                self.judged_sql,
             ]
         environment = {
             **self.base_environment,

@@ -17,7 +17,7 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,6 +124,7 @@ class Executor(ExecutorControls, ExecutorStorage, ExecutorStopping, ExecutorSpli
         rerun_asset: AssetRerun | None = None,
         parallel_cap: tuple[int, str] | None = None,
         split: SplitPolicy | None = None,
+        judged_sql: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self.spec = spec
         self.store = store
@@ -151,6 +152,7 @@ class Executor(ExecutorControls, ExecutorStorage, ExecutorStopping, ExecutorSpli
             reason=reason,
             rerun_asset=rerun_asset,
             row_changes_from=None if spec.target.is_command else str(store.directory / SNAPSHOT_INDEX),
+            judged_sql=judged_sql or {},
         )
         self._selected = selection.count(board)
         self._queue: Iterator[int] = selection.iterate(board, reverse=options.reverse)

@@ -51,6 +51,7 @@ from engine.guardrails.preflight import Approval, NeedsApproval, Preflight, deci
 from engine.guardrails.request import RERUN, TRIGGER, GuardOptions, GuardRequest
 from engine.guardrails.tiers import APPROVAL, HUMAN_ONLY
 from engine.interventions.apply import reopen_for_continue
+from engine.pipeline.judged_sql import judged_shapes
 from engine.pipeline.validation import check_asset_flag
 from engine.spec.backfill_spec import ExecutionOptions, Planned, check_execution_options
 from engine.store.control import Decision, read_control
@@ -158,8 +159,14 @@ class Invocation:
             if self.preflight is not None:
                 assert approval is not None
                 prepared.reason = self.reason
+                prepared.judged_sql = judged_shapes({a.asset.name: a.run_sql for a in self.preflight.facts.selected})
                 record_invocation(
-                    prepared.store, mode=self.mode, reason=self.reason, preflight=self.preflight, approval=approval
+                    prepared.store,
+                    mode=self.mode,
+                    reason=self.reason,
+                    preflight=self.preflight,
+                    approval=approval,
+                    judged_sql=prepared.judged_sql,
                 )
                 if self.rerun_asset is not None and self.selection.indices is not None and self.loaded is not None:
                     record_asset_rerun(

@@ -80,6 +80,16 @@ def materialization(facts: Facts) -> PreflightCheck:
             if asset_facts.after_query:  # every run would refuse to materialize more than one query
                 entry["statements_after_query"] = asset_facts.after_query
                 findings.append((NEVER, _after_query(asset_facts)))
+            if asset_facts.query_writes:  # every run would refuse a query that writes inside itself
+                entry["query_writes"] = asset_facts.query_writes
+                findings.append(
+                    (
+                        NEVER,
+                        f"{asset_facts.asset.name} ({asset_facts.strategy}): the first partition's query runs "
+                        f"{asset_facts.query_writes[0]} inside it (a WITH clause's statement); a materialized "
+                        "asset's query only reads, so every run would fail",
+                    )
+                )
             if asset_facts.sample_missing:  # every run would fail rather than write NULL in these columns
                 entry["sample_missing_columns"] = asset_facts.sample_missing
                 findings.append((NEVER, _missing_columns(asset_facts)))
@@ -96,7 +106,7 @@ def materialization(facts: Facts) -> PreflightCheck:
                     )
                 )
     for asset_facts in facts.selected:
-        findings += _hook_findings(asset_facts)
+        findings += _run_sql_findings(asset_facts)
     coarse = [a.asset.name for a in facts.selected if _keyed_by_date(a)]
     if coarse and not _partitions_are_whole_days(facts):
         unit = facts.request.spec.unit.name
@@ -182,39 +192,48 @@ def _repeated_keys(facts_of) -> str:
     )
 
 
-def _hook_findings(asset_facts) -> list[tuple[str, str]]:
-    """Hooks are part of the asset, judged from what they run (rendered with the pipeline's macros and the
-    first partition's variables): a statement that deletes or rewrites a raw table is never allowed, one that
-    cannot be classified is human-only (its effect on data is unknown)."""
-    from engine.pipeline.sql_writes import classify
+def _run_sql_findings(asset_facts) -> list[tuple[str, str]]:
+    """Hooks are part of the asset, and an SQL asset without materialization runs its query as written: each is
+    judged from what it runs (rendered with the pipeline's macros and the first partition's variables). A statement
+    that deletes or rewrites a raw table is never allowed, and neither is one that begins or ends a transaction
+    (every run refuses it: the asset runs in one transaction of the run's own); one that cannot be classified is
+    human-only (its effect on data is unknown)."""
+    from engine.pipeline.sql_writes import QUERY, RUN_SQL_PHASES, classify, phrase
 
     findings = []
     asset = asset_facts.asset
     unfenced = _unfenced(asset_facts)
-    for phase in ("pre", "post"):
-        for hook in asset_facts.hooks.get(phase, []):
-            classified = classify(hook)
+    for phase in RUN_SQL_PHASES:
+        where = f"{asset.name}: {phrase(phase)}"
+        for sql in asset_facts.run_sql.get(phase, []):
+            classified = classify(sql)
             for write in classified.writes:
                 if write.deletes_raw:
                     findings.append(
                         (
                             NEVER,
-                            f"{asset.name}: a {phase} hook runs {write.verb} on {write.table}, a raw table: source "
-                            "data is never deleted or rebuilt",
+                            f"{where} runs {write.verb} on {write.table}, a raw table: source data is never deleted "
+                            "or rebuilt",
                         )
                     )
-                elif write.deletes and unfenced and write.relation.lower() == asset.name.lower():
+                elif write.deletes and unfenced and phase != QUERY and write.relation.lower() == asset.name.lower():
                     findings.append(
                         (
                             HUMAN_ONLY,
-                            f"{asset.name}: a {phase} hook runs {write.verb} on {write.table}, its own table, which "
-                            f"no window fences ({unfenced}): what it removes is not bounded to the partition",
+                            f"{where} runs {write.verb} on {write.table}, its own table, which no window fences "
+                            f"({unfenced}): what it removes is not bounded to the partition",
                         )
                     )
-            for statement in classified.unclassified:
+            for statement in classified.transactions:
                 findings.append(
-                    (HUMAN_ONLY, f"{asset.name}: a {phase} hook runs SQL that cannot be classified: {statement!r}")
+                    (
+                        NEVER,
+                        f"{where} runs {statement[:80]!r}: the run holds the asset in one transaction, and this would "
+                        "end it or start another (what came before could no longer be rolled back)",
+                    )
                 )
+            for statement in classified.unclassified:
+                findings.append((HUMAN_ONLY, f"{where} runs SQL that cannot be classified: {statement[:80]!r}"))
     return findings
 
 

@@ -7,6 +7,7 @@ in ``errors`` under the check that needed it, and that check becomes human-only.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,9 +64,10 @@ class AssetFacts:
     # merge with a primary key: the sample's rows sharing their key with another of its rows
     sample_repeated_keys: int | None = None
     past_rows: list[int] = field(default_factory=list)  # rows past succeeded runs wrote, per partition length
-    # pre and post hooks as the first partition's run renders them (macros and variables included), each as written
-    # where it cannot be rendered here: a hook's statements are judged from what it runs, not from its text.
-    hooks: dict[str, list[str]] = field(default_factory=dict)
+    # the SQL its run executes as written, by where it comes from (RUN_SQL_PHASES: the pre and post hooks, and the
+    # query of an SQL asset without materialization) as the first partition's run renders it (macros and variables
+    # included), each as written where it cannot be rendered here: judged from what it runs, not from its text.
+    run_sql: dict[str, list[str]] = field(default_factory=dict)
     # a materialized SQL asset's first partition's query as its run renders it (trailing semicolons and comments
     # dropped), with the window it is meant to write; None when it is not rendered (not one, or it failed: then
     # render_error says why)
@@ -73,6 +75,8 @@ class AssetFacts:
     render_error: str | None = None
     # the statements after that query (a materialized asset runs one; the run refuses more)
     after_query: list[str] = field(default_factory=list)
+    # what that query writes inside itself ("DELETE on raw.landing": a CTE's DELETE … RETURNING; the run refuses it)
+    query_writes: list[str] = field(default_factory=list)
 
     @property
     def changes_data(self) -> bool:
@@ -284,7 +288,7 @@ def _gather_pipeline(facts: Facts) -> None:
             facts_of.past_rows.append(round(rows * length / (past.end - past.start)) if length else rows)
     parser = _parser_of(facts)
     for asset_facts in facts.selected:
-        asset_facts.hooks = _rendered_hooks(facts, asset_facts.asset)
+        asset_facts.run_sql = _rendered_run_sql(facts, asset_facts.asset)
         _render_query(facts, asset_facts, parser)
     _look_into_warehouses(facts)
 
@@ -304,7 +308,7 @@ def _parser_of(facts: Facts) -> Any | None:
 
 def _render_query(facts: Facts, asset_facts: AssetFacts, parser: Any | None = None) -> None:
     """The first partition's query of a materialized SQL asset, rendered once for every sample and check."""
-    from engine.pipeline.sql_writes import after_the_query
+    from engine.pipeline.sql_writes import after_the_query, writes_inside
 
     asset = asset_facts.asset
     if asset.kind != "sql" or asset.materialization.type is None or facts.first is None:
@@ -315,6 +319,9 @@ def _render_query(facts: Facts, asset_facts: AssetFacts, parser: Any | None = No
         asset_facts.render_error = _first_line(error)
         return
     asset_facts.after_query = after_the_query(asset_facts.rendered[0], parser)
+    if not asset_facts.after_query:
+        writes = writes_inside(asset_facts.rendered[0], parser)
+        asset_facts.query_writes = [f"{write.verb} on {write.table}" for write in writes]
 
 
 def _look_into_warehouses(facts: Facts) -> None:
@@ -439,24 +446,27 @@ def _first_context(facts: Facts, asset: Asset) -> tuple[dict[str, Any], Window]:
     return context, window
 
 
-def _rendered_hooks(facts: Facts, asset: Asset) -> dict[str, list[str]]:
-    """Each pre and post hook as the first partition's run renders it; one that cannot be rendered here is kept as
-    written (its template text then cannot be classified, which is human-only, never a pass)."""
+def _rendered_run_sql(facts: Facts, asset: Asset) -> dict[str, list[str]]:
+    """Each pre and post hook, and the query of an SQL asset run as written, as the first partition's run renders
+    it; one that cannot be rendered here is kept as written (its template text then cannot be classified, which is
+    human-only, never a pass)."""
+    from engine.pipeline.sql_writes import QUERY
     from engine.pipeline.templating import render
 
-    if not asset.hooks:
+    sources = dict(asset.hooks)
+    if asset.kind == "sql" and asset.materialization.type is None:
+        sources[QUERY] = [asset.body]
+    if not any(sources.values()):
         return {}
     try:
         context = _first_context(facts, asset)[0] if facts.first is not None else None
     except Exception:  # a modifier or macro file that fails here fails the run too; judge the text as written
         context = None
     rendered: dict[str, list[str]] = {}
-    for phase, hooks in asset.hooks.items():
-        for hook in hooks:
-            try:
-                text = render(hook, context) if context is not None else hook
-            except Exception:
-                text = hook
+    for phase, texts in sources.items():
+        for text in texts:
+            with contextlib.suppress(Exception):  # kept as written: its template text is judged
+                text = render(text, context) if context is not None else text
             rendered.setdefault(phase, []).append(text)
     return rendered
 

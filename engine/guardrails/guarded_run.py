@@ -31,19 +31,26 @@ from engine.store.state_store import StateStore
 
 
 def record_invocation(
-    store: StateStore, *, mode: str, reason: str | None, preflight: Preflight, approval: Approval
+    store: StateStore,
+    *,
+    mode: str,
+    reason: str | None,
+    preflight: Preflight,
+    approval: Approval,
+    judged_sql: dict[str, list[str]] | None = None,
 ) -> None:
-    """Add this invocation's pre-flight and approval to ``guardrails.json``, and audit the gates it let through."""
-    append_entry(
-        store,
-        {
-            "mode": mode,
-            "reason": reason,
-            "at": approval.at,
-            "preflight": preflight.to_json(),
-            "approval": approval.to_json(),
-        },
-    )
+    """Add this invocation's pre-flight and approval to ``guardrails.json`` (with the SQL that cannot be classified
+    it lets the partitions run, when any), and audit the gates it let through."""
+    entry: dict[str, Any] = {
+        "mode": mode,
+        "reason": reason,
+        "at": approval.at,
+        "preflight": preflight.to_json(),
+        "approval": approval.to_json(),
+    }
+    if judged_sql:
+        entry["judged_sql"] = judged_sql
+    append_entry(store, entry)
     record_gate_bypasses(store, reason=reason, preflight=preflight, at=approval.at)
 
 

@@ -55,15 +55,16 @@ class SnapshotTable:
 
 
 def _written_by_hooks(assets: list[AssetFacts]) -> list[str]:
-    """The other tables the assets' hooks write (as the first partition renders them), in the order first named:
-    hooks are part of the asset, so what they may change is copied whole like a rebuilt table."""
+    """The other tables the assets' hooks (and the SQL of assets run as written) write, as the first partition
+    renders them, in the order first named: they are part of the asset, so what they may change is copied whole
+    like a rebuilt table."""
     from engine.pipeline.sql_writes import classify
 
     names = []
     for asset_facts in assets:
-        for hooks in asset_facts.hooks.values():
-            for hook in hooks:
-                names += [w.table for w in classify(hook).writes if w.table not in names]
+        for texts in asset_facts.run_sql.values():
+            for text in texts:
+                names += [w.table for w in classify(text).writes if w.table not in names]
     return names
 
 

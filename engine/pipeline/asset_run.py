@@ -26,10 +26,19 @@ from engine.pipeline.asset_types import AssetKind
 from engine.pipeline.assets import Asset, enabled_value
 from engine.pipeline.duckdb_pool import DuckDBPool
 from engine.pipeline.interval_modifiers import apply_modifiers
-from engine.pipeline.materialization import Database, RunStopped, materialize, quote_name, window_predicate
+from engine.pipeline.materialization import (
+    Database,
+    RunStopped,
+    classified_run_sql,
+    materialize,
+    quote_name,
+    refuse_unjudged,
+    window_predicate,
+)
 from engine.pipeline.quality_checks import QualityCheckResult, run_checks
 from engine.pipeline.schema_prefix import existing_tables, rewrite_references
 from engine.pipeline.seeds import load_seed, seed_source
+from engine.pipeline.sql_writes import POST, PRE
 from engine.pipeline.templating import TemplateProblem, Window, render
 
 SUCCEEDED, FAILED, UPSTREAM_FAILED, SKIPPED = AssetStatus
@@ -74,6 +83,7 @@ class RunSettings:
     macros: str = ""
     schema_prefix: str | None = None
     fence_window: bool = False  # a backfill's partition: its table outside the window must not change
+    judged_sql: dict[str, frozenset[str]] | None = None  # a backfill's partition: see RunRequest.judged_sql
     executed: datetime | None = None  # when the run started (Bruin's execution_date), UTC
     commit_hash: str = ""  # the repository's current commit, as Bruin's commit_hash
     variables_schema: dict[str, Any] = field(default_factory=dict)  # BRUIN_VARS_SCHEMA: declarations, no defaults
@@ -236,17 +246,22 @@ class AssetRun:
             if asset.kind == "seed":
                 self.result.rows = load_seed(db, asset, seed_source(asset, context))
                 return
-            pre = [self._rewrite(db, render(hook, context)) for hook in asset.hooks.get("pre", [])]
-            post = [self._rewrite(db, render(hook, context)) for hook in asset.hooks.get("post", [])]
-            query = self._rewrite(db, render(asset.body, context, first_line=asset.body_line))
+            pre = [render(hook, context) for hook in asset.hooks.get(PRE, [])]
+            post = [render(hook, context) for hook in asset.hooks.get(POST, [])]
+            query = render(asset.body, context, first_line=asset.body_line)
+            if (judged := self.settings.judged_sql) is not None:  # as its pre-flight saw them: before any rewrite
+                as_written = query if asset.materialization.type is None else None
+                refuse_unjudged(
+                    asset, classified_run_sql(db, pre, post, as_written), judged.get(asset.name, frozenset())
+                )
             self.result.rows = materialize(
                 db,
                 asset,
-                query,
+                self._rewrite(db, query),
                 window,
                 full_refresh=self.settings.full_refresh,
-                pre_hooks=pre,
-                post_hooks=post,
+                pre_hooks=[self._rewrite(db, hook) for hook in pre],
+                post_hooks=[self._rewrite(db, hook) for hook in post],
                 fence_window=self.settings.fence_window,
             )
             self.result.rows_in_interval = _rows_in_window(db, asset, window)

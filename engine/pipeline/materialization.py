@@ -22,6 +22,19 @@ from engine.pipeline.database import (
 )
 from engine.pipeline.datavault import DATAVAULT_STRATEGIES, apply_datavault
 from engine.pipeline.scd2 import SCD2_STRATEGIES, apply_scd2
+from engine.pipeline.sql_writes import (
+    POST,
+    PRE,
+    QUERY,
+    RAW_SCHEMAS,
+    Classified,
+    Write,
+    after_the_query,
+    classify,
+    phrase,
+    shape,
+    writes_inside,
+)
 from engine.pipeline.templating import Window
 
 __all__ = [
@@ -29,8 +42,11 @@ __all__ = [
     "MissingColumns",
     "MoreThanOneQuery",
     "OutsideWindowChanged",
+    "QueryWrites",
     "RawDeleteRefused",
     "RunStopped",
+    "TransactionStatementRefused",
+    "UnjudgedStatementRefused",
     "materialize",
     "missing_columns",
     "quote_identifier",
@@ -65,19 +81,27 @@ def materialize(
     full_refresh = (full_refresh or asset.always_full_refresh) and not asset.full_refresh_restricted
 
     if m.type is not None:
-        from engine.pipeline.sql_writes import after_the_query
-
         if more := after_the_query(query, db.cursor):  # DuckDB would run them after the materialization, unjudged
             raise MoreThanOneQuery(asset.name, more)
+        if writes := writes_inside(query, db.cursor):  # DuckDB would run them as it reads the query, unjudged
+            raise QueryWrites(asset.name, writes[0])
         ensure_schema(db, asset.name)
 
+    # What the run executes as written, each statement classified once: the hooks, and a query not materialized.
+    run_sql = classified_run_sql(db, pre_hooks, post_hooks, query if m.type is None else None)
+    _refuse_transactions(asset, run_sql)
     fenced = fence_window and not full_refresh and fences_its_window(asset) and db.table_exists(asset.name)
     outside = outside_predicate(db, asset, window) if fenced else None  # read once, judged before and after
-    # Other tables the hooks may delete or rewrite rows of: fingerprinted whole (they have no window here).
-    others = _resolved(db, asset, _deleted_by_hooks(db, asset, [*pre_hooks, *post_hooks])) if fence_window else []
-
-    if fence_window:  # the pre-flight judged the first partition's hooks; each partition's are judged as it runs
-        _refuse_raw_deletes(db, asset, pre_hooks, post_hooks)
+    # Other tables the hooks may delete or rewrite rows of, fingerprinted whole (they have no window here); and the
+    # raw tables SQL run as written may reach by an unqualified name (it may write any other table: a person
+    # approved that).
+    others: dict[str, str] = {}
+    if fence_window:  # the pre-flight judged the first partition's; each partition's are judged as it runs
+        _refuse_raw_deletes(asset, run_sql)
+        others = {name: "a hook of" for name in _resolved(db, asset, _deleted_by(asset, run_sql, (PRE, POST)))}
+        for name in _resolved(db, asset, _deleted_by(asset, run_sql, (QUERY,))):
+            if name.partition(".")[0].lower() in RAW_SCHEMAS:
+                others.setdefault(name, "the SQL of")
 
     def work() -> int | None:
         other_before = {name: fingerprint(db, name) for name in others if db.table_exists(name)}
@@ -94,7 +118,7 @@ def materialize(
         for name, was in other_before.items():
             now = fingerprint(db, name) if db.table_exists(name) else (0, 0)
             if now != was:
-                raise OtherTableChanged(asset.name, name, was, now)
+                raise OtherTableChanged(asset.name, name, was, now, by=others[name])
         return rows
 
     def apply() -> int | None:
@@ -201,24 +225,45 @@ def _whole_days_predicate(asset: Asset, window: Window) -> str:
     return f"{key} BETWEEN DATE '{first.isoformat()}' AND DATE '{last.isoformat()}'"
 
 
-def _refuse_raw_deletes(db: Database, asset: Asset, pre_hooks: Sequence[str], post_hooks: Sequence[str]) -> None:
-    """A backfill partition's hook that deletes or rewrites a raw table, as this partition renders it (a macro
-    may delete on some days only), is refused before anything runs."""
-    from engine.pipeline.sql_writes import classify
-
-    for phase, hooks in (("pre", pre_hooks), ("post", post_hooks)):
-        for hook in hooks:
-            for write in classify(hook, db.cursor).writes:
-                if write.deletes_raw:
-                    raise RawDeleteRefused(asset.name, phase, write.verb, write.table)
+def classified_run_sql(
+    db: Database, pre_hooks: Sequence[str], post_hooks: Sequence[str], as_written: str | None
+) -> dict[str, list[Classified]]:
+    """Each statement source a run executes as written (``sql_writes.RUN_SQL_PHASES``), classified."""
+    sources = {PRE: pre_hooks, POST: post_hooks, QUERY: [as_written] if as_written is not None else []}
+    return {phase: [classify(text, db.cursor) for text in texts] for phase, texts in sources.items()}
 
 
-def _deleted_by_hooks(db: Database, asset: Asset, hooks: Sequence[str]) -> set[str]:
-    from engine.pipeline.sql_writes import classify
+def _refuse_transactions(asset: Asset, run_sql: dict[str, list[Classified]]) -> None:
+    """A statement that begins or ends a transaction, in any run: the asset runs in one transaction, which a COMMIT
+    would end (what came before it kept, whatever fails after) and a ROLLBACK would undo halfway."""
+    for phase, classified in run_sql.items():
+        for statement in (s for c in classified for s in c.transactions):
+            raise TransactionStatementRefused(asset.name, phase, statement)
 
+
+def _refuse_raw_deletes(asset: Asset, run_sql: dict[str, list[Classified]]) -> None:
+    """A backfill partition's hook (or SQL run as written) that deletes or rewrites a raw table, as this partition
+    renders it (a macro may delete on some days only), is refused before anything runs."""
+    for phase, classified in run_sql.items():
+        for write in (w for c in classified for w in c.writes):
+            if write.deletes_raw:
+                raise RawDeleteRefused(asset.name, phase, write.verb, write.table)
+
+
+def refuse_unjudged(asset: Asset, run_sql: dict[str, list[Classified]], judged: frozenset[str]) -> None:
+    """A backfill partition's statement that cannot be classified and whose shape (``sql_writes.shape``) the
+    backfill's pre-flight did not see: a macro that renders it on some days only would otherwise run it judged by
+    nobody. One the pre-flight saw was judged there (human-only: a person approved it)."""
+    for phase, classified in run_sql.items():
+        for statement in (s for c in classified for s in c.unclassified):
+            if shape(statement) not in judged:
+                raise UnjudgedStatementRefused(asset.name, phase, statement)
+
+
+def _deleted_by(asset: Asset, run_sql: dict[str, list[Classified]], phases: Sequence[str]) -> set[str]:
     own = asset.name.lower()
     return {
-        w.table for hook in hooks for w in classify(hook, db.cursor).writes if w.deletes and w.relation.lower() != own
+        w.table for phase in phases for c in run_sql[phase] for w in c.writes if w.deletes and w.relation.lower() != own
     }
 
 
@@ -241,22 +286,47 @@ def _resolved(db: Database, asset: Asset, names: set[str]) -> list[str]:
 
 
 class OtherTableChanged(Exception):
-    """A backfill partition's hook deleted or rewrote rows of another table: rolled back, the partition fails."""
+    """A backfill partition's hook deleted or rewrote rows of another table (or SQL run as written, of a raw table):
+    rolled back, the partition fails."""
 
-    def __init__(self, name: str, table: str, before: tuple[int, int], after: tuple[int, int]) -> None:
+    def __init__(
+        self, name: str, table: str, before: tuple[int, int], after: tuple[int, int], *, by: str = "a hook of"
+    ) -> None:
         super().__init__(
-            f"a hook of {name} changed rows of another table, {table} ({_change(before, after, 'before')}): "
+            f"{by} {name} changed rows of another table, {table} ({_change(before, after, 'before')}): "
             "rolled back, nothing of this partition was written"
         )
 
 
 class RawDeleteRefused(Exception):
-    """A backfill partition's hook, as rendered for it, deletes or rewrites source data: nothing runs."""
+    """A backfill partition's hook (or SQL run as written), as rendered for it, deletes or rewrites source data:
+    nothing runs."""
 
     def __init__(self, name: str, phase: str, verb: str, table: str) -> None:
         super().__init__(
-            f"{name}: this partition's {phase} hook runs {verb} on {table}, a raw table: source data is never deleted "
-            "or rebuilt in a backfill; nothing of this partition was written"
+            f"{name}: {phrase(phase, partition=True)} runs {verb} on {table}, a raw table: source data is never "
+            "deleted or rebuilt in a backfill; nothing of this partition was written"
+        )
+
+
+class TransactionStatementRefused(Exception):
+    """A hook (or SQL run as written) that begins or ends a transaction: nothing runs."""
+
+    def __init__(self, name: str, phase: str, statement: str) -> None:
+        super().__init__(
+            f"{name}: {phrase(phase)} runs {statement[:80]!r}, which would end the transaction the asset runs in "
+            "(what came before it could no longer be rolled back) or start another: nothing of this run was written"
+        )
+
+
+class UnjudgedStatementRefused(Exception):
+    """A backfill partition's statement that cannot be classified, of a shape the pre-flight never saw."""
+
+    def __init__(self, name: str, phase: str, statement: str) -> None:
+        super().__init__(
+            f"{name}: {phrase(phase, partition=True)} runs SQL that cannot be classified and that the backfill's "
+            f"pre-flight did not judge ({statement[:80]!r}; it judged the first partition's): nothing of this "
+            "partition was written (a backfill that starts at this partition judges it)"
         )
 
 
@@ -269,6 +339,16 @@ class MoreThanOneQuery(Exception):
         super().__init__(
             f"{name}: a materialized asset runs one query, and this one is followed by {what} ({more[0][:80]!r}): "
             "nothing of this run was written (move them into a hook, or set materialization to none)"
+        )
+
+
+class QueryWrites(Exception):
+    """A materialized asset's query that writes inside itself (a CTE's ``DELETE … RETURNING``): nothing runs."""
+
+    def __init__(self, name: str, write: Write) -> None:
+        super().__init__(
+            f"{name}: a materialized asset's query only reads, and this one runs {write.verb} on {write.table} inside "
+            "it (a WITH clause's statement): nothing of this run was written"
         )
 
 

@@ -36,6 +36,9 @@ class RunRequest:
     partition_id: str | None = None
     reason: str | None = None  # a run by hand that rebuilds tables (--full-refresh) says why; recorded
     row_changes_from: str | None = None  # a backfill's snapshot.json: measure what this run changed against it
+    # a backfill's partition: by asset, the shapes of SQL that cannot be classified its pre-flight judged (any other
+    # is refused; engine/pipeline/judged_sql.py); None for a run by hand
+    judged_sql: dict[str, frozenset[str]] | None = None
 
 
 @dataclass

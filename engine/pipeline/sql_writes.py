@@ -44,7 +44,10 @@ _WRITES = [
     ("COPY", rf"COPY\s+{_NAME}\s+FROM\b"),
 ]
 _READS = re.compile(r"(SELECT|WITH|VALUES|SHOW|DESCRIBE|EXPLAIN|SUMMARIZE|FROM)\b", re.IGNORECASE)
-_HARMLESS = re.compile(r"(SET|RESET|PRAGMA|CHECKPOINT|BEGIN|COMMIT|ROLLBACK|LOAD|INSTALL)\b", re.IGNORECASE)
+_HARMLESS = re.compile(r"(SET|RESET|PRAGMA|CHECKPOINT|LOAD|INSTALL)\b", re.IGNORECASE)
+# Statements that begin or end a transaction: a run holds its asset in one transaction of its own, so a COMMIT in
+# a hook would make what came before it permanent and leave what follows outside any rollback.
+_TRANSACTION = re.compile(r"(BEGIN|START\s+TRANSACTION|COMMIT|END|ROLLBACK|ABORT)\b", re.IGNORECASE)
 # Not harmless after all: SET, RESET and PRAGMA of the search path or schema (the name quoted or not) change what
 # an unqualified table name means, and PRAGMA import_database runs the CREATE statements of a directory's
 # schema.sql (a CREATE OR REPLACE of a raw table among them).
@@ -73,9 +76,22 @@ _PARSED_AS = {
     "ALTER": "ALTER",
     "COPY": "COPY",
 }
-# Statement types that change no table: queries, plain EXPLAIN, settings, transactions, extensions, CHECKPOINT.
-_PARSED_HARMLESS = frozenset({"SELECT", "EXPLAIN", "SET", "VARIABLE_SET", "PRAGMA", "TRANSACTION", "LOAD", "CALL"})
+# Statement types that change no table: queries, plain EXPLAIN, settings, extensions, CHECKPOINT.
+_PARSED_HARMLESS = frozenset({"SELECT", "EXPLAIN", "SET", "VARIABLE_SET", "PRAGMA", "LOAD", "CALL"})
 _DO_UPDATE = re.compile(r"\bON\s+CONFLICT\b.*\bDO\s+UPDATE\b", re.IGNORECASE | re.DOTALL)
+
+
+# Where SQL a run executes as written comes from: an asset's pre and post hooks, and the query of an SQL asset
+# without materialization. Each is judged statement by statement, at the pre-flight and in every partition.
+PRE, POST, QUERY = "pre", "post", "query"
+RUN_SQL_PHASES = (PRE, POST, QUERY)
+
+
+def phrase(phase: str, *, partition: bool = False) -> str:
+    """How a message names where a statement comes from: "a pre hook", "this partition's post hook", "its SQL, run
+    as written,"."""
+    whose = "this partition's" if partition else "its" if phase == QUERY else "a"
+    return f"{whose} SQL, run as written," if phase == QUERY else f"{whose} {phase} hook"
 
 
 @dataclass(frozen=True)
@@ -109,21 +125,25 @@ class Write:
 @dataclass(frozen=True)
 class Classified:
     writes: tuple[Write, ...]
-    unclassified: tuple[str, ...]  # statements neither recognised as a write nor as a read
+    unclassified: tuple[str, ...]  # statements neither recognised as a write nor as a read, quoted text blanked
+    transactions: tuple[str, ...] = ()  # statements that begin, commit or roll back a transaction
 
 
 def classify(sql: str, parser: Parser | None = None) -> Classified:
     """Every statement of ``sql`` (split on semicolons outside quotes and comments): what it writes. ``parser``: an
     open DuckDB connection to parse with (see :func:`_parsed`)."""
-    writes, unclassified = [], []
+    writes, unclassified, transactions = [], [], []
     for statement in _statements(sql):
         if explained := _EXPLAIN_ANALYZE.match(statement):
             statement = statement[explained.end() :]
+        parsed = _parsed_type(statement, parser)
+        if parsed == "TRANSACTION" or _TRANSACTION.match(statement):
+            transactions.append(statement)
+            continue
         write = _write(statement)
         harmless = write is None and bool(
             _READS.match(statement) or (_HARMLESS.match(statement) and not _NOT_HARMLESS.match(statement))
         )
-        parsed = _parsed_type(statement, parser)
         if parsed is not None:
             # DuckDB's parser is the authority on what a statement is: one these patterns read as another verb,
             # or as a read, is not trusted (a CTE's column named "update" hid the DELETE after it).
@@ -132,11 +152,33 @@ def classify(sql: str, parser: Parser | None = None) -> Classified:
             harmless = write is None and (parsed == "SELECT" or (harmless and parsed in _PARSED_HARMLESS))
         if write is not None and write.verb == DROP_SCHEMA and not write.deletes_raw:
             write = None  # its tables are not named: judged by a person
+        if write is None and harmless and (parsed == "SELECT" or (parsed is None and _NESTED_VERB.search(statement))):
+            # A query may write inside itself (WITH d AS (DELETE … RETURNING *) SELECT …): DuckDB runs it.
+            nested = _nested_writes(statement, parser) if parsed is not None else None
+            harmless = nested == ()
+            writes += nested or ()
+            if nested:
+                continue
         if write is not None:
             writes.append(write)
         elif not harmless:
-            unclassified.append(statement[:80])
-    return Classified(tuple(writes), tuple(unclassified))
+            unclassified.append(statement)
+    return Classified(tuple(writes), tuple(unclassified), tuple(transactions))
+
+
+def shape(statement: str) -> str:
+    """A statement as judged once for every partition: quoted text blanked (as :func:`classify` gives it), each
+    number outside quoted names a ``0``, runs of white space one space. A macro that renders the day's date or a
+    count into a statement renders the same shape on every day; one that renders another statement does not."""
+    return " ".join(
+        "".join(
+            _NUMBER.sub("0", statement[start:stop]) if kind == "code" else statement[start:stop]
+            for kind, start, stop in sql_pieces(statement)
+        ).split()
+    )
+
+
+_NUMBER = re.compile(r"(?<![\w$.])(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?(?![\w$])", re.IGNORECASE)
 
 
 def _write(statement: str) -> Write | None:
@@ -153,6 +195,59 @@ def _write(statement: str) -> Write | None:
                 parts = (*parts, "*")  # every table in it
             return Write(verb, ".".join(parts), parts)
     return None
+
+
+# A writing verb inside a statement that reads (a CTE's body); used where DuckDB cannot parse the statement.
+_NESTED_VERB = re.compile(r"\(\s*(?:DELETE|UPDATE|INSERT|MERGE)\b", re.IGNORECASE)
+# The query nodes of DuckDB's serialized parse tree that write, by the verb they are judged as (an INSERT that
+# replaces or updates the rows it conflicts with rewrites them).
+_WRITING_NODES = {"DELETE_QUERY_NODE": "DELETE", "UPDATE_QUERY_NODE": "UPDATE", "INSERT_QUERY_NODE": "INSERT"}
+_REWRITING_CONFLICTS = {"REPLACE": "INSERT OR REPLACE", "UPDATE": UPSERT}
+
+
+def _nested_writes(statement: str, parser: Parser | None) -> tuple[Write, ...] | None:
+    """The writes a statement DuckDB parses as a query makes inside itself, from DuckDB's own parse tree
+    (``json_serialize_sql``): a CTE's ``DELETE … RETURNING`` runs with the query. None when DuckDB cannot say (the
+    tree does not serialize, or holds a query node of a kind not known here)."""
+    import duckdb
+    import orjson
+
+    try:
+        row = (parser if parser is not None else duckdb).execute("SELECT json_serialize_sql(?)", [statement]).fetchone()
+        tree = orjson.loads(row[0]) if row else None
+    except (duckdb.Error, orjson.JSONDecodeError):
+        return None
+    if not isinstance(tree, dict) or tree.get("error") is not False:
+        return None
+    writes: list[Write] = []
+    pending: list = [tree]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, list):
+            pending += node
+            continue
+        if not isinstance(node, dict):
+            continue
+        kind = node.get("type")
+        if isinstance(kind, str) and kind.endswith("_QUERY_NODE"):
+            if kind not in _WRITING_NODES:
+                return None
+            writes.append(_node_write(node, _WRITING_NODES[kind]))
+        pending += node.values()
+    return tuple(writes)
+
+
+def _node_write(node: dict, verb: str) -> Write:
+    """The verb and table of a writing node of DuckDB's parse tree."""
+    table = node.get("table")
+    if isinstance(table, dict):  # DELETE and UPDATE: a table reference
+        names = (table.get("catalog_name"), table.get("schema_name"), table.get("table_name"))
+    else:  # INSERT: its names beside it
+        names = (node.get("catalog"), node.get("schema"), table)
+        conflict = node.get("on_conflict_info") or {}
+        verb = _REWRITING_CONFLICTS.get(conflict.get("action_type"), verb)
+    parts = tuple(str(name) for name in names if name)
+    return Write(verb, ".".join(parts), parts)
 
 
 def _main_after_with(statement: str) -> int | None:
@@ -184,7 +279,19 @@ def not_one_read(query: str, parser: Parser | None = None) -> str | None:
     if len(parsed) != 1:
         return f"it is {len(parsed)} statements"
     kind = parsed[0].type.name
-    return None if kind == "SELECT" else f"it is {'an' if kind[0] in 'AEIOU' else 'a'} {kind.replace('_', ' ')}"
+    if kind != "SELECT":
+        return f"it is {'an' if kind[0] in 'AEIOU' else 'a'} {kind.replace('_', ' ')}"
+    nested = _nested_writes(query, parser)
+    if nested is None:
+        return "DuckDB cannot say what it writes"
+    return f"it runs {nested[0].verb} on {nested[0].table} inside it" if nested else None
+
+
+def writes_inside(query: str, parser: Parser | None = None) -> tuple[Write, ...]:
+    """What a materialized asset's rendered query (one statement) writes inside itself, by DuckDB's parse tree: a
+    CTE's ``DELETE … RETURNING`` runs with the ``CREATE TABLE … AS`` around it. Empty for a query that only
+    reads, or one DuckDB cannot parse (running it then fails without writing)."""
+    return classify(query, parser).writes if _parsed_type(query, parser) == "SELECT" else ()
 
 
 def _parsed_type(statement: str, parser: Parser | None) -> str | None:

@@ -43,7 +43,7 @@ def fact(name: str, strategy: str = "time_interval", *, key: str | None = "day",
     connection = Connection("duckdb", "db", Path("/w.duckdb"), read_only, None)
     return AssetFacts(asset=asset, selected=selected, strategy=strategy, uses_interval=uses_interval, layer=layer,
                       layer_source="schema", connection=connection, table_rows=table_rows,
-                      rows_in_range=rows_in_range, sample_outside=sample_outside, hooks=hooks or {})  # fmt: skip
+                      rows_in_range=rows_in_range, sample_outside=sample_outside, run_sql=hooks or {})  # fmt: skip
 
 
 def facts_of(*assets: AssetFacts, partitions: int = 5, unit=DAILY, first_start: int = 0, command: bool = False,

@@ -154,7 +154,7 @@ def first_partition_facts(*, modifiers=None, macros: str = "", apply: bool = Tru
 
 
 def sql_asset(body: str = "SELECT 1", *, body_line: int = 1, hooks=None, **fields) -> Asset:
-    materialization = Materialization("table", "time_interval", "ts", "timestamp")
+    materialization = fields.pop("materialization", Materialization("table", "time_interval", "ts", "timestamp"))
     return Asset("mid.t", "duckdb.sql", Path("t.sql"), "t.sql", 1, materialization=materialization, body=body,
                  body_line=body_line, hooks=hooks or {}, **fields)  # fmt: skip
 
@@ -206,20 +206,33 @@ def test_the_sample_query_is_rendered_stripped_and_its_errors_name_the_file_s_li
 def test_hooks_are_rendered_as_the_first_run_renders_them_or_kept_as_written():
     """Pre and post hooks rendered with the first partition's context (macros included); one that cannot be
     rendered is kept as written, and so is every hook when the context itself cannot be built."""
-    from engine.guardrails.facts import _rendered_hooks
+    from engine.guardrails.facts import _rendered_run_sql
 
     hooks = {"pre": ["DELETE FROM raw.x WHERE d = '{{ start_date }}'", "{{ nope( }}"], "post": ["SELECT {{ one() }}"]}
     facts = first_partition_facts(macros="{% macro one() %}1{% endmacro %}")
-    assert _rendered_hooks(facts, sql_asset(hooks=hooks)) == {
+    assert _rendered_run_sql(facts, sql_asset(hooks=hooks)) == {
         "pre": ["DELETE FROM raw.x WHERE d = '2024-03-31'", "{{ nope( }}"], "post": ["SELECT 1"],
     }  # fmt: skip
-    assert _rendered_hooks(facts, sql_asset()) == {}
+    assert _rendered_run_sql(facts, sql_asset()) == {}
     broken = first_partition_facts(macros="{% macro one( %}")  # the macros fail: nothing can be rendered here
-    assert _rendered_hooks(broken, sql_asset(hooks=hooks)) == hooks
+    assert _rendered_run_sql(broken, sql_asset(hooks=hooks)) == hooks
     broken.first = None  # no partition selected: as written
-    assert _rendered_hooks(broken, sql_asset(hooks={"post": ["SELECT {{ start_date }}"]})) == {
+    assert _rendered_run_sql(broken, sql_asset(hooks={"post": ["SELECT {{ start_date }}"]})) == {
         "post": ["SELECT {{ start_date }}"]
     }
+
+
+def test_the_sql_of_an_asset_without_materialization_is_judged_with_its_hooks():
+    """An SQL asset without materialization runs its query as written: it is rendered for the first partition
+    beside the hooks, under "query"; a materialized asset's query is not (it is sampled, not run)."""
+    from engine.guardrails.facts import _rendered_run_sql
+
+    facts, unmaterialized = first_partition_facts(), Materialization(None, None, None, None)
+    as_written = sql_asset("DELETE FROM raw.x WHERE d = '{{ start_date }}'", materialization=unmaterialized)
+    assert _rendered_run_sql(facts, as_written) == {"query": ["DELETE FROM raw.x WHERE d = '2024-03-31'"]}
+    hooked = sql_asset("SELECT 1", hooks={"pre": ["SELECT 2"]}, materialization=unmaterialized)
+    assert _rendered_run_sql(facts, hooked) == {"pre": ["SELECT 2"], "query": ["SELECT 1"]}
+    assert _rendered_run_sql(facts, sql_asset("DELETE FROM raw.x")) == {}
 
 
 def test_an_error_is_kept_as_its_first_line_or_its_type():
@@ -285,7 +298,7 @@ def test_assets_are_judged_with_the_pipeline_s_variables_and_past_rows_are_per_p
     assert facts.assets["mid.regional"].uses_interval is False and facts.assets["mid.daily"].uses_interval
     assert facts.assets["mid.daily"].past_rows == [10, 30, 10]
     assert facts.assets["mid.regional"].connection.name == "db"
-    assert facts.assets["mid.regional"].hooks == {"post": ["SELECT '2024-01-08/eu'"]}  # as the first run renders it
+    assert facts.assets["mid.regional"].run_sql == {"post": ["SELECT '2024-01-08/eu'"]}  # as the first run renders it
 
 
 def test_an_enabled_template_that_reads_more_than_the_variables_counts_as_enabled():

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from engine.pipeline.sql_writes import UPSERT, Write, after_the_query, classify, not_one_read
+from engine.pipeline.sql_writes import (
+    UPSERT,
+    Write,
+    after_the_query,
+    classify,
+    not_one_read,
+    phrase,
+    shape,
+    writes_inside,
+)
 
 
 @pytest.mark.parametrize(
@@ -92,11 +101,45 @@ def test_a_search_path_set_by_a_hook_is_not_harmless():
 
 
 def test_a_statement_nobody_recognises_is_reported():
-    """CALL, ATTACH or an unknown verb: unclassified, its first 80 characters kept for the report."""
+    """CALL, ATTACH or an unknown verb: unclassified, kept whole (quoted text blanked) for its shape to be
+    compared; the report cuts it."""
     classified = classify("CALL refresh(); ATTACH 'x.duckdb' AS x; " + "EXPORT DATABASE 'd' " + "x" * 100)
     assert classified.writes == ()
-    assert classified.unclassified[:2] == ("CALL refresh()", "ATTACH '' AS x")
-    assert len(classified.unclassified[2]) == 80
+    assert classified.unclassified == ("CALL refresh()", "ATTACH '' AS x", "EXPORT DATABASE '' " + "x" * 100)
+
+
+@pytest.mark.parametrize("statement", ["BEGIN", "begin transaction", "START TRANSACTION", "COMMIT", "END",
+                                       "ROLLBACK", "abort", "EXPLAIN ANALYZE COMMIT"])  # fmt: skip
+def test_a_statement_that_begins_or_ends_a_transaction_is_reported_as_one(statement):
+    """A COMMIT in a hook made what came before it permanent and left what followed outside every rollback: every
+    statement that begins or ends a transaction is reported apart, neither a read nor unclassified."""
+    classified = classify(f"SELECT 1; {statement}; DELETE FROM mid.other")
+    assert classified.transactions == (statement.removeprefix("EXPLAIN ANALYZE "),)
+    assert classified.unclassified == () and classified.writes == (Write("DELETE", "mid.other"),)
+    assert classify("SELECT 'commit'; SELECT 1 AS begin").transactions == ()
+    # A hook the pre-flight could not render is judged as written: DuckDB cannot parse it, its first word tells.
+    assert classify("COMMIT {{ broken").transactions == ("COMMIT {{ broken",)
+
+
+def test_a_statement_s_shape_is_the_same_on_every_day_and_differs_for_another_statement():
+    """What a partition's run compares with what the pre-flight judged: the day's dates and counts rendered into a
+    statement give one shape; another verb, table or function gives another. Digits inside names stay."""
+    day = "CALL load_day('2024-01-08', 20240108, 1.5e3,   -7)  -- first"
+    assert shape(classify(day).unclassified[0]) == "CALL load_day('', 0, 0, -0)"
+    tenth = classify("CALL load_day('2024-01-10', 20240110, 2.5E3, -9)").unclassified[0]
+    assert shape(tenth) == shape(classify(day).unclassified[0])
+    assert shape('CALL t1.p2(x3, "4", .5)') == 'CALL t1.p2(x3, "4", 0)'
+    assert shape("PRAGMA import_database('')") != shape("CALL import_database('')")
+    assert shape("CALL a(\n1)") == "CALL a( 0)"
+
+
+def test_where_a_statement_comes_from_is_named_for_the_pre_flight_and_for_a_partition():
+    """Messages name a hook by its phase, and the query of an SQL asset run as written as its SQL."""
+    assert (phrase("pre"), phrase("post", partition=True)) == ("a pre hook", "this partition's post hook")
+    assert (phrase("query"), phrase("query", partition=True)) == (
+        "its SQL, run as written,",
+        "this partition's SQL, run as written,",
+    )
 
 
 def test_only_a_delete_or_rewrite_in_a_raw_schema_deletes_raw_data():
@@ -143,3 +186,45 @@ def test_a_check_is_one_query_that_reads():
     assert not_one_read("DELETE FROM raw.landing RETURNING 0") == "it is a DELETE"
     assert not_one_read("EXPLAIN ANALYZE DELETE FROM raw.landing") == "it is an EXPLAIN"
     assert not_one_read("MERGE INTO a USING b ON true WHEN MATCHED THEN DELETE") == "it is a MERGE INTO"
+    # A SELECT that deletes inside itself: DuckDB runs a CTE's DELETE … RETURNING with the query.
+    inside = "WITH d AS (DELETE FROM raw.landing RETURNING *) SELECT count(*) FROM d"
+    assert not_one_read(inside) == "it runs DELETE on raw.landing inside it"
+
+
+@pytest.mark.parametrize(
+    ("sql", "writes"),
+    [
+        ("WITH d AS (DELETE FROM raw.landing RETURNING *) SELECT count(*) FROM d", [Write("DELETE", "raw.landing")]),
+        ('SELECT 1 UNION ALL (WITH d AS (UPDATE Raw."L" SET x = 1 RETURNING x) SELECT x FROM d)',
+         [Write("UPDATE", "Raw.L")]),
+        ("SELECT * FROM (WITH d AS (INSERT INTO db.mid.t VALUES (1) RETURNING *) SELECT * FROM d)",
+         [Write("INSERT", "db.mid.t")]),
+        ("WITH d AS (INSERT OR REPLACE INTO mid.t VALUES (1) RETURNING *) SELECT 1",
+         [Write("INSERT OR REPLACE", "mid.t")]),
+        ("WITH d AS (INSERT INTO mid.t VALUES (1) ON CONFLICT DO UPDATE SET x = 2 RETURNING *) SELECT 1",
+         [Write(UPSERT, "mid.t")]),
+        ("WITH a AS (SELECT 1), b AS (SELECT * FROM a) SELECT * FROM b UNION SELECT 2", []),
+        ("WITH RECURSIVE r AS (SELECT 1 AS n UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT * FROM r", []),
+    ],
+)  # fmt: skip
+def test_a_query_that_writes_inside_itself_is_judged_by_what_it_writes(sql, writes):
+    """DuckDB runs the DELETE, UPDATE or INSERT of a CTE (``… RETURNING``) with the query around it, at any depth:
+    read from DuckDB's own parse tree, each is a write of its table (an INSERT that replaces rows rewrites them),
+    so a hook or a materialized query that empties raw.landing this way is judged as the DELETE it runs."""
+    assert list(classify(sql).writes) == writes
+    assert list(writes_inside(sql)) == writes
+    assert classify(sql).unclassified == ()
+
+
+def test_a_query_whose_writes_cannot_be_read_is_not_trusted():
+    """A CTE DuckDB cannot describe (a COPY … TO inside a query), or one it cannot parse with a writing verb
+    inside (a template kept as written), is reported, never taken for a read; a materialized query that does not
+    parse writes nothing here (running it fails)."""
+    assert classify("WITH d AS (COPY (SELECT 1) TO 'x.csv') SELECT 1").unclassified == (
+        "WITH d AS (COPY (SELECT 1) TO '') SELECT 1",
+    )
+    template = "WITH d AS (DELETE FROM raw.x RETURNING *) SELECT {{ broken"
+    assert classify(template).unclassified == (template,)
+    assert classify("SELECT {{ broken").unclassified == ()
+    assert writes_inside("WITH d AS (DELETE FROM raw.x RETURNING *) SELECT {{") == ()
+    assert writes_inside("DELETE FROM raw.x") == ()  # not a query: CREATE TABLE … AS fails to parse it, runs nothing

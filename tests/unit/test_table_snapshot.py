@@ -146,6 +146,29 @@ def test_the_snapshot_copies_the_range_of_an_interval_table_and_other_tables_who
     assert b'\n  "format": 1' in (directory / SNAPSHOT_INDEX).read_bytes()  # indented for people
 
 
+def test_the_tables_hooks_and_sql_run_as_written_name_are_copied_whole_and_restored(tmp_path):
+    """A hook's INSERT INTO mid.log and the DELETE of an SQL asset without materialization name tables no asset
+    owns: each is copied whole, so a restore gives back the rows that SQL deleted."""
+    repo = build(tmp_path / "repo")
+    repo.sql("mid.daily", "SELECT DATE '{{ start_date }}' AS day, 1 AS n", materialization=DAILY,
+             hooks={"post": [{"query": "INSERT INTO mid.log SELECT 1"}]})  # fmt: skip
+    repo.sql("mid.cleanup", "DELETE FROM mid.audit WHERE day = DATE '{{ start_date }}'")
+    repo.execute("CREATE TABLE mid.log (n INTEGER)", "CREATE TABLE mid.audit AS SELECT DATE '2024-01-02' AS day")
+    preflight = preflight_of(repo)
+    try:
+        index = take_snapshot(preflight.facts, tmp_path)
+    finally:
+        preflight.facts.warehouses.close()
+    tables = {t["name"]: (t["existed"], t["scope"], t["rows"]) for t in index["files"][0]["tables"]}
+    assert (tables["mid.log"], tables["mid.audit"]) == ((True, "whole", 0), (True, "whole", 1))
+    repo.execute("DELETE FROM mid.audit", "INSERT INTO mid.log SELECT 1")
+    restore_snapshot(tmp_path)
+    assert (repo.query("SELECT count(*) FROM mid.audit"), repo.query("SELECT count(*) FROM mid.log")) == (
+        [(1,)],
+        [(0,)],
+    )
+
+
 def test_the_snapshot_leaves_the_warehouse_unchanged(snapped):
     """Taking a snapshot changes no table of the warehouse (its connection is read-only) and detaches."""
     repo, _, _, before = snapped

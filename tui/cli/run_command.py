@@ -13,6 +13,7 @@ from engine.base.errors import BadInput
 from engine.guardrails.manual_run import check_run_by_hand, check_stand_in, live_work_of_run
 from engine.guardrails.request import check_reason
 from engine.pipeline.asset_run import SKIPPED, SUCCEEDED, UPSTREAM_FAILED, AssetResult
+from engine.pipeline.judged_sql import read_judged_argument
 from engine.pipeline.run_record import STAND_IN_STATUSES, record_json, write_stand_in_record
 from engine.pipeline.run_types import RunRequest
 from engine.pipeline.runner import describe_window, execute_run, prepare_run
@@ -68,7 +69,7 @@ def _continued(request, args):
 
 # A backfill starts each partition's run with these, and with the first three in its environment too.
 _AS_CHILD = {"BACKFILL_ID": "backfill_id", "BACKFILL_RUN_ID": "run_id", "BACKFILL_PARTITION_ID": "partition_id"}
-_CHILD_ONLY = ("--partition-id", "--backfill-total", "--row-changes-from")
+_CHILD_ONLY = ("--partition-id", "--backfill-total", "--row-changes-from", "--judged-sql")
 
 
 def _check_started_by_a_backfill(args) -> None:
@@ -94,6 +95,20 @@ def _check_started_by_a_backfill(args) -> None:
         )
 
 
+def _judged_sql(args) -> dict[str, frozenset[str]] | None:
+    """A partition's run refuses SQL that cannot be classified unless its pre-flight judged it; one started without
+    ``--judged-sql`` (its command line copied from a log) judged none."""
+    if not args.backfill_id:
+        return None
+    if args.judged_sql is None:
+        return {}
+    try:
+        return read_judged_argument(args.judged_sql)
+    except ValueError as error:
+        shown = args.judged_sql[:80]
+        raise BadInput(f"--judged-sql {shown!r} is not what a backfill gives its partitions: {error}") from None
+
+
 def run_command(argv: list[str]) -> int:
     args = run_parser().parse_args(argv)
     _check_started_by_a_backfill(args)
@@ -115,6 +130,7 @@ def run_command(argv: list[str]) -> int:
         backfill_total=args.backfill_total,
         partition_id=args.partition_id,
         row_changes_from=args.row_changes_from,
+        judged_sql=_judged_sql(args),
         reason=None if args.stand_in else check_reason(args.reason),
     )
     if args.continue_run:

@@ -1,0 +1,219 @@
+"""SQL a run executes as written — hooks, and the query of an SQL asset without materialization — judged through
+the real command as each partition renders it: raw deletes, statements that end the run's transaction, and
+statements that cannot be classified which the pre-flight never saw. Each test counts the rows the SQL would have
+lost, not the exit code alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.backfills import records, state_dirs
+from tests.builder import Repo
+from tests.conftest import run_backfill
+from tests.functional.test_guardrails import WEEK, dry_checks, redeclare_daily
+
+
+def pipeline(tmp_path: Path, level: str) -> Repo:
+    """The daily pipeline of test_guardrails (five weeks of history) at ``level``, with raw.landing of 5 rows."""
+    repo = Repo(tmp_path / "repo", guardrails=level)
+    repo.sql("raw.events", "SELECT 1 AS x", materialization={"type": "view"})
+    redeclare_daily(repo)
+    repo.run_ok("--start-date", "2023-12-01", "--end-date", "2024-01-07")
+    repo.execute("CREATE TABLE raw.landing AS SELECT range AS x FROM range(5)")
+    return repo
+
+
+def on_the_tenth(repo: Repo, then: str, otherwise: str) -> None:
+    """A macro ``day_sql()`` that renders ``then`` for the partition of 2024-01-10 and ``otherwise`` for the rest."""
+    repo.write("p/macros/day_sql.sql", "{% macro day_sql() %}{% if start_date == '2024-01-10' %}" + then
+               + "{% else %}" + otherwise + "{% endif %}{% endmacro %}")  # fmt: skip
+
+
+def backfill_week(repo: Repo, home) -> tuple[int, list[dict]]:
+    ran = run_backfill("p", *WEEK, "--reason", "r", "--no-progress", "--output", "json", cwd=repo.root, env=home)
+    [backfill] = state_dirs(repo.root / "logs" / "backfills") or [None]
+    return ran.returncode, records(backfill) if backfill is not None else []
+
+
+def failed_days(found: list[dict]) -> dict[str, str]:
+    return {r["start"][:10]: r["attempts"][-1]["error"] for r in found if r["status"] == "failed"}
+
+
+@pytest.mark.parametrize("level", ["sandbox", "standard"])
+def test_sql_run_as_written_that_deletes_raw_data_is_never_allowed(tmp_path, home, level):
+    """An SQL asset without materialization whose query is ``DELETE FROM raw.landing``: the pre-flight said only
+    "runs its SQL as written" (human-only, a warning in sandbox), so the week ran with verdict auto and emptied the
+    source, exit 0. Its SQL is now judged like a hook: never, at every level; exit 3, the source whole."""
+    repo = pipeline(tmp_path, level)
+    repo.sql("mid.cleanup", "DELETE FROM raw.landing", depends=["raw.events"])
+    checks = dry_checks(repo, home)
+    assert (checks["verdict"], checks["materialization"]["tier"]) == ("never", "never"), checks["materialization"]
+    assert checks["materialization"]["detail"] == (
+        "mid.cleanup: its SQL, run as written, runs DELETE on raw.landing, a raw table: source data is never deleted "
+        "or rebuilt"
+    )
+    code, found = backfill_week(repo, home)
+    assert (code, found) == (3, [])
+    assert repo.query("SELECT count(*) FROM raw.landing") == [(5,)]
+
+
+def test_sql_run_as_written_that_deletes_raw_data_on_one_day_fails_that_day(tmp_path, home):
+    """The same delete rendered by a macro on the tenth only: the pre-flight's first partition reads, the tenth
+    deleted the source (5 rows → 0), exit 0. Each partition now judges its own rendering: the tenth fails with
+    nothing run (the days before it succeed, and the failure stops the backfill), the source keeps its rows."""
+    repo = pipeline(tmp_path, "sandbox")
+    on_the_tenth(repo, "DELETE FROM raw.landing", "SELECT 1")
+    repo.sql("mid.cleanup", "{{ day_sql() }}", depends=["raw.events"])
+    assert dry_checks(repo, home)["verdict"] == "auto"
+    code, found = backfill_week(repo, home)
+    assert repo.query("SELECT count(*) FROM raw.landing") == [(5,)]
+    assert code == 1
+    assert [(r["start"][:10], r["status"]) for r in found] == [
+        ("2024-01-08", "succeeded"),
+        ("2024-01-09", "succeeded"),
+        ("2024-01-10", "failed"),
+    ]
+    assert (
+        "mid.cleanup: this partition's SQL, run as written, runs DELETE on raw.landing, a raw table: source data is "
+        "never deleted or rebuilt in a backfill; nothing of this partition was written"
+    ) in failed_days(found)["2024-01-10"]
+
+
+@pytest.mark.parametrize("ends", ["COMMIT", "ROLLBACK"])
+def test_a_hook_that_ends_the_transaction_never_runs_by_backfill_or_by_hand(tmp_path, home, ends):
+    """``COMMIT; DELETE FROM mid.other`` as a post hook: verdict auto; the COMMIT made the partition permanent, the
+    DELETE ran outside every transaction, and the fence's "rolled back" undid nothing (mid.other 5 rows → 0).
+    The pre-flight now says never (exit 3), and a run by hand refuses it before anything runs: mid.other keeps
+    its rows and mid.daily gets no row of that day."""
+    repo = pipeline(tmp_path, "standard")
+    repo.execute("CREATE TABLE mid.other AS SELECT range AS x FROM range(5)")
+    redeclare_daily(repo, hooks={"post": [{"query": f"{ends}; DELETE FROM mid.other"}]})
+    checks = dry_checks(repo, home)
+    assert (checks["verdict"], checks["materialization"]["tier"]) == ("never", "never"), checks["materialization"]
+    assert backfill_week(repo, home)[0] == 3
+    by_hand = repo.run("--start-date", "2024-01-08", "--end-date", "2024-01-08", env=home)
+    assert by_hand.returncode == 1, by_hand.stdout + by_hand.stderr
+    assert (
+        f"mid.daily: a post hook runs {ends!r}, which would end the transaction the asset runs in (what came before "
+        "it could no longer be rolled back) or start another: nothing of this run was written"
+    ) in by_hand.stdout
+    assert repo.query("SELECT count(*) FROM mid.other") == [(5,)]
+    assert repo.query("SELECT count(*) FROM mid.daily WHERE day >= DATE '2024-01-08'") == [(0,)]
+
+
+@pytest.mark.parametrize("level", ["standard", "sandbox"])
+def test_a_statement_only_a_later_partition_renders_is_refused_there(tmp_path, home, level):
+    """``PRAGMA import_database('d')`` rendered by a macro on the tenth only, whose schema.sql replaces
+    raw.landing: the pre-flight saw the first partition (a SELECT, or in sandbox another statement it judged), the
+    tenth ran the import unjudged, raw.landing 5 rows → 0, exit 0. A partition now refuses a statement that
+    cannot be classified unless the pre-flight saw its shape: the tenth fails with nothing run."""
+    repo = pipeline(tmp_path, level)
+    (repo.root / "d").mkdir()
+    (repo.root / "d" / "schema.sql").write_text("CREATE OR REPLACE TABLE raw.landing (x INTEGER);\n")
+    (repo.root / "d" / "load.sql").write_text("")
+    on_the_tenth(repo, "PRAGMA import_database('d')", "SELECT 1" if level == "standard" else "CALL pragma_version()")
+    redeclare_daily(repo, hooks={"post": [{"query": "{{ day_sql() }}"}]})
+    assert dry_checks(repo, home)["verdict"] == "auto"
+    code, found = backfill_week(repo, home)
+    assert repo.query("SELECT count(*) FROM raw.landing") == [(5,)]
+    assert code == 1 and list(failed_days(found)) == ["2024-01-10"]
+    assert (
+        "mid.daily: this partition's post hook runs SQL that cannot be classified and that the backfill's pre-flight "
+        "did not judge (\"PRAGMA import_database('')\"; it judged the first partition's): nothing of this partition "
+        "was written (a backfill that starts at this partition judges it)"
+    ) in failed_days(found)["2024-01-10"]
+
+
+def test_a_judged_statement_runs_on_every_day_with_that_day_s_values(tmp_path, home):
+    """What the pre-flight judged runs in every partition that renders it with other dates or numbers (its shape):
+    a hook ``CALL range(<day of month>)`` runs on all five days, exit 0, and the invocation records what it let
+    through in guardrails.json."""
+    repo = pipeline(tmp_path, "sandbox")
+    redeclare_daily(repo, hooks={"post": [{"query": "CALL range({{ start_date[8:] | int }})"}]})
+    code, found = backfill_week(repo, home)
+    assert code == 0 and [r["status"] for r in found] == ["succeeded"] * 5
+    [backfill] = state_dirs(repo.root / "logs" / "backfills")
+    [invocation] = json.loads((backfill / "guardrails.json").read_text())["invocations"]
+    assert invocation["judged_sql"] == {"mid.daily": ["CALL range(0)"]}
+
+
+def test_a_judged_statement_that_moves_the_search_path_cannot_reach_raw_data(tmp_path, home):
+    """``SET search_path`` judged on the first day (to main, in sandbox) and rendered to raw on the tenth, before a
+    bare ``DELETE FROM source_rows``: the same shape, so it runs; the fingerprint of every schema's source_rows
+    catches the delete of raw's, and the tenth is rolled back."""
+    repo = pipeline(tmp_path, "sandbox")
+    repo.execute("CREATE TABLE raw.source_rows AS SELECT range AS id FROM range(5)")
+    repo.execute("CREATE TABLE main.source_rows AS SELECT 1 AS id WHERE false")
+    on_the_tenth(repo, "SET search_path = 'raw'", "SET search_path = 'main'")
+    redeclare_daily(repo, hooks={"post": [{"query": "{{ day_sql() }}; DELETE FROM source_rows"}]})
+    code, found = backfill_week(repo, home)
+    assert repo.query("SELECT count(*) FROM raw.source_rows") == [(5,)]
+    assert code == 1 and list(failed_days(found)) == ["2024-01-10"]
+    assert (
+        "a hook of mid.daily changed rows of another table, raw.source_rows (5 rows before, 0 after): rolled back"
+    ) in failed_days(found)["2024-01-10"]
+
+
+def test_a_partition_run_started_by_hand_judges_no_statement_it_is_not_given(tmp_path, home):
+    """``--judged-sql`` goes only with a backfill's own partition runs; with their IDs but a value no backfill
+    writes it is one line naming the value, exit 2. A partition's command line copied from a log without it
+    judged nothing: its hook ``CALL pragma_version()`` is refused; given the shape, it runs."""
+    repo = pipeline(tmp_path, "sandbox")
+    redeclare_daily(repo, hooks={"post": [{"query": "CALL pragma_version()"}]})
+    day = ("--start-date", "2024-01-08", "--end-date", "2024-01-08")
+    alone = repo.run(*day, "--judged-sql", "{}", env=home)
+    assert (alone.returncode, alone.stderr) == (
+        2,
+        "backfill: error: --judged-sql goes only with --backfill-id, which a backfill gives its own partitions' runs\n",
+    )
+    child = ("--backfill-id", "bf-1", "--run-id", "bf-1-p0-a1", "--partition-id", "9b0c")
+    started = {**home, "BACKFILL_ID": "bf-1", "BACKFILL_RUN_ID": "bf-1-p0-a1", "BACKFILL_PARTITION_ID": "9b0c"}
+    bad = repo.run(*day, *child, "--judged-sql", "[1]", env=started)
+    assert (bad.returncode, bad.stderr) == (
+        2,
+        "backfill: error: --judged-sql '[1]' is not what a backfill gives its partitions: an object of asset names, "
+        "each with a list of statements\n",
+    )
+    copied = repo.run(*day, *child, env=started)
+    assert copied.returncode == 1, copied.stdout + copied.stderr
+    assert "runs SQL that cannot be classified and that the backfill's pre-flight did not judge" in copied.stdout
+    repo.run_ok(*day, *child, "--judged-sql", '{"mid.daily": ["CALL pragma_version()"]}', env=started)
+
+
+WRITING_CTE = "WITH d AS (DELETE FROM raw.landing RETURNING *) SELECT count(*) AS n FROM d"
+
+
+def test_a_materialized_query_that_deletes_inside_itself_is_never_allowed(tmp_path, home):
+    """A table whose query is ``WITH d AS (DELETE FROM raw.landing RETURNING *) SELECT …``: DuckDB parses it as a
+    SELECT, so nothing judged the DELETE (human-only only because the read-only sample failed; a typed approval
+    would have emptied the source). The pre-flight now says never, naming it; by hand the run refuses it before
+    anything runs. raw.landing keeps its rows."""
+    repo = pipeline(tmp_path, "standard")
+    repo.sql("mid.copy", WRITING_CTE, depends=["raw.events"], materialization={"type": "table"})
+    checks = dry_checks(repo, home)
+    assert (checks["verdict"], checks["materialization"]["tier"]) == ("never", "never"), checks["materialization"]
+    assert (
+        "mid.copy (create+replace): the first partition's query runs DELETE on raw.landing inside it (a WITH clause's "
+        "statement); a materialized asset's query only reads, so every run would fail"
+    ) in checks["materialization"]["detail"]
+    assert checks["materialization"]["evidence"]["assets"]["mid.copy"]["query_writes"] == ["DELETE on raw.landing"]
+    by_hand = repo.run("--start-date", "2024-01-08", "--end-date", "2024-01-08", "--select", "mid.copy", env=home)
+    assert by_hand.returncode == 1 and "this one runs DELETE on raw.landing inside it" in by_hand.stdout
+    assert repo.query("SELECT count(*) FROM raw.landing") == [(5,)]
+
+
+def test_a_hook_that_deletes_inside_a_query_is_judged_by_that_delete(tmp_path, home):
+    """The same query as a post hook: DuckDB parses it as a SELECT, so it was judged a read, ran with verdict auto
+    and emptied raw.landing, exit 0. It is now judged by the DELETE it runs: never, exit 3, the source whole. (As a
+    custom check: tests/functional/test_guardrails.py, test_a_custom_check_that_writes_runs_nothing_and_fails.)"""
+    repo = pipeline(tmp_path, "standard")
+    redeclare_daily(repo, hooks={"post": [{"query": WRITING_CTE}]})
+    checks = dry_checks(repo, home)
+    assert checks["materialization"]["detail"] == (
+        "mid.daily: a post hook runs DELETE on raw.landing, a raw table: source data is never deleted or rebuilt"
+    )
+    assert backfill_week(repo, home)[0] == 3
+    assert repo.query("SELECT count(*) FROM raw.landing") == [(5,)]
