@@ -55,8 +55,10 @@ _NOT_HARMLESS = re.compile(
     r'(?:SET|RESET|PRAGMA)\s+(?:GLOBAL\s+|SESSION\s+|LOCAL\s+)?"?(?:search_path|schema)\b|PRAGMA\s+"?import_database\b',
     re.IGNORECASE,
 )
-# EXPLAIN ANALYZE runs the statement it explains, written bare or among the options in parentheses.
+# EXPLAIN ANALYZE runs the statement it explains, written bare or among the options in parentheses; a prepared
+# statement runs at each EXECUTE what it prepares (judged where it is prepared: EXECUTE cannot be classified).
 _EXPLAIN_ANALYZE = re.compile(r"EXPLAIN\s*(?:ANALY[SZ]E\b|\([^)]*\bANALY[SZ]E\b[^)]*\))\s*", re.IGNORECASE)
+_PREPARE = re.compile(r"PREPARE\s+(?:\"(?:[^\"]|\"\")+\"|\w+)\s*(?:\([^)]*\))?\s*AS\s+", re.IGNORECASE)
 # The statement a WITH clause leads to: its CTEs read, but the statement after them may write.
 _AFTER_WITH = re.compile(r"\b(?:DELETE\s+FROM|UPDATE|INSERT|MERGE\s+INTO)\b", re.IGNORECASE)
 # What DuckDB's own parser says each verb is (TRUNCATE is its DELETE); a statement it reads otherwise than
@@ -134,7 +136,7 @@ def classify(sql: str, parser: Parser | None = None) -> Classified:
     open DuckDB connection to parse with (see :func:`_parsed`)."""
     writes, unclassified, transactions = [], [], []
     for statement in _statements(sql):
-        if explained := _EXPLAIN_ANALYZE.match(statement):
+        if explained := _EXPLAIN_ANALYZE.match(statement) or _PREPARE.match(statement):
             statement = statement[explained.end() :]
         parsed = _parsed_type(statement, parser)
         if parsed == "TRANSACTION" or _TRANSACTION.match(statement):
@@ -152,16 +154,11 @@ def classify(sql: str, parser: Parser | None = None) -> Classified:
             harmless = write is None and (parsed == "SELECT" or (harmless and parsed in _PARSED_HARMLESS))
         if write is not None and write.verb == DROP_SCHEMA and not write.deletes_raw:
             write = None  # its tables are not named: judged by a person
-        if write is None and harmless and (parsed == "SELECT" or (parsed is None and _NESTED_VERB.search(statement))):
-            # A query may write inside itself (WITH d AS (DELETE … RETURNING *) SELECT …): DuckDB runs it.
-            nested = _nested_writes(statement, parser) if parsed is not None else None
-            harmless = nested == ()
-            writes += nested or ()
-            if nested:
-                continue
-        if write is not None:
-            writes.append(write)
-        elif not harmless:
+        # What it writes inside itself, which DuckDB runs with it: a CTE's DELETE … RETURNING before a SELECT, an
+        # INSERT or a CREATE TABLE … AS. A query is read from DuckDB's parse tree, anything else from its text.
+        inner = _nested_writes(statement, parser) if parsed == "SELECT" else _written_inside(statement)
+        writes += ([write] if write is not None else []) + list(inner or ())
+        if inner is None or (write is None and not inner and not harmless):
             unclassified.append(statement)
     return Classified(tuple(writes), tuple(unclassified), tuple(transactions))
 
@@ -197,8 +194,8 @@ def _write(statement: str) -> Write | None:
     return None
 
 
-# A writing verb inside a statement that reads (a CTE's body); used where DuckDB cannot parse the statement.
-_NESTED_VERB = re.compile(r"\(\s*(?:DELETE|UPDATE|INSERT|MERGE)\b", re.IGNORECASE)
+# A writing verb that opens a parenthesis (a CTE's body, a CREATE TABLE … AS (…)): where its statement starts.
+_NESTED_VERB = re.compile(r"\(\s*(?=(?:DELETE|UPDATE|INSERT|MERGE)\b)", re.IGNORECASE)
 # The query nodes of DuckDB's serialized parse tree that write, by the verb they are judged as (an INSERT that
 # replaces or updates the rows it conflicts with rewrites them).
 _WRITING_NODES = {"DELETE_QUERY_NODE": "DELETE", "UPDATE_QUERY_NODE": "UPDATE", "INSERT_QUERY_NODE": "INSERT"}
@@ -235,6 +232,14 @@ def _nested_writes(statement: str, parser: Parser | None) -> tuple[Write, ...] |
             writes.append(_node_write(node, _WRITING_NODES[kind]))
         pending += node.values()
     return tuple(writes)
+
+
+def _written_inside(statement: str) -> tuple[Write, ...] | None:
+    """The writes a statement other than a query makes inside parentheses, read from its text: the DELETE of
+    ``WITH d AS (DELETE FROM raw.x RETURNING *) INSERT INTO mid.y …`` or of ``CREATE TABLE t AS (WITH d AS (DELETE
+    …``. None when a verb there opens nothing these patterns read."""
+    inner = [_write(statement[match.end() :]) for match in _NESTED_VERB.finditer(statement)]
+    return None if None in inner else tuple(w for w in inner if w is not None)
 
 
 def _node_write(node: dict, verb: str) -> Write:

@@ -217,3 +217,19 @@ def test_a_hook_that_deletes_inside_a_query_is_judged_by_that_delete(tmp_path, h
     )
     assert backfill_week(repo, home)[0] == 3
     assert repo.query("SELECT count(*) FROM raw.landing") == [(5,)]
+
+
+def test_a_hook_whose_cte_deletes_before_an_insert_is_judged_by_that_delete(tmp_path, home):
+    """``WITH d AS (DELETE FROM raw.landing RETURNING *) INSERT INTO mid.audit SELECT * FROM d``: the hook was judged
+    by its INSERT (an append to mid.audit), ran with verdict auto and moved the source into the audit table, exit 0.
+    Every write inside parentheses is now judged as its own statement: never, exit 3, the source whole."""
+    repo = pipeline(tmp_path, "standard")
+    repo.execute("CREATE TABLE mid.audit (x BIGINT)")
+    hook = "WITH d AS (DELETE FROM raw.landing RETURNING *) INSERT INTO mid.audit SELECT * FROM d"
+    redeclare_daily(repo, hooks={"post": [{"query": hook}]})
+    checks = dry_checks(repo, home)
+    assert checks["materialization"]["detail"] == (
+        "mid.daily: a post hook runs DELETE on raw.landing, a raw table: source data is never deleted or rebuilt"
+    )
+    assert backfill_week(repo, home)[0] == 3
+    assert repo.query("SELECT count(*) FROM raw.landing") == [(5,)]

@@ -217,14 +217,41 @@ def test_a_query_that_writes_inside_itself_is_judged_by_what_it_writes(sql, writ
 
 
 def test_a_query_whose_writes_cannot_be_read_is_not_trusted():
-    """A CTE DuckDB cannot describe (a COPY … TO inside a query), or one it cannot parse with a writing verb
-    inside (a template kept as written), is reported, never taken for a read; a materialized query that does not
+    """A CTE DuckDB cannot describe (a COPY … TO inside a query) is reported, never taken for a read; a template
+    DuckDB cannot parse is read from its text, the DELETE in its CTE included; a materialized query that does not
     parse writes nothing here (running it fails)."""
     assert classify("WITH d AS (COPY (SELECT 1) TO 'x.csv') SELECT 1").unclassified == (
         "WITH d AS (COPY (SELECT 1) TO '') SELECT 1",
     )
     template = "WITH d AS (DELETE FROM raw.x RETURNING *) SELECT {{ broken"
-    assert classify(template).unclassified == (template,)
+    assert (classify(template).writes, classify(template).unclassified) == ((Write("DELETE", "raw.x"),), ())
     assert classify("SELECT {{ broken").unclassified == ()
     assert writes_inside("WITH d AS (DELETE FROM raw.x RETURNING *) SELECT {{") == ()
     assert writes_inside("DELETE FROM raw.x") == ()  # not a query: CREATE TABLE … AS fails to parse it, runs nothing
+
+
+@pytest.mark.parametrize(
+    ("sql", "writes"),
+    [
+        ("WITH d AS (DELETE FROM raw.l RETURNING *) INSERT INTO mid.x SELECT * FROM d",
+         [Write("INSERT", "mid.x"), Write("DELETE", "raw.l")]),
+        ("CREATE OR REPLACE TABLE mid.y AS (WITH d AS (DELETE FROM raw.l RETURNING *) SELECT * FROM d)",
+         [Write("CREATE OR REPLACE", "mid.y"), Write("DELETE", "raw.l")]),
+        ("CREATE TEMP TABLE t AS WITH d AS (UPDATE raw.l SET x = 1 RETURNING *) SELECT * FROM d",
+         [Write("CREATE", "t"), Write("UPDATE", "raw.l")]),
+        ("PREPARE p AS DELETE FROM raw.l WHERE x = $1", [Write("DELETE", "raw.l")]),
+        ('PREPARE "p q" (INTEGER) AS TRUNCATE raw.l', [Write("TRUNCATE", "raw.l")]),
+        ("INSERT INTO mid.x SELECT coalesce(update_count, 0) FROM t", [Write("INSERT", "mid.x")]),
+    ],
+)  # fmt: skip
+def test_a_statement_that_writes_inside_itself_is_judged_by_every_write(sql, writes):
+    """DuckDB runs a CTE's DELETE … RETURNING before the INSERT or CREATE TABLE … AS it leads to: the outer verb
+    alone judged ``WITH d AS (DELETE FROM raw.l …) INSERT INTO mid.x …`` an append. Each write inside parentheses
+    is read as its own statement; a prepared statement is judged by what each EXECUTE runs; a name that only starts
+    with a verb is not one."""
+    assert list(classify(sql).writes) == writes
+    assert classify(sql).unclassified == ()
+    assert classify("EXECUTE p").unclassified == ("EXECUTE p",)
+    assert classify("CREATE TABLE t AS SELECT (UPDATE) FROM x").unclassified == (
+        "CREATE TABLE t AS SELECT (UPDATE) FROM x",
+    )
