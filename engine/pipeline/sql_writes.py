@@ -156,7 +156,11 @@ def classify(sql: str, parser: Parser | None = None) -> Classified:
             write = None  # its tables are not named: judged by a person
         # What it writes inside itself, which DuckDB runs with it: a CTE's DELETE … RETURNING before a SELECT, an
         # INSERT or a CREATE TABLE … AS. A query is read from DuckDB's parse tree, anything else from its text.
-        inner = _nested_writes(statement, parser) if parsed == "SELECT" else _written_inside(statement)
+        inner = (
+            (_nested_writes(statement, parser) if _CTE_BODY.search(statement) else ())
+            if parsed == "SELECT"
+            else _written_inside(statement)
+        )
         writes += ([write] if write is not None else []) + list(inner or ())
         if inner is None or (write is None and not inner and not harmless):
             unclassified.append(statement)
@@ -196,6 +200,9 @@ def _write(statement: str) -> Write | None:
 
 # A writing verb that opens a parenthesis (a CTE's body, a CREATE TABLE … AS (…)): where its statement starts.
 _NESTED_VERB = re.compile(r"\(\s*(?=(?:DELETE|UPDATE|INSERT|MERGE)\b)", re.IGNORECASE)
+# A CTE's body that is not a query (DuckDB allows INSERT, UPDATE, DELETE and COPY … TO), always in parentheses: a
+# query without one has nothing inside to write, and its parse tree is not read (0.5 ms a query).
+_CTE_BODY = re.compile(r"\(\s*(?:DELETE|UPDATE|INSERT|MERGE|COPY)\b", re.IGNORECASE)
 # The query nodes of DuckDB's serialized parse tree that write, by the verb they are judged as (an INSERT that
 # replaces or updates the rows it conflicts with rewrites them).
 _WRITING_NODES = {"DELETE_QUERY_NODE": "DELETE", "UPDATE_QUERY_NODE": "UPDATE", "INSERT_QUERY_NODE": "INSERT"}
