@@ -303,6 +303,8 @@ def writes_inside(query: str, parser: Parser | None = None) -> tuple[Write, ...]
     """What a materialized asset's rendered query (one statement) writes inside itself, by DuckDB's parse tree: a
     CTE's ``DELETE … RETURNING`` runs with the ``CREATE TABLE … AS`` around it. Empty for a query that only
     reads, or one DuckDB cannot parse (running it then fails without writing)."""
+    if not _CTE_BODY.search(query):  # nothing inside it can write: no parse (every materialized query of a run)
+        return ()
     return classify(query, parser).writes if _parsed_type(query, parser) == "SELECT" else ()
 
 
