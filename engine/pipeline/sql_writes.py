@@ -293,7 +293,7 @@ def not_one_read(query: str, parser: Parser | None = None) -> str | None:
     kind = parsed[0].type.name
     if kind != "SELECT":
         return f"it is {'an' if kind[0] in 'AEIOU' else 'a'} {kind.replace('_', ' ')}"
-    nested = _nested_writes(query, parser)
+    nested = _nested_writes(query, parser) if _CTE_BODY.search(query) else ()
     if nested is None:
         return "DuckDB cannot say what it writes"
     return f"it runs {nested[0].verb} on {nested[0].table} inside it" if nested else None
