@@ -324,9 +324,8 @@ class UnjudgedStatementRefused(Exception):
 
     def __init__(self, name: str, phase: str, statement: str) -> None:
         super().__init__(
-            f"{name}: {phrase(phase, partition=True)} runs SQL that cannot be classified and that the backfill's "
-            f"pre-flight did not judge ({statement[:80]!r}; it judged the first partition's): nothing of this "
-            "partition was written (a backfill that starts at this partition judges it)"
+            f"{name}: {phrase(phase, partition=True)} runs SQL that cannot be classified, which the pre-flight did "
+            f"not judge ({statement[:80]!r}): nothing of this partition was written (a --continue from here judges it)"
         )
 
 

@@ -109,7 +109,8 @@ def test_a_statement_only_a_later_partition_renders_is_refused_there(tmp_path, h
     """``PRAGMA import_database('d')`` rendered by a macro on the tenth only, whose schema.sql replaces
     raw.landing: the pre-flight saw the first partition (a SELECT, or in sandbox another statement it judged), the
     tenth ran the import unjudged, raw.landing 5 rows → 0, exit 0. A partition now refuses a statement that
-    cannot be classified unless the pre-flight saw its shape: the tenth fails with nothing run."""
+    cannot be classified unless the pre-flight saw its shape: the tenth fails with nothing run, and a --continue
+    judges the tenth's rendering (the statement shown for a person to approve)."""
     repo = pipeline(tmp_path, level)
     (repo.root / "d").mkdir()
     (repo.root / "d" / "schema.sql").write_text("CREATE OR REPLACE TABLE raw.landing (x INTEGER);\n")
@@ -121,10 +122,13 @@ def test_a_statement_only_a_later_partition_renders_is_refused_there(tmp_path, h
     assert repo.query("SELECT count(*) FROM raw.landing") == [(5,)]
     assert code == 1 and list(failed_days(found)) == ["2024-01-10"]
     assert (
-        "mid.daily: this partition's post hook runs SQL that cannot be classified and that the backfill's pre-flight "
-        "did not judge (\"PRAGMA import_database('')\"; it judged the first partition's): nothing of this partition "
-        "was written (a backfill that starts at this partition judges it)"
+        "mid.daily: this partition's post hook runs SQL that cannot be classified, which the pre-flight did not judge "
+        "(\"PRAGMA import_database('')\"): nothing of this partition was written (a --continue from here judges it)"
     ) in failed_days(found)["2024-01-10"]
+    [backfill] = state_dirs(repo.root / "logs" / "backfills")
+    resumed = run_backfill("--continue", backfill.name, "--dry-run", "--output", "json", cwd=repo.root, env=home)
+    [judged] = [c for c in json.loads(resumed.stdout)["preflight"]["checks"] if c["name"] == "materialization"]
+    assert "a post hook runs SQL that cannot be classified: \"PRAGMA import_database('')\"" in judged["detail"]
 
 
 def test_a_judged_statement_runs_on_every_day_with_that_day_s_values(tmp_path, home):
@@ -179,7 +183,7 @@ def test_a_partition_run_started_by_hand_judges_no_statement_it_is_not_given(tmp
     )
     copied = repo.run(*day, *child, env=started)
     assert copied.returncode == 1, copied.stdout + copied.stderr
-    assert "runs SQL that cannot be classified and that the backfill's pre-flight did not judge" in copied.stdout
+    assert "runs SQL that cannot be classified, which the pre-flight did not judge" in copied.stdout
     repo.run_ok(*day, *child, "--judged-sql", '{"mid.daily": ["CALL pragma_version()"]}', env=started)
 
 

@@ -112,9 +112,9 @@ def test_a_statement_the_pre_flight_did_not_judge_is_refused_and_one_it_judged_r
     with pytest.raises(UnjudgedStatementRefused) as raised:
         refuse_unjudged(AS_WRITTEN, imported, judged["mart.t"])
     assert str(raised.value) == (
-        "mart.t: this partition's SQL, run as written, runs SQL that cannot be classified and that the backfill's "
-        "pre-flight did not judge (\"PRAGMA import_database('')\"; it judged the first partition's): nothing of "
-        "this partition was written (a backfill that starts at this partition judges it)"
+        "mart.t: this partition's SQL, run as written, runs SQL that cannot be classified, which the pre-flight did "
+        "not judge (\"PRAGMA import_database('')\"): nothing of this partition was written (a --continue from here "
+        "judges it)"
     )
 
 
