@@ -289,9 +289,7 @@ class OtherTableChanged(Exception):
     """A backfill partition's hook deleted or rewrote rows of another table (or SQL run as written, of a raw table):
     rolled back, the partition fails."""
 
-    def __init__(
-        self, name: str, table: str, before: tuple[int, int], after: tuple[int, int], *, by: str = "a hook of"
-    ) -> None:
+    def __init__(self, name: str, table: str, before: tuple[int, int], after: tuple[int, int], *, by: str) -> None:
         super().__init__(
             f"{by} {name} changed rows of another table, {table} ({_change(before, after, 'before')}): "
             "rolled back, nothing of this partition was written"

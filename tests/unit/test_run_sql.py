@@ -19,6 +19,7 @@ from engine.pipeline.materialization import (
     materialize,
     refuse_unjudged,
 )
+from engine.pipeline.sql_writes import classify
 from tests.unit.test_materialization import DAY_2, FENCED, asset, rows, three_days
 
 QUERY = "SELECT DATE '2024-01-02' AS d, 5 AS v"
@@ -129,14 +130,16 @@ def test_what_the_pre_flight_judged_is_the_unclassified_statements_by_asset():
     )
     assert shapes == {"mid.a": ["CALL p(0)", "USE raw"]}
     assert judged_argument(shapes) == '{"mid.a":["CALL p(0)","USE raw"]}'
+    assert judged_argument({"b": [], "a": []}) == '{"a":[],"b":[]}'  # one argument for one judgement, in any order
 
 
 @pytest.mark.parametrize("text", ["", "x", "[]", '{"a": "CALL p()"}', '{"a": [1]}', "null"])
 def test_a_judged_argument_that_is_not_what_a_backfill_writes_is_refused(text):
     """``--judged-sql`` by hand: anything but an object of lists of statements is a ValueError (the command line
     turns it into one line, exit 2)."""
-    with pytest.raises(ValueError, match="an object of asset names, each with a list of statements"):
+    with pytest.raises(ValueError) as raised:
         read_judged_argument(text)
+    assert str(raised.value) == "an object of asset names, each with a list of statements"
 
 
 @pytest.mark.parametrize("type_", ["table", "view"])
@@ -155,3 +158,11 @@ def test_a_materialized_query_that_writes_inside_itself_runs_nothing(db, type_):
         "clause's statement): nothing of this run was written"
     )
     assert len(rows(db, "raw.rows")) == 3
+
+
+def test_an_unjudged_statement_is_shown_by_its_first_80_characters():
+    """A long statement is cut for the partition's record, which keeps the reason short."""
+    run_sql = {"post": [classify("CALL " + "x" * 100 + "()")]}
+    with pytest.raises(UnjudgedStatementRefused) as raised:
+        refuse_unjudged(AS_WRITTEN, run_sql, frozenset())
+    assert f"({'CALL ' + 'x' * 75!r})" in str(raised.value)

@@ -189,6 +189,7 @@ def test_a_check_is_one_query_that_reads():
     # A SELECT that deletes inside itself: DuckDB runs a CTE's DELETE … RETURNING with the query.
     inside = "WITH d AS (DELETE FROM raw.landing RETURNING *) SELECT count(*) FROM d"
     assert not_one_read(inside) == "it runs DELETE on raw.landing inside it"
+    assert not_one_read("WITH d AS (COPY (SELECT 1) TO 'x.csv') SELECT 1") == "DuckDB cannot say what it writes"
 
 
 @pytest.mark.parametrize(
@@ -205,6 +206,7 @@ def test_a_check_is_one_query_that_reads():
          [Write(UPSERT, "mid.t")]),
         ("WITH a AS (SELECT 1), b AS (SELECT * FROM a) SELECT * FROM b UNION SELECT 2", []),
         ("WITH RECURSIVE r AS (SELECT 1 AS n UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT * FROM r", []),
+        ("WITH d AS (DELETE FROM memory.raw.l RETURNING *) SELECT 1", [Write("DELETE", "memory.raw.l")]),
     ],
 )  # fmt: skip
 def test_a_query_that_writes_inside_itself_is_judged_by_what_it_writes(sql, writes):
@@ -214,6 +216,9 @@ def test_a_query_that_writes_inside_itself_is_judged_by_what_it_writes(sql, writ
     assert list(classify(sql).writes) == writes
     assert list(writes_inside(sql)) == writes
     assert classify(sql).unclassified == ()
+    # A quoted name holding a dot keeps its parts: raw."l.x" is a table of raw, not of a schema "l".
+    [dotted] = classify('WITH d AS (DELETE FROM raw."l.x" RETURNING *) SELECT 1').writes
+    assert (dotted.table, dotted.deletes_raw) == ("raw.l.x", True)
 
 
 def test_a_query_whose_writes_cannot_be_read_is_not_trusted():
