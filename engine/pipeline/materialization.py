@@ -322,8 +322,8 @@ class UnjudgedStatementRefused(Exception):
 
     def __init__(self, name: str, phase: str, statement: str) -> None:
         super().__init__(
-            f"{name}: {phrase(phase, partition=True)} runs SQL that cannot be classified, which the pre-flight did "
-            f"not judge ({statement[:80]!r}): nothing of this partition was written (a --continue from here judges it)"
+            f"{name}: {phrase(phase, partition=True)} runs SQL that cannot be classified, unjudged by the pre-flight "
+            f"({statement[:50]!r}): nothing of this partition was written (a --continue from here judges it)"
         )
 
 

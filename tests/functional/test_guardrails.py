@@ -1191,7 +1191,7 @@ def test_a_hook_that_moves_the_search_path_on_some_days_cannot_delete_raw_data(d
     assert failed["start"][:10] == "2024-01-10"
     shown = setting.replace("'raw'", "''")
     assert (
-        "mid.daily: this partition's post hook runs SQL that cannot be classified, which the pre-flight did not judge "
+        "mid.daily: this partition's post hook runs SQL that cannot be classified, unjudged by the pre-flight "
         f"({shown!r})"
     ) in failed["attempts"][-1]["error"]
 

@@ -122,7 +122,7 @@ def test_a_statement_only_a_later_partition_renders_is_refused_there(tmp_path, h
     assert repo.query("SELECT count(*) FROM raw.landing") == [(5,)]
     assert code == 1 and list(failed_days(found)) == ["2024-01-10"]
     assert (
-        "mid.daily: this partition's post hook runs SQL that cannot be classified, which the pre-flight did not judge "
+        "mid.daily: this partition's post hook runs SQL that cannot be classified, unjudged by the pre-flight "
         "(\"PRAGMA import_database('')\"): nothing of this partition was written (a --continue from here judges it)"
     ) in failed_days(found)["2024-01-10"]
     [backfill] = state_dirs(repo.root / "logs" / "backfills")
@@ -183,7 +183,7 @@ def test_a_partition_run_started_by_hand_judges_no_statement_it_is_not_given(tmp
     )
     copied = repo.run(*day, *child, env=started)
     assert copied.returncode == 1, copied.stdout + copied.stderr
-    assert "runs SQL that cannot be classified, which the pre-flight did not judge" in copied.stdout
+    assert "runs SQL that cannot be classified, unjudged by the pre-flight" in copied.stdout
     repo.run_ok(*day, *child, "--judged-sql", '{"mid.daily": ["CALL pragma_version()"]}', env=started)
 
 

@@ -113,9 +113,8 @@ def test_a_statement_the_pre_flight_did_not_judge_is_refused_and_one_it_judged_r
     with pytest.raises(UnjudgedStatementRefused) as raised:
         refuse_unjudged(AS_WRITTEN, imported, judged["mart.t"])
     assert str(raised.value) == (
-        "mart.t: this partition's SQL, run as written, runs SQL that cannot be classified, which the pre-flight did "
-        "not judge (\"PRAGMA import_database('')\"): nothing of this partition was written (a --continue from here "
-        "judges it)"
+        "mart.t: this partition's SQL, run as written, runs SQL that cannot be classified, unjudged by the pre-flight "
+        "(\"PRAGMA import_database('')\"): nothing of this partition was written (a --continue from here judges it)"
     )
 
 
@@ -160,9 +159,12 @@ def test_a_materialized_query_that_writes_inside_itself_runs_nothing(db, type_):
     assert len(rows(db, "raw.rows")) == 3
 
 
-def test_an_unjudged_statement_is_shown_by_its_first_80_characters():
-    """A long statement is cut for the partition's record, which keeps the reason short."""
+def test_an_unjudged_statement_is_shown_by_its_first_50_characters():
+    """A long statement is cut, so that the whole reason fits a partition's record (300 characters) with a long
+    asset name: what to do next is at its end."""
     run_sql = {"post": [classify("CALL " + "x" * 100 + "()")]}
     with pytest.raises(UnjudgedStatementRefused) as raised:
         refuse_unjudged(AS_WRITTEN, run_sql, frozenset())
-    assert f"({'CALL ' + 'x' * 75!r})" in str(raised.value)
+    assert f"({'CALL ' + 'x' * 45!r})" in str(raised.value)
+    refused = UnjudgedStatementRefused("staging.order_lines_by_region", "post", "CALL " + "x" * 100)
+    assert len(f"staging.order_lines_by_region failed: {refused}") <= 300
