@@ -303,6 +303,12 @@ def _build_asset(
     _check_strategy_needs(asset, data, problems)
     if asset.kind == "seed":
         _read_seed_parameters(asset, data, path, problems)
+    if asset.kind == "python" and any(asset.hooks.values()):  # Bruin's lint rule script-hooks-unsupported: critical
+        problems.add(
+            path,
+            line_of(data, "hooks"),
+            "hooks are supported only for SQL assets (as in Bruin): a Python asset's hooks would never run",
+        )
     if asset.kind == "python" and asset.materialization.type is not None:
         problems.add(
             path,

@@ -730,3 +730,25 @@ def test_timeout_bounds_the_whole_run_as_bruins(tmp_path):
     assert second["error"] == "timed out after 3s (--timeout, the whole run's)", second
     # its own share of the run: what the run had left when it started, never a full 3 s of its own
     assert second["duration_seconds"] is None or second["duration_seconds"] < 3, second
+
+
+def test_hooks_on_a_python_asset_are_refused_as_bruin_refuses_them(tmp_path, home):
+    """docs/assets/definition-schema.md: "Hooks are currently supported for SQL assets", and Bruin's lint rule
+    script-hooks-unsupported (critical) fails a Python asset that declares them. We ran the script and silently
+    never ran its post hook, exit 0. It is now a validation problem naming the file: exit 2 by hand and for a
+    backfill, nothing run. Pipeline default hooks still reach SQL assets only, so they never trip it."""
+    repo = Repo(tmp_path / "repo")
+    repo.write("p/pipeline.yml", yaml.safe_dump({"name": "p", "default_connections": {"duckdb": "db"},
+                                                 "default": {"hooks": {"post": [{"query": "SELECT 1"}]}}}))  # fmt: skip
+    repo.python("mid.script", "open('ran', 'w').write('yes')")
+    repo.run_ok(*DAY)
+    [ran] = list(repo.root.rglob("ran"))  # where the script writes
+    repo.python("mid.script", "open('ran2', 'w').write('yes')", hooks={"post": [{"query": "DELETE FROM mid.x"}]})
+    by_hand = repo.run(*DAY, env=home)
+    assert by_hand.returncode == 2, by_hand.stdout + by_hand.stderr
+    assert "hooks are supported only for SQL assets (as in Bruin): a Python asset's hooks would never run" in (
+        by_hand.stderr
+    )
+    backfill = run_backfill("p", *DAY, "--reason", "r", "--no-progress", cwd=repo.root, env=home)
+    assert backfill.returncode == 2 and "a Python asset's hooks would never run" in backfill.stderr
+    assert not ran.with_name("ran2").exists()
