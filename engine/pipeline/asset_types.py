@@ -19,6 +19,15 @@ PYTHON_TYPES = ("python",)
 NO_OP_TYPES = ("duckdb.source", "empty")
 SUPPORTED_TYPES = (*SQL_TYPES, *SEED_TYPES, *PYTHON_TYPES, *NO_OP_TYPES)
 
+# Bruin's SQL asset types (pkg/pipeline/pipeline.go, IsSQLAssetType): the only ones hooks reach, by default too.
+BRUIN_SQL_TYPES = frozenset(
+    (
+        "bq.sql", "sf.sql", "pg.sql", "my.sql", "rs.sql", "ms.sql", "vertica.sql", "databricks.sql", "synapse.sql",
+        "fabric.sql", "fabric.spark_sql", "fw.sql", "athena.sql", "duckdb.sql", "motherduck.sql", "clickhouse.sql",
+        "doris.sql", "starrocks.sql", "trino.sql", "dremio.sql", "sail.sql", "spark.sql", "oracle.sql",
+    )
+)  # fmt: skip
+
 BRUIN_TYPES = frozenset(
     (
         "agent.claude_code",

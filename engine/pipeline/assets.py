@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -278,6 +279,13 @@ def _build_asset(
     asset.owner = _optional_str(data, "owner", path, problems)
     asset.description = _optional_str(data, "description", path, problems)
     asset.tags = tuple(_string_list(data, "tags", path, problems))
+    if repeated := _repeated(asset.tags):  # Bruin's lint rule duplicate-tags (critical), without case
+        problems.add(
+            path, line_of(data, "tags"), f"tag {repeated!r} is given twice (as Bruin reads tags, without case)"
+        )
+    tier = data.get("tier")
+    if tier is not None and (not isinstance(tier, int) or isinstance(tier, bool) or not 0 <= tier <= 5):
+        problems.add(path, line_of(data, "tier"), f"tier {tier!r} must be between 1 and 5 (as in Bruin)")
     asset.depends = _depends(data, path, problems)
     asset.materialization = _materialization(data, path, problems)
     asset.columns = parse_columns(data, path, problems)
@@ -317,6 +325,16 @@ def _build_asset(
             "write to DuckDB from the script using BRUIN_DUCKDB_PATH",
         )
     return asset
+
+
+def _repeated(names: Sequence[str]) -> str | None:
+    """The first name given twice, compared without case (as Bruin compares tags and column names), or None."""
+    seen: set[str] = set()
+    for name in names:
+        if name.lower() in seen:
+            return name
+        seen.add(name.lower())
+    return None
 
 
 def _enabled(data: dict[str, Any], path: Path, problems: Problems) -> Any:
@@ -366,8 +384,11 @@ def parse_timeout(data: dict[str, Any], path: Path, problems: Problems, key: str
             micros = parse_duration(value.strip(), key)
         except BadInput:
             micros = 0
-        if micros > 0:
+        if micros >= 1_000_000:
             return micros
+        if micros > 0:  # Bruin's lint rule valid-timeout (critical): "Asset timeout must be at least 1s"
+            problems.add(path, line_of(data, key), f"{key} {value!r} must be at least 1s (as in Bruin)")
+            return None
     problems.add(path, line_of(data, key), f"{key} {value!r} must be a positive duration such as 90s, 30m or 2h")
     return None
 

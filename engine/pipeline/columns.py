@@ -88,11 +88,21 @@ def parse_columns(data: dict[str, Any], path: Path, problems: Problems) -> tuple
         problems.add(path, line_of(data, "columns"), "columns must be a list")
         return ()
     columns = []
+    seen: set[str] = set()
     for entry in raw:
         line = line_of(entry) or line_of(data, "columns")
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
             problems.add(path, line, "every column needs a name")
             continue
+        # Bruin's lint rules duplicate-column-names and duplicate-tags (critical) compare without case.
+        if entry["name"].lower() in seen:
+            problems.add(path, line, f"column {entry['name']!r} is declared twice (as Bruin reads names, without case)")
+        seen.add(entry["name"].lower())
+        tags = entry.get("tags")
+        lowered = [str(tag).lower() for tag in tags] if isinstance(tags, list) else []
+        if len(set(lowered)) < len(lowered):
+            problems.add(path, line_of(entry, "tags") or line, f"column {entry['name']!r} gives a tag twice (as Bruin "
+                         "reads tags, without case)")  # fmt: skip
         for key in entry:
             if key not in COLUMN_FIELDS:
                 problems.warn(path, line_of(entry, key), f"unknown field {key!r} in column {entry['name']!r} (ignored)")

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.base.errors import BadInput
+from engine.pipeline.asset_types import BRUIN_SQL_TYPES
 from engine.pipeline.assets import (
     ASSET_DIRECTORIES,
     NOT_USED_HERE,
@@ -299,6 +300,7 @@ def load_pipeline(directory: Path) -> Pipeline:
             problems.warn(path, line_of(default, key), f"unknown field 'default.{key}' (ignored)")
     if "retries" in default:
         problems.warn(path, line_of(default, "retries"), f"default.retries: {NOT_USED_HERE['retries']} (ignored)")
+    _check_bruin_lint(data, default, path, problems)
     modifiers = default.get("interval_modifiers")
     check_start_date(
         data, path, problems, f"pipeline {str(data.get('name') or directory.name)!r}"
@@ -469,3 +471,35 @@ def _cycles(pipeline: Pipeline) -> list[list[str]]:
         if name not in state:
             visit(name)
     return found
+
+
+def _check_bruin_lint(data: dict[str, Any], default: dict[str, Any], path: Path, problems: Problems) -> None:
+    """What Bruin's critical lint rules refuse in ``pipeline.yml`` before a run (valid-pipeline-concurrency,
+    valid-pipeline-max-active-steps, default-hooks-applicable-types): we run none of these fields, but a pipeline
+    Bruin would not run is not run here either."""
+    concurrency = data.get("concurrency")
+    if concurrency is not None and (not _whole(concurrency) or concurrency < 0):
+        problems.add(
+            path, line_of(data, "concurrency"), f"concurrency {concurrency!r} must be 1 or greater (as in Bruin)"
+        )
+    steps = data.get("max_active_steps")
+    if steps is not None and (not _whole(steps) or steps <= 0):
+        problems.add(
+            path,
+            line_of(data, "max_active_steps"),
+            f"max_active_steps {steps!r} must be a positive number (as in Bruin)",
+        )
+    hooks = default.get("hooks")
+    applicable = hooks.get("applicable_type") if isinstance(hooks, dict) else None
+    for name in applicable if isinstance(applicable, list) else []:
+        if name not in BRUIN_SQL_TYPES:
+            problems.add(
+                path,
+                line_of(hooks, "applicable_type"),
+                f"default hooks' applicable_type {name!r} is not an SQL asset type: hooks reach SQL assets only "
+                "(as in Bruin)",
+            )
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

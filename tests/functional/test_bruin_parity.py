@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 
 from tests.builder import Repo
@@ -752,3 +753,58 @@ def test_hooks_on_a_python_asset_are_refused_as_bruin_refuses_them(tmp_path, hom
     backfill = run_backfill("p", *DAY, "--reason", "r", "--no-progress", cwd=repo.root, env=home)
     assert backfill.returncode == 2 and "a Python asset's hooks would never run" in backfill.stderr
     assert not ran.with_name("ran2").exists()
+
+
+LINT_CASES = {
+    "duplicate-tags": (
+        {"tags": ["daily", "Daily"]}, None, "tag 'Daily' is given twice (as Bruin reads tags, without case)",
+    ),
+    "duplicate-tags of a column": (
+        {"columns": [{"name": "x", "type": "integer", "tags": ["pii", "PII"]}]}, None,
+        "column 'x' gives a tag twice (as Bruin reads tags, without case)",
+    ),
+    "duplicate-column-names": (
+        {"columns": [{"name": "x", "type": "integer"}, {"name": "X", "type": "integer"}]}, None,
+        "column 'X' is declared twice (as Bruin reads names, without case)",
+    ),
+    "valid-asset-tier": ({"tier": 9}, None, "tier 9 must be between 1 and 5 (as in Bruin)"),
+    "valid-timeout": ({"timeout": "500ms"}, None, "timeout '500ms' must be at least 1s (as in Bruin)"),
+    "valid-pipeline-concurrency": ({}, {"concurrency": -1}, "concurrency -1 must be 1 or greater (as in Bruin)"),
+    "valid-pipeline-max-active-steps": (
+        {}, {"max_active_steps": 0}, "max_active_steps 0 must be a positive number (as in Bruin)",
+    ),
+    "default-hooks-applicable-types": (
+        {}, {"default": {"hooks": {"applicable_type": ["python"], "post": [{"query": "SELECT 1"}]}}},
+        "default hooks' applicable_type 'python' is not an SQL asset type: hooks reach SQL assets only (as in Bruin)",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("rule", list(LINT_CASES))
+def test_what_bruin_s_critical_lint_rules_refuse_is_refused(tmp_path, home, rule):
+    """pkg/lint/list.go: `bruin run` refuses a pipeline that fails any of its fast critical lint rules. Each of
+    these ran here with exit 0: it is now a validation problem naming the file and the value, exit 2, nothing run.
+    The values next to them that Bruin takes (tier 0 and 1–5, concurrency 0, a 1s timeout, distinct tags) run."""
+    header, pipeline, message = LINT_CASES[rule]
+    repo = Repo(tmp_path / "repo")
+    repo.write(
+        "p/pipeline.yml", yaml.safe_dump({"name": "p", "default_connections": {"duckdb": "db"}, **(pipeline or {})})
+    )
+    repo.sql("mid.t", "SELECT 1 AS x", materialization={"type": "table"}, **header)
+    refused = repo.run(*DAY, env=home)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert message in refused.stderr and "(nothing was run)" in refused.stderr
+    assert not repo.database.exists()  # nothing ran: the warehouse was never opened
+
+
+def test_the_values_bruin_s_lint_rules_take_run(tmp_path, home):
+    """The neighbours of the values refused above, which Bruin runs: tier 0 (unset) and 5, concurrency 0 (one at
+    a time), max_active_steps 1, a timeout of exactly 1s, tags that differ, SQL types in applicable_type."""
+    repo = Repo(tmp_path / "repo")
+    default = {"hooks": {"applicable_type": ["duckdb.sql", "bq.sql"], "post": [{"query": "SELECT 1"}]}}
+    settings = {"concurrency": 0, "max_active_steps": 1, "default": default}
+    repo.write("p/pipeline.yml", yaml.safe_dump({"name": "p", "default_connections": {"duckdb": "db"}, **settings}))
+    repo.sql("mid.t", "SELECT 1 AS x", materialization={"type": "table"}, tier=5, timeout="1s", tags=["a", "b"],
+             columns=[{"name": "x", "type": "integer", "tags": ["p", "q"]}])  # fmt: skip
+    repo.sql("mid.u", "SELECT 1 AS y", materialization={"type": "table"}, tier=0)
+    repo.run_ok(*DAY, env=home)
