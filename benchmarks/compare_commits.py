@@ -7,9 +7,12 @@ Used for the figures in docs/performance.md that compare a change with the commi
 dashboard's first partition row in a pseudo-terminal over 1,000,000 partitions against a minimal Textual app's one
 line (``--scenario paint``, the first-frame figure of ``tui_bench.py``), and a new backfill of the bundled example
 pipeline over January 2024 (``--scenario pipeline``: 31 partitions, warm runners, its pre-flight, snapshot, the
-look at the pipeline's files before each turn of launches and the fingerprints of what the run left).
+look at the pipeline's files before each turn of launches and the fingerprints of what the run left), its dry run
+(``--scenario dryrun``: the pre-flight alone, ``--dry-run --output json``) and one day of it by hand
+(``--scenario run``: ``backfill run``, what each partition's child does).
 
-Usage: python benchmarks/compare_commits.py OLD_REV [NEW_REV] [--scenario exec|list|paint|pipeline] [--runs N]
+Usage: python benchmarks/compare_commits.py OLD_REV [NEW_REV] [--scenario exec|list|paint|pipeline|dryrun|run]
+       [--runs N]
 """
 
 from __future__ import annotations
@@ -31,6 +34,12 @@ EXEC = [*GUARD_FLAGS, "--command", "true", "--start-date", "2024-01-01T00:00:00Z
 
 PIPELINE = ["pipeline", "--start-date", "2024-01-01", "--end-date", "2024-01-31", "--reason", "benchmark",
             "--no-progress"]  # fmt: skip
+SCENARIOS = {
+    "list": ["list"],
+    "pipeline": PIPELINE,
+    "dryrun": [*PIPELINE, "--dry-run", "--output", "json"],
+    "run": ["run", "pipeline", "--start-date", "2024-01-03", "--end-date", "2024-01-03"],
+}
 
 
 def checkout(revision: str, into: Path) -> Path:
@@ -51,7 +60,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("old")
     parser.add_argument("new", nargs="?", default=None, help="a revision; the working tree when left out")
-    parser.add_argument("--scenario", choices=("exec", "list", "paint", "pipeline"), default="exec")
+    parser.add_argument("--scenario", choices=("exec", "paint", *SCENARIOS), default="exec")
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="compare-"))
@@ -65,7 +74,7 @@ def main() -> int:
             for _ in range(25):  # a state root of small saved backfills
                 run(trees["new"], [*command, *GUARD_FLAGS, "--command", "true", "--start-date", "2024-01-01",
                                    "--end-date", "2024-01-02", "--no-progress"], work)  # fmt: skip
-        if args.scenario == "pipeline":  # the example, its warehouse kept from run to run (each replaces January)
+        if args.scenario in ("pipeline", "dryrun", "run"):  # the example; its warehouse kept from run to run
             shutil.copytree(ROOT / "examples" / "shop" / "pipeline", work / "pipeline")
             shutil.copy(ROOT / "examples" / "shop" / ".bruin.yml", work / ".bruin.yml")
         if args.scenario == "paint":
@@ -73,8 +82,7 @@ def main() -> int:
         times: dict[str, list[float]] = {"old": [], "new": [], "xargs": []}
         for round_number in range(args.runs + 1):  # the first round writes the bytecode caches and is not counted
             for which in ("old", "new"):
-                argv = {"list": [*command, "list"], "pipeline": [*command, *PIPELINE]}.get(args.scenario)
-                argv = argv or [*command, *EXEC]
+                argv = [*command, *SCENARIOS.get(args.scenario, EXEC)]
                 seconds = run(trees[which], argv, work)
                 if round_number:
                     times[which].append(seconds)
