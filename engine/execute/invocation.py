@@ -159,7 +159,7 @@ class Invocation:
             if self.preflight is not None:
                 assert approval is not None
                 prepared.reason = self.reason
-                prepared.judged_sql = judged_shapes({a.asset.name: a.run_sql for a in self.preflight.facts.selected})
+                prepared.judged_sql = judged_shapes({a.asset.name: a.classified for a in self.preflight.facts.selected})
                 record_invocation(
                     prepared.store,
                     mode=self.mode,

@@ -198,15 +198,14 @@ def _run_sql_findings(asset_facts) -> list[tuple[str, str]]:
     that deletes or rewrites a raw table is never allowed, and neither is one that begins or ends a transaction
     (every run refuses it: the asset runs in one transaction of the run's own); one that cannot be classified is
     human-only (its effect on data is unknown)."""
-    from engine.pipeline.sql_writes import QUERY, RUN_SQL_PHASES, classify, phrase
+    from engine.pipeline.sql_writes import QUERY, RUN_SQL_PHASES, phrase
 
     findings = []
     asset = asset_facts.asset
     unfenced = _unfenced(asset_facts)
     for phase in RUN_SQL_PHASES:
         where = f"{asset.name}: {phrase(phase)}"
-        for sql in asset_facts.run_sql.get(phase, []):
-            classified = classify(sql)
+        for classified in asset_facts.classified.get(phase, []):
             for write in classified.writes:
                 if write.deletes_raw:
                     findings.append(

@@ -8,6 +8,7 @@ in ``errors`` under the check that needed it, and that check becomes human-only.
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,7 @@ if TYPE_CHECKING:  # a command's pre-flight never loads a pipeline: jinja2 and y
     from engine.pipeline.assets import Asset
     from engine.pipeline.config import Config, Connection, Environment
     from engine.pipeline.loading import Pipeline
+    from engine.pipeline.sql_writes import Classified
     from engine.pipeline.templating import Window
 
 
@@ -77,6 +79,14 @@ class AssetFacts:
     after_query: list[str] = field(default_factory=list)
     # what that query writes inside itself ("DELETE on raw.landing": a CTE's DELETE … RETURNING; the run refuses it)
     query_writes: list[str] = field(default_factory=list)
+
+    @functools.cached_property
+    def classified(self) -> dict[str, list[Classified]]:
+        """``run_sql`` classified once, for every check that reads it (the materialization's findings, the tables
+        a snapshot copies, the shapes carried to the partitions)."""
+        from engine.pipeline.sql_writes import classify
+
+        return {phase: [classify(text) for text in texts] for phase, texts in self.run_sql.items()}
 
     @property
     def changes_data(self) -> bool:

@@ -58,13 +58,11 @@ def _written_by_hooks(assets: list[AssetFacts]) -> list[str]:
     """The other tables the assets' hooks (and the SQL of assets run as written) write, as the first partition
     renders them, in the order first named: they are part of the asset, so what they may change is copied whole
     like a rebuilt table."""
-    from engine.pipeline.sql_writes import classify
-
     names = []
     for asset_facts in assets:
-        for texts in asset_facts.run_sql.values():
-            for text in texts:
-                names += [w.table for w in classify(text).writes if w.table not in names]
+        for classified in asset_facts.classified.values():
+            for statements in classified:
+                names += [w.table for w in statements.writes if w.table not in names]
     return names
 
 

@@ -13,14 +13,14 @@ from collections.abc import Mapping, Sequence
 
 import orjson
 
-from engine.pipeline.sql_writes import classify, shape
+from engine.pipeline.sql_writes import Classified, shape
 
 
-def judged_shapes(run_sql: Mapping[str, Mapping[str, Sequence[str]]]) -> dict[str, list[str]]:
-    """``run_sql``: by asset, the SQL each source runs as the pre-flight rendered it. The shapes of the statements
-    among it that cannot be classified, by asset (assets with none left out)."""
+def judged_shapes(run_sql: Mapping[str, Mapping[str, Sequence[Classified]]]) -> dict[str, list[str]]:
+    """``run_sql``: by asset, the SQL each source runs as the pre-flight rendered and classified it. The shapes of
+    the statements among it that cannot be classified, by asset (assets with none left out)."""
     shapes = {
-        asset: sorted({shape(s) for texts in sources.values() for text in texts for s in classify(text).unclassified})
+        asset: sorted({shape(s) for found in sources.values() for c in found for s in c.unclassified})
         for asset, sources in run_sql.items()
     }
     return {asset: found for asset, found in shapes.items() if found}

@@ -103,7 +103,9 @@ def test_a_statement_the_pre_flight_did_not_judge_is_refused_and_one_it_judged_r
     """The pre-flight judged ``CALL load_day('2024-01-08', 8)``: the same call with the tenth's values has its
     shape and runs; PRAGMA import_database, which only the tenth renders, is refused naming where it comes from;
     an approval of one asset's statement does not cover another's."""
-    judged = read_judged_argument(judged_argument(judged_shapes({"mart.t": {"post": ["CALL load_day('d', 8)"]}})))
+    judged = read_judged_argument(
+        judged_argument(judged_shapes({"mart.t": {"post": [classify("CALL load_day('d', 8)")]}}))
+    )
     tenth = classified_run_sql(db, ["SELECT 1"], ["CALL load_day('2024-01-10', 10)"], None)
     refuse_unjudged(AS_WRITTEN, tenth, judged["mart.t"])
     with pytest.raises(UnjudgedStatementRefused) as raised:
@@ -121,12 +123,14 @@ def test_a_statement_the_pre_flight_did_not_judge_is_refused_and_one_it_judged_r
 def test_what_the_pre_flight_judged_is_the_unclassified_statements_by_asset():
     """Only statements that cannot be classified are carried, once each by shape, sorted; an asset with none is
     left out; reads and classified writes are judged again in every partition anyway."""
+    run_sql = {
+        "mid.a": {"pre": ["CALL p(1); SELECT 1", "CALL p(2)"], "query": ["USE raw; DELETE FROM x"]},
+        "mid.b": {"post": ["DELETE FROM raw.x"]},
+    }
     shapes = judged_shapes(
-        {
-            "mid.a": {"pre": ["CALL p(1); SELECT 1", "CALL p(2)"], "query": ["USE raw; DELETE FROM x"]},
-            "mid.b": {"post": ["DELETE FROM raw.x"]},
-        }
-    )
+        {asset: {phase: [classify(t) for t in texts] for phase, texts in sources.items()} for asset, sources in
+         run_sql.items()}
+    )  # fmt: skip
     assert shapes == {"mid.a": ["CALL p(0)", "USE raw"]}
     assert judged_argument(shapes) == '{"mid.a":["CALL p(0)","USE raw"]}'
     assert judged_argument({"b": [], "a": []}) == '{"a":[],"b":[]}'  # one argument for one judgement, in any order
