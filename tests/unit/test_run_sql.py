@@ -124,15 +124,15 @@ def test_what_the_pre_flight_judged_is_the_unclassified_statements_by_asset():
     """Only statements that cannot be classified are carried, once each by shape, sorted; an asset with none is
     left out; reads and classified writes are judged again in every partition anyway."""
     run_sql = {
-        "mid.a": {"pre": ["CALL p(1); SELECT 1", "CALL p(2)"], "query": ["USE raw; DELETE FROM x"]},
+        "mid.a": {"pre": ["CALL p(1); SELECT 1", "CALL p(2); CALL q(3)"], "query": ["USE raw; DELETE FROM x"]},
         "mid.b": {"post": ["DELETE FROM raw.x"]},
     }
     shapes = judged_shapes(
         {asset: {phase: [classify(t) for t in texts] for phase, texts in sources.items()} for asset, sources in
          run_sql.items()}
     )  # fmt: skip
-    assert shapes == {"mid.a": ["CALL p(0)", "USE raw"]}
-    assert judged_argument(shapes) == '{"mid.a":["CALL p(0)","USE raw"]}'
+    assert shapes == {"mid.a": ["CALL p(0)", "CALL q(0)", "USE raw"]}
+    assert judged_argument(shapes) == '{"mid.a":["CALL p(0)","CALL q(0)","USE raw"]}'
     assert judged_argument({"b": [], "a": []}) == '{"a":[],"b":[]}'  # one argument for one judgement, in any order
 
 
