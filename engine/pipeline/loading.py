@@ -437,6 +437,16 @@ def _check_graph(pipeline: Pipeline, problems: Problems) -> None:
                     f"foreign_key of column {column.name!r} names {column.foreign_key[0]!r}, not an asset of this "
                     "pipeline",
                 )
+                continue
+            referenced = pipeline.assets[column.foreign_key[0]] if column.foreign_key else None
+            names = {c.name.lower() for c in referenced.columns} if referenced is not None else set()
+            if names and column.foreign_key[1].lower() not in names:  # Bruin checks it when the asset declares columns
+                problems.add(
+                    asset.path,
+                    asset.line,
+                    f"foreign_key of column {column.name!r} names {'.'.join(column.foreign_key)!r}, a column "
+                    f"{column.foreign_key[0]} does not declare (as Bruin checks it)",
+                )
     for cycle in _cycles(pipeline):
         first = pipeline.assets[cycle[0]]
         line = next((line for dep, line in first.depends if dep == cycle[1 % len(cycle)]), first.line)

@@ -179,6 +179,35 @@ def test_relationships_needs_a_foreign_key_to_an_asset_of_the_pipeline(repo):
     assert "names 's.nowhere', not an asset of this pipeline" in result.stderr
 
 
+def test_a_foreign_key_to_a_column_its_asset_does_not_declare_is_refused_as_bruin_refuses_it(repo):
+    """Bruin's valid-column-metadata (critical): a foreign_key naming a column the referenced asset does not
+    declare, when it declares columns, fails the pipeline (matched without case); it ran here with exit 0. An
+    asset that declares no columns is not checked."""
+    repo.sql("s.customers", "SELECT 1 AS id", materialization={"type": "table"}, columns=[{"name": "ID"}])
+    repo.sql("s.plain", "SELECT 1 AS id", materialization={"type": "table"})
+    repo.sql(
+        "s.orders",
+        "SELECT 1 AS a, 1 AS b, 1 AS c",
+        materialization={"type": "table"},
+        depends=["s.customers", "s.plain"],
+        columns=[
+            {"name": "a", "foreign_key": {"table": "s.customers", "column": "customer_id"}},
+            {"name": "b", "foreign_key": {"table": "s.customers", "column": "Id"}},
+            {"name": "c", "foreign_key": {"table": "s.plain", "column": "anything"}},
+        ],
+    )
+    result = repo.run(*DAY)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.count("foreign_key of column") == 1
+    assert (
+        "foreign_key of column 'a' names 's.customers.customer_id', a column s.customers does not declare (as Bruin "
+        "checks it)"
+    ) in result.stderr
+    repo.sql("s.orders", "SELECT 1 AS b", materialization={"type": "table"}, depends=["s.customers"],
+             columns=[{"name": "b", "foreign_key": {"table": "s.customers", "column": "id"}}])  # fmt: skip
+    repo.run_ok(*DAY)
+
+
 def test_custom_check_count_compares_the_number_of_rows_returned(repo):
     """custom_checks[].count: the query's row count must equal count (not its first value)."""
     repo.sql(
