@@ -262,6 +262,13 @@ def _build_asset(
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*", name):
         problems.add(path, line_of(data, "name"), f"asset name {name!r} must be letters, digits, _ and dots")
         name = str(name)
+    elif str(asset_type).startswith("duckdb.") and ("" in name.split(".") or name.count(".") > 2):
+        # Bruin's lint rule asset-name-component-count (critical), DuckDB's capability: 1 to 3 parts, none empty
+        problems.add(
+            path,
+            line_of(data, "name"),
+            f"asset name {name!r} must be table, schema.table or catalog.schema.table (as Bruin checks a DuckDB name)",
+        )
     asset = Asset(
         name=name,
         type=str(asset_type),

@@ -808,3 +808,27 @@ def test_the_values_bruin_s_lint_rules_take_run(tmp_path, home):
              columns=[{"name": "x", "type": "integer", "tags": ["p", "q"]}])  # fmt: skip
     repo.sql("mid.u", "SELECT 1 AS y", materialization={"type": "table"}, tier=0)
     repo.run_ok(*DAY, env=home)
+
+
+@pytest.mark.parametrize("name", ["a.b.c.d", "mid..t", "mid.t."])
+def test_a_duckdb_asset_name_bruin_cannot_place_is_refused(tmp_path, home, name):
+    """Bruin's asset-name-component-count (critical): a DuckDB asset is table, schema.table or
+    catalog.schema.table, no part empty. Each passed validation here (`a.b.c.d` then failed when its run started,
+    exit 1); each is now a validation problem, exit 2, nothing run. A Python asset's name is not a table's."""
+    repo = Repo(tmp_path / "repo")
+    repo.sql(name, "SELECT 1 AS x", materialization={"type": "table"})
+    refused = repo.run(*DAY, env=home)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert (
+        f"asset name {name!r} must be table, schema.table or catalog.schema.table (as Bruin checks a DuckDB name)"
+    ) in refused.stderr
+    assert not repo.database.exists()
+
+
+def test_duckdb_asset_names_of_one_to_three_parts_run(tmp_path, home):
+    """The names Bruin takes for DuckDB: `t`, `mid.t`, and a Python asset named in four parts."""
+    repo = Repo(tmp_path / "repo")
+    repo.sql("t", "SELECT 1 AS x", materialization={"type": "table"})
+    repo.sql("mid.u", "SELECT 1 AS x", materialization={"type": "table"})
+    repo.python("a.b.c.d", "print('ran')")
+    repo.run_ok(*DAY, env=home)
