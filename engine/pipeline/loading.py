@@ -57,6 +57,7 @@ PIPELINE_FIELDS = {
     "fixtures",
 }
 VARIANT_NAME = re.compile(r"[A-Za-z0-9_-]+", re.ASCII)
+PIPELINE_NAME = re.compile(r"[A-Za-z0-9_.-]+", re.ASCII)
 VARIABLE_TYPES = {
     "string": str,
     "integer": int,
@@ -124,6 +125,8 @@ class Pipeline:
             name = render(self.name_template, {"var": values}).strip()
         except TemplateProblem as error:
             raise BadInput(f"{self.file}: name: {error}") from None
+        if name and (problem := name_problem(name)):
+            raise BadInput(f"{self.file}: {problem}")
         return replace(self, name=name or self.directory.name)
 
     def upstream(self, name: str) -> list[str]:
@@ -306,6 +309,8 @@ def load_pipeline(directory: Path) -> Pipeline:
         data, path, problems, f"pipeline {str(data.get('name') or directory.name)!r}"
     )  # validated; `bruin run` never reads it
     raw_name = str(data.get("name") or directory.name)
+    if "{" not in raw_name and (problem := name_problem(raw_name)):
+        problems.add(path, line_of(data, "name"), problem)
     pipeline = Pipeline(
         name=raw_name,
         directory=directory,
@@ -513,3 +518,11 @@ def _check_bruin_lint(data: dict[str, Any], default: dict[str, Any], path: Path,
 
 def _whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def name_problem(name: str) -> str | None:
+    """Why a pipeline's name (rendered, when it is a template) is not one Bruin takes, or None: its lint rule
+    valid-pipeline-name (critical) wants ASCII letters, digits, ``_``, ``.`` and ``-``."""
+    if PIPELINE_NAME.fullmatch(name):
+        return None
+    return f"pipeline name {name!r} must be letters, digits, _, . and - (as in Bruin)"

@@ -54,6 +54,25 @@ def test_a_variant_sets_variables_and_the_templated_pipeline_name(tmp_path):
     assert repo.query("SELECT * FROM s.t") == [("beta", 3)]
 
 
+def test_a_pipeline_name_bruin_refuses_is_refused_as_written_or_as_rendered(tmp_path, home):
+    """Bruin's valid-pipeline-name (critical): letters, digits, _, . and -. `my pipe` ran here with exit 0; so did
+    a templated name that renders to `my pipe` with a variable. Both are now one line, exit 2, nothing run."""
+    repo = Repo(tmp_path / "repo", pipeline=pipeline_yml(name="my pipe"))
+    repo.sql("s.t", "SELECT 1 AS x", materialization={"type": "table"})
+    plain = repo.run(*DAY, env=home)
+    assert plain.returncode == 2 and "pipeline name 'my pipe' must be letters, digits, _, . and - (as in Bruin)" in (
+        plain.stderr
+    ), plain.stderr
+    repo.write("p/pipeline.yml", yaml.safe_dump({"name": "{{ var.client }}_pipe", "variables": {
+        "client": {"type": "string", "default": "a"}}, "default_connections": {"duckdb": "db"}}))  # fmt: skip
+    rendered = repo.run(*DAY, "--var", 'client="my"', env=home)
+    assert rendered.returncode == 0, rendered.stderr
+    spaced = repo.run(*DAY, "--var", 'client="my pipe"', env=home)
+    assert spaced.returncode == 2, spaced.stdout + spaced.stderr
+    assert "pipeline name 'my pipe_pipe' must be letters, digits, _, . and - (as in Bruin)" in spaced.stderr
+    assert "Traceback" not in spaced.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
