@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -17,7 +16,7 @@ import orjson
 
 from engine.base.errors import BadInput
 from engine.pipeline.asset_types import BRUIN_TYPES, SUPPORTED_TYPES, AssetKind, kind_of
-from engine.pipeline.columns import Column, CustomCheck, parse_columns, parse_custom_checks
+from engine.pipeline.columns import Column, CustomCheck, parse_columns, parse_custom_checks, repeated_name
 from engine.pipeline.defaults import with_defaults
 from engine.pipeline.inline_header import inline_header
 from engine.pipeline.problems import Problems
@@ -286,7 +285,7 @@ def _build_asset(
     asset.owner = _optional_str(data, "owner", path, problems)
     asset.description = _optional_str(data, "description", path, problems)
     asset.tags = tuple(_string_list(data, "tags", path, problems))
-    if repeated := _repeated(asset.tags):  # Bruin's lint rule duplicate-tags (critical), without case
+    if repeated := repeated_name(asset.tags):  # Bruin's lint rule duplicate-tags (critical), without case
         problems.add(
             path, line_of(data, "tags"), f"tag {repeated!r} is given twice (as Bruin reads tags, without case)"
         )
@@ -332,16 +331,6 @@ def _build_asset(
             "write to DuckDB from the script using BRUIN_DUCKDB_PATH",
         )
     return asset
-
-
-def _repeated(names: Sequence[str]) -> str | None:
-    """The first name given twice, compared without case (as Bruin compares tags and column names), or None."""
-    seen: set[str] = set()
-    for name in names:
-        if name.lower() in seen:
-            return name
-        seen.add(name.lower())
-    return None
 
 
 def _enabled(data: dict[str, Any], path: Path, problems: Problems) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,8 +100,7 @@ def parse_columns(data: dict[str, Any], path: Path, problems: Problems) -> tuple
             problems.add(path, line, f"column {entry['name']!r} is declared twice (as Bruin reads names, without case)")
         seen.add(entry["name"].lower())
         tags = entry.get("tags")
-        lowered = [str(tag).lower() for tag in tags] if isinstance(tags, list) else []
-        if len(set(lowered)) < len(lowered):
+        if isinstance(tags, list) and repeated_name([str(tag) for tag in tags]):
             problems.add(path, line_of(entry, "tags") or line, f"column {entry['name']!r} gives a tag twice (as Bruin "
                          "reads tags, without case)")  # fmt: skip
         for key in entry:
@@ -204,3 +204,13 @@ def parse_custom_checks(data: dict[str, Any], path: Path, problems: Problems) ->
             )
         )
     return tuple(checks)
+
+
+def repeated_name(names: Sequence[str]) -> str | None:
+    """The first name given twice, compared without case (as Bruin compares tags and column names), or None."""
+    seen: set[str] = set()
+    for name in names:
+        if name.lower() in seen:
+            return name
+        seen.add(name.lower())
+    return None

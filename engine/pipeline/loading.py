@@ -435,22 +435,23 @@ def _check_graph(pipeline: Pipeline, problems: Problems) -> None:
     pipeline.downstream = downstream
     for asset in pipeline.assets.values():
         for column in asset.columns:
-            if column.foreign_key and column.foreign_key[0] not in pipeline.assets:
+            if not column.foreign_key:
+                continue
+            table, target = column.foreign_key
+            if table not in pipeline.assets:
                 problems.add(
                     asset.path,
                     asset.line,
-                    f"foreign_key of column {column.name!r} names {column.foreign_key[0]!r}, not an asset of this "
-                    "pipeline",
+                    f"foreign_key of column {column.name!r} names {table!r}, not an asset of this pipeline",
                 )
                 continue
-            referenced = pipeline.assets[column.foreign_key[0]] if column.foreign_key else None
-            names = {c.name.lower() for c in referenced.columns} if referenced is not None else set()
-            if names and column.foreign_key[1].lower() not in names:  # Bruin checks it when the asset declares columns
+            declared = {c.name.lower() for c in pipeline.assets[table].columns}
+            if declared and target.lower() not in declared:  # Bruin checks it when the asset declares columns
                 problems.add(
                     asset.path,
                     asset.line,
-                    f"foreign_key of column {column.name!r} names {'.'.join(column.foreign_key)!r}, a column "
-                    f"{column.foreign_key[0]} does not declare (as Bruin checks it)",
+                    f"foreign_key of column {column.name!r} names '{table}.{target}', a column {table} does not "
+                    "declare (as Bruin checks it)",
                 )
     for cycle in _cycles(pipeline):
         first = pipeline.assets[cycle[0]]
