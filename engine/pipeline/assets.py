@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from engine.base.errors import BadInput
+from engine.pipeline import bruin_lint
 from engine.pipeline.asset_types import BRUIN_TYPES, SUPPORTED_TYPES, AssetKind, kind_of
 from engine.pipeline.columns import Column, CustomCheck, parse_columns, parse_custom_checks, repeated_name
 from engine.pipeline.defaults import with_defaults
@@ -301,6 +302,7 @@ def _build_asset(
     asset.enabled = _enabled(data, path, problems)
     asset.timeout = parse_timeout(data, path, problems)
     asset.secrets = parse_secrets(data, path, problems)
+    bruin_lint.check_asset_notifications(data, path, problems)
     restricted = data.get("full_refresh_restricted", data.get("refresh_restricted", False))
     if not isinstance(restricted, bool):
         problems.add(path, line_of(data, "full_refresh_restricted"), "full_refresh_restricted must be true or false")
@@ -489,6 +491,8 @@ def _materialization(data: dict[str, Any], path: Path, problems: Problems) -> Ma
             )
         if kind == "view":
             problems.add(path, line_of(raw, "strategy"), "a view has no strategy")
+    for name, message in bruin_lint.materialization_problems(raw, kind, strategy):
+        problems.add(path, line_of(raw, name), message)
     if kind == "table" and strategy is None:
         strategy = "create+replace"
     granularity = raw.get("time_granularity")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.base.errors import BadInput
-from engine.pipeline.asset_types import BRUIN_SQL_TYPES
+from engine.pipeline import bruin_lint
 from engine.pipeline.assets import (
     ASSET_DIRECTORIES,
     NOT_USED_HERE,
@@ -57,7 +57,6 @@ PIPELINE_FIELDS = {
     "fixtures",
 }
 VARIANT_NAME = re.compile(r"[A-Za-z0-9_-]+", re.ASCII)
-PIPELINE_NAME = re.compile(r"[A-Za-z0-9_.-]+", re.ASCII)
 VARIABLE_TYPES = {
     "string": str,
     "integer": int,
@@ -125,7 +124,7 @@ class Pipeline:
             name = render(self.name_template, {"var": values}).strip()
         except TemplateProblem as error:
             raise BadInput(f"{self.file}: name: {error}") from None
-        if name and (problem := name_problem(name)):
+        if name and (problem := bruin_lint.name_problem(name)):
             raise BadInput(f"{self.file}: {problem}")
         return replace(self, name=name or self.directory.name)
 
@@ -303,13 +302,13 @@ def load_pipeline(directory: Path) -> Pipeline:
             problems.warn(path, line_of(default, key), f"unknown field 'default.{key}' (ignored)")
     if "retries" in default:
         problems.warn(path, line_of(default, "retries"), f"default.retries: {NOT_USED_HERE['retries']} (ignored)")
-    _check_bruin_lint(data, default, path, problems)
+    bruin_lint.check_pipeline(data, default, path, problems)
     modifiers = default.get("interval_modifiers")
     check_start_date(
         data, path, problems, f"pipeline {str(data.get('name') or directory.name)!r}"
     )  # validated; `bruin run` never reads it
     raw_name = str(data.get("name") or directory.name)
-    if "{" not in raw_name and (problem := name_problem(raw_name)):
+    if "{" not in raw_name and (problem := bruin_lint.name_problem(raw_name)):
         problems.add(path, line_of(data, "name"), problem)
     pipeline = Pipeline(
         name=raw_name,
@@ -487,43 +486,3 @@ def _cycles(pipeline: Pipeline) -> list[list[str]]:
         if name not in state:
             visit(name)
     return found
-
-
-def _check_bruin_lint(data: dict[str, Any], default: dict[str, Any], path: Path, problems: Problems) -> None:
-    """What Bruin's critical lint rules refuse in ``pipeline.yml`` before a run (valid-pipeline-concurrency,
-    valid-pipeline-max-active-steps, default-hooks-applicable-types): we run none of these fields, but a pipeline
-    Bruin would not run is not run here either."""
-    concurrency = data.get("concurrency")
-    if concurrency is not None and (not _whole(concurrency) or concurrency < 0):
-        problems.add(
-            path, line_of(data, "concurrency"), f"concurrency {concurrency!r} must be 1 or greater (as in Bruin)"
-        )
-    steps = data.get("max_active_steps")
-    if steps is not None and (not _whole(steps) or steps <= 0):
-        problems.add(
-            path,
-            line_of(data, "max_active_steps"),
-            f"max_active_steps {steps!r} must be a positive number (as in Bruin)",
-        )
-    hooks = default.get("hooks")
-    applicable = hooks.get("applicable_type") if isinstance(hooks, dict) else None
-    for name in applicable if isinstance(applicable, list) else []:
-        if name not in BRUIN_SQL_TYPES:
-            problems.add(
-                path,
-                line_of(hooks, "applicable_type"),
-                f"default hooks' applicable_type {name!r} is not an SQL asset type: hooks reach SQL assets only "
-                "(as in Bruin)",
-            )
-
-
-def _whole(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def name_problem(name: str) -> str | None:
-    """Why a pipeline's name (rendered, when it is a template) is not one Bruin takes, or None: its lint rule
-    valid-pipeline-name (critical) wants ASCII letters, digits, ``_``, ``.`` and ``-``."""
-    if PIPELINE_NAME.fullmatch(name):
-        return None
-    return f"pipeline name {name!r} must be letters, digits, _, . and - (as in Bruin)"

@@ -777,6 +777,32 @@ LINT_CASES = {
         {}, {"default": {"hooks": {"applicable_type": ["python"], "post": [{"query": "SELECT 1"}]}}},
         "default hooks' applicable_type 'python' is not an SQL asset type: hooks reach SQL assets only (as in Bruin)",
     ),
+    "valid-pipeline-schedule": ({}, {"schedule": "sometimes"}, "schedule 'sometimes' is not a cron expression of five"),
+    "valid-pipeline-schedule, a day of week 7": (
+        {}, {"schedule": "0 3 * * 7"}, "schedule '0 3 * * 7' has day of week '7': outside 0-6 (as Bruin reads it)",
+    ),
+    "valid-pipeline-notifications": (
+        {}, {"notifications": {"slack": [{"channel": "#ops"}, {"channel": "ops"}]}},
+        "notifications: slack channel 'ops' is given twice (as Bruin checks them)",
+    ),
+    "valid-asset-notifications": (
+        {"notifications": {"email": [{"recipients": ["ops@example.com", " "]}]}}, None,
+        "notifications: an email recipient is blank (as Bruin checks them)",
+    ),
+    "valid-asset-notifications of a column check": (
+        {"columns": [{"name": "x", "type": "integer", "checks": [{"name": "not_null",
+                                                                 "notifications": {"discord": [{}]}}]}]}, None,
+        "check 'not_null' of column 'x': notifications: every discord entry needs a connection",
+    ),
+    "valid-materialization, a view's key": (
+        {"materialization": {"type": "view", "incremental_key": "x"}}, None,
+        "a view takes no incremental_key (as Bruin checks it)",
+    ),
+    "valid-materialization, a key append ignores": (
+        {"materialization": {"type": "table", "strategy": "append", "incremental_key": "x"}}, None,
+        "incremental_key applies only to strategies delete+insert, time_interval, scd2_by_time, scd2_by_column, "
+        "not append (as Bruin checks it)",
+    ),
 }  # fmt: skip
 
 
@@ -784,13 +810,14 @@ LINT_CASES = {
 def test_what_bruin_s_critical_lint_rules_refuse_is_refused(tmp_path, home, rule):
     """pkg/lint/list.go: `bruin run` refuses a pipeline that fails any of its fast critical lint rules. Each of
     these ran here with exit 0: it is now a validation problem naming the file and the value, exit 2, nothing run.
-    The values next to them that Bruin takes (tier 0 and 1–5, concurrency 0, a 1s timeout, distinct tags) run."""
+    The values next to them that Bruin takes (tier 0 and 1–5, concurrency 0, a 1s timeout, distinct tags, a cron
+    schedule, notifications with their targets, a view without a key, a key beside delete+insert) run."""
     header, pipeline, message = LINT_CASES[rule]
     repo = Repo(tmp_path / "repo")
     repo.write(
         "p/pipeline.yml", yaml.safe_dump({"name": "p", "default_connections": {"duckdb": "db"}, **(pipeline or {})})
     )
-    repo.sql("mid.t", "SELECT 1 AS x", materialization={"type": "table"}, **header)
+    repo.sql("mid.t", "SELECT 1 AS x", **{"materialization": {"type": "table"}, **header})
     refused = repo.run(*DAY, env=home)
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert message in refused.stderr and "(nothing was run)" in refused.stderr
@@ -799,14 +826,22 @@ def test_what_bruin_s_critical_lint_rules_refuse_is_refused(tmp_path, home, rule
 
 def test_the_values_bruin_s_lint_rules_take_run(tmp_path, home):
     """The neighbours of the values refused above, which Bruin runs: tier 0 (unset) and 5, concurrency 0 (one at
-    a time), max_active_steps 1, a timeout of exactly 1s, tags that differ, SQL types in applicable_type."""
+    a time), max_active_steps 1, a timeout of exactly 1s, tags that differ, SQL types in applicable_type, a cron
+    schedule in a zone, notifications each with its target, a view without a key, a key beside delete+insert and
+    beside a table's default strategy (Bruin reads no key there)."""
     repo = Repo(tmp_path / "repo")
     default = {"hooks": {"applicable_type": ["duckdb.sql", "bq.sql"], "post": [{"query": "SELECT 1"}]}}
-    settings = {"concurrency": 0, "max_active_steps": 1, "default": default}
+    notifications = {"slack": [{"channel": "#ops"}, {"channel": "data"}], "email": [{"recipients": ["a@x.io"]}]}
+    settings = {"concurrency": 0, "max_active_steps": 1, "default": default, "notifications": notifications,
+                "schedule": "CRON_TZ=Europe/Paris */15 6-18 1,15 jan-mar MON-fri"}  # fmt: skip
     repo.write("p/pipeline.yml", yaml.safe_dump({"name": "p", "default_connections": {"duckdb": "db"}, **settings}))
     repo.sql("mid.t", "SELECT 1 AS x", materialization={"type": "table"}, tier=5, timeout="1s", tags=["a", "b"],
-             columns=[{"name": "x", "type": "integer", "tags": ["p", "q"]}])  # fmt: skip
+             columns=[{"name": "x", "type": "integer", "tags": ["p", "q"]}], notifications=notifications)  # fmt: skip
     repo.sql("mid.u", "SELECT 1 AS y", materialization={"type": "table"}, tier=0)
+    repo.sql("mid.v", "SELECT 1 AS y", materialization={"type": "view"})
+    keyed = {"type": "table", "strategy": "delete+insert", "incremental_key": "d"}
+    repo.sql("mid.k", "SELECT DATE '2024-01-03' AS d", materialization=keyed)
+    repo.sql("mid.plain", "SELECT DATE '2024-01-03' AS d", materialization={"type": "table", "incremental_key": "d"})
     repo.run_ok(*DAY, env=home)
 
 

@@ -1,0 +1,88 @@
+"""Bruin's lint rules on fields a run here does not act on (engine/pipeline/bruin_lint.py): a schedule as
+robfig/cron's ParseStandard reads it after Bruin's own names, and notifications as validateNotifications reads
+them."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.pipeline.bruin_lint import _notification_problems, materialization_problems, schedule_problem
+
+TAKEN = [
+    "daily", "hourly", "weekly", "monthly", "continuous", "@continuous", "@daily", "@midnight", "@annually",
+    "0 3 * * *", "*/15 * * * *", "5/10 * * * *", "0 0 1 jan-MAR mon-fri", "0 0 * * SUN", "0 0 31 12 6",
+    "0-59/59 0-23 1-31 1-12 0-6", "? ? ? ? ?", "+5 * * * *", "*-9 * * * *", "0 3 * * *  ",
+    "TZ=Europe/Paris 0 3 * * *", "CRON_TZ=America/New_York @daily", "TZ=Local 0 3 * * *",
+    "@every 1h30m", "@every 1.5h", "@every .5s", "@every 0", "@every 300ms",
+]  # fmt: skip
+REFUSED = [
+    "Daily", " daily", "sometimes", "@reboot", "@Daily", "@every", "@every 5", "@every 5 s", "@every  5s", "5",
+    "* * * *", "* * * * * *", "60 * * * *", "0 24 * * *", "0 0 0 * *", "0 0 32 * *", "0 0 * 0 *", "0 0 * 13 *",
+    "0 0 * * 7", "5-1 * * * *", "*/0 * * * *", "1,,2 * * * *", "1, * * * *", "1-2-3 * * * *", "1/2/3 * * * *",
+    "a * * * *", "0 0 * * L", "0 0 15W * *", "٥ * * * *", "1_0 * * * *", "-1 * * * *", "*/x * * * *",
+    "0 0 * jan-foo *", "TZ=Nowhere/Else 0 3 * * *", "TZ=UTC",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("schedule", TAKEN)
+def test_schedules_bruin_parses_are_taken(schedule):
+    """Cron of five fields with names, steps, ranges and `?`, Bruin's names, descriptors, @every a Go duration,
+    a TZ= or CRON_TZ= zone: what robfig/cron's ParseStandard takes."""
+    assert schedule_problem(schedule) is None
+
+
+@pytest.mark.parametrize("schedule", REFUSED)
+def test_schedules_bruin_cannot_parse_are_refused(schedule):
+    """Names with the wrong case, unknown descriptors, a field count other than five, values outside a field's
+    range, empty list items, steps of zero, L and W, digits Go's Atoi does not read, a zone that does not exist."""
+    assert schedule_problem(schedule) is not None
+
+
+def test_the_refusal_names_the_field_and_why():
+    """The message says which field and what is wrong with it, or what a schedule may be."""
+    assert schedule_problem("0 0 * * 7") == "has day of week '7': outside 0-6"
+    assert schedule_problem("0 0 5-1 * *") == "has day of month '5-1': its range begins after it ends"
+    assert schedule_problem("*/0 * * * *") == "has minute '*/0': a step must be positive"
+    assert schedule_problem("0 0 * foo *") == "has month 'foo': 'foo' is not a number or a name"
+    assert schedule_problem("0 x * * *") == "has hour 'x': 'x' is not a number"
+    assert schedule_problem("CRON_TZ=Mars/Base 0 0 * * *") == "names no time zone ('Mars/Base')"
+    assert schedule_problem("0 0 * *").startswith("is not a cron expression of five fields")
+
+
+def test_notifications_need_their_target_once():
+    """Slack channels (with or without #), Teams and Discord connections: given, and given once; emails: with
+    recipients, none blank, no two to the same list. Webhooks are not checked (neither does Bruin)."""
+    targets = {"slack": [{"channel": "#a"}, {"channel": "a"}, {}], "ms_teams": [{"connection": "t"}],
+               "discord": [{"connection": "d"}, {"connection": "d"}], "webhook": [{}],
+               "email": [{"recipients": ["x@y"]}, {"recipients": [" x@y "]}, {"recipients": []},
+                         {"recipients": [""]}]}  # fmt: skip
+    assert _notification_problems(targets) == [
+        "slack channel 'a' is given twice",
+        "every slack entry needs a channel",
+        "discord connection 'd' is given twice",
+        "two email entries have the same recipients",
+        "every email entry needs at least one recipient",
+        "an email recipient is blank",
+    ]
+    fine = {"slack": [{"channel": "a"}, {"channel": "b"}], "ms_teams": [], "discord": [], "webhook": [],
+            "email": [{"recipients": ["x@y"]}, {"recipients": ["x@y", "z@y"]}]}  # fmt: skip
+    assert _notification_problems(fine) == []
+
+
+@pytest.mark.parametrize(
+    ("raw", "kind", "strategy", "fields"),
+    [
+        ({"incremental_key": "d", "partition_by": "d", "cluster_by": ["d"]}, "view", None,
+         ["incremental_key", "partition_by", "cluster_by"]),
+        ({"partition_by": "", "cluster_by": None}, "view", None, []),
+        ({"incremental_key": "d"}, "table", "merge", ["incremental_key"]),
+        ({"incremental_key": "d"}, "table", "create+replace", ["incremental_key"]),
+        ({"incremental_key": "d"}, "table", None, []),
+        ({"incremental_key": "d"}, "table", "scd2_by_column", []),
+        ({"incremental_key": "d"}, None, "append", []),
+    ],
+)  # fmt: skip
+def test_a_key_or_layout_bruin_refuses_is_named(raw, kind, strategy, fields):
+    """A view takes no key, partitioning or clustering; a table's key only beside the strategies that read it
+    (none given: Bruin checks nothing); no materialization type: nothing checked (as Bruin)."""
+    assert [name for name, _ in materialization_problems(raw, kind, strategy)] == fields
