@@ -491,8 +491,8 @@ def _materialization(data: dict[str, Any], path: Path, problems: Problems) -> Ma
             )
         if kind == "view":
             problems.add(path, line_of(raw, "strategy"), "a view has no strategy")
-    for name, message in bruin_lint.materialization_problems(raw, kind, strategy):
-        problems.add(path, line_of(raw, name), message)
+    for name, message, fatal in bruin_lint.materialization_problems(raw, kind, strategy):
+        (problems.add if fatal else problems.warn)(path, line_of(raw, name), message)
     if kind == "table" and strategy is None:
         strategy = "create+replace"
     granularity = raw.get("time_granularity")

@@ -19,6 +19,8 @@ from engine.pipeline.yamlfile import line_of
 PIPELINE_NAME = re.compile(r"[A-Za-z0-9_.-]+", re.ASCII)
 # Strategies that take materialization.incremental_key (Bruin's EnsureMaterializationValuesAreValidForSingleAsset).
 KEYED_STRATEGIES = ("delete+insert", "time_interval", "scd2_by_time", "scd2_by_column")
+# Strategies whose incremental_key only the guardrails read here (which rows a partition owns): Bruin refuses it.
+FENCED_BY_KEY = ("append", "merge")
 
 
 def check_pipeline(data: dict[str, Any], default: dict[str, Any], path: Path, problems: Problems) -> None:
@@ -119,22 +121,45 @@ def _notification_problems(targets: dict[str, list[dict[str, Any]]]) -> list[str
     return found
 
 
-def materialization_problems(raw: dict[str, Any], kind: Any, strategy: str | None) -> list[tuple[str, str]]:
-    """(field, message) for what Bruin's valid-materialization refuses beyond what a run here checks: a view
-    with an incremental key, a partitioning or a clustering; an incremental key beside a strategy that takes
-    none. ``strategy``: as written (lowercased), None when not given."""
+def materialization_problems(raw: dict[str, Any], kind: Any, strategy: str | None) -> list[tuple[str, str, bool]]:
+    """(field, message, fatal) for what Bruin's valid-materialization refuses beyond what a run here checks: a
+    view with an incremental key, a partitioning or a clustering; an incremental key beside a strategy that takes
+    none. ``strategy``: as written (lowercased), None when not given. Beside ``append`` and ``merge`` the key
+    fences each partition's rows for the guardrails here (docs/guardrails.md), so it only warns that Bruin's
+    linter refuses it."""
     found = []
     if kind == "view":
         for name in ("incremental_key", "partition_by", "cluster_by"):
             if raw.get(name) not in (None, ""):
-                found.append((name, f"a view takes no {name} (as Bruin checks it)"))
+                found.append((name, f"a view takes no {name} (as Bruin checks it)", True))
     elif kind == "table" and strategy not in (None, *KEYED_STRATEGIES) and raw.get("incremental_key") not in (None, ""):
+        fenced = strategy in FENCED_BY_KEY
         found.append(
             (
                 "incremental_key",
-                f"incremental_key applies only to strategies {', '.join(KEYED_STRATEGIES)}, not {strategy} "
-                "(as Bruin checks it)",
+                f"incremental_key applies only to strategies {', '.join(KEYED_STRATEGIES)} in Bruin, whose linter "
+                f"refuses it beside {strategy}"
+                + (": here it tells the guardrails which rows each partition owns" if fenced else ""),
+                not fenced,
             )
+        )
+    return found
+
+
+def column_detail_problems(column: dict[str, Any]) -> list[tuple[str, str]]:
+    """(field, message) for what Bruin's valid-column-metadata refuses in a column's type detail: a precision or
+    length that is not a positive whole number, a scale that is negative or above the precision."""
+    found = []
+    name = column.get("name")
+    for key, least in (("precision", 1), ("length", 1), ("scale", 0)):
+        value = column.get(key)
+        if value is not None and (not _whole(value) or value < least):
+            kind = "a positive whole number" if least else "a whole number, not negative"
+            found.append((key, f"{key} {value!r} of column {name!r} must be {kind} (as Bruin checks it)"))
+    precision, scale = column.get("precision"), column.get("scale")
+    if _whole(precision) and _whole(scale) and 0 < precision < scale:
+        found.append(
+            ("scale", f"scale {scale} of column {name!r} is above its precision {precision} (as Bruin checks it)")
         )
     return found
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.pipeline.bruin_lint import column_detail_problems
 from engine.pipeline.problems import Problems
 from engine.pipeline.yamlfile import line_of
 
@@ -106,6 +107,8 @@ def parse_columns(data: dict[str, Any], path: Path, problems: Problems) -> tuple
         for key in entry:
             if key not in COLUMN_FIELDS:
                 problems.warn(path, line_of(entry, key), f"unknown field {key!r} in column {entry['name']!r} (ignored)")
+        for key, message in column_detail_problems(entry):
+            problems.add(path, line_of(entry, key) or line, message)
         checks = []
         for check in entry.get("checks") or []:
             check_line = line_of(check) or line_of(entry, "checks")

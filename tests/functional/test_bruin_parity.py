@@ -794,14 +794,22 @@ LINT_CASES = {
                                                                  "notifications": {"discord": [{}]}}]}]}, None,
         "check 'not_null' of column 'x': notifications: every discord entry needs a connection",
     ),
+    "valid-column-metadata, a precision of 0": (
+        {"columns": [{"name": "x", "type": "decimal", "precision": 0}]}, None,
+        "precision 0 of column 'x' must be a positive whole number (as Bruin checks it)",
+    ),
+    "valid-column-metadata, a scale above the precision": (
+        {"columns": [{"name": "x", "type": "decimal", "precision": 5, "scale": 6}]}, None,
+        "scale 6 of column 'x' is above its precision 5 (as Bruin checks it)",
+    ),
     "valid-materialization, a view's key": (
         {"materialization": {"type": "view", "incremental_key": "x"}}, None,
         "a view takes no incremental_key (as Bruin checks it)",
     ),
-    "valid-materialization, a key append ignores": (
-        {"materialization": {"type": "table", "strategy": "append", "incremental_key": "x"}}, None,
-        "incremental_key applies only to strategies delete+insert, time_interval, scd2_by_time, scd2_by_column, "
-        "not append (as Bruin checks it)",
+    "valid-materialization, a key a rebuild never reads": (
+        {"materialization": {"type": "table", "strategy": "create+replace", "incremental_key": "x"}}, None,
+        "incremental_key applies only to strategies delete+insert, time_interval, scd2_by_time, scd2_by_column in "
+        "Bruin, whose linter refuses it beside create+replace",
     ),
 }  # fmt: skip
 
@@ -828,7 +836,8 @@ def test_the_values_bruin_s_lint_rules_take_run(tmp_path, home):
     """The neighbours of the values refused above, which Bruin runs: tier 0 (unset) and 5, concurrency 0 (one at
     a time), max_active_steps 1, a timeout of exactly 1s, tags that differ, SQL types in applicable_type, a cron
     schedule in a zone, notifications each with its target, a view without a key, a key beside delete+insert and
-    beside a table's default strategy (Bruin reads no key there)."""
+    beside a table's default strategy (Bruin reads no key there); beside append, where Bruin's linter refuses it
+    and our guardrails read it, a warning says so."""
     repo = Repo(tmp_path / "repo")
     default = {"hooks": {"applicable_type": ["duckdb.sql", "bq.sql"], "post": [{"query": "SELECT 1"}]}}
     notifications = {"slack": [{"channel": "#ops"}, {"channel": "data"}], "email": [{"recipients": ["a@x.io"]}]}
@@ -836,13 +845,19 @@ def test_the_values_bruin_s_lint_rules_take_run(tmp_path, home):
                 "schedule": "CRON_TZ=Europe/Paris */15 6-18 1,15 jan-mar MON-fri"}  # fmt: skip
     repo.write("p/pipeline.yml", yaml.safe_dump({"name": "p", "default_connections": {"duckdb": "db"}, **settings}))
     repo.sql("mid.t", "SELECT 1 AS x", materialization={"type": "table"}, tier=5, timeout="1s", tags=["a", "b"],
-             columns=[{"name": "x", "type": "integer", "tags": ["p", "q"]}], notifications=notifications)  # fmt: skip
+             columns=[{"name": "x", "type": "integer", "tags": ["p", "q"], "precision": 5, "scale": 5, "length": 1}],
+             notifications=notifications)  # fmt: skip
     repo.sql("mid.u", "SELECT 1 AS y", materialization={"type": "table"}, tier=0)
     repo.sql("mid.v", "SELECT 1 AS y", materialization={"type": "view"})
     keyed = {"type": "table", "strategy": "delete+insert", "incremental_key": "d"}
     repo.sql("mid.k", "SELECT DATE '2024-01-03' AS d", materialization=keyed)
     repo.sql("mid.plain", "SELECT DATE '2024-01-03' AS d", materialization={"type": "table", "incremental_key": "d"})
-    repo.run_ok(*DAY, env=home)
+    repo.sql("mid.log", "SELECT DATE '2024-01-03' AS d", materialization={"type": "table", "strategy": "append",
+                                                                        "incremental_key": "d"})  # fmt: skip
+    ran = repo.run_ok(*DAY, env=home)
+    assert (  # our guardrails read the key beside append (which rows a partition owns): said, not refused
+        "whose linter refuses it beside append: here it tells the guardrails which rows each partition owns"
+    ) in ran.stdout + ran.stderr
 
 
 @pytest.mark.parametrize("name", ["a.b.c.d", "mid..t", "mid.t."])

@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from engine.pipeline.bruin_lint import _notification_problems, materialization_problems, schedule_problem
+from engine.pipeline.bruin_lint import (
+    _notification_problems,
+    column_detail_problems,
+    materialization_problems,
+    schedule_problem,
+)
 
 TAKEN = [
     "daily", "hourly", "weekly", "monthly", "continuous", "@continuous", "@daily", "@midnight", "@annually",
@@ -73,10 +78,12 @@ def test_notifications_need_their_target_once():
     ("raw", "kind", "strategy", "fields"),
     [
         ({"incremental_key": "d", "partition_by": "d", "cluster_by": ["d"]}, "view", None,
-         ["incremental_key", "partition_by", "cluster_by"]),
+         [("incremental_key", True), ("partition_by", True), ("cluster_by", True)]),
         ({"partition_by": "", "cluster_by": None}, "view", None, []),
-        ({"incremental_key": "d"}, "table", "merge", ["incremental_key"]),
-        ({"incremental_key": "d"}, "table", "create+replace", ["incremental_key"]),
+        ({"incremental_key": "d"}, "table", "merge", [("incremental_key", False)]),
+        ({"incremental_key": "d"}, "table", "append", [("incremental_key", False)]),
+        ({"incremental_key": "d"}, "table", "create+replace", [("incremental_key", True)]),
+        ({"incremental_key": "d"}, "table", "truncate+insert", [("incremental_key", True)]),
         ({"incremental_key": "d"}, "table", None, []),
         ({"incremental_key": "d"}, "table", "scd2_by_column", []),
         ({"incremental_key": "d"}, None, "append", []),
@@ -84,5 +91,23 @@ def test_notifications_need_their_target_once():
 )  # fmt: skip
 def test_a_key_or_layout_bruin_refuses_is_named(raw, kind, strategy, fields):
     """A view takes no key, partitioning or clustering; a table's key only beside the strategies that read it
-    (none given: Bruin checks nothing); no materialization type: nothing checked (as Bruin)."""
-    assert [name for name, _ in materialization_problems(raw, kind, strategy)] == fields
+    (none given: Bruin checks nothing); beside append and merge, which our guardrails fence by it, a warning; no
+    materialization type: nothing checked (as Bruin)."""
+    assert [(name, fatal) for name, _, fatal in materialization_problems(raw, kind, strategy)] == fields
+
+
+@pytest.mark.parametrize(
+    ("column", "fields"),
+    [
+        ({"precision": 0, "length": -1, "scale": -1}, ["precision", "length", "scale"]),
+        ({"precision": 1, "length": 1, "scale": 0}, []),
+        ({"precision": 5, "scale": 5}, []),
+        ({"precision": 5, "scale": 6}, ["scale"]),
+        ({"precision": 0, "scale": 6}, ["precision"]),
+        ({"precision": "5", "length": 2.5, "scale": True}, ["precision", "length", "scale"]),
+    ],
+)
+def test_a_column_s_type_detail_bruin_refuses_is_named(column, fields):
+    """Precision and length positive whole numbers, a scale not negative and not above a valid precision (one
+    message for a bad precision, not two), as Bruin's valid-column-metadata."""
+    assert [name for name, _ in column_detail_problems({"name": "x", **column})] == fields
