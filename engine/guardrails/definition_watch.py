@@ -42,8 +42,7 @@ class DefinitionWatch:
         if facts.pipeline is None:
             return None
         directory = facts.pipeline.directory
-        files = {facts.pipeline.file} | {a.asset.path for a in facts.selected}
-        files |= {a.asset.seed_path for a in facts.selected if a.asset.seed_path is not None}
+        files = {facts.pipeline.file} | {path for a in facts.selected for path in a.asset.own_files}
         trees = read_trees(directory, [a.asset for a in facts.selected])
         files |= {path for tree in trees for path in tree_files(*tree)}
         judged = {path: preflight.components.get(file_component(path, directory)) or file_hash(path) for path in files}

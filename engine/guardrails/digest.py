@@ -60,8 +60,7 @@ def components_of(facts: Facts, results: list[PreflightCheck]) -> dict[str, str]
         ids.update(f"{request.selection_key}\n{request.selected_count}".encode())
     parts["partition IDs"] = ids.hexdigest()
     if facts.pipeline is not None:
-        files = {facts.pipeline.file} | {a.asset.path for a in facts.assets.values()}
-        files |= {a.asset.seed_path for a in facts.assets.values() if a.asset.seed_path is not None}
+        files = {facts.pipeline.file} | {path for a in facts.assets.values() for path in a.asset.own_files}
         base = facts.pipeline.directory
         for directory, pattern in read_trees(base, [a.asset for a in facts.assets.values()]):
             files |= tree_files(directory, pattern)
@@ -99,7 +98,7 @@ def read_trees(base: Path, assets: list[Asset]) -> list[tuple[Path, str]]:
     may render any), and every module beside a Python asset (its directory is first on its ``sys.path``, so a
     helper it imports, or a new ``json.py`` shadowing one, runs as part of it)."""
     trees = [(base / "macros", "*.sql")]
-    trees += [(d, "*.py") for d in sorted({a.path.parent for a in assets if a.kind == AssetKind.PYTHON})]
+    trees += [(d, "*.py") for d in sorted({a.script.parent for a in assets if a.kind == AssetKind.PYTHON})]
     return trees
 
 

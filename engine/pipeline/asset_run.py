@@ -306,8 +306,8 @@ class AssetRun:
             environment["BRUIN_CONNECTION"] = connection
             environment["BRUIN_DUCKDB_PATH"] = str(self.pool.path_of(connection))
         process = subprocess.Popen(
-            [sys.executable, str(self.asset.path)],
-            cwd=self.asset.path.parent,
+            [sys.executable, str(self.asset.script)],
+            cwd=self.asset.script.parent,
             env=environment,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,

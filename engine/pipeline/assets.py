@@ -7,6 +7,7 @@ Parsing never stops at the first problem: every problem found is collected as
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -137,6 +138,7 @@ class Asset:
     body: str = ""
     body_line: int = 1
     seed_path: Path | None = None  # a seed's local file
+    run_file: Path | None = None  # a YAML asset's `run:`: its SQL, or the script a Python asset runs
     seed_url: str | None = None  # or its http(s) URL
     seed_template: str | None = None  # or a path that is a template ("{{ var.region }}.csv"), rendered per run
     parameters: dict[str, Any] = field(default_factory=dict)  # as written; Bruin renders each string as a template
@@ -152,6 +154,16 @@ class Asset:
     @property
     def kind(self) -> AssetKind:
         return kind_of(self.type)
+
+    @property
+    def script(self) -> Path:
+        """The file that runs: a YAML asset's ``run:`` file, else the asset's own."""
+        return self.run_file or self.path
+
+    @property
+    def own_files(self) -> tuple[Path, ...]:
+        """The files of this asset a run reads: its definition, its ``run:`` file, its seed's local file."""
+        return tuple(path for path in (self.path, self.run_file, self.seed_path) if path is not None)
 
     @property
     def has_checks(self) -> bool:
@@ -186,6 +198,7 @@ def read_asset(
         problems.add(path, 0, f"cannot read the file: {error}")
         return None
     relative = path.relative_to(pipeline_dir).as_posix()
+    run_file = None
     if path.name.endswith(YAML_ASSET_SUFFIXES):
         header, header_line, body, body_line = text, 1, "", 1
     else:
@@ -218,7 +231,45 @@ def read_asset(
         problems.add(path, header_line, "the @bruin header must be a YAML mapping")
         return None
     data = with_defaults(data, defaults or {}, python_file=path.suffix == ".py")
-    return _digested(_build_asset(data, path, relative, header_line, body, body_line, problems), text, defaults)
+    yaml_asset = header is text
+    if yaml_asset:  # what runs is the file `run:` names
+        run_file, body = _run_file(data, path, problems)
+        text += "\0" + body
+    asset = _build_asset(data, path, relative, header_line, body, body_line, problems, run_file)
+    if yaml_asset and asset.kind == AssetKind.PYTHON and "run" not in data:
+        problems.add(path, 1, "a Python asset defined in YAML needs run: naming its script (else its YAML would run)")
+    return _digested(asset, text, defaults)
+
+
+def _run_file(data: dict[str, Any], path: Path, problems: Problems) -> tuple[Path | None, str]:
+    """A YAML asset's ``run:`` file and its text, as Bruin reads it: a path joined to the YAML file's directory
+    (a leading ``/`` too, as Go's filepath.Join does). Bruin's critical valid-executable-file then wants the file
+    that runs (this one, or the YAML file itself) to exist, be a file, not be empty and have no execute
+    permission."""
+    run = data.get("run")
+    line = line_of(data, "run")
+    run_path, text = None, ""
+    if run is not None and (not isinstance(run, str) or not run.strip()):
+        problems.add(path, line, f"run {run!r} must name a file beside the asset (as in Bruin)")
+    elif run is not None:
+        run_path = Path(os.path.normpath(path.parent / run.lstrip("/")))  # lexical, as Go cleans a joined path
+        try:
+            text = run_path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            why = {IsADirectoryError: "is a directory, not a file", FileNotFoundError: "does not exist"}
+            problems.add(path, line, f"run file {run!r} {why.get(type(error), f'cannot be read: {error}')}")
+            return None, ""
+        if not text:
+            problems.add(path, line, f"run file {run!r} is empty (as Bruin checks it)")
+    executable = run_path or path
+    if os.stat(executable).st_mode & 0o111:
+        problems.add(
+            path,
+            line or 1,
+            f"{executable.name} has execute permission, which Bruin refuses for the file a YAML asset runs: "
+            f"chmod a-x it",
+        )
+    return run_path, text
 
 
 def _digested(asset: Asset, text: str, defaults: dict[str, Any] | None) -> Asset:
@@ -241,7 +292,14 @@ def _default_name(relative: str) -> str:
 
 
 def _build_asset(
-    data: dict[str, Any], path: Path, relative: str, header_line: int, body: str, body_line: int, problems: Problems
+    data: dict[str, Any],
+    path: Path,
+    relative: str,
+    header_line: int,
+    body: str,
+    body_line: int,
+    problems: Problems,
+    run_file: Path | None = None,
 ) -> Asset:
     for key in data:
         if key not in ASSET_FIELDS:
@@ -278,6 +336,8 @@ def _build_asset(
         body=body,
         body_line=body_line,
     )
+    if asset.kind in (AssetKind.SQL, AssetKind.PYTHON):
+        asset.run_file = run_file
     if asset.kind == AssetKind.ELSEWHERE:
         # Another platform's asset: its header is Bruin's to judge, its body another engine's SQL. Only what
         # places it in the graph is read; selecting it is refused at validation (check_pipeline).
@@ -525,7 +585,7 @@ def _check_strategy_needs(asset: Asset, data: dict[str, Any], problems: Problems
         if not asset.columns:
             problems.add(asset.path, line, "strategy ddl creates the table from columns: declare them")
         if asset.body.strip():
-            problems.add(asset.path, asset.body_line, "strategy ddl takes no query: remove the SQL after the header")
+            problems.add(asset.script, asset.body_line, "strategy ddl takes no query: remove the SQL after the header")
     if m.strategy in ("scd2_by_time", "scd2_by_column"):
         if not asset.primary_key:
             problems.add(asset.path, line, f"strategy {m.strategy} needs columns marked primary_key: true")
@@ -541,7 +601,14 @@ def _check_strategy_needs(asset: Asset, data: dict[str, Any], problems: Problems
                     f"incremental_key {column.name} is {column.type}: {m.strategy} needs TIMESTAMP or DATE",
                 )
     if asset.kind == "sql" and m.strategy != "ddl" and not asset.body.strip():
-        problems.add(asset.path, asset.body_line, "the asset has no SQL after its @bruin header")
+        yaml_asset = asset.path.name.endswith(YAML_ASSET_SUFFIXES)
+        problems.add(
+            asset.path,
+            asset.body_line,
+            "the asset has no SQL: name its file with run:"
+            if yaml_asset
+            else "the asset has no SQL after its @bruin header",
+        )
     _check_templates(asset, problems)
 
 
@@ -553,7 +620,7 @@ def _check_templates(asset: Asset, problems: Problems) -> None:
     if asset.kind == "sql":
         problem = syntax_problem(asset.body)
         if problem is not None:
-            problems.add(asset.path, asset.body_line + problem[0] - 1, problem[1])
+            problems.add(asset.script, asset.body_line + problem[0] - 1, problem[1])
     for phase, hooks in asset.hooks.items():
         for hook in hooks:
             problem = syntax_problem(hook)

@@ -882,3 +882,55 @@ def test_duckdb_asset_names_of_one_to_three_parts_run(tmp_path, home):
     repo.sql("mid.u", "SELECT 1 AS x", materialization={"type": "table"})
     repo.python("a.b.c.d", "print('ran')")
     repo.run_ok(*DAY, env=home)
+
+
+def test_a_yaml_asset_runs_the_file_its_run_names(tmp_path, home):
+    """pkg/pipeline/yaml.go: a YAML asset's `run:` names the file that runs, joined to the YAML file's directory.
+    `run: days.sql` was refused ("no SQL after its @bruin header") and a Python asset's YAML itself ran as Python
+    (NameError, exit 1). Both now run their file: the table holds the run file's rows, the script prints, and a
+    backfill of two days runs the same files."""
+    repo = Repo(tmp_path / "repo")
+    repo.write("p/assets/sql/days.sql", "SELECT DATE '{{ start_date }}' AS day, 7 AS v")
+    repo.write("p/assets/sql/days.asset.yml", yaml.safe_dump({
+        "name": "mid.days", "type": "duckdb.sql", "run": "days.sql",
+        "materialization": {"type": "table", "strategy": "time_interval", "incremental_key": "day",
+                            "time_granularity": "date"}}))  # fmt: skip
+    repo.write("p/assets/job.py", "import os\nprint('job ran for', os.environ['BRUIN_START_DATE'])\n")
+    repo.write("p/assets/job.asset.yml", yaml.safe_dump({"name": "mid.job", "type": "python", "run": "/job.py",
+                                                         "depends": ["mid.days"]}))  # fmt: skip
+    ran = repo.run_ok(*DAY, env=home)
+    assert "job ran for 2024-01-01" in ran.stdout
+    assert repo.query("SELECT day::VARCHAR, v FROM mid.days") == [("2024-01-01", 7)]
+    two_days = ("--start-date", "2024-01-02", "--end-date", "2024-01-03")
+    backfill = run_backfill("p", *two_days, "--reason", "r", "--no-progress", cwd=repo.root, env=home)
+    assert backfill.returncode == 0, backfill.stdout + backfill.stderr
+    assert repo.query("SELECT day::VARCHAR FROM mid.days ORDER BY day") == [
+        ("2024-01-01",), ("2024-01-02",), ("2024-01-03",)
+    ]  # fmt: skip
+
+
+RUN_FILE_CASES = {
+    "missing": ({"run": "nope.sql"}, None, "run file 'nope.sql' does not exist"),
+    "empty": ({"run": "q.sql"}, "", "run file 'q.sql' is empty (as Bruin checks it)"),
+    "a directory": ({"run": "sub"}, None, "run file 'sub' is a directory, not a file"),
+    "executable": ({"run": "q.sql"}, "SELECT 1 AS x", "q.sql has execute permission, which Bruin refuses"),
+    "not a string": ({"run": ["q.sql"]}, "SELECT 1 AS x", "run ['q.sql'] must name a file beside the asset"),
+    "a Python asset without run": ({"type": "python"}, None, "a Python asset defined in YAML needs run: naming"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(RUN_FILE_CASES))
+def test_a_run_file_bruin_would_not_run_is_refused(tmp_path, home, case):
+    """Bruin's critical valid-executable-file wants a YAML asset's file to exist, be a file, have content and no
+    execute permission; a Python asset in YAML without `run:` would run its YAML. Each is exit 2, nothing run."""
+    fields, content, message = RUN_FILE_CASES[case]
+    repo = Repo(tmp_path / "repo")
+    (repo.root / "p" / "assets" / "sub").mkdir(parents=True)
+    if content is not None:
+        repo.write("p/assets/q.sql", content).chmod(0o755 if case == "executable" else 0o644)
+    header = {"name": "mid.t", "type": "duckdb.sql", "materialization": {"type": "table"}, **fields}
+    repo.write("p/assets/t.asset.yml", yaml.safe_dump(header))
+    refused = repo.run(*DAY, env=home)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert message in refused.stderr
+    assert not repo.database.exists()

@@ -26,12 +26,17 @@ def waiting(tmp_path: Path, home: dict[str, str]) -> tuple[Repo, dict[str, str]]
     return repo, env
 
 
-@pytest.mark.parametrize("edit", ["asset", "macro"])
+@pytest.mark.parametrize("edit", ["asset", "macro", "run file"])
 def test_a_file_edited_while_the_backfill_runs_starts_no_partition_unjudged(waiting, edit):
-    """The first day runs (it waits in p.wait); meanwhile the asset's SQL is edited (``v`` = 2), or a macro file is
-    added. That day finishes, no other starts: exit 1, one line naming the file and the way on, the later days
-    unwritten. ``--continue`` judges the new version and runs the rest with it."""
+    """The first day runs (it waits in p.wait); meanwhile the asset's SQL is edited (``v`` = 2) in its own file or
+    in the file its YAML's ``run:`` names, or a macro file is added. That day finishes, no other starts: exit 1,
+    one line naming the file and the way on, the later days unwritten. ``--continue`` judges the new version and
+    runs the rest with it."""
     repo, env = waiting
+    if edit == "run file":  # the table defined in YAML, its SQL in the file `run:` names
+        (repo.root / "p" / "assets" / "p.days.sql").unlink()
+        repo.write("p/assets/days.sql", "SELECT DATE '{{ start_date }}' AS day, 1 AS v")
+        repo.write("p/assets/days.asset.yml", json.dumps({"name": "p.days", "run": "days.sql", "materialization": DAY}))
     first = start_background("p", *THREE_DAYS, "--reason", "first", "--max-parallel", "1", "--launcher", "exec",
                              "--no-progress", cwd=repo.root, env=env)  # fmt: skip
     try:
@@ -39,6 +44,9 @@ def test_a_file_edited_while_the_backfill_runs_starts_no_partition_unjudged(wait
         if edit == "asset":
             repo.sql("p.days", "SELECT DATE '{{ start_date }}' AS day, 2 AS v", materialization=DAY)
             changed = "assets/p.days.sql changed"
+        elif edit == "run file":
+            repo.write("p/assets/days.sql", "SELECT DATE '{{ start_date }}' AS day, 2 AS v")
+            changed = "assets/days.sql changed"
         else:
             repo.write("p/macros/extra.sql", "{% macro extra() %}1{% endmacro %}")
             changed = "macros/extra.sql is new"
@@ -55,7 +63,7 @@ def test_a_file_edited_while_the_backfill_runs_starts_no_partition_unjudged(wait
     assert [(str(d), v) for d, v in repo.query("SELECT * FROM p.days ORDER BY day")] == [("2024-01-01", 1)]
     done = run_backfill("--continue", backfill.name, "--no-progress", cwd=repo.root, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
-    after = 2 if edit == "asset" else 1
+    after = 1 if edit == "macro" else 2
     assert [(str(d), v) for d, v in repo.query("SELECT * FROM p.days ORDER BY day")] == [
         ("2024-01-01", 1), ("2024-01-02", after), ("2024-01-03", after)
     ]  # fmt: skip

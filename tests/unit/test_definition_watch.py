@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 from engine.guardrails.definition_watch import DefinitionWatch, read_definition
 from engine.guardrails.digest import file_component, file_hash
+from engine.pipeline.assets import Asset
 from engine.pipeline.config import load_config
 
 CONFIG = """default_environment: dev
@@ -37,8 +38,10 @@ def pipeline(tmp_path: Path) -> SimpleNamespace:
         (base / name).parent.mkdir(parents=True, exist_ok=True)
         (base / name).write_text(text)
     selected = [
-        SimpleNamespace(asset=SimpleNamespace(path=base / "assets/a.sql", seed_path=base / "assets/s.csv", kind="sql")),
-        SimpleNamespace(asset=SimpleNamespace(path=base / "assets/py/job.py", seed_path=None, kind="python")),
+        SimpleNamespace(
+            asset=Asset("a", "duckdb.sql", base / "assets/a.sql", "a.sql", 1, seed_path=base / "assets/s.csv")
+        ),
+        SimpleNamespace(asset=Asset("job", "python", base / "assets/py/job.py", "py/job.py", 1)),
     ]
     (tmp_path / ".bruin.yml").write_text(CONFIG)
     request = SimpleNamespace(config=load_config(tmp_path / ".bruin.yml"), environment=SimpleNamespace(name="dev"))
