@@ -11,16 +11,15 @@ from typing import Any
 
 from engine.base.errors import BadInput
 from engine.pipeline import bruin_lint
+from engine.pipeline.asset_files import is_asset_file, read_asset
 from engine.pipeline.assets import (
     ASSET_DIRECTORIES,
     NOT_USED_HERE,
     Asset,
     check_start_date,
-    is_asset_file,
     parse_hooks,
     parse_secrets,
     parse_timeout,
-    read_asset,
 )
 from engine.pipeline.datavault import datavault_roles
 from engine.pipeline.defaults import DEFAULT_FIELDS

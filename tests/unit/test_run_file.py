@@ -1,11 +1,11 @@
-"""A YAML asset's ``run:`` file (engine/pipeline/assets.py): what runs, what the asset's digest covers."""
+"""A YAML asset's ``run:`` file (engine/pipeline/asset_files.py): what runs, what the asset's digest covers."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from engine.guardrails.digest import read_trees
-from engine.pipeline.assets import read_asset
+from engine.pipeline.asset_files import read_asset
 from engine.pipeline.problems import Problems
 
 
