@@ -18,7 +18,13 @@ def preview_text(spec: BackfillSpec, preview: Preview) -> str:
     lines = (
         f"preview: partition {preview.interval.index} run into a scratch copy in {preview.seconds:.1f}s "
         "(the warehouse is untouched)\n"
+        if preview.ran
+        else f"preview: partition {preview.interval.index} not run into a scratch copy\n"
     )
+    for name, why in preview.not_run.items():
+        lines += f"  not run in the preview: {name} ({why}); what runs after it reads its table as it is\n"
+    if not preview.ran:
+        return lines + "  nothing else was selected: nothing ran, no changes to show\n"
     if preview.exit_code:
         lines += f"  the run failed (exit {preview.exit_code}); its last lines:\n"
         return lines + "".join(f"    {line}\n" for line in preview.output)

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +25,11 @@ from engine.base.errors import BadInput
 from engine.dates.formatting import InstantFormatter
 from engine.dates.plan import Interval
 from engine.execute.children import backfill_program
+from engine.guardrails.facts import Facts
 from engine.guardrails.partition_diff import TableDiff, diff_table
+from engine.pipeline.asset_types import AssetKind
 from engine.pipeline.materialization import Database, quote_name, window_predicate
-from engine.pipeline.options import RUN_OPTIONS
+from engine.pipeline.options import RUN_OPTIONS, RunOptions
 from engine.pipeline.row_changes import SNAPSHOT_ALIAS, attach_snapshot, windowed
 from engine.pipeline.templating import Window
 from engine.spec.backfill_spec import Planned
@@ -43,6 +45,8 @@ class Preview:
     seconds: float
     diffs: list[TableDiff] = field(default_factory=list)
     output: list[str] = field(default_factory=list)  # the run's last lines (shown when it failed)
+    not_run: dict[str, str] = field(default_factory=dict)  # asset → why the scratch run left it out
+    ran: bool = True  # False: every selected asset was left out, nothing ran
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -51,18 +55,41 @@ class Preview:
             "seconds": round(self.seconds, 3),
             "tables": [diff.to_json() for diff in self.diffs],
             "output": self.output if self.exit_code else [],
+            "not_run": self.not_run,
+            "ran": self.ran,
         }
 
 
-def preview_first_partition(planned: Planned, *, limit: int) -> Preview:
-    """Run the plan's first partition into scratch copies and diff them with the real files."""
+def uncontained(facts: Facts) -> dict[str, str]:
+    """The selected assets whose run a scratch copy cannot hold, and why: a Python asset (its code may write
+    anywhere), and SQL the pre-flight could not classify (``COPY … TO '/abs/path'``, ``CALL``). A dry run never
+    runs them: the preview leaves them out."""
+    found = {}
+    for facts_of in facts.selected:
+        asset = facts_of.asset
+        statements = [s for parsed in facts_of.classified.values() for c in parsed for s in c.unclassified]
+        if asset.kind == AssetKind.PYTHON:
+            found[asset.name] = "Python code can write outside the scratch copy"
+        elif statements:
+            found[asset.name] = f"runs SQL that cannot be classified ({statements[0][:60]})"
+    return found
+
+
+def preview_first_partition(planned: Planned, *, limit: int, leave_out: dict[str, str] | None = None) -> Preview:
+    """Run the plan's first partition into scratch copies and diff them with the real files. ``leave_out``: the
+    assets not to run (:func:`uncontained`), and why; the rest of the selection runs, reading their tables as
+    they are."""
     spec, config, environment, checked = planned.spec, planned.config, planned.environment, planned.checked
     if spec.target.is_command or config is None or environment is None or checked is None or not spec.target.path:
         raise BadInput("--preview runs a pipeline's first partition into a scratch copy: a --command has no tables")
     interval = spec.plan.interval(0)
     pipeline = checked.pipeline
-    written = [pipeline.assets[name] for name in sorted(checked.selected)]
+    leave_out = {name: why for name, why in (leave_out or {}).items() if name in checked.selected}
+    runs = sorted(set(checked.selected) - set(leave_out))
+    written = [pipeline.assets[name] for name in runs]
     written = [a for a in written if a.materialization.type == "table" or a.kind == "seed"]
+    if not runs:
+        return Preview(interval, 0, 0.0, not_run=leave_out, ran=False)
     with tempfile.TemporaryDirectory(prefix="backfill-preview-") as scratch_text:
         scratch = Path(scratch_text)
         repository = scratch / "repository"
@@ -73,9 +100,14 @@ def preview_first_partition(planned: Planned, *, limit: int) -> Preview:
         config_copy = repository / ".bruin.yml"
         _write_config(config.path, environment.name, copies, config_copy)
         target = repository / relative / Path(spec.target.path).resolve().relative_to(pipeline.directory)
+        run_options = spec.run_options
+        if leave_out:  # exactly the rest of the selection, by name, over the whole pipeline
+            target = repository / relative
+            selection = tuple(f"fqn:{name}" for name in runs)
+            run_options = replace(run_options, selector=selection, tags=(), exclude_tags=(), downstream=False)
         began = time.monotonic()
         result = subprocess.run(
-            _argv(planned, target, interval, config_copy),
+            _argv(planned, target, interval, config_copy, run_options),
             cwd=repository,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -84,7 +116,7 @@ def preview_first_partition(planned: Planned, *, limit: int) -> Preview:
             timeout=PREVIEW_TIMEOUT,
             check=False,
         )
-        preview = Preview(interval, result.returncode, time.monotonic() - began)
+        preview = Preview(interval, result.returncode, time.monotonic() - began, not_run=leave_out)
         preview.output = result.stdout.splitlines()[-LOG_TAIL:]
         if result.returncode == 0:
             window = Window(interval.start, interval.end - 1, spec.zone)
@@ -120,7 +152,7 @@ def _write_config(original: Path, environment: str, copies: dict[str, tuple[Path
     destination.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
 
 
-def _argv(planned: Planned, target: Path, interval: Interval, config_copy: Path) -> list[str]:
+def _argv(planned: Planned, target: Path, interval: Interval, config_copy: Path, run_options: RunOptions) -> list[str]:
     spec, environment = planned.spec, planned.environment
     assert environment is not None
     fmt = InstantFormatter(spec.zone).format
@@ -130,7 +162,7 @@ def _argv(planned: Planned, target: Path, interval: Interval, config_copy: Path)
             str(planned.options.workers), "--run-id", "preview"]  # fmt: skip
     for option in RUN_OPTIONS:
         if option.attribute != "config_file":
-            argv += option.child_argv(getattr(spec.run_options, option.attribute))
+            argv += option.child_argv(getattr(run_options, option.attribute))
     return argv
 
 

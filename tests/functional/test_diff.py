@@ -288,3 +288,61 @@ def test_a_table_new_to_the_warehouse_is_all_added(tmp_path, home):
         [1, 2],
         [4],
     ]
+
+
+def test_a_preview_never_runs_code_it_cannot_keep_in_the_scratch_copy(tmp_path, home):
+    """A dry run ran a Python asset for real: one that opens the warehouse by its absolute path deleted
+    raw.src's rows and wrote a file outside the repository, and a hook's ``COPY … TO '/abs/path'`` wrote there
+    too, all with exit 0. Neither runs in the preview now: each is named as not run (text and JSON), the rest of
+    the selection is still previewed, and the warehouse keeps its rows; every file is byte-identical after."""
+    repo = _orders(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    repo.python("mid.cleanup", f"import duckdb\nopen({str(outside / 'py.txt')!r}, 'w').write('ran')\n"
+                f"duckdb.connect({str(repo.database)!r}).execute('DELETE FROM raw.src')\n",
+                depends=["mid.orders"])  # fmt: skip
+    copy_to = f"COPY (SELECT 1 AS x) TO '{outside / 'hook.csv'}'"
+    repo.sql("mid.export", "SELECT 1 AS x", materialization={"type": "table"}, hooks={"post": [{"query": copy_to}]})
+    before = _digests(repo)
+    result = run_backfill(
+        *REASON, "p", "--start-date", "2024-01-01", "--end-date", "2024-01-02", "--dry-run", "--preview",
+        "--output", "json", cwd=repo.root, env=home,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not list(outside.iterdir())
+    assert repo.query("SELECT count(*) FROM raw.src") == [(5,)]
+    assert _digests(repo) == before
+    preview = json.loads(result.stdout)["preview"]
+    assert preview["not_run"] == {
+        "mid.cleanup": "Python code can write outside the scratch copy",
+        "mid.export": "runs SQL that cannot be classified (COPY (SELECT 1 AS x) TO '')",  # its text blanked
+    }
+    assert [table["table"] for table in preview["tables"]] == ["mid.orders"]
+    text = run_backfill(  # a selection of its own: replaced by the assets left, not added to
+        *REASON, "p", "--selector", "mid.orders+", "--start-date", "2024-01-01", "--end-date", "2024-01-02",
+        "--dry-run", "--preview", cwd=repo.root, env=home,
+    )  # fmt: skip
+    assert text.returncode == 0, text.stdout + text.stderr
+    assert (
+        "not run in the preview: mid.cleanup (Python code can write outside the scratch copy); what runs after it "
+        "reads its table as it is"
+    ) in text.stdout
+    assert "mid.orders  by key id: +1 added, -1 removed, ~1 changed" in text.stdout
+    assert not list(outside.iterdir()) and repo.query("SELECT count(*) FROM raw.src") == [(5,)]
+    repo.sql("mid.after", "SELECT 2 AS y", materialization={"type": "table"}, depends=["mid.cleanup"])
+    one_file = run_backfill(  # the Python asset's file as the target, with its downstream: only that runs
+        *REASON, "p/assets/mid_cleanup.py", "--downstream", "--start-date", "2024-01-01", "--end-date",
+        "2024-01-02", "--dry-run", "--preview", cwd=repo.root, env=home,
+    )  # fmt: skip
+    assert one_file.returncode == 0, one_file.stdout + one_file.stderr
+    assert "not run in the preview: mid.cleanup" in one_file.stdout
+    assert "mid.after  as multisets (no primary key): +1 added" in one_file.stdout
+    assert not list(outside.iterdir()) and repo.query("SELECT count(*) FROM raw.src") == [(5,)]
+    only_python = run_backfill(
+        *REASON, "p", "--selector", "mid.cleanup", "--start-date", "2024-01-01", "--end-date", "2024-01-02",
+        "--dry-run", "--preview", cwd=repo.root, env=home,
+    )  # fmt: skip
+    assert only_python.returncode == 0, only_python.stdout + only_python.stderr
+    assert "preview: partition 0 not run into a scratch copy" in only_python.stdout
+    assert "nothing else was selected: nothing ran, no changes to show" in only_python.stdout
+    assert not list(outside.iterdir()) and repo.query("SELECT count(*) FROM raw.src") == [(5,)]

@@ -57,3 +57,23 @@ def test_the_preflight_screen_previews_the_first_partition(tmp_path, home):
         tmux.close()
     assert "EXIT=0" not in screen
     assert _digests(repo) == before
+
+
+def test_the_preflight_screen_s_preview_leaves_out_python_code(tmp_path, home):
+    """F2 with a Python asset that writes outside the repository: the screen names it as not run in the preview
+    and still shows the SQL table's diff; the file outside is never written."""
+    repo = _orders(tmp_path)
+    outside = tmp_path / "outside.txt"
+    repo.python("mid.cleanup", f"open({str(outside)!r}, 'w').write('ran')", depends=["mid.orders"])
+    command = shlex.join([*backfill_argv(), "p", "--start-date", "2024-01-01", "--end-date", "2024-01-02"])
+    tmux = Tmux(120, 40, command, repo.root, {**home, "TERM": "xterm-256color"})
+    try:
+        tmux.wait_for("why this backfill runs (required)")
+        tmux.keys("F2")
+        screen = tmux.wait_for("+1 added, -1 removed, ~1 changed (3 rows before, 3 after)")
+        assert "not run in the preview: mid.cleanup (Python code can write outside the scratch copy)" in screen
+        tmux.keys("Escape", "Escape")
+        tmux.wait_for("EXIT=", timeout=30)
+    finally:
+        tmux.close()
+    assert not outside.exists()

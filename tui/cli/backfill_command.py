@@ -229,9 +229,9 @@ def print_dry_run(planned: Planned, args: argparse.Namespace, preflight: Preflig
     rows = page_rows(PartitionDescriber(spec), range(begin, stop), decorate)
     preview = None
     if args.preview:
-        from engine.execute.preview import preview_first_partition
+        from engine.execute.preview import preview_first_partition, uncontained
 
-        preview = preview_first_partition(planned, limit=args.preview_limit)
+        preview = preview_first_partition(planned, limit=args.preview_limit, leave_out=uncontained(preflight.facts))
     failed = 1 if preview is not None and preview.exit_code else 0
     approval = dry_run_approval(preflight, approve)
     if args.output == "json":

@@ -41,11 +41,12 @@ def _previewer(invocation: Invocation):
 
     def preview() -> str:
         from engine.base.errors import BackfillError
-        from engine.execute.preview import preview_first_partition
+        from engine.execute.preview import preview_first_partition, uncontained
         from tui.diff_text import preview_text
 
+        leave_out = uncontained(invocation.preflight.facts) if invocation.preflight is not None else {}
         try:
-            return preview_text(planned.spec, preview_first_partition(planned, limit=20))
+            return preview_text(planned.spec, preview_first_partition(planned, limit=20, leave_out=leave_out))
         except BackfillError as error:
             return f"no preview: {error}"
 
