@@ -4,20 +4,26 @@ them."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from engine.pipeline.bruin_lint import (
     _notification_problems,
+    check_asset_notifications,
+    check_notifications,
+    check_pipeline,
     column_detail_problems,
     materialization_problems,
     schedule_problem,
 )
+from engine.pipeline.problems import Problems
 
 TAKEN = [
     "daily", "hourly", "weekly", "monthly", "continuous", "@continuous", "@daily", "@midnight", "@annually",
     "0 3 * * *", "*/15 * * * *", "5/10 * * * *", "0 0 1 jan-MAR mon-fri", "0 0 * * SUN", "0 0 31 12 6",
     "0-59/59 0-23 1-31 1-12 0-6", "? ? ? ? ?", "+5 * * * *", "*-9 * * * *", "0 3 * * *  ",
-    "TZ=Europe/Paris 0 3 * * *", "CRON_TZ=America/New_York @daily", "TZ=Local 0 3 * * *",
+    "TZ=Europe/Paris 0 3 * * *", "CRON_TZ=America/New_York @daily", "TZ=Local 0 3 * * *", "TZ= 0 3 * * *",
     "@every 1h30m", "@every 1.5h", "@every .5s", "@every 0", "@every 300ms",
 ]  # fmt: skip
 REFUSED = [
@@ -52,6 +58,8 @@ def test_the_refusal_names_the_field_and_why():
     assert schedule_problem("0 x * * *") == "has hour 'x': 'x' is not a number"
     assert schedule_problem("CRON_TZ=Mars/Base 0 0 * * *") == "names no time zone ('Mars/Base')"
     assert schedule_problem("0 0 * *").startswith("is not a cron expression of five fields")
+    assert schedule_problem("1/2/3 * * * *") == "has minute '1/2/3': too many slashes"
+    assert schedule_problem("1-2-3 * * * *") == "has minute '1-2-3': too many hyphens"
 
 
 def test_notifications_need_their_target_once():
@@ -69,8 +77,9 @@ def test_notifications_need_their_target_once():
         "every email entry needs at least one recipient",
         "an email recipient is blank",
     ]
-    fine = {"slack": [{"channel": "a"}, {"channel": "b"}], "ms_teams": [], "discord": [], "webhook": [],
-            "email": [{"recipients": ["x@y"]}, {"recipients": ["x@y", "z@y"]}]}  # fmt: skip
+    fine = {"slack": [{"channel": "a"}, {"channel": "b"}], "ms_teams": [{"connection": "#t"}, {"connection": "t"}],
+            "discord": [], "webhook": [],
+            "email": [{"recipients": ["x@y"]}, {"recipients": ["z@y"]}, {"recipients": ["x@y", "z@y"]}]}  # fmt: skip
     assert _notification_problems(fine) == []
 
 
@@ -87,6 +96,7 @@ def test_notifications_need_their_target_once():
         ({"incremental_key": "d"}, "table", None, []),
         ({"incremental_key": "d"}, "table", "scd2_by_column", []),
         ({"incremental_key": "d"}, None, "append", []),
+        ({"incremental_key": ""}, "table", "append", []),
     ],
 )  # fmt: skip
 def test_a_key_or_layout_bruin_refuses_is_named(raw, kind, strategy, fields):
@@ -103,6 +113,7 @@ def test_a_key_or_layout_bruin_refuses_is_named(raw, kind, strategy, fields):
         ({"precision": 1, "length": 1, "scale": 0}, []),
         ({"precision": 5, "scale": 5}, []),
         ({"precision": 5, "scale": 6}, ["scale"]),
+        ({"precision": 1, "scale": 2}, ["scale"]),
         ({"precision": 0, "scale": 6}, ["precision"]),
         ({"precision": "5", "length": 2.5, "scale": True}, ["precision", "length", "scale"]),
     ],
@@ -111,3 +122,47 @@ def test_a_column_s_type_detail_bruin_refuses_is_named(column, fields):
     """Precision and length positive whole numbers, a scale not negative and not above a valid precision (one
     message for a bad precision, not two), as Bruin's valid-column-metadata."""
     assert [name for name, _ in column_detail_problems({"name": "x", **column})] == fields
+
+
+def test_the_messages_name_the_value_the_column_and_what_bruin_takes():
+    """Each message says the field, its value, its column and the rule; a key refused beside a strategy names the
+    strategies that take one."""
+    assert [message for _, message in column_detail_problems({"name": "amount", "precision": 0, "scale": -1})] == [
+        "precision 0 of column 'amount' must be a positive whole number (as Bruin checks it)",
+        "scale -1 of column 'amount' must be a whole number, not negative (as Bruin checks it)",
+    ]
+    [(_, message, fatal)] = materialization_problems({"incremental_key": "d"}, "table", "truncate+insert")
+    assert (message, fatal) == (
+        "incremental_key applies only to strategies delete+insert, time_interval, scd2_by_time, scd2_by_column in "
+        "Bruin, whose linter refuses it beside truncate+insert",
+        True,
+    )
+
+
+def test_pipeline_and_asset_fields_reach_their_checks():
+    """pipeline.yml's schedule, concurrency, max_active_steps, default hooks and notifications, and an asset's,
+    its custom checks' and its column checks' notifications, each give one problem naming its owner; a pipeline
+    without them gives none."""
+    problems = Problems()
+    check_pipeline({"name": "p"}, {}, Path("pipeline.yml"), problems)
+    assert problems.items == []
+    pipeline = {"schedule": "often", "concurrency": -1, "max_active_steps": 0, "notifications": {"slack": [{}]}}
+    default = {"hooks": {"applicable_type": ["python"]}}
+    check_pipeline(pipeline, default, Path("pipeline.yml"), problems)
+    assert [item.split(": ", 1)[1].split(" ")[:2] for item in problems.items] == [
+        ["concurrency", "-1"], ["max_active_steps", "0"], ["default", "hooks'"], ["schedule", "'often'"],
+        ["notifications:", "every"],
+    ]  # fmt: skip
+    problems = Problems()
+    asset = {"notifications": {"discord": [{}]}, "custom_checks": [{"name": "rows", "notifications": "x"}],
+             "columns": [{"name": "id", "checks": [{"name": "unique", "notifications": {"email": [{}]}}]}]}  # fmt: skip
+    check_asset_notifications(asset, Path("a.sql"), problems)
+    assert problems.items == [
+        "a.sql: notifications: every discord entry needs a connection (as Bruin checks them)",
+        "a.sql: custom check 'rows': notifications must be a mapping of slack, ms_teams, discord, webhook, email",
+        "a.sql: check 'unique' of column 'id': notifications: every email entry needs at least one recipient (as "
+        "Bruin checks them)",
+    ]
+    problems = Problems()
+    check_notifications({"notifications": {"slack": "ops"}}, "", Path("p.yml"), problems)
+    assert problems.items == ["p.yml: notifications.slack must be a list"]
