@@ -18,6 +18,7 @@ from engine.pipeline.bruin_lint import (
     schedule_problem,
 )
 from engine.pipeline.problems import Problems
+from engine.pipeline.yamlfile import parse_yaml
 
 TAKEN = [
     "daily", "hourly", "weekly", "monthly", "continuous", "@continuous", "@daily", "@midnight", "@annually",
@@ -139,30 +140,69 @@ def test_the_messages_name_the_value_the_column_and_what_bruin_takes():
     )
 
 
+PIPELINE = """name: p
+schedule: often
+concurrency: -1
+max_active_steps: 0
+notifications:
+  slack:
+    - channel: ""
+  email: none
+default:
+  hooks:
+    applicable_type: [python]
+"""
+ASSET = """name: mid.t
+notifications:
+  discord:
+    - {}
+custom_checks:
+  - name: rows
+    notifications: x
+columns:
+  - name: id
+    checks:
+      - name: unique
+        notifications:
+          email:
+            - {}
+"""
+
+
 def test_pipeline_and_asset_fields_reach_their_checks():
     """pipeline.yml's schedule, concurrency, max_active_steps, default hooks and notifications, and an asset's,
-    its custom checks' and its column checks' notifications, each give one problem naming its owner; a pipeline
-    without them gives none."""
+    its custom checks' and its column checks' notifications: each problem names its file, its line and its owner;
+    the values next to them Bruin takes (concurrency 0, max_active_steps 1, an empty schedule) give none."""
+    data = parse_yaml(PIPELINE, "pipeline.yml")
     problems = Problems()
-    check_pipeline({"name": "p"}, {}, Path("pipeline.yml"), problems)
-    assert problems.items == []
-    pipeline = {"schedule": "often", "concurrency": -1, "max_active_steps": 0, "notifications": {"slack": [{}]}}
-    default = {"hooks": {"applicable_type": ["python"]}}
-    check_pipeline(pipeline, default, Path("pipeline.yml"), problems)
-    assert [item.split(": ", 1)[1].split(" ")[:2] for item in problems.items] == [
-        ["concurrency", "-1"], ["max_active_steps", "0"], ["default", "hooks'"], ["schedule", "'often'"],
-        ["notifications:", "every"],
-    ]  # fmt: skip
-    problems = Problems()
-    asset = {"notifications": {"discord": [{}]}, "custom_checks": [{"name": "rows", "notifications": "x"}],
-             "columns": [{"name": "id", "checks": [{"name": "unique", "notifications": {"email": [{}]}}]}]}  # fmt: skip
-    check_asset_notifications(asset, Path("a.sql"), problems)
+    check_pipeline(data, data["default"], Path("p/pipeline.yml"), problems)
     assert problems.items == [
-        "a.sql: notifications: every discord entry needs a connection (as Bruin checks them)",
-        "a.sql: custom check 'rows': notifications must be a mapping of slack, ms_teams, discord, webhook, email",
-        "a.sql: check 'unique' of column 'id': notifications: every email entry needs at least one recipient (as "
+        "p/pipeline.yml:3: concurrency -1 must be 1 or greater (as in Bruin)",
+        "p/pipeline.yml:4: max_active_steps 0 must be a positive number (as in Bruin)",
+        "p/pipeline.yml:11: default hooks' applicable_type 'python' is not an SQL asset type: hooks reach SQL assets "
+        "only (as in Bruin)",
+        f"p/pipeline.yml:2: schedule 'often' {schedule_problem('often')} (as Bruin reads it)",
+        "p/pipeline.yml:8: notifications.email must be a list",
+        "p/pipeline.yml:5: notifications: every slack entry needs a channel (as Bruin checks them)",
+    ]
+    problems = Problems()
+    check_pipeline({"schedule": "", "concurrency": 0, "max_active_steps": 1}, {}, Path("pipeline.yml"), problems)
+    assert problems.items == []
+    data = parse_yaml(ASSET, "a.sql")
+    check_asset_notifications(data, Path("a.sql"), problems)
+    assert problems.items == [
+        "a.sql:2: notifications: every discord entry needs a connection (as Bruin checks them)",
+        "a.sql:7: custom check 'rows': notifications must be a mapping of slack, ms_teams, discord, webhook, email",
+        "a.sql:12: check 'unique' of column 'id': notifications: every email entry needs at least one recipient (as "
         "Bruin checks them)",
     ]
     problems = Problems()
-    check_notifications({"notifications": {"slack": "ops"}}, "", Path("p.yml"), problems)
-    assert problems.items == ["p.yml: notifications.slack must be a list"]
+    check_notifications({"notifications": {"webhook": "x", "slack": ["#ops"]}}, "", Path("p.yml"), problems)
+    assert problems.items == [
+        "p.yml: notifications.slack must be a list",
+        "p.yml: notifications.webhook must be a list",
+    ]
+    problems = Problems()  # shapes other checks refuse are passed over here, not a crash
+    check_asset_notifications({"columns": ["id", {"name": "x", "checks": "unique"}], "custom_checks": "c"},
+                              Path("a.sql"), problems)  # fmt: skip
+    assert problems.items == []
