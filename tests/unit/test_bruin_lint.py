@@ -15,6 +15,7 @@ from engine.pipeline.bruin_lint import (
     check_pipeline,
     column_detail_problems,
     materialization_problems,
+    name_problem,
     schedule_problem,
 )
 from engine.pipeline.problems import Problems
@@ -23,7 +24,7 @@ from engine.pipeline.yamlfile import parse_yaml
 TAKEN = [
     "daily", "hourly", "weekly", "monthly", "continuous", "@continuous", "@daily", "@midnight", "@annually",
     "0 3 * * *", "*/15 * * * *", "5/10 * * * *", "0 0 1 jan-MAR mon-fri", "0 0 * * SUN", "0 0 31 12 6",
-    "0-59/59 0-23 1-31 1-12 0-6", "? ? ? ? ?", "+5 * * * *", "*-9 * * * *", "0 3 * * *  ",
+    "0-59/59 0-23 1-31 1-12 0-6", "0,30 9-17/2 1,15 * 1-5", "? ? ? ? ?", "+5 * * * *", "*-9 * * * *", "0 3 * * *  ",
     "TZ=Europe/Paris 0 3 * * *", "CRON_TZ=America/New_York @daily", "TZ=Local 0 3 * * *", "TZ= 0 3 * * *",
     "@every 1h30m", "@every 1.5h", "@every .5s", "@every 0", "@every 300ms",
 ]  # fmt: skip
@@ -132,6 +133,12 @@ def test_the_messages_name_the_value_the_column_and_what_bruin_takes():
         "precision 0 of column 'amount' must be a positive whole number (as Bruin checks it)",
         "scale -1 of column 'amount' must be a whole number, not negative (as Bruin checks it)",
     ]
+    [(_, message, fatal)] = materialization_problems({"incremental_key": "d"}, "table", "append")
+    assert (message, fatal) == (
+        "incremental_key applies only to strategies delete+insert, time_interval, scd2_by_time, scd2_by_column in "
+        "Bruin, whose linter refuses it beside append: here it tells the guardrails which rows each partition owns",
+        False,
+    )
     [(_, message, fatal)] = materialization_problems({"incremental_key": "d"}, "table", "truncate+insert")
     assert (message, fatal) == (
         "incremental_key applies only to strategies delete+insert, time_interval, scd2_by_time, scd2_by_column in "
@@ -150,6 +157,7 @@ notifications:
   email: none
 default:
   hooks:
+    post: []
     applicable_type: [python]
 """
 ASSET = """name: mid.t
@@ -179,15 +187,18 @@ def test_pipeline_and_asset_fields_reach_their_checks():
     assert problems.items == [
         "p/pipeline.yml:3: concurrency -1 must be 1 or greater (as in Bruin)",
         "p/pipeline.yml:4: max_active_steps 0 must be a positive number (as in Bruin)",
-        "p/pipeline.yml:11: default hooks' applicable_type 'python' is not an SQL asset type: hooks reach SQL assets "
+        "p/pipeline.yml:12: default hooks' applicable_type 'python' is not an SQL asset type: hooks reach SQL assets "
         "only (as in Bruin)",
         f"p/pipeline.yml:2: schedule 'often' {schedule_problem('often')} (as Bruin reads it)",
         "p/pipeline.yml:8: notifications.email must be a list",
         "p/pipeline.yml:5: notifications: every slack entry needs a channel (as Bruin checks them)",
     ]
     problems = Problems()
-    check_pipeline({"schedule": "", "concurrency": 0, "max_active_steps": 1}, {}, Path("pipeline.yml"), problems)
+    for schedule in ("", "daily"):
+        check_pipeline({"schedule": schedule, "concurrency": 0, "max_active_steps": 1}, {}, Path("p.yml"), problems)
     assert problems.items == []
+    assert name_problem("my pipe") == "pipeline name 'my pipe' must be letters, digits, _, . and - (as in Bruin)"
+    assert name_problem("shop-2.eu_x") is None
     data = parse_yaml(ASSET, "a.sql")
     check_asset_notifications(data, Path("a.sql"), problems)
     assert problems.items == [
