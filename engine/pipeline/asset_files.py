@@ -75,7 +75,7 @@ def read_asset(
     yaml_asset = header is text
     if yaml_asset:  # what runs is the file `run:` names
         run_file, body = _run_file(data, path, problems)
-        text += "\0" + body
+        text += f"\0{body}" if run_file is not None else ""  # a YAML asset without one keeps its digest
     asset = build_asset(data, path, relative, header_line, body, body_line, problems, run_file)
     if yaml_asset and asset.kind == AssetKind.PYTHON and "run" not in data:
         problems.add(path, 1, "a Python asset defined in YAML needs run: naming its script (else its YAML would run)")

@@ -44,7 +44,9 @@ def _previewer(invocation: Invocation):
         from engine.execute.preview import preview_first_partition, uncontained
         from tui.diff_text import preview_text
 
-        leave_out = uncontained(invocation.preflight.facts) if invocation.preflight is not None else {}
+        if invocation.preflight is None:  # never for a new backfill; without a judgement nothing is left out
+            return "no preview: the plan was not judged"
+        leave_out = uncontained(invocation.preflight.facts)
         try:
             return preview_text(planned.spec, preview_first_partition(planned, limit=20, leave_out=leave_out))
         except BackfillError as error:
