@@ -351,3 +351,25 @@ def test_unusable_files_and_paths_are_one_line_not_a_traceback(work, home, shop,
     assert ids.returncode == 2 and ids.stderr.strip().endswith(
         "is not text: give a file of partition IDs, one per line"
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ((*COMMAND, *DAY, "--limit", "1", "--no-progress"),
+         "--limit pages the partitions --dry-run or --output json lists; it does not choose which run: narrow "
+         "--start-date and --end-date (on --continue, give --ids)"),
+        ((*COMMAND, *DAY, "--offset", "1", "--no-progress"), "--offset pages the partitions --dry-run or --output"),
+        ((*COMMAND, *DAY, "--dry-run", "--preview-limit", "5"),
+         "--preview-limit goes with --preview: it is how many rows the preview shows per table"),
+    ],
+    ids=["limit-on-a-run", "offset-on-a-run", "preview-limit-alone"],
+)  # fmt: skip
+def test_a_listing_option_on_a_run_is_refused_not_read_as_a_selection(work, home, args, says):
+    """`--limit 1` on a run reads as "run one partition", but it pages a listing: the whole range ran, exit 0.
+    It is now one line saying how to choose what runs, exit 2, nothing saved; with --dry-run or --output json it
+    still pages. --preview-limit without --preview was accepted in silence."""
+    assert says in refused(work, home, *args)
+    listed = run_backfill(*REASON, *COMMAND, *DAY, "--limit", "1", "--dry-run", "--output", "json", cwd=work, env=home)
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert len(json.loads(listed.stdout)["partitions"]) == 1

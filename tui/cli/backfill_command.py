@@ -39,8 +39,9 @@ def backfill_command(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, _stop_as_interrupt)
     if signal.getsignal(signal.SIGHUP) != signal.SIG_IGN:
         signal.signal(signal.SIGHUP, _stop_as_interrupt)
-    args = backfill_parser().parse_args(argv)
-    _check_combinations(args)
+    parser = backfill_parser()
+    args = parser.parse_args(argv)
+    _check_combinations(args, parser.given)
     settings = Settings.from_environment()  # a bad BACKFILL_* value is refused before anything is judged
     if args.resume is not None:
         from tui.cli.resume import resume_command
@@ -142,10 +143,19 @@ PIPELINE_ONLY = (
 )
 
 
-def _check_combinations(args: argparse.Namespace) -> None:
+def _check_combinations(args: argparse.Namespace, given: dict[str, Any]) -> None:
+    """Options that mean nothing together are bad input (``given``: the options given, by destination)."""
     if args.preview and not args.dry_run:
         raise UsageError(
             "--preview goes with --dry-run: it shows what the first partition would change, and saves nothing"
+        )
+    if "preview_limit" in given and not args.preview:
+        raise UsageError("--preview-limit goes with --preview: it is how many rows the preview shows per table")
+    paging = [flag for flag, dest in (("--offset", "offset"), ("--limit", "limit")) if dest in given]
+    if paging and not (args.dry_run or args.output == "json"):
+        raise UsageError(
+            f"{paging[0]} pages the partitions --dry-run or --output json lists; it does not choose which run: narrow "
+            "--start-date and --end-date (on --continue, give --ids)"
         )
     if args.command is not None:
         given = [flag for flag, attribute in PIPELINE_ONLY if getattr(args, attribute, None) not in (None, False, [])]
