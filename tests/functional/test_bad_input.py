@@ -60,10 +60,12 @@ def test_an_empty_environment_is_refused(shop, home):
         ("--only", "main"),
         ("--launcher", "warm"),
         ("--launcher", "exec"),
+        ("--force",),
     ],
 )
 def test_pipeline_options_mean_nothing_for_a_command_and_are_refused(work, home, options):
-    """Options of pipeline runs given to a --command backfill are named and refused (they used to change IDs)."""
+    """Options of pipeline runs given to a --command backfill are named and refused (they used to change IDs);
+    --force, which allows an environment named like production, was accepted in silence (a command has none)."""
     line = refused(work, home, "--command", "echo {start}", *DAY, *options)
     assert f"{options[0]} means nothing for a --command backfill" in line
 

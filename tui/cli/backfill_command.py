@@ -140,6 +140,7 @@ PIPELINE_ONLY = (
     ("--workers", "workers"),
     ("--launcher", "launcher"),
     ("--preview", "preview"),
+    ("--force", "force"),  # production is an environment's name: a command has none
 )
 
 
