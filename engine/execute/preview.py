@@ -11,6 +11,7 @@ rebuilt whole), between the scratch copy (after) and the real file attached read
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 import tempfile
@@ -96,6 +97,7 @@ def preview_first_partition(planned: Planned, *, limit: int, leave_out: dict[str
         (repository / ".git").mkdir(parents=True)  # its run records go into the scratch repository's logs/
         relative = pipeline.directory.name
         shutil.copytree(pipeline.directory, repository / relative, ignore=shutil.ignore_patterns("logs", ".git"))
+        _point_run_files_home(pipeline, repository / relative)
         copies = _copy_databases(environment, scratch / "databases")
         config_copy = repository / ".bruin.yml"
         _write_config(config.path, environment.name, copies, config_copy)
@@ -122,6 +124,19 @@ def preview_first_partition(planned: Planned, *, limit: int, leave_out: dict[str
             window = Window(interval.start, interval.end - 1, spec.zone)
             preview.diffs = _diff(pipeline, written, copies, window, limit)
     return preview
+
+
+def _point_run_files_home(pipeline, copy: Path) -> None:
+    """A YAML asset whose ``run:`` file lies outside the pipeline directory (``../../shared/q.sql``): the copy of
+    its YAML names the real file, by a path relative to where the copy is (``run:`` is always joined to the
+    YAML's directory), so the scratch pipeline validates and reads the same SQL or script. Only read."""
+    for asset in pipeline.assets.values():
+        if asset.run_file is None or asset.run_file.is_relative_to(pipeline.directory):
+            continue
+        yaml_copy = copy / asset.path.relative_to(pipeline.directory)
+        data = yaml.safe_load(yaml_copy.read_text(encoding="utf-8"))
+        data["run"] = os.path.relpath(asset.run_file, yaml_copy.parent)
+        yaml_copy.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
 
 
 def _copy_databases(environment, directory: Path) -> dict[str, tuple[Path, Path]]:

@@ -346,3 +346,29 @@ def test_a_preview_never_runs_code_it_cannot_keep_in_the_scratch_copy(tmp_path, 
     assert "preview: partition 0 not run into a scratch copy" in only_python.stdout
     assert "nothing else was selected: nothing ran, no changes to show" in only_python.stdout
     assert not list(outside.iterdir()) and repo.query("SELECT count(*) FROM raw.src") == [(5,)]
+
+
+def test_a_preview_reads_run_files_outside_the_pipeline(tmp_path, home):
+    """YAML assets whose `run:` files are outside the pipeline directory, beside it and above the repository: the
+    scratch copy held only the pipeline, so the preview's run failed validation (exit 1). The copies of their
+    YAML now name the real files (read, never written), and both tables are previewed."""
+    repo = Repo(tmp_path / "repo")
+    repo.write("shared/one.sql", "SELECT 1 AS x")
+    repo.write("p/assets/one.asset.yml", yaml.safe_dump({"name": "mid.one", "type": "duckdb.sql",
+                                                        "run": "../../shared/one.sql",
+                                                        "materialization": {"type": "table"}}))  # fmt: skip
+    (tmp_path / "far.sql").write_text("SELECT 2 AS y")
+    repo.write("p/assets/far.asset.yml", yaml.safe_dump({"name": "mid.far", "type": "duckdb.sql",
+                                                        "run": "../../../far.sql",
+                                                        "materialization": {"type": "table"}}))  # fmt: skip
+    result = run_backfill(
+        *REASON, "p", "--start-date", "2024-01-01", "--end-date", "2024-01-01", "--dry-run", "--preview",
+        "--output", "json", cwd=repo.root, env=home,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    preview = json.loads(result.stdout)["preview"]
+    assert preview["not_run"] == {}
+    assert [(table["table"], table["added"]) for table in preview["tables"]] == [
+        ("mid.far", [{"y": 2}]), ("mid.one", [{"x": 1}])
+    ]  # fmt: skip
+    assert (tmp_path / "far.sql").read_text() == "SELECT 2 AS y"
