@@ -150,6 +150,11 @@ def _check_combinations(args: argparse.Namespace, given: dict[str, Any]) -> None
         raise UsageError(
             "--preview goes with --dry-run: it shows what the first partition would change, and saves nothing"
         )
+    if args.preview and args.resume is not None:
+        raise UsageError(
+            "--preview runs a new backfill's first partition into a scratch copy: with --continue, --dry-run lists "
+            "what would run again"
+        )
     if "preview_limit" in given and not args.preview:
         raise UsageError("--preview-limit goes with --preview: it is how many rows the preview shows per table")
     paging = [flag for flag, dest in (("--offset", "offset"), ("--limit", "limit")) if dest in given]
