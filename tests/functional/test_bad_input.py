@@ -366,14 +366,16 @@ def test_unusable_files_and_paths_are_one_line_not_a_traceback(work, home, shop,
          "--preview-limit goes with --preview: it is how many rows the preview shows per table"),
         (("--continue", "20240101-000000-abcdef", "--dry-run", "--preview"),
          "--preview runs a new backfill's first partition into a scratch copy: with --continue, --dry-run lists"),
+        (("--continue", "20240101-000000-abcdef", "--force"),
+         "--force means nothing with --continue: the backfill's environment was allowed when it was started"),
     ],
-    ids=["limit-on-a-run", "offset-on-a-run", "preview-limit-alone", "preview-on-continue"],
+    ids=["limit-on-a-run", "offset-on-a-run", "preview-limit-alone", "preview-on-continue", "force-on-continue"],
 )  # fmt: skip
-def test_a_listing_option_on_a_run_is_refused_not_read_as_a_selection(work, home, args, says):
+def test_options_that_mean_nothing_for_this_run_are_refused(work, home, args, says):
     """`--limit 1` on a run reads as "run one partition", but it pages a listing: the whole range ran, exit 0.
     It is now one line saying how to choose what runs, exit 2, nothing saved; with --dry-run or --output json it
-    still pages. --preview-limit without --preview, and --preview on a --continue dry run, were accepted in
-    silence."""
+    still pages. --preview-limit without --preview, --preview on a --continue dry run and --force on a --continue
+    were accepted in silence."""
     assert says in refused(work, home, *args)
     listed = run_backfill(*REASON, *COMMAND, *DAY, "--limit", "1", "--dry-run", "--output", "json", cwd=work, env=home)
     assert listed.returncode == 0, listed.stdout + listed.stderr

@@ -155,6 +155,10 @@ def _check_combinations(args: argparse.Namespace, given: dict[str, Any]) -> None
             "--preview runs a new backfill's first partition into a scratch copy: with --continue, --dry-run lists "
             "what would run again"
         )
+    if args.force and args.resume is not None:
+        raise UsageError(
+            "--force means nothing with --continue: the backfill's environment was allowed when it was started"
+        )
     if "preview_limit" in given and not args.preview:
         raise UsageError("--preview-limit goes with --preview: it is how many rows the preview shows per table")
     paging = [flag for flag, dest in (("--offset", "offset"), ("--limit", "limit")) if dest in given]
