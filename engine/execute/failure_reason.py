@@ -7,11 +7,11 @@ prints the reason last. Both are read once, when the attempt ends, and bounded.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import orjson
 
+from engine.base.printable import printable
 from engine.execute.launcher import describe_exit
 from engine.pipeline.asset_status import AssetStatus
 from engine.pipeline.repository import logs_root, repository_root  # not run_record: it imports the runner
@@ -19,7 +19,6 @@ from engine.spec.backfill_spec import BackfillSpec
 
 REASON_CHARS = 300  # what one reason may take in a record, a table cell or a progress line
 TAIL_BYTES = 8192  # of the child's log, read from the end
-_ESCAPES = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
 
 def failure_reason(spec: BackfillSpec, run_id: str, log_path: Path, exit_code: int) -> str:
@@ -76,7 +75,7 @@ def pipeline_reason(path: Path) -> str | None:
 
 
 def last_line(log_path: Path) -> str | None:
-    """The last non-empty line of the child's output (colour codes removed), or None."""
+    """The last non-empty line of the child's output (terminal escapes removed), or None."""
     try:
         with open(log_path, "rb") as log:
             log.seek(0, 2)
@@ -86,9 +85,8 @@ def last_line(log_path: Path) -> str | None:
     except OSError:
         return None
     for line in reversed(tail.splitlines()):
-        text = _ESCAPES.sub("", line).strip()
-        if text:
-            return _clip(text)
+        if text := _clip(line):
+            return text
     return None
 
 
@@ -102,5 +100,6 @@ def _first_line(text: str) -> str:
 
 
 def _clip(text: str) -> str:
-    text = " ".join(text.split())
+    """One line of printable text, at most REASON_CHARS long."""
+    text = " ".join(printable(text).split())  # shown on terminals: see engine/base/printable.py
     return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"

@@ -73,3 +73,25 @@ def test_a_command_failure_is_its_last_line_and_a_killed_child_names_the_signal(
     assert errors[2] == "killed by SIGKILL: about to be killed"
     for error in errors.values():
         assert error[:60] in result.stderr
+
+
+def test_a_reason_reaches_no_terminal_with_the_child_s_escape_sequences(work, home):
+    """A child's last line that sets the window title (OSC), links (OSC 8), moves the cursor through an 8-bit CSI or
+    sends a DCS string: only its colours were removed, so the record, the progress line and `show` carried the
+    rest raw to every terminal that read them (another operator's too, from the shared state directory). The
+    reason is now its printable text in all of them, and the JSON's."""
+    line = ("\x1b[1;31mfatal:\x1b[0m \x1b]0;PWNED\x07bucket \x1b]8;;https://x.io\x1b\\raw\x1b]8;;\x1b\\ "
+            "\x9b2J\x1bPq#0\x1b\\missing\x7f")  # fmt: skip
+    command = shlex.join([sys.executable, "-c", f"import sys; print({line!r}); sys.exit(2)"])
+    result = run_backfill(*GUARD, "--command", command, "--start-date", "2024-01-01", "--end-date", "2024-01-01",
+                          cwd=work, env=home)  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    [record] = records(backfill)
+    assert record["attempts"][-1]["error"] == "fatal: bucket raw missing"
+    text = run_backfill("show", backfill.name, cwd=work, env=home)
+    document = json.loads(run_backfill("show", backfill.name, "--output", "json", cwd=work, env=home).stdout)
+    assert document["partitions"][0]["reason"] == "fatal: bucket raw missing"
+    for shown in (result.stdout + result.stderr, text.stdout):
+        assert "fatal: bucket raw missing" in shown
+        assert not any(c in shown for c in "\x1b\x07\x9b\x7f"), repr(shown)

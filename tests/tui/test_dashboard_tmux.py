@@ -292,3 +292,35 @@ def test_with_sighup_ignored_a_closed_terminal_at_the_preflight_screen_approves_
         assert not (work / "logs" / "backfills").exists() or not any((work / "logs" / "backfills").iterdir())
     finally:
         tmux.close()
+
+
+def test_a_child_s_escape_sequences_never_reach_the_terminal(tmp_path, home):
+    """A child whose output sets the window title, colours text and clears the screen: opening its log in the
+    details pane wrote those sequences to the terminal (tmux took the title, the screen went blank but for the
+    line). The log now shows their text only: the title is the terminal's own, the table is still on screen."""
+    work = tmp_path / "work"
+    (work / ".git").mkdir(parents=True)
+    go = tmp_path / "go"
+    script = (
+        "import os, time\n"
+        "print('line one', flush=True)\n"
+        "print('\\x1b]0;PWNED-BY-LOG\\x07\\x1b[31mred text\\x1b[0m and \\x1b[2J\\x9b2Jcleared?', flush=True)\n"
+        f"while not os.path.exists({str(go)!r}):\n"
+        "    time.sleep(0.05)\n"
+    )
+    child = shlex.join([sys.executable, "-c", script])
+    command = shlex.join([*backfill_argv(), *GUARD, "--command", child, "--start-date", "2024-01-01", "--end-date",
+                          "2024-01-02"])  # fmt: skip
+    tmux = Tmux(120, 30, command, work, {**home, "TERM": "xterm-256color"})
+    try:
+        tmux.wait_for("0  2024-01-01 00:00 → 2024-01-02 00:00  ▶ running")
+        title = tmux.title()
+        tmux.keys("Home", "Enter")
+        screen = tmux.wait_for("red text and cleared?")
+        assert "line one" in screen and "1  2024-01-02 00:00 → 2024-01-03 00:00" in screen and "PWNED" not in screen
+        assert tmux.title() == title and "PWNED" not in tmux.title()
+        go.write_text("go")
+        tmux.wait_for("2 succeeded", timeout=60)
+    finally:
+        go.write_text("go")
+        tmux.close()

@@ -45,6 +45,10 @@ class Tmux:
         """The visible pane as text; with ``escapes``, with the SGR colour and style sequences tmux keeps."""
         return self._tmux("capture-pane", "-p", "-J", *(["-e"] if escapes else []), "-t", "main")
 
+    def title(self) -> str:
+        """The pane's title, as the program in it last set it (OSC 0 or 2)."""
+        return self._tmux("display", "-p", "-t", "main", "#{pane_title}").strip()
+
     def escape(self, closing: str, timeout: float = 30.0) -> None:
         """Esc, then wait until ``closing`` (a text of what it closes) is off the screen: a key sent before the app
         read the Esc could reach it in the same read, and ``Esc q`` is then Alt+q (a busy machine's flake)."""

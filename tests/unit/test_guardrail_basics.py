@@ -186,8 +186,10 @@ def test_a_reason_is_one_line_of_text_kept_stripped():
         check_reason("x" * 2001)
     with pytest.raises(BadInput, match=r"^--reason 'a\\nb' contains control characters"):
         check_reason("a\nb")
-    with pytest.raises(BadInput, match="control characters"):
-        check_reason("a\x1fb")
+    for control in ("\x1f", "\x7f", "\x9b", "\x9f"):  # C0, DEL and C1 (an 8-bit CSI moves a reader's cursor)
+        with pytest.raises(BadInput, match="control characters"):
+            check_reason(f"a{control}b")
+    assert check_reason("a\xa0b é") == "a\xa0b é"  # the first character past C1 is text
     with pytest.raises(BadInput) as long:
         check_reason("x" * 39 + "yz\n")
     assert str(long.value).startswith("--reason '" + "x" * 39 + "y' contains")

@@ -30,6 +30,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from engine.base.printable import printable
+
 CHUNK = 8 * 1024 * 1024
 TEXT = Style()
 EMPTY_NOTE = Style(color="grey50", italic=True)
@@ -98,7 +100,8 @@ class LineIndex:
         start = self.starts[number]
         end = self.starts[number + 1] if number + 1 < len(self.starts) else self.size
         handle.seek(start)
-        return handle.read(max(0, end - start)).decode("utf-8", "replace").rstrip("\n").replace("\t", "    ")
+        text = handle.read(max(0, end - start)).decode("utf-8", "replace").rstrip("\n").replace("\t", "    ")
+        return printable(text)  # a child's colours, cursor moves and titles never reach the terminal
 
 
 class LogView(ScrollView, can_focus=True):
