@@ -22,3 +22,9 @@ CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 def printable(text: str) -> str:
     """``text`` without terminal escape sequences, each control character left a space (a tab too)."""
     return CONTROLS.sub(" ", ESCAPES.sub("", text))
+
+
+def has_controls(text: str) -> bool:
+    """Whether ``text`` holds a control character other than a tab (C0, DEL, C1): what a value typed for others to
+    read (a reason, a name, a command shown in ``list``) must not."""
+    return any((ord(c) < 32 and c != "\t") or 0x7F <= ord(c) <= 0x9F for c in text)

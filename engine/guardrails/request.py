@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.base.errors import BadInput
+from engine.base.printable import has_controls
 from engine.pipeline.config import Config, Environment
 from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions
 
@@ -50,7 +51,7 @@ def check_reason(reason: str | None, flag: str = "--reason") -> str | None:
         raise BadInput(f"{flag} '' is empty: say why this backfill runs (e.g. --reason 'fix for view_count')")
     if len(reason) > MAX_REASON:
         raise BadInput(f"{flag} is {len(reason):,} characters long: keep it under {MAX_REASON:,}")
-    if any((ord(c) < 32 and c != "\t") or 0x7F <= ord(c) <= 0x9F for c in reason):  # C0 but tab, DEL, C1
+    if has_controls(reason):
         raise BadInput(f"{flag} {reason[:40]!r} contains control characters (a newline?): give one line of text")
     return reason.strip()
 

@@ -380,3 +380,22 @@ def test_options_that_mean_nothing_for_this_run_are_refused(work, home, args, sa
     listed = run_backfill(*REASON, *COMMAND, *DAY, "--limit", "1", "--dry-run", "--output", "json", cwd=work, env=home)
     assert listed.returncode == 0, listed.stdout + listed.stderr
     assert len(json.loads(listed.stdout)["partitions"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("--command", "echo \x1b]0;CMD\x07 {start}", *DAY),
+         "--command 'echo \\x1b]0;CMD\\x07 {start}' contains control characters: give printable text"),
+        (("--command", "echo {start}", "--name", "n\x9b2J", *DAY),
+         "--name 'n\\x9b2J' contains control characters: give printable text"),
+    ],
+    ids=["command-osc", "name-c1"],
+)  # fmt: skip
+def test_a_name_or_command_with_control_characters_is_refused(work, home, args, says):
+    """A --command or --name holding an escape sequence was saved and printed raw by `list` and `show`: to every
+    operator who lists the shared state, a window title set or a screen cleared. One line, exit 2, nothing
+    saved; a tab is text."""
+    assert says in refused(work, home, *args)
+    tab = run_backfill(*REASON, "--command", "echo\t{start}", *DAY, "--dry-run", cwd=work, env=home)
+    assert tab.returncode == 0, tab.stdout + tab.stderr

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.base.errors import BadInput
+from engine.base.printable import has_controls
 from engine.base.settings import Settings
 from engine.dates.instants import format_instant
 from engine.guardrails.preflight import Preflight, check_digest_prefix
@@ -198,6 +199,9 @@ def _check_combinations(args: argparse.Namespace, given: dict[str, Any]) -> None
         from engine.spec.command_template import split_template
 
         split_template(args.command)
+    for flag, text in (("--command", args.command), ("--name", args.name)):  # shown to whoever lists the state
+        if text is not None and has_controls(text):
+            raise UsageError(f"{flag} {text[:40]!r} contains control characters: give printable text")
     if args.name and not args.command:
         raise UsageError("--name is only accepted with --command (pipelines are named by pipeline.yml)")
 
