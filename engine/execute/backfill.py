@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.base.errors import BadInput
+from engine.base.open_files import make_room
 from engine.base.settings import Settings
 from engine.dates.split import SplitUnit
 from engine.execute.executor import Executor, ExecutorHooks
@@ -138,6 +139,8 @@ class Prepared:
             slots = threads()
             if slots < parallel:
                 parallel, cap = max(1, slots), (max(1, slots), f"the cluster has {slots} worker threads")
+        else:  # children on this machine: each holds descriptors of this process
+            make_room(parallel)
         return Executor(
             self.spec,
             self.store,

@@ -13,6 +13,7 @@ import time
 from collections import deque
 from typing import Any
 
+from engine.base.open_files import make_room
 from engine.execute.executor_snapshot import RunningPartition, Snapshot
 from engine.store.lease import LeasedAttempt
 from engine.store.records import RecordStatus
@@ -96,6 +97,7 @@ class ExecutorControls:
         size = reserve_size(requested)
         if self._reserve.held and size > self._reserve.size:
             self._reserve.grow(size)
+        make_room(effective)  # more children at once: room for their descriptors first
         with self._lock:
             self.requested_parallel, self.parallel = requested, effective
             self._version += 1
