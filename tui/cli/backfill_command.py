@@ -169,18 +169,18 @@ def _check_combinations(args: argparse.Namespace, given: dict[str, Any]) -> None
             "--start-date and --end-date (on --continue, give --ids)"
         )
     if args.command is not None:
-        given = [flag for flag, attribute in PIPELINE_ONLY if getattr(args, attribute, None) not in (None, False, [])]
+        named = [flag for flag, attribute in PIPELINE_ONLY if getattr(args, attribute, None) not in (None, False, [])]
         if args.launcher is not None and args.launcher.startswith("dask"):
-            given.remove("--launcher")  # a command's attempts run on a Dask cluster like a pipeline's
-        if given:
+            named.remove("--launcher")  # a command's attempts run on a Dask cluster like a pipeline's
+        if named:
             raise UsageError(
-                f"{', '.join(given)} mean{'s' if len(given) == 1 else ''} nothing for a --command backfill "
+                f"{', '.join(named)} mean{'s' if len(named) == 1 else ''} nothing for a --command backfill "
                 "(pipeline run options): leave {} out, or put what the command needs in its template".format(
-                    "it" if len(given) == 1 else "them"
+                    "it" if len(named) == 1 else "them"
                 )
             )
     if args.resume is None:
-        for flag, given in (
+        for flag, value in (
             ("--rerun", args.rerun),
             ("--ids", args.ids),
             ("--ids-from", args.ids_from),
@@ -188,7 +188,7 @@ def _check_combinations(args: argparse.Namespace, given: dict[str, Any]) -> None
             ("--with-downstream", args.with_downstream),
             ("--rerun-whole-partition", args.rerun_whole_partition),
         ):
-            if given:
+            if value:
                 raise UsageError(f"{flag} is only accepted together with --continue ID")
     if args.full_refresh:
         raise BadInput(
