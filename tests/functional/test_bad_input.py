@@ -389,13 +389,16 @@ def test_options_that_mean_nothing_for_this_run_are_refused(work, home, args, sa
          "--command 'echo \\x1b]0;CMD\\x07 {start}' contains control characters: give printable text"),
         (("--command", "echo {start}", "--name", "n\x9b2J", *DAY),
          "--name 'n\\x9b2J' contains control characters: give printable text"),
+        (("--command", "echo {start}", "--name", "two\nlines", *DAY),
+         "--name 'two\\nlines' contains control characters: give printable text"),
     ],
-    ids=["command-osc", "name-c1"],
+    ids=["command-osc", "name-c1", "name-newline"],
 )  # fmt: skip
 def test_a_name_or_command_with_control_characters_is_refused(work, home, args, says):
     """A --command or --name holding an escape sequence was saved and printed raw by `list` and `show`: to every
     operator who lists the shared state, a window title set or a screen cleared. One line, exit 2, nothing
-    saved; a tab is text."""
+    saved; a tab is text, and a command may span lines (a `python -c` script)."""
     assert says in refused(work, home, *args)
-    tab = run_backfill(*REASON, "--command", "echo\t{start}", *DAY, "--dry-run", cwd=work, env=home)
-    assert tab.returncode == 0, tab.stdout + tab.stderr
+    for command in ("echo\t{start}", "sh -c 'echo one\necho {start}'"):
+        spaced = run_backfill(*REASON, "--command", command, *DAY, "--dry-run", cwd=work, env=home)
+        assert spaced.returncode == 0, spaced.stdout + spaced.stderr

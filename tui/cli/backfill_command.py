@@ -199,8 +199,9 @@ def _check_combinations(args: argparse.Namespace, given: dict[str, Any]) -> None
         from engine.spec.command_template import split_template
 
         split_template(args.command)
-    for flag, text in (("--command", args.command), ("--name", args.name)):  # shown to whoever lists the state
-        if text is not None and has_controls(text):
+    # Shown to whoever lists the state. A command may span lines (`python -c` of a script); a name may not.
+    for flag, text, allowed in (("--command", args.command, "\t\n\r"), ("--name", args.name, "\t")):
+        if text is not None and has_controls(text, allowed):
             raise UsageError(f"{flag} {text[:40]!r} contains control characters: give printable text")
     if args.name and not args.command:
         raise UsageError("--name is only accepted with --command (pipelines are named by pipeline.yml)")
