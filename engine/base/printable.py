@@ -27,4 +27,4 @@ def printable(text: str) -> str:
 def has_controls(text: str, allowed: str = "\t") -> bool:
     """Whether ``text`` holds a control character (C0, DEL, C1) other than those ``allowed``: what a value typed for
     others to read (a reason, a name, a command shown in ``list``) must not."""
-    return any(((ord(c) < 32 or 0x7F <= ord(c) <= 0x9F) and c not in allowed) for c in text)
+    return CONTROLS.search(text.translate(dict.fromkeys(map(ord, allowed)))) is not None
