@@ -108,12 +108,15 @@ def _date_format(value: Any, pattern: str) -> str:
 
 
 @functools.cache
-def environment() -> jinja2.Environment:
+def environment() -> jinja2.Environment:  # a SandboxedEnvironment
     """The one Jinja environment, made at its first use: jinja2 is imported only by what renders templates
-    (a command target's invocation never does; the warm runner calls this as it starts)."""
+    (a command target's invocation never does; the warm runner calls this as it starts). Sandboxed: a template
+    reaches variables, filters and macros, as Bruin's gonja does, never Python's internals
+    (``cycler.__init__.__globals__.os`` ran any command during a dry run)."""
     import jinja2
+    from jinja2.sandbox import SandboxedEnvironment
 
-    environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+    environment = SandboxedEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
     environment.filters.update(
         add_days=_shifter(days=1),
         date_add=_shifter(days=1),
@@ -139,6 +142,7 @@ class TemplateProblem(Exception):
 def render(text: str, context: dict[str, Any], *, first_line: int = 1) -> str:
     """Render ``text``; errors name the line in the original file."""
     import jinja2
+    from jinja2.exceptions import SecurityError
 
     try:
         return environment().from_string(text).render(context)
@@ -146,7 +150,7 @@ def render(text: str, context: dict[str, Any], *, first_line: int = 1) -> str:
         raise TemplateProblem(
             f"line {first_line + (error.lineno or 1) - 1}: template syntax: {error.message}"
         ) from None
-    except jinja2.UndefinedError as error:
+    except (jinja2.UndefinedError, SecurityError) as error:
         raise TemplateProblem(f"template: {error.message}") from None
     except (ValueError, TypeError) as error:
         raise TemplateProblem(f"template: {error}") from None
@@ -189,7 +193,7 @@ def with_macros(macros: str, context: dict[str, Any]) -> dict[str, Any]:
         module = _macro_template(macros).make_module(context)
     except jinja2.TemplateSyntaxError as error:
         raise TemplateProblem(f"macros/: line {error.lineno}: template syntax: {error.message}") from None
-    except jinja2.UndefinedError as error:
+    except (jinja2.UndefinedError, jinja2.exceptions.SecurityError) as error:
         raise TemplateProblem(f"macros/: {error.message}") from None
     exported = {name: getattr(module, name) for name in dir(module) if not name.startswith("_")}
     return {**context, **exported}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.builder import Repo
+from tests.conftest import run_backfill
 
 PIPELINE = {
     "name": "p",
@@ -112,3 +113,38 @@ def test_pipeline_default_modifiers_and_months(repo):
     repo.sql("s.m", "SELECT '{{ start_date }}' AS s", materialization={"type": "table"})
     repo.run_ok("--start-date", "2024-03-31", "--end-date", "2024-03-31", "--apply-interval-modifiers")
     assert repo.query("SELECT * FROM s.m") == [("2024-02-29",)]
+
+
+UNSAFE = "template: access to attribute '__init__' of "
+
+
+@pytest.mark.parametrize(
+    ("where", "says"),
+    [("query", UNSAFE), ("hook", UNSAFE), ("macro", UNSAFE), ("macro file", "macros/: access to attribute '__init__'")],
+)  # fmt: skip
+def test_a_template_never_reaches_python_s_internals_not_even_in_a_dry_run(repo, home, tmp_path, where, says):
+    """`{{ cycler.__init__.__globals__.os.system(…) }}` ran a shell command when the pre-flight rendered the
+    SQL, during a --dry-run (Bruin's gonja has no way into Go's internals). Templates are sandboxed: the dry run
+    and the run by hand write nothing outside; the run fails the asset naming the unsafe attribute."""
+    marker = tmp_path / "ran"
+    escape = f"{{{{ cycler.__init__.__globals__.os.system('touch {marker}') }}}}"
+    header: dict = {"materialization": {"type": "table"}}
+    body = "SELECT 1 AS x"
+    if where == "query":
+        body = f"SELECT 1 AS x -- {escape}"
+    elif where == "hook":
+        header["hooks"] = {"pre": [{"query": f"SELECT 1 -- {escape}"}]}
+    elif where == "macro":
+        repo.write("p/macros/m.sql", f"{{% macro m() %}}{escape}{{% endmacro %}}")
+        body = "SELECT 1 AS x -- {{ m() }}"
+    else:  # outside any macro: it runs as the macros are loaded
+        repo.write("p/macros/m.sql", f"{escape}{{% macro m() %}}1{{% endmacro %}}")
+    repo.sql("s.t", body, **header)
+    dry = run_backfill("p", "--start-date", "2024-01-01", "--end-date", "2024-01-01", "--dry-run", cwd=repo.root,
+                       env=home)  # fmt: skip
+    assert dry.returncode in (0, 3, 4), dry.stdout + dry.stderr
+    assert not marker.exists()
+    ran = repo.run("--start-date", "2024-01-01", "--end-date", "2024-01-01", env=home)
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    assert says in ran.stdout and "is unsafe" in ran.stdout, ran.stdout
+    assert not marker.exists()
