@@ -231,6 +231,7 @@ def test_random_stops_and_resumes_never_overlap_lose_or_leave_work_behind(tmp_pa
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(max(300, 30 * SLOW_TRIALS))  # a hundred trials outlast the suite's 300 s a test, by design
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_the_long_kill_campaign(tmp_path, home, launcher):
     """The same trials by the hundred per launcher (BACKFILL_CAMPAIGN_TRIALS, 100 by default): outside the default
