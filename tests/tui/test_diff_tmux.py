@@ -37,6 +37,21 @@ def test_details_say_what_changed_and_d_shows_the_rows(tmp_path, home):
         tmux.close()
 
 
+def _preview_on_the_preflight_screen(repo, home) -> tuple[str, str]:
+    """A new backfill of January's first two days: F2 on its pre-flight screen, the screen once the diff of the
+    first day shows, then Esc twice; what the terminal shows at the shell afterwards."""
+    command = shlex.join([*backfill_argv(), "p", "--start-date", "2024-01-01", "--end-date", "2024-01-02"])
+    tmux = Tmux(120, 40, command, repo.root, {**home, "TERM": "xterm-256color"})
+    try:
+        tmux.wait_for("why this backfill runs (required)")
+        tmux.keys("F2")
+        preview = tmux.wait_for("+1 added, -1 removed, ~1 changed (3 rows before, 3 after)")
+        tmux.keys("Escape", "Escape")
+        return preview, tmux.wait_for("EXIT=", timeout=30)
+    finally:
+        tmux.close()
+
+
 def test_the_preflight_screen_previews_the_first_partition(tmp_path, home):
     """On the pre-flight screen (a reason still to give), F2 runs the first day into a scratch copy and shows what
     it would change; Esc twice cancels: nothing ran, every file of the repository is as it was."""
@@ -44,18 +59,9 @@ def test_the_preflight_screen_previews_the_first_partition(tmp_path, home):
 
     repo = _orders(tmp_path)
     before = _digests(repo)
-    command = shlex.join([*backfill_argv(), "p", "--start-date", "2024-01-01", "--end-date", "2024-01-02"])
-    tmux = Tmux(120, 40, command, repo.root, {**home, "TERM": "xterm-256color"})
-    try:
-        tmux.wait_for("why this backfill runs (required)")
-        tmux.keys("F2")
-        screen = tmux.wait_for("+1 added, -1 removed, ~1 changed (3 rows before, 3 after)")
-        assert "preview: partition 0 run into a scratch copy" in screen and "~ id=2: amount: 20 → 25" in screen
-        tmux.keys("Escape", "Escape")
-        screen = tmux.wait_for("EXIT=", timeout=30)
-    finally:
-        tmux.close()
-    assert "EXIT=0" not in screen
+    preview, after = _preview_on_the_preflight_screen(repo, home)
+    assert "preview: partition 0 run into a scratch copy" in preview and "~ id=2: amount: 20 → 25" in preview
+    assert "EXIT=0" not in after
     assert _digests(repo) == before
 
 
@@ -65,15 +71,6 @@ def test_the_preflight_screen_s_preview_leaves_out_python_code(tmp_path, home):
     repo = _orders(tmp_path)
     outside = tmp_path / "outside.txt"
     repo.python("mid.cleanup", f"open({str(outside)!r}, 'w').write('ran')", depends=["mid.orders"])
-    command = shlex.join([*backfill_argv(), "p", "--start-date", "2024-01-01", "--end-date", "2024-01-02"])
-    tmux = Tmux(120, 40, command, repo.root, {**home, "TERM": "xterm-256color"})
-    try:
-        tmux.wait_for("why this backfill runs (required)")
-        tmux.keys("F2")
-        screen = tmux.wait_for("+1 added, -1 removed, ~1 changed (3 rows before, 3 after)")
-        assert "not run in the preview: mid.cleanup (Python code can write outside the scratch copy)" in screen
-        tmux.keys("Escape", "Escape")
-        tmux.wait_for("EXIT=", timeout=30)
-    finally:
-        tmux.close()
+    preview, _ = _preview_on_the_preflight_screen(repo, home)
+    assert "not run in the preview: mid.cleanup (Python code can write outside the scratch copy)" in preview
     assert not outside.exists()
