@@ -33,7 +33,7 @@ from engine.execute.executor_snapshot import FINISHED, RUNNING, STARTING, STOPPI
 from engine.execute.executor_splits import ExecutorSplits
 from engine.execute.executor_stopping import ExecutorStopping
 from engine.execute.executor_storage import ExecutorStorage
-from engine.execute.launcher import ChildSpec, ForkExecLauncher, Launcher
+from engine.execute.launcher import ChildSpec, ForkExecLauncher, Launcher, start_failure
 from engine.execute.rerun import AssetRerun, PartitionSelection, RerunMode
 from engine.execute.splitting import SplitRun
 from engine.execute.takeover import Takeover
@@ -447,7 +447,7 @@ class Executor(ExecutorControls, ExecutorStorage, ExecutorStopping, ExecutorSpli
             child = self.launcher.launch(child_spec)
         except OSError as error:
             attempt.status, attempt.finished_at = RecordStatus.FAILED, now_text()
-            attempt.error = f"cannot start {child_spec.argv[0]!r}: {error.strerror or error}"
+            attempt.error = start_failure(child_spec, error)
             self._finish(index, record, attempt, launch.pending.attempts_left)
             return
         remoted = hasattr(child, "remote")  # a child on another machine: its identity arrives later

@@ -253,6 +253,18 @@ def judge_new(
     )
 
 
+def check_working_directory(loaded: Loaded) -> None:
+    """A backfill's children run where it was started: a directory gone since (a repository moved or renamed)
+    would fail every partition, so the resume is refused before anything is taken over or started."""
+    saved = loaded.manifest.get("working_directory")
+    if saved and not Path(saved).is_dir():
+        raise BadInput(
+            f"backfill {loaded.store.id} runs its children in {saved!r}, which is no longer a directory (moved, "
+            "renamed or deleted): a backfill runs where it was started; put the directory back there, or start a "
+            "new backfill from where it is now"
+        )
+
+
 def needs_own_reason(loaded: Loaded, selection: PartitionSelection) -> bool:
     """Whether the backfill's saved reason does not cover this resume: it runs succeeded partitions again, or
     the backfill was saved without a reason (before guardrails)."""
@@ -278,6 +290,7 @@ def judge_resume(
     on only with a reason of its own, which reopens it."""
     check_execution_options(options)  # whichever front end built them (flags, the rerun form)
     planned = replan(loaded.spec, options)
+    check_working_directory(loaded)
     if rerun_asset is not None:
         check_rerun_asset(planned, rerun_asset.name)
     own_reason = needs_own_reason(loaded, selection)

@@ -27,6 +27,14 @@ class ChildSpec:
     inherit_fds: tuple[int, ...] = field(default=())
 
 
+def start_failure(spec: ChildSpec, error: OSError) -> str:
+    """Why a child did not start, in one line: its program, or its working directory (gone since the backfill
+    was saved: Python names the directory in the error when changing into it fails)."""
+    if error.filename is not None and str(error.filename) == spec.cwd:
+        return f"cannot enter its working directory {spec.cwd!r}: {error.strerror or error}"
+    return f"cannot start {spec.argv[0]!r}: {error.strerror or error}"
+
+
 class Child(Protocol):
     pid: int
 
@@ -114,7 +122,7 @@ class ForkExecLauncher:
         try:
             process = start_in_own_session(spec.argv, spec, log, spec.inherit_fds)
         except OSError as error:
-            os.write(log, f"backfill: cannot start {spec.argv[0]!r}: {error.strerror}\n".encode())
+            os.write(log, f"backfill: {start_failure(spec, error)}\n".encode())
             raise
         finally:
             os.close(log)

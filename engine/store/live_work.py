@@ -98,7 +98,8 @@ def real_files(paths: Iterable[Path]) -> tuple[str, ...]:
 
 def conflicts(ours: LiveWork, running: Iterable[LiveWork]) -> list[str]:
     """Why ``ours`` must not start beside the work running now, one sentence per running invocation in its way
-    (empty: nothing is). Work of our own backfill (a crashed executor's entry, before its takeover) is ours.
+    (empty: nothing is). Work of our own backfill (a crashed executor's entry, before its takeover) is ours, unless
+    it runs from another state root: a copy of the backfill (:func:`from_a_copy`) is always in our way.
 
     Work is in our way when it shares a DuckDB file with us or runs the same target:
 
@@ -112,6 +113,8 @@ def conflicts(ours: LiveWork, running: Iterable[LiveWork]) -> list[str]:
     found = []
     for theirs in running:
         if ours.backfill_id is not None and theirs.backfill_id == ours.backfill_id:
+            if ours.state_dir is not None and from_a_copy(ours.backfill_id, Path(ours.state_dir), theirs):
+                found.append(copy_sentence(ours.backfill_id, theirs))
             continue
         shared = sorted(set(ours.files) & set(theirs.files))
         same_target = ours.target == theirs.target
@@ -126,6 +129,24 @@ def conflicts(ours: LiveWork, running: Iterable[LiveWork]) -> list[str]:
                 f"wait for {theirs.who()}: it writes {shared[0]}, and DuckDB allows one writer process per file"
             )
     return found
+
+
+def from_a_copy(backfill_id: str, state_root: Path, theirs: LiveWork) -> bool:
+    """Whether ``theirs`` is our backfill run from another state root: a copy of its directory (a repository
+    copied with its ``logs/``, a store restored from a backup). Each copy would run the partitions again beside
+    the other, and neither's locks or records know of the other's children."""
+    if theirs.backfill_id != backfill_id or not theirs.state_dir:
+        return False
+    return Path(theirs.state_dir).resolve() != state_root.resolve()
+
+
+def copy_sentence(backfill_id: str, theirs: LiveWork) -> str:
+    """Why a copy of a running backfill does not start."""
+    where = Path(theirs.state_dir or "") / backfill_id
+    return (
+        f"backfill {backfill_id} is running from another copy of its state, {where} (executor PID {theirs.pid} on "
+        f"{theirs.host}): this copy would run its partitions again beside it; wait for it to end, or stop it there"
+    )
 
 
 def _asset_clash(ours: LiveWork, theirs: LiveWork) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -200,6 +201,28 @@ def test_a_second_executor_of_the_same_backfill_is_refused(work, home):
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released once the executor is gone
     finally:
         os.close(lock)
+
+
+def test_a_copy_of_a_running_backfill_s_store_is_refused_and_stops_nothing(work, home, tmp_path):
+    """A repository copied with its logs/ while its backfill runs: --continue from the copy is refused (exit 3,
+    naming the original's store), and the original's child, whose environment carries the same BACKFILL_ID, is
+    not stopped: the copy would otherwise have run its partition again."""
+    process = start_background(
+        *GUARD, "--command", child_command(), *SIX_DAYS, cwd=work, env={**home, "CHILD_SLEEP": "30"}
+    )
+    backfill = backfill_dir(work)
+    [child] = running_pids(backfill, 1)
+    copy = tmp_path / "copy"
+    shutil.copytree(work, copy, ignore=shutil.ignore_patterns("*.tmp"))
+    second = run_backfill("--continue", backfill.name, "--reason", "from the copy", cwd=copy, env=home)
+    assert second.returncode == 3, second.stderr
+    assert f"backfill {backfill.name} is running from another copy of its state" in second.stderr
+    assert f"(executor PID {process.pid} on " in second.stderr
+    assert alive(child)
+    os.kill(process.pid, signal.SIGINT)
+    process.communicate(timeout=40)
+    [attempt] = records(backfill)[0]["attempts"]
+    assert attempt["status"] == "cancelled"  # by our own Ctrl+C, not a SIGTERM from the copy
 
 
 def test_a_deleted_children_lock_never_lets_new_attempts_run_beside_live_orphans(work, home):

@@ -63,3 +63,23 @@ def test_a_program_gone_before_a_continue_is_refused_by_the_preflight(work, home
     assert result.returncode == 3, result.stdout + result.stderr
     assert "target_valid: the program './etl.sh' does not exist or is not executable" in result.stderr
     assert records(backfill) == before
+
+
+def test_a_moved_repository_is_refused_on_continue_before_anything_runs(work, home, tmp_path):
+    """The repository renamed after a failed run: --continue (dry run or not) names the directory the backfill
+    runs in, exit 2, and starts nothing; before, every partition failed with "cannot start 'sh'"."""
+    (work / "job.sh").write_text("exit 1\n")
+    first = run_backfill(*GUARD, "--command", "sh job.sh", *TEN_DAYS, cwd=work, env=home)
+    assert first.returncode == 1
+    moved = work.rename(tmp_path / "moved")
+    [backfill] = state_dirs(moved / "logs" / "backfills")
+    before = records(backfill)
+    for extra in ((), ("--dry-run",)):
+        resumed = run_backfill("--continue", backfill.name, *extra, cwd=moved, env=home)
+        assert resumed.returncode == 2
+        assert resumed.stderr.strip().splitlines() == [
+            f"backfill: error: backfill {backfill.name} runs its children in '{work}', which is no longer a "
+            "directory (moved, renamed or deleted): a backfill runs where it was started; put the directory back "
+            "there, or start a new backfill from where it is now"
+        ]
+    assert records(backfill) == before

@@ -48,6 +48,27 @@ def test_work_of_our_own_backfill_is_never_in_our_way():
     assert conflicts(work(), [work(pid=1)]) == []
 
 
+def test_our_backfill_run_from_another_state_root_is_a_copy_in_our_way():
+    """A repository copied with its logs/: the same backfill ID from another store is running work, not ours."""
+    ours = work(state_dir="/copy/logs/backfills")
+    theirs = work(pid=77, state_dir="/repo/logs/backfills")
+    assert conflicts(ours, [theirs]) == [
+        "backfill b1 is running from another copy of its state, /repo/logs/backfills/b1 (executor PID 77 on h1): "
+        "this copy would run its partitions again beside it; wait for it to end, or stop it there"
+    ]
+
+
+def test_our_backfill_from_the_same_store_however_spelt_is_ours(tmp_path):
+    """A symlink to the store is the same store (a crashed executor's entry, settled by the takeover), and an
+    entry written without its store names no copy."""
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "logs")
+    ours = work(state_dir=str(tmp_path / "link"))
+    assert conflicts(ours, [work(pid=1, state_dir=str(tmp_path / "logs"))]) == []
+    assert conflicts(ours, [work(pid=1, state_dir=None)]) == []
+    assert conflicts(work(state_dir=None), [work(pid=1, state_dir="/elsewhere")]) == []
+
+
 def test_a_new_backfill_has_no_id_yet_and_still_waits():
     """No ID on our side must not make every entry without one look like ours."""
     theirs = work(kind=WorkKind.RUN, backfill_id=None)

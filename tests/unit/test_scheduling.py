@@ -19,8 +19,11 @@ from engine.spec.planning import plan_request
 from tests.backfills import child_command, child_running, max_overlap, read_spans, records
 
 
-def prepare(work: Path, command: str | None, days: int, *, target: str | None = None, **options) -> Prepared:
-    """A backfill of ``command`` (or of the pipeline ``target``, relative to ``work``) over ``days`` days."""
+def prepare(
+    work: Path, command: str | None, days: int, *, target: str | None = None, cwd: Path | None = None, **options
+) -> Prepared:
+    """A backfill of ``command`` (or of the pipeline ``target``, relative to ``work``) over ``days`` days, started
+    in ``cwd`` (``work``)."""
     planned = plan_request(
         target=target,
         command=command,
@@ -34,10 +37,10 @@ def prepare(work: Path, command: str | None, days: int, *, target: str | None = 
         run_options=RunOptions(),
         options=ExecutionOptions(**options),
         force=False,
-        cwd=work,
+        cwd=cwd or work,
     )
     root = state_root_for(planned.spec, str(work / "states"), work)
-    return create_backfill(planned, root=root, cwd=work, settings=Settings())
+    return create_backfill(planned, root=root, cwd=cwd or work, settings=Settings())
 
 
 LAUNCHED: list[int] = []
@@ -216,6 +219,21 @@ def test_a_program_gone_before_its_launch_fails_the_partition_with_the_reason(wo
         assert record["status"] == "failed"
     log = prepared.store.log_path(f"{prepared.store.id}-p0-a1").read_text()
     assert log == f"backfill: cannot start '{program}': No such file or directory\n"
+
+
+def test_a_working_directory_gone_before_a_launch_is_named_not_the_program(work):
+    """The directory the backfill was started in is removed before its partition starts: the attempt and its log
+    name the directory that cannot be entered, not the program (``sh``, which exists)."""
+    started_in = work / "job"
+    started_in.mkdir()
+    prepared = prepare(work, "sh -c true", 1, cwd=started_in)
+    started_in.rmdir()
+    outcome = prepared.executor(grace=5).run()
+    assert outcome.status == "failed"
+    reason = f"cannot enter its working directory '{started_in}': No such file or directory"
+    [record] = records(prepared.store.directory)
+    assert [a["error"] for a in record["attempts"]] == [reason]
+    assert prepared.store.log_path(f"{prepared.store.id}-p0-a1").read_text() == f"backfill: {reason}\n"
 
 
 def test_a_resume_appends_attempts_and_never_reuses_a_run_id_whose_log_exists(work):
