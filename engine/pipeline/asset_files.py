@@ -16,6 +16,7 @@ from engine.base.errors import BadInput
 from engine.pipeline.asset_types import AssetKind
 from engine.pipeline.assets import YAML_ASSET_SUFFIXES, Asset, build_asset
 from engine.pipeline.defaults import with_defaults
+from engine.pipeline.glossary import Glossary, extend_columns
 from engine.pipeline.inline_header import inline_header
 from engine.pipeline.problems import Problems
 from engine.pipeline.yamlfile import Located, line_of, parse_yaml
@@ -29,10 +30,15 @@ def is_asset_file(path: Path) -> bool:
 
 
 def read_asset(
-    path: Path, pipeline_dir: Path, problems: Problems, defaults: dict[str, Any] | None = None
+    path: Path,
+    pipeline_dir: Path,
+    problems: Problems,
+    defaults: dict[str, Any] | None = None,
+    glossary: Glossary | None = None,
 ) -> Asset | None:
-    """Parse one asset file, ``default:`` of pipeline.yml merged in; None when it is not an asset (a .sql/.py
-    file without a @bruin header)."""
+    """Parse one asset file, ``default:`` of pipeline.yml merged in and the repository's glossary applied to its
+    columns; None when it is not an asset (a .sql/.py file without a @bruin header)."""
+    glossary = glossary or Glossary()
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
@@ -55,7 +61,9 @@ def read_asset(
             for line, message in skipped:
                 problems.warn(path, line, message)
             data = with_defaults(data, defaults or {}, python_file=path.suffix == ".py")
-            return _digested(build_asset(data, path, relative, data.line, body, 1, problems), text, defaults)
+            uses_glossary = extend_columns(data, glossary, path, problems)
+            asset = build_asset(data, path, relative, data.line, body, 1, problems)
+            return _digested(asset, text, defaults, glossary if uses_glossary else None)
         header = match.group(2)
         header_line = match.group(1).count("\n") + 1
         body = text[match.end() :]
@@ -72,6 +80,7 @@ def read_asset(
         problems.add(path, header_line, "the @bruin header must be a YAML mapping")
         return None
     data = with_defaults(data, defaults or {}, python_file=path.suffix == ".py")
+    uses_glossary = extend_columns(data, glossary, path, problems)
     yaml_asset = header is text
     if yaml_asset:  # what runs is the file `run:` names
         run_file, body = _run_file(data, path, problems)
@@ -79,7 +88,7 @@ def read_asset(
     asset = build_asset(data, path, relative, header_line, body, body_line, problems, run_file)
     if yaml_asset and asset.kind == AssetKind.PYTHON and "run" not in data:
         problems.add(path, 1, "a Python asset defined in YAML needs run: naming its script (else its YAML would run)")
-    return _digested(asset, text, defaults)
+    return _digested(asset, text, defaults, glossary if uses_glossary else None)
 
 
 def _run_file(data: dict[str, Any], path: Path, problems: Problems) -> tuple[Path | None, str]:
@@ -113,8 +122,12 @@ def _run_file(data: dict[str, Any], path: Path, problems: Problems) -> tuple[Pat
     return run_path, text
 
 
-def _digested(asset: Asset, text: str, defaults: dict[str, Any] | None) -> Asset:
-    """The asset's digest: its file and the pipeline's ``default:`` it takes in."""
+def _digested(asset: Asset, text: str, defaults: dict[str, Any] | None, glossary: Glossary | None) -> Asset:
+    """The asset's digest: its file, the pipeline's ``default:`` it takes in and the glossary its columns extend
+    (whose files are then the asset's own: the watch of its definition reads them too)."""
+    if glossary is not None:
+        asset.glossary_files = glossary.files
+        text += f"\0{glossary.text}"
     merged = orjson.dumps(defaults or {}, option=orjson.OPT_SORT_KEYS, default=str)
     asset.digest = hashlib.sha256(text.encode("utf-8") + b"\0" + merged).hexdigest()[:16]
     return asset

@@ -89,7 +89,6 @@ ASSET_FIELDS = {
 # Fields Bruin acts on when it runs an asset that we do not: accepted with a warning saying what differs.
 NOT_USED_HERE = {
     "retries": "an asset is not retried on its own here; a backfill retries whole partitions (--retries)",
-    "extends": "glossary entities are not read here: the columns and checks they would add do not run",
 }
 MATERIALIZATION_FIELDS = {
     "type",
@@ -138,6 +137,7 @@ class Asset:
     body_line: int = 1
     seed_path: Path | None = None  # a seed's local file
     run_file: Path | None = None  # a YAML asset's `run:`: its SQL, or the script a Python asset runs
+    glossary_files: tuple[Path, ...] = ()  # the repository's glossary, when a column or the asset extends it
     seed_url: str | None = None  # or its http(s) URL
     seed_template: str | None = None  # or a path that is a template ("{{ var.region }}.csv"), rendered per run
     parameters: dict[str, Any] = field(default_factory=dict)  # as written; Bruin renders each string as a template
@@ -161,8 +161,10 @@ class Asset:
 
     @property
     def own_files(self) -> tuple[Path, ...]:
-        """The files of this asset a run reads: its definition, its ``run:`` file, its seed's local file."""
-        return tuple(path for path in (self.path, self.run_file, self.seed_path) if path is not None)
+        """The files of this asset a run reads: its definition, its ``run:`` file, its seed's local file, the
+        glossary its columns extend."""
+        files = (self.path, self.run_file, self.seed_path, *self.glossary_files)
+        return tuple(path for path in files if path is not None)
 
     @property
     def has_checks(self) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -23,8 +24,9 @@ from engine.pipeline.assets import (
 )
 from engine.pipeline.datavault import datavault_roles
 from engine.pipeline.defaults import DEFAULT_FIELDS
+from engine.pipeline.glossary import GLOSSARY_FILES, Glossary, read_glossary
 from engine.pipeline.problems import Problems
-from engine.pipeline.repository import pipeline_file
+from engine.pipeline.repository import pipeline_file, repository_root
 from engine.pipeline.templating import syntax_problem
 from engine.pipeline.yamlfile import Located, line_of, parse_yaml
 
@@ -233,7 +235,13 @@ class PipelineCache:
 
 
 def _files_signature(directory: Path) -> tuple[tuple[str, int, int, int, int], ...]:
+    """Every file under the pipeline, and the repository's glossary (outside it, and read with it)."""
     found = []
+    repository = repository_root(directory)
+    for path in [repository / name for name in GLOSSARY_FILES] if repository is not None else []:
+        with contextlib.suppress(OSError):
+            info = os.stat(path)
+            found.append((str(path), info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns))
     for root, directories, files in os.walk(directory):
         directories[:] = sorted(d for d in directories if not d.startswith("."))
         for name in sorted(files):
@@ -331,7 +339,7 @@ def load_pipeline(directory: Path) -> Pipeline:
             problems.items.append(str(error))
     parse_secrets(default, path, problems)  # their shape is checked here, once; each asset gets them merged
     parse_hooks(default, path, problems)
-    _read_assets(pipeline, problems, default)
+    _read_assets(pipeline, problems, default, read_glossary(repository_root(directory), problems))
     _check_graph(pipeline, problems)
     problems.raise_if_any(f"pipeline {pipeline.name!r}")
     pipeline.warnings = tuple(problems.warnings)
@@ -390,8 +398,9 @@ def _macros(directory: Path, problems: Problems) -> str:
     return "\n".join(texts)
 
 
-def _read_assets(pipeline: Pipeline, problems: Problems, defaults: dict[str, Any]) -> None:
-    """Every asset under ``tasks/`` and ``assets/``, as Bruin discovers them."""
+def _read_assets(pipeline: Pipeline, problems: Problems, defaults: dict[str, Any], glossary: Glossary) -> None:
+    """Every asset under ``tasks/`` and ``assets/``, as Bruin discovers them, their columns extended from the
+    repository's glossary."""
     roots = [pipeline.directory / name for name in ASSET_DIRECTORIES if (pipeline.directory / name).is_dir()]
     candidates = [p for root in roots for p in sorted(root.rglob("*")) if p.is_file() and is_asset_file(p)]
     for path in sorted(p for root in roots for p in root.rglob("*.[rR]")):
@@ -403,7 +412,7 @@ def _read_assets(pipeline: Pipeline, problems: Problems, defaults: dict[str, Any
             problems.add(path, 1, "R assets are not supported: the embedded runner runs DuckDB SQL, seeds and Python")
     first_seen: dict[str, Asset] = {}
     for path in candidates:
-        asset = read_asset(path, pipeline.directory, problems, defaults)
+        asset = read_asset(path, pipeline.directory, problems, defaults, glossary)
         if asset is None:
             continue
         if pipeline.macros:  # a macro an asset renders is part of its definition (an asset-level resume reads it)

@@ -232,7 +232,6 @@ def test_fields_bruin_accepts_are_never_refused(tmp_path, home):
         "pipeline.yml:7: retries: an asset is not retried on its own here",
         "s.t.sql:11: unknown field 'colour' (ignored)",
         "s.t.sql:6: retries: an asset is not retried on its own here",
-        "extends: glossary entities are not read here: the columns and checks they would add do not run",
     ]
     for text in expected:
         assert sum(text in line for line in warnings) == 1, (text, warnings)
@@ -244,6 +243,29 @@ def test_fields_bruin_accepts_are_never_refused(tmp_path, home):
     assert started.returncode == 0, started.stdout + started.stderr
     for text in expected:
         assert sum(text in line for line in started.stdout.splitlines()) == 1, (text, started.stdout)
+
+
+def test_columns_extending_the_glossary_run_as_in_bruin(tmp_path, home):
+    """glossary.yml at the repository's root (Bruin's pkg/glossary, pkg/pipeline): a column extending Customer.id
+    takes the attribute's name, so its not_null check runs on `id` and fails on a NULL (exit 1); a reference to an
+    attribute the glossary lacks (Bruin's valid-entity-references) is refused before anything runs (exit 2), no
+    table made. Before, both ran with exit 0: the check ran on no column, the reference was not read."""
+    repo = Repo(tmp_path / "repo")
+    repo.write("glossary.yml", "entities:\n  Customer:\n    attributes:\n      id:\n        type: integer\n")
+    columns = [{"extends": "Customer.id", "checks": [{"name": "not_null"}]}]
+    repo.sql("s.customers", "SELECT NULL::INTEGER AS id", materialization={"type": "table"}, columns=columns)
+    failed = repo.run(*DAY)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "check not_null(id) failed (blocking): 1 row violate it" in failed.stdout
+    repo.sql("s.customers", "SELECT 1 AS id", materialization={"type": "table"}, columns=columns)
+    repo.run_ok(*DAY)
+    repo.sql(
+        "s.orders", "SELECT 1 AS n", materialization={"type": "table"}, columns=[{"name": "n", "extends": "Customer.n"}]
+    )
+    refused = repo.run(*DAY)
+    assert refused.returncode == 2
+    assert "column extends 'Customer.n': entity 'Customer' has no attribute 'n'" in refused.stderr
+    assert repo.query("SELECT count(*) FROM information_schema.tables WHERE table_name = 'orders'") == [(0,)]
 
 
 def test_a_pipeline_with_other_platforms_runs_its_duckdb_assets_when_they_are_left_out(tmp_path, home):
