@@ -74,6 +74,16 @@ def test_an_asset_extending_an_entity_gets_a_column_for_each_attribute_no_column
     assert [(c.name, c.type) for c in columns] == [("e", "varchar"), ("country", None), ("id", "integer")]
 
 
+def test_the_pipeline_s_default_extends_reaches_an_asset_with_an_inline_header(tmp_path):
+    """`default: extends:` in pipeline.yml is appended to every asset's, one declared by `-- @bruin.` rows too."""
+    directory = pipeline(tmp_path, "")
+    (directory / "pipeline.yml").write_text("name: p\ndefault:\n  extends:\n    - Customer\n")
+    (directory / "assets" / "t.sql").write_text("-- @bruin.name: mid.t\n-- @bruin.type: duckdb.sql\nSELECT 1\n")
+    asset = load_pipeline(directory).assets["mid.t"]
+    assert [c.name for c in asset.columns] == ["country", "email", "id"]
+    assert asset.own_files[-1] == tmp_path / "glossary.yml"
+
+
 def test_the_glossary_is_part_of_the_definition_of_an_asset_that_extends_it(tmp_path):
     """Editing the glossary changes the digest of an asset that extends it (an asset-level resume does not carry
     a success over it), not of one that does not."""
