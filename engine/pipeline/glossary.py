@@ -103,13 +103,14 @@ def extend_columns(data: dict[str, Any], glossary: Glossary, path: Path, problem
     columns = columns if isinstance(columns, list) else []
     extended = [c for c in columns if isinstance(c, dict) and "extends" in c]
     entities = data.get("extends")
-    if isinstance(entities, str):
-        entities = [entities]
+    if entities is not None and not isinstance(entities, list):
+        problems.add(path, line_of(data, "extends"), "extends must be a list of glossary entities (as Bruin reads it)")
+        entities = None
     if not extended and not entities:
         return False
     referenced = {str(c["extends"]) for c in extended}
     added = []
-    for entity in entities if isinstance(entities, list) else []:
+    for entity in entities or []:
         for key in sorted(glossary.entities.get(str(entity), {})):
             if f"{entity}.{key}" not in referenced:
                 column = Located({"extends": f"{entity}.{key}"})

@@ -176,3 +176,44 @@ def test_a_glossary_that_is_not_yaml_is_refused(tmp_path):
     directory = pipeline(tmp_path, "", glossary="entities: [\n")
     [problem] = problems_of(directory)
     assert problem.startswith(f"{tmp_path}/glossary.yml")
+
+
+def test_names_given_in_the_glossary_name_the_entity_and_the_column(tmp_path):
+    """An entity's `name:` is the name columns use; an attribute's `name:` names the column (its key finds it)."""
+    directory = pipeline(
+        tmp_path,
+        "columns:\n  - extends: Customer.id\n",
+        glossary="entities:\n  cust:\n    name: Customer\n    attributes:\n      id:\n        name: customer_id\n",
+    )
+    assert [c.name for c in load_pipeline(directory).assets["mid.t"].columns] == ["customer_id"]
+
+
+def test_what_the_glossary_leaves_out_is_read_as_empty(tmp_path):
+    """An empty glossary, an entity or attribute that is not a mapping, a domain without fields: nothing to
+    refuse; an attribute given as a bare value takes only its key as the column's name."""
+    directory = pipeline(tmp_path, "columns:\n  - extends: Customer.id\n", glossary="")
+    assert problems_of(directory)[0].endswith(f"entity 'Customer' is not in the glossary ({tmp_path}/glossary.yml)")
+    (tmp_path / "glossary.yml").write_text(
+        "entities:\n  Customer:\n    attributes:\n      id: 5\ndomains:\n  sales: 5\n"
+    )
+    [column] = load_pipeline(directory).assets["mid.t"].columns
+    assert (column.name, column.type) == ("id", None)
+    (tmp_path / "glossary.yml").write_text("entities:\n  Customer: 5\n")
+    assert problems_of(directory)[0].endswith("column extends 'Customer.id': entity 'Customer' has no attribute 'id'")
+
+
+def test_a_bad_first_glossary_file_does_not_hide_the_second(tmp_path):
+    """glossary.yml unreadable (not UTF-8): a problem naming it, and glossary.yaml is still read."""
+    directory = pipeline(tmp_path, "columns:\n  - extends: Customer.id\n", glossary=None)
+    (tmp_path / "glossary.yml").write_bytes(b"\xff\xfe entities")
+    (tmp_path / "glossary.yaml").write_text(GLOSSARY)
+    [problem] = problems_of(directory)
+    assert problem.startswith(f"{tmp_path}/glossary.yml: cannot read the glossary: ")
+
+
+def test_an_asset_s_extends_that_is_not_a_list_is_refused(tmp_path):
+    """Bruin reads an asset's extends as a list of names: a bare name is refused on its line."""
+    directory = pipeline(tmp_path, "extends: Customer\n")
+    assert problems_of(directory) == [
+        f"{directory}/assets/t.sql:4: extends must be a list of glossary entities (as Bruin reads it)"
+    ]
