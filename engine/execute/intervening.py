@@ -61,8 +61,10 @@ class ExecutorHolder:
     def update(self, changes: list[tuple[int, Status, int]]) -> None:
         self.executor.apply_marks(changes)
 
-    def cancel(self, message: str) -> None:
+    def cancel(self, message: str) -> int:
+        running = len(self.running())
         self.executor.cancel_for(message)
+        return running
 
     def pause(self, paused: bool, message: str) -> None:
         self.executor.pause_for(message if paused else None)

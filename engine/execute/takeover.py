@@ -26,7 +26,7 @@ from engine.base.atomic import ensure_directory, remove_stale_temporaries
 from engine.base.errors import Refused, StateWriteFailed
 from engine.base.processes import process_identity, process_started, same_process, stop_verified
 from engine.store.lease import read_lease
-from engine.store.live_work import Registration, copy_sentence, from_a_copy, read_live
+from engine.store.live_work import Registration, check_no_copy_running
 from engine.store.locks import FileLock
 from engine.store.manifest import now_text
 from engine.store.records import PartitionRecord, RecordStatus
@@ -105,16 +105,6 @@ def check_not_owned_elsewhere(store: StateStore) -> None:
         )
 
 
-def check_no_copy_running(store: StateStore) -> None:
-    """Our locks are in our directory: a copy of it (a repository copied with its ``logs/``) has locks of its own,
-    and its executor's children carry our backfill's ID, which the search for orphans below would stop. The
-    live-work registry is shared by every store of this user: a live entry of our backfill from another state root
-    is a running copy, and we refuse rather than run its partitions twice or stop its children."""
-    for work in read_live():
-        if from_a_copy(store.id, store.directory.parent, work):
-            raise Refused(copy_sentence(store.id, work))
-
-
 def take_over(
     store: StateStore,
     board: StatusBoard,
@@ -134,7 +124,9 @@ def take_over(
         raise Refused(f"backfill {store.id} is already running{who}: wait for it, or stop it with Ctrl+C there")
     try:
         check_not_owned_elsewhere(store)
-        check_no_copy_running(store)
+        # A copy of our directory has locks of its own, and its children carry our ID, which the search for
+        # orphans below would stop.
+        check_no_copy_running(store.id, store.directory.parent)
     except BaseException:
         lock.release()
         raise

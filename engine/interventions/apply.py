@@ -13,7 +13,9 @@ from typing import Protocol
 
 from engine.base.atomic import sync_directory
 from engine.base.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_REFUSED
+from engine.base.processes import stop_verified
 from engine.dates.formatting import InstantFormatter
+from engine.interventions.reconcile import LOST_GRACE
 from engine.interventions.requests import Request, Result
 from engine.interventions.split_marks import mark_tree
 from engine.spec.backfill_spec import BackfillSpec
@@ -56,7 +58,9 @@ class Holder(Protocol):
 
     def update(self, changes: list[tuple[int, Status, int]]) -> None: ...
 
-    def cancel(self, message: str) -> None: ...
+    def cancel(self, message: str) -> int:
+        """Stop every running child and start nothing more; how many children are being stopped."""
+        ...
 
     def pause(self, paused: bool, message: str) -> None: ...
 
@@ -75,6 +79,7 @@ class CommandHolder:
     board: StatusBoard
     applied_by: str
     live: bool = False
+    left_running: tuple[PartitionRecord, ...] = ()  # what an executor that is gone recorded running
 
     def running(self) -> frozenset[int]:
         """Partitions still recorded running: an executor that is gone left them so (a later takeover or
@@ -89,8 +94,19 @@ class CommandHolder:
             self.board.set(index, status)
             self.board.set_attempts(index, attempts)
 
-    def cancel(self, message: str) -> None:
-        pass
+    def cancel(self, message: str) -> int:
+        """No executor runs it: the children an executor that is gone left running (a SIGKILL, the OOM killer) are
+        stopped here, with their groups, each verified by PID, start time and birth (never a reused PID); how
+        many."""
+        attempts = (
+            attempt
+            for record in self.left_running
+            for part in self.store.tree_records(record)
+            for attempt in part.attempts
+            if attempt.status == RecordStatus.RUNNING
+        )
+        children = {child for attempt in attempts if (child := attempt.child()) is not None}
+        return len(stop_verified(children, LOST_GRACE))
 
     def pause(self, paused: bool, message: str) -> None:
         pass
@@ -468,8 +484,7 @@ def _cancel(request: Request, holder: Holder) -> Result:
             )
         ],
     )
-    running = len(holder.running())
-    holder.cancel(f"cancelled by {request.requested_by}: {request.reason}")
+    running = holder.cancel(f"cancelled by {request.requested_by}: {request.reason}")
     stopped = f"; {running} running child{'ren' if running != 1 else ''} stopped" if running else ""
     return Result(EXIT_OK, f"backfill {holder.store.id} cancelled{stopped}", 1)
 

@@ -12,6 +12,7 @@ from engine.interventions.apply import CommandHolder, Holder, apply
 from engine.interventions.requests import Request, Result
 from engine.spec.backfill_spec import BackfillSpec
 from engine.store.lease import read_lease
+from engine.store.live_work import check_no_copy_running
 from engine.store.locks import FileLock
 from engine.store.state_store import StateStore
 
@@ -23,8 +24,8 @@ def deliver_request(store: StateStore, spec: BackfillSpec, request: Request, app
     (the board read then, under the lock)."""
 
     def hold() -> CommandHolder:
-        board, _ = store.load_board(spec.plan, spec.ids.of)
-        return CommandHolder(store, spec, board, applied_by)
+        board, running = store.load_board(spec.plan, spec.ids.of)
+        return CommandHolder(store, spec, board, applied_by, left_running=tuple(running))
 
     return deliver(store, request, hold, wait=wait)
 
@@ -46,6 +47,9 @@ def deliver(
         lock = FileLock(store.lock_path)
         if not owned_elsewhere(store) and lock.try_acquire():
             try:
+                # A copy of this store running elsewhere: what this one holds is not what runs, and its records
+                # name the copy's live children.
+                check_no_copy_running(store.id, store.directory.parent)
                 if submitted and not requests.withdraw(store.directory, request):
                     return _await_answer(store, request, deadline)  # claimed just before the executor ended
                 return apply(request, hold())

@@ -149,6 +149,14 @@ def copy_sentence(backfill_id: str, theirs: LiveWork) -> str:
     )
 
 
+def check_no_copy_running(backfill_id: str, state_root: Path) -> None:
+    """Refuse (exit 3) while our backfill runs from another state root: our locks are in our directory, and a copy
+    of it has locks of its own, so only the registry, shared by every store of this user, sees the copy."""
+    for work in read_live():
+        if from_a_copy(backfill_id, state_root, work):
+            raise Refused(copy_sentence(backfill_id, work))
+
+
 def _asset_clash(ours: LiveWork, theirs: LiveWork) -> list[str]:
     """Assets one side runs that the other runs or reads from (is downstream of)."""
     mine, their_runs = set(ours.assets), set(theirs.assets)

@@ -225,6 +225,50 @@ def test_a_copy_of_a_running_backfill_s_store_is_refused_and_stops_nothing(work,
     assert attempt["status"] == "cancelled"  # by our own Ctrl+C, not a SIGTERM from the copy
 
 
+def test_cancel_after_the_executor_was_killed_stops_the_children_it_left(work, home):
+    """SIGKILL the executor (the OOM killer): its children live on. `backfill cancel` holds the lock itself and
+    stops them (verified by PID and start time) before it says so; before, it said "2 running children stopped"
+    and stopped none."""
+    process = start_background(
+        *GUARD,
+        "--command",
+        child_command(),
+        *SIX_DAYS,
+        "--max-parallel",
+        "2",
+        cwd=work,
+        env={**home, "CHILD_SLEEP": "300"},
+    )
+    backfill = backfill_dir(work)
+    orphans = running_pids(backfill, 2)
+    os.kill(process.pid, signal.SIGKILL)
+    process.communicate(timeout=10)
+    assert all(alive(pid) for pid in orphans)
+    cancelled = run_backfill("cancel", backfill.name, "--reason", "runaway", cwd=work, env=home)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert f"backfill {backfill.name} cancelled; 2 running children stopped" in cancelled.stdout
+    assert not any(alive(pid) for pid in orphans)
+
+
+def test_an_intervention_from_a_copy_of_a_running_backfill_s_store_is_refused(work, home, tmp_path):
+    """`backfill cancel` from a copy of the store (a repository copied with its logs/) while the original runs:
+    refused (exit 3) naming the original, its child left alone; the copy's records name that child, and the
+    cancel would have stopped it from a store that does not run it."""
+    process = start_background(
+        *GUARD, "--command", child_command(), *SIX_DAYS, cwd=work, env={**home, "CHILD_SLEEP": "30"}
+    )
+    backfill = backfill_dir(work)
+    [child] = running_pids(backfill, 1)
+    copy = tmp_path / "copy"
+    shutil.copytree(work, copy, ignore=shutil.ignore_patterns("*.tmp"))
+    cancelled = run_backfill("cancel", backfill.name, "--reason", "from the copy", cwd=copy, env=home)
+    assert cancelled.returncode == 3, cancelled.stdout + cancelled.stderr
+    assert f"backfill {backfill.name} is running from another copy of its state" in cancelled.stderr
+    assert alive(child)
+    os.kill(process.pid, signal.SIGINT)
+    process.communicate(timeout=40)
+
+
 def test_a_deleted_children_lock_never_lets_new_attempts_run_beside_live_orphans(work, home):
     """SIGKILL the executor, delete .children.lock: --continue still finds the orphans (records and environment),
     stops them by PID before launching, and no partition ever has two live children; the dead executor's

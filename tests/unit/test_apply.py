@@ -29,8 +29,9 @@ class Holder(CommandHolder):
     def running(self) -> frozenset[int]:
         return self.busy
 
-    def cancel(self, message: str) -> None:
+    def cancel(self, message: str) -> int:
         self.told.append(("cancel", message))
+        return len(self.busy)
 
     def pause(self, paused: bool, message: str) -> None:
         self.told.append(("pause", paused, message))

@@ -161,8 +161,12 @@ def test_a_parent_domain_that_is_not_a_domain_is_refused(tmp_path):
     [
         ("- a\n", "1: the glossary must be a mapping with entities and domains"),
         ("entities: [a]\n", "1: entities must map an entity's name to its attributes"),
-        ("entities:\n  Customer:\n    attributes: [id]\n", "3: the attributes of entity 'Customer' must be a mapping"),
-        ("domains: [a]\n", "1: domains must map a domain's name to its fields"),
+        ("owner: me\nentities: [a]\n", "2: entities must map an entity's name to its attributes"),
+        (
+            "entities:\n  Customer:\n    description: x\n    attributes: [id]\n",
+            "4: the attributes of entity 'Customer' must be a mapping",
+        ),
+        ("entities: {}\ndomains: [a]\n", "2: domains must map a domain's name to its fields"),
     ],
 )
 def test_a_glossary_of_the_wrong_shape_is_a_problem(tmp_path, text, problem):
@@ -217,3 +221,19 @@ def test_an_asset_s_extends_that_is_not_a_list_is_refused(tmp_path):
     assert problems_of(directory) == [
         f"{directory}/assets/t.sql:4: extends must be a list of glossary entities (as Bruin reads it)"
     ]
+
+
+def test_a_column_an_entity_adds_beside_one_of_the_same_name_is_refused_on_the_extends_line(tmp_path):
+    """An asset's own `id` and the `id` its entity adds: declared twice (Bruin's duplicate-column-names), on the
+    line of the asset's extends."""
+    directory = pipeline(tmp_path, "columns:\n  - name: ID\nextends:\n  - Customer\n")
+    assert problems_of(directory) == [
+        f"{directory}/assets/t.sql:6: column 'id' is declared twice (as Bruin reads names, without case)"
+    ]
+
+
+def test_an_unknown_entity_names_every_glossary_file_read(tmp_path):
+    """Both files, in the order read, so the operator knows where the entity was looked for."""
+    directory = pipeline(tmp_path, "columns:\n  - name: x\n    extends: Order.id\n")
+    (tmp_path / "glossary.yaml").write_text("entities: {}\n")
+    assert problems_of(directory)[0].endswith(f"({tmp_path}/glossary.yml, {tmp_path}/glossary.yaml)")

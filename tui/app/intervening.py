@@ -22,11 +22,10 @@ def send(source: BackfillSource, action: str, reason: str, params: dict | None =
     store, spec = source.store, source.spec
 
     def hold() -> CommandHolder:
-        fresh, _ = store.load_board(spec.plan, spec.ids.of)
+        fresh, running = store.load_board(spec.plan, spec.ids.of)
         source.board.copy_from(fresh)
-        return CommandHolder(
-            store, spec, source.board, f"backfill dashboard (PID {os.getpid()} on {socket.gethostname()})"
-        )
+        applied_by = f"backfill dashboard (PID {os.getpid()} on {socket.gethostname()})"
+        return CommandHolder(store, spec, source.board, applied_by, left_running=tuple(running))
 
     request = Request(action, reason, requester(), now_text(), params or {})
     try:
