@@ -409,6 +409,30 @@ def test_a_kill_mid_split_then_continue_never_runs_a_half_twice_at_once(tmp_path
         ]
 
 
+def test_a_cancel_after_a_kill_mid_split_stops_both_halves_children(tmp_path, home):
+    """SIGKILL of the executor while both halves of a split day run, then ``backfill cancel``: the halves'
+    children (recorded in the split tree, not in the day's own attempts) are stopped and counted."""
+    (tmp_path / ".git").mkdir()
+    began, release = tmp_path / "began.jsonl", tmp_path / "release"
+    command = child_command("--hang-longer-than", "12", "--wait-for", str(release), "--began", str(began))
+    first = start_background(
+        *GUARD, "--command", command, "--start-date", "2024-01-01", "--end-date", "2024-01-01", "--timeout", "2s",
+        *SPLIT, "--max-parallel", "2", "--no-progress", cwd=tmp_path, env={**home, "BACKFILL_STOP_GRACE": "2"},
+    )  # fmt: skip
+    started = lambda: began.read_text().count("\n") if began.exists() else 0  # noqa: E731
+    wait_for(lambda: started() >= 3, timeout=60)  # the day, then both halves
+    orphans = [json.loads(line)["pid"] for line in began.read_text().splitlines()[1:]]
+    halves = lambda: _show(tmp_path, _backfill(tmp_path))["partitions"][0]["children"]  # noqa: E731
+    wait_for(lambda: all(half["attempts"] and half["attempts"][-1]["status"] == "running" for half in halves()))
+    first.send_signal(signal.SIGKILL)
+    first.communicate(timeout=30)
+    assert all(psutil.pid_exists(pid) for pid in orphans)
+    cancelled = run_backfill("cancel", _backfill(tmp_path).name, "--reason", "runaway", cwd=tmp_path, env=home)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert "cancelled; 2 running children stopped" in cancelled.stdout
+    assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in orphans)
+
+
 def test_a_halt_leaves_a_split_partition_as_its_leaves_say(tmp_path, home):
     """``--on-failure stop``: the first half fails (not a split trigger), so its sibling never starts; the partition
     ends ``failed`` on disk and in the index — never left ``running`` with nothing running it — the sibling stays
