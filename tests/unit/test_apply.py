@@ -3,16 +3,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import subprocess
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import orjson
 import pytest
 
+from engine.base.processes import process_identity
 from engine.interventions.apply import DURABLE_ONE_BY_ONE, CommandHolder, apply, reopen_for_continue
 from engine.interventions.requests import Request
 from engine.store import audit
 from engine.store.control import Control, Decision, read_control, write_control
+from engine.store.records import Attempt, PartitionRecord, RecordStatus
 from engine.store.status import Status
 from tests.saved_backfills import saved_command_backfill
 
@@ -645,3 +648,44 @@ def test_a_bulk_mark_with_rows_reads_only_what_states_rows_and_slices_by_them(ho
     assert asset.changed == 72 and slices(holder)[-2:] == [(0, 69, 70, "succeeded", 7), (70, 71, 2, "succeeded", None)]
     assert {(line["asset"], line["target_count"]) for line in lines(holder)[-2:]} == {("mart.x", None)}
     assert {(line["asset"], line["target_count"]) for line in lines(holder)[before : before + 3]} == {(None, 7)}
+
+
+def left_running(pid: int, started: float | None, birth: str | None, status=RecordStatus.RUNNING) -> PartitionRecord:
+    """The record an executor that is gone left: partition 0, its one attempt naming the child ``pid``."""
+    attempt = Attempt(
+        run_id="r-p0-a1",
+        status=status,
+        started_at="2026-12-01T00:00:00Z",
+        pid=pid,
+        pid_started=started,
+        pid_birth=birth,
+    )
+    return PartitionRecord(
+        id="ab", index=0, start="s", end="e", start_us=0, end_us=1, status="running", attempts=[attempt]
+    )
+
+
+def test_a_command_s_cancel_stops_only_the_live_children_its_records_name(tmp_path):
+    """With no live executor, cancel stops each child a record names while it still is that process (PID, start
+    time and birth), and counts it; a record whose PID now names another process (reused), or whose attempt is
+    not running, is left alone and not counted."""
+    prepared = saved_command_backfill(tmp_path, end="2024-01-02")
+    children = [subprocess.Popen(["sleep", "60"], start_new_session=True) for _ in range(3)]
+    try:
+        identities = [(child.pid, *process_identity(child.pid)) for child in children]
+        ours, reused, finished = identities
+        records = (
+            left_running(*ours),
+            left_running(reused[0], reused[1] - 5.0, "other-boot:1"),  # the PID of another, later process
+            left_running(*finished, status=RecordStatus.SUCCEEDED),
+        )
+        holder = CommandHolder(prepared.store, prepared.spec, prepared.board, "test", left_running=records)
+        assert holder.cancel("cancelled by me") == 1
+        assert children[0].wait(timeout=30) < 0
+        assert children[1].poll() is None and children[2].poll() is None
+        nothing = replace(holder, left_running=())
+        assert nothing.cancel("again") == 0
+    finally:
+        for child in children:
+            child.kill()
+            child.wait()
