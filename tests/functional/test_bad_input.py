@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 
 import pytest
 
-from tests.conftest import run_backfill
+from tests.backfills import records
+from tests.conftest import backfill_argv, run_backfill
 from tests.guard_flags import GUARD, REASON
 
 DAY = ("--start-date", "2024-01-01", "--end-date", "2024-01-02")
@@ -353,6 +356,42 @@ def test_unusable_files_and_paths_are_one_line_not_a_traceback(work, home, shop,
     assert ids.returncode == 2 and ids.stderr.strip().endswith(
         "is not text: give a file of partition IDs, one per line"
     )
+
+
+def test_an_ids_file_without_end_or_not_of_ids_is_refused_as_it_is_read(work, home):
+    """--ids-from /dev/zero (no line ever ends), a stream of one ID without end (`yes ID` on /dev/stdin) and a
+    line that is no ID: each refused at once, one line naming the line or the count, exit 2; before, /dev/zero
+    was read until memory ran out. A file of IDs and comments still selects its partitions."""
+    assert run_backfill(*GUARD, "--command", "false", *DAY, cwd=work, env=home).returncode == 1
+    backfill = next((work / "logs" / "backfills").iterdir())
+    [record] = records(backfill)
+    resume = (*REASON, "--continue", backfill.name, "--dry-run")
+    zero = run_backfill(*resume, "--ids-from", "/dev/zero", cwd=work, env=home, timeout=60)
+    assert zero.returncode == 2
+    assert zero.stderr == (
+        "backfill: error: --ids-from '/dev/zero' line 1 is over 1,024 characters: give partition IDs, one per line\n"
+    )
+    endless = subprocess.Popen(["yes", record["id"][:8]], stdout=subprocess.PIPE)
+    try:
+        streamed = subprocess.run(
+            [*backfill_argv(), *resume, "--ids-from", "/dev/stdin"], stdin=endless.stdout, capture_output=True,
+            text=True, cwd=work, env={**os.environ, **home}, timeout=60,
+        )  # fmt: skip
+    finally:
+        endless.kill()
+        endless.wait()
+    assert streamed.returncode == 2
+    assert streamed.stderr.endswith("names over 10,002 partitions, and the backfill has 2: give each ID once\n")
+    listed = work / "ids.txt"
+    listed.write_text(f"# the failed day\n\n{record['id'][:8]}\n  {record['id']}  \nnot-an-id\n")
+    wrong = run_backfill(*resume, "--ids-from", str(listed), cwd=work, env=home)
+    assert wrong.returncode == 2
+    assert wrong.stderr.endswith("line 5: 'not-an-id' is not a partition ID: give the hex ID (at least its first 6 "
+                                 "characters), one per line; # starts a comment\n")  # fmt: skip
+    listed.write_text(f"# the failed day\n\n{record['id'][:8]}\n  {record['id']}  \n")
+    selected = run_backfill(*resume, "--ids-from", str(listed), "--output", "json", cwd=work, env=home)
+    assert selected.returncode == 0, selected.stderr
+    assert json.loads(selected.stdout)["summary"]["not_selected"] == 1  # of the 2 partitions
 
 
 @pytest.mark.parametrize(

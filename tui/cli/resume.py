@@ -89,21 +89,57 @@ def resumed_options(args: argparse.Namespace, loaded: Loaded) -> ExecutionOption
     return replace(options, **split)  # checked by judge_resume, like the rerun form's
 
 
-def _read_ids(args: argparse.Namespace) -> list[str]:
+MAX_ID_LINE = 1024  # characters: longer than any partition ID (64) or comment anyone writes
+REPEATS_ALLOWED = 10_000  # an --ids-from file may name a partition more than once, up to this many times in all
+
+
+def _read_ids(args: argparse.Namespace, partitions: int) -> list[str]:
     ids = list(args.ids or [])
     if args.ids_from:
-        try:
-            text = Path(args.ids_from).read_text(encoding="utf-8")
-        except OSError as error:
-            raise BadInput(f"--ids-from {args.ids_from!r} cannot be read: {error.strerror}") from None
-        except UnicodeDecodeError:
-            raise BadInput(
-                f"--ids-from {args.ids_from!r} is not text: give a file of partition IDs, one per line"
-            ) from None
-        ids += [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+        ids += _ids_in_file(args.ids_from, partitions)
         if not ids:
             raise BadInput(f"--ids-from {args.ids_from!r} holds no partition ID")
     return ids
+
+
+def _ids_in_file(name: str, partitions: int) -> list[str]:
+    """The partition IDs of an ``--ids-from`` file, read a line at a time and checked as read: a line that is
+    neither an ID nor a comment, a line longer than any ID, or more IDs than the backfill has partitions stops
+    the reading at once, so a device or a stream without end (``/dev/zero``, ``yes``) is refused, not read whole."""
+    found: list[str] = []
+    try:
+        with open(name, encoding="utf-8") as handle:
+            for number, line in enumerate(iter(lambda: handle.readline(MAX_ID_LINE + 1), ""), start=1):
+                if len(line.rstrip("\n")) > MAX_ID_LINE:
+                    raise BadInput(
+                        f"--ids-from {name!r} line {number:,} is over {MAX_ID_LINE:,} characters: give partition "
+                        "IDs, one per line"
+                    )
+                text = line.strip()
+                if not text or text.startswith("#"):
+                    continue
+                if not _is_id_text(text):
+                    raise BadInput(
+                        f"--ids-from {name!r} line {number:,}: {text[:80]!r} is not a partition ID: give the hex ID "
+                        "(at least its first 6 characters), one per line; # starts a comment"
+                    )
+                found.append(text)
+                if len(found) > partitions + REPEATS_ALLOWED:
+                    raise BadInput(
+                        f"--ids-from {name!r} names over {partitions + REPEATS_ALLOWED:,} partitions, and the "
+                        f"backfill has {partitions:,}: give each ID once"
+                    )
+    except OSError as error:
+        raise BadInput(f"--ids-from {name!r} cannot be read: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise BadInput(f"--ids-from {name!r} is not text: give a file of partition IDs, one per line") from None
+    return found
+
+
+def _is_id_text(text: str) -> bool:
+    """A full partition ID or a prefix of one long enough to name it (at least 6 hex characters)."""
+    value = text.lower()
+    return len(value) >= 6 and all(c in "0123456789abcdef" for c in value)
 
 
 def resolve_ids(loaded: Loaded, texts: list[str], *, flag: str = "--ids") -> frozenset[int]:
@@ -111,7 +147,7 @@ def resolve_ids(loaded: Loaded, texts: list[str], *, flag: str = "--ids") -> fro
     wanted = {}
     for text in texts:
         value = text.strip().lower()
-        if len(value) < 6 or any(c not in "0123456789abcdef" for c in value):
+        if not _is_id_text(value):
             raise BadInput(f"{flag} {text!r} is not a partition ID: give the hex ID (at least its first 6 characters)")
         wanted[value] = text
     indices = set()
@@ -147,7 +183,7 @@ def resolve_halves(loaded: Loaded, texts: list[str]) -> dict[str, tuple[str, int
     found = {}
     for text in texts:
         value = text.strip().lower()
-        if len(value) < 6 or any(c not in "0123456789abcdef" for c in value):
+        if not _is_id_text(value):
             continue
         try:
             half = find_half(loaded.store, value)
@@ -172,7 +208,7 @@ def _recorded_index(loaded: Loaded, partition_id: str) -> int | None:
 
 
 def selection_of(args: argparse.Namespace, loaded: Loaded) -> PartitionSelection:
-    ids = _read_ids(args)
+    ids = _read_ids(args, len(loaded.spec.plan))
     if ids and args.rerun:
         raise UsageError("--rerun and --ids select partitions in two ways: give one of them")
     if ids:
