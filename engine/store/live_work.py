@@ -149,10 +149,11 @@ def copy_sentence(backfill_id: str, theirs: LiveWork) -> str:
     )
 
 
-def check_no_copy_running(backfill_id: str, state_root: Path) -> None:
+def check_no_copy_running(backfill_id: str, state_root: Path, directory: Path | None = None) -> None:
     """Refuse (exit 3) while our backfill runs from another state root: our locks are in our directory, and a copy
-    of it has locks of its own, so only the registry, shared by every store of this user, sees the copy."""
-    for work in read_live():
+    of it has locks of its own, so only the registry (``directory``), shared by every store of this user, sees the
+    copy."""
+    for work in read_live(directory):
         if from_a_copy(backfill_id, state_root, work):
             raise Refused(copy_sentence(backfill_id, work))
 

@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from engine.base.errors import Refused
-from engine.store.live_work import LiveWork, WorkKind, conflicts, join, read_live
+from engine.store.live_work import LiveWork, WorkKind, check_no_copy_running, conflicts, join, read_live
 
 DAY = 86_400_000_000
 DB = "/data/warehouse.duckdb"
@@ -132,6 +132,26 @@ def test_the_same_pipeline_on_other_files_waits_only_for_the_same_intervals_or_a
 @pytest.fixture
 def registry(tmp_path: Path) -> Path:
     return tmp_path / "live"
+
+
+def test_a_live_copy_of_our_backfill_is_refused_by_name_and_our_own_entry_is_not(registry, tmp_path):
+    """check_no_copy_running: an entry of our backfill from another state root refuses (naming it); one from ours
+    (a crashed executor's), another backfill's and a released one do not."""
+    ours, copy = tmp_path / "repo" / "logs", tmp_path / "copy" / "logs"
+    elsewhere = {"files": ("/other.duckdb",), "target": "command:x", "assets": (), "downstream": ()}
+    other = join(work(backfill_id="b2", state_dir=str(copy), **elsewhere), registry)
+    own = join(work(state_dir=str(ours)), registry)
+    check_no_copy_running("b1", ours, registry)
+    own.release()
+    running = join(work(pid=77, state_dir=str(copy)), registry)
+    with pytest.raises(Refused) as refused:
+        check_no_copy_running("b1", ours, registry)
+    assert str(refused.value).startswith(
+        f"backfill b1 is running from another copy of its state, {copy}/b1 (executor PID 77 on h1)"
+    )
+    running.release()
+    check_no_copy_running("b1", ours, registry)
+    other.release()
 
 
 def test_join_refuses_what_conflicts_and_leaves_no_entry(registry):
