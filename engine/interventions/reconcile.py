@@ -19,6 +19,7 @@ from engine.base.processes import stop_verified
 from engine.dates.plan import Plan
 from engine.store import audit
 from engine.store.lease import Lease, read_lease, write_lease
+from engine.store.live_work import check_no_copy_running
 from engine.store.locks import FileLock
 from engine.store.manifest import now_text
 from engine.store.records import PartitionRecord, RecordStatus
@@ -60,6 +61,9 @@ def reconcile(
     found = _judge(store, read_lease(store.directory), time.time() if now is None else now)
     if not isinstance(found, Lease):
         return found  # nothing to settle: no lock needed (a read-only store can be asked)
+    # A copy of a running backfill's store holds a copy of its lease, which nobody renews: it expires there while
+    # its executor lives on, and settling it would stop that executor's children.
+    check_no_copy_running(store.id, store.directory.parent)
     lock = FileLock(store.directory / RECONCILE_LOCK)
     if not lock.acquire(timeout=LOST_GRACE + RECONCILE_WAIT):
         raise Refused(f"another reconcile of backfill {store.id} has run for over {LOST_GRACE + RECONCILE_WAIT:g} s")

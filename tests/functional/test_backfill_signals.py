@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import signal
@@ -248,6 +249,31 @@ def test_cancel_after_the_executor_was_killed_stops_the_children_it_left(work, h
     assert cancelled.returncode == 0, cancelled.stderr
     assert f"backfill {backfill.name} cancelled; 2 running children stopped" in cancelled.stdout
     assert not any(alive(pid) for pid in orphans)
+
+
+def test_a_copy_whose_lease_expired_is_not_reconciled_while_the_original_runs(work, home, tmp_path):
+    """The copy's lease is never renewed: once it expires, a --continue (which reconciles an expired lease first)
+    and `backfill reconcile` from the copy would take the original's executor for lost and stop its child. Both
+    are refused (exit 3) and the child lives."""
+    lease = {"BACKFILL_LEASE_SECONDS": "2", "BACKFILL_LEASE_RENEW_SECONDS": "0.5"}
+    process = start_background(
+        *GUARD, "--command", child_command(), *SIX_DAYS, cwd=work, env={**home, **lease, "CHILD_SLEEP": "60"}
+    )
+    backfill = backfill_dir(work)
+    [child] = running_pids(backfill, 1)
+    copy = tmp_path / "copy"
+    shutil.copytree(work, copy, ignore=shutil.ignore_patterns("*.tmp"))
+    copied = copy / backfill.relative_to(work)
+    reconciled = lambda: run_backfill("reconcile", backfill.name, cwd=copy, env=home)  # noqa: E731
+    refused = wait_for(lambda: (result := reconciled()).returncode != 0 and result, timeout=30)  # once expired
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    assert f"backfill {backfill.name} is running from another copy of its state" in refused.stderr
+    assert json.loads((copied / "lease.json").read_text())["pid"] == process.pid  # the copy's lease, unsettled
+    resumed = run_backfill("--continue", backfill.name, "--reason", "from the copy", cwd=copy, env=home)
+    assert resumed.returncode == 3, resumed.stdout + resumed.stderr
+    assert alive(child)
+    os.kill(process.pid, signal.SIGINT)
+    process.communicate(timeout=40)
 
 
 def test_an_intervention_from_a_copy_of_a_running_backfill_s_store_is_refused(work, home, tmp_path):
