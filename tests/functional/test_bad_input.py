@@ -421,6 +421,16 @@ def test_options_that_mean_nothing_for_this_run_are_refused(work, home, args, sa
     assert len(json.loads(listed.stdout)["partitions"]) == 1
 
 
+def test_a_name_longer_than_a_label_is_refused(work, home):
+    """A 100,000-character --name was saved and headed every listing; over 200 characters is one line, exit 2,
+    and 200 are taken."""
+    assert refused(work, home, "--command", "true", "--name", "x" * 201, *DAY) == (
+        "backfill: error: --name is 201 characters long: keep it to 200 (it heads every listing)"
+    )
+    taken = run_backfill(*REASON, "--command", "true", "--name", "x" * 200, *DAY, "--dry-run", cwd=work, env=home)
+    assert taken.returncode == 0, taken.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [

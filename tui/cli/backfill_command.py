@@ -18,15 +18,17 @@ from engine.guardrails.request import GuardOptions, check_reason, check_verify_m
 from engine.guardrails.settings import check_level
 from engine.pipeline.options import RUN_OPTIONS
 from engine.spec.backfill_spec import ExecutionOptions, Planned
-
-if TYPE_CHECKING:
-    from engine.execute.preview import Preview
 from engine.spec.partitions import PartitionDescriber
 from engine.spec.planning import plan_request
 from tui.cli.arguments import UsageError, backfill_parser, run_options_from, split_args, timeout_arg
 from tui.cli.plan_output import header_lines, options_json, page_bounds, page_rows, summary_json, write_json, write_text
 from tui.cli.preflight_text import approve_line, dry_run_approval, write_report
 from tui.cli.terminal import dashboard_possible
+
+if TYPE_CHECKING:
+    from engine.execute.preview import Preview
+
+MAX_NAME = 200  # characters: a name is a label in listings and on the dashboard's header, not a description
 
 
 def _stop_as_interrupt(_signum: int, _frame: object) -> None:
@@ -205,6 +207,10 @@ def _check_combinations(args: argparse.Namespace, given: dict[str, Any]) -> None
             raise UsageError(f"{flag} {text[:40]!r} contains control characters: give printable text")
     if args.name and not args.command:
         raise UsageError("--name is only accepted with --command (pipelines are named by pipeline.yml)")
+    if args.name is not None and len(args.name) > MAX_NAME:
+        raise UsageError(
+            f"--name is {len(args.name):,} characters long: keep it to {MAX_NAME} (it heads every listing)"
+        )
 
 
 def execution_options(args: argparse.Namespace) -> ExecutionOptions:
