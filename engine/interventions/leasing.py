@@ -42,6 +42,8 @@ class LeaseKeeper:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._released: bool | None = None  # set by stop(): whether it still owned the lease then
+        found = os.stat(store.directory)
+        self._directory = (found.st_dev, found.st_ino)  # the store this executor took over, which it writes
 
     def start(self, running: Callable[[], tuple[LeasedAttempt, ...]], on_fenced: Callable[[str], None]) -> None:
         self._running, self._on_fenced = running, on_fenced
@@ -63,6 +65,10 @@ class LeaseKeeper:
             return self._released
         if self.fenced is None and since_boot() > self._valid_until_boot:
             self._fence(f"its lease expired at {_when(self.valid_until)} before it was renewed (was it stopped?)")
+        if self.fenced is None and _replaced(self.store.directory, self._directory):
+            # Deleted (`rm -rf logs` to free space) or moved while it ran: a write would make a new, partial store
+            # there, and a resume would run again what that store no longer holds.
+            self._fence(f"its state directory {self.store.directory} was removed or moved while it ran")
         return self.fenced is None
 
     def stop(self) -> None:
@@ -113,6 +119,18 @@ class LeaseKeeper:
         if self.fenced is None:
             self.fenced = message
             self._on_fenced(message)
+
+
+def _replaced(directory: os.PathLike[str] | str, identity: tuple[int, int]) -> bool:
+    """Whether the store's directory is no longer the one taken over (``identity``: its device and inode):
+    removed, moved away, or another in its place. Another error (a network file system's hiccup) is no proof."""
+    try:
+        found = os.stat(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except OSError:
+        return False
+    return (found.st_dev, found.st_ino) != identity
 
 
 def _when(seconds: float) -> str:

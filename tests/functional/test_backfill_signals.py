@@ -251,6 +251,46 @@ def test_cancel_after_the_executor_was_killed_stops_the_children_it_left(work, h
     assert not any(alive(pid) for pid in orphans)
 
 
+@pytest.mark.parametrize("how", ["deleted", "moved", "replaced"])
+def test_a_store_removed_while_it_runs_stops_the_run_and_is_not_made_again(work, home, tmp_path, how):
+    """`rm -rf logs` (to free space), `mv logs logs.old`, or a backup copied back over it while two children run:
+    the executor stops them and writes nothing more, so no partial store is made again at the old path (before,
+    the next write made `partitions/` there and a launch failed "cannot start 'sleep'"), nor written into
+    another; it says why, exit 1, and gives no resume command for a store that is gone. Moved back, the backfill
+    resumes to the end."""
+    process = start_background(
+        *GUARD, "--command", child_command(), *SIX_DAYS, "--max-parallel", "2", cwd=work,
+        env={**home, "CHILD_SLEEP": "30", "BACKFILL_STOP_GRACE": "3"},
+    )  # fmt: skip
+    backfill = backfill_dir(work)
+    children = running_pids(backfill, 2)
+    moved = tmp_path / "logs.old"
+    if how == "deleted":
+        shutil.rmtree(work / "logs")
+    elif how == "moved":
+        (work / "logs").rename(moved)
+    else:
+        shutil.copytree(work / "logs", moved, ignore=shutil.ignore_patterns("*.tmp"))
+        shutil.rmtree(work / "logs")
+        shutil.copytree(moved, work / "logs")
+        before = {path.name: path.read_bytes() for path in (backfill / "partitions").iterdir()}
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 1, out + err
+    assert f"stopped itself without recording anything: its state directory {backfill} was removed or moved" in out
+    assert not any(alive(pid) for pid in children)
+    if how == "replaced":
+        assert {path.name: path.read_bytes() for path in (backfill / "partitions").iterdir()} == before  # unwritten
+        return
+    assert f"state       {backfill} is gone: put it back there to resume" in out
+    assert "resume      " not in out
+    assert not (work / "logs").exists()
+    if how == "moved":
+        moved.rename(work / "logs")
+        resumed = run_backfill("--continue", backfill.name, "--no-progress", cwd=work, env=home)
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        assert [r["status"] for r in records(backfill)] == ["succeeded"] * 6
+
+
 def test_a_copy_whose_lease_expired_is_not_reconciled_while_the_original_runs(work, home, tmp_path):
     """The copy's lease is never renewed: once it expires, a --continue (which reconciles an expired lease first)
     and `backfill reconcile` from the copy would take the original's executor for lost and stop its child. Both

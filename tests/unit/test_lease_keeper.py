@@ -310,3 +310,54 @@ def test_the_lease_states_the_grace_other_hosts_give_it(store):
         assert lease.host_grace == 7.5 and lease.held_elsewhere_until() == lease.expires_at + 7.5
     finally:
         finishes(keeper.stop)
+
+
+@pytest.mark.parametrize("how", ["removed", "moved", "replaced", "a file"])
+def test_a_store_directory_that_is_no_longer_the_one_taken_over_fences_the_keeper(store, tmp_path, how):
+    """Removed, moved away, another directory in its place or a file there: the keeper no longer owns the
+    backfill, says why once, and the lease is not written again at that path."""
+    keeper = LeaseKeeper(store, 1, SHORT)
+    told: list[str] = []
+    keeper.start(tuple, told.append)
+    try:
+        assert keeper.owns()
+        moved = tmp_path / "elsewhere"
+        store.directory.rename(moved)
+        if how == "replaced":
+            store.directory.mkdir()
+        elif how == "a file":
+            store.directory.write_text("")
+        elif how == "removed":
+            for path in moved.iterdir():
+                path.unlink()
+            moved.rmdir()
+        assert not keeper.owns()
+        assert told == [f"its state directory {store.directory} was removed or moved while it ran"]
+        assert not keeper.owns() and len(told) == 1
+        assert not (store.directory / LEASE).exists()
+    finally:
+        keeper.stop()
+
+
+def test_a_store_directory_that_cannot_be_looked_at_is_not_taken_for_removed(store, monkeypatch):
+    """An error other than its absence (EIO: a network file system's hiccup, a disk's) is no proof of removal: the
+    keeper still owns the backfill. (The error is simulated: a real one cannot be made on demand.)"""
+    import errno
+
+    from engine.interventions import leasing
+
+    keeper = LeaseKeeper(store, 1, SHORT)
+    keeper.start(tuple, lambda message: None)
+    real_stat = os.stat
+
+    def failing(path, *args, **kwargs):
+        if os.fspath(path) == os.fspath(store.directory):
+            raise OSError(errno.EIO, "Input/output error")
+        return real_stat(path, *args, **kwargs)
+
+    try:
+        monkeypatch.setattr(leasing.os, "stat", failing)
+        assert keeper.owns()
+    finally:
+        monkeypatch.undo()
+        keeper.stop()

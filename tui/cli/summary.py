@@ -13,7 +13,7 @@ from engine.guardrails.preflight import Preflight
 from engine.spec.backfill_spec import BackfillSpec
 from engine.store import locate
 from engine.store.failure_groups import failure_groups, groups_sentence
-from engine.store.state_store import StateStore
+from engine.store.state_store import MANIFEST, StateStore
 from engine.store.status import STATUS_NAMES, Status, StatusBoard, backfill_status
 from tui import human
 from tui.cli.terminal import STATUS_STYLE, Paint
@@ -115,6 +115,10 @@ def summary_lines(
         lines.append(f"  record      {outcome.record}")
     if outcome.record_error:
         lines.append(paint(f"  record      not written: {outcome.record_error}", "red"))
+    if resume and not (store.directory / MANIFEST).exists():
+        # Removed or moved while it ran (the executor stopped itself): nothing to resume from where it was.
+        lines.append(paint(f"  state       {store.directory} is gone: put it back there to resume", "red"))
+        resume = None
     if resume and needs_own_reason(outcome):
         resume += " --reason TEXT"  # an operator ended it: a --continue must say why it goes on (exit 2 without)
     if resume and outcome.status == "paused":
