@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from engine.base.atomic import FILE_MODE
+from engine.base.atomic import FILE_MODE, ensure_directory
 from engine.base.processes import TrackedFamily, exited_unreaped, leftovers_of, process_identity, signal_own_group
 
 
@@ -25,6 +25,17 @@ class ChildSpec:
     env: dict[str, str]
     log_path: Path
     inherit_fds: tuple[int, ...] = field(default=())
+
+
+def open_log(path: Path) -> int:
+    """A child's log, opened for appending; ``children/`` is made again when it was removed while the backfill ran
+    (logs are evidence, not state, as at a takeover: a missing directory must not fail every start)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+    try:
+        return os.open(path, flags, FILE_MODE)
+    except FileNotFoundError:
+        ensure_directory(path.parent)
+        return os.open(path, flags, FILE_MODE)
 
 
 def start_failure(spec: ChildSpec, error: OSError) -> str:
@@ -118,7 +129,7 @@ class ForkExecLauncher:
         return None
 
     def launch(self, spec: ChildSpec) -> Child:
-        log = os.open(spec.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
+        log = open_log(spec.log_path)
         try:
             process = start_in_own_session(spec.argv, spec, log, spec.inherit_fds)
         except OSError as error:

@@ -18,12 +18,11 @@ import subprocess
 
 import orjson
 
-from engine.base.atomic import FILE_MODE
 from engine.base.internal_verbs import RUNNER_VERB
 from engine.base.processes import process_identity, signal_own_group
 from engine.base.settings import RUNNER_PARTITIONS
 from engine.execute.children import backfill_program
-from engine.execute.launcher import ChildSpec, start_in_own_session
+from engine.execute.launcher import ChildSpec, open_log, start_in_own_session
 
 SHUTDOWN_SECONDS = 10.0  # a runner closing its databases at the end of the run gets this long before SIGKILL
 # A runner is replaced after serving this many partitions: DuckDB's native memory grows with the runs one
@@ -37,7 +36,7 @@ class _Runner:
     def __init__(self, spec: ChildSpec) -> None:
         requests_read, self.requests = os.pipe()
         self.replies, replies_write = os.pipe()
-        log = os.open(spec.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
+        log = open_log(spec.log_path)
         try:
             argv = [*backfill_program(), RUNNER_VERB, str(requests_read), str(replies_write), str(os.getpid())]
             # Whatever the runner says before its first partition (an import failure) lands in that log.
@@ -144,7 +143,7 @@ class WarmLauncher:
         self._all: list[_Runner] = []
 
     def launch(self, spec: ChildSpec) -> WarmChild:
-        os.close(os.open(spec.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE))
+        os.close(open_log(spec.log_path))
         while self._idle:
             runner = self._idle.pop()
             if not runner.alive():

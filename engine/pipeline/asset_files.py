@@ -127,7 +127,7 @@ def _digested(asset: Asset, text: str, defaults: dict[str, Any] | None, glossary
     (whose files are then the asset's own: the watch of its definition reads them too)."""
     if glossary is not None:
         asset.glossary_files = glossary.files
-        text += f"\0{glossary.text}"
+        text += f"\0{glossary.text}" if glossary.files else ""  # no glossary: the digest it had before it was read
     merged = orjson.dumps(defaults or {}, option=orjson.OPT_SORT_KEYS, default=str)
     asset.digest = hashlib.sha256(text.encode("utf-8") + b"\0" + merged).hexdigest()[:16]
     return asset

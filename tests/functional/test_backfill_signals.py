@@ -291,6 +291,23 @@ def test_a_store_removed_while_it_runs_stops_the_run_and_is_not_made_again(work,
         assert [r["status"] for r in records(backfill)] == ["succeeded"] * 6
 
 
+def test_children_logs_removed_while_it_runs_are_made_again(work, home, tmp_path):
+    """`rm -rf` of the backfill's children/ (its logs) while the first child runs: the next partitions still start,
+    each with its log, and all succeed; before, each failed "cannot start" naming the program."""
+    release = tmp_path / "release"
+    process = start_background(
+        *GUARD, "--command", child_command("--wait-for", str(release)), *SIX_DAYS, cwd=work, env=home
+    )
+    backfill = backfill_dir(work)
+    running_pids(backfill, 1)
+    shutil.rmtree(backfill / "children")
+    release.touch()
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, out + err
+    assert [r["status"] for r in records(backfill)] == ["succeeded"] * 6
+    assert len(list((backfill / "children").glob("*-p*-a1.log"))) == 5  # the first one's went with the directory
+
+
 def test_a_copy_whose_lease_expired_is_not_reconciled_while_the_original_runs(work, home, tmp_path):
     """The copy's lease is never renewed: once it expires, a --continue (which reconciles an expired lease first)
     and `backfill reconcile` from the copy would take the original's executor for lost and stop its child. Both

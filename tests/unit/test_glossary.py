@@ -3,6 +3,7 @@ attribute, an asset extending whole entities, and the references Bruin's lint re
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -237,3 +238,15 @@ def test_an_unknown_entity_names_every_glossary_file_read(tmp_path):
     directory = pipeline(tmp_path, "columns:\n  - name: x\n    extends: Order.id\n")
     (tmp_path / "glossary.yaml").write_text("entities: {}\n")
     assert problems_of(directory)[0].endswith(f"({tmp_path}/glossary.yml, {tmp_path}/glossary.yaml)")
+
+
+def test_an_asset_extending_without_a_glossary_keeps_the_digest_it_had(tmp_path):
+    """No glossary file: an asset whose `extends` names an entity keeps the digest it had before the glossary was
+    read (an asset-level resume over an upgrade carries its successes)."""
+    from engine.pipeline.asset_files import _digested
+
+    directory = pipeline(tmp_path, "extends:\n  - Customer\n", glossary=None)
+    asset = load_pipeline(directory).assets["mid.t"]
+    text = (directory / "assets" / "t.sql").read_text()
+    read = asset.digest
+    assert read == _digested(copy.copy(asset), text, {}, None).digest
