@@ -331,7 +331,7 @@ def test_a_store_directory_that_is_no_longer_the_one_taken_over_fences_the_keepe
             for path in moved.iterdir():
                 path.unlink()
             moved.rmdir()
-        assert not keeper.owns()
+        until(lambda: not keeper.owns())  # looked at every few milliseconds
         assert told == [f"its state directory {store.directory} was removed or moved while it ran"]
         assert not keeper.owns() and len(told) == 1
         assert not (store.directory / LEASE).exists()
@@ -350,14 +350,20 @@ def test_a_store_directory_that_cannot_be_looked_at_is_not_taken_for_removed(sto
     keeper.start(tuple, lambda message: None)
     real_stat = os.stat
 
+    looks: list[str] = []
+
     def failing(path, *args, **kwargs):
         if os.fspath(path) == os.fspath(store.directory):
+            looks.append(os.fspath(path))
             raise OSError(errno.EIO, "Input/output error")
         return real_stat(path, *args, **kwargs)
 
     try:
         monkeypatch.setattr(leasing.os, "stat", failing)
-        assert keeper.owns()
+        looked = time.monotonic() + 20 * leasing.DIRECTORY_CHECK_SECONDS
+        while time.monotonic() < looked:  # long enough for several looks at the directory
+            assert keeper.owns()
+        assert looks
     finally:
         monkeypatch.undo()
         keeper.stop()
