@@ -290,7 +290,9 @@ def not_one_read(query: str, parser: Parser | None = None) -> str | None:
         return None
     if len(parsed) != 1:
         return f"it is {len(parsed)} statements"
-    kind = parsed[0].type.name
+    kind = _type_name(parsed[0])
+    if kind == UNNAMED:
+        return "it is a statement DuckDB's Python module cannot name"
     if kind != "SELECT":
         return f"it is {'an' if kind[0] in 'AEIOU' else 'a'} {kind.replace('_', ' ')}"
     nested = _nested_writes(query, parser) if _CTE_BODY.search(query) else ()
@@ -312,7 +314,19 @@ def _parsed_type(statement: str, parser: Parser | None) -> str | None:
     """The statement's type by DuckDB's parser, or None when it does not parse as one statement here (a
     template judged as written, SQL this DuckDB does not know: the patterns alone then judge it)."""
     parsed = _parsed(statement, parser)
-    return parsed[0].type.name if parsed is not None and len(parsed) == 1 else None
+    return _type_name(parsed[0]) if parsed is not None and len(parsed) == 1 else None
+
+
+# A statement DuckDB parses but its Python module has no name for (in 2.0, `UPDATE EXTENSIONS`: "29 is not a valid
+# StatementType"): known to be one statement, of no kind this module can judge.
+UNNAMED = "UNNAMED"
+
+
+def _type_name(statement: duckdb.Statement) -> str:
+    try:
+        return statement.type.name
+    except ValueError:
+        return UNNAMED
 
 
 def _parsed(sql: str, parser: Parser | None) -> list[duckdb.Statement] | None:

@@ -237,3 +237,18 @@ def test_a_hook_whose_cte_deletes_before_an_insert_is_judged_by_that_delete(tmp_
     )
     assert backfill_week(repo, home)[0] == 3
     assert repo.query("SELECT count(*) FROM raw.landing") == [(5,)]
+
+
+def test_a_hook_duckdb_parses_but_cannot_name_is_judged_by_a_person(tmp_path, home):
+    """A pre hook ``UPDATE EXTENSIONS``: DuckDB's Python module raised "29 is not a valid StatementType" naming its
+    type, and the pre-flight said "could not decide: 29 is not a valid StatementType." It is now a statement that
+    cannot be classified, named, and judged by a person (human-only: exit 4 without a terminal, nothing run)."""
+    repo = pipeline(tmp_path, "standard")
+    redeclare_daily(repo, hooks={"pre": [{"query": "UPDATE EXTENSIONS"}]})
+    checks = dry_checks(repo, home)
+    assert (checks["materialization"]["tier"], checks["materialization"]["detail"]) == (
+        "human-only",
+        "mid.daily: a pre hook runs SQL that cannot be classified: 'UPDATE EXTENSIONS'",
+    )
+    code, found = backfill_week(repo, home)
+    assert (code, found) == (4, [])
