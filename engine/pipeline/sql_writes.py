@@ -199,10 +199,15 @@ def _write(statement: str) -> Write | None:
 
 
 # A writing verb that opens a parenthesis (a CTE's body, a CREATE TABLE … AS (…)): where its statement starts.
-_NESTED_VERB = re.compile(r"\(\s*(?=(?:DELETE|UPDATE|INSERT|MERGE)\b)", re.IGNORECASE)
-# A CTE's body that is not a query (DuckDB allows INSERT, UPDATE, DELETE and COPY … TO), always in parentheses: a
-# query without one has nothing inside to write, and its parse tree is not read (0.5 ms a query).
-_CTE_BODY = re.compile(r"\(\s*(?:DELETE|UPDATE|INSERT|MERGE|COPY)\b", re.IGNORECASE)
+_NESTED_VERB = re.compile(r"\(\s*(?=(?:DELETE|UPDATE|INSERT|MERGE|TRUNCATE)\b)", re.IGNORECASE)
+# A CTE's body that is not a query (DuckDB allows INSERT, UPDATE, DELETE — TRUNCATE is its DELETE — and COPY … TO),
+# always in parentheses: a query without one has nothing inside to write, and its parse tree is not read (0.5 ms a
+# query). Searched in the text without comments: `(/* why */ DELETE` is such a body too.
+_CTE_BODY = re.compile(r"\(\s*(?:DELETE|UPDATE|INSERT|MERGE|COPY|TRUNCATE)\b", re.IGNORECASE)
+
+
+def _has_cte_body(sql: str) -> bool:
+    return any(_CTE_BODY.search(statement) for statement in _statements(sql))
 # The query nodes of DuckDB's serialized parse tree that write, by the verb they are judged as (an INSERT that
 # replaces or updates the rows it conflicts with rewrites them).
 _WRITING_NODES = {"DELETE_QUERY_NODE": "DELETE", "UPDATE_QUERY_NODE": "UPDATE", "INSERT_QUERY_NODE": "INSERT"}
@@ -295,7 +300,7 @@ def not_one_read(query: str, parser: Parser | None = None) -> str | None:
         return "it is a statement DuckDB's Python module cannot name"
     if kind != "SELECT":
         return f"it is {'an' if kind[0] in 'AEIOU' else 'a'} {kind.replace('_', ' ')}"
-    nested = _nested_writes(query, parser) if _CTE_BODY.search(query) else ()
+    nested = _nested_writes(query, parser) if _has_cte_body(query) else ()
     if nested is None:
         return "DuckDB cannot say what it writes"
     return f"it runs {nested[0].verb} on {nested[0].table} inside it" if nested else None
@@ -305,7 +310,7 @@ def writes_inside(query: str, parser: Parser | None = None) -> tuple[Write, ...]
     """What a materialized asset's rendered query (one statement) writes inside itself, by DuckDB's parse tree: a
     CTE's ``DELETE … RETURNING`` runs with the ``CREATE TABLE … AS`` around it. Empty for a query that only
     reads, or one DuckDB cannot parse (running it then fails without writing)."""
-    if not _CTE_BODY.search(query):  # nothing inside it can write: no parse (every materialized query of a run)
+    if not _has_cte_body(query):  # nothing inside it can write: no parse (every materialized query of a run)
         return ()
     return classify(query, parser).writes if _parsed_type(query, parser) == "SELECT" else ()
 

@@ -1129,6 +1129,10 @@ def test_a_query_that_grows_a_statement_on_some_days_fails_that_partition_unwrit
          "it runs DELETE on raw.landing inside it"),
         # Parsed, but of a type DuckDB's Python module cannot name: the check raised "29 is not a valid StatementType".
         ("UPDATE EXTENSIONS", "it is a statement DuckDB's Python module cannot name"),
+        # A CTE's TRUNCATE (DuckDB's DELETE), or a comment before the CTE's DELETE: the check passed, the source empty.
+        ("WITH d AS (TRUNCATE raw.landing) SELECT 0", "it runs DELETE on raw.landing inside it"),
+        ("WITH d AS (/* tidy */ DELETE FROM raw.landing RETURNING *) SELECT 0",
+         "it runs DELETE on raw.landing inside it"),
     ],
 )  # fmt: skip
 def test_a_custom_check_that_writes_runs_nothing_and_fails(daily, home, query, why):

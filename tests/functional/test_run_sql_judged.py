@@ -252,3 +252,30 @@ def test_a_hook_duckdb_parses_but_cannot_name_is_judged_by_a_person(tmp_path, ho
     )
     code, found = backfill_week(repo, home)
     assert (code, found) == (4, [])
+
+
+TRUNCATING_CTE = "WITH d AS (TRUNCATE raw.landing) SELECT 1 AS n"
+COMMENTED_CTE = "WITH d AS (/* tidy */ DELETE FROM raw.landing RETURNING *) SELECT count(*) AS n FROM d"
+
+
+@pytest.mark.parametrize("query", [TRUNCATING_CTE, COMMENTED_CTE])
+def test_a_truncate_or_a_commented_delete_in_a_cte_is_judged_by_what_it_deletes(tmp_path, home, query):
+    """``WITH d AS (TRUNCATE raw.landing) SELECT 1`` (TRUNCATE is a CTE body DuckDB runs) was judged a read as a post
+    hook: verdict auto, exit 0, the source emptied; ``WITH d AS (/* tidy */ DELETE …)`` was judged a read as a
+    materialized query. Both are now the DELETE they run: never for the hook and for the table's query, exit 3,
+    the source whole."""
+    repo = pipeline(tmp_path, "standard")
+    redeclare_daily(repo, hooks={"post": [{"query": query}]})
+    assert dry_checks(repo, home)["materialization"]["detail"] == (
+        "mid.daily: a post hook runs DELETE on raw.landing, a raw table: source data is never deleted or rebuilt"
+    )
+    assert backfill_week(repo, home)[0] == 3
+    assert repo.query("SELECT count(*) FROM raw.landing") == [(5,)]
+    redeclare_daily(repo)
+    repo.sql("mid.copy", query, depends=["raw.events"], materialization={"type": "table"})
+    checks = dry_checks(repo, home)
+    assert (checks["verdict"], checks["materialization"]["tier"]) == ("never", "never"), checks["materialization"]
+    assert backfill_week(repo, home)[0] == 3
+    by_hand = repo.run("--start-date", "2024-01-08", "--end-date", "2024-01-08", "--select", "mid.copy", env=home)
+    assert by_hand.returncode == 1 and "this one runs DELETE on raw.landing inside it" in by_hand.stdout
+    assert repo.query("SELECT count(*) FROM raw.landing") == [(5,)]

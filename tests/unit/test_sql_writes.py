@@ -200,6 +200,9 @@ def test_a_check_is_one_query_that_reads():
     inside = "WITH d AS (DELETE FROM raw.landing RETURNING *) SELECT count(*) FROM d"
     assert not_one_read(inside) == "it runs DELETE on raw.landing inside it"
     assert not_one_read("WITH d AS (COPY (SELECT 1) TO 'x.csv') SELECT 1") == "DuckDB cannot say what it writes"
+    assert not_one_read("WITH d AS (TRUNCATE raw.landing) SELECT 0") == "it runs DELETE on raw.landing inside it"
+    commented = "WITH d AS (/* tidy */ DELETE FROM raw.landing RETURNING *) SELECT count(*) FROM d"
+    assert not_one_read(commented) == "it runs DELETE on raw.landing inside it"
 
 
 @pytest.mark.parametrize(
@@ -217,6 +220,12 @@ def test_a_check_is_one_query_that_reads():
         ("WITH a AS (SELECT 1), b AS (SELECT * FROM a) SELECT * FROM b UNION SELECT 2", []),
         ("WITH RECURSIVE r AS (SELECT 1 AS n UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT * FROM r", []),
         ("WITH d AS (DELETE FROM memory.raw.l RETURNING *) SELECT 1", [Write("DELETE", "memory.raw.l")]),
+        # TRUNCATE is DuckDB's DELETE, a CTE body too: judged a read, it emptied the table.
+        ("WITH d AS (TRUNCATE raw.l) SELECT 1", [Write("DELETE", "raw.l")]),
+        ("WITH d AS (truncate table raw.l) SELECT 1", [Write("DELETE", "raw.l")]),
+        # A comment before the body's verb: classified, but a check or a materialized query passed it as a read.
+        ("WITH d AS (/* tidy */ DELETE FROM raw.l RETURNING *) SELECT 1", [Write("DELETE", "raw.l")]),
+        ("WITH d AS ( -- tidy\n DELETE FROM raw.l RETURNING *) SELECT 1", [Write("DELETE", "raw.l")]),
     ],
 )  # fmt: skip
 def test_a_query_that_writes_inside_itself_is_judged_by_what_it_writes(sql, writes):
@@ -257,6 +266,7 @@ def test_a_query_whose_writes_cannot_be_read_is_not_trusted():
         ("PREPARE p AS DELETE FROM raw.l WHERE x = $1", [Write("DELETE", "raw.l")]),
         ('PREPARE "p q" (INTEGER) AS TRUNCATE raw.l', [Write("TRUNCATE", "raw.l")]),
         ("INSERT INTO mid.x SELECT coalesce(update_count, 0) FROM t", [Write("INSERT", "mid.x")]),
+        ("WITH d AS (TRUNCATE raw.l) INSERT INTO mid.x SELECT 1", [Write("INSERT", "mid.x"), Write("TRUNCATE", "raw.l")]),
     ],
 )  # fmt: skip
 def test_a_statement_that_writes_inside_itself_is_judged_by_every_write(sql, writes):
