@@ -208,6 +208,8 @@ _CTE_BODY = re.compile(r"\(\s*(?:DELETE|UPDATE|INSERT|MERGE|COPY|TRUNCATE)\b", r
 
 def _has_cte_body(sql: str) -> bool:
     return any(_CTE_BODY.search(statement) for statement in _statements(sql))
+
+
 # The query nodes of DuckDB's serialized parse tree that write, by the verb they are judged as (an INSERT that
 # replaces or updates the rows it conflicts with rewrites them).
 _WRITING_NODES = {"DELETE_QUERY_NODE": "DELETE", "UPDATE_QUERY_NODE": "UPDATE", "INSERT_QUERY_NODE": "INSERT"}

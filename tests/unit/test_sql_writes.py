@@ -266,7 +266,8 @@ def test_a_query_whose_writes_cannot_be_read_is_not_trusted():
         ("PREPARE p AS DELETE FROM raw.l WHERE x = $1", [Write("DELETE", "raw.l")]),
         ('PREPARE "p q" (INTEGER) AS TRUNCATE raw.l', [Write("TRUNCATE", "raw.l")]),
         ("INSERT INTO mid.x SELECT coalesce(update_count, 0) FROM t", [Write("INSERT", "mid.x")]),
-        ("WITH d AS (TRUNCATE raw.l) INSERT INTO mid.x SELECT 1", [Write("INSERT", "mid.x"), Write("TRUNCATE", "raw.l")]),
+        ("WITH d AS (TRUNCATE raw.l) INSERT INTO mid.x SELECT 1",
+         [Write("INSERT", "mid.x"), Write("TRUNCATE", "raw.l")]),
     ],
 )  # fmt: skip
 def test_a_statement_that_writes_inside_itself_is_judged_by_every_write(sql, writes):
