@@ -8,7 +8,7 @@ from typing import Any
 
 from engine.dates.instants import to_micros
 from engine.pipeline.assets import STRATEGIES, Asset
-from engine.pipeline.database import without_comments
+from engine.pipeline.database import schema_of, without_comments
 from engine.pipeline.datavault import DATAVAULT_STRATEGIES
 from engine.pipeline.loading import Pipeline
 from engine.pipeline.scd2 import SCD2_STRATEGIES
@@ -89,7 +89,7 @@ def layer_of(asset: Asset) -> tuple[str, str]:
     for tag in asset.tags:
         if tag.startswith("layer:") and tag[len("layer:") :] in LAYERS:
             return tag[len("layer:") :], f"tag {tag}"
-    schema = asset.name.split(".")[0].lower() if "." in asset.name else ""
+    schema = schema_of(asset.name).lower()  # catalog.schema.table too: the catalog does not move it out of raw
     if schema in RAW_SCHEMAS:
         return "raw", f"schema {schema}"
     if schema in FINAL_SCHEMAS:

@@ -30,6 +30,7 @@ from engine.guardrails.tiers import (
     warned,
 )
 from engine.pipeline.asset_status import AssetStatus
+from engine.pipeline.database import relation_of
 from engine.pipeline.materialization import WINDOW_FENCED, fences_its_window
 
 DAY = 86_400_000_000
@@ -203,6 +204,7 @@ def _run_sql_findings(asset_facts) -> list[tuple[str, str]]:
     findings = []
     asset = asset_facts.asset
     unfenced = _unfenced(asset_facts)
+    own = relation_of(asset.name).lower()
     for phase in RUN_SQL_PHASES:
         where = f"{asset.name}: {phrase(phase)}"
         for classified in asset_facts.classified.get(phase, []):
@@ -215,7 +217,7 @@ def _run_sql_findings(asset_facts) -> list[tuple[str, str]]:
                             "or rebuilt",
                         )
                     )
-                elif write.deletes and unfenced and phase != QUERY and write.relation.lower() == asset.name.lower():
+                elif write.deletes and unfenced and phase != QUERY and write.relation.lower() == own:
                     findings.append(
                         (
                             HUMAN_ONLY,

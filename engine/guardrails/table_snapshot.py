@@ -22,6 +22,7 @@ from engine.base.atomic import write_atomic
 from engine.base.errors import BackfillError, BadInput, Refused, StateUnreadable
 from engine.guardrails.facts import AssetFacts, Facts
 from engine.guardrails.warehouse import Held
+from engine.pipeline.database import relation_of, schema_of
 from engine.pipeline.materialization import Database, quote_identifier, quote_name, window_predicate
 from engine.pipeline.row_changes import SNAPSHOT_INDEX
 
@@ -110,11 +111,11 @@ def take_snapshot(facts: Facts, directory: Path) -> dict[str, Any]:
                 db.execute(f"CREATE TABLE snap.{copy} AS SELECT * FROM {quote_name(asset.name)}{where}")
                 rows = int(db.scalar(f"SELECT count(*) FROM snap.{copy}"))
                 tables.append(SnapshotTable(asset.name, True, "range" if predicate else "whole", predicate, rows, copy))
-            own = {t.name.lower() for t in tables}
+            own = {relation_of(t.name).lower() for t in tables}  # one table however its name is written
             for name in _written_by_hooks(assets):
-                if name.lower() in own:
+                if relation_of(name).lower() in own:
                     continue
-                own.add(name.lower())
+                own.add(relation_of(name).lower())
                 copy = _copy_name(name)
                 if not db.table_exists(name):
                     tables.append(SnapshotTable(name, False, "whole", None, 0, copy))
@@ -281,7 +282,7 @@ def _restore_table(db: Database, table: dict[str, Any]) -> str:
         db.execute(f"DELETE FROM {target} WHERE {table['predicate']}")
         db.execute(f"INSERT INTO {target} BY NAME SELECT * FROM snap.{copy}")
         return f"{name}: {table['rows']:,} rows of the range put back"
-    if exists and _columns(db, f"main.{name}" if "." not in name else name) == _snapshot_columns(db, copy):
+    if exists and _columns(db, name) == _snapshot_columns(db, copy):
         db.execute(f"DELETE FROM {target}")
         db.execute(f"INSERT INTO {target} SELECT * FROM snap.{copy}")
     else:
@@ -291,7 +292,7 @@ def _restore_table(db: Database, table: dict[str, Any]) -> str:
 
 
 def _columns(db: Database, name: str) -> list[tuple[str, str]]:
-    schema, table = name.split(".", 1)
+    schema, table = schema_of(name) or "main", name.split(".")[-1]
     return [
         tuple(row)
         for row in db.execute(

@@ -18,14 +18,26 @@ def quote_name(name: str) -> str:
     return ".".join(quote_identifier(part) for part in name.split("."))
 
 
-def _schema_of(name: str) -> str | None:
+def schema_of(name: str) -> str:
+    """The schema of a name as Bruin writes it for DuckDB — ``table``, ``schema.table`` or ``catalog.schema.table``
+    — as written (``""`` when unqualified): what places an asset in a layer, whatever catalog is named before it."""
+    parts = name.split(".")
+    return parts[-2] if len(parts) > 1 else ""
+
+
+def relation_of(name: str) -> str:
+    """``schema.table`` (or the table alone) of a name, its catalog left out: how one table is compared with another
+    however it is written (``warehouse.raw.landing`` is ``raw.landing`` in the warehouse's own file)."""
+    return ".".join(name.split(".")[-2:])
+
+
+def _quoted_schema(name: str) -> str | None:
     parts = name.split(".")
     return ".".join(quote_identifier(p) for p in parts[:-1]) if len(parts) > 1 else None
 
 
 def _table_parts(name: str) -> tuple[str, str]:
-    parts = name.split(".")
-    return (parts[-2] if len(parts) > 1 else "main"), parts[-1]
+    return schema_of(name) or "main", name.split(".")[-1]
 
 
 def strip_statement(sql: str) -> str:
@@ -138,7 +150,7 @@ _SCHEMA_LOCK = threading.Lock()
 def ensure_schema(db: Database, name: str) -> None:
     """Create the schema of ``schema.table`` if missing, one thread at a time (concurrent
     CREATE SCHEMA statements in DuckDB transactions conflict with each other)."""
-    schema = _schema_of(name)
+    schema = _quoted_schema(name)
     if schema:
         with _SCHEMA_LOCK:
             db.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")

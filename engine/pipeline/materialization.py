@@ -17,7 +17,9 @@ from engine.pipeline.database import (
     ensure_schema,
     quote_identifier,
     quote_name,
+    relation_of,
     run_in_transaction,
+    schema_of,
     strip_statement,
 )
 from engine.pipeline.datavault import DATAVAULT_STRATEGIES, apply_datavault
@@ -98,9 +100,9 @@ def materialize(
     others: dict[str, str] = {}
     if fence_window:  # the pre-flight judged the first partition's; each partition's are judged as it runs
         _refuse_raw_deletes(asset, run_sql)
-        others = {name: "a hook of" for name in _resolved(db, asset, _deleted_by(asset, run_sql, (PRE, POST)))}
-        for name in _resolved(db, asset, _deleted_by(asset, run_sql, (QUERY,))):
-            if name.partition(".")[0].lower() in RAW_SCHEMAS:
+        others = {name: "a hook of" for name in _resolved(db, asset, _deleted_by(run_sql, (PRE, POST)))}
+        for name in _resolved(db, asset, _deleted_by(run_sql, (QUERY,))):
+            if schema_of(name).lower() in RAW_SCHEMAS:
                 others.setdefault(name, "the SQL of")
 
     def work() -> int | None:
@@ -260,11 +262,9 @@ def refuse_unjudged(asset: Asset, run_sql: dict[str, list[Classified]], judged: 
                 raise UnjudgedStatementRefused(asset.name, phase, statement)
 
 
-def _deleted_by(asset: Asset, run_sql: dict[str, list[Classified]], phases: Sequence[str]) -> set[str]:
-    own = asset.name.lower()
-    return {
-        w.table for phase in phases for c in run_sql[phase] for w in c.writes if w.deletes and w.relation.lower() != own
-    }
+def _deleted_by(run_sql: dict[str, list[Classified]], phases: Sequence[str]) -> set[str]:
+    """The tables these phases delete or rewrite rows of, as written (``_resolved`` leaves the asset's own out)."""
+    return {w.table for phase in phases for c in run_sql[phase] for w in c.writes if w.deletes}
 
 
 def _resolved(db: Database, asset: Asset, names: set[str]) -> list[str]:
@@ -281,8 +281,8 @@ def _resolved(db: Database, asset: Asset, names: set[str]) -> list[str]:
             [name],
         ).fetchall()
         tables |= {f"{schema}.{table}" for schema, table in rows}
-    own = asset.name.lower()
-    return sorted(t for t in tables if t.lower() != own)
+    own = relation_of(asset.name).lower()
+    return sorted(t for t in tables if relation_of(t).lower() != own)
 
 
 class OtherTableChanged(Exception):

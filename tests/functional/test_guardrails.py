@@ -737,6 +737,58 @@ def test_a_delete_style_strategy_on_a_raw_table_is_never_run_by_hand(daily, home
     assert daily.query("SELECT * FROM raw.landing") == [(1,)]
 
 
+def test_an_asset_named_with_its_catalog_is_in_the_layer_of_its_schema(daily, home):
+    """Bruin names a DuckDB table ``catalog.schema.table`` too. ``warehouse.raw.slice`` (the warehouse file's own
+    catalog), delete+insert, was placed in a layer by its catalog: layer risk passed, verdict auto, and each
+    partition deleted source rows. Its schema decides: never in a backfill and by hand (exit 3, nothing created),
+    and ``warehouse.mart.x`` is final."""
+    daily.sql("warehouse.raw.slice", "SELECT DATE '{{ start_date }}' AS day", materialization=TIME_INTERVAL | {
+        "strategy": "delete+insert"})  # fmt: skip
+    checks = dry_checks(daily, home, "--selector", "warehouse.raw.slice", "--allow-long-range")
+    assert checks["layer_risk"]["tier"] == "never", checks["layer_risk"]
+    assert checks["layer_risk"]["detail"] == (
+        "warehouse.raw.slice: raw layer with a delete-style strategy (source data is never deleted or rebuilt)"
+    )
+    result = run_backfill("p", *WEEK, "--selector", "warehouse.raw.slice", "--reason", "r", cwd=daily.root, env=home)
+    assert result.returncode == 3 and "verdict: never" in result.stdout, result.stdout + result.stderr
+    by_hand = daily.run("--start-date", "2024-01-08", "--end-date", "2024-01-08", "--select", "warehouse.raw.slice")
+    assert (
+        by_hand.returncode == 3 and "never: warehouse.raw.slice (delete+insert) is in the raw layer" in by_hand.stderr
+    )
+    assert daily.query("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'raw'") == []
+    daily.sql("warehouse.mart.x", "SELECT 1 AS x", materialization={"type": "table", "strategy": "append"})
+    assert dry_checks(daily, home, "--selector", "warehouse.mart.x")["layer_risk"]["evidence"]["layers"] == {
+        "warehouse.mart.x": {"from": "schema mart", "layer": "final"}
+    }
+
+
+def test_a_hook_naming_its_own_table_without_the_catalog_is_fenced_as_its_own(tmp_path, home):
+    """``warehouse.mid.slice`` (time_interval) whose pre hooks clear its own day, named with and without the
+    catalog: the window fence judges them, the backfill runs (``mid.slice`` was taken for another table and every
+    partition failed); a day outside the window deleted that way is still rolled back and stops the run."""
+    repo = Repo(tmp_path / "repo")
+
+    def declare(*hooks: str) -> None:
+        repo.sql("warehouse.mid.slice", "SELECT DATE '{{ start_date }}' AS day", materialization=TIME_INTERVAL,
+                 hooks={"pre": [{"query": hook} for hook in hooks]})  # fmt: skip
+
+    repo.execute("CREATE SCHEMA mid", "CREATE TABLE mid.slice (day DATE)")
+    declare(
+        *(
+            f"DELETE FROM {name} WHERE day = DATE '{{{{ start_date }}}}'"
+            for name in ("mid.slice", "warehouse.mid.slice")
+        )
+    )
+    result = run_backfill("p", *WEEK, "--reason", "r", cwd=repo.root, env=home)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert repo.query("SELECT count(*), count(DISTINCT day) FROM mid.slice") == [(5, 5)]
+    declare("DELETE FROM mid.slice WHERE day = DATE '2024-01-08'")
+    result = run_backfill("p", "--start-date", "2024-01-09", "--end-date", "2024-01-09", "--reason", "r",
+                          cwd=repo.root, env=home)  # fmt: skip
+    assert result.returncode == 1 and "outside" in result.stdout + result.stderr, result.stdout + result.stderr
+    assert repo.query("SELECT count(*) FROM mid.slice") == [(5,)]
+
+
 def test_a_backfill_id_given_by_hand_does_not_walk_around_the_checks_of_a_run_by_hand(daily, home):
     """``--backfill-id`` marks a backfill's own partition runs, which skip the checks of a run by hand (their
     pre-flight judged them). Given by hand — alone, or with a partition run's whole command line copied from a

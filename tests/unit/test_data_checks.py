@@ -274,6 +274,15 @@ def test_a_hook_rewriting_its_own_unfenced_table_needs_a_person(strategy, key, w
     )
 
 
+def test_a_hook_rewriting_its_own_table_by_a_name_without_the_catalog_is_still_its_own():
+    """``warehouse.mid.h`` (merge, unfenced) whose hook deletes from ``mid.h``: the same table, human-only (it was
+    taken for another table, and the pre-flight passed a hook emptying the asset's own table)."""
+    hooks = {"post": ["DELETE FROM mid.h WHERE true"]}
+    check = materialization(facts_of(fact("warehouse.mid.h", "merge", key=None, hooks=hooks), partitions=1))
+    assert judged(check)[:2] == ("fail", "human-only"), check.detail
+    assert any("its own table, which no window fences" in f for f in check.evidence["findings"]), check.evidence
+
+
 # ---------------------------------------------------------------- reversibility and the snapshot's cost
 
 

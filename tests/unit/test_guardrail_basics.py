@@ -124,6 +124,9 @@ def test_what_changes_data_and_what_places_a_row_in_time():
         ("dashboards.x", (), ("final", "schema dashboards")),
         ("staging.x", (), ("mid", "schema staging")),
         ("events", (), ("mid", "no schema")),
+        ("warehouse.raw.events", (), ("raw", "schema raw")),  # catalog.schema.table: the schema decides
+        ("db.Mart.x", (), ("final", "schema mart")),
+        ("raw.staging.x", (), ("mid", "schema staging")),  # a catalog named raw is not the raw schema
         ("raw.events", ("layer:mid",), ("mid", "tag layer:mid")),
         ("mid.x", ("other", "layer:final"), ("final", "tag layer:final")),
         ("mid.x", ("layer:gold",), ("mid", "schema mid")),  # not a layer: the schema decides

@@ -200,6 +200,38 @@ def test_a_restore_after_the_damage_gives_the_tables_back(snapped):
         repo.execute("INSERT INTO mid.totals VALUES (NULL, 'y', NULL)")
 
 
+def test_a_table_named_with_its_catalog_is_copied_once_and_restored_in_place(tmp_path):
+    """``warehouse.mid.totals`` (Bruin's ``catalog.schema.table``) whose hooks delete from it by either name: one table,
+    one copy (it was copied twice, as two tables); put back in place, its NOT NULL kept (it was dropped and made
+    again from the copy, its definition lost)."""
+    repo = build(tmp_path / "repo")
+    (repo.pipeline_dir / "assets" / "mid.totals.sql").unlink()
+    repo.sql(
+        "warehouse.mid.totals",
+        "SELECT 1 AS total, 'x' AS label, DATE '{{ start_date }}' AS day",
+        materialization={"type": "table", "strategy": "append", "incremental_key": "day"},
+        hooks={
+            "pre": [{"query": "DELETE FROM mid.totals WHERE label = 'a'"}],
+            "post": [{"query": "DELETE FROM warehouse.mid.totals WHERE label = 'b'"}],
+        },
+    )
+    before = contents(repo)
+    directory = tmp_path / "state"
+    directory.mkdir()
+    preflight = preflight_of(repo)
+    try:
+        index = take_snapshot(preflight.facts, directory)
+    finally:
+        preflight.facts.warehouses.close()
+    names = [t["name"] for t in index["files"][0]["tables"]]
+    assert sorted(names) == ["mid.daily", "mid.fresh", "tally", "warehouse.mid.totals"]
+    repo.execute("DELETE FROM mid.totals", "INSERT INTO mid.totals VALUES (1, 'x', NULL)")
+    assert "warehouse.mid.totals: 3 rows put back" in restore_snapshot(directory)
+    assert contents(repo) == before
+    with pytest.raises(Exception, match="NOT NULL constraint failed"):
+        repo.execute("INSERT INTO mid.totals VALUES (NULL, 'y', NULL)")
+
+
 def test_a_whole_table_whose_columns_changed_is_rebuilt(snapped):
     """A table rebuilt with other columns (a full refresh) is recreated from the copy with its old columns."""
     repo, directory, _, before = snapped
