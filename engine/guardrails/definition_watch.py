@@ -1,8 +1,9 @@
-"""What a pipeline backfill's partitions run, as the pre-flight judged it, watched while the backfill runs.
+"""What a backfill's partitions run, as the pre-flight judged it, watched while the backfill runs.
 
 Each partition's child reads the pipeline's files when it starts, so an asset's SQL, a macro, ``pipeline.yml``,
 a seed or the environment in ``.bruin.yml`` (a connection pointed at another database) edited after the pre-flight
-would run in the partitions that start later without having been judged, approved or snapshotted. The executor
+would run in the partitions that start later without having been judged, approved or snapshotted; so would a
+script a command names (``./load.sh {start}``, ``python load.py {start}``) edited after its approval. The executor
 asks the watch before every turn of launches: a change stops new partitions (those running finish), and
 ``--continue`` judges the new version.
 """
@@ -16,6 +17,7 @@ from engine.base.errors import BackfillError
 from engine.guardrails.digest import config_component, file_component, file_hash, read_trees, tree_files
 from engine.guardrails.preflight import Preflight
 from engine.pipeline.config import load_config
+from engine.spec.command_template import named_files
 
 Signature = tuple[tuple[str, int, int, int, int] | tuple[str], ...]
 
@@ -26,8 +28,15 @@ class DefinitionWatch:
     ``stat`` moved."""
 
     def __init__(
-        self, directory: Path, judged: dict[Path, str], trees: list[tuple[Path, str]], config: JudgedConfig | None
+        self,
+        directory: Path,
+        judged: dict[Path, str],
+        trees: list[tuple[Path, str]],
+        config: JudgedConfig | None,
+        *,
+        what: str = "the pipeline",
     ) -> None:
+        self.what = what  # what changed, as the stop says it: "the pipeline", "the files the command names"
         self.directory = directory
         self.trees = trees  # where a new file would be read unnamed (digest.read_trees)
         self.judged = judged
@@ -36,11 +45,11 @@ class DefinitionWatch:
 
     @classmethod
     def of(cls, preflight: Preflight) -> DefinitionWatch | None:
-        """The watch of a pipeline backfill, the hashes taken from the plan digest's components (what an approval
-        vouched for); None for a command target."""
+        """The watch of a backfill, the hashes taken from the plan digest's components (what an approval vouched
+        for): a pipeline's files, or those a command's template names (None when it names none)."""
         facts = preflight.facts
         if facts.pipeline is None:
-            return None
+            return cls._of_command(preflight)
         directory = facts.pipeline.directory
         files = {facts.pipeline.file} | {path for a in facts.selected for path in a.asset.own_files}
         trees = read_trees(directory, [a.asset for a in facts.selected])
@@ -52,6 +61,16 @@ class DefinitionWatch:
             judged_config = config_component(request.config, request.environment.name)[1]  # as the digest has it
             config = JudgedConfig(request.config.path, request.environment.name, judged_config)
         return cls(directory, judged, trees, config)
+
+    @classmethod
+    def _of_command(cls, preflight: Preflight) -> DefinitionWatch | None:
+        request = preflight.facts.request
+        directory = request.working_directory
+        files = named_files(request.spec.target.template or "", directory)
+        if not files:
+            return None
+        judged = {path: preflight.components.get(file_component(path, directory)) or file_hash(path) for path in files}
+        return cls(directory, judged, [], None, what="the files the command names")
 
     def changes(self) -> list[str]:
         """What differs from what was judged ("assets/x.sql changed", "macros/new.sql is new"), or nothing."""

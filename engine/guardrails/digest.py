@@ -18,6 +18,7 @@ from engine.guardrails.facts import Facts
 from engine.guardrails.tiers import PreflightCheck
 from engine.pipeline.asset_types import AssetKind
 from engine.pipeline.config import Config
+from engine.spec.command_template import named_files
 
 if TYPE_CHECKING:
     from engine.pipeline.assets import Asset
@@ -66,6 +67,9 @@ def components_of(facts: Facts, results: list[PreflightCheck]) -> dict[str, str]
             files |= tree_files(directory, pattern)
         for path in sorted(files):
             parts[file_component(path, base)] = file_hash(path)
+    if spec.target.is_command:  # the script it runs is part of what an approval vouches for, as an asset file is
+        for path in named_files(spec.target.template or "", request.working_directory):
+            parts[file_component(path, request.working_directory)] = file_hash(path)
     if request.config is not None and (environment_name := environment_name_of(request)) is not None:
         name, value = config_component(request.config, environment_name)
         parts[name] = value
@@ -160,7 +164,7 @@ def _relative(path: Path, base: Path) -> str:
 
 
 def file_component(path: Path, base: Path) -> str:
-    """The name of a file's component: ``file`` and its path under the pipeline's directory."""
+    """The name of a file's component: ``file`` and its path under the pipeline's (or the command's) directory."""
     return f"file {_relative(path, base)}"
 
 

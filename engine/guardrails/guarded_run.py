@@ -188,6 +188,7 @@ class GuardedRun:
             failure_groups_total=len(failure_groups),
         )
         anchor = Path(spec.target.path) if spec.target.path else Path(self.working_directory)
-        path = record_path(repository_root(anchor), self.store.directory, spec.target.name.split("/")[0], finished_at)
+        name = spec.target.name if spec.target.is_command else spec.target.name.split("/")[0]  # a command: whole
+        path = record_path(repository_root(anchor), self.store.directory, name, finished_at)
         copy = self.store.directory / "records" / path.name
         return str(write_yaml(record, path, copy))

@@ -27,10 +27,13 @@ from engine.store import audit
 from engine.store.run_tally import RunTally
 from engine.store.status import Status
 
+NAME_LENGTH = 80  # of the name in a record's file name (a file name may hold 255 bytes)
+
 
 def record_path(repository: Path | None, state_directory: Path, name: str, now: float) -> Path:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "backfill"
+    # "./load.sh {start}": no leading dot; a long command's template: the file name's first 80 characters of it
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", name)[:NAME_LENGTH].strip("-.") or "backfill"
     base = repository / ".context" if repository is not None else state_directory
     return base / f"backfill-{safe}-{stamp}.yml"
 

@@ -9,10 +9,18 @@ from __future__ import annotations
 
 import re
 import shlex
+import stat
+from pathlib import Path
 
 from engine.base.errors import BadInput
 
 PLACEHOLDERS = ("start", "end", "end_exclusive", "start_date", "end_date", "partition_id", "run_id")
+NAMED_FILE_LIMIT = 64 * 1024 * 1024  # bytes: hashed at every pre-flight and whenever its stat moves
+# What an interpreter named before it runs: a file with one of these suffixes is code, whatever its mode.
+SCRIPT_SUFFIXES = frozenset(
+    (".py", ".sh", ".bash", ".zsh", ".ksh", ".sql", ".r", ".rb", ".pl", ".js", ".mjs", ".cjs", ".ts", ".php", ".lua",
+     ".jl", ".awk", ".sed", ".jar", ".scala", ".groovy", ".ps1", ".tcl")
+)  # fmt: skip
 
 
 def split_template(template: str) -> list[str]:
@@ -62,3 +70,33 @@ def check_placeholders(template: str) -> None:
                 f"--command argument {word!r} has an unbalanced brace: write {{{{ and }}}} for literal braces, and "
                 "a placeholder whole, such as {start}"
             )
+
+
+def named_files(template: str, directory: Path) -> list[Path]:
+    """The code a template names — its program given as a path, a script given to an interpreter or as an
+    ``--option=FILE`` value (a file with a script's suffix, or executable) — as a child started in ``directory``
+    opens it: what every partition runs besides the template itself, so the plan digest covers it and the backfill
+    watches it. Passed over: a word holding a placeholder (another file each partition), a program found on
+    ``PATH``, data (``out.csv``, which the command may well write), what is not a regular file, and a file over
+    NAMED_FILE_LIMIT."""
+    try:
+        words = shlex.split(template)
+    except ValueError:
+        return []  # refused with the template's other errors
+    found: list[Path] = []
+    for position, word in enumerate(words):
+        for named in (word, word.partition("=")[2]):
+            if not named or "{" in named or "}" in named:
+                continue
+            path = directory / named  # an absolute path stays itself
+            try:
+                info = path.stat()
+            except (OSError, ValueError):  # not there, or not a path at all (a NUL byte)
+                continue
+            if not stat.S_ISREG(info.st_mode) or info.st_size > NAMED_FILE_LIMIT or path in found:
+                continue
+            # A bare program name is looked up on PATH, not in the directory.
+            code = path.suffix.lower() in SCRIPT_SUFFIXES or bool(info.st_mode & 0o111)
+            if ("/" in named) if position == 0 else code:
+                found.append(path)
+    return found

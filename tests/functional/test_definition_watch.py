@@ -153,3 +153,54 @@ def test_a_connection_pointed_elsewhere_while_the_backfill_runs_starts_no_partit
     assert [r["status"] for r in records(backfill)] == ["succeeded"]
     assert not (repo.root / "elsewhere.duckdb").exists()
     assert [(str(d), v) for d, v in repo.query("SELECT * FROM p.days ORDER BY day")] == [("2024-01-01", 1)]
+
+
+SCRIPT = """#!/bin/sh
+echo "$1 {version}" >> out.txt
+[ -e started ] || {{ touch started; while [ ! -e go ]; do sleep 0.02; done; }}
+"""  # the first partition waits for the test's event (a file), not a guessed duration
+
+
+@pytest.mark.parametrize("form", ["./load.sh {start_date}", "sh load.sh {start_date}", "sh -e -- load.sh {start_date}"])
+def test_a_script_a_command_names_edited_while_it_runs_starts_no_partition(work, home, form):
+    """The script a command names (as its program, or given to an interpreter) edited during the first day ran in
+    the later days unjudged, exit 0. The backfill now stops before the next day naming the script, exit 1;
+    ``--continue`` judges the new version and runs the rest with it."""
+    script = work / "load.sh"
+    script.write_text(SCRIPT.format(version="v1"))
+    script.chmod(0o755)
+    first = start_background("--command", form, *THREE_DAYS, "--reason", "r", "--max-parallel", "1",
+                             "--guardrails", "sandbox", "--no-progress", cwd=work, env=home)  # fmt: skip
+    try:
+        wait_for(lambda: (work / "started").exists(), timeout=60)
+        script.write_text(SCRIPT.format(version="v2"))
+    finally:
+        (work / "go").write_text("go")
+        out, err = first.communicate(timeout=120)
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    assert first.returncode == 1, out + err
+    assert (
+        "stopped: the files the command names changed since this backfill was judged (load.sh changed); no "
+        f"partition starts on it unjudged: `backfill --continue {backfill.name}` judges it again"
+    ) in out + err
+    assert (work / "out.txt").read_text().splitlines() == ["2024-01-01 v1"]
+    done = run_backfill("--continue", backfill.name, "--no-progress", cwd=work, env=home)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (work / "out.txt").read_text().splitlines() == ["2024-01-01 v1", "2024-01-02 v2", "2024-01-03 v2"]
+
+
+def test_a_data_file_a_command_names_and_writes_stops_nothing(work, home):
+    """``./load.sh {start_date} out.csv`` appends to ``out.csv`` in every partition: data, not code, so every
+    partition runs (watched as the script is, the backfill would stop after its first); its record is named after
+    the whole command."""
+    script = work / "load.sh"
+    script.write_text('#!/bin/sh\necho "$1" >> "$2"\n')
+    script.chmod(0o755)
+    (work / "out.csv").write_text("day\n")
+    done = run_backfill("--command", "./load.sh {start_date} out.csv", *THREE_DAYS, "--reason", "r",
+                        "--guardrails", "sandbox", "--no-progress", cwd=work, env=home)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (work / "out.csv").read_text().splitlines() == ["day", "2024-01-01", "2024-01-02", "2024-01-03"]
+    # The record is named after the whole command (it was "backfill-.-…yml", the text before its first slash).
+    [record] = (work / ".context").glob("backfill-*.yml")
+    assert record.name.startswith("backfill-load.sh-start_date-out.csv-"), record.name

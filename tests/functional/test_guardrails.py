@@ -180,6 +180,32 @@ def test_an_approval_no_longer_holds_once_an_asset_file_or_the_evidence_changes(
     assert state_dirs(daily.root / "logs" / "backfills") == []
 
 
+def test_an_approval_of_a_command_no_longer_holds_once_the_script_it_names_changes(work, home):
+    """A command's plan approved by its digest, then the script it runs edited: the old digest ran the new script
+    (exit 0). It is now held (exit 4) naming the script, whether the template runs it as its program or gives it
+    to an interpreter, or names it as an option's value; nothing runs."""
+    script = work / "load.sh"
+    script.write_text("#!/bin/sh\necho loading $1\n")
+    script.chmod(0o755)
+    for form in ("./load.sh {start}", "sh load.sh {start}", "sh ./load.sh --day={start} --config=load.sh"):
+        script.write_text("#!/bin/sh\necho loading $1\n")
+        tried = ("--command", form, "--start-date", "2024-01-01", "--end-date", "2024-01-01", "--reason", "r")
+        assert run_backfill(*tried, "--guardrails", "sandbox", cwd=work, env=home).returncode == 0
+        args = ("--command", form, "--start-date", "2024-02-01", "--end-date", "2024-02-20", "--reason", "r",
+                "--reversible")  # fmt: skip
+        held = run_backfill(*args, cwd=work, env=home)
+        assert held.returncode == 4 and "verdict: approval" in held.stdout, held.stdout + held.stderr
+        script.write_text("#!/bin/sh\necho dropping everything $1\n")
+        edited = run_backfill(*args, "--approve", digest_of(held.stdout), cwd=work, env=home)
+        assert edited.returncode == 4, edited.stdout + edited.stderr
+        assert "the plan changed since it was approved: file load.sh changed" in edited.stderr, edited.stderr
+    assert not list(work.glob("logs/backfills/*/partitions/*")) or all(
+        r["status"] == "succeeded" and r["start"].startswith("2024-01-01")
+        for backfill in state_dirs(work / "logs" / "backfills")
+        for r in records(backfill)
+    )  # only the tried day ran
+
+
 def test_sql_run_as_written_is_human_only_and_approve_in_a_pipe_is_refused(daily, home):
     """An asset without materialization runs its SQL as written (its effect cannot be judged): human-only, and
     even the right digest in a pipe is refused (exit 4). (A merge without primary key or a delete+insert without

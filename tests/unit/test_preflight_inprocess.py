@@ -413,6 +413,8 @@ def test_the_backfill_record_says_what_was_done(repo, tmp_path):
     assert path == tmp_path / "repo" / ".context" / "backfill-shop-daily-orders-19700101T000000Z.yml"
     assert record_path(None, state, "///", 0.0) == state / "backfill-backfill-19700101T000000Z.yml"
     assert record_path(None, state, "Xmas orders/", 0.0).name == "backfill-Xmas-orders-19700101T000000Z.yml"
+    assert record_path(None, state, "./load.sh {start}", 0.0).name == "backfill-load.sh-start-19700101T000000Z.yml"
+    assert record_path(None, state, "x" * 79 + " " + "y" * 300, 0.0).name == f"backfill-{'x' * 79}-19700101T000000Z.yml"
     written = write_record(record, path, state / "copy.yml")
     assert yaml.safe_load(written.read_text()) == yaml.safe_load((state / "copy.yml").read_text())
     assert yaml.safe_load(written.read_text())["preflight"]["checks"][0]["status"] == "pass"

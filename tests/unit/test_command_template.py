@@ -1,0 +1,45 @@
+"""The code a command template names: what the plan digest covers and the backfill watches besides the
+template itself."""
+
+from __future__ import annotations
+
+import os
+
+from engine.spec.command_template import NAMED_FILE_LIMIT, named_files
+
+
+def test_the_code_a_template_names_is_its_program_its_scripts_and_executables(tmp_path):
+    """A program given as a path, a script given to an interpreter (by its suffix, in any case), an ``--option=``
+    value, an absolute path and an executable without a suffix, each once, in the template's order."""
+    (tmp_path / "load.sh").write_text("echo")
+    (tmp_path / "transform.SQL").write_text("SELECT 1")
+    (tmp_path / "tool").write_text("#!/bin/sh")
+    (tmp_path / "tool").chmod(0o744)
+    (tmp_path / "sub").mkdir()
+    other = tmp_path / "sub" / "lib.py"
+    other.write_text("pass")
+    template = f"./load.sh {{start}} --sql=transform.SQL {other} sh load.sh tool sub missing.txt"
+    assert named_files(template, tmp_path) == [
+        tmp_path / "load.sh",
+        tmp_path / "transform.SQL",
+        other,
+        tmp_path / "tool",
+    ]
+
+
+def test_data_a_placeholder_a_large_file_and_what_is_no_file_are_passed_over(tmp_path):
+    """``out.csv`` is data the command may write (watching it would stop the backfill after its first partition);
+    ``{start}.sql`` names another file each partition; a file over the limit, a FIFO, a directory, a NUL byte,
+    unbalanced quotes and a bare program (found on PATH, not here) name nothing."""
+    (tmp_path / "out.csv").write_text("a,b")
+    (tmp_path / "{start}.sql").write_text("SELECT 1")
+    (tmp_path / "big.sql").write_bytes(b"")
+    os.truncate(tmp_path / "big.sql", NAMED_FILE_LIMIT + 1)
+    (tmp_path / "limit.sql").write_bytes(b"")
+    os.truncate(tmp_path / "limit.sql", NAMED_FILE_LIMIT)
+    os.mkfifo(tmp_path / "pipe.sh")
+    (tmp_path / "dir.sh").mkdir()
+    (tmp_path / "run.sh").write_text("echo")
+    template = "run.sh out.csv {start}.sql big.sql limit.sql pipe.sh dir.sh 'a\0b.sh'"
+    assert named_files(template, tmp_path) == [tmp_path / "limit.sql"]
+    assert named_files("sh 'run.sh", tmp_path) == []
