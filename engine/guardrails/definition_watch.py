@@ -14,10 +14,16 @@ import os
 from pathlib import Path
 
 from engine.base.errors import BackfillError
-from engine.guardrails.digest import config_component, file_component, file_hash, read_trees, tree_files
+from engine.guardrails.digest import (
+    command_files,
+    config_component,
+    file_component,
+    file_hash,
+    read_trees,
+    tree_files,
+)
 from engine.guardrails.preflight import Preflight
 from engine.pipeline.config import load_config
-from engine.spec.command_template import named_files
 
 Signature = tuple[tuple[str, int, int, int, int] | tuple[str], ...]
 
@@ -66,7 +72,7 @@ class DefinitionWatch:
     def _of_command(cls, preflight: Preflight) -> DefinitionWatch | None:
         request = preflight.facts.request
         directory = request.working_directory
-        files = named_files(request.spec.target.template or "", directory)
+        files = command_files(request)
         if not files:
             return None
         judged = {path: preflight.components.get(file_component(path, directory)) or file_hash(path) for path in files}

@@ -67,9 +67,8 @@ def components_of(facts: Facts, results: list[PreflightCheck]) -> dict[str, str]
             files |= tree_files(directory, pattern)
         for path in sorted(files):
             parts[file_component(path, base)] = file_hash(path)
-    if spec.target.is_command:  # the script it runs is part of what an approval vouches for, as an asset file is
-        for path in named_files(spec.target.template or "", request.working_directory):
-            parts[file_component(path, request.working_directory)] = file_hash(path)
+    for path in command_files(request):  # the scripts it runs, as an asset's files are
+        parts[file_component(path, request.working_directory)] = file_hash(path)
     if request.config is not None and (environment_name := environment_name_of(request)) is not None:
         name, value = config_component(request.config, environment_name)
         parts[name] = value
@@ -95,6 +94,15 @@ def components_of(facts: Facts, results: list[PreflightCheck]) -> dict[str, str]
     for result in results:
         parts[f"evidence of {result.name}"] = _hash(_canonical(result.to_json()))
     return parts
+
+
+def command_files(request) -> list[Path]:
+    """The code a command backfill's partitions run besides its templates: what ``--command`` and
+    ``--verify-command`` name (a verification script replaced by one that exits 0 would pass every partition);
+    none for a pipeline, which has neither."""
+    directory = request.working_directory
+    templates = (request.spec.target.template, request.guard.verify_command)
+    return [path for template in templates if template for path in named_files(template, directory)]
 
 
 def read_trees(base: Path, assets: list[Asset]) -> list[tuple[Path, str]]:

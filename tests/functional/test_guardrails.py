@@ -183,16 +183,19 @@ def test_an_approval_no_longer_holds_once_an_asset_file_or_the_evidence_changes(
 def test_an_approval_of_a_command_no_longer_holds_once_the_script_it_names_changes(work, home):
     """A command's plan approved by its digest, then the script it runs edited: the old digest ran the new script
     (exit 0). It is now held (exit 4) naming the script, whether the template runs it as its program or gives it
-    to an interpreter, or names it as an option's value; nothing runs."""
+    to an interpreter, names it as an option's value, or runs it as ``--verify-command``; nothing runs."""
     script = work / "load.sh"
     script.write_text("#!/bin/sh\necho loading $1\n")
     script.chmod(0o755)
-    for form in ("./load.sh {start}", "sh load.sh {start}", "sh ./load.sh --day={start} --config=load.sh"):
+    forms = [
+        ("--command", form) for form in ("./load.sh {start}", "sh load.sh {start}", "sh ./load.sh --config=load.sh")
+    ]
+    forms.append(("--command", "echo {start}", "--verify-command", "sh load.sh {start}"))  # the check replaced
+    for form in forms:
         script.write_text("#!/bin/sh\necho loading $1\n")
-        tried = ("--command", form, "--start-date", "2024-01-01", "--end-date", "2024-01-01", "--reason", "r")
+        tried = (*form, "--start-date", "2024-01-01", "--end-date", "2024-01-01", "--reason", "r")
         assert run_backfill(*tried, "--guardrails", "sandbox", cwd=work, env=home).returncode == 0
-        args = ("--command", form, "--start-date", "2024-02-01", "--end-date", "2024-02-20", "--reason", "r",
-                "--reversible")  # fmt: skip
+        args = (*form, "--start-date", "2024-02-01", "--end-date", "2024-02-20", "--reason", "r", "--reversible")
         held = run_backfill(*args, cwd=work, env=home)
         assert held.returncode == 4 and "verdict: approval" in held.stdout, held.stdout + held.stderr
         script.write_text("#!/bin/sh\necho dropping everything $1\n")

@@ -116,9 +116,23 @@ def test_the_hashes_judged_are_the_plan_digest_s(tmp_path):
     assert watch.judged[base / "pipeline.yml"] == file_hash(base / "pipeline.yml")
 
 
-def test_a_command_target_has_no_watch():
-    """A command's program is not a pipeline's files: nothing is watched."""
-    assert DefinitionWatch.of(SimpleNamespace(facts=SimpleNamespace(pipeline=None), components={})) is None
+def test_a_command_is_watched_over_the_code_it_names_and_no_more(tmp_path):
+    """A command naming no code (``echo {start}``) has no watch; ``./load.sh`` and a ``--verify-command`` script
+    are watched as the digest judged them, named from the working directory."""
+
+    def watch_of(template: str, verify: str | None = None) -> DefinitionWatch | None:
+        spec = SimpleNamespace(target=SimpleNamespace(template=template))
+        request = SimpleNamespace(spec=spec, guard=SimpleNamespace(verify_command=verify), working_directory=tmp_path)
+        return DefinitionWatch.of(SimpleNamespace(facts=SimpleNamespace(pipeline=None, request=request), components={}))
+
+    (tmp_path / "load.sh").write_text("echo 1")
+    (tmp_path / "check.sql").write_text("SELECT 1")
+    assert watch_of("echo {start}") is None
+    watch = watch_of("./load.sh {start}", "duckdb w.duckdb -f check.sql")
+    assert (sorted(watch.judged), watch.changes()) == ([tmp_path / "check.sql", tmp_path / "load.sh"], [])
+    (tmp_path / "check.sql").write_text("SELECT 0")
+    assert watch.changes() == ["check.sql changed"]
+    assert watch.what == "the files the command names"
 
 
 def test_the_environment_in_bruin_yml_is_watched_without_its_secrets(tmp_path):
