@@ -183,7 +183,9 @@ READERS = (("show", "{id}", "--output", "text"), ("show", "{id}", "--output", "j
 )
 def test_every_reader_refuses_a_corrupt_field_naming_it_and_touches_nothing(work, home, damage, says):
     """A damaged manifest or record: show (text, JSON), --continue (and its dry run) and reconcile each exit 5 with
-    one line naming the file's field; the state directory is byte-identical afterwards. list still lists it."""
+    one line naming the file's field; the state directory is byte-identical afterwards. list still lists it. The JSON
+    of a damaged record is a whole document, the record's problem on its partition (it stopped half-way, invalid
+    JSON on stdout)."""
     _, backfill = saved(work, home)
     damage(backfill)
     before = {p: p.read_bytes() for p in backfill.rglob("*") if p.is_file()}
@@ -193,6 +195,11 @@ def test_every_reader_refuses_a_corrupt_field_naming_it_and_touches_nothing(work
             args else run_backfill(*args, cwd=work, env=home)  # fmt: skip
         assert result.returncode == 5, (args, result.stdout, result.stderr)
         assert says in one_error(result), (args, result.stderr)
+        if "json" in args:  # nothing, or a whole document naming the damage on its partition: never half of one
+            damaged = [
+                p for p in json.loads(result.stdout or '{"partitions": []}')["partitions"] if "record_error" in p
+            ]
+            assert [says in p["record_error"] for p in damaged] == ([True] if result.stdout else []), result.stdout
     assert {p: p.read_bytes() for p in backfill.rglob("*") if p.is_file()} == before
     listed = run_backfill("list", "--output", "json", cwd=work, env=home)
     assert listed.returncode == 0, listed.stderr

@@ -4,6 +4,8 @@ by whatever reads that partition: the executor before it runs it, and every read
 
 from __future__ import annotations
 
+import json
+
 from engine.store.manifest import spec_of
 from engine.store.record_index import read_indexed
 from engine.store.state_store import StateStore
@@ -45,6 +47,28 @@ def test_without_the_index_every_reader_reads_every_record_again(work, home):
     (backfill / "partitions.idx").unlink()
     strict = run_backfill("show", backfill.name, "--output", "json", cwd=work, env=home)
     assert strict.returncode == 5 and str(victim) in strict.stderr
+
+
+def test_a_record_corrupted_in_place_on_the_page_leaves_a_whole_json_document(work, home):
+    """Two records garbled in place under a trusted index, on the page `show --output json` lists: it stopped at
+    the first, half a document on stdout (invalid JSON) and exit 5. The document is now whole, each damaged
+    partition carrying ``record_error`` (its status from the index, no attempts), and stderr has one line naming
+    the first file and how many more; exit 5."""
+    backfill = finished_backfill(work, home)
+    victims = [backfill / "partitions" / f"{r['id']}.json" for r in records(backfill)[:2]]
+    for victim in victims:
+        with open(victim, "r+b") as handle:  # in place: the index is still trusted
+            handle.truncate(0)
+    result = run_backfill("show", backfill.name, "--output", "json", cwd=work, env=home)
+    assert result.returncode == 5, result.stdout + result.stderr
+    partitions = json.loads(result.stdout)["partitions"]
+    damaged = [(p["index"], p["status"], p["attempts"]) for p in partitions if "record_error" in p]
+    assert damaged == [(0, "succeeded", []), (1, "succeeded", [])]
+    assert f"partition file {victims[0]} is not valid JSON" in partitions[0]["record_error"]
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"backfill: error: partition file {victims[0]} is not valid JSON") and line.endswith(
+        "(and 1 more damaged partition files on this page)"
+    ), line
 
 
 def test_a_real_run_leaves_an_index_that_is_trusted_and_true(work, home):

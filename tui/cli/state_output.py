@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import IO, Any
 
+from engine.base.errors import StateUnreadable
 from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions, Planned
 from engine.spec.parallelism import Parallelism
 from engine.spec.partitions import PartitionDescriber
@@ -94,6 +95,7 @@ def write_state_json(
     universe = len(listing) if listing is not None else total
     begin, stop = page_bounds(universe, offset, limit)
     describer = PartitionDescriber(spec)
+    damaged: list[StateUnreadable] = []  # reported once the document is whole: never half a document on stdout
 
     def decorate(row: dict[str, Any]) -> None:
         index = row["index"]
@@ -101,14 +103,18 @@ def write_state_json(
         attempts: list[dict[str, Any]] = []
         children, reason, changes = None, None, None
         if board.attempts(index):
-            record = store.read_record(row["id"], spec.plan, spec.ids.of)
+            try:
+                record = store.read_record(row["id"], spec.plan, spec.ids.of)
+                if record is not None and record.is_split:
+                    children = children_json(store, read_tree(store.splits, record))
+            except StateUnreadable as error:
+                record, row["record_error"] = None, str(error)
+                damaged.append(error)
             if record is not None:
                 attempts = attempts_json(store, record.attempts)
                 reason = record.reason
                 succeeded = [a for a in record.attempts if a.status == "succeeded" and a.row_changes is not None]
                 changes = succeeded[-1].row_changes if succeeded else None
-                if record.is_split:
-                    children = children_json(store, read_tree(store.splits, record))
         row["attempts"] = attempts
         row["children"] = children
         row["row_changes"] = changes
@@ -136,3 +142,6 @@ def write_state_json(
         listed_total=universe,
         extra=extra,
     )
+    if damaged:
+        more = f" (and {len(damaged) - 1} more damaged partition files on this page)" if len(damaged) > 1 else ""
+        raise StateUnreadable(f"{damaged[0]}{more}")
