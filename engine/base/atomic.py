@@ -82,6 +82,36 @@ def write_atomic(
         sync_directory(path.parent)
 
 
+def write_new(path: Path, data: bytes, *, mode: int = FILE_MODE) -> Path:
+    """Write ``data`` durably under a name no other file has: ``path``, or when that is taken ``<stem>-2<suffix>``,
+    ``-3``…; the path written. The name is taken atomically (a hard link of the synced file, or where links are not
+    supported an exclusive create the file is then renamed over), so two writers of one name — two records of the
+    same second — each keep their own file, whole."""
+    temporary = _staged(path, data, mode, True)
+    try:
+        for number in range(1, 10_000):
+            candidate = path if number == 1 else path.with_name(f"{path.stem}-{number}{path.suffix}")
+            try:
+                _take_name(temporary, candidate)
+            except FileExistsError:
+                continue
+            sync_directory(path.parent)
+            return candidate
+        raise FileExistsError(f"{path} and 9,998 numbered names beside it are taken")
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+
+
+def _take_name(temporary: str, path: Path) -> None:
+    try:
+        os.link(temporary, path)
+    except OSError:  # taken (the exclusive create says so again), or a file system without hard links: reserve
+        # the name, then rename the whole file over it
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE))
+        os.replace(temporary, path)
+
+
 def write_atomic_many(files: list[tuple[Path, bytes]], *, mode: int = FILE_MODE) -> None:
     """Replace each path (all distinct) with its data, durably, with one sync of each directory for the whole
     batch (a group commit): every file is written and synced before the first rename. On an error the files not

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from engine.base.atomic import write_atomic
+from engine.base.atomic import write_new
 from engine.dates.durations import format_duration
 from engine.dates.instants import format_instant
 from engine.guardrails.facts import Facts
@@ -252,12 +252,14 @@ _RecordDumper.add_multi_representer(StrEnum, lambda dumper, value: dumper.repres
 
 
 def write_record(record: dict[str, Any], path: Path, copy: Path) -> Path:
-    """Write the record and its copy (both atomically); any failure is an OSError for the caller to report."""
+    """Write the record and its copy, each whole and under a name of its own (a record of the same name and second
+    — another invocation, another backfill of that name — is never replaced: ``-2``, ``-3``… is added); the path
+    written. Any failure is an OSError for the caller to report."""
     text = yaml.dump(record, Dumper=_RecordDumper, sort_keys=False, allow_unicode=True, width=120).encode()
-    write_atomic(path, text)
+    written = write_new(path, text)
     if copy != path:
-        write_atomic(copy, text)
-    return path
+        write_new(copy.with_name(written.name) if copy.name == path.name else copy, text)
+    return written
 
 
 def duration_total(seconds: float) -> str:

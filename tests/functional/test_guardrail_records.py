@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
+import time
 from pathlib import Path
 
 import duckdb
@@ -289,3 +291,34 @@ def test_a_check_that_fails_without_blocking_leaves_the_backfill_unverified(tmp_
     assert record["verified"] is False
     [why] = record["unverified_because"]
     assert why.startswith("check not_null(n) of mid.daily failed over the whole table: ")
+
+
+def test_two_invocations_of_one_second_each_keep_their_record(work, home):
+    """A record is named by its backfill's name and its second: a --continue finishing in the same second as the
+    run before it replaced that run's record (three invocations left one record, shown through the command). Every
+    name of the next two minutes (and its ``-2``) is taken in the repository first: the --continue writes ``…Z-3.yml``,
+    and its copy in the state directory under the same name; every file taken before is unchanged, and ``show``
+    names it as the latest record."""
+    base = ("--command", "true", "--start-date", "2024-01-01", "--end-date", "2024-01-01", "--no-progress")
+    assert run_backfill(*base, "--reason", "r", "--guardrails", "sandbox", cwd=work, env=home).returncode == 0
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    now = int(time.time())
+    taken = {}
+    for second in range(now, now + 120):  # the state directory's copy takes the same name all the same
+        for suffix in ("", "-2"):
+            path = (
+                work / ".context" / f"backfill-true-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime(second))}{suffix}.yml"
+            )
+            if not path.exists():
+                path.write_text(f"taken {second}")
+            taken[path] = path.read_bytes()
+    again = run_backfill("--continue", backfill.name, "--rerun", "all", "--reason", "again", "--no-progress",
+                         cwd=work, env=home)  # fmt: skip
+    assert again.returncode == 0, again.stdout + again.stderr
+    [written] = re.findall(r"record\s+(\S+)", again.stdout)
+    assert written.endswith("Z-3.yml") and Path(written).parent == work / ".context", written
+    assert yaml.safe_load(Path(written).read_text())["reason"] == "again"
+    assert (backfill / "records" / Path(written).name).read_bytes() == Path(written).read_bytes()
+    assert {path: path.read_bytes() for path in taken} == taken
+    shown = json.loads(run_backfill("show", backfill.name, "--output", "json", cwd=work, env=home).stdout)
+    assert shown["record"] == str(backfill / "records" / Path(written).name)

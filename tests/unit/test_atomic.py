@@ -268,3 +268,58 @@ def test_the_original_error_survives_a_failed_cleanup_of_a_write(tmp_path, monke
         write_atomic(tmp_path / "record.json", b"{}")
     assert raised.value.errno == errno.ENOSPC
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_new_file_never_replaces_one_of_the_same_name(tmp_path, monkeypatch):
+    """write_new of a name that is taken writes ``-2``, then ``-3`` beside it; each file whole, the first untouched,
+    the directory synced after each, no temporary left."""
+    synced: list[Path] = []
+    real_sync = atomic.sync_directory
+    monkeypatch.setattr(atomic, "sync_directory", lambda path: (synced.append(path), real_sync(path))[1])
+    first = tmp_path / "record-20240101T000000Z.yml"
+    assert atomic.write_new(first, b"one") == first
+    assert atomic.write_new(first, b"two") == tmp_path / "record-20240101T000000Z-2.yml"
+    assert atomic.write_new(first, b"three") == tmp_path / "record-20240101T000000Z-3.yml"
+    assert sorted((p.name, p.read_bytes()) for p in tmp_path.iterdir()) == [
+        ("record-20240101T000000Z-2.yml", b"two"),
+        ("record-20240101T000000Z-3.yml", b"three"),
+        ("record-20240101T000000Z.yml", b"one"),
+    ]
+    assert synced == [tmp_path] * 3
+
+
+def test_a_new_file_on_a_file_system_without_hard_links_takes_its_name_by_an_exclusive_create(tmp_path, monkeypatch):
+    """Where ``link`` is refused (EPERM, as on some FUSE or FAT mounts) the name is reserved by an exclusive create
+    and the synced file renamed over it: the same numbering, each file whole, no temporary left."""
+
+    def no_links(source, target):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(atomic.os, "link", no_links)
+    path = tmp_path / "r.yml"
+    path.write_bytes(b"kept")
+    assert atomic.write_new(path, b"new") == tmp_path / "r-2.yml"
+    assert sorted((p.name, p.read_bytes()) for p in tmp_path.iterdir()) == [("r-2.yml", b"new"), ("r.yml", b"kept")]
+
+
+def test_a_new_file_that_fails_to_write_leaves_nothing(tiny_disk):
+    """ENOSPC while writing: the error reaches the caller, no name is taken and no temporary is left."""
+    with pytest.raises(OSError) as error:
+        atomic.write_new(tiny_disk / "r.yml", b"x" * (1 << 20))
+    assert error.value.errno == 28
+    assert list(tiny_disk.iterdir()) == []
+
+
+def test_the_latest_record_is_the_last_written_not_the_last_by_name(tmp_path):
+    """The second record of a second (``…Z-2.yml``) sorts before the first (``…Z.yml``) by name: the latest is the
+    one written last; none in an empty directory."""
+    from tui.cli.browse_command import latest_record
+
+    assert latest_record(tmp_path) is None
+    first = tmp_path / "backfill-p-20240101T000000Z.yml"
+    second = tmp_path / "backfill-p-20240101T000000Z-2.yml"
+    first.write_text("first")
+    second.write_text("second")
+    os.utime(first, ns=(1_000_000_000, 1_000_000_000))
+    os.utime(second, ns=(2_000_000_000, 2_000_000_000))
+    assert latest_record(tmp_path) == second

@@ -198,12 +198,25 @@ def _guardrails_json(loaded: Loaded) -> dict[str, Any]:
     """The reason, the latest pre-flight and the latest record of a saved backfill (``show`` documents)."""
     from engine.store.guardrails_log import latest_preflight
 
-    records = sorted((loaded.store.directory / "records").glob("*.yml"))
+    record = latest_record(loaded.store.directory / "records")
     return {
         "reason": loaded.manifest.get("reason"),
         "preflight": latest_preflight(loaded.store),
-        "record": str(records[-1]) if records else None,
+        "record": str(record) if record is not None else None,
     }
+
+
+def latest_record(directory: Path) -> Path | None:
+    """The record written last: records are written once, so by their time (``…Z-2.yml``, the second record of a
+    second, sorts before ``…Z.yml`` by name)."""
+    return max(directory.glob("*.yml"), key=_written_order, default=None)
+
+
+def _written_order(path: Path) -> tuple[int, str]:
+    try:
+        return path.stat().st_mtime_ns, path.name
+    except OSError:
+        return 0, path.name
 
 
 def interventions_json(directory: Path) -> dict[str, Any]:
