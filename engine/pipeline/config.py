@@ -32,6 +32,7 @@ ENVIRONMENT_KEYS = (
     "dependency_gates",
 )
 ENVIRONMENT_CONFIG_KEYS = ("full_refresh_restricted",)
+CONTENT_VARIABLE = "BRUIN_CONFIG_FILE_CONTENT"  # Bruin's LoadFromFileOrEnv: the whole configuration, as text
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -115,11 +116,19 @@ def find_config_file(target: Target | None, explicit: str | None, *, cwd: Path |
         for name in CONFIG_NAMES:
             if (directory / name).is_file():
                 return directory / name
-    raise BadInput(f"no .bruin.yml found for {target.path}: create one at the repository root or pass --config-file")
+    unread = f" ({CONTENT_VARIABLE} is not read: write it to that file)" if os.environ.get(CONTENT_VARIABLE) else ""
+    raise BadInput(
+        f"no .bruin.yml found for {target.path}: create one at the repository root or pass --config-file{unread}"
+    )
 
 
 def load_config(path: Path) -> Config:
     """Read ``.bruin.yml``; environments are checked when one is selected."""
+    if os.environ.get(CONTENT_VARIABLE):  # Bruin reads that instead of the file: running on the file would differ
+        raise BadInput(
+            f"{CONTENT_VARIABLE} is set: Bruin reads its configuration from it instead of {path}, which backfill does "
+            "not: write it to a file and pass --config-file FILE, or unset it"
+        )
     data = read_yaml(path)
     if data is None:
         data = Located()

@@ -12,6 +12,7 @@ import pytest
 
 from tests.backfills import max_overlap
 from tests.builder import Repo
+from tests.conftest import run_backfill
 
 DAY = ("--start-date", "2024-01-01", "--end-date", "2024-01-01")
 SLEEPER = """
@@ -344,3 +345,29 @@ def test_bad_run_input_is_exit_2_with_one_line(tmp_path, args, message):
     assert result.returncode == 2
     assert len(result.stderr.splitlines()) == 1 and message in result.stderr, result.stderr
     assert not repo.database.exists()
+
+
+def test_a_configuration_given_as_bruin_config_file_content_is_refused_not_ignored(tmp_path, home):
+    """Bruin reads BRUIN_CONFIG_FILE_CONTENT instead of .bruin.yml: set to a configuration whose warehouse is
+    other.duckdb, `backfill run` wrote warehouse.duckdb (the file's) with exit 0. A run by hand and a backfill are
+    now refused (exit 2, one line naming the variable and the way on), no warehouse made; without a .bruin.yml the
+    line says the variable is not read."""
+    repo = Repo(tmp_path / "repo")
+    repo.sql("s.t", "SELECT 1 AS v", materialization={"type": "table"})
+    content = (repo.root / ".bruin.yml").read_text().replace("warehouse.duckdb", "other.duckdb")
+    env = {**home, "BRUIN_CONFIG_FILE_CONTENT": content}
+    by_hand = repo.run(*DAY, env=env)
+    backfill = run_backfill("p", *DAY, "--reason", "r", cwd=repo.root, env=env)
+    for result in (by_hand, backfill):
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert result.stderr == (
+            f"backfill: error: BRUIN_CONFIG_FILE_CONTENT is set: Bruin reads its configuration from it instead of "
+            f"{repo.root / '.bruin.yml'}, which backfill does not: write it to a file and pass --config-file FILE, or "
+            "unset it\n"
+        )
+    assert sorted(p.name for p in repo.root.glob("*.duckdb")) == []
+    (repo.root / ".bruin.yml").unlink()
+    missing = repo.run(*DAY, env=env)
+    assert missing.returncode == 2 and missing.stderr.strip().endswith(
+        "(BRUIN_CONFIG_FILE_CONTENT is not read: write it to that file)"
+    ), missing.stderr
