@@ -99,13 +99,17 @@ def snapped(tmp_path):
     repo = build(tmp_path / "repo")
     before = contents(repo)
     directory = tmp_path / "it's state"  # a quote in the path: ATTACH must escape it
+    return repo, directory, snapshot_into(repo, directory), before
+
+
+def snapshot_into(repo: Repo, directory) -> dict:
+    """The real pre-flight's snapshot taken into ``directory`` (made here); its index."""
     directory.mkdir()
     preflight = preflight_of(repo)
     try:
-        index = take_snapshot(preflight.facts, directory)
+        return take_snapshot(preflight.facts, directory)
     finally:
         preflight.facts.warehouses.close()
-    return repo, directory, index, before
 
 
 def test_the_snapshot_copies_the_range_of_an_interval_table_and_other_tables_whole(snapped):
@@ -217,13 +221,7 @@ def test_a_table_named_with_its_catalog_is_copied_once_and_restored_in_place(tmp
     )
     before = contents(repo)
     directory = tmp_path / "state"
-    directory.mkdir()
-    preflight = preflight_of(repo)
-    try:
-        index = take_snapshot(preflight.facts, directory)
-    finally:
-        preflight.facts.warehouses.close()
-    names = [t["name"] for t in index["files"][0]["tables"]]
+    names = [t["name"] for t in snapshot_into(repo, directory)["files"][0]["tables"]]
     assert sorted(names) == ["mid.daily", "mid.fresh", "tally", "warehouse.mid.totals"]
     repo.execute("DELETE FROM mid.totals", "INSERT INTO mid.totals VALUES (1, 'x', NULL)")
     assert "warehouse.mid.totals: 3 rows put back" in restore_snapshot(directory)
