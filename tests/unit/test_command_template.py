@@ -10,7 +10,8 @@ from engine.spec.command_template import NAMED_FILE_LIMIT, named_files
 
 def test_the_code_a_template_names_is_its_program_its_scripts_and_executables(tmp_path):
     """A program given as a path, a script given to an interpreter (by its suffix, in any case), an ``--option=``
-    value, an absolute path and an executable without a suffix, each once, in the template's order."""
+    value (split at its first ``=``), an absolute path and an executable without a suffix (for anyone), each once,
+    in the template's order."""
     (tmp_path / "load.sh").write_text("echo")
     (tmp_path / "transform.SQL").write_text("SELECT 1")
     (tmp_path / "tool").write_text("#!/bin/sh")
@@ -18,13 +19,14 @@ def test_the_code_a_template_names_is_its_program_its_scripts_and_executables(tm
     (tmp_path / "sub").mkdir()
     other = tmp_path / "sub" / "lib.py"
     other.write_text("pass")
-    template = f"./load.sh {{start}} --sql=transform.SQL {other} sh load.sh tool sub missing.txt"
+    (tmp_path / "others").write_text("#!/bin/sh")
+    (tmp_path / "others").chmod(0o641)  # executable by others only
+    (tmp_path / "v=1.sh").write_text("echo")
+    template = f"./load.sh {{start}} --sql=transform.SQL {other} sh load.sh tool sub missing.txt others --o=v=1.sh"
     assert named_files(template, tmp_path) == [
-        tmp_path / "load.sh",
-        tmp_path / "transform.SQL",
-        other,
-        tmp_path / "tool",
-    ]
+        tmp_path / "load.sh", tmp_path / "transform.SQL", other, tmp_path / "tool", tmp_path / "others",
+        tmp_path / "v=1.sh",
+    ]  # fmt: skip
 
 
 def test_data_a_placeholder_a_large_file_and_what_is_no_file_are_passed_over(tmp_path):
@@ -40,6 +42,8 @@ def test_data_a_placeholder_a_large_file_and_what_is_no_file_are_passed_over(tmp
     os.mkfifo(tmp_path / "pipe.sh")
     (tmp_path / "dir.sh").mkdir()
     (tmp_path / "run.sh").write_text("echo")
-    template = "run.sh out.csv {start}.sql big.sql limit.sql pipe.sh dir.sh 'a\0b.sh'"
+    (tmp_path / "a{.sh").write_text("x")  # a lone brace: refused with the template, never a file here
+    (tmp_path / "b}.sh").write_text("x")
+    template = "run.sh out.csv {start}.sql big.sql limit.sql pipe.sh dir.sh 'a\0b.sh' a{.sh b}.sh"
     assert named_files(template, tmp_path) == [tmp_path / "limit.sql"]
     assert named_files("sh 'run.sh", tmp_path) == []
