@@ -60,7 +60,7 @@ class DefinitionWatch:
         files = {facts.pipeline.file} | {path for a in facts.selected for path in a.asset.own_files}
         trees = read_trees(directory, [a.asset for a in facts.selected])
         files |= {path for tree in trees for path in tree_files(*tree)}
-        judged = {path: preflight.components.get(file_component(path, directory)) or file_hash(path) for path in files}
+        judged = _as_judged(preflight, files, directory)
         request = facts.request
         config = None
         if request.config is not None and request.environment is not None:
@@ -75,7 +75,7 @@ class DefinitionWatch:
         files = command_files(request)
         if not files:
             return None
-        judged = {path: preflight.components.get(file_component(path, directory)) or file_hash(path) for path in files}
+        judged = _as_judged(preflight, files, directory)
         return cls(directory, judged, [], None, what="the files the command names")
 
     def changes(self) -> list[str]:
@@ -125,6 +125,11 @@ class DefinitionWatch:
 
     def _name(self, path: Path) -> str:
         return file_component(path, self.directory).removeprefix("file ")
+
+
+def _as_judged(preflight: Preflight, files, directory: Path) -> dict[Path, str]:
+    """Each file's hash as the plan digest took it (what an approval vouched for), else as it reads now."""
+    return {path: preflight.components.get(file_component(path, directory)) or file_hash(path) for path in files}
 
 
 CONFIG = ".bruin.yml"  # the key of the environment's hash in what a worker read
