@@ -15,6 +15,7 @@ from pathlib import Path
 
 from engine.base.errors import BackfillError
 from engine.guardrails.digest import (
+    UNREADABLE,
     command_files,
     config_component,
     file_component,
@@ -84,7 +85,7 @@ class DefinitionWatch:
         if signature == self._seen:
             return []
         changes = [
-            f"{self._name(path)} {'is gone' if digest.startswith('unreadable') else 'changed'}"
+            f"{self._name(path)} {_change(judged, digest)}"
             for path, judged in sorted(self.judged.items())
             if (digest := file_hash(path)) != judged
         ]
@@ -125,6 +126,13 @@ class DefinitionWatch:
 
     def _name(self, path: Path) -> str:
         return file_component(path, self.directory).removeprefix("file ")
+
+
+def _change(judged: str, now: str) -> str:
+    """How a file's hash moved: a file judged absent (or unreadable) that reads now is new."""
+    if now.startswith(UNREADABLE):
+        return "is gone"
+    return "is new" if judged.startswith(UNREADABLE) else "changed"
 
 
 def _as_judged(preflight: Preflight, files, directory: Path) -> dict[Path, str]:

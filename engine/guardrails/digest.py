@@ -160,7 +160,7 @@ def changed_components(before: dict[str, str], now: dict[str, str]) -> list[str]
         elif name not in before:
             changes.append(f"{name} is new")
         elif before[name] != now[name]:
-            changes.append(f"{name} changed")
+            changes.append(f"{name} {'is new' if before[name].startswith(UNREADABLE) else 'changed'}")
     return changes
 
 
@@ -169,6 +169,9 @@ def _relative(path: Path, base: Path) -> str:
         return path.relative_to(base).as_posix()
     except ValueError:
         return str(path)
+
+
+UNREADABLE = "unreadable: "  # a file's hash when it is not there or cannot be read: "unreadable: why"
 
 
 def file_component(path: Path, base: Path) -> str:
@@ -180,4 +183,4 @@ def file_hash(path: Path) -> str:
     try:
         return _hash(path.read_bytes())
     except OSError as error:
-        return f"unreadable: {error.strerror}"
+        return f"{UNREADABLE}{error.strerror}"

@@ -76,22 +76,28 @@ def named_files(template: str, directory: Path) -> list[Path]:
     """The code a template names — its program given as a path, a script given to an interpreter or as an
     ``--option=FILE`` value (a file with a script's suffix, or executable) — as a child started in ``directory``
     opens it: what every partition runs besides the template itself, so the plan digest covers it and the backfill
-    watches it. Passed over: a word holding a placeholder (another file each partition), a program found on
-    ``PATH``, data (``out.csv``, which the command may well write), what is not a regular file, and a file over
-    NAMED_FILE_LIMIT."""
+    watches it. A script named but not there yet (``sh load.sh {start} helpers.sh``) is named too: its absence is
+    what was judged, and its appearing later is a change. Passed over: a word holding a placeholder (another file
+    each partition), a program found on ``PATH``, data (``out.csv``, which the command may well write), what is not
+    a regular file, and a file over NAMED_FILE_LIMIT."""
     try:
         words = shlex.split(template)
     except ValueError:
         return []  # refused with the template's other errors
     found: list[Path] = []
     for position, word in enumerate(words):
-        for named in (word, word.partition("=")[2]):
+        for named, whole in ((word, True), (word.partition("=")[2], False)):
             if not named or "{" in named or "}" in named:
                 continue
             path = directory / named  # an absolute path stays itself
             try:
                 info = path.stat()
-            except (OSError, ValueError):  # not there, or not a path at all (a NUL byte)
+            except ValueError:  # not a path at all (a NUL byte)
+                continue
+            except OSError:  # not there (yet): a script by its suffix; a missing program is refused elsewhere
+                option = named.startswith("-") or (whole and "=" in named)  # its value is looked at on its own
+                if position > 0 and not option and path.suffix.lower() in SCRIPT_SUFFIXES and path not in found:
+                    found.append(path)
                 continue
             if not stat.S_ISREG(info.st_mode) or info.st_size > NAMED_FILE_LIMIT or path in found:
                 continue

@@ -204,3 +204,33 @@ def test_a_data_file_a_command_names_and_writes_stops_nothing(work, home):
     # The record is named after the whole command (it was "backfill-.-…yml", the text before its first slash).
     [record] = (work / ".context").glob("backfill-*.yml")
     assert record.name.startswith("backfill-load.sh-start_date-out.csv-"), record.name
+
+
+SOURCING = """#!/bin/sh
+[ -e "$2" ] && . "./$2"
+echo "$1" >> out.txt
+[ -e started ] || { touch started; while [ ! -e go ]; do sleep 0.02; done; }
+"""
+
+
+def test_a_script_a_command_names_that_appears_while_it_runs_starts_no_partition(work, home):
+    """``sh load.sh {start_date} helpers.sh``: helpers.sh was not there when the backfill was judged, and
+    appeared during the first day (another branch checked out); the later days sourced it unjudged, exit 0. Its
+    absence is what was judged, so the backfill now stops before the next day naming it, exit 1."""
+    (work / "load.sh").write_text(SOURCING)
+    form = ("--command", "sh load.sh {start_date} helpers.sh", "--max-parallel", "1", "--guardrails", "sandbox")
+    first = start_background(*form, *THREE_DAYS, "--reason", "r", "--no-progress", cwd=work, env=home)
+    try:
+        wait_for(lambda: (work / "started").exists(), timeout=60)
+        (work / "helpers.sh").write_text("echo unjudged >> pwned.txt\n")
+    finally:
+        (work / "go").write_text("go")
+        out, err = first.communicate(timeout=120)
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    assert first.returncode == 1, out + err
+    assert (
+        "stopped: the files the command names changed since this backfill was judged (helpers.sh is new); no "
+        f"partition starts on it unjudged: `backfill --continue {backfill.name}` judges it again"
+    ) in out + err
+    assert (work / "out.txt").read_text().splitlines() == ["2024-01-01"]
+    assert not (work / "pwned.txt").exists()

@@ -209,6 +209,24 @@ def test_an_approval_of_a_command_no_longer_holds_once_the_script_it_names_chang
     )  # only the tried day ran
 
 
+def test_an_approval_of_a_command_no_longer_holds_once_a_script_it_names_appears(work, home):
+    """``sh load.sh {start} helpers.sh`` approved while helpers.sh was not there, then helpers.sh written: the
+    approval vouched for its absence, so the old digest is held (exit 4) naming it as new; nothing runs."""
+    (work / "load.sh").write_text('[ -e "$2" ] && . "./$2"\necho "$1" >> out.txt\n')
+    form = ("--command", "sh load.sh {start} helpers.sh")
+    tried = (*form, "--start-date", "2024-01-01", "--end-date", "2024-01-01", "--reason", "r")
+    assert run_backfill(*tried, "--guardrails", "sandbox", cwd=work, env=home).returncode == 0
+    args = (*form, "--start-date", "2024-02-01", "--end-date", "2024-02-20", "--reason", "r", "--reversible")
+    held = run_backfill(*args, cwd=work, env=home)
+    assert held.returncode == 4 and "verdict: approval" in held.stdout, held.stdout + held.stderr
+    (work / "helpers.sh").write_text("echo unjudged >> pwned.txt\n")
+    appeared = run_backfill(*args, "--approve", digest_of(held.stdout), cwd=work, env=home)
+    assert appeared.returncode == 4, appeared.stdout + appeared.stderr
+    assert "the plan changed since it was approved: file helpers.sh is new" in appeared.stderr, appeared.stderr
+    assert (work / "out.txt").read_text().splitlines() == ["2024-01-01T00:00:00.000000Z"]
+    assert not (work / "pwned.txt").exists()
+
+
 def test_sql_run_as_written_is_human_only_and_approve_in_a_pipe_is_refused(daily, home):
     """An asset without materialization runs its SQL as written (its effect cannot be judged): human-only, and
     even the right digest in a pipe is refused (exit 4). (A merge without primary key or a delete+insert without

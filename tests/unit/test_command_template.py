@@ -47,3 +47,17 @@ def test_data_a_placeholder_a_large_file_and_what_is_no_file_are_passed_over(tmp
     template = "run.sh out.csv {start}.sql big.sql limit.sql pipe.sh dir.sh 'a\0b.sh' a{.sh b}.sh"
     assert named_files(template, tmp_path) == [tmp_path / "limit.sql"]
     assert named_files("sh 'run.sh", tmp_path) == []
+
+
+def test_a_script_not_there_yet_is_named_for_its_absence(tmp_path):
+    """``sh load.sh helpers.sh``: a script it names that is not there yet is judged absent (appearing later is a
+    change); so is an ``--option=`` value, by its own name. Not a missing program (refused elsewhere), an option
+    itself, a missing file without a script's suffix, nor ``key=value`` taken whole."""
+    (tmp_path / "load.sh").write_text("echo")
+    template = "./gone.sh load.sh helpers.sh --lib=lib.PY -x.sh out.csv make=b.rb helpers.sh"
+    assert named_files(template, tmp_path) == [
+        tmp_path / "load.sh",
+        tmp_path / "helpers.sh",
+        tmp_path / "lib.PY",
+        tmp_path / "b.rb",
+    ]
