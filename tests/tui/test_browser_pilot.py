@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from engine.dates.durations import parse_duration
-from tests.backfills import child_command, records, start_background, state_dirs, wait_for
+from tests.backfills import child_command, records, rewrite, start_background, state_dirs, wait_for
 from tests.conftest import run_backfill
 from tests.guard_flags import GUARD, REASON
 from tests.tui.live import screen_text, wait_until
@@ -183,6 +183,50 @@ def test_a_backfill_running_elsewhere_is_watched_live_and_cannot_be_rerun(work, 
         asyncio.run(scenario())
     finally:
         process.wait(timeout=60)
+
+
+@pytest.mark.parametrize("index", ["kept", "removed"])
+def test_a_record_damaged_under_a_watching_screen_ends_neither_the_screen_nor_the_run(work, home, index):
+    """A running partition's record garbled while another process runs the backfill and this screen watches it
+    (with its record index, or with the index removed too: a double fault): the screen ended, "the dashboard
+    failed". It now goes on showing the run to its end, and the damaged partition's details name the damage."""
+    template = child_command("--wait-for", str(work / "go-{start_date}"))
+    process = start_background(*GUARD, "--command", template, *EIGHT_DAYS, "--max-parallel", "2", cwd=work, env=home)
+    try:
+        backfill = wait_for(lambda: (state_dirs(work / "logs" / "backfills") or [None])[0])
+        wait_for(lambda: sum(r["status"] == "running" for r in records(backfill)) == 2)
+        app = BackfillApp(root=work / "logs" / "backfills")
+
+        async def scenario():
+            async with app.run_test(size=(120, 44)) as pilot:
+                await wait_until(pilot, lambda: "running" in screen_text(app))
+                await pilot.press("enter")
+                await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+                screen = dashboard(app)
+                assert isinstance(screen.source, WatchedSource)
+                if index == "removed":
+                    (backfill / "partitions.idx").unlink()
+                [first] = [p for p in (backfill / "partitions").glob("*.json") if b'"index":0' in p.read_bytes()]
+                rewrite(first, b"{garbled")
+                polled = screen.source._version
+                (work / "go-2024-01-02").write_text("")  # the other running day ends: a change the screen shows
+                await wait_until(pilot, lambda: screen.source._version > polled and "1/8" in screen_text(app))
+                await pilot.press("home", "enter")
+                await wait_until(pilot, lambda: "is not valid JSON" in screen_text(app))
+                assert f"partition file partitions/{first.name} is not valid JSON" in screen_text(app).replace(
+                    "\n   ", " "
+                )
+                for day in range(1, 9):
+                    (work / f"go-2024-01-0{day}").write_text("")
+                await wait_until(pilot, lambda: "8/8 succeeded" in screen_text(app), timeout=30)
+
+        asyncio.run(scenario())
+    finally:
+        for day in range(1, 9):
+            (work / f"go-2024-01-0{day}").write_text("")
+        process.wait(timeout=60)
+    assert process.returncode == 0
+    assert [r["status"] for r in records(backfill)] == ["succeeded"] * 8
 
 
 def test_show_and_list_as_json_and_text(work, home):

@@ -4,6 +4,7 @@ partitions are read (without one, each record once), and what is read counts the
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -352,5 +353,76 @@ def test_a_pending_row_at_opening_counts_its_record_s_end_in_the_run_s_progress(
         source = load(prepared)
         assert source.board.status(3) is Status.FAILED
         assert (source.progress.selected, source.progress.finished) == (3, 2)
+    finally:
+        release(holder)
+
+
+def written(prepared, index: int, status: str, finished: str | None, *, stamped: bool) -> None:
+    """Partition ``index``'s record written whole as the executor writes it, its file's and the directory's times
+    moved on whatever the clock (a scan of the files compares them), the index stamped when there is one."""
+    store, spec = prepared.store, prepared.spec
+    interval = spec.plan.interval(index)
+    record = PartitionRecord.fresh(
+        spec.ids.of(interval.start, interval.end), interval, InstantFormatter(spec.zone), status
+    )
+    record.attempts.append(attempt(status, finished))
+    store.write_record(record, durable=False)
+    later = time.time_ns() + 10_000_000_000 * (index + 1)
+    os.utime(path_of(prepared, index), ns=(later, later))
+    os.utime(store.partitions, ns=(later, later))
+    if stamped:
+        store.index_for_writing().stamp()
+
+
+@pytest.mark.parametrize("with_index", [True, False], ids=["index", "files"])
+def test_a_record_damaged_while_watched_ends_no_watch(watched, with_index):
+    """The running partition's record garbled under a watching screen (a bad disk, a hand edit), through the index
+    or (the index gone too: a double fault) the files: the screen ended with "the dashboard failed". The row now
+    keeps what was last known and other partitions' changes are still seen; the damaged record is read again once
+    it is written whole."""
+    prepared, reads = watched
+    store = prepared.store
+    if not with_index:
+        store.close_index()
+        (store.directory / INDEX).unlink()
+    holder = hold_lock(store.lock_path)
+    try:
+        source = load(prepared)
+        before = poll_now(source).version
+        rewrite(path_of(prepared, 2), b"{garbled")
+        if with_index:
+            store.index_for_writing().stamp()
+        state = poll_now(source)
+        assert state.state == "running elsewhere"
+        if with_index:  # its row unchanged, a record that cannot be read changes nothing to repaint
+            assert state.version == before
+        assert state.counts["running"] == 1 and [p.index for p in state.running] == [2]
+        reads.clear()
+        again = poll_now(source)  # nothing changed since: the damaged record is not read again, nothing repaints
+        assert not reads and again.version == state.version
+        written(prepared, 3, RecordStatus.FAILED, "2025-11-24T16:03:00Z", stamped=with_index)
+        state = poll_now(source)
+        assert state.counts["failed"] == 2 and state.counts["running"] == 1
+        written(prepared, 2, RecordStatus.SUCCEEDED, "2025-11-24T16:05:00Z", stamped=with_index)
+        state = poll_now(source)
+        assert state.counts["succeeded"] == 2 and state.counts["running"] == 0 and not state.running
+    finally:
+        release(holder)
+
+
+def test_a_pending_row_over_a_damaged_record_keeps_its_last_status(watched):
+    """A row gone pending (a write in flight) whose record then reads damaged: it keeps the status last known
+    (failed), not "never written" (queued)."""
+    prepared, _ = watched
+    store = prepared.store
+    holder = hold_lock(store.lock_path)
+    try:
+        source = load(prepared)
+        index = store.index_for_writing()
+        index.pending(1)
+        rewrite(path_of(prepared, 1), b"{garbled")
+        index.stamp()
+        state = poll_now(source)
+        assert state.counts["failed"] == 1 and state.counts["queued"] == 2
     finally:
         release(holder)

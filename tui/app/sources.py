@@ -11,10 +11,11 @@ import os
 import time
 from array import array
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Protocol
 
-from engine.base.errors import BackfillError
+from engine.base.errors import BackfillError, StateUnreadable
 from engine.execute.executor import Executor
 from engine.execute.executor_snapshot import RunningPartition
 from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions
@@ -27,6 +28,14 @@ from engine.store.status import FINISHED, Status, StatusBoard
 from tui.app.record_cache import RecordCache
 
 IDLE = "idle"  # a saved backfill nobody is running
+
+
+class Read(Enum):
+    """What reading a watched partition's record again found."""
+
+    READ = "read"
+    ABSENT = "absent"  # no record: never written
+    DAMAGED = "damaged"  # unreadable or not this plan's
 
 
 @dataclass(frozen=True)
@@ -180,7 +189,6 @@ def _control_stamp(store: StateStore) -> int | None:
 def _decision_of(store: StateStore) -> str | None:
     """An operator's pause or end of a saved backfill, as a sentence (who, when, why); None without one. A control
     file that cannot be read is not shown here: every command that acts on it says so."""
-    from engine.base.errors import StateUnreadable
     from engine.store.control import read_control
 
     try:
@@ -308,7 +316,8 @@ class WatchedSource(SavedSource):
         for row in rows:
             seen.add(row.index)
             if row.pending or row.status is Status.RUNNING:  # what its record holds now
-                if self._read_again(row.index):
+                read = self._read_again(row.index)
+                if read is not Read.ABSENT:  # read, or damaged: the row keeps what was last known
                     continue
                 row = IndexRow(row.index, False, Status.QUEUED, 0, 0, -1.0, 0)  # never written after all
             self.board.set(row.index, row.status)
@@ -325,18 +334,24 @@ class WatchedSource(SavedSource):
         changed = False
         for index in [index for index in self._running_records if index not in seen]:
             if self._running_versions.get(index) != self.records.version(index):
-                changed = self._read_again(index) or changed
+                changed = self._read_again(index) is Read.READ or changed
         return changed
 
-    def _read_again(self, index: int) -> bool:
+    def _read_again(self, index: int) -> Read:
         """Read the partition's record now (its file's version taken first, so a write after it is seen on the
-        next scan); False when it has no record."""
+        next scan). A damaged record ends no watch: its row keeps what was last known (the details pane names the
+        damage), and the record is read again once its file changes."""
         version = self.records.version(index)
-        record = self.store.record_of(index, self.spec.plan, self.spec.ids.of)
+        try:
+            record = self.store.record_of(index, self.spec.plan, self.spec.ids.of)
+        except StateUnreadable:
+            if index in self._running_records:
+                self._running_versions[index] = version
+            return Read.DAMAGED
         if record is None:
-            return False
+            return Read.ABSENT
         self._saw(record, version)
-        return True
+        return Read.READ
 
     def _rescan_files(self) -> bool:
         from engine.store.records import read_record
@@ -353,8 +368,12 @@ class WatchedSource(SavedSource):
                 mtime = entry.stat().st_mtime_ns
                 if self._mtimes.get(entry.name) == mtime:
                     continue
-                self._mtimes[entry.name] = mtime
-                self._saw(read_record(Path(entry.path), self.spec.plan, self.spec.ids.of))
+                self._mtimes[entry.name] = mtime  # a damaged record is read again once it changes
+                try:
+                    record = read_record(Path(entry.path), self.spec.plan, self.spec.ids.of)
+                except StateUnreadable:  # its row keeps what was last known; the details pane names it
+                    continue
+                self._saw(record)
                 changed = True
         return changed
 

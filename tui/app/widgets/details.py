@@ -7,6 +7,9 @@ is shown by default and tails live while its child runs.
 
 from __future__ import annotations
 
+import os
+import textwrap
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -191,11 +194,13 @@ class PartitionDetails(Vertical):
                 f"  {format_instant(interval.start, UTC)} → {format_instant(interval.end, UTC)}", style="grey70"
             )
             text.append("  UTC\n", style="grey58")
-        if self.error:
-            text.append(f"  {self.error}\n", style="red1")
+        width = self.size.width - 2 if self.size.width else 118  # inside the summary's padding
+        if self.error:  # wrapped, its path under the backfill's directory: what is wrong comes after the path
+            shown = self.error.replace(f"{self.source.store.directory}{os.sep}", "")
+            for line in textwrap.wrap(shown, max(20, width - 2)):
+                text.append(f"  {line}\n", style="red1")
         if not self.attempts:
             text.append("  no attempt yet\n", style="grey58")
-        width = self.size.width - 2 if self.size.width else 118  # inside the summary's padding
         narrow = width < 98  # 80×24: every attempt on one line, so the last two fit in five
         own = len(self.attempts) - len(self.owners)
         for position, attempt in reversed(list(enumerate(self.attempts[:own]))):
