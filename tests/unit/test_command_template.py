@@ -61,3 +61,5 @@ def test_a_script_not_there_yet_is_named_for_its_absence(tmp_path):
         tmp_path / "lib.PY",
         tmp_path / "b.rb",
     ]
+    # Right after the interpreter; an option's value holding "=" of its own (that value taken whole).
+    assert named_files("sh gone.sh --opt=k=gone.rb", tmp_path) == [tmp_path / "gone.sh", tmp_path / "k=gone.rb"]

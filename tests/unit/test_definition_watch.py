@@ -133,6 +133,12 @@ def test_a_command_is_watched_over_the_code_it_names_and_no_more(tmp_path):
     (tmp_path / "check.sql").write_text("SELECT 0")
     assert watch.changes() == ["check.sql changed"]
     assert watch.what == "the files the command names"
+    # A script named but not there when judged: its appearing is news; a judged script removed is gone.
+    watch = watch_of("sh load.sh {start} helpers.sh")
+    assert (sorted(watch.judged), watch.changes()) == ([tmp_path / "helpers.sh", tmp_path / "load.sh"], [])
+    (tmp_path / "helpers.sh").write_text("echo unjudged")
+    (tmp_path / "load.sh").unlink()
+    assert watch.changes() == ["helpers.sh is new", "load.sh is gone"]
 
 
 def test_the_environment_in_bruin_yml_is_watched_without_its_secrets(tmp_path):

@@ -216,6 +216,22 @@ def test_no_snapshot_is_human_only_and_verify_warn_says_so(repo):
     assert off.verdict == "approval"
 
 
+def test_a_command_s_digest_holds_the_code_it_names_and_the_absence_of_what_is_not_there_yet(repo):
+    """``sh load.sh {start} helpers.sh``: load.sh's component is the sha256 of its bytes, named from the working
+    directory; helpers.sh, not there yet, is judged absent — so its appearing changes the digest."""
+    import hashlib
+
+    (repo.root / "load.sh").write_text("echo $1\n")
+    judged = preflight(repo, "2024-01-08", "2024-01-12", command="sh load.sh {start} helpers.sh")
+    parts = judged.components
+    assert parts["file load.sh"] == hashlib.sha256(b"echo $1\n").hexdigest()
+    assert parts["file helpers.sh"] == "unreadable: No such file or directory"
+    (repo.root / "helpers.sh").write_text("echo later\n")
+    again = preflight(repo, "2024-01-08", "2024-01-12", command="sh load.sh {start} helpers.sh")
+    assert again.components["file helpers.sh"] == hashlib.sha256(b"echo later\n").hexdigest()
+    assert again.digest != judged.digest
+
+
 def test_a_command_is_judged_by_what_can_be_known_of_it(repo):
     """A command: its program checked, no history, no tables, no inputs; human-only without --reversible; with it
     (and sandbox), every demand becomes a warning naming what it demanded."""
@@ -767,4 +783,9 @@ def test_the_digest_s_parts_are_pinned(repo):
     }  # fmt: skip
     assert changed_components({"a": "1", "b": "2", "c": "3"}, {"b": "2", "c": "4", "d": "5"}) == [
         "a is gone", "c changed", "d is new",
+    ]  # fmt: skip
+    # A file judged absent (a script a command names, not there yet) that reads now is new.
+    absent = "unreadable: No such file or directory"
+    assert changed_components({"file x.sh": absent, "file y.sh": "1"}, {"file x.sh": "2", "file y.sh": absent}) == [
+        "file x.sh is new", "file y.sh changed",
     ]  # fmt: skip
