@@ -216,11 +216,13 @@ def test_no_snapshot_is_human_only_and_verify_warn_says_so(repo):
     assert off.verdict == "approval"
 
 
-def test_a_command_s_digest_holds_the_code_it_names_and_the_absence_of_what_is_not_there_yet(repo):
+def test_a_command_s_digest_holds_the_code_it_names_and_the_absence_of_what_is_not_there_yet(tmp_path):
     """``sh load.sh {start} helpers.sh``: load.sh's component is the sha256 of its bytes, named from the working
-    directory; helpers.sh, not there yet, is judged absent — so its appearing changes the digest."""
+    directory; helpers.sh, not there yet, is judged absent — so its appearing changes the digest (a repository
+    of its own: files are written into it)."""
     import hashlib
 
+    repo = Repo(tmp_path / "repo", guardrails="standard")
     (repo.root / "load.sh").write_text("echo $1\n")
     judged = preflight(repo, "2024-01-08", "2024-01-12", command="sh load.sh {start} helpers.sh")
     parts = judged.components
