@@ -161,6 +161,29 @@ echo "$1 {version}" >> out.txt
 """  # the first partition waits for the test's event (a file), not a guessed duration
 
 
+def stopped_by_an_edit(work: Path, home: dict[str, str], template: str, edit) -> tuple[Path, str]:
+    """A three-day command backfill, one day at a time, with ``edit`` made while its first day waits for the
+    test's event: its state directory and all it printed, once it ended with exit 1."""
+    first = start_background("--command", template, *THREE_DAYS, "--reason", "r", "--max-parallel", "1",
+                             "--guardrails", "sandbox", "--no-progress", cwd=work, env=home)  # fmt: skip
+    try:
+        wait_for(lambda: (work / "started").exists(), timeout=60)
+        edit()
+    finally:
+        (work / "go").write_text("go")
+        out, err = first.communicate(timeout=120)
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    assert first.returncode == 1, out + err
+    return backfill, out + err
+
+
+def command_files_changed(change: str, backfill: Path) -> str:
+    return (
+        f"stopped: the files the command names changed since this backfill was judged ({change}); no partition "
+        f"starts on it unjudged: `backfill --continue {backfill.name}` judges it again"
+    )
+
+
 @pytest.mark.parametrize("form", ["./load.sh {start_date}", "sh load.sh {start_date}", "sh -e -- load.sh {start_date}"])
 def test_a_script_a_command_names_edited_while_it_runs_starts_no_partition(work, home, form):
     """The script a command names (as its program, or given to an interpreter) edited during the first day ran in
@@ -169,20 +192,8 @@ def test_a_script_a_command_names_edited_while_it_runs_starts_no_partition(work,
     script = work / "load.sh"
     script.write_text(SCRIPT.format(version="v1"))
     script.chmod(0o755)
-    first = start_background("--command", form, *THREE_DAYS, "--reason", "r", "--max-parallel", "1",
-                             "--guardrails", "sandbox", "--no-progress", cwd=work, env=home)  # fmt: skip
-    try:
-        wait_for(lambda: (work / "started").exists(), timeout=60)
-        script.write_text(SCRIPT.format(version="v2"))
-    finally:
-        (work / "go").write_text("go")
-        out, err = first.communicate(timeout=120)
-    [backfill] = state_dirs(work / "logs" / "backfills")
-    assert first.returncode == 1, out + err
-    assert (
-        "stopped: the files the command names changed since this backfill was judged (load.sh changed); no "
-        f"partition starts on it unjudged: `backfill --continue {backfill.name}` judges it again"
-    ) in out + err
+    backfill, said = stopped_by_an_edit(work, home, form, lambda: script.write_text(SCRIPT.format(version="v2")))
+    assert command_files_changed("load.sh changed", backfill) in said
     assert (work / "out.txt").read_text().splitlines() == ["2024-01-01 v1"]
     done = run_backfill("--continue", backfill.name, "--no-progress", cwd=work, env=home)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -218,19 +229,12 @@ def test_a_script_a_command_names_that_appears_while_it_runs_starts_no_partition
     appeared during the first day (another branch checked out); the later days sourced it unjudged, exit 0. Its
     absence is what was judged, so the backfill now stops before the next day naming it, exit 1."""
     (work / "load.sh").write_text(SOURCING)
-    form = ("--command", "sh load.sh {start_date} helpers.sh", "--max-parallel", "1", "--guardrails", "sandbox")
-    first = start_background(*form, *THREE_DAYS, "--reason", "r", "--no-progress", cwd=work, env=home)
-    try:
-        wait_for(lambda: (work / "started").exists(), timeout=60)
-        (work / "helpers.sh").write_text("echo unjudged >> pwned.txt\n")
-    finally:
-        (work / "go").write_text("go")
-        out, err = first.communicate(timeout=120)
-    [backfill] = state_dirs(work / "logs" / "backfills")
-    assert first.returncode == 1, out + err
-    assert (
-        "stopped: the files the command names changed since this backfill was judged (helpers.sh is new); no "
-        f"partition starts on it unjudged: `backfill --continue {backfill.name}` judges it again"
-    ) in out + err
+    backfill, said = stopped_by_an_edit(
+        work,
+        home,
+        "sh load.sh {start_date} helpers.sh",
+        lambda: (work / "helpers.sh").write_text("echo x >> pwned.txt"),
+    )
+    assert command_files_changed("helpers.sh is new", backfill) in said
     assert (work / "out.txt").read_text().splitlines() == ["2024-01-01"]
     assert not (work / "pwned.txt").exists()

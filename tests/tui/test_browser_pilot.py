@@ -52,6 +52,16 @@ def dashboard(app) -> DashboardScreen:
     return next(s for s in reversed(app.screen_stack) if isinstance(s, DashboardScreen))
 
 
+async def open_watched(pilot, app) -> DashboardScreen:
+    """From the list, open the backfill another process runs: its dashboard, watching it."""
+    await wait_until(pilot, lambda: "running" in screen_text(app))
+    await pilot.press("enter")
+    await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+    screen = dashboard(app)
+    assert isinstance(screen.source, WatchedSource)
+    return screen
+
+
 def test_list_open_filter_details_attempt_log_rerun_form_live_completion(work, home):
     """The whole operator path: list → open → filter failed → details → the earlier attempt's log → rerun form
     (errors shown, Run disabled, then fixed and submitted) → live dashboard → completion; the disk shows it."""
@@ -199,11 +209,7 @@ def test_a_record_damaged_under_a_watching_screen_ends_neither_the_screen_nor_th
 
         async def scenario():
             async with app.run_test(size=(120, 44)) as pilot:
-                await wait_until(pilot, lambda: "running" in screen_text(app))
-                await pilot.press("enter")
-                await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
-                screen = dashboard(app)
-                assert isinstance(screen.source, WatchedSource)
+                screen = await open_watched(pilot, app)
                 if index == "removed":
                     (backfill / "partitions.idx").unlink()
                 [first] = [p for p in (backfill / "partitions").glob("*.json") if b'"index":0' in p.read_bytes()]
@@ -278,11 +284,7 @@ def test_a_resumed_backfill_watched_from_elsewhere_counts_only_its_own_run(work,
 
         async def scenario():
             async with app.run_test(size=(120, 44)) as pilot:
-                await wait_until(pilot, lambda: "running" in screen_text(app))
-                await pilot.press("enter")
-                await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
-                screen = dashboard(app)
-                assert isinstance(screen.source, WatchedSource)
+                screen = await open_watched(pilot, app)
                 generation = orjson.loads((backfill / ".generation.json").read_bytes())
                 assert generation["selected"] == 4
                 assert screen.source.started_at == generation["run_started_at"]
