@@ -288,6 +288,28 @@ def test_a_new_file_never_replaces_one_of_the_same_name(tmp_path, monkeypatch):
     assert synced == [tmp_path] * 3
 
 
+def test_a_new_file_is_synced_before_it_takes_its_name(tmp_path, monkeypatch):
+    """write_new: the file's data is fsynced before the link that gives it its name, then the directory: a crash
+    never leaves a named record with bytes the disk does not hold."""
+    calls: list[str] = []
+    real_fsync, real_link = os.fsync, os.link
+    monkeypatch.setattr(atomic.os, "fsync", lambda fd: (calls.append("fsync"), real_fsync(fd))[1])
+    monkeypatch.setattr(atomic.os, "link", lambda source, target: (calls.append("link"), real_link(source, target))[1])
+    atomic.write_new(tmp_path / "r.yml", b"x")
+    assert calls == ["fsync", "link", "fsync"]  # the file, its name, the directory
+
+
+def test_a_new_file_gives_up_once_9_998_numbered_names_are_taken(tmp_path):
+    """``r.yml`` and ``r-2.yml`` … ``r-9999.yml`` all taken: one clear error naming the path, no ``r-10000.yml``
+    written, no temporary left."""
+    path = tmp_path / "r.yml"
+    for name in ["r.yml", *(f"r-{number}.yml" for number in range(2, 10_000))]:
+        (tmp_path / name).write_bytes(b"")
+    with pytest.raises(FileExistsError, match=r"r\.yml and 9,998 numbered names beside it are taken"):
+        atomic.write_new(path, b"x")
+    assert len(list(tmp_path.iterdir())) == 9_999 and not (tmp_path / "r-10000.yml").exists()
+
+
 def test_a_new_file_on_a_file_system_without_hard_links_takes_its_name_by_an_exclusive_create(tmp_path, monkeypatch):
     """Where ``link`` is refused (EPERM, as on some FUSE or FAT mounts) the name is reserved by an exclusive create
     and the synced file renamed over it: the same numbering, each file whole, no temporary left."""
