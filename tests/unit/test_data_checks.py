@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 import orjson
 import pytest
 
+from engine.guardrails.asset_risk import rebuilds_table
 from engine.guardrails.data_checks import (
     layer_risk,
     listed,
@@ -443,6 +444,8 @@ def test_an_asset_refreshed_every_run_is_judged_by_its_strategy_when_it_is_a_vie
     assert judged(materialization(facts_of(script))) == (
         "fail", "human-only", "mid.s runs its script as written: its effect on data cannot be judged",
     )  # fmt: skip
+    # Nor do the pre-flight's facts take either for a table rebuilt whole (its snapshot's scope, its checks).
+    assert not rebuilds_table(view.asset, "view") and not rebuilds_table(written.asset, "none")
 
 
 def test_an_append_names_the_rows_it_would_duplicate_or_the_rows_it_cannot_place():
