@@ -72,20 +72,25 @@ def check_placeholders(template: str) -> None:
             )
 
 
+SHELLS = frozenset(("sh", "bash", "dash", "zsh", "ksh", "ash", "mksh", "busybox"))
+_SEPARATORS = frozenset((";", "&", "&&", "|", "||", "|&", "(", ")", ";;", "!", "{", "}"))
+
+
 def named_files(template: str, directory: Path) -> list[Path]:
     """The code a template names — its program given as a path, a script given to an interpreter or as an
     ``--option=FILE`` value (a file with a script's suffix, or executable) — as a child started in ``directory``
     opens it: what every partition runs besides the template itself, so the plan digest covers it and the backfill
-    watches it. A script named but not there yet (``sh load.sh {start} helpers.sh``) is named too: its absence is
-    what was judged, and its appearing later is a change. Passed over: a word holding a placeholder (another file
-    each partition), a program found on ``PATH``, data (``out.csv``, which the command may well write), what is not
-    a regular file, and a file over NAMED_FILE_LIMIT."""
+    watches it. A shell's ``-c`` script (``sh -c './load.sh {start} >> load.log'``, the way to redirect or pipe) is
+    read the same way, word by word. A script named but not there yet (``sh load.sh {start} helpers.sh``) is named
+    too: its absence is what was judged, and its appearing later is a change. Passed over: a word holding a
+    placeholder (another file each partition), a program found on ``PATH``, data (``out.csv``, which the command
+    may well write; a redirection's target), what is not a regular file, and a file over NAMED_FILE_LIMIT."""
     try:
         words = shlex.split(template)
     except ValueError:
         return []  # refused with the template's other errors
     found: list[Path] = []
-    for position, word in enumerate(words):
+    for word, program in _command_words(words):
         for named, whole in ((word, True), (word.partition("=")[2], False)):
             if not named or "{" in named or "}" in named:
                 continue
@@ -94,15 +99,59 @@ def named_files(template: str, directory: Path) -> list[Path]:
                 info = path.stat()
             except ValueError:  # not a path at all (a NUL byte)
                 continue
-            except OSError:  # not there (yet): a script by its suffix; a missing program is refused elsewhere
+            except OSError:  # not there (yet): code if it would run as a program, or by a script's suffix
                 option = named.startswith("-") or (whole and "=" in named)  # its value is looked at on its own
-                if position > 0 and not option and path.suffix.lower() in SCRIPT_SUFFIXES and path not in found:
+                words = len(named.split()) != 1  # code given as text (`python -c 'import x; ./load.sh'`)
+                script = not option and not words and path.suffix.lower() in SCRIPT_SUFFIXES
+                if (("/" in named) if program else script) and path not in found:
                     found.append(path)
                 continue
             if not stat.S_ISREG(info.st_mode) or info.st_size > NAMED_FILE_LIMIT or path in found:
                 continue
             # A bare program name is looked up on PATH, not in the directory.
             code = path.suffix.lower() in SCRIPT_SUFFIXES or bool(info.st_mode & 0o111)
-            if ("/" in named) if position == 0 else code:
+            if ("/" in named) if program else code:
                 found.append(path)
     return found
+
+
+def _command_words(words: list[str]):
+    """Each word a child runs with, and whether it stands where a program does; a shell's ``-c`` script gives its
+    own words in its place (a redirection's target left out: data)."""
+    yield words[0], True
+    options = Path(words[0]).name in SHELLS  # a shell's options, up to its first operand, may hold -c
+    script_next = option_name_next = False
+    for word in words[1:]:
+        if script_next:
+            yield from _script_words(word)
+            script_next = False
+            continue
+        yield word, False
+        if option_name_next:  # `-o pipefail`
+            option_name_next = False
+        elif options and word in ("-o", "+o", "-O", "+O"):
+            option_name_next = True
+        elif options and word[:1] in "-+" and word != "--" and len(word) > 1:
+            script_next = "c" in word[1:]  # `-c`, or flags that end in it (`-ec`)
+        else:
+            options = False  # `--`, or the first operand (`sh load.sh -c x`: load.sh's own -c)
+
+
+def _script_words(script: str):
+    try:
+        lexer = shlex.shlex(script, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        tokens = list(lexer)
+    except ValueError:  # unbalanced quotes: the shell refuses it in every partition
+        return
+    program, redirected = True, False
+    for token in tokens:
+        if token in _SEPARATORS:
+            program = True
+        elif token[0] in "<>" or token in ("&>", "&>>", ">&"):
+            redirected = True
+        elif redirected:
+            redirected = False  # the file a redirection reads or writes: data
+        else:
+            yield token, program
+            program = program and "=" in token  # `X=1 ./load.sh`: still a program

@@ -184,11 +184,19 @@ def command_files_changed(change: str, backfill: Path) -> str:
     )
 
 
-@pytest.mark.parametrize("form", ["./load.sh {start_date}", "sh load.sh {start_date}", "sh -e -- load.sh {start_date}"])
+@pytest.mark.parametrize(
+    "form",
+    [
+        "./load.sh {start_date}",
+        "sh load.sh {start_date}",
+        "sh -e -- load.sh {start_date}",
+        "sh -c './load.sh {start_date} >> load.log'",
+    ],
+)
 def test_a_script_a_command_names_edited_while_it_runs_starts_no_partition(work, home, form):
-    """The script a command names (as its program, or given to an interpreter) edited during the first day ran in
-    the later days unjudged, exit 0. The backfill now stops before the next day naming the script, exit 1;
-    ``--continue`` judges the new version and runs the rest with it."""
+    """The script a command names (as its program, given to an interpreter, or in a shell's ``-c`` script) edited
+    during the first day ran in the later days unjudged, exit 0. The backfill now stops before the next day naming
+    the script, exit 1; ``--continue`` judges the new version and runs the rest with it."""
     script = work / "load.sh"
     script.write_text(SCRIPT.format(version="v1"))
     script.chmod(0o755)

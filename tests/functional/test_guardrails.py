@@ -182,13 +182,20 @@ def test_an_approval_no_longer_holds_once_an_asset_file_or_the_evidence_changes(
 
 def test_an_approval_of_a_command_no_longer_holds_once_the_script_it_names_changes(work, home):
     """A command's plan approved by its digest, then the script it runs edited: the old digest ran the new script
-    (exit 0). It is now held (exit 4) naming the script, whether the template runs it as its program or gives it
-    to an interpreter, names it as an option's value, or runs it as ``--verify-command``; nothing runs."""
+    (exit 0). It is now held (exit 4) naming the script, whether the template runs it as its program, gives it to
+    an interpreter, names it as an option's value or in a shell's ``-c`` script, or runs it as
+    ``--verify-command``; nothing runs."""
     script = work / "load.sh"
     script.write_text("#!/bin/sh\necho loading $1\n")
     script.chmod(0o755)
     forms = [
-        ("--command", form) for form in ("./load.sh {start}", "sh load.sh {start}", "sh ./load.sh --config=load.sh")
+        ("--command", form)
+        for form in (
+            "./load.sh {start}",
+            "sh load.sh {start}",
+            "sh ./load.sh --config=load.sh",
+            "bash -o pipefail -c './load.sh {start} | tee -a load.log'",
+        )
     ]
     forms.append(("--command", "echo {start}", "--verify-command", "sh load.sh {start}"))  # the check replaced
     for form in forms:

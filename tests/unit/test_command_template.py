@@ -4,6 +4,7 @@ template itself."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from engine.spec.command_template import NAMED_FILE_LIMIT, named_files
 
@@ -51,11 +52,12 @@ def test_data_a_placeholder_a_large_file_and_what_is_no_file_are_passed_over(tmp
 
 def test_a_script_not_there_yet_is_named_for_its_absence(tmp_path):
     """``sh load.sh helpers.sh``: a script it names that is not there yet is judged absent (appearing later is a
-    change); so is an ``--option=`` value, by its own name. Not a missing program (refused elsewhere), an option
-    itself, a missing file without a script's suffix, nor ``key=value`` taken whole."""
+    change); so is a program given as a path and an ``--option=`` value, by its own name. Not an option itself, a
+    missing file without a script's suffix, nor ``key=value`` taken whole."""
     (tmp_path / "load.sh").write_text("echo")
     template = "./gone.sh load.sh helpers.sh --lib=lib.PY -x.sh out.csv make=b.rb helpers.sh"
     assert named_files(template, tmp_path) == [
+        tmp_path / "gone.sh",
         tmp_path / "load.sh",
         tmp_path / "helpers.sh",
         tmp_path / "lib.PY",
@@ -63,3 +65,27 @@ def test_a_script_not_there_yet_is_named_for_its_absence(tmp_path):
     ]
     # Right after the interpreter; an option's value holding "=" of its own (that value taken whole).
     assert named_files("sh gone.sh --opt=k=gone.rb", tmp_path) == [tmp_path / "gone.sh", tmp_path / "k=gone.rb"]
+
+
+def test_a_shell_s_script_is_read_word_by_word(tmp_path):
+    """``sh -c './load.sh {start} >> load.log'`` (the way to redirect or pipe): the script's words are read as the
+    template's are — its programs given as paths, the scripts given to an interpreter, one not there yet — past
+    options before ``-c`` (``-o pipefail``, ``-ec``) and assignments before a program; a redirection's target is
+    data. An interpreter's ``-c`` that is not a shell's, and a ``-c`` after the shell's script, are no script."""
+    for name in ("load.sh", "run", "sub.py", "x.sh"):
+        (tmp_path / name).write_text("echo")
+    (tmp_path / "run").chmod(0o755)
+    assert named_files("sh -c './load.sh {start} >> x.sh'", tmp_path) == [tmp_path / "load.sh"]
+    script = "cd . && X=1 ./run {start} | tee out.log; python sub.py 2>&1 > x.sh; sh later.sh; ./gone; Y=2 ./absent"
+    assert named_files(f"/bin/bash -o pipefail -ec '{script}'", tmp_path) == [
+        Path("/bin/bash"),
+        tmp_path / "run",
+        tmp_path / "sub.py",
+        tmp_path / "later.sh",
+        tmp_path / "gone",
+        tmp_path / "absent",
+    ]  # the shell given as a path is hashed, as any program so given
+    assert named_files("python -c 'import x; ./load.sh'", tmp_path) == []
+    # x.sh's own -c: `run` is its argument (an executable named), not a script's bare program (found on PATH)
+    assert named_files("sh x.sh -c run", tmp_path) == [tmp_path / "x.sh", tmp_path / "run"]
+    assert named_files("sh -c 'echo \"unbalanced'", tmp_path) == []
