@@ -3,7 +3,8 @@
 Each partition's child reads the pipeline's files when it starts, so an asset's SQL, a macro, ``pipeline.yml``,
 a seed or the environment in ``.bruin.yml`` (a connection pointed at another database) edited after the pre-flight
 would run in the partitions that start later without having been judged, approved or snapshotted; so would a
-script a command names (``./load.sh {start}``, ``python load.py {start}``) edited after its approval. The executor
+script a command names (``./load.sh {start}``, ``python load.py {start}``, a module beside that script) edited
+after its approval. The executor
 asks the watch before every turn of launches: a change stops new partitions (those running finish), and
 ``--continue`` judges the new version.
 """
@@ -20,6 +21,7 @@ from engine.guardrails.digest import (
     config_component,
     file_component,
     file_hash,
+    python_trees,
     read_trees,
     tree_files,
 )
@@ -73,11 +75,13 @@ class DefinitionWatch:
     def _of_command(cls, preflight: Preflight) -> DefinitionWatch | None:
         request = preflight.facts.request
         directory = request.working_directory
-        files = command_files(request)
-        if not files:
+        named = command_files(request)
+        if not named:
             return None
+        trees = python_trees(named)
+        files = {*named, *(path for tree in trees for path in tree_files(*tree))}
         judged = _as_judged(preflight, files, directory)
-        return cls(directory, judged, [], None, what="the files the command names")
+        return cls(directory, judged, trees, None, what="the files the command names")
 
     def changes(self) -> list[str]:
         """What differs from what was judged ("assets/x.sql changed", "macros/new.sql is new"), or nothing."""

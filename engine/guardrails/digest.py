@@ -67,7 +67,8 @@ def components_of(facts: Facts, results: list[PreflightCheck]) -> dict[str, str]
             files |= tree_files(directory, pattern)
         for path in sorted(files):
             parts[file_component(path, base)] = file_hash(path)
-    for path in command_files(request):  # the scripts it runs, as an asset's files are
+    named = command_files(request)  # the scripts it runs, as an asset's files are
+    for path in sorted({*named, *(path for tree in python_trees(named) for path in tree_files(*tree))}):
         parts[file_component(path, request.working_directory)] = file_hash(path)
     if request.config is not None and (environment_name := environment_name_of(request)) is not None:
         name, value = config_component(request.config, environment_name)
@@ -109,14 +110,22 @@ def read_trees(base: Path, assets: list[Asset]) -> list[tuple[Path, str]]:
     """The directories whose files a run may read without naming them: every macro under ``macros/`` (an asset
     may render any), and every module beside a Python asset (its directory is first on its ``sys.path``, so a
     helper it imports, or a new ``json.py`` shadowing one, runs as part of it)."""
-    trees = [(base / "macros", "*.sql")]
-    trees += [(d, "*.py") for d in sorted({a.script.parent for a in assets if a.kind == AssetKind.PYTHON})]
+    trees = [(base / "macros", "**/*.sql")]
+    trees += [(d, "**/*.py") for d in sorted({a.script.parent for a in assets if a.kind == AssetKind.PYTHON})]
     return trees
 
 
+def python_trees(named: list[Path]) -> list[tuple[Path, str]]:
+    """Where a command's Python scripts import from without naming it: the directory of each ``.py`` it names
+    (Python puts it first on ``sys.path``, so ``import helpers``, or a new ``json.py``, runs as part of the
+    script). Its modules only, not its subdirectories: a script at a repository's root sits beside a virtualenv."""
+    scripts = {path.parent for path in named if path.suffix.lower() == ".py"}
+    return [(directory, "*.py") for directory in sorted(scripts)]
+
+
 def tree_files(directory: Path, pattern: str) -> set[Path]:
-    """The files of one read tree."""
-    return set(directory.rglob(pattern)) if directory.is_dir() else set()
+    """The files of one read tree (``pattern`` a glob under ``directory``; ``**/`` reaches into subdirectories)."""
+    return set(directory.glob(pattern)) if directory.is_dir() else set()
 
 
 SECRET_WORDS = ("password", "secret", "token", "key", "credential", "private", "auth", "pass")

@@ -4,6 +4,7 @@ approved. Real backfills, a real edit between two partitions, the table read aft
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -245,4 +246,35 @@ def test_a_script_a_command_names_that_appears_while_it_runs_starts_no_partition
     )
     assert command_files_changed("helpers.sh is new", backfill) in said
     assert (work / "out.txt").read_text().splitlines() == ["2024-01-01"]
+    assert not (work / "pwned.txt").exists()
+
+
+LOADER = """import json, os, sys, time
+import helpers
+with open("out.txt", "a") as out:
+    out.write(f"{sys.argv[1]} {helpers.VERSION} {json.dumps(1)}\\n")
+if not os.path.exists("started"):
+    open("started", "w").close()
+    while not os.path.exists("go"):
+        time.sleep(0.02)
+"""
+
+
+@pytest.mark.parametrize(
+    ("edit", "change"),
+    [
+        (lambda work: (work / "helpers.py").write_text("VERSION = 'v2'\n"), "helpers.py changed"),
+        (lambda work: (work / "json.py").write_text("open('pwned.txt', 'w')\ndumps = str\n"), "json.py is new"),
+    ],
+    ids=["helper edited", "stdlib shadowed"],
+)
+def test_a_module_beside_a_command_s_python_script_edited_while_it_runs_starts_no_partition(work, home, edit, change):
+    """``python load.py {start_date}``, load.py importing helpers.py beside it: helpers.py edited during the first
+    day, or a new json.py put beside it (Python puts the script's directory first on ``sys.path``), ran in the
+    later days unjudged, exit 0. The backfill now stops before the next day naming the module, exit 1."""
+    (work / "load.py").write_text(LOADER)
+    (work / "helpers.py").write_text("VERSION = 'v1'\n")
+    backfill, said = stopped_by_an_edit(work, home, f"{sys.executable} load.py {{start_date}}", lambda: edit(work))
+    assert command_files_changed(change, backfill) in said
+    assert (work / "out.txt").read_text().splitlines() == ["2024-01-01 v1 1"]
     assert not (work / "pwned.txt").exists()

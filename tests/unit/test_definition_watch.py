@@ -139,6 +139,19 @@ def test_a_command_is_watched_over_the_code_it_names_and_no_more(tmp_path):
     (tmp_path / "helpers.sh").write_text("echo unjudged")
     (tmp_path / "load.sh").unlink()
     assert watch.changes() == ["helpers.sh is new", "load.sh is gone"]
+    # A Python script's own directory: its modules (imported unnamed), not its subdirectories nor other files.
+    (tmp_path / "job").mkdir()
+    for name in ("load.py", "helpers.py", "notes.txt"):
+        (tmp_path / "job" / name).write_text("pass")
+    (tmp_path / "job" / "venv").mkdir()
+    (tmp_path / "job" / "venv" / "site.py").write_text("pass")
+    watch = watch_of("python job/load.py {start}")
+    assert (sorted(watch.judged), watch.changes()) == ([tmp_path / "job/helpers.py", tmp_path / "job/load.py"], [])
+    (tmp_path / "job" / "json.py").write_text("dumps = str")
+    (tmp_path / "job" / "venv" / "site.py").write_text("changed")
+    assert watch.changes() == ["job/json.py is new"]
+    (tmp_path / "job" / "run.sh").write_text("echo")
+    assert sorted(watch_of("sh job/run.sh").judged) == [tmp_path / "job/run.sh"]  # a shell script imports nothing
 
 
 def test_the_environment_in_bruin_yml_is_watched_without_its_secrets(tmp_path):

@@ -232,6 +232,10 @@ def test_a_command_s_digest_holds_the_code_it_names_and_the_absence_of_what_is_n
     again = preflight(repo, "2024-01-08", "2024-01-12", command="sh load.sh {start} helpers.sh")
     assert again.components["file helpers.sh"] == hashlib.sha256(b"echo later\n").hexdigest()
     assert again.digest != judged.digest
+    (repo.root / "load.py").write_text("import helpers\n")
+    (repo.root / "helpers.py").write_text("VERSION = 1\n")
+    python = preflight(repo, "2024-01-08", "2024-01-12", command="python load.py {start}")
+    assert python.components["file helpers.py"] == hashlib.sha256(b"VERSION = 1\n").hexdigest()
 
 
 def test_a_command_is_judged_by_what_can_be_known_of_it(repo):
