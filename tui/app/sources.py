@@ -30,7 +30,7 @@ from tui.app.record_cache import RecordCache
 IDLE = "idle"  # a saved backfill nobody is running
 
 
-class Read(Enum):
+class RecordRead(Enum):
     """What reading a watched partition's record again found."""
 
     READ = "read"
@@ -317,7 +317,7 @@ class WatchedSource(SavedSource):
             seen.add(row.index)
             if row.pending or row.status is Status.RUNNING:  # what its record holds now
                 read = self._read_again(row.index)
-                if read is not Read.ABSENT:  # read, or damaged: the row keeps what was last known
+                if read is not RecordRead.ABSENT:  # read, or damaged: the row keeps what was last known
                     continue
                 row = IndexRow(row.index, False, Status.QUEUED, 0, 0, -1.0, 0)  # never written after all
             self.board.set(row.index, row.status)
@@ -334,10 +334,10 @@ class WatchedSource(SavedSource):
         changed = False
         for index in [index for index in self._running_records if index not in seen]:
             if self._running_versions.get(index) != self.records.version(index):
-                changed = self._read_again(index) is Read.READ or changed
+                changed = self._read_again(index) is RecordRead.READ or changed
         return changed
 
-    def _read_again(self, index: int) -> Read:
+    def _read_again(self, index: int) -> RecordRead:
         """Read the partition's record now (its file's version taken first, so a write after it is seen on the
         next scan). A damaged record ends no watch: its row keeps what was last known (the details pane names the
         damage), and the record is read again once its file changes."""
@@ -347,11 +347,11 @@ class WatchedSource(SavedSource):
         except StateUnreadable:
             if index in self._running_records:
                 self._running_versions[index] = version
-            return Read.DAMAGED
+            return RecordRead.DAMAGED
         if record is None:
-            return Read.ABSENT
+            return RecordRead.ABSENT
         self._saw(record, version)
-        return Read.READ
+        return RecordRead.READ
 
     def _rescan_files(self) -> bool:
         from engine.store.records import read_record
