@@ -39,4 +39,4 @@ def test_the_modules_beside_a_python_run_file_are_read_trees(tmp_path):
     problems = Problems()
     asset = read_asset(tmp_path / "assets" / "job.asset.yml", tmp_path, problems)
     assert asset is not None and not problems.items, problems.items
-    assert read_trees(tmp_path, [asset]) == [(tmp_path / "macros", "*.sql"), (tmp_path / "scripts", "*.py")]
+    assert read_trees(tmp_path, [asset]) == [(tmp_path / "macros", "**/*.sql"), (tmp_path / "scripts", "**/*.py")]
