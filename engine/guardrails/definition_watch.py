@@ -4,9 +4,8 @@ Each partition's child reads the pipeline's files when it starts, so an asset's 
 a seed or the environment in ``.bruin.yml`` (a connection pointed at another database) edited after the pre-flight
 would run in the partitions that start later without having been judged, approved or snapshotted; so would a
 script a command names (``./load.sh {start}``, ``python load.py {start}``, a module beside that script) edited
-after its approval. The executor
-asks the watch before every turn of launches: a change stops new partitions (those running finish), and
-``--continue`` judges the new version.
+after its approval. The executor asks the watch before every turn of launches: a change stops new partitions
+(those running finish), and ``--continue`` judges the new version.
 """
 
 from __future__ import annotations

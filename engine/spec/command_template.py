@@ -101,8 +101,8 @@ def named_files(template: str, directory: Path) -> list[Path]:
                 continue
             except OSError:  # not there (yet): code if it would run as a program, or by a script's suffix
                 option = named.startswith("-") or (whole and "=" in named)  # its value is looked at on its own
-                words = len(named.split()) != 1  # code given as text (`python -c 'import x; ./load.sh'`)
-                script = not option and not words and path.suffix.lower() in SCRIPT_SUFFIXES
+                text = len(named.split()) != 1  # code given as text (`python -c 'import x; ./load.sh'`)
+                script = not option and not text and path.suffix.lower() in SCRIPT_SUFFIXES
                 if (("/" in named) if program else script) and path not in found:
                     found.append(path)
                 continue
@@ -138,6 +138,8 @@ def _command_words(words: list[str]):
 
 
 def _script_words(script: str):
+    """The words of a shell's ``-c`` script, each with whether it stands where a program does (first, after a
+    separator or after assignments); redirections and their targets left out."""
     try:
         lexer = shlex.shlex(script, posix=True, punctuation_chars=True)
         lexer.whitespace_split = True
