@@ -139,21 +139,25 @@ def _command_words(words: list[str]):
 
 def _script_words(script: str):
     """The words of a shell's ``-c`` script, each with whether it stands where a program does (first, after a
-    separator or after assignments); redirections and their targets left out."""
+    separator or after assignments). A file fed to a program's input (``duckdb w.duckdb < load.sql``) is a word
+    like any other (a script given to an interpreter); what a program writes (``>> load.log``), a here-document's
+    delimiter and a duplicated descriptor (``2>&1``) are left out."""
     try:
         lexer = shlex.shlex(script, posix=True, punctuation_chars=True)
         lexer.whitespace_split = True
         tokens = list(lexer)
     except ValueError:  # unbalanced quotes: the shell refuses it in every partition
         return
-    program, redirected = True, False
+    program, skip = True, False
     for token in tokens:
-        if token in _SEPARATORS:
+        if skip:
+            skip = False  # a written file, a delimiter, a descriptor: no code
+        elif token in _SEPARATORS:
             program = True
+        elif token in ("<", "<>"):
+            pass  # the next word is read by the program: judged as a word
         elif token[0] in "<>" or token in ("&>", "&>>", ">&"):
-            redirected = True
-        elif redirected:
-            redirected = False  # the file a redirection reads or writes: data
+            skip = True
         else:
             yield token, program
             program = program and "=" in token  # `X=1 ./load.sh`: still a program

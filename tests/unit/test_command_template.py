@@ -85,6 +85,11 @@ def test_a_shell_s_script_is_read_word_by_word(tmp_path):
         tmp_path / "gone",
         tmp_path / "absent",
     ]  # the shell given as a path is hashed, as any program so given
+    # A script fed to a program's input is read like a word; what a program writes, a here-document's delimiter
+    # and a descriptor are not.
+    assert named_files("sh -c 'duckdb w.duckdb < sub.py 2>&1 >> load.sh; cat <<load.sh'", tmp_path) == [
+        tmp_path / "sub.py"
+    ]
     assert named_files("python -c 'import x; ./load.sh'", tmp_path) == []
     # x.sh's own -c: `run` is its argument (an executable named), not a script's bare program (found on PATH)
     assert named_files("sh x.sh -c run", tmp_path) == [tmp_path / "x.sh", tmp_path / "run"]
