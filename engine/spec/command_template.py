@@ -73,6 +73,9 @@ def check_placeholders(template: str) -> None:
 
 
 SHELLS = frozenset(("sh", "bash", "dash", "zsh", "ksh", "ash", "mksh", "busybox"))
+# Programs that start the command after them (with options of their own): a shell they start may run a -c script.
+WRAPPERS = frozenset(("env", "timeout", "nice", "nohup", "time", "stdbuf", "ionice", "setsid", "flock", "chrt",
+                      "taskset", "exec", "xvfb-run"))  # fmt: skip
 _SEPARATORS = frozenset((";", "&", "&&", "|", "||", "|&", "(", ")", ";;", "!", "{", "}"))
 
 
@@ -117,17 +120,20 @@ def named_files(template: str, directory: Path) -> list[Path]:
 
 def _command_words(words: list[str]):
     """Each word a child runs with, and whether it stands where a program does; a shell's ``-c`` script gives its
-    own words in its place (a redirection's target left out: data)."""
+    own words in its place (a shell started through a wrapper too: ``timeout 600 sh -c …``)."""
     yield words[0], True
-    options = Path(words[0]).name in SHELLS  # a shell's options, up to its first operand, may hold -c
+    shell = _shell_at(words)
+    options = shell == 0  # a shell's options, up to its first operand, may hold -c
     script_next = option_name_next = False
-    for word in words[1:]:
+    for position, word in enumerate(words[1:], start=1):
         if script_next:
             yield from _script_words(word)
             script_next = False
             continue
         yield word, False
-        if option_name_next:  # `-o pipefail`
+        if position == shell:
+            options = True
+        elif option_name_next:  # `-o pipefail`
             option_name_next = False
         elif options and word in ("-o", "+o", "-O", "+O"):
             option_name_next = True
@@ -135,6 +141,16 @@ def _command_words(words: list[str]):
             script_next = "c" in word[1:]  # `-c`, or flags that end in it (`-ec`)
         else:
             options = False  # `--`, or the first operand (`sh load.sh -c x`: load.sh's own -c)
+
+
+def _shell_at(words: list[str]) -> int | None:
+    """Where the shell is: the program itself, or the first shell a wrapper (``env``, ``timeout``, ``nice``…)
+    starts; None when no shell runs the command."""
+    if Path(words[0]).name in SHELLS:
+        return 0
+    if Path(words[0]).name in WRAPPERS:
+        return next((i for i, word in enumerate(words) if i and Path(word).name in SHELLS), None)
+    return None
 
 
 def _script_words(script: str):

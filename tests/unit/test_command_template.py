@@ -91,6 +91,10 @@ def test_a_shell_s_script_is_read_word_by_word(tmp_path):
         tmp_path / "sub.py"
     ]
     assert named_files("python -c 'import x; ./load.sh'", tmp_path) == []
+    # A shell started through a wrapper; not a shell named as another program's argument.
+    assert named_files("timeout -s INT 600 nice -n 5 bash -ec './load.sh {start}'", tmp_path) == [tmp_path / "load.sh"]
+    assert named_files("env X=1 sh -c 'python sub.py'", tmp_path) == [tmp_path / "sub.py"]
+    assert named_files("python -m tool sh -c run", tmp_path) == [tmp_path / "run"]
     # x.sh's own -c: `run` is its argument (an executable named), not a script's bare program (found on PATH)
     assert named_files("sh x.sh -c run", tmp_path) == [tmp_path / "x.sh", tmp_path / "run"]
     assert named_files("sh -c 'echo \"unbalanced'", tmp_path) == []
