@@ -172,7 +172,7 @@ def _script_words(script: str):
             program = True
         elif token in ("<", "<>"):
             pass  # the next word is read by the program: judged as a word
-        elif token[0] in "<>" or token in ("&>", "&>>", ">&"):
+        elif token[0] in "<>" or token in ("&>", "&>>"):
             skip = True
         else:
             yield token, program

@@ -98,3 +98,31 @@ def test_a_shell_s_script_is_read_word_by_word(tmp_path):
     # x.sh's own -c: `run` is its argument (an executable named), not a script's bare program (found on PATH)
     assert named_files("sh x.sh -c run", tmp_path) == [tmp_path / "x.sh", tmp_path / "run"]
     assert named_files("sh -c 'echo \"unbalanced'", tmp_path) == []
+
+
+def test_a_shell_s_options_and_script_are_told_apart_from_what_follows(tmp_path):
+    """The words after a shell's script are its arguments, not more script; every option that takes a name
+    (``-o``, ``+o``, ``-O``, ``+O``) is passed over with it; ``--`` and ``-`` end the options; a wrapper that
+    starts no shell leaves its words as they are. ``run`` is an executable here: named as an argument it is code,
+    as a script's bare program it is found on PATH."""
+    for name in ("load.sh", "run", "x.sh", "v1,2.py"):
+        (tmp_path / name).write_text("echo")
+    (tmp_path / "run").chmod(0o755)
+    assert named_files("sh -c true run", tmp_path) == [tmp_path / "run"]
+    assert named_files("bash +o posix -O extglob +O nullglob -o errexit -c './load.sh {start}'", tmp_path) == [
+        tmp_path / "load.sh"
+    ]
+    assert named_files("sh -- -c run", tmp_path) == [tmp_path / "run"]
+    assert named_files("sh - -c run", tmp_path) == [tmp_path / "run"]
+    assert named_files("env X=1 ./load.sh {start}", tmp_path) == [tmp_path / "load.sh"]
+    assert named_files("sh -c 'run x'", tmp_path) == []
+
+
+def test_a_shell_s_script_is_split_as_the_shell_splits_it(tmp_path):
+    """Quotes inside the script are the shell's (``'sub.py'`` names sub.py), words split at blanks only (a comma
+    is part of a name), ``<>`` opens a file the program reads, ``&>`` and ``&>>`` name files it writes."""
+    for name in ("sub.py", "x.sh", "v1,2.py"):
+        (tmp_path / name).write_text("pass")
+    assert named_files("""sh -c "python 'sub.py' v1,2.py" """, tmp_path) == [tmp_path / "sub.py", tmp_path / "v1,2.py"]
+    assert named_files("sh -c 'duckdb <> x.sh'", tmp_path) == [tmp_path / "x.sh"]
+    assert named_files("sh -c 'true &> x.sh; true &>> x.sh; true >& x.sh'", tmp_path) == []
