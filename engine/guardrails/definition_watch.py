@@ -16,7 +16,6 @@ from pathlib import Path
 from engine.base.errors import BackfillError
 from engine.guardrails.digest import (
     UNREADABLE,
-    command_files,
     config_component,
     file_component,
     file_hash,
@@ -72,9 +71,8 @@ class DefinitionWatch:
 
     @classmethod
     def _of_command(cls, preflight: Preflight) -> DefinitionWatch | None:
-        request = preflight.facts.request
-        directory = request.working_directory
-        named = command_files(request)
+        directory = preflight.facts.request.working_directory
+        named = preflight.facts.code  # as the pre-flight judged it
         if not named:
             return None
         trees = python_trees(named)

@@ -18,7 +18,6 @@ from engine.guardrails.facts import Facts
 from engine.guardrails.tiers import PreflightCheck
 from engine.pipeline.asset_types import AssetKind
 from engine.pipeline.config import Config
-from engine.spec.command_template import named_files
 
 if TYPE_CHECKING:
     from engine.pipeline.assets import Asset
@@ -67,7 +66,7 @@ def components_of(facts: Facts, results: list[PreflightCheck]) -> dict[str, str]
             files |= tree_files(directory, pattern)
         for path in sorted(files):
             parts[file_component(path, base)] = file_hash(path)
-    named = command_files(request)  # the scripts it runs, as an asset's files are
+    named = facts.code  # the scripts a command runs, as an asset's files are
     for path in sorted({*named, *(path for tree in python_trees(named) for path in tree_files(*tree))}):
         parts[file_component(path, request.working_directory)] = file_hash(path)
     if request.config is not None and (environment_name := environment_name_of(request)) is not None:
@@ -95,15 +94,6 @@ def components_of(facts: Facts, results: list[PreflightCheck]) -> dict[str, str]
     for result in results:
         parts[f"evidence of {result.name}"] = _hash(_canonical(result.to_json()))
     return parts
-
-
-def command_files(request) -> list[Path]:
-    """The code a command backfill's partitions run besides its templates: what ``--command`` and
-    ``--verify-command`` name (a verification script replaced by one that exits 0 would pass every partition);
-    none for a pipeline, which has neither."""
-    directory = request.working_directory
-    templates = (request.spec.target.template, request.guard.verify_command)
-    return [path for template in templates if template for path in named_files(template, directory)]
 
 
 def read_trees(base: Path, assets: list[Asset]) -> list[tuple[Path, str]]:

@@ -27,6 +27,7 @@ from engine.guardrails.request import GuardRequest
 from engine.guardrails.settings import GuardrailSettings, settings_for_command, settings_of_environment
 from engine.guardrails.tiers import LEVELS
 from engine.guardrails.warehouse import Held, Warehouse, Warehouses, whole_range_window
+from engine.spec.command_template import named_files
 from engine.store.live_work import LiveWork, WorkKind, command_key, pipeline_key, read_live, real_files, this_process
 
 if TYPE_CHECKING:  # a command's pre-flight never loads a pipeline: jinja2 and yaml stay unimported (startup time)
@@ -113,6 +114,7 @@ class Facts:
     database_bytes: dict[str, int] = field(default_factory=dict)  # file → size
     errors: dict[str, str] = field(default_factory=dict)  # check name → why it could not be decided
     warehouses: Warehouses = field(default_factory=Warehouses, repr=False)  # read-only, one per file
+    code: list[Path] = field(default_factory=list)  # a command's: the code its templates name (command_files)
 
     @property
     def selected(self) -> list[AssetFacts]:
@@ -177,6 +179,14 @@ class Facts:
         return apply_modifiers(window, modifiers, context)
 
 
+def command_files(request: GuardRequest) -> list[Path]:
+    """The code a command backfill's partitions run besides its templates: what ``--command`` and
+    ``--verify-command`` name (a verification script replaced by one that exits 0 would pass every partition)."""
+    directory = request.working_directory
+    templates = (request.spec.target.template, request.guard.verify_command)
+    return [path for template in templates if template for path in named_files(template, directory)]
+
+
 def gather(request: GuardRequest) -> Facts:
     spec = request.spec
     plan = spec.plan
@@ -192,6 +202,7 @@ def gather(request: GuardRequest) -> Facts:
         facts.backfills = earlier_backfills(request.state_root, exclude=request.backfill_id)
         facts.history = command_history(facts.backfills, spec.target.identity)
         facts.live = read_live()
+        facts.code = command_files(request)
         return facts
     assert request.config is not None and request.environment is not None
     environment = request.environment

@@ -14,6 +14,7 @@ from engine.dates.durations import format_duration
 from engine.dates.instants import format_instant
 from engine.dates.split import SplitUnit, halves
 from engine.guardrails.data_checks import DAY, layer_risk, listed, materialization, reversibility, size_text
+from engine.guardrails.digest import file_component
 from engine.guardrails.facts import Facts
 from engine.guardrails.history import missing_spans
 from engine.guardrails.tiers import (
@@ -38,6 +39,16 @@ def _days(micros: int) -> float:
     return micros / DAY
 
 
+def judged_code(facts: Facts) -> list[str]:
+    """The code a command names besides its template, as an approval vouches for it: each file under the working
+    directory, one not there yet said so (its appearing later is a change)."""
+    directory = facts.request.working_directory
+    return [
+        file_component(path, directory).removeprefix("file ") + ("" if path.exists() else " (not there yet)")
+        for path in facts.code
+    ]
+
+
 def target_valid(facts: Facts) -> PreflightCheck:
     name = "target_valid"
     spec = facts.request.spec
@@ -52,7 +63,13 @@ def target_valid(facts: Facts) -> PreflightCheck:
             found = str(path) if path.is_file() and os.access(path, os.X_OK) else None
         if found is None:
             return failed(name, NEVER, f"the program {program!r} does not exist or is not executable", program=program)
-        return passed(name, f"the program {program} exists and is executable", program=found)
+        detail = f"the program {program} exists and is executable"
+        code = judged_code(facts)
+        if not code:
+            return passed(name, detail, program=found)
+        python = any(path.suffix.lower() == ".py" for path in facts.code)
+        beside = " and the modules beside each Python script" if python else ""
+        return passed(name, f"{detail}; judged with it: {listed(code)}{beside}", program=found, code=code)
     assert facts.pipeline is not None
     selected = len(facts.selected)
     return passed(

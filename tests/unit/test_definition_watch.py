@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 from engine.guardrails.definition_watch import DefinitionWatch, read_definition
 from engine.guardrails.digest import file_component, file_hash
+from engine.guardrails.facts import command_files
 from engine.pipeline.assets import Asset
 from engine.pipeline.config import load_config
 
@@ -123,7 +124,8 @@ def test_a_command_is_watched_over_the_code_it_names_and_no_more(tmp_path):
     def watch_of(template: str, verify: str | None = None) -> DefinitionWatch | None:
         spec = SimpleNamespace(target=SimpleNamespace(template=template))
         request = SimpleNamespace(spec=spec, guard=SimpleNamespace(verify_command=verify), working_directory=tmp_path)
-        return DefinitionWatch.of(SimpleNamespace(facts=SimpleNamespace(pipeline=None, request=request), components={}))
+        facts = SimpleNamespace(pipeline=None, request=request, code=command_files(request))
+        return DefinitionWatch.of(SimpleNamespace(facts=facts, components={}))
 
     (tmp_path / "load.sh").write_text("echo 1")
     (tmp_path / "check.sql").write_text("SELECT 1")

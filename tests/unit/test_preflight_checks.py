@@ -157,6 +157,25 @@ def test_a_command_given_by_path_is_looked_for_there_relative_to_the_working_dir
     assert target_valid(facts_of(command=True, template="usr/true", working_directory=Path("/"))).status == "fail"
 
 
+def test_a_command_s_target_names_the_code_judged_with_it(tmp_path):
+    """What the digest covers besides the template, said where the program is checked: each file the command
+    names, one not there yet said so, and the modules beside a Python script; none named, nothing said."""
+    (tmp_path / "load.sh").write_text("echo")
+    (tmp_path / "load.py").write_text("pass")
+    facts = facts_of(
+        command=True, template="sh -c './load.sh {start}; python load.py' later.sh", working_directory=tmp_path
+    )
+    facts.code = [tmp_path / "load.sh", tmp_path / "load.py", tmp_path / "later.sh"]
+    check = target_valid(facts)
+    assert judged(check) == (
+        "pass", "auto", "the program sh exists and is executable; judged with it: later.sh (not there yet), load.py, "
+        "load.sh and the modules beside each Python script",
+    )  # fmt: skip
+    assert check.evidence["code"] == ["load.sh", "load.py", "later.sh (not there yet)"]
+    facts.code = [tmp_path / "load.sh"]
+    assert judged(target_valid(facts))[2] == "the program sh exists and is executable; judged with it: load.sh"
+
+
 def test_a_pipeline_target_names_its_assets_and_the_selection():
     """Passed, counting every asset of the pipeline and listing the selected ones sorted (downstream aside)."""
     facts = facts_of(fact("mid.b"), fact("mid.a"), fact("mid.d", selected=False),
