@@ -7,6 +7,7 @@ and ``{run_id}`` are substituted inside each argument; ``{{`` and ``}}`` are lit
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import stat
@@ -157,23 +158,41 @@ def _script_words(script: str):
     """The words of a shell's ``-c`` script, each with whether it stands where a program does (first, after a
     separator or after assignments). A file fed to a program's input (``duckdb w.duckdb < load.sql``) is a word
     like any other (a script given to an interpreter); what a program writes (``>> load.log``), a here-document's
-    delimiter and a duplicated descriptor (``2>&1``) are left out."""
+    delimiter and a duplicated descriptor (``2>&1``) are left out. After ``cd DIR`` the words that name files are
+    named from DIR (``cd jobs && ./load.sh``: jobs/load.sh); a bare program is still found on PATH."""
     try:
         lexer = shlex.shlex(script, posix=True, punctuation_chars=True)
         lexer.whitespace_split = True
         tokens = list(lexer)
     except ValueError:  # unbalanced quotes: the shell refuses it in every partition
         return
-    program, skip = True, False
+    program, skip, changes_directory = True, False, False
+    directory: str | None = ""  # where `cd` took the script; None: somewhere not known now (`cd $DIR`, `cd -`)
     for token in tokens:
         if skip:
             skip = False  # a written file, a delimiter, a descriptor: no code
         elif token in _SEPARATORS:
-            program = True
+            if changes_directory:  # a bare `cd`: the home directory
+                directory = None
+            program, changes_directory = True, False
         elif token in ("<", "<>"):
             pass  # the next word is read by the program: judged as a word
         elif token[0] in "<>" or token in ("&>", "&>>"):
             skip = True
+        elif changes_directory and token.startswith("-") and token != "-":
+            pass  # `cd -P DIR`
+        elif changes_directory:
+            changes_directory = False
+            literal = token != "-" and not token.startswith("~") and "$" not in token
+            known = literal and (directory is not None or os.path.isabs(token))
+            directory = os.path.join(directory or "", token) if known else None  # `cd /abs` replaces it
         else:
-            yield token, program
+            names_a_file = not token.startswith("-") and (not program or "/" in token)
+            if names_a_file and directory is None:
+                pass  # named from a directory not known now
+            elif names_a_file and directory:
+                yield os.path.join(directory, token), program
+            else:
+                yield token, program
+            changes_directory = program and token == "cd"
             program = program and "=" in token  # `X=1 ./load.sh`: still a program

@@ -126,3 +126,22 @@ def test_a_shell_s_script_is_split_as_the_shell_splits_it(tmp_path):
     assert named_files("""sh -c "python 'sub.py' v1,2.py" """, tmp_path) == [tmp_path / "sub.py", tmp_path / "v1,2.py"]
     assert named_files("sh -c 'duckdb <> x.sh'", tmp_path) == [tmp_path / "x.sh"]
     assert named_files("sh -c 'true &> x.sh; true &>> x.sh; true >& x.sh'", tmp_path) == []
+
+
+def test_a_shell_s_script_names_files_from_where_cd_took_it(tmp_path):
+    """``cd jobs && ./load.sh``: the files after it are named from jobs/ (not the ones of the same name beside the
+    template), through ``cd -P`` and from an absolute directory too; a bare program is still found on PATH. After
+    ``cd`` to a directory not known now (``-``, home, a variable) no file is named."""
+    (tmp_path / "jobs").mkdir()
+    for name in ("load.sh", "run.py", "jobs/load.sh", "jobs/run.py"):
+        (tmp_path / name).write_text("echo")
+    jobs = tmp_path / "jobs"
+    assert named_files("sh -c 'cd jobs && ./load.sh {start}; python run.py'", tmp_path) == [
+        jobs / "load.sh", jobs / "run.py"
+    ]  # fmt: skip
+    assert named_files("sh -c 'cd -P jobs && ./load.sh'", tmp_path) == [jobs / "load.sh"]
+    assert named_files(f"sh -c 'cd {jobs}; sh load.sh'", Path("/")) == [jobs / "load.sh"]
+    assert named_files(f"sh -c 'cd; cd {jobs} && sh load.sh'", tmp_path) == [jobs / "load.sh"]  # known again
+    assert named_files("sh -c 'cd . ; cd jobs; python run.py'", tmp_path) == [jobs / "run.py"]
+    for away in ("cd - && ./load.sh", "cd; ./load.sh", "cd $JOBS && python run.py", "cd ~ && ./load.sh"):
+        assert named_files(f"sh -c '{away}'", tmp_path) == [], away
