@@ -27,7 +27,7 @@ from engine.guardrails.request import GuardRequest
 from engine.guardrails.settings import GuardrailSettings, settings_for_command, settings_of_environment
 from engine.guardrails.tiers import LEVELS
 from engine.guardrails.warehouse import Held, Warehouse, Warehouses, whole_range_window
-from engine.spec.command_template import named_files
+from engine.spec.command_code import named_files
 from engine.store.live_work import LiveWork, WorkKind, command_key, pipeline_key, read_live, real_files, this_process
 
 if TYPE_CHECKING:  # a command's pre-flight never loads a pipeline: jinja2 and yaml stay unimported (startup time)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from engine.spec.command_template import NAMED_FILE_LIMIT, named_files
+from engine.spec.command_code import NAMED_FILE_LIMIT, named_files
 
 
 def test_the_code_a_template_names_is_its_program_its_scripts_and_executables(tmp_path):
