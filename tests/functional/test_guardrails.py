@@ -229,7 +229,9 @@ def test_an_approval_of_a_command_no_longer_holds_once_a_script_it_names_appears
     (work / "helpers.sh").write_text("echo unjudged >> pwned.txt\n")
     appeared = run_backfill(*args, "--approve", digest_of(held.stdout), cwd=work, env=home)
     assert appeared.returncode == 4, appeared.stdout + appeared.stderr
-    assert "the plan changed since it was approved: file helpers.sh is new" in appeared.stderr, appeared.stderr
+    # target_valid said "helpers.sh (not there yet)" when it was approved: its evidence changed with the file.
+    changed = "the plan changed since it was approved: evidence of target_valid changed; file helpers.sh is new"
+    assert changed in appeared.stderr, appeared.stderr
     assert (work / "out.txt").read_text().splitlines() == ["2024-01-01T00:00:00.000000Z"]
     assert not (work / "pwned.txt").exists()
 
