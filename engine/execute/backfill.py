@@ -159,6 +159,9 @@ class Prepared:
             parallel_cap=cap,
             split=self.options.split_policy(self.split_finest),
             judged_sql=self.judged_sql,
+            judged_files=self.definition_watch.argument()
+            if self.definition_watch is not None and not self.spec.target.is_command
+            else None,
         )
 
     def release(self) -> None:

@@ -44,11 +44,13 @@ class ChildFactory:
         rerun_asset: AssetRerun | None = None,
         row_changes_from: str | None = None,
         judged_sql: Mapping[str, Sequence[str]] | None = None,
+        judged_files: str | None = None,
     ) -> None:
         self.spec = spec
         self.row_changes_from = row_changes_from  # the backfill's snapshot.json: pipeline children measure against it
         # the SQL that cannot be classified a pipeline partition may run (engine/pipeline/judged_sql.py), as given
         self.judged_sql = judged_argument(judged_sql or {})
+        self.judged_files = judged_files  # the pipeline's files as judged: each asset's run asks them again
         self.rerun_asset = rerun_asset
         self.backfill_id = backfill_id
         self.working_directory = working_directory
@@ -139,6 +141,7 @@ class ChildFactory:
                 *(["--row-changes-from", self.row_changes_from] if self.row_changes_from else []),
                 "--judged-sql",
                 self.judged_sql,
+                *(["--judged-files", self.judged_files] if self.judged_files else []),
             ]
         environment = {
             **self.base_environment,

@@ -125,6 +125,7 @@ class Executor(ExecutorControls, ExecutorStorage, ExecutorStopping, ExecutorSpli
         parallel_cap: tuple[int, str] | None = None,
         split: SplitPolicy | None = None,
         judged_sql: Mapping[str, Sequence[str]] | None = None,
+        judged_files: str | None = None,
     ) -> None:
         self.spec = spec
         self.store = store
@@ -153,6 +154,7 @@ class Executor(ExecutorControls, ExecutorStorage, ExecutorStopping, ExecutorSpli
             rerun_asset=rerun_asset,
             row_changes_from=None if spec.target.is_command else str(store.directory / SNAPSHOT_INDEX),
             judged_sql=judged_sql or {},
+            judged_files=judged_files,
         )
         self._selected = selection.count(board)
         self._queue: Iterator[int] = selection.iterate(board, reverse=options.reverse)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import orjson
+
 from engine.base.errors import BackfillError
 from engine.guardrails.digest import (
     UNREADABLE,
@@ -96,6 +98,37 @@ class DefinitionWatch:
         if not changes:
             self._seen = signature
         return changes
+
+    def argument(self) -> str:
+        """The watch as a partition's run is given it (``--judged-files``): that run asks it again before each
+        asset, since a partition reads some files only when an asset runs (a Python asset's modules when it
+        imports them), possibly long after the executor last looked."""
+        config = None if self.config is None else [str(self.config.path), self.config.environment, self.config.judged]
+        return orjson.dumps(
+            {
+                "directory": str(self.directory),
+                "judged": {str(path): judged for path, judged in self.judged.items()},
+                "trees": [[str(directory), pattern] for directory, pattern in self.trees],
+                "config": config,
+                "what": self.what,
+            }
+        ).decode()
+
+    @classmethod
+    def from_argument(cls, text: str) -> DefinitionWatch:
+        """The watch a partition's run was given; ValueError when the text is not one."""
+        try:
+            data = orjson.loads(text)
+            config = data["config"]
+            return cls(
+                Path(data["directory"]),
+                {Path(path): str(judged) for path, judged in data["judged"].items()},
+                [(Path(directory), str(pattern)) for directory, pattern in data["trees"]],
+                None if config is None else JudgedConfig(Path(config[0]), str(config[1]), str(config[2])),
+                what=str(data["what"]),
+            )
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError, IndexError) as error:
+            raise ValueError(f"not a judged watch ({type(error).__name__}: {error})") from None
 
     def on_worker(self) -> tuple[list[str], tuple[str, str] | None]:
         """What each worker of a cluster is asked to read before the first launch (:func:`read_definition`): the

@@ -6,6 +6,7 @@ without importing the runner that produces it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,9 @@ class RunRequest:
     # a backfill's partition: by asset, the shapes of SQL that cannot be classified its pre-flight judged (any other
     # is refused; engine/pipeline/judged_sql.py); None for a run by hand
     judged_sql: dict[str, frozenset[str]] | None = None
+    # a backfill's partition: what of the pipeline changed since its pre-flight judged it, asked before each asset
+    # (None: nothing changed); None for a run by hand
+    unjudged: Callable[[], str | None] | None = None
 
 
 @dataclass

@@ -149,6 +149,7 @@ def execute_run(prepared: PreparedRun, emit) -> RunResult:
             schema_prefix=pipeline.schema_prefix,
             fence_window=request.backfill_id is not None,
             judged_sql=request.judged_sql,
+            unjudged=request.unjudged,
             executed=datetime.fromtimestamp(started, UTC),
             commit_hash=current_commit(prepared.target.repository),
             variables_schema={

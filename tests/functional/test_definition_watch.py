@@ -278,3 +278,29 @@ def test_a_module_beside_a_command_s_python_script_edited_while_it_runs_starts_n
     assert command_files_changed(change, backfill) in said
     assert (work / "out.txt").read_text().splitlines() == ["2024-01-01 v1 1"]
     assert not (work / "pwned.txt").exists()
+
+
+def test_a_module_edited_while_its_partition_runs_an_earlier_asset_is_not_imported_unjudged(waiting):
+    """The executor looks before each partition starts, but a partition reads a Python asset's modules only when
+    that asset runs: ``helper.py`` edited while the partition's first assets ran was imported by the asset after
+    them, unjudged, and that partition succeeded. Each asset's run now asks the judged files again first: the asset
+    is not run (its partition fails naming the file), the edited module never runs, and the backfill stops."""
+    repo, env = waiting
+    marker = repo.root / "imported-v2"
+    helper = repo.write("p/assets/helper.py", "VALUE = 1\n")
+    repo.python("p.use", "import helper\nprint('helper says', helper.VALUE)\n", depends=["p.wait"])
+    first = start_background("p", *THREE_DAYS, "--reason", "first", "--max-parallel", "1", "--no-progress",
+                             cwd=repo.root, env=env)  # fmt: skip
+    try:
+        wait_for(lambda: Path(env["LIVE_STARTED"]).exists(), timeout=60)
+        helper.write_text(f"open({str(marker)!r}, 'w').close()\nVALUE = 2\n")
+    finally:
+        Path(env["LIVE_GO"]).write_text("go")
+        out, err = first.communicate(timeout=120)
+    [backfill] = state_dirs(repo.root / "logs" / "backfills")
+    assert first.returncode == 1, out + err
+    assert not marker.exists()
+    [record] = records(backfill)
+    assert record["status"] == "failed", record
+    said = json.dumps(record) + out + err
+    assert "not run: the pipeline changed since this backfill was judged (assets/helper.py changed)" in said, said

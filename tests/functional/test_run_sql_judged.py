@@ -162,9 +162,9 @@ def test_a_judged_statement_that_moves_the_search_path_cannot_reach_raw_data(tmp
 
 
 def test_a_partition_run_started_by_hand_judges_no_statement_it_is_not_given(tmp_path, home):
-    """``--judged-sql`` goes only with a backfill's own partition runs; with their IDs but a value no backfill
-    writes it is one line naming the value, exit 2. A partition's command line copied from a log without it
-    judged nothing: its hook ``CALL pragma_version()`` is refused; given the shape, it runs."""
+    """``--judged-sql`` (and ``--judged-files``) go only with a backfill's own partition runs; with their IDs but a
+    value no backfill writes it is one line naming the value, exit 2. A partition's command line copied from a log
+    without it judged nothing: its hook ``CALL pragma_version()`` is refused; given the shape, it runs."""
     repo = pipeline(tmp_path, "sandbox")
     redeclare_daily(repo, hooks={"post": [{"query": "CALL pragma_version()"}]})
     day = ("--start-date", "2024-01-08", "--end-date", "2024-01-08")
@@ -180,6 +180,18 @@ def test_a_partition_run_started_by_hand_judges_no_statement_it_is_not_given(tmp
         2,
         "backfill: error: --judged-sql '[1]' is not what a backfill gives its partitions: an object of asset names, "
         "each with a list of statements\n",
+    )
+    alone = repo.run(*day, "--judged-files", "{}", env=home)
+    assert (alone.returncode, alone.stderr) == (
+        2,
+        "backfill: error: --judged-files goes only with --backfill-id, which a backfill gives its own partitions' "
+        "runs\n",
+    )
+    bad = repo.run(*day, *child, "--judged-files", "[1]", env=started)
+    assert (bad.returncode, bad.stderr) == (
+        2,
+        "backfill: error: --judged-files '[1]' is not what a backfill gives its partitions: not a judged watch "
+        "(TypeError: list indices must be integers or slices, not str)\n",
     )
     copied = repo.run(*day, *child, env=started)
     assert copied.returncode == 1, copied.stdout + copied.stderr

@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from engine.guardrails.definition_watch import DefinitionWatch, read_definition
 from engine.guardrails.digest import file_component, file_hash
 from engine.guardrails.facts import command_files
@@ -234,3 +236,23 @@ def test_what_a_worker_reads_is_compared_with_what_was_judged(tmp_path):
         *(watch._name(path) for path in sorted(watch.judged)),
         ".bruin.yml's environment dev",
     ]
+
+
+def test_a_partition_s_run_is_given_the_watch_whole(tmp_path):
+    """``--judged-files``: the watch a partition's run asks before each asset reads back the same files, trees,
+    configuration and wording, and sees the same change; text that is not one is a ValueError naming why."""
+    judged = pipeline(tmp_path)
+    watch = DefinitionWatch.of(judged)
+    again = DefinitionWatch.from_argument(watch.argument())
+    assert (again.judged, again.trees, again.what, again.directory) == (
+        watch.judged, watch.trees, watch.what, watch.directory,
+    )  # fmt: skip
+    assert (again.config.path, again.config.environment, again.config.judged) == (
+        watch.config.path, watch.config.environment, watch.config.judged,
+    )  # fmt: skip
+    assert again.changes() == []
+    (judged.base / "macros" / "new.sql").write_text("{% macro x() %}1{% endmacro %}")
+    assert again.changes() == watch.changes() == ["macros/new.sql is new"]
+    for text in ("{", "[]", '{"directory": "/"}', '{"directory": "/", "judged": {}, "trees": [1], "config": null}'):
+        with pytest.raises(ValueError, match="not a judged watch"):
+            DefinitionWatch.from_argument(text)

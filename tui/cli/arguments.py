@@ -481,6 +481,7 @@ def run_parser() -> Parser:
     parser.add_argument("--partition-id", help=argparse.SUPPRESS)
     parser.add_argument("--row-changes-from", help=argparse.SUPPRESS)  # a backfill's snapshot.json (docs/diff.md)
     parser.add_argument("--judged-sql", help=argparse.SUPPRESS)  # what the pre-flight judged (docs/guardrails.md)
+    parser.add_argument("--judged-files", help=argparse.SUPPRESS)  # the files as judged: asked again before each asset
     parser.add_argument("--output", choices=("text", "json"), default="text", help="text (default) or JSON")
     stand_in = parser.add_argument_group("stand-in runs (interventions.md)")
     stand_in.add_argument(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -69,7 +70,7 @@ def _continued(request, args):
 
 # A backfill starts each partition's run with these, and with the first three in its environment too.
 _AS_CHILD = {"BACKFILL_ID": "backfill_id", "BACKFILL_RUN_ID": "run_id", "BACKFILL_PARTITION_ID": "partition_id"}
-_CHILD_ONLY = ("--partition-id", "--backfill-total", "--row-changes-from", "--judged-sql")
+_CHILD_ONLY = ("--partition-id", "--backfill-total", "--row-changes-from", "--judged-sql", "--judged-files")
 
 
 def _check_started_by_a_backfill(args) -> None:
@@ -109,6 +110,27 @@ def _judged_sql(args) -> dict[str, frozenset[str]] | None:
         raise BadInput(f"--judged-sql {shown!r} is not what a backfill gives its partitions: {error}") from None
 
 
+def _unjudged(args) -> Callable[[], str | None] | None:
+    """A backfill's partition is given the pipeline's files as its pre-flight judged them: before each asset runs,
+    what changed since (an asset reads some files only then, a Python asset's modules when it imports them,
+    possibly long after the executor last looked); None for a run by hand."""
+    if args.judged_files is None:
+        return None
+    from engine.guardrails.definition_watch import DefinitionWatch
+
+    try:
+        watch = DefinitionWatch.from_argument(args.judged_files)
+    except ValueError as error:
+        shown = args.judged_files[:80]
+        raise BadInput(f"--judged-files {shown!r} is not what a backfill gives its partitions: {error}") from None
+
+    def changed() -> str | None:
+        changes = watch.changes()
+        return f"{watch.what} changed since this backfill was judged ({', '.join(changes)})" if changes else None
+
+    return changed
+
+
 def run_command(argv: list[str]) -> int:
     args = run_parser().parse_args(argv)
     _check_started_by_a_backfill(args)
@@ -131,6 +153,7 @@ def run_command(argv: list[str]) -> int:
         partition_id=args.partition_id,
         row_changes_from=args.row_changes_from,
         judged_sql=_judged_sql(args),
+        unjudged=_unjudged(args),
         reason=None if args.stand_in else check_reason(args.reason),
     )
     if args.continue_run:
