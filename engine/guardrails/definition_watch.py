@@ -104,6 +104,7 @@ class DefinitionWatch:
         asset, since a partition reads some files only when an asset runs (a Python asset's modules when it
         imports them), possibly long after the executor last looked."""
         config = None if self.config is None else [str(self.config.path), self.config.environment, self.config.judged]
+        self.changes()  # a clean look now gives the files' stat: a run that sees the same reads no file again
         return orjson.dumps(
             {
                 "directory": str(self.directory),
@@ -111,6 +112,7 @@ class DefinitionWatch:
                 "trees": [[str(directory), pattern] for directory, pattern in self.trees],
                 "config": config,
                 "what": self.what,
+                "seen": self._seen,
             }
         ).decode()
 
@@ -119,14 +121,16 @@ class DefinitionWatch:
         """The watch a partition's run was given; ValueError when the text is not one."""
         try:
             data = orjson.loads(text)
-            config = data["config"]
-            return cls(
+            config, seen = data["config"], data["seen"]
+            watch = cls(
                 Path(data["directory"]),
                 {Path(path): str(judged) for path, judged in data["judged"].items()},
                 [(Path(directory), str(pattern)) for directory, pattern in data["trees"]],
                 None if config is None else JudgedConfig(Path(config[0]), str(config[1]), str(config[2])),
                 what=str(data["what"]),
             )
+            watch._seen = None if seen is None else tuple(tuple(stat) for stat in seen)
+            return watch
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError, IndexError) as error:
             raise ValueError(f"not a judged watch ({type(error).__name__}: {error})") from None
 

@@ -250,9 +250,11 @@ def test_a_partition_s_run_is_given_the_watch_whole(tmp_path):
     assert (again.config.path, again.config.environment, again.config.judged) == (
         watch.config.path, watch.config.environment, watch.config.judged,
     )  # fmt: skip
+    assert again._seen is not None and again._seen == watch._seen  # the executor's clean look, carried over
     assert again.changes() == []
     (judged.base / "macros" / "new.sql").write_text("{% macro x() %}1{% endmacro %}")
     assert again.changes() == watch.changes() == ["macros/new.sql is new"]
-    for text in ("{", "[]", '{"directory": "/"}', '{"directory": "/", "judged": {}, "trees": [1], "config": null}'):
+    bad = '{"directory": "/", "judged": {}, "trees": [1], "config": null, "what": "w", "seen": null}'
+    for text in ("{", "[]", '{"directory": "/"}', bad):
         with pytest.raises(ValueError, match="not a judged watch"):
             DefinitionWatch.from_argument(text)
