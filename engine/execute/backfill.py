@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.base.atomic import write_atomic
 from engine.base.errors import BadInput
 from engine.base.open_files import make_room
 from engine.base.settings import Settings
@@ -42,6 +43,8 @@ from engine.store.status import StatusBoard
 
 if TYPE_CHECKING:
     from engine.guardrails.definition_watch import DefinitionWatch
+
+JUDGED_FILES = "judged-files.json"  # the pipeline's files as judged, for each asset of a partition to ask again
 
 
 @dataclass(frozen=True)
@@ -159,10 +162,18 @@ class Prepared:
             parallel_cap=cap,
             split=self.options.split_policy(self.split_finest),
             judged_sql=self.judged_sql,
-            judged_files=self.definition_watch.argument()
-            if self.definition_watch is not None and not self.spec.target.is_command
-            else None,
+            judged_files=self._judged_files(),
         )
+
+    def _judged_files(self) -> str | None:
+        """The pipeline's files as judged, written for the partitions' runs to ask again before each asset (a file,
+        not an argument: a large pipeline's list would pass the 128 KiB an argument may hold); None for a command,
+        whose children are not ours to ask."""
+        if self.definition_watch is None or self.spec.target.is_command:
+            return None
+        path = self.store.directory / JUDGED_FILES
+        write_atomic(path, self.definition_watch.argument().encode())
+        return str(path)
 
     def release(self) -> None:
         """Give the backfill up without running it (a refusal, or no approval): its locks are released, and its

@@ -304,3 +304,19 @@ def test_a_module_edited_while_its_partition_runs_an_earlier_asset_is_not_import
     assert record["status"] == "failed", record
     said = json.dumps(record) + out + err
     assert "not run: the pipeline changed since this backfill was judged (assets/helper.py changed)" in said, said
+
+
+def test_a_pipeline_of_thousands_of_files_runs_its_partitions(tmp_path, home):
+    """2,000 macros: the judged files each partition's run is given would pass the 128 KiB one argument may hold
+    (every partition failing to start, "Argument list too long"); they are given in a file, and the days run."""
+    repo = Repo(tmp_path / "repo")
+    repo.sql("p.days", "SELECT DATE '{{ start_date }}' AS day, 1 AS v", materialization=DAY)
+    for number in range(2_000):
+        repo.write(
+            f"p/macros/generated/macro_{number:04d}_with_a_long_descriptive_name.sql", "{% macro m() %}1{% endmacro %}"
+        )
+    done = run_backfill(
+        "p", *THREE_DAYS, "--reason", "r", "--launcher", "exec", "--no-progress", cwd=repo.root, env=home
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(repo.query("SELECT * FROM p.days")) == 3

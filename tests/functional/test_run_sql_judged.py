@@ -187,11 +187,18 @@ def test_a_partition_run_started_by_hand_judges_no_statement_it_is_not_given(tmp
         "backfill: error: --judged-files goes only with --backfill-id, which a backfill gives its own partitions' "
         "runs\n",
     )
-    bad = repo.run(*day, *child, "--judged-files", "[1]", env=started)
+    (repo.root / "list.json").write_text("[1]")
+    bad = repo.run(*day, *child, "--judged-files", "list.json", env=started)
     assert (bad.returncode, bad.stderr) == (
         2,
-        "backfill: error: --judged-files '[1]' is not what a backfill gives its partitions: not a judged watch "
+        "backfill: error: --judged-files 'list.json' is not what a backfill gives its partitions: not a judged watch "
         "(TypeError: list indices must be integers or slices, not str)\n",
+    )
+    missing = repo.run(*day, *child, "--judged-files", "gone.json", env=started)
+    assert (missing.returncode, missing.stderr) == (
+        2,
+        "backfill: error: --judged-files 'gone.json' is not what a backfill gives its partitions: No such file or "
+        "directory\n",
     )
     copied = repo.run(*day, *child, env=started)
     assert copied.returncode == 1, copied.stdout + copied.stderr

@@ -119,10 +119,12 @@ def _unjudged(args) -> Callable[[], str | None] | None:
     from engine.guardrails.definition_watch import DefinitionWatch
 
     try:
-        watch = DefinitionWatch.from_argument(args.judged_files)
-    except ValueError as error:
+        with open(args.judged_files, "rb") as given:
+            watch = DefinitionWatch.from_argument(given.read().decode())
+    except (OSError, UnicodeDecodeError, ValueError) as error:
         shown = args.judged_files[:80]
-        raise BadInput(f"--judged-files {shown!r} is not what a backfill gives its partitions: {error}") from None
+        why = error.strerror if isinstance(error, OSError) else error
+        raise BadInput(f"--judged-files {shown!r} is not what a backfill gives its partitions: {why}") from None
 
     def changed() -> str | None:
         changes = watch.changes()
