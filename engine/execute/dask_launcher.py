@@ -31,6 +31,7 @@ BEAT_SECONDS = 1.0
 CONNECT_TIMEOUT = 5  # seconds to reach a scheduler at takeover
 WATCH_SLACK = 3.0  # a task notices its executor's silence this late at most (its watch tick and variable read)
 LOG_END_WAIT = 5.0  # seconds an ended attempt waits for the rest of its output, or for its task's return
+GIVEN_FILES = ("--judged-files",)  # flags naming a file of the state directory: its bytes travel with the task
 
 
 def stop_remote_attempts(
@@ -330,6 +331,7 @@ class DaskLauncher:
         self.beat = f"backfill-beat-{backfill_id}-g{generation}"
         self.grace = grace
         self._streams: dict[str, _Stream] = {}
+        self._given_bytes: dict[str, bytes] = {}  # a given file's path → its bytes, read once
         self._lock = threading.Lock()
         self._beat_variable = distributed.Variable(self.beat, client=self.client)
         self._beat_variable.set(time.time())
@@ -400,11 +402,25 @@ class DaskLauncher:
             self.grace,
             self.backfill_id,
             self.generation,
+            self._given(spec.argv),
             key=run_id,
             pure=False,
             retries=0,
         )
         return DaskChild(self, future, stream)
+
+    def _given(self, argv: list[str]) -> dict[str, bytes]:
+        """The files of the state directory a pipeline partition's run is given (``--judged-files``), sent with the
+        task: a worker need not see the state directory. Read once per file the executor wrote."""
+        given = {}
+        for flag in GIVEN_FILES:
+            if flag in argv:
+                path = argv[argv.index(flag) + 1]
+                if path not in self._given_bytes:
+                    with open(path, "rb") as file:
+                        self._given_bytes[path] = file.read()
+                given[flag] = self._given_bytes[path]
+        return given
 
     def signal_remote(self, worker: str, group: int, signum: int, started: float | None, birth: str | None) -> None:
         from engine.execute.dask_task import signal_group

@@ -9,6 +9,7 @@ process group when it ends, and returns its exit status.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import select
@@ -17,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from typing import Any
@@ -53,11 +55,49 @@ def run_child(
     silence: float,
     backfill_id: str = "",
     generation: int = 0,
+    given: dict[str, bytes] | None = None,
 ) -> int:
-    """Run one attempt's child on this worker; its exit status (negative: killed by that signal)."""
+    """Run one attempt's child on this worker; its exit status (negative: killed by that signal). ``given``: for
+    a flag of the argv, the bytes of the file it names on the executor's machine, put in a file of this worker's
+    own for the child (the backfill's state directory need not be shared)."""
     from distributed import get_worker
 
     worker = get_worker()
+    with _given_files(argv, given or {}) as argv:
+        return _run_child(worker, argv, cwd, env, run_id, topic, beat, grace, silence, backfill_id, generation)
+
+
+@contextlib.contextmanager
+def _given_files(argv: list[str], given: dict[str, bytes]):
+    """``argv`` with the value of each given flag replaced by a temporary file holding its bytes, removed after."""
+    argv, made = list(argv), []
+    try:
+        for flag, data in given.items():
+            descriptor, path = tempfile.mkstemp(prefix="backfill-given-", suffix=".json")
+            made.append(path)
+            with os.fdopen(descriptor, "wb") as file:
+                file.write(data)
+            argv[argv.index(flag) + 1] = path
+        yield argv
+    finally:
+        for path in made:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+
+def _run_child(
+    worker: Any,
+    argv: list[str],
+    cwd: str,
+    env: dict[str, str],
+    run_id: str,
+    topic: str,
+    beat: str,
+    grace: float,
+    silence: float,
+    backfill_id: str,
+    generation: int,
+) -> int:
     if not _claim(backfill_id, run_id):
         why = "this attempt's child already ran: the scheduler ran its task again after a worker was lost"
         worker.log_event(topic, {"run_id": run_id, "kind": "start_failed", "error": why, "code": RAN_ALREADY})

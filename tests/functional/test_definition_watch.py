@@ -320,3 +320,26 @@ def test_a_pipeline_of_thousands_of_files_runs_its_partitions(tmp_path, home):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert len(repo.query("SELECT * FROM p.days")) == 3
+
+
+def test_a_dask_worker_that_cannot_see_the_state_directory_is_given_the_judged_files(waiting):
+    """On a cluster the state directory need not be shared: the judged files each partition's run asks are sent
+    with its task. Here ``judged-files.json`` is gone from the state directory after the first launch (a worker
+    that does not see it), and the later days still run, each asset asking the judged files; the worker's copies
+    are removed as each child ends."""
+    repo, env = waiting
+    scratch = repo.root.parent / "worker-tmp"
+    scratch.mkdir()
+    env = {**env, "TMPDIR": str(scratch)}
+    first = start_background("p", *THREE_DAYS, "--reason", "r", "--max-parallel", "1", "--launcher", "dask-local:1",
+                             "--no-progress", cwd=repo.root, env=env)  # fmt: skip
+    try:
+        wait_for(lambda: Path(env["LIVE_STARTED"]).exists(), timeout=120)
+        [backfill] = state_dirs(repo.root / "logs" / "backfills")
+        (backfill / "judged-files.json").unlink()
+    finally:
+        Path(env["LIVE_GO"]).write_text("go")
+        out, err = first.communicate(timeout=180)
+    assert first.returncode == 0, out + err
+    assert [r["status"] for r in records(backfill)] == ["succeeded"] * 3
+    assert not list(scratch.glob("backfill-given-*"))
