@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.base.atomic import write_atomic
-from engine.base.errors import BadInput
+from engine.base.errors import BadInput, StateWriteFailed
 from engine.base.open_files import make_room
 from engine.base.settings import Settings
 from engine.dates.split import SplitUnit
@@ -134,6 +134,7 @@ class Prepared:
     def executor(
         self, *, launcher: Launcher | None = None, hooks: ExecutorHooks | None = None, grace: float | None = None
     ) -> Executor:
+        judged_files = self._judged_files()  # before any launcher starts: a failure leaves nothing to stop
         launcher = launcher or self.start_launcher()
         parallel = self.parallelism.effective
         cap = self.parallelism.limit
@@ -162,7 +163,7 @@ class Prepared:
             parallel_cap=cap,
             split=self.options.split_policy(self.split_finest),
             judged_sql=self.judged_sql,
-            judged_files=self._judged_files(),
+            judged_files=judged_files,
         )
 
     def _judged_files(self) -> str | None:
@@ -172,7 +173,12 @@ class Prepared:
         if self.definition_watch is None or self.spec.target.is_command:
             return None
         path = self.store.directory / JUDGED_FILES
-        write_atomic(path, self.definition_watch.argument().encode())
+        try:
+            write_atomic(path, self.definition_watch.argument().encode())
+        except OSError as error:
+            raise StateWriteFailed(
+                f"cannot write {path} ({error.strerror or error}): nothing was started; the backfill can be continued"
+            ) from None
         return str(path)
 
     def release(self) -> None:

@@ -4,6 +4,7 @@ approved. Real backfills, a real edit between two partitions, the table read aft
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 from tests.backfills import records, start_background, state_dirs, wait_for
 from tests.builder import WAITER, Repo
-from tests.conftest import run_backfill
+from tests.conftest import run_backfill, tmpfs
 
 DAY = {"type": "table", "strategy": "time_interval", "incremental_key": "day", "time_granularity": "date"}
 THREE_DAYS = ("--start-date", "2024-01-01", "--end-date", "2024-01-03")
@@ -343,3 +344,26 @@ def test_a_dask_worker_that_cannot_see_the_state_directory_is_given_the_judged_f
     assert first.returncode == 0, out + err
     assert [r["status"] for r in records(backfill)] == ["succeeded"] * 3
     assert not list(scratch.glob("backfill-given-*"))
+
+
+def test_a_disk_too_full_for_the_judged_files_starts_nothing_and_says_so(tmp_path, home):
+    """The state directory on a disk with room for the backfill but not for its judged files (2,000 macros): one
+    line naming the file and the disk's error, exit 1, no partition started, no traceback; the backfill is kept."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
+    repo = Repo(tmp_path / "repo")
+    repo.sql("p.days", "SELECT DATE '{{ start_date }}' AS day, 1 AS v", materialization=DAY)
+    for number in range(2_000):
+        repo.write(
+            f"p/macros/generated/macro_{number:04d}_with_a_long_descriptive_name.sql", "{% macro m() %}1{% endmacro %}"
+        )
+    with tmpfs(tmp_path / "disk", "256k") as disk:
+        done = run_backfill("p", *THREE_DAYS, "--reason", "r", "--state-dir", str(disk), "--no-progress",
+                            cwd=repo.root, env=home)  # fmt: skip
+        [backfill] = state_dirs(disk)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "Traceback" not in done.stderr
+        line = f"cannot write {backfill / 'judged-files.json'} (No space left on device): nothing was started"
+        assert line in done.stderr, done.stderr
+        assert records(backfill) == [] and (backfill / "manifest.json").exists()
+    assert not (repo.root / "warehouse.duckdb").exists()  # no partition ran
