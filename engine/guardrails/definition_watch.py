@@ -11,7 +11,9 @@ after its approval. The executor asks the watch before every turn of launches: a
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -26,7 +28,11 @@ from engine.guardrails.digest import (
     tree_files,
 )
 from engine.guardrails.preflight import Preflight
+from engine.pipeline.asset_types import AssetKind
 from engine.pipeline.config import load_config
+
+if TYPE_CHECKING:
+    from engine.pipeline.assets import Asset
 
 Signature = tuple[tuple[str, int, int, int, int] | tuple[str], ...]
 
@@ -84,20 +90,38 @@ class DefinitionWatch:
 
     def changes(self) -> list[str]:
         """What differs from what was judged ("assets/x.sql changed", "macros/new.sql is new"), or nothing."""
+        return self._changes(None)
+
+    def _changes(self, within: Callable[[Path], bool] | None) -> list[str]:
+        """The changes among the files ``within`` takes (None: every file, and ``.bruin.yml``'s environment)."""
         signature = self._signature()
         if signature == self._seen:
             return []
+        taken = within or (lambda path: True)
         changes = [
             f"{self._name(path)} {_change(judged, digest)}"
             for path, judged in sorted(self.judged.items())
-            if (digest := file_hash(path)) != judged
+            if taken(path) and (digest := file_hash(path)) != judged
         ]
-        changes += [f"{self._name(path)} is new" for path in sorted(self._tree_files() - set(self.judged))]
-        if self.config is not None and (change := self.config.change()):
+        new = sorted(path for path in self._tree_files() - set(self.judged) if taken(path))
+        changes += [f"{self._name(path)} is new" for path in new]
+        if within is None and self.config is not None and (change := self.config.change()):
             changes.append(change)
-        if not changes:
+        if not changes and within is None:  # a clean look at every file: until a stat moves, nothing is read
             self._seen = signature
         return changes
+
+    def changes_for(self, asset: Asset) -> list[str]:
+        """What differs from what was judged among the files ``asset`` reads from disk only when it runs — a Python
+        asset's script and every module under its directory (it imports them then), a seed's file — or nothing.
+        The rest of a partition's pipeline was read when its run began: an edit since is the executor's to see."""
+        if asset.kind == AssetKind.PYTHON:
+            directory = asset.script.parent
+            own = set(asset.own_files)
+            return self._changes(lambda path: path in own or path.is_relative_to(directory))
+        if asset.seed_path is not None:
+            return self._changes(lambda path: path == asset.seed_path)
+        return []
 
     def argument(self) -> str:
         """The watch as a partition's run is given it (``--judged-files``): that run asks it again before each

@@ -84,7 +84,7 @@ class RunSettings:
     schema_prefix: str | None = None
     fence_window: bool = False  # a backfill's partition: its table outside the window must not change
     judged_sql: dict[str, frozenset[str]] | None = None  # a backfill's partition: see RunRequest.judged_sql
-    unjudged: Callable[[], str | None] | None = None  # a backfill's partition: see RunRequest.unjudged
+    unjudged: Callable[[Asset], str | None] | None = None  # a backfill's partition: see RunRequest.unjudged
     executed: datetime | None = None  # when the run started (Bruin's execution_date), UTC
     commit_hash: str = ""  # the repository's current commit, as Bruin's commit_hash
     variables_schema: dict[str, Any] = field(default_factory=dict)  # BRUIN_VARS_SCHEMA: declarations, no defaults
@@ -137,7 +137,7 @@ class AssetRun:
                 return result
             if window is not self.settings.window:
                 result.window = window
-            if self.settings.unjudged is not None and (changed := self.settings.unjudged()) is not None:
+            if self.settings.unjudged is not None and (changed := self.settings.unjudged(self.asset)) is not None:
                 result.status, result.error = FAILED, f"not run: {changed}"
                 result.finished_at, result.duration = time.time(), time.monotonic() - started
                 return result

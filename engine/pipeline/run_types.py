@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.pipeline.asset_run import DONE, AssetResult
+from engine.pipeline.assets import Asset
 from engine.pipeline.config import Environment
 from engine.pipeline.loading import Pipeline
 from engine.pipeline.options import RunOptions
@@ -40,9 +41,9 @@ class RunRequest:
     # a backfill's partition: by asset, the shapes of SQL that cannot be classified its pre-flight judged (any other
     # is refused; engine/pipeline/judged_sql.py); None for a run by hand
     judged_sql: dict[str, frozenset[str]] | None = None
-    # a backfill's partition: what of the pipeline changed since its pre-flight judged it, asked before each asset
-    # (None: nothing changed); None for a run by hand
-    unjudged: Callable[[], str | None] | None = None
+    # a backfill's partition: what an asset reads only when it runs that changed since the pre-flight judged it,
+    # asked before each asset (None: nothing changed); None for a run by hand
+    unjudged: Callable[[Asset], str | None] | None = None
 
 
 @dataclass

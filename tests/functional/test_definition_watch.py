@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -329,8 +331,7 @@ def test_a_dask_worker_that_cannot_see_the_state_directory_is_given_the_judged_f
     that does not see it), and the later days still run, each asset asking the judged files; the worker's copies
     are removed as each child ends."""
     repo, env = waiting
-    scratch = repo.root.parent / "worker-tmp"
-    scratch.mkdir()
+    scratch = Path(tempfile.mkdtemp(prefix="bf-tmp-"))  # short: the cluster makes AF_UNIX sockets in TMPDIR
     env = {**env, "TMPDIR": str(scratch)}
     first = start_background("p", *THREE_DAYS, "--reason", "r", "--max-parallel", "1", "--launcher", "dask-local:1",
                              "--no-progress", cwd=repo.root, env=env)  # fmt: skip
@@ -344,6 +345,7 @@ def test_a_dask_worker_that_cannot_see_the_state_directory_is_given_the_judged_f
     assert first.returncode == 0, out + err
     assert [r["status"] for r in records(backfill)] == ["succeeded"] * 3
     assert not list(scratch.glob("backfill-given-*"))
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 def test_a_disk_too_full_for_the_judged_files_starts_nothing_and_says_so(tmp_path, home):

@@ -258,3 +258,25 @@ def test_a_partition_s_run_is_given_the_watch_whole(tmp_path):
     for text in ("{", "[]", '{"directory": "/"}', bad):
         with pytest.raises(ValueError, match="not a judged watch"):
             DefinitionWatch.from_argument(text)
+
+
+def test_an_asset_asks_only_what_it_reads_when_it_runs(tmp_path):
+    """Before an asset of a partition runs: a Python asset is asked about its script and every module under its
+    directory, a seed about its file; a SQL asset about nothing (its partition read it when its run began). An
+    asset's look sees a change the executor's would, but is no clean look for the executor's watch."""
+    judged = pipeline(tmp_path)
+    watch = DefinitionWatch.of(judged)
+    sql, job = (entry.asset for entry in judged.facts.selected)
+    base = judged.base
+    (base / "assets/a.sql").write_text("SELECT 3")
+    (base / "assets/util.py").write_text("Y = 2")  # beside SQL assets, not under the Python asset's directory
+    plain = Asset("b", "duckdb.sql", base / "assets/b.sql", "b.sql", 1)
+    (tmp_path / ".bruin.yml").write_text(CONFIG.replace("path: warehouse.duckdb", "path: elsewhere.duckdb"))
+    assert watch.changes_for(sql) == watch.changes_for(job) == watch.changes_for(plain) == []
+    (base / "assets/py/lib/helper.py").write_text("X = 2")
+    (base / "assets/py/lib/new.py").write_text("Z = 1")
+    assert watch.changes_for(job) == ["assets/py/lib/helper.py changed", "assets/py/lib/new.py is new"]
+    (base / "assets/s.csv").write_text("x\n2\n")
+    assert watch.changes_for(sql) == ["assets/s.csv changed"]
+    assert watch._seen is None
+    assert {"assets/a.sql changed", ".bruin.yml's environment dev changed"} <= set(watch.changes())

@@ -110,7 +110,7 @@ def _judged_sql(args) -> dict[str, frozenset[str]] | None:
         raise BadInput(f"--judged-sql {shown!r} is not what a backfill gives its partitions: {error}") from None
 
 
-def _unjudged(args) -> Callable[[], str | None] | None:
+def _unjudged(args) -> Callable[[Any], str | None] | None:
     """A backfill's partition is given the pipeline's files as its pre-flight judged them: before each asset runs,
     what changed since (an asset reads some files only then, a Python asset's modules when it imports them,
     possibly long after the executor last looked); None for a run by hand."""
@@ -126,8 +126,8 @@ def _unjudged(args) -> Callable[[], str | None] | None:
         why = error.strerror if isinstance(error, OSError) else error
         raise BadInput(f"--judged-files {shown!r} is not what a backfill gives its partitions: {why}") from None
 
-    def changed() -> str | None:
-        changes = watch.changes()
+    def changed(asset) -> str | None:
+        changes = watch.changes_for(asset)
         return f"{watch.what} changed since this backfill was judged ({', '.join(changes)})" if changes else None
 
     return changed
