@@ -254,6 +254,18 @@ def test_a_partition_s_run_is_given_the_watch_whole(tmp_path):
     assert again.changes() == []
     (judged.base / "macros" / "new.sql").write_text("{% macro x() %}1{% endmacro %}")
     assert again.changes() == watch.changes() == ["macros/new.sql is new"]
+    # A watch without a configuration (a command's), and one whose look found a change (no clean look to hand on).
+    (tmp_path / "load.sh").write_text("echo")
+    request = SimpleNamespace(
+        spec=SimpleNamespace(target=SimpleNamespace(template="./load.sh")), working_directory=tmp_path
+    )
+    request.guard = SimpleNamespace(verify_command=None)
+    facts = SimpleNamespace(pipeline=None, request=request, code=command_files(request))
+    command = DefinitionWatch.of(SimpleNamespace(facts=facts, components={}))
+    (tmp_path / "load.sh").write_text("echo 2")
+    copied = DefinitionWatch.from_argument(command.argument())
+    assert (copied.config, copied.what, copied._seen) == (None, "the files the command names", None)
+    assert copied.changes() == ["load.sh changed"]
     bad = '{"directory": "/", "judged": {}, "trees": [1], "config": null, "what": "w", "seen": null}'
     for text in ("{", "[]", '{"directory": "/"}', bad):
         with pytest.raises(ValueError, match="not a judged watch"):
