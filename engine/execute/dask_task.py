@@ -63,41 +63,6 @@ def run_child(
     from distributed import get_worker
 
     worker = get_worker()
-    with _given_files(argv, given or {}) as argv:
-        return _run_child(worker, argv, cwd, env, run_id, topic, beat, grace, silence, backfill_id, generation)
-
-
-@contextlib.contextmanager
-def _given_files(argv: list[str], given: dict[str, bytes]):
-    """``argv`` with the value of each given flag replaced by a temporary file holding its bytes, removed after."""
-    argv, made = list(argv), []
-    try:
-        for flag, data in given.items():
-            descriptor, path = tempfile.mkstemp(prefix="backfill-given-", suffix=".json")
-            made.append(path)
-            with os.fdopen(descriptor, "wb") as file:
-                file.write(data)
-            argv[argv.index(flag) + 1] = path
-        yield argv
-    finally:
-        for path in made:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-
-
-def _run_child(
-    worker: Any,
-    argv: list[str],
-    cwd: str,
-    env: dict[str, str],
-    run_id: str,
-    topic: str,
-    beat: str,
-    grace: float,
-    silence: float,
-    backfill_id: str,
-    generation: int,
-) -> int:
     if not _claim(backfill_id, run_id):
         why = "this attempt's child already ran: the scheduler ran its task again after a worker was lost"
         worker.log_event(topic, {"run_id": run_id, "kind": "start_failed", "error": why, "code": RAN_ALREADY})
@@ -107,9 +72,11 @@ def _run_child(
             why = "a newer executor of this backfill took it over before its child started"
             worker.log_event(topic, {"run_id": run_id, "kind": "start_failed", "error": why, "code": FENCED})
             return FENCED
+        made: list[str] = []  # the given files' copies on this worker, removed when the child ends
         try:
-            process = _spawn(argv, cwd, env)
+            process = _spawn(_with_given(argv, given or {}, made), cwd, env)
         except OSError as error:
+            _remove(made)
             why = error.strerror or str(error)
             worker.log_event(topic, {"run_id": run_id, "kind": "start_failed", "error": why, "code": 127})
             return 127
@@ -144,9 +111,29 @@ def _run_child(
         # fetch the task's result, and knows how many chunks to write before the log is whole.
         worker.log_event(topic, {"run_id": run_id, "kind": "exit", "code": code, "chunks": chunks[0], **identity})
     finally:
+        _remove(made)
         with _LOCK:
             _CHILDREN.pop(run_id, None)
     return code
+
+
+def _with_given(argv: list[str], given: dict[str, bytes], made: list[str]) -> list[str]:
+    """``argv`` with the value of each given flag replaced by a temporary file of this worker's holding its bytes
+    (each listed in ``made``)."""
+    argv = list(argv)
+    for flag, data in given.items():
+        descriptor, path = tempfile.mkstemp(prefix="backfill-given-", suffix=".json")
+        made.append(path)
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(data)
+        argv[argv.index(flag) + 1] = path
+    return argv
+
+
+def _remove(paths: list[str]) -> None:
+    for path in paths:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def _spawn(argv: list[str], cwd: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
