@@ -48,6 +48,12 @@ def failed_backfill(work: Path, home, broken: Path) -> Path:
     return backfill
 
 
+def let_days_end(work: Path, days) -> None:
+    """The children of these January days (waiting on ``go-2024-01-0D``) may end."""
+    for day in days:
+        (work / f"go-2024-01-0{day}").write_text("")
+
+
 def dashboard(app) -> DashboardScreen:
     return next(s for s in reversed(app.screen_stack) if isinstance(s, DashboardScreen))
 
@@ -222,14 +228,12 @@ def test_a_record_damaged_under_a_watching_screen_ends_neither_the_screen_nor_th
                 assert f"partition file partitions/{first.name} is not valid JSON" in screen_text(app).replace(
                     "\n   ", " "
                 )
-                for day in range(1, 9):
-                    (work / f"go-2024-01-0{day}").write_text("")
+                let_days_end(work, range(1, 9))
                 await wait_until(pilot, lambda: "8/8 succeeded" in screen_text(app), timeout=30)
 
         asyncio.run(scenario())
     finally:
-        for day in range(1, 9):
-            (work / f"go-2024-01-0{day}").write_text("")
+        let_days_end(work, range(1, 9))
         process.wait(timeout=60)
     assert process.returncode == 0
     assert [r["status"] for r in records(backfill)] == ["succeeded"] * 8
@@ -267,8 +271,7 @@ def test_a_resumed_backfill_watched_from_elsewhere_counts_only_its_own_run(work,
     earlier run finished (it once read 4/8, and an ETA ten times too short)."""
     broken = work / "broken"
     broken.write_text("the bug")
-    for day in range(1, 9):
-        (work / f"go-2024-01-0{day}").write_text("")
+    let_days_end(work, range(1, 9))
     template = child_command("--fail-while", str(broken), "--wait-for", str(work / "go-{start_date}"),
                              *(word for day in range(5, 9) for word in ("--fail-on", f"2024-01-0{day}")))  # fmt: skip
     first = run_backfill(*GUARD, "--command", template, *EIGHT_DAYS, "--on-failure", "continue", cwd=work, env=home)
@@ -295,12 +298,10 @@ def test_a_resumed_backfill_watched_from_elsewhere_counts_only_its_own_run(work,
                 elapsed, left = re.search(r"elapsed (\S+)  ETA (\S+)", screen_text(app)).groups()
                 # One of four done: three more at that pace. The earlier run's four days, counted, gave 0.6×.
                 assert parse_duration(left, "ETA") >= 2 * parse_duration(elapsed, "elapsed")
-                for day in range(6, 9):
-                    (work / f"go-2024-01-0{day}").write_text("")
+                let_days_end(work, range(6, 9))
                 await wait_until(pilot, lambda: "8/8 succeeded" in screen_text(app), timeout=30)
 
         asyncio.run(scenario())
     finally:
-        for day in range(5, 9):
-            (work / f"go-2024-01-0{day}").write_text("")
+        let_days_end(work, range(5, 9))
         process.wait(timeout=60)
