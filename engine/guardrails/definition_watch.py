@@ -11,13 +11,14 @@ after its approval. The executor asks the watch before every turn of launches: a
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import orjson
 
-from engine.base.errors import BackfillError
+from engine.base.errors import EXIT_FAILED, BackfillError
 from engine.guardrails.digest import (
     UNREADABLE,
     config_component,
@@ -35,6 +36,18 @@ if TYPE_CHECKING:
     from engine.pipeline.assets import Asset
 
 Signature = tuple[tuple[str, int, int, int, int] | tuple[str], ...]
+Read = TypeVar("Read")
+READS = 3  # reads of a pipeline its files kept changing under before a partition gives up
+# A file changed this recently may change again with its stat unmoved: a file clock ticks coarsely (4–10 ms on
+# kernels before 6.13), and two writes of one size in one tick leave the same stat. A look seeing such a file
+# is not kept as clean, so the next one reads it again.
+SETTLED_NS = 50_000_000
+
+
+class Unjudged(BackfillError):
+    """A partition's files differ from what its backfill judged: it runs nothing."""
+
+    exit_code = EXIT_FAILED
 
 
 class DefinitionWatch:
@@ -94,6 +107,7 @@ class DefinitionWatch:
 
     def _changes(self, within: Callable[[Path], bool] | None) -> list[str]:
         """The changes among the files ``within`` takes (None: every file, and ``.bruin.yml``'s environment)."""
+        now = _clock()
         signature = self._signature()
         if signature == self._seen:
             return []
@@ -108,8 +122,28 @@ class DefinitionWatch:
         if within is None and self.config is not None and (change := self.config.change()):
             changes.append(change)
         if not changes and within is None:  # a clean look at every file: until a stat moves, nothing is read
-            self._seen = signature
+            self._seen = signature if _settled(signature, now) else None
         return changes
+
+    def read_as_judged(self, read: Callable[[], Read]) -> Read:
+        """``read()`` — a partition's parse of its pipeline — of the files as judged. The executor looked before
+        the partition started, but an edit can land before the parse: the files are asked before the read, and
+        their ``stat`` must not move from that look to the read's end (any write moves a file's change time), so
+        what was read is what was looked at; a write during the read reads again. Unjudged when they differ."""
+        for _ in range(READS):
+            self._refuse_changes()
+            if self._seen is None:  # a file written a moment ago could be written again with its stat unmoved
+                time.sleep(SETTLED_NS / 1e9)
+                self._refuse_changes()
+            look = self._seen  # a clean look: the files' stat when they matched what was judged
+            value = read()
+            if self._signature() == look:  # None (not settled) never equals a signature
+                return value
+        raise Unjudged(f"not run: {self.what} kept changing while this partition read it ({READS} reads)")
+
+    def _refuse_changes(self) -> None:
+        if changes := self.changes():
+            raise Unjudged(f"not run: {self.what} changed since this backfill was judged ({', '.join(changes)})")
 
     def changes_for(self, asset: Asset) -> list[str]:
         """What differs from what was judged among the files ``asset`` reads from disk only when it runs — a Python
@@ -188,6 +222,15 @@ class DefinitionWatch:
 
     def _name(self, path: Path) -> str:
         return file_component(path, self.directory).removeprefix("file ")
+
+
+def _clock() -> int:
+    return time.time_ns()
+
+
+def _settled(signature: Signature, look_ns: int) -> bool:
+    """Whether every file's last change is older than the look by more than a file clock's tick."""
+    return all(len(stat) == 1 or stat[-1] < look_ns - SETTLED_NS for stat in signature)
 
 
 def _change(judged: str, now: str) -> str:

@@ -369,3 +369,53 @@ def test_a_disk_too_full_for_the_judged_files_starts_nothing_and_says_so(tmp_pat
         assert line in done.stderr, done.stderr
         assert records(backfill) == [] and (backfill / "manifest.json").exists()
     assert not (repo.root / "warehouse.duckdb").exists()  # no partition ran
+
+
+PAUSE_BEFORE_PARSE = """import os, sys
+if "--judged-files" in sys.argv and os.path.exists(os.environ["PAUSE_FIFO"]):
+    with open(os.environ["PAUSE_FIFO"]) as go:  # blocks until the test opens the other end, then until it closes it
+        go.read()
+"""
+
+
+def test_an_edit_between_the_executor_s_look_and_the_partition_s_parse_runs_nothing_unjudged(waiting, tmp_path):
+    """The executor looks at the files, starts a partition, and the partition parses the pipeline a moment later:
+    an edit landing in between (here held open: each partition's interpreter waits on a FIFO before it parses) was
+    parsed and run by that partition unjudged (``v`` = 2 written, then the backfill stopped). The partition now
+    compares what it parsed with what was judged: it runs nothing, fails naming the file, and the backfill stops."""
+    repo, env = waiting
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(PAUSE_BEFORE_PARSE)
+    fifo = tmp_path / "pause"
+    os.mkfifo(fifo)
+    env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")])),
+           "PAUSE_FIFO": str(fifo)}  # fmt: skip
+    Path(env["LIVE_GO"]).write_text("go")  # p.wait does not wait here
+    two_days = ("--start-date", "2024-01-01", "--end-date", "2024-01-02")
+    first = start_background("p", *two_days, "--reason", "first", "--max-parallel", "1", "--launcher", "exec",
+                             "--no-progress", cwd=repo.root, env=env)  # fmt: skip
+    try:
+        with open(fifo, "w") as go:  # returns once the first partition's interpreter is up and waiting to parse
+            repo.sql("p.days", "SELECT DATE '{{ start_date }}' AS day, 2 AS v", materialization=DAY)
+            fifo.unlink()  # the next partition, if any, does not wait
+            go.write("go")
+    finally:
+        out, err = first.communicate(timeout=120)
+    [backfill] = state_dirs(repo.root / "logs" / "backfills")
+    assert first.returncode == 1, out + err
+    assert _rows_written(repo) == []
+    [record] = records(backfill)
+    said = json.dumps(record) + out + err
+    assert record["status"] == "failed", said
+    assert "not run: the pipeline changed since this backfill was judged (assets/p.days.sql changed)" in said, said
+
+
+def _rows_written(repo: Repo) -> list[tuple]:
+    """p.days's rows, none when neither the warehouse nor the table was made."""
+    if not repo.database.exists():
+        return []
+    tables = repo.query(
+        "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'p' AND table_name = 'days'"
+    )
+    return repo.query("SELECT * FROM p.days") if tables[0][0] else []

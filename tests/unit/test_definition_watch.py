@@ -4,12 +4,14 @@ gone or new, what it passes over, and that it trusts the plan digest's hashes ov
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from engine.guardrails.definition_watch import DefinitionWatch, read_definition
+from engine.guardrails import definition_watch
+from engine.guardrails.definition_watch import READS, DefinitionWatch, Unjudged, read_definition
 from engine.guardrails.digest import file_component, file_hash
 from engine.guardrails.facts import command_files
 from engine.pipeline.assets import Asset
@@ -54,7 +56,13 @@ def pipeline(tmp_path: Path) -> SimpleNamespace:
     return SimpleNamespace(facts=facts, components={}, base=base)
 
 
-def test_what_the_partitions_run_is_watched_and_nothing_else(tmp_path):
+@pytest.fixture
+def settled(monkeypatch):
+    """The files written by the test are looked at as if a second had passed since: settled on any file clock."""
+    monkeypatch.setattr(definition_watch, "_clock", lambda: time.time_ns() + 1_000_000_000)
+
+
+def test_what_the_partitions_run_is_watched_and_nothing_else(tmp_path, settled):
     """pipeline.yml, the selected assets, a seed, every macro (in subdirectories too) and every module under a
     Python asset's directory (it imports them) are watched; an asset not selected, and a module beside SQL assets
     only, are not. Touched with the same content: no change, and the next look is a stat."""
@@ -105,6 +113,73 @@ def test_an_edit_after_a_clean_look_is_seen(tmp_path):
     assert watch.changes() == []
     (base / "pipeline.yml").write_text("name: q\n")
     assert watch.changes() == ["pipeline.yml changed"]
+
+
+def test_a_partition_parses_the_files_as_judged_or_runs_nothing(tmp_path):
+    """A partition's parse goes through the watch: clean, it reads once; a file edited before it (after the
+    executor's look) is named and nothing is read; a file written during the read — even back to the judged text,
+    which no hash would tell — is read again, and one that never settles is refused after a few reads."""
+    judged = pipeline(tmp_path)
+    base = judged.base
+    watch = DefinitionWatch.of(judged)
+    reads: list[str] = []
+
+    def parse() -> str:
+        reads.append((base / "assets/a.sql").read_text())
+        return reads[-1]
+
+    assert watch.read_as_judged(parse) == "SELECT 1" and reads == ["SELECT 1"]
+
+    def parse_while_edited() -> str:
+        text = parse()
+        if len(reads) == 1:  # an edit and its undo land during the first read: what it parsed is not known
+            (base / "assets/a.sql").write_text("SELECT 666")
+            (base / "assets/a.sql").write_text("SELECT 1")
+        return text
+
+    reads.clear()
+    assert watch.read_as_judged(parse_while_edited) == "SELECT 1" and len(reads) == 2
+
+    def parse_never_settled() -> str:
+        os.utime(base / "assets/a.sql")  # a new stat each time
+        return parse()
+
+    reads.clear()
+    with pytest.raises(Unjudged, match=rf"not run: the pipeline kept changing while this partition read it \({READS}"):
+        watch.read_as_judged(parse_never_settled)
+    assert len(reads) == READS
+
+    (base / "assets/a.sql").write_text("SELECT 2")
+    reads.clear()
+    with pytest.raises(Unjudged) as refused:
+        watch.read_as_judged(parse)
+    assert str(refused.value) == "not run: the pipeline changed since this backfill was judged (assets/a.sql changed)"
+    assert reads == [] and refused.value.exit_code == 1
+
+
+def test_a_look_at_a_file_written_a_moment_ago_is_not_kept_as_clean(tmp_path, monkeypatch):
+    """On a coarse file clock a second write within one tick can leave a file's stat as the first left it, so a
+    clean look that saw a file changed within SETTLED_NS of it is not kept: the next look reads the files again,
+    and a partition waits that long before it parses (then parses once)."""
+    judged = pipeline(tmp_path)
+    watch = DefinitionWatch.of(judged)
+    assert watch.changes() == [] and watch._seen is None  # the fixture's files were just written
+    waits: list[float] = []
+    clock = [time.time_ns()]
+    monkeypatch.setattr(definition_watch, "_clock", lambda: clock[0])
+
+    def wait(seconds: float) -> None:
+        waits.append(seconds)
+        clock[0] += int(seconds * 1e9) + 1
+
+    monkeypatch.setattr(definition_watch.time, "sleep", wait)
+    clock[0] += definition_watch.SETTLED_NS + 1_000_000
+    assert watch.changes() == [] and watch._seen == watch._signature()
+    (judged.base / "assets/a.sql").write_text("SELECT 1")  # the same text, just written
+    clock[0] = time.time_ns()
+    reads = []
+    assert watch.read_as_judged(lambda: reads.append(1) or "parsed") == "parsed"
+    assert waits == [definition_watch.SETTLED_NS / 1e9] and reads == [1]
 
 
 def test_the_hashes_judged_are_the_plan_digest_s(tmp_path):
@@ -238,7 +313,7 @@ def test_what_a_worker_reads_is_compared_with_what_was_judged(tmp_path):
     ]
 
 
-def test_a_partition_s_run_is_given_the_watch_whole(tmp_path):
+def test_a_partition_s_run_is_given_the_watch_whole(tmp_path, settled):
     """``--judged-files``: the watch a partition's run asks before each asset reads back the same files, trees,
     configuration and wording, and sees the same change; text that is not one is a ValueError naming why."""
     judged = pipeline(tmp_path)

@@ -6,7 +6,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -21,6 +21,9 @@ from engine.pipeline.runner import describe_window, execute_run, prepare_run
 from engine.store.live_work import join
 from engine.store.target_pauses import check_not_paused
 from tui.cli.arguments import BRUIN_ONLY_RUN_FLAGS, run_options_from, run_parser, timeout_arg
+
+if TYPE_CHECKING:
+    from engine.guardrails.definition_watch import DefinitionWatch
 
 SYMBOLS = {SUCCEEDED: "✓", "failed": "✗", UPSTREAM_FAILED: "-", SKIPPED: "○"}
 
@@ -110,21 +113,27 @@ def _judged_sql(args) -> dict[str, frozenset[str]] | None:
         raise BadInput(f"--judged-sql {shown!r} is not what a backfill gives its partitions: {error}") from None
 
 
-def _unjudged(args) -> Callable[[Any], str | None] | None:
-    """A backfill's partition is given the pipeline's files as its pre-flight judged them: before each asset runs,
-    what changed since (an asset reads some files only then, a Python asset's modules when it imports them,
-    possibly long after the executor last looked); None for a run by hand."""
+def _judged_watch(args) -> DefinitionWatch | None:
+    """A backfill's partition is given the pipeline's files as its pre-flight judged them (``--judged-files``): it
+    parses the pipeline as judged, and asks again before each asset (an asset reads some files only then, a Python
+    asset's modules when it imports them, possibly long after the executor last looked); None for a run by hand."""
     if args.judged_files is None:
         return None
     from engine.guardrails.definition_watch import DefinitionWatch
 
     try:
         with open(args.judged_files, "rb") as given:
-            watch = DefinitionWatch.from_argument(given.read().decode())
+            return DefinitionWatch.from_argument(given.read().decode())
     except (OSError, UnicodeDecodeError, ValueError) as error:
         shown = args.judged_files[:80]
         why = error.strerror if isinstance(error, OSError) else error
         raise BadInput(f"--judged-files {shown!r} is not what a backfill gives its partitions: {why}") from None
+
+
+def _unjudged(watch: DefinitionWatch | None) -> Callable[[Any], str | None] | None:
+    """What an asset of a partition is asked before it runs: the changes among the files it reads then."""
+    if watch is None:
+        return None
 
     def changed(asset) -> str | None:
         changes = watch.changes_for(asset)
@@ -138,6 +147,7 @@ def run_command(argv: list[str]) -> int:
     _check_started_by_a_backfill(args)
     start, end, full_refresh = _bruin_flags(args)
     args.full_refresh = full_refresh
+    watch = _judged_watch(args)
     request = RunRequest(
         target=args.target,
         start=start,
@@ -155,14 +165,14 @@ def run_command(argv: list[str]) -> int:
         partition_id=args.partition_id,
         row_changes_from=args.row_changes_from,
         judged_sql=_judged_sql(args),
-        unjudged=_unjudged(args),
+        unjudged=_unjudged(watch),
         reason=None if args.stand_in else check_reason(args.reason),
     )
     if args.continue_run:
         request = _continued(request, args)
         args.full_refresh = request.full_refresh  # a continued full refresh by hand needs its --reason again
     _check_stand_in_flags(args)
-    prepared = prepare_run(request)
+    prepared = prepare_run(request) if watch is None else watch.read_as_judged(lambda: prepare_run(request))
     as_json = args.output == "json"
     if args.stand_in:
         check_stand_in(prepared)
