@@ -81,7 +81,7 @@ def test_what_the_partitions_run_is_watched_and_nothing_else(tmp_path, settled):
     assert watch._seen == watch._signature()
 
 
-def test_a_change_a_removal_and_a_new_macro_are_named(tmp_path):
+def test_a_change_a_removal_and_a_new_macro_are_named(tmp_path, settled):
     """Each file that differs is named under the pipeline's directory, in order; the change stays said until the
     file is as judged again."""
     judged = pipeline(tmp_path)
@@ -98,7 +98,7 @@ def test_a_change_a_removal_and_a_new_macro_are_named(tmp_path):
     assert watch.changes() == []
 
 
-def test_an_edit_after_a_clean_look_is_seen(tmp_path):
+def test_an_edit_after_a_clean_look_is_seen(tmp_path, settled):
     """The executor looks before every turn: a look that found nothing keeps the files' stat, and an edit made
     after it — to any file, also one sorted after a file missing since the pre-flight — is named at the next."""
     judged = pipeline(tmp_path)
@@ -150,17 +150,20 @@ def test_a_partition_parses_the_files_as_judged_or_runs_nothing(tmp_path):
     assert len(reads) == READS
 
     (base / "assets/a.sql").write_text("SELECT 2")
+    (base / "macros/new.sql").write_text("")
     reads.clear()
     with pytest.raises(Unjudged) as refused:
         watch.read_as_judged(parse)
-    assert str(refused.value) == "not run: the pipeline changed since this backfill was judged (assets/a.sql changed)"
+    said = "not run: the pipeline changed since this backfill was judged (assets/a.sql changed, macros/new.sql is new)"
+    assert str(refused.value) == said
     assert reads == [] and refused.value.exit_code == 1
 
 
 def test_a_look_at_a_file_written_a_moment_ago_is_not_kept_as_clean(tmp_path, monkeypatch):
     """On a coarse file clock a second write within one tick can leave a file's stat as the first left it, so a
-    clean look that saw a file changed within SETTLED_NS of it is not kept: the next look reads the files again,
-    and a partition waits that long before it parses (then parses once)."""
+    clean look that saw a file changed within SETTLED_NS of it (by its change time: a modification time can be set)
+    is not kept: the next look reads the files again, and a partition waits that long before it parses (then
+    parses once)."""
     judged = pipeline(tmp_path)
     watch = DefinitionWatch.of(judged)
     assert watch.changes() == [] and watch._seen is None  # the fixture's files were just written
@@ -174,6 +177,10 @@ def test_a_look_at_a_file_written_a_moment_ago_is_not_kept_as_clean(tmp_path, mo
 
     monkeypatch.setattr(definition_watch.time, "sleep", wait)
     clock[0] += definition_watch.SETTLED_NS + 1_000_000
+    assert watch.changes() == [] and watch._seen == watch._signature()
+    future = 4_000_000_000 * 10**9  # a modification time set ahead (tar, `touch -d`): the change time is what counts
+    os.utime(judged.base / "assets/a.sql", ns=(future, future))
+    clock[0] = time.time_ns() + definition_watch.SETTLED_NS + 1_000_000
     assert watch.changes() == [] and watch._seen == watch._signature()
     (judged.base / "assets/a.sql").write_text("SELECT 1")  # the same text, just written
     clock[0] = time.time_ns()
@@ -233,7 +240,7 @@ def test_a_command_is_watched_over_the_code_it_names_and_no_more(tmp_path):
     assert sorted(watch_of("sh job/run.sh").judged) == [tmp_path / "job/run.sh"]  # a shell script imports nothing
 
 
-def test_the_environment_in_bruin_yml_is_watched_without_its_secrets(tmp_path):
+def test_the_environment_in_bruin_yml_is_watched_without_its_secrets(tmp_path, settled):
     """``.bruin.yml``: the backfill's environment pointed elsewhere is a change, and so are its default environment
     and a password taken away; a password rotated, and another environment edited, are not (secrets are not
     judged); a file gone or no longer a configuration is named unreadable; as judged again, nothing is said."""
@@ -272,7 +279,7 @@ def test_the_environment_judged_is_the_one_the_pre_flight_read(tmp_path):
     assert watch.changes() == [".bruin.yml's environment dev changed"]
 
 
-def test_without_a_configuration_or_an_environment_only_the_files_are_watched(tmp_path):
+def test_without_a_configuration_or_an_environment_only_the_files_are_watched(tmp_path, settled):
     """A request without ``.bruin.yml`` read, or without an environment chosen, watches no configuration: the
     pipeline's files are still watched."""
     for config, environment in ((None, SimpleNamespace(name="dev")), ("set", None)):
