@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -25,7 +26,8 @@ import psutil
 from engine.base.atomic import ensure_directory, remove_stale_temporaries
 from engine.base.errors import Refused, StateWriteFailed
 from engine.base.processes import process_identity, process_started, same_process, stop_verified
-from engine.store.lease import read_lease
+from engine.base.settings import DEFAULT_LEASE_SECONDS
+from engine.store.lease import Lease, read_lease, write_lease
 from engine.store.live_work import Registration, check_no_copy_running
 from engine.store.locks import FileLock
 from engine.store.manifest import now_text
@@ -105,6 +107,26 @@ def check_not_owned_elsewhere(store: StateStore) -> None:
         )
 
 
+def check_no_live_owner_here(store: StateStore) -> None:
+    """The lock excludes another executor only while its file is the one that executor locked: removed or replaced
+    (a cleanup of dot files), it is free beside a live executor, and a takeover would run the backfill beside it.
+    The lease names the owner (none once its run ended or a reconcile fenced it out; an executor's process may
+    live on after its run, its dashboard open); without a lease, the last generation does. A live process of
+    this host named so owns the backfill."""
+    lease = read_lease(store.directory)
+    here = socket.gethostname()
+    if lease is not None:
+        owner = (lease.pid, lease.pid_started) if lease.host == here else None
+    else:
+        generation = store.read_generation()
+        owner = (generation.pid, generation.pid_started) if generation is not None and generation.host == here else None
+    if owner is not None and same_process(*owner):
+        raise Refused(
+            f"backfill {store.id} is already running by executor PID {owner[0]} (its lock file "
+            f"{store.lock_path.name} was removed or replaced): wait for it, or stop it with Ctrl+C there"
+        )
+
+
 def take_over(
     store: StateStore,
     board: StatusBoard,
@@ -127,6 +149,7 @@ def take_over(
         # A copy of our directory has locks of its own, and its children carry our ID, which the search for
         # orphans below would stop.
         check_no_copy_running(store.id, store.directory.parent)
+        check_no_live_owner_here(store)
     except BaseException:
         lock.release()
         raise
@@ -137,6 +160,13 @@ def take_over(
             lock.release()
             raise
         board.copy_from(fresh)
+    try:
+        fence = _fence_earlier_owner(store)
+    except OSError as error:
+        lock.release()
+        raise StateWriteFailed(
+            f"the lease of backfill {store.id} cannot be written ({error.strerror or error}): nothing was started"
+        ) from None
     children_lock = FileLock(store.children_lock_path)
     # Orphans are looked for on every takeover, from the records (PID + start time) and from the
     # environment of live processes, whatever the lock files say: a deleted or unreadable
@@ -151,9 +181,11 @@ def take_over(
         try:
             notes = stop_remote(every, store.read_generation())
         except BaseException:
+            _give_back(store, fence)
             lock.release()
             raise
     if not children_lock.try_acquire() and not children_lock.acquire(timeout=grace + 5):
+        _give_back(store, fence)
         lock.release()
         raise Refused(
             f"children of a previous executor of backfill {store.id} are still alive and could not be found "
@@ -170,6 +202,26 @@ def take_over(
             f"backfill --continue {store.id}"
         ) from None
     return Takeover(lock, children_lock, generation, stopped, notes)
+
+
+def _fence_earlier_owner(store: StateStore) -> Lease:
+    """A lease of ours, written before anything is stopped: an executor still running that nothing named (its lock
+    files, lease and generation removed) sees its lease replaced within milliseconds and starts nothing more,
+    before the search for its children, which would miss any it started after."""
+    previous = read_lease(store.directory)
+    me = os.getpid()
+    lease = Lease(
+        (previous.epoch + 1) if previous is not None else 1, socket.gethostname(), me, process_started(me),
+        time.time() + DEFAULT_LEASE_SECONDS, note="taking over",
+    )  # fmt: skip
+    write_lease(store.directory, lease)
+    return lease
+
+
+def _give_back(store: StateStore, fence: Lease) -> None:
+    """A takeover that starts nothing leaves the backfill unowned, not held by a process about to end."""
+    with contextlib.suppress(OSError):
+        write_lease(store.directory, Lease(fence.epoch, None, None, None, time.time(), (), "a takeover gave up"))
 
 
 def _settle_previous(

@@ -15,7 +15,7 @@ from engine.base.boot_clock import boot_id, since_boot
 from engine.base.errors import StateWriteFailed
 from engine.base.processes import process_started
 from engine.base.settings import Settings
-from engine.store.lease import Lease, LeasedAttempt, read_lease, write_lease
+from engine.store.lease import LEASE, Lease, LeasedAttempt, read_lease, write_lease
 from engine.store.state_store import StateStore
 
 DIRECTORY_CHECK_SECONDS = 0.005  # how often ownership looks at the store's directory (removed or moved?)
@@ -47,6 +47,7 @@ class LeaseKeeper:
         found = os.stat(store.directory)
         self._directory = (found.st_dev, found.st_ino)  # the store this executor took over, which it writes
         self._next_directory_check = 0.0  # monotonic seconds
+        self._written: tuple[int, int] | None = None  # lease.json as this keeper last wrote it (inode, mtime)
 
     def start(self, running: Callable[[], tuple[LeasedAttempt, ...]], on_fenced: Callable[[str], None]) -> None:
         self._running, self._on_fenced = running, on_fenced
@@ -76,7 +77,27 @@ class LeaseKeeper:
             self._next_directory_check = now + DIRECTORY_CHECK_SECONDS
             if _replaced(self.store.directory, self._directory):
                 self._fence(f"its state directory {self.store.directory} was removed or moved while it ran")
+            elif (owner := self._taken_by()) is not None:
+                # Taken over behind its back (its lock files removed): the renewal would notice only up to
+                # 15 s later, launching beside the new owner until then.
+                self._fence(f"its lease was taken away ({owner})")
         return self.fenced is None
+
+    def _taken_by(self) -> str | None:
+        """Who holds the lease, when lease.json is no longer what this keeper wrote and names another owner."""
+        try:
+            found = os.stat(self.store.directory / LEASE)
+        except OSError:
+            return None  # removed: no proof of another owner (the renewal writes it again)
+        if (found.st_ino, found.st_mtime_ns) == self._written:
+            return None
+        try:
+            current = read_lease(self.store.directory)
+        except Exception:
+            return None  # damaged or half-read: the renewal decides
+        if current is None or (current.epoch, current.host, current.pid) == (self.epoch, self.host, self.pid):
+            return None  # ours (a renewal being written)
+        return current.note or "another owner took it"
 
     def stop(self) -> None:
         """The run ended: stop renewing and leave the lease unowned (unless someone else owns it now)."""
@@ -100,6 +121,9 @@ class LeaseKeeper:
             boot=boot_id() or None, expires_boot=boot_now + self.seconds, host_grace=self.host_grace,
         )  # fmt: skip
         write_lease(self.store.directory, lease)
+        with contextlib.suppress(OSError):
+            found = os.stat(self.store.directory / LEASE)
+            self._written = (found.st_ino, found.st_mtime_ns)
         self.valid_until, self._valid_until_boot = now + self.seconds, boot_now + self.seconds
 
     def _work(self) -> None:

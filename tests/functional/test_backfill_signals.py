@@ -204,6 +204,90 @@ def test_a_second_executor_of_the_same_backfill_is_refused(work, home):
         os.close(lock)
 
 
+@pytest.mark.parametrize(
+    "removed",
+    [
+        (".lock", ".children.lock"),
+        (".lock", ".children.lock", "lease.json"),
+        (".lock", ".children.lock", ".generation.json"),
+    ],
+)
+def test_a_running_executor_whose_lock_files_were_removed_is_not_taken_over(work, home, removed):
+    """The lock files of a running backfill removed (a cleanup of dot files): a --continue found the locks free,
+    stopped the running executor's children and ran the backfill beside it, and the first executor went on
+    launching for up to a lease renewal (15 s), so a partition had two live children. Its lease and its
+    generation name a live executor: the --continue is refused (exit 3) and stops nothing."""
+    process = start_background(
+        *GUARD, "--command", child_command(), *SIX_DAYS, cwd=work, env={**home, "CHILD_SLEEP": "30"}
+    )
+    backfill = backfill_dir(work)
+    [child] = running_pids(backfill, 1)
+    for name in removed:
+        (backfill / name).unlink()
+    second = run_backfill("--continue", backfill.name, cwd=work, env=home)
+    try:
+        assert second.returncode == 3, second.stdout + second.stderr
+        said = f"backfill {backfill.name} is already running by executor PID {process.pid}"
+        assert said in second.stderr and "lock file" in second.stderr, second.stderr
+        assert alive(child)
+    finally:
+        os.kill(process.pid, signal.SIGINT)
+        process.communicate(timeout=40)
+
+
+def test_an_executor_taken_over_behind_its_back_starts_nothing_more(work, home, tmp_path):
+    """Its lock files, lease and generation all removed, nothing names the running executor, and a --continue takes
+    the backfill over (stopping its children). The first executor went on launching until its next lease renewal
+    (up to 15 s), running every later partition a second time beside the new one. It now sees its lease replaced
+    within a few milliseconds and starts nothing more: each partition runs once, bar those the takeover stopped."""
+    ledger, locks = tmp_path / "began.jsonl", tmp_path / "locks"
+    locks.mkdir()
+    template = child_command("--began", str(ledger), "--exclusive-dir", str(locks))
+    twelve_days = ("--start-date", "2024-01-01", "--end-date", "2024-01-12")
+    first = start_background(*GUARD, "--command", template, *twelve_days, "--max-parallel", "2", "--on-failure",
+                             "continue", cwd=work, env={**home, "CHILD_SLEEP": "0.5"})  # fmt: skip
+    backfill = backfill_dir(work)
+    running_pids(backfill, 1)
+    for name in (".lock", ".children.lock", "lease.json", ".generation.json"):
+        (backfill / name).unlink()
+    second = run_backfill("--continue", backfill.name, "--on-failure", "continue", "--max-parallel", "2", cwd=work,
+                          env={**home, "CHILD_SLEEP": "0.5"})  # fmt: skip
+    out, err = first.communicate(timeout=60)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "lease lost" in out + err or "its lease was taken away" in out + err, out + err
+    assert not (locks / "OVERLAP").exists()
+    runs = [json.loads(line)["run_id"] for line in ledger.read_text().splitlines()]
+    assert len(runs) <= 12 + 2, runs  # the two the takeover stopped run again
+    assert [r["status"] for r in records(backfill)] == ["succeeded"] * 12
+
+
+def test_a_takeover_that_cannot_find_what_holds_the_children_lock_leaves_the_backfill_unowned(work, home):
+    """Something holds ``.children.lock`` that neither the records nor any environment name: the takeover waits its
+    grace, refuses (exit 3) and starts nothing. The lease it wrote first, to fence any executor still running, is
+    given back: the backfill is left unowned, not held for a minute by a process that has ended; once the holder is
+    gone the backfill resumes."""
+    result = run_backfill(*GUARD, "--command", "true", *SIX_DAYS, "--on-failure", "stop", cwd=work, env=home)
+    assert result.returncode == 0
+    backfill = backfill_dir(work)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, sys; f = open(sys.argv[1], 'w'); fcntl.flock(f, fcntl.LOCK_EX); "
+         "print('locked', flush=True); sys.stdin.read()", str(backfill / ".children.lock")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        refused = run_backfill(*REASON, "--continue", backfill.name, "--rerun", "all", cwd=work,
+                               env={**home, "BACKFILL_STOP_GRACE": "0"})  # fmt: skip
+        assert refused.returncode == 3, refused.stdout + refused.stderr
+        assert "are still alive and could not be found or stopped" in refused.stderr
+        lease = json.loads((backfill / "lease.json").read_text())
+        assert (lease["host"], lease["pid"], lease["note"]) == (None, None, "a takeover gave up")
+    finally:
+        holder.communicate("", timeout=10)
+    resumed = run_backfill(*REASON, "--continue", backfill.name, "--rerun", "all", cwd=work, env=home)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+
+
 def test_a_copy_of_a_running_backfill_s_store_is_refused_and_stops_nothing(work, home, tmp_path):
     """A repository copied with its logs/ while its backfill runs: --continue from the copy is refused (exit 3,
     naming the original's store), and the original's child, whose environment carries the same BACKFILL_ID, is

@@ -1,13 +1,22 @@
-"""Orphans of a dead executor: a zombie is not alive, so a takeover never waits for one."""
+"""Taking a backfill over: orphans of a dead executor (a zombie is not alive, so a takeover never waits for one), and
+a live executor whose lock file is gone."""
 
 from __future__ import annotations
 
+import os
+import socket
 import subprocess
 import time
 
 import psutil
 
+from engine.base.errors import Refused
 from engine.base.processes import alive, process_identity, stop_verified
+from engine.execute import takeover
+from engine.execute.takeover import check_no_live_owner_here
+from engine.store.lease import LEASE, Lease, read_lease, write_lease
+from engine.store.state_store import StateStore
+from engine.store.status import StatusBoard
 
 
 def test_a_zombie_is_not_alive_and_stopping_it_does_not_wait_for_the_grace():
@@ -69,3 +78,66 @@ def test_a_matching_start_time_with_another_birth_is_not_the_recorded_process():
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_live_executor_the_lease_or_generation_names_owns_the_backfill_whatever_its_lock(tmp_path):
+    """With its lock file gone the lock is free beside a live executor: the lease names the owner (a live process
+    here: refused), none once its run ended or a reconcile cleared it (its process may live on, its dashboard
+    open: allowed), another host's (left to the other-host check); without a lease the generation names it; a dead
+    process or a reused PID (another start time) owns nothing."""
+    store = StateStore(tmp_path / "20240101-000000-abcdef")
+    store.create({"format": 1})
+    owner = subprocess.Popen(["sleep", "60"])
+    try:
+        started, _birth = process_identity(owner.pid)
+        here = socket.gethostname()
+
+        def lease(host: str | None, pid: int | None, pid_started: float | None) -> None:
+            write_lease(store.directory, Lease(3, host, pid, pid_started, time.time() + 60))
+
+        def refused() -> bool:
+            try:
+                check_no_live_owner_here(store)
+            except Refused as error:
+                assert str(error) == (
+                    f"backfill {store.id} is already running by executor PID {owner.pid} (its lock file .lock was "
+                    "removed or replaced): wait for it, or stop it with Ctrl+C there"
+                )
+                return True
+            return False
+
+        store.write_generation(2, owner.pid, started, "2024-01-01T00:00:00Z")
+        lease(here, owner.pid, started)
+        assert refused()
+        lease(None, None, None)  # ended, or reconciled
+        assert not refused()
+        lease("elsewhere", owner.pid, started)
+        assert not refused()
+        lease(here, owner.pid, started - 100)  # the PID, reused by another process
+        assert not refused()
+        (store.directory / LEASE).unlink()
+        assert refused()
+        store.write_generation(2, owner.pid, started - 100, "2024-01-01T00:00:00Z")
+        assert not refused()
+    finally:
+        owner.kill()
+        owner.wait()
+    store.write_generation(2, owner.pid, started, "2024-01-01T00:00:00Z")
+    assert not refused()  # dead
+
+
+def test_a_takeover_fences_an_unnamed_executor_before_it_stops_any_child(tmp_path, monkeypatch):
+    """An executor nothing names (lock files, lease and generation removed) goes on launching until it sees its
+    lease replaced; the children it starts after the search for them would run beside the new owner's. So the
+    takeover's own lease is on disk, with a higher epoch, before any child is stopped."""
+    store = StateStore(tmp_path / "20240101-000000-abcdef")
+    store.create({"format": 1})
+    write_lease(store.directory, Lease(7, None, None, None, time.time(), (), "ended"))
+    seen = []
+    monkeypatch.setattr(
+        takeover, "stop_verified", lambda orphans, grace: seen.append(read_lease(store.directory)) or []
+    )
+    taken = takeover.take_over(store, StatusBoard(1), [], grace=0.1)
+    taken.release()
+    [lease] = seen
+    assert (lease.epoch, lease.host, lease.pid, lease.note) == (8, socket.gethostname(), os.getpid(), "taking over")
