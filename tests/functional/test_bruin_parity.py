@@ -579,7 +579,9 @@ def test_the_command_line_a_bruin_user_types(tmp_path, home):
 def test_run_continue_reruns_what_did_not_succeed_in_the_last_run(tmp_path):
     """docs/commands/run.md (--continue) and Scheduler.RestoreState: the last run by hand again, with its interval
     and options, only for the assets that failed or whose upstream failed; succeeded ones are not run again; a
-    pipeline whose assets changed is refused; nothing left to rerun says so."""
+    pipeline whose assets changed is refused; nothing left to rerun says so. Bruin's own form names the dates
+    again (``bruin run --start-date S --end-date E --continue``, integration-tests' continue workflow): the run's
+    own dates are taken, others refused (Bruin would ignore them without a word)."""
     repo = Repo(tmp_path / "repo")
     repo.sql("s.a", "SELECT '{{ start_date }}' AS day", materialization={"type": "table", "strategy": "append"})
     repo.sql(
@@ -595,7 +597,13 @@ def test_run_continue_reruns_what_did_not_succeed_in_the_last_run(tmp_path):
     repo.execute("INSERT INTO s.fixed VALUES (1)")
     refused = repo.run("--continue", "--tag", "x")
     assert refused.returncode == 2 and "--tag means nothing with --continue" in refused.stderr
-    continued = repo.run_ok("--continue")
+    other = repo.run("--start-date", "2024-05-02", "--end-date", "2024-05-02", "--continue")
+    assert other.returncode == 2, other.stdout + other.stderr
+    assert "--start-date 2024-05-02, --end-date 2024-05-02 is not the interval of run run-" in other.stderr
+    assert "(2024-05-01" in other.stderr and other.stderr.count("\n") == 1
+    longer = repo.run("--start-date", "2024-05-01", "--end-date", "2024-05-03", "--continue")
+    assert longer.returncode == 2 and "--end-date 2024-05-03 is not the interval" in longer.stderr
+    continued = repo.run_ok("--start-date", "2024-05-01", "--end-date", "2024-05-01", "--continue")  # Bruin's form
     assert "continuing run run-" in continued.stdout and "s.b, s.c again" in continued.stdout
     last = repo.records()[-1]
     assert sorted(a["name"] for a in last["assets"]) == ["s.b", "s.c"]  # s.a succeeded: not run again

@@ -60,15 +60,38 @@ def _continued(request, args):
     from engine.pipeline.repository import resolve_target
     from engine.pipeline.run_continuation import continuation
 
-    given = [f"--{name.replace('_', '-')}" for name in _CONTINUED if getattr(args, name, None) not in (None, [], False)]
-    if given or args.stand_in or args.backfill_id:
-        shown = ", ".join(given) or ("--stand-in" if args.stand_in else "--backfill-id")
+    given = [name for name in _CONTINUED if getattr(args, name, None) not in (None, [], False)]
+    others = [f"--{name.replace('_', '-')}" for name in given if name not in _DATES]
+    if others or args.stand_in or args.backfill_id:
+        shown = ", ".join(others) or ("--stand-in" if args.stand_in else "--backfill-id")
         raise BadInput(f"{shown} means nothing with --continue: it runs the last run again as that run was given")
     target = resolve_target(request.target)
     pipeline = PIPELINES.load(target.pipeline_dir)
     continued = continuation(request, target, pipeline.name, set(pipeline.assets))
+    _check_same_interval(args, continued.request, continued.run_id)
     sys.stdout.write(f"continuing run {continued.run_id}: {', '.join(continued.assets)} again\n")
     return continued.request
+
+
+_DATES = ("start_date", "end_date")
+
+
+def _check_same_interval(args, continued: RunRequest, run_id: str) -> None:
+    """Bruin's own form, ``bruin run --start-date S --end-date E --continue``, names the interval of the run it
+    continues (Bruin then reads the saved one): dates naming that interval are taken; other dates would be ignored
+    without a word there, and are refused here."""
+    from engine.pipeline.runner import run_window
+
+    if args.start_date is None and args.end_date is None:
+        return
+    start = continued.start if args.start_date is None else args.start_date
+    end = continued.end if args.end_date is None else args.end_date
+    if run_window(start, end, continued.timezone) != run_window(continued.start, continued.end, continued.timezone):
+        shown = ", ".join(f"--{name.replace('_', '-')} {getattr(args, name)}" for name in _DATES if getattr(args, name))
+        raise BadInput(
+            f"{shown} is not the interval of run {run_id}, which --continue runs again as it was given "
+            f"({continued.start} → {continued.end}, {continued.timezone}): leave the dates out"
+        )
 
 
 # A backfill starts each partition's run with these, and with the first three in its environment too.
