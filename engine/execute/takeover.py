@@ -110,13 +110,13 @@ def check_not_owned_elsewhere(store: StateStore) -> None:
 def check_no_live_owner_here(store: StateStore) -> None:
     """The lock excludes another executor only while its file is the one that executor locked: removed or replaced
     (a cleanup of dot files), it is free beside a live executor, and a takeover would run the backfill beside it.
-    The lease names the owner (none once its run ended or a reconcile fenced it out; an executor's process may
-    live on after its run, its dashboard open); without a lease, the last generation does. A live process of
+    The lease names the owner (none once its run ended, a reconcile fenced it out or it expired; an executor's
+    process may live on after its run, its dashboard open); without a lease, the last generation does. A live process of
     this host named so owns the backfill."""
     lease = read_lease(store.directory)
     here = socket.gethostname()
-    if lease is not None:
-        owner = (lease.pid, lease.pid_started) if lease.host == here else None
+    if lease is not None:  # an expired lease's holder fences itself before it writes or starts anything
+        owner = (lease.pid, lease.pid_started) if lease.host == here and not lease.expired(time.time()) else None
     else:
         generation = store.read_generation()
         owner = (generation.pid, generation.pid_started) if generation is not None and generation.host == here else None

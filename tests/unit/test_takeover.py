@@ -83,8 +83,8 @@ def test_a_matching_start_time_with_another_birth_is_not_the_recorded_process():
 def test_a_live_executor_the_lease_or_generation_names_owns_the_backfill_whatever_its_lock(tmp_path):
     """With its lock file gone the lock is free beside a live executor: the lease names the owner (a live process
     here: refused), none once its run ended or a reconcile cleared it (its process may live on, its dashboard
-    open: allowed), another host's (left to the other-host check); without a lease the generation names it; a dead
-    process or a reused PID (another start time) owns nothing."""
+    open: allowed) or once it expired (its holder fences itself), another host's (left to the other-host check);
+    without a lease the generation names it; a dead process or a reused PID (another start time) owns nothing."""
     store = StateStore(tmp_path / "20240101-000000-abcdef")
     store.create({"format": 1})
     owner = subprocess.Popen(["sleep", "60"])
@@ -114,6 +114,8 @@ def test_a_live_executor_the_lease_or_generation_names_owns_the_backfill_whateve
         lease("elsewhere", owner.pid, started)
         assert not refused()
         lease(here, owner.pid, started - 100)  # the PID, reused by another process
+        assert not refused()
+        write_lease(store.directory, Lease(3, here, owner.pid, started, time.time() - 1))  # expired: it fences itself
         assert not refused()
         (store.directory / LEASE).unlink()
         assert refused()
