@@ -445,3 +445,36 @@ def test_the_renewal_thread_is_a_named_daemon(store):
         assert keeper._thread.name == "lease" and keeper._thread.daemon
     finally:
         finishes(keeper.stop)
+
+
+def test_a_lease_taken_over_is_seen_at_the_next_ownership_check_not_the_next_renewal(store):
+    """A takeover that nothing stopped (the lock files removed) writes its own lease: the executor sees it at its
+    next ownership check, a few milliseconds later, instead of at its next renewal (up to 15 s, launching beside
+    the new owner until then). Its own renewal, a removed lease and a damaged one are no proof of another owner
+    there (the renewal decides those)."""
+    from engine.interventions import leasing
+
+    keeper = LeaseKeeper(store, 1, Settings(lease_seconds=60.0, lease_renew_seconds=15.0))
+    keeper.start(tuple, lambda message: None)
+
+    def owns_now() -> bool:
+        keeper._next_directory_check = 0.0  # due: the look is every DIRECTORY_CHECK_SECONDS
+        return keeper.owns()
+
+    try:
+        assert leasing.DIRECTORY_CHECK_SECONDS <= 0.01
+        keeper._write()  # a renewal
+        assert owns_now()
+        write_lease(store.directory, read_lease(store.directory))  # ours, read before the renewal noted it
+        assert owns_now()
+        (store.directory / LEASE).unlink()
+        assert owns_now()
+        (store.directory / LEASE).write_bytes(b"{damaged")
+        assert owns_now()
+        write_lease(
+            store.directory, Lease(2, socket.gethostname(), os.getpid() + 1, 1.0, time.time() + 60, note="taking over")
+        )
+        assert not owns_now()
+        assert keeper.fenced == "its lease was taken away (taking over)"
+    finally:
+        finishes(keeper.stop)
