@@ -31,6 +31,15 @@ def store(tmp_path):
     return StateStore(directory)
 
 
+@pytest.fixture(params=["looked at between renewals", "the renewal alone"])
+def seen_by(request, monkeypatch) -> str:
+    """Another owner's lease is seen by the look at each ownership check, and by the renewal when that look is not
+    due (or gone): each path is tested on its own."""
+    if request.param == "the renewal alone":
+        monkeypatch.setattr(LeaseKeeper, "_taken_by", lambda self: None)
+    return request.param
+
+
 def until(condition, seconds: float = 10.0) -> None:
     """Wait for a state, not for a time."""
     deadline = time.monotonic() + seconds
@@ -98,7 +107,7 @@ def test_an_expiry_slept_through_fences_the_executor(store):
     assert (store.directory / LEASE).read_bytes() == written  # not even the "ended" lease
 
 
-def test_a_reconcile_fences_the_executor_with_its_note(store):
+def test_a_reconcile_fences_the_executor_with_its_note(store, seen_by):
     """A reconcile raises the epoch and clears the owner: at its next turn the keeper fences itself with the
     reconcile's note, and its stop leaves the reconciled lease alone."""
     told = []
@@ -122,7 +131,7 @@ def test_a_reconcile_fences_the_executor_with_its_note(store):
         Lease(7, socket.gethostname(), os.getpid(), 1.0, 0.0),  # a newer epoch
     ],
 )
-def test_another_owner_fences_the_executor(store, taken):
+def test_another_owner_fences_the_executor(store, taken, seen_by):
     """Any other epoch, host or PID in the file: another owner took it, and this one stops writing."""
     told = []
     fenced = threading.Event()
@@ -189,7 +198,7 @@ def test_a_keeper_never_started_owns_nothing(store):
     assert keeper.fenced.startswith("its lease expired at 1970-01-01T00:00:00Z")
 
 
-def test_a_stop_leaves_a_newer_owner_s_lease_alone(store):
+def test_a_stop_leaves_a_newer_owner_s_lease_alone(store, seen_by):
     """A newer owner wrote its lease before this executor noticed (no renewal due yet): the stop does not
     overwrite it with an ended lease."""
     keeper = LeaseKeeper(store, 1, Settings(lease_seconds=30.0, lease_renew_seconds=15.0))
@@ -237,7 +246,7 @@ def test_a_renewal_that_fails_once_is_retried(store, monkeypatch):
         finishes(keeper.stop)
 
 
-def test_another_host_with_our_pid_and_epoch_fences_the_executor(store):
+def test_another_host_with_our_pid_and_epoch_fences_the_executor(store, seen_by):
     """The same epoch and PID written from another host is another owner too."""
     fenced = threading.Event()
     keeper = LeaseKeeper(store, 1, SHORT)
