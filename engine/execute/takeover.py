@@ -164,9 +164,7 @@ def take_over(
         fence = _fence_earlier_owner(store)
     except OSError as error:
         lock.release()
-        raise StateWriteFailed(
-            f"the lease of backfill {store.id} cannot be written ({error.strerror or error}): nothing was started"
-        ) from None
+        raise _unwritable(store, error) from None
     children_lock = FileLock(store.children_lock_path)
     # Orphans are looked for on every takeover, from the records (PID + start time) and from the
     # environment of live processes, whatever the lock files say: a deleted or unreadable
@@ -196,12 +194,16 @@ def take_over(
     except OSError as error:  # a full disk, say: what was settled stays settled; nothing starts
         children_lock.release()
         lock.release()
-        raise StateWriteFailed(
-            f"the state store {store.directory} could not be written ({error.strerror or error}) while taking "
-            f"backfill {store.id} over: nothing was started; free space or fix the disk, then "
-            f"backfill --continue {store.id}"
-        ) from None
+        raise _unwritable(store, error) from None
     return Takeover(lock, children_lock, generation, stopped, notes)
+
+
+def _unwritable(store: StateStore, error: OSError) -> StateWriteFailed:
+    return StateWriteFailed(
+        f"the state store {store.directory} could not be written ({error.strerror or error}) while taking "
+        f"backfill {store.id} over: nothing was started; free space or fix the disk, then "
+        f"backfill --continue {store.id}"
+    )
 
 
 def _fence_earlier_owner(store: StateStore) -> Lease:

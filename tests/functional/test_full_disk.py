@@ -176,3 +176,33 @@ def test_a_live_max_parallel_without_room_for_its_reserve_is_refused_and_changes
     released.touch()
     out, err = process.communicate(timeout=60)
     assert process.returncode == 0, out + err
+
+
+def test_a_takeover_on_a_full_disk_changes_nothing_and_says_so(work, home, small_disk):
+    """A --continue on a disk with no room left: the takeover's first write (its own lease, before it stops any
+    child) fails, and that is one line naming the store and the disk's error, exit 1, before anything was settled
+    or started; the records and the lease are as they were, and the backfill resumes once there is room."""
+    days = ("--start-date", "2024-01-01", "--end-date", "2024-01-03")
+    first = run_backfill(*GUARD, "--command", "false", *days, "--state-dir", str(small_disk), cwd=work, env=home)
+    assert first.returncode == 1, first.stdout + first.stderr
+    [backfill] = state_dirs(small_disk)
+    before = {path.name: path.read_bytes() for path in (backfill / "partitions").glob("*.json")}
+    lease = (backfill / "lease.json").read_bytes()
+    filler = small_disk / "filler"
+    with contextlib.suppress(OSError), open(filler, "wb") as out:
+        while True:
+            out.write(b"\0" * 4096)
+            out.flush()
+    resumed = run_backfill("--continue", backfill.name, "--rerun", "failed", "--reason", "again", "--state-dir",
+                           str(small_disk), cwd=work, env=home)  # fmt: skip
+    assert resumed.returncode == 1, resumed.stdout + resumed.stderr
+    [line] = resumed.stderr.splitlines()
+    assert f"the state store {backfill} could not be written (No space left on device) while taking backfill" in line
+    assert f"nothing was started; free space or fix the disk, then backfill --continue {backfill.name}" in line
+    assert {path.name: path.read_bytes() for path in (backfill / "partitions").glob("*.json")} == before
+    assert (backfill / "lease.json").read_bytes() == lease
+    filler.unlink()
+    again = run_backfill("--continue", backfill.name, "--rerun", "failed", "--reason", "again", "--state-dir",
+                         str(small_disk), cwd=work, env=home)  # fmt: skip
+    assert again.returncode == 1, again.stdout + again.stderr  # `false` fails again, now that it could run
+    assert [len(r["attempts"]) for r in records(backfill) if r["status"] == "failed"] == [2]
