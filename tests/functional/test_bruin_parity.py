@@ -581,7 +581,8 @@ def test_run_continue_reruns_what_did_not_succeed_in_the_last_run(tmp_path):
     and options, only for the assets that failed or whose upstream failed; succeeded ones are not run again; a
     pipeline whose assets changed is refused; nothing left to rerun says so. Bruin's own form names the dates
     again (``bruin run --start-date S --end-date E --continue``, integration-tests' continue workflow): the run's
-    own dates are taken, others refused (Bruin would ignore them without a word)."""
+    own dates are taken, and what else it was given, given again; anything else — dates, zone, full refresh, interval
+    modifiers, workers, timeout — is refused (it would be ignored without a word: the run goes as it was given)."""
     repo = Repo(tmp_path / "repo")
     repo.sql("s.a", "SELECT '{{ start_date }}' AS day", materialization={"type": "table", "strategy": "append"})
     repo.sql(
@@ -597,13 +598,30 @@ def test_run_continue_reruns_what_did_not_succeed_in_the_last_run(tmp_path):
     repo.execute("INSERT INTO s.fixed VALUES (1)")
     refused = repo.run("--continue", "--tag", "x")
     assert refused.returncode == 2 and "--tag means nothing with --continue" in refused.stderr
-    other = repo.run("--start-date", "2024-05-02", "--end-date", "2024-05-02", "--continue")
-    assert other.returncode == 2, other.stdout + other.stderr
-    assert "--start-date 2024-05-02, --end-date 2024-05-02 is not the interval of run run-" in other.stderr
-    assert "(2024-05-01" in other.stderr and other.stderr.count("\n") == 1
-    longer = repo.run("--start-date", "2024-05-01", "--end-date", "2024-05-03", "--continue")
-    assert longer.returncode == 2 and "--end-date 2024-05-03 is not the interval" in longer.stderr
-    continued = repo.run_ok("--start-date", "2024-05-01", "--end-date", "2024-05-01", "--continue")  # Bruin's form
+    for given, said in (
+        (
+            ("--start-date", "2024-05-02", "--end-date", "2024-05-02"),
+            "--start-date 2024-05-02, --end-date 2024-05-02 where run run-",
+        ),
+        (("--end-date", "2024-05-03"), "--end-date 2024-05-03 where run run-"),
+        (("--timezone", "Asia/Tokyo"), "--timezone Asia/Tokyo where run run-"),
+        (("--full-refresh", "--reason", "r"), "--full-refresh where run run-"),
+        (("--apply-interval-modifiers",), "--apply-interval-modifiers where run run-"),
+        (("--workers", "3"), "--workers 3 where run run-"),
+        (("--timeout", "5m"), "--timeout 5m where run run-"),
+    ):  # each would be ignored without a word, the run going as it was given
+        other = repo.run(*given, "--continue")
+        assert other.returncode == 2, (given, other.stdout + other.stderr)
+        assert said in other.stderr and other.stderr.count("\n") == 1, (given, other.stderr)
+        assert "--continue runs that run again as it was given; leave it out" in other.stderr
+    both = repo.run("--end-date", "2024-05-03", "--workers", "3", "--continue")
+    assert (
+        "was given 2024-05-01T00:00:00.000000Z → 2024-05-01T23:59:59.999999Z, and --workers 3 where it was given "
+        "--workers 16: --continue runs that run again as it was given; leave them out" in both.stderr
+    ), both.stderr
+    continued = repo.run_ok(  # Bruin's form, and what the run was given, given again
+        "--start-date", "2024-05-01", "--end-date", "2024-05-01", "--tz", "UTC", "--workers", "16", "--continue"
+    )  # fmt: skip
     assert "continuing run run-" in continued.stdout and "s.b, s.c again" in continued.stdout
     last = repo.records()[-1]
     assert sorted(a["name"] for a in last["assets"]) == ["s.b", "s.c"]  # s.a succeeded: not run again

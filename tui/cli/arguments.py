@@ -452,7 +452,7 @@ def run_parser() -> Parser:
     parser.add_argument("target", type=TARGET, help="pipeline directory or asset file")
     parser.add_argument("--start-date", help="start (default: BRUIN_START_DATE, else yesterday 00:00)")
     parser.add_argument("--end-date", help="inclusive end (default: BRUIN_END_DATE, else yesterday 23:59:59.999999)")
-    parser.add_argument("--timezone", "--tz", default="UTC", help="zone for unzoned dates (default UTC)")
+    parser.add_argument("--timezone", "--tz", help="zone for unzoned dates (default UTC)")
     _run_option_flags(parser)
     parser.add_argument("-env", dest="environment", help=argparse.SUPPRESS)  # Bruin's single-dash spelling
     parser.add_argument("--env", dest="environment", help=argparse.SUPPRESS)

@@ -54,7 +54,7 @@ def _bruin_flags(args) -> tuple[str | None, str | None, bool]:
 _CONTINUED = ("start_date", "end_date", "selector", "tag", "exclude_tag", "only", "var", "variant", "downstream")
 
 
-def _continued(request, args):
+def _continued(request, args, refresh_flag: bool):
     """``--continue``: the last run by hand of the pipeline, again, for the assets that did not succeed."""
     from engine.pipeline.loading import PIPELINES
     from engine.pipeline.repository import resolve_target
@@ -68,7 +68,7 @@ def _continued(request, args):
     target = resolve_target(request.target)
     pipeline = PIPELINES.load(target.pipeline_dir)
     continued = continuation(request, target, pipeline.name, set(pipeline.assets))
-    _check_same_interval(args, continued.request, continued.run_id)
+    _check_as_continued(args, refresh_flag, continued.request, continued.run_id)
     sys.stdout.write(f"continuing run {continued.run_id}: {', '.join(continued.assets)} again\n")
     return continued.request
 
@@ -76,21 +76,44 @@ def _continued(request, args):
 _DATES = ("start_date", "end_date")
 
 
-def _check_same_interval(args, continued: RunRequest, run_id: str) -> None:
-    """Bruin's own form, ``bruin run --start-date S --end-date E --continue``, names the interval of the run it
-    continues (Bruin then reads the saved one): dates naming that interval are taken; other dates would be ignored
-    without a word there, and are refused here."""
+def _check_as_continued(args, refresh_flag: bool, continued: RunRequest, run_id: str) -> None:
+    """What the continued run was given may be given again — Bruin's own form names the dates, ``bruin run
+    --start-date S --end-date E --continue`` (Bruin then reads the saved ones) — and is taken; anything else would
+    be ignored without a word (the run goes as it was given), and is refused, naming what that run was given."""
+    from engine.dates.durations import format_duration
+    from engine.dates.instants import load_zone
     from engine.pipeline.runner import run_window
 
-    if args.start_date is None and args.end_date is None:
-        return
-    start = continued.start if args.start_date is None else args.start_date
-    end = continued.end if args.end_date is None else args.end_date
-    if run_window(start, end, continued.timezone) != run_window(continued.start, continued.end, continued.timezone):
-        shown = ", ".join(f"--{name.replace('_', '-')} {getattr(args, name)}" for name in _DATES if getattr(args, name))
+    zone = continued.timezone
+    differ: list[tuple[str, str]] = []  # (what this invocation says, what the continued run was given)
+    if args.start_date is not None or args.end_date is not None:
+        start = continued.start if args.start_date is None else args.start_date
+        end = continued.end if args.end_date is None else args.end_date
+        if run_window(start, end, zone) != run_window(continued.start, continued.end, zone):
+            given = [f"--{name.replace('_', '-')} {getattr(args, name)}" for name in _DATES if getattr(args, name)]
+            differ.append((", ".join(given), f"{continued.start} → {continued.end}"))
+    if args.timezone is not None and load_zone(args.timezone) != load_zone(zone):
+        differ.append((f"--timezone {args.timezone}", zone))
+    if refresh_flag and not continued.full_refresh:
+        differ.append(("--full-refresh", "no full refresh"))
+    if args.apply_interval_modifiers and not continued.options.apply_interval_modifiers:
+        differ.append(("--apply-interval-modifiers", "no interval modifiers"))
+    if args.workers is not None and args.workers != continued.workers:
+        differ.append((f"--workers {args.workers}", f"--workers {continued.workers}"))
+    if args.timeout is not None and timeout_arg(args.timeout)[1] != continued.timeout:
+        differ.append(
+            (
+                f"--timeout {args.timeout}",
+                "no timeout" if continued.timeout is None else format_duration(continued.timeout),
+            )
+        )
+    if differ:
+        said = ", and ".join(
+            f"{given} where {f'run {run_id}' if number == 0 else 'it'} was given {saved}"
+            for number, (given, saved) in enumerate(differ)
+        )
         raise BadInput(
-            f"{shown} is not the interval of run {run_id}, which --continue runs again as it was given "
-            f"({continued.start} → {continued.end}, {continued.timezone}): leave the dates out"
+            f"{said}: --continue runs that run again as it was given; leave {'it' if len(differ) == 1 else 'them'} out"
         )
 
 
@@ -168,6 +191,7 @@ def _unjudged(watch: DefinitionWatch | None) -> Callable[[Any], str | None] | No
 def run_command(argv: list[str]) -> int:
     args = run_parser().parse_args(argv)
     _check_started_by_a_backfill(args)
+    refresh_flag = args.full_refresh  # as given: BRUIN_FULL_REFRESH may stand in for it below
     start, end, full_refresh = _bruin_flags(args)
     args.full_refresh = full_refresh
     watch = _judged_watch(args)
@@ -175,7 +199,7 @@ def run_command(argv: list[str]) -> int:
         target=args.target,
         start=start,
         end=end,
-        timezone=args.timezone,
+        timezone=args.timezone if args.timezone is not None else "UTC",  # '' is bad input, not the default
         environment=args.environment,
         config_file=args.config_file,
         workers=args.workers or 16,
@@ -192,7 +216,7 @@ def run_command(argv: list[str]) -> int:
         reason=None if args.stand_in else check_reason(args.reason),
     )
     if args.continue_run:
-        request = _continued(request, args)
+        request = _continued(request, args, refresh_flag)
         args.full_refresh = request.full_refresh  # a continued full refresh by hand needs its --reason again
     _check_stand_in_flags(args)
     prepared = prepare_run(request) if watch is None else watch.read_as_judged(lambda: prepare_run(request))
