@@ -243,22 +243,24 @@ def test_an_executor_taken_over_behind_its_back_starts_nothing_more(work, home, 
     ledger, locks = tmp_path / "began.jsonl", tmp_path / "locks"
     locks.mkdir()
     template = child_command("--began", str(ledger), "--exclusive-dir", str(locks))
-    twelve_days = ("--start-date", "2024-01-01", "--end-date", "2024-01-12")
-    first = start_background(*GUARD, "--command", template, *twelve_days, "--max-parallel", "2", "--on-failure",
-                             "continue", cwd=work, env={**home, "CHILD_SLEEP": "0.5"})  # fmt: skip
+    # Children of 1.5 s: the takeover lands while the first two run, not as one of them ends (an executor's launch
+    # in the moment between its last look and the takeover's search for children is the window left open).
+    env = {**home, "CHILD_SLEEP": "1.5"}
+    first = start_background(*GUARD, "--command", template, *SIX_DAYS, "--max-parallel", "2", "--on-failure",
+                             "continue", cwd=work, env=env)  # fmt: skip
     backfill = backfill_dir(work)
-    running_pids(backfill, 1)
+    running_pids(backfill, 2)
     for name in (".lock", ".children.lock", "lease.json", ".generation.json"):
         (backfill / name).unlink()
     second = run_backfill("--continue", backfill.name, "--on-failure", "continue", "--max-parallel", "2", cwd=work,
-                          env={**home, "CHILD_SLEEP": "0.5"})  # fmt: skip
+                          env=env)  # fmt: skip
     out, err = first.communicate(timeout=60)
     assert second.returncode == 0, second.stdout + second.stderr
-    assert "lease lost" in out + err or "its lease was taken away" in out + err, out + err
+    assert "its lease was taken away (taking over)" in out + err, out + err
     assert not (locks / "OVERLAP").exists()
     runs = [json.loads(line)["run_id"] for line in ledger.read_text().splitlines()]
-    assert len(runs) <= 12 + 2, runs  # the two the takeover stopped run again
-    assert [r["status"] for r in records(backfill)] == ["succeeded"] * 12
+    assert len(runs) == 6 + 2, runs  # the two the takeover stopped run again
+    assert [r["status"] for r in records(backfill)] == ["succeeded"] * 6
 
 
 def test_a_takeover_that_cannot_find_what_holds_the_children_lock_leaves_the_backfill_unowned(work, home):
