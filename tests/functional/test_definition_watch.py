@@ -396,10 +396,11 @@ def test_an_edit_between_the_executor_s_look_and_the_partition_s_parse_runs_noth
     first = start_background("p", *two_days, "--reason", "first", "--max-parallel", "1", "--launcher", "exec",
                              "--no-progress", cwd=repo.root, env=env)  # fmt: skip
     try:
-        with open(fifo, "w") as go:  # returns once the first partition's interpreter is up and waiting to parse
-            repo.sql("p.days", "SELECT DATE '{{ start_date }}' AS day, 2 AS v", materialization=DAY)
-            fifo.unlink()  # the next partition, if any, does not wait
-            go.write("go")
+        go = wait_for(lambda: _writer_of(fifo), timeout=60)  # once the first partition waits there to parse
+        repo.sql("p.days", "SELECT DATE '{{ start_date }}' AS day, 2 AS v", materialization=DAY)
+        fifo.unlink()  # the next partition, if any, does not wait
+        os.write(go, b"go")
+        os.close(go)
     finally:
         out, err = first.communicate(timeout=120)
     [backfill] = state_dirs(repo.root / "logs" / "backfills")
@@ -409,6 +410,14 @@ def test_an_edit_between_the_executor_s_look_and_the_partition_s_parse_runs_noth
     said = json.dumps(record) + out + err
     assert record["status"] == "failed", said
     assert "not run: the pipeline changed since this backfill was judged (assets/p.days.sql changed)" in said, said
+
+
+def _writer_of(fifo: Path) -> int | None:
+    """The FIFO's write end once a reader holds the other (a partition's interpreter waiting there), else None."""
+    try:
+        return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:  # ENXIO: no reader yet
+        return None
 
 
 def _rows_written(repo: Repo) -> list[tuple]:
