@@ -95,9 +95,13 @@ class LeaseKeeper:
             current = read_lease(self.store.directory)
         except Exception:
             return None  # damaged or half-read: the renewal decides
-        if current is None or (current.epoch, current.host, current.pid) == (self.epoch, self.host, self.pid):
+        if current is None or self._ours(current):
             return None  # ours (a renewal being written)
         return current.note or "another owner took it"
+
+    def _ours(self, lease: Lease) -> bool:
+        """Whether ``lease`` is the one this keeper writes: its epoch, on this host, by this process."""
+        return (lease.epoch, lease.host, lease.pid) == (self.epoch, self.host, self.pid)
 
     def stop(self) -> None:
         """The run ended: stop renewing and leave the lease unowned (unless someone else owns it now)."""
@@ -137,7 +141,7 @@ class LeaseKeeper:
                 current = read_lease(self.store.directory)
             except Exception:
                 current = None
-            if current is None or current.epoch != self.epoch or current.host != self.host or current.pid != self.pid:
+            if current is None or not self._ours(current):
                 what = current.note if current is not None and current.note else "another owner took it"
                 self._fence(f"its lease was taken away ({what})")
                 return
