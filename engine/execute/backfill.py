@@ -214,7 +214,7 @@ def create_backfill(
     store.create(manifest)
     if root.repository is not None:
         add_to_gitignore(root.repository, root.path)
-    takeover = take_over(store, board, [], grace=settings.stop_grace)
+    takeover = take_over(store, board, [], grace=settings.stop_grace, lease_seconds=settings.lease_seconds)
     return Prepared(
         store=store,
         spec=spec,
@@ -295,6 +295,7 @@ def prepare_resume(
         loaded.board,
         loaded.running,
         grace=settings.stop_grace,
+        lease_seconds=settings.lease_seconds,
         reload=lambda: loaded.store.load_board(spec.plan, spec.ids.of),
         stop_remote=_remote_stopper(loaded.store.id, settings.stop_grace),
     )

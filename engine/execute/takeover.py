@@ -133,6 +133,7 @@ def take_over(
     running: list[PartitionRecord],
     *,
     grace: float,
+    lease_seconds: float = DEFAULT_LEASE_SECONDS,
     reload: Callable[[], tuple[StatusBoard, list[PartitionRecord]]] | None = None,
     stop_remote: Callable[[list[PartitionRecord], Generation | None], list[str]] | None = None,
 ) -> Takeover:
@@ -161,7 +162,7 @@ def take_over(
             raise
         board.copy_from(fresh)
     try:
-        fence = _fence_earlier_owner(store)
+        fence = _fence_earlier_owner(store, lease_seconds)
     except OSError as error:
         lock.release()
         raise _unwritable(store, error) from None
@@ -206,7 +207,7 @@ def _unwritable(store: StateStore, error: OSError) -> StateWriteFailed:
     )
 
 
-def _fence_earlier_owner(store: StateStore) -> Lease:
+def _fence_earlier_owner(store: StateStore, lease_seconds: float) -> Lease:
     """A lease of ours, written before anything is stopped: an executor still running that nothing named (its lock
     files, lease and generation removed) sees its lease replaced within milliseconds and starts nothing more,
     before the search for its children, which would miss any it started after."""
@@ -214,7 +215,7 @@ def _fence_earlier_owner(store: StateStore) -> Lease:
     me = os.getpid()
     lease = Lease(
         (previous.epoch + 1) if previous is not None else 1, socket.gethostname(), me, process_started(me),
-        time.time() + DEFAULT_LEASE_SECONDS, note="taking over",
+        time.time() + lease_seconds, note="taking over",
     )  # fmt: skip
     write_lease(store.directory, lease)
     return lease

@@ -139,7 +139,9 @@ def test_a_takeover_fences_an_unnamed_executor_before_it_stops_any_child(tmp_pat
     monkeypatch.setattr(
         takeover, "stop_verified", lambda orphans, grace: seen.append(read_lease(store.directory)) or []
     )
-    taken = takeover.take_over(store, StatusBoard(1), [], grace=0.1)
+    before = time.time()
+    taken = takeover.take_over(store, StatusBoard(1), [], grace=0.1, lease_seconds=7.0)
     taken.release()
     [lease] = seen
     assert (lease.epoch, lease.host, lease.pid, lease.note) == (8, socket.gethostname(), os.getpid(), "taking over")
+    assert before + 7 <= lease.expires_at <= time.time() + 7  # the lease BACKFILL_LEASE_SECONDS sets, as any
