@@ -208,7 +208,7 @@ def _unjudged(watch: DefinitionWatch, backfill_id: str) -> str | None:
     if not changes:
         return None
     return (
-        f"stopped: {watch.what} changed since this backfill was judged ({', '.join(changes)}); no partition starts "
+        f"stopped: {watch.changed(changes)}; no partition starts "
         f"on it unjudged: `backfill --continue {backfill_id}` judges it again"
     )
 

@@ -143,7 +143,11 @@ class DefinitionWatch:
 
     def _refuse_changes(self) -> None:
         if changes := self.changes():
-            raise Unjudged(f"not run: {self.what} changed since this backfill was judged ({', '.join(changes)})")
+            raise Unjudged(f"not run: {self.changed(changes)}")
+
+    def changed(self, changes: list[str]) -> str:
+        """How every refusal says them: "the pipeline changed since this backfill was judged (x.sql changed)"."""
+        return f"{self.what} changed since this backfill was judged ({', '.join(changes)})"
 
     def changes_for(self, asset: Asset) -> list[str]:
         """What differs from what was judged among the files ``asset`` reads from disk only when it runs — a Python

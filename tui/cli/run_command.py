@@ -183,7 +183,7 @@ def _unjudged(watch: DefinitionWatch | None) -> Callable[[Any], str | None] | No
 
     def changed(asset) -> str | None:
         changes = watch.changes_for(asset)
-        return f"{watch.what} changed since this backfill was judged ({', '.join(changes)})" if changes else None
+        return watch.changed(changes) if changes else None
 
     return changed
 
