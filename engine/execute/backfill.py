@@ -25,6 +25,7 @@ from engine.execute.takeover import Takeover, take_over
 from engine.execute.warm_launcher import WarmLauncher
 from engine.interventions.leasing import LeaseKeeper
 from engine.pipeline.config import find_config_file, load_config
+from engine.pipeline.judged_sql import judged_argument
 from engine.pipeline.repository import repository_root, resolve_target
 from engine.pipeline.validation import check_pipeline
 from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions, Planned
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from engine.guardrails.definition_watch import DefinitionWatch
 
 JUDGED_FILES = "judged-files.json"  # the pipeline's files as judged, for each asset of a partition to ask again
+JUDGED_SQL = "judged-sql.json"  # the shapes of SQL that cannot be classified the pre-flight judged, by asset
 
 
 @dataclass(frozen=True)
@@ -134,7 +136,7 @@ class Prepared:
     def executor(
         self, *, launcher: Launcher | None = None, hooks: ExecutorHooks | None = None, grace: float | None = None
     ) -> Executor:
-        judged_files = self._judged_files()  # before any launcher starts: a failure leaves nothing to stop
+        judged_files, judged_sql = self._judged_files()  # before any launcher starts: a failure leaves nothing to stop
         launcher = launcher or self.start_launcher()
         parallel = self.parallelism.effective
         cap = self.parallelism.limit
@@ -162,19 +164,26 @@ class Prepared:
             rerun_asset=self.rerun_asset,
             parallel_cap=cap,
             split=self.options.split_policy(self.split_finest),
-            judged_sql=self.judged_sql,
+            judged_sql=judged_sql,
             judged_files=judged_files,
         )
 
-    def _judged_files(self) -> str | None:
-        """The pipeline's files as judged, written for the partitions' runs to ask again before each asset (a file,
-        not an argument: a large pipeline's list would pass the 128 KiB an argument may hold); None for a command,
-        whose children are not ours to ask."""
-        if self.definition_watch is None or self.spec.target.is_command:
-            return None
-        path = self.store.directory / JUDGED_FILES
+    def _judged_files(self) -> tuple[str | None, str | None]:
+        """What a pipeline partition's run is given as judged, written to the state directory: the pipeline's files,
+        for it to ask again before each asset, and the shapes of SQL that cannot be classified it may run. Files,
+        not arguments: a large pipeline's list, or one long statement approved, would pass the 128 KiB an argument
+        may hold. None for a command, whose children are not ours to ask."""
+        if self.spec.target.is_command:
+            return None, None
+        files = None
+        if self.definition_watch is not None:
+            files = self._given(JUDGED_FILES, self.definition_watch.argument())
+        return files, self._given(JUDGED_SQL, judged_argument(self.judged_sql))
+
+    def _given(self, name: str, text: str) -> str:
+        path = self.store.directory / name
         try:
-            write_atomic(path, self.definition_watch.argument().encode())
+            write_atomic(path, text.encode())
         except OSError as error:
             raise StateWriteFailed(
                 f"cannot write {path} ({error.strerror or error}): nothing was started; the backfill can be continued"

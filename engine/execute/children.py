@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import orjson
@@ -17,7 +16,6 @@ from engine.dates.formatting import InstantFormatter
 from engine.dates.plan import Interval
 from engine.execute.launcher import ChildSpec
 from engine.execute.rerun import AssetRerun
-from engine.pipeline.judged_sql import judged_argument
 from engine.pipeline.options import RUN_OPTIONS
 from engine.spec.backfill_spec import BackfillSpec
 from engine.spec.command_template import split_template, substitute
@@ -43,13 +41,13 @@ class ChildFactory:
         reason: str | None = None,
         rerun_asset: AssetRerun | None = None,
         row_changes_from: str | None = None,
-        judged_sql: Mapping[str, Sequence[str]] | None = None,
+        judged_sql: str | None = None,
         judged_files: str | None = None,
     ) -> None:
         self.spec = spec
         self.row_changes_from = row_changes_from  # the backfill's snapshot.json: pipeline children measure against it
-        # the SQL that cannot be classified a pipeline partition may run (engine/pipeline/judged_sql.py), as given
-        self.judged_sql = judged_argument(judged_sql or {})
+        # a file of the SQL that cannot be classified a pipeline partition may run (engine/pipeline/judged_sql.py)
+        self.judged_sql = judged_sql
         self.judged_files = judged_files  # the pipeline's files as judged: each asset's run asks them again
         self.rerun_asset = rerun_asset
         self.backfill_id = backfill_id
@@ -139,8 +137,7 @@ class ChildFactory:
                 "--run-id",
                 run_id,
                 *(["--row-changes-from", self.row_changes_from] if self.row_changes_from else []),
-                "--judged-sql",
-                self.judged_sql,
+                *(["--judged-sql", self.judged_sql] if self.judged_sql else []),
                 *(["--judged-files", self.judged_files] if self.judged_files else []),
             ]
         environment = {

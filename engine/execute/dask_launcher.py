@@ -31,7 +31,8 @@ BEAT_SECONDS = 1.0
 CONNECT_TIMEOUT = 5  # seconds to reach a scheduler at takeover
 WATCH_SLACK = 3.0  # a task notices its executor's silence this late at most (its watch tick and variable read)
 LOG_END_WAIT = 5.0  # seconds an ended attempt waits for the rest of its output, or for its task's return
-GIVEN_FILES = ("--judged-files",)  # flags naming a file of the state directory: its bytes travel with the task
+# flags naming a file of the state directory: its bytes travel with the task
+GIVEN_FILES = ("--judged-files", "--judged-sql")
 
 
 def stop_remote_attempts(
@@ -410,8 +411,9 @@ class DaskLauncher:
         return DaskChild(self, future, stream)
 
     def _given(self, argv: list[str]) -> dict[str, bytes]:
-        """The files of the state directory a pipeline partition's run is given (``--judged-files``), sent with the
-        task: a worker need not see the state directory. Read once per file the executor wrote."""
+        """The files of the state directory a pipeline partition's run is given (``--judged-files``,
+        ``--judged-sql``), sent with the task: a worker need not see the state directory. Read once per file the
+        executor wrote."""
         given = {}
         for flag in GIVEN_FILES:
             if flag in argv:

@@ -17,7 +17,7 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,7 +124,7 @@ class Executor(ExecutorControls, ExecutorStorage, ExecutorStopping, ExecutorSpli
         rerun_asset: AssetRerun | None = None,
         parallel_cap: tuple[int, str] | None = None,
         split: SplitPolicy | None = None,
-        judged_sql: Mapping[str, Sequence[str]] | None = None,
+        judged_sql: str | None = None,
         judged_files: str | None = None,
     ) -> None:
         self.spec = spec
@@ -153,7 +153,7 @@ class Executor(ExecutorControls, ExecutorStorage, ExecutorStopping, ExecutorSpli
             reason=reason,
             rerun_asset=rerun_asset,
             row_changes_from=None if spec.target.is_command else str(store.directory / SNAPSHOT_INDEX),
-            judged_sql=judged_sql or {},
+            judged_sql=judged_sql,
             judged_files=judged_files,
         )
         self._selected = selection.count(board)

@@ -1,10 +1,12 @@
 """What a backfill's pre-flight judged of the SQL its assets run as written that cannot be classified: the shape of
-each such statement (``sql_writes.shape``), by asset, handed to each partition's run on its command line.
+each such statement (``sql_writes.shape``), by asset, written to the state directory's ``judged-sql.json`` for each
+partition's run (``--judged-sql``).
 
 The pre-flight judges the first partition's rendering; a macro may render another statement on later days. A
 partition's run refuses a statement that cannot be classified unless its shape is here: one a person approved (or
-the level let through) runs on every day it is rendered, and one nobody saw runs on none. On the command line, not
-in a file, so that a run on another host (a Dask worker) reads the same.
+the level let through) runs on every day it is rendered, and one nobody saw runs on none. In a file, not on the
+command line: one long statement approved (a generated view) would pass the 128 KiB an argument may hold. A Dask
+worker that cannot see the state directory is sent the file's bytes with the task.
 """
 
 from __future__ import annotations
@@ -27,12 +29,12 @@ def judged_shapes(run_sql: Mapping[str, Mapping[str, Sequence[Classified]]]) -> 
 
 
 def judged_argument(shapes: Mapping[str, Sequence[str]]) -> str:
-    """The shapes as a partition's run is given them (``--judged-sql``)."""
+    """The shapes as a partition's run reads them (``judged-sql.json``)."""
     return orjson.dumps(shapes, option=orjson.OPT_SORT_KEYS).decode()
 
 
 def read_judged_argument(text: str) -> dict[str, frozenset[str]]:
-    """``--judged-sql``'s value: by asset, the shapes its run may run unclassified. ValueError when it is not what
+    """``judged-sql.json``'s text: by asset, the shapes its run may run unclassified. ValueError when it is not what
     :func:`judged_argument` writes."""
     try:
         value = orjson.loads(text)

@@ -327,9 +327,9 @@ def test_a_pipeline_of_thousands_of_files_runs_its_partitions(tmp_path, home):
 
 def test_a_dask_worker_that_cannot_see_the_state_directory_is_given_the_judged_files(waiting):
     """On a cluster the state directory need not be shared: the judged files each partition's run asks are sent
-    with its task. Here ``judged-files.json`` is gone from the state directory after the first launch (a worker
-    that does not see it), and the later days still run, each asset asking the judged files; the worker's copies
-    are removed as each child ends."""
+    with its task. Here ``judged-files.json`` and ``judged-sql.json`` are gone from the state directory after the
+    first launch (a worker that does not see them), and the later days still run, each asset asking the judged
+    files; the worker's copies are removed as each child ends."""
     repo, env = waiting
     scratch = Path(tempfile.mkdtemp(prefix="bf-tmp-"))  # short: the cluster makes AF_UNIX sockets in TMPDIR
     env = {**env, "TMPDIR": str(scratch)}
@@ -339,6 +339,7 @@ def test_a_dask_worker_that_cannot_see_the_state_directory_is_given_the_judged_f
         wait_for(lambda: Path(env["LIVE_STARTED"]).exists(), timeout=120)
         [backfill] = state_dirs(repo.root / "logs" / "backfills")
         (backfill / "judged-files.json").unlink()
+        (backfill / "judged-sql.json").unlink()
     finally:
         Path(env["LIVE_GO"]).write_text("go")
         out, err = first.communicate(timeout=180)

@@ -144,6 +144,24 @@ def test_a_judged_statement_runs_on_every_day_with_that_day_s_values(tmp_path, h
     assert invocation["judged_sql"] == {"mid.daily": ["CALL range(0)"]}
 
 
+def test_a_judged_statement_longer_than_an_argument_may_be_runs_in_every_partition(tmp_path, home):
+    """A generated view of 4,000 columns as a hook: its shape, judged by the pre-flight, passes the 128 KiB one
+    argument may hold. Given on the command line, every partition started by exec failed before it ran ("Argument
+    list too long"); it is given in the state directory's ``judged-sql.json``, and all five days run it."""
+    repo = pipeline(tmp_path, "sandbox")
+    columns = ", ".join(f"x + {n} AS generated_column_number_{n}" for n in range(4_000))
+    redeclare_daily(
+        repo, hooks={"post": [{"query": f"CREATE OR REPLACE VIEW mid.wide AS SELECT {columns} FROM raw.landing"}]}
+    )
+    ran = run_backfill("p", *WEEK, "--reason", "r", "--no-progress", "--launcher", "exec", cwd=repo.root, env=home)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    [backfill] = state_dirs(repo.root / "logs" / "backfills")
+    assert [r["status"] for r in records(backfill)] == ["succeeded"] * 5
+    [judged] = json.loads((backfill / "judged-sql.json").read_text())["mid.daily"]
+    assert len(judged) > 128 * 1024
+    assert repo.query("SELECT generated_column_number_3999 FROM mid.wide ORDER BY 1 LIMIT 1") == [(3_999,)]
+
+
 def test_a_judged_statement_that_moves_the_search_path_cannot_reach_raw_data(tmp_path, home):
     """``SET search_path`` judged on the first day (to main, in sandbox) and rendered to raw on the tenth, before a
     bare ``DELETE FROM source_rows``: the same shape, so it runs; the fingerprint of every schema's source_rows
@@ -163,8 +181,9 @@ def test_a_judged_statement_that_moves_the_search_path_cannot_reach_raw_data(tmp
 
 def test_a_partition_run_started_by_hand_judges_no_statement_it_is_not_given(tmp_path, home):
     """``--judged-sql`` (and ``--judged-files``) go only with a backfill's own partition runs; with their IDs but a
-    value no backfill writes it is one line naming the value, exit 2. A partition's command line copied from a log
-    without it judged nothing: its hook ``CALL pragma_version()`` is refused; given the shape, it runs."""
+    file no backfill writes (or none: the shapes themselves typed in) it is one line naming the value, exit 2. A
+    partition's command line copied from a log without it judged nothing: its hook ``CALL pragma_version()`` is
+    refused; given a file of the shape, it runs."""
     repo = pipeline(tmp_path, "sandbox")
     redeclare_daily(repo, hooks={"post": [{"query": "CALL pragma_version()"}]})
     day = ("--start-date", "2024-01-08", "--end-date", "2024-01-08")
@@ -175,11 +194,18 @@ def test_a_partition_run_started_by_hand_judges_no_statement_it_is_not_given(tmp
     )
     child = ("--backfill-id", "bf-1", "--run-id", "bf-1-p0-a1", "--partition-id", "9b0c")
     started = {**home, "BACKFILL_ID": "bf-1", "BACKFILL_RUN_ID": "bf-1-p0-a1", "BACKFILL_PARTITION_ID": "9b0c"}
-    bad = repo.run(*day, *child, "--judged-sql", "[1]", env=started)
+    (repo.root / "list.json").write_text("[1]")
+    bad = repo.run(*day, *child, "--judged-sql", "list.json", env=started)
     assert (bad.returncode, bad.stderr) == (
         2,
-        "backfill: error: --judged-sql '[1]' is not what a backfill gives its partitions: an object of asset names, "
-        "each with a list of statements\n",
+        "backfill: error: --judged-sql 'list.json' is not what a backfill gives its partitions: an object of asset "
+        "names, each with a list of statements\n",
+    )
+    missing = repo.run(*day, *child, "--judged-sql", '{"mid.daily": ["CALL pragma_version()"]}', env=started)
+    assert (missing.returncode, missing.stderr) == (
+        2,
+        'backfill: error: --judged-sql \'{"mid.daily": ["CALL pragma_version()"]}\' is not what a backfill gives '
+        "its partitions: No such file or directory\n",
     )
     alone = repo.run(*day, "--judged-files", "{}", env=home)
     assert (alone.returncode, alone.stderr) == (
@@ -187,7 +213,6 @@ def test_a_partition_run_started_by_hand_judges_no_statement_it_is_not_given(tmp
         "backfill: error: --judged-files goes only with --backfill-id, which a backfill gives its own partitions' "
         "runs\n",
     )
-    (repo.root / "list.json").write_text("[1]")
     bad = repo.run(*day, *child, "--judged-files", "list.json", env=started)
     assert (bad.returncode, bad.stderr) == (
         2,
@@ -203,7 +228,8 @@ def test_a_partition_run_started_by_hand_judges_no_statement_it_is_not_given(tmp
     copied = repo.run(*day, *child, env=started)
     assert copied.returncode == 1, copied.stdout + copied.stderr
     assert "runs SQL that cannot be classified, unjudged by the pre-flight" in copied.stdout
-    repo.run_ok(*day, *child, "--judged-sql", '{"mid.daily": ["CALL pragma_version()"]}', env=started)
+    (repo.root / "judged.json").write_text('{"mid.daily": ["CALL pragma_version()"]}')
+    repo.run_ok(*day, *child, "--judged-sql", "judged.json", env=started)
 
 
 WRITING_CTE = "WITH d AS (DELETE FROM raw.landing RETURNING *) SELECT count(*) AS n FROM d"

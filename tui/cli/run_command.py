@@ -146,17 +146,25 @@ def _check_started_by_a_backfill(args) -> None:
 
 
 def _judged_sql(args) -> dict[str, frozenset[str]] | None:
-    """A partition's run refuses SQL that cannot be classified unless its pre-flight judged it; one started without
-    ``--judged-sql`` (its command line copied from a log) judged none."""
+    """A partition's run refuses SQL that cannot be classified unless its pre-flight judged it: the shapes are in the
+    state directory's ``judged-sql.json`` (``--judged-sql``); one started without it (its command line copied from a
+    log) judged none."""
     if not args.backfill_id:
         return None
     if args.judged_sql is None:
         return {}
     try:
-        return read_judged_argument(args.judged_sql)
-    except ValueError as error:
+        return read_judged_argument(_given_text(args.judged_sql))
+    except (OSError, UnicodeDecodeError, ValueError) as error:
         shown = args.judged_sql[:80]
-        raise BadInput(f"--judged-sql {shown!r} is not what a backfill gives its partitions: {error}") from None
+        why = error.strerror if isinstance(error, OSError) else error
+        raise BadInput(f"--judged-sql {shown!r} is not what a backfill gives its partitions: {why}") from None
+
+
+def _given_text(path: str) -> str:
+    """A file of the state directory a backfill gives its partition's run, as text."""
+    with open(path, "rb") as given:
+        return given.read().decode()
 
 
 def _judged_watch(args) -> DefinitionWatch | None:
@@ -168,8 +176,7 @@ def _judged_watch(args) -> DefinitionWatch | None:
     from engine.guardrails.definition_watch import DefinitionWatch
 
     try:
-        with open(args.judged_files, "rb") as given:
-            return DefinitionWatch.from_argument(given.read().decode())
+        return DefinitionWatch.from_argument(_given_text(args.judged_files))
     except (OSError, UnicodeDecodeError, ValueError) as error:
         shown = args.judged_files[:80]
         why = error.strerror if isinstance(error, OSError) else error
