@@ -80,8 +80,8 @@ class ChildFactory:
             argv += ["--config-file", options.config_file]
         if rerun is not None:
             argv += ["--selector", f"fqn:{rerun.name}" + ("+" if rerun.downstream else "")]
-        if assets is not None:
-            argv += ["--selector", " ".join(f"fqn:{name}" for name in assets)]
+        for name in assets or ():  # one selector each: all in one word, a pipeline of thousands of assets would pass
+            argv += ["--selector", f"fqn:{name}"]  # the 128 KiB an argument may hold (several are a union)
         for option in RUN_OPTIONS:
             replaced = rerun is not None or (assets is not None and option.attribute == "selector")
             if not (option.selects and replaced):

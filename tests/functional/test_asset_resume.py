@@ -172,3 +172,29 @@ def test_a_changed_macro_carries_nothing_over(chain):
     assert again.returncode == 0, again.stdout + again.stderr
     assert len(ran(env)) == 8
     assert all("assets" not in second for _, second in attempts(backfill))
+
+
+def test_a_pipeline_of_a_thousand_assets_resumes_at_its_root(tmp_path, home):
+    """1,300 assets downstream of one that failed, each a long name: the resume's selection of them, given as one
+    ``--selector`` word, passed the 128 KiB one argument may hold, and the attempt failed to start ("Argument list
+    too long"). One selector an asset: the resume starts, runs the root and every asset below it, and carries
+    the asset that had succeeded."""
+    repo = Repo(tmp_path / "repo")
+    env = {**home, "RUNS_LOG": str(tmp_path / "runs.log"), "FAIL_FLAG": str(tmp_path / "fail")}
+    repo.python("a", BODY.format(name="a", extra=""))
+    repo.python("c", BODY.format(name="c", extra=FAILS))
+    long = "generated_asset_with_a_name_as_long_as_a_generated_project_gives_it_to_say_what_it_holds_and_for_whom"
+    for number in range(1_300):
+        repo.sql(f"g.{long}_{number:04d}", "SELECT 1 AS x", depends=["c"], materialization={"type": "view"})
+    Path(env["FAIL_FLAG"]).write_text("")
+    day = ("--start-date", "2024-01-01", "--end-date", "2024-01-01")
+    first = run_backfill("p", *day, "--reason", "r", "--launcher", "exec", "--no-progress", cwd=repo.root, env=env)
+    assert first.returncode == 1, first.stdout + first.stderr
+    [backfill] = state_dirs(repo.root / "logs" / "backfills")
+    Path(env["FAIL_FLAG"]).unlink()
+    again = run_backfill("--continue", backfill.name, "--no-progress", cwd=repo.root, env=env)
+    assert again.returncode == 0, again.stdout + again.stderr
+    [[failed, resumed]] = attempts(backfill)
+    assert len(" ".join(f"fqn:{name}" for name in resumed["assets"])) > 128 * 1024
+    assert (len(resumed["assets"]), resumed["carried"]) == (1_301, {"a": failed["run_id"]})
+    assert repo.query(f"SELECT x FROM g.{long}_1299") == [(1,)]
