@@ -264,9 +264,10 @@ class TrackedFamily:
                     self.add(descendant, with_descendants=False)
 
     def add_group(self, group: int, members: list[Tracked]) -> None:
-        """Track ``members`` of process ``group`` (found by :func:`members_of_group`), and the group itself."""
+        """Track ``members`` of process ``group`` (found by :func:`members_of_group`), and the group itself; and
+        what each member started in a session of its own (``setsid``), which no group of ours holds."""
         for member in members:
-            self.add(member, with_group=False, with_descendants=False)
+            self.add(member, with_group=False)
         if members:
             self._groups.add(group)
 
