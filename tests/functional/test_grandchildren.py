@@ -43,3 +43,25 @@ def test_a_grandchild_ignoring_sigterm_is_killed_after_the_grace(work, home):
     assert result.returncode == 0, result.stderr
     [backfill] = state_dirs(work / "logs" / "backfills")
     assert with_backfill_id(backfill.name) == []
+
+
+SETSID_LEFTOVER = """\
+if [ -s escaped.pid ] && [ -d /proc/$(cat escaped.pid) ] && ! grep -q '^State:.*Z' /proc/$(cat escaped.pid)/status
+then echo "$1" >> alive-at-start.txt
+fi
+rm -f escaped.pid
+sh -c 'setsid sleep 300 & echo $! > escaped.pid; wait' &
+while [ ! -s escaped.pid ]; do :; done
+"""
+
+
+def test_what_a_leftover_started_in_a_session_of_its_own_does_not_outlive_its_attempt(work, home):
+    """Each partition leaves a shell in its group that has started ``setsid sleep 300``, in a session of its own:
+    it was not in the group, so it ran on beside the next partitions and outlived the backfill (exit 0). It is
+    found through the shell that started it: no partition starts beside the last one's, and none is left."""
+    (work / "job.sh").write_text(SETSID_LEFTOVER)
+    result = run_backfill(*GUARD, "--command", "sh job.sh {start}", *DAYS, "--no-progress", cwd=work, env=home)
+    assert result.returncode == 0, result.stdout + result.stderr
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    assert not (work / "alive-at-start.txt").exists(), (work / "alive-at-start.txt").read_text()
+    assert with_backfill_id(backfill.name) == []
