@@ -7,16 +7,23 @@ import os
 import socket
 import subprocess
 import time
+from datetime import UTC, datetime
 
 import psutil
+import pytest
 
-from engine.base.errors import Refused
+from engine.base.errors import Refused, StateWriteFailed
 from engine.base.processes import alive, process_identity, stop_verified
+from engine.dates.instants import load_zone
+from engine.dates.plan import Plan, parse_unit
 from engine.execute import takeover
 from engine.execute.takeover import check_no_live_owner_here
 from engine.store.lease import LEASE, Lease, read_lease, write_lease
+from engine.store.locks import FileLock
+from engine.store.manifest import now_text
+from engine.store.records import Attempt, PartitionRecord, RecordStatus
 from engine.store.state_store import StateStore
-from engine.store.status import StatusBoard
+from engine.store.status import Status, StatusBoard
 
 
 def test_a_zombie_is_not_alive_and_stopping_it_does_not_wait_for_the_grace():
@@ -145,3 +152,182 @@ def test_a_takeover_fences_an_unnamed_executor_before_it_stops_any_child(tmp_pat
     [lease] = seen
     assert (lease.epoch, lease.host, lease.pid, lease.note) == (8, socket.gethostname(), os.getpid(), "taking over")
     assert before + 7 <= lease.expires_at <= time.time() + 7  # the lease BACKFILL_LEASE_SECONDS sets, as any
+
+
+DAY = 86_400_000_000
+PLAN = Plan(0, 4 * DAY, load_zone("UTC"), parse_unit("daily"))
+
+
+def id_of(start: int, end: int) -> str:
+    return f"{start:016x}{end:016x}"
+
+
+def running_record(index: int, attempt: Attempt) -> PartitionRecord:
+    interval = PLAN.interval(index)
+    return PartitionRecord(id_of(interval.start, interval.end), index, "", "", interval.start, interval.end,
+                           "running", [attempt])  # fmt: skip
+
+
+def new_store(tmp_path) -> StateStore:
+    """A store whose ID is this test's own: a takeover stops every process whose environment names its ID, and
+    tests run side by side."""
+    store = StateStore(tmp_path / f"20240101-000000-{os.urandom(3).hex()}")
+    store.create({"format": 1})
+    return store
+
+
+def wait_for_environment(pid: int, backfill_id: str) -> None:
+    """Until ``pid`` has exec'd and its environment names the backfill (psutil reads it from /proc)."""
+    while psutil.Process(pid).environ().get("BACKFILL_ID") != backfill_id:
+        os.sched_yield()
+
+
+def test_a_takeover_stops_what_the_dead_executor_left_and_settles_its_records(tmp_path):
+    """A dead executor left: a child its record names (PID, start time, birth), a child whose attempt was still
+    ``starting`` (found by ``BACKFILL_ID`` in its environment, its run ID by ``BACKFILL_RUN_ID``), and an attempt
+    ``starting`` whose child never ran. The takeover stops both children, settles the first two as cancelled
+    ("previous executor interrupted") and the third as lost, and becomes the next generation."""
+    store = new_store(tmp_path)
+    launched = now_text()
+    named = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    environment = {**os.environ, "BACKFILL_ID": store.id, "BACKFILL_RUN_ID": "run-1"}
+    unnamed = subprocess.Popen(["sleep", "60"], start_new_session=True, env=environment)
+    try:
+        started, birth = process_identity(named.pid)
+        attempt = Attempt(run_id="run-0", status=RecordStatus.RUNNING, started_at=launched, pid=named.pid,
+                          pid_started=started, pid_birth=birth)  # fmt: skip
+        store.write_record(running_record(0, attempt), durable=False)
+        for index in (1, 2):
+            attempt = Attempt(run_id=f"run-{index}", status=RecordStatus.STARTING, started_at=launched)
+            store.write_record(running_record(index, attempt), durable=False)
+        store.write_generation(4, 1, 0.0, launched)
+        board, running = store.load_board(PLAN, id_of)
+        assert sorted(r.index for r in running) == [0, 1, 2]
+        wait_for_environment(unnamed.pid, store.id)
+        taken = takeover.take_over(store, board, running, grace=10)
+        try:
+            assert taken.stopped_orphans == sorted([named.pid, unnamed.pid])
+            assert named.wait(timeout=30) == unnamed.wait(timeout=30) == -15
+            assert (taken.generation.number, taken.generation.pid) == (5, os.getpid())
+            assert store.read_generation() == taken.generation
+            assert taken.inherited_fds() == (taken.children_lock.fd,)
+            settled, still = StateStore(store.directory).load_board(PLAN, id_of)
+            assert still == []
+            assert [settled.status(i) for i in range(4)] == [Status.CANCELLED] * 3 + [Status.QUEUED]
+            assert [board.status(i) for i in range(3)] == [Status.CANCELLED] * 3
+            ended = {r.index: r.attempts[-1] for r in running}
+            assert [(ended[i].status, ended[i].error) for i in (0, 1)] == [
+                (RecordStatus.CANCELLED, takeover.INTERRUPTED)
+            ] * 2
+            assert ended[2].status == RecordStatus.LOST
+            assert ended[2].error == "previous executor interrupted while starting it: whether its child ran is unknown"
+        finally:
+            taken.release()
+    finally:
+        for child in (named, unnamed):
+            child.kill()
+            child.wait()
+
+
+def test_a_held_lock_refuses_the_takeover_naming_its_holder(tmp_path):
+    """Another executor holds ``.lock``: refused, naming it from the generation file when there is one; once it
+    lets go, the takeover goes through."""
+    store = new_store(tmp_path)
+    first = takeover.take_over(store, StatusBoard(4), [], grace=1)
+    holder = first.generation
+    with pytest.raises(Refused) as refused:
+        takeover.take_over(StateStore(store.directory), StatusBoard(4), [], grace=1)
+    assert str(refused.value) == (
+        f"backfill {store.id} is already running by executor PID {holder.pid} on {holder.host} since "
+        f"{holder.started_at}: wait for it, or stop it with Ctrl+C there"
+    )
+    store.generation_path.unlink()
+    with pytest.raises(Refused) as refused:
+        takeover.take_over(StateStore(store.directory), StatusBoard(4), [], grace=1)
+    assert str(refused.value) == f"backfill {store.id} is already running: wait for it, or stop it with Ctrl+C there"
+    first.release()
+    second = takeover.take_over(StateStore(store.directory), StatusBoard(4), [], grace=1)
+    assert second.generation.number == 1  # its generation file was gone: the count starts again
+    second.release()
+
+
+def test_a_lease_held_on_another_host_refuses_until_its_grace_has_run_out(tmp_path):
+    """An executor on another host sharing the state directory: refused while its lease and the other host's grace
+    run (the time given), the lock let go; past them, taken over with the next epoch."""
+    store = new_store(tmp_path)
+    until = time.time() + 60
+    write_lease(store.directory, Lease(2, "elsewhere", 4321, 1.0, until, host_grace=30.0))
+    with pytest.raises(Refused) as refused:
+        takeover.take_over(store, StatusBoard(4), [], grace=1)
+    when = datetime.fromtimestamp(until + 30, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    assert str(refused.value) == (
+        f"backfill {store.id} is owned by executor PID 4321 on elsewhere (its lease runs, with another host's grace, "
+        f"until {when}): wait for it, or cancel it from here (backfill cancel)"
+    )
+    free = FileLock(store.lock_path)
+    assert free.try_acquire()  # refused: the lock was let go
+    free.release()
+    write_lease(store.directory, Lease(2, "elsewhere", 4321, 1.0, time.time() - 31, host_grace=30.0))
+    taken = takeover.take_over(store, StatusBoard(4), [], grace=1)
+    assert read_lease(store.directory).epoch == 3
+    taken.release()
+
+
+def test_a_takeover_that_gives_up_leaves_the_lease_unowned_and_the_lock_free(tmp_path):
+    """Stopping the children an earlier executor left on a cluster fails: the takeover's own lease is given back
+    (no owner, "a takeover gave up", the same epoch) and the lock let go, so the next try is not refused."""
+    store = new_store(tmp_path)
+    write_lease(store.directory, Lease(4, None, None, None, time.time(), (), "ended"))
+
+    def unreachable(records, generation):
+        raise RuntimeError("the scheduler cannot be reached")
+
+    with pytest.raises(RuntimeError):
+        takeover.take_over(store, StatusBoard(4), [], grace=1, stop_remote=unreachable)
+    lease = read_lease(store.directory)
+    assert (lease.epoch, lease.host, lease.pid, lease.note) == (5, None, None, "a takeover gave up")
+    assert lease.expired(time.time())
+    taken = takeover.take_over(store, StatusBoard(4), [], grace=1, stop_remote=lambda records, generation: ["noted"])
+    assert taken.notes == ["noted"]
+    taken.release()
+
+
+def test_the_records_are_read_again_once_the_lock_is_held(tmp_path):
+    """What was read before the lock may predate a dead executor's last writes: the takeover reads again and shows
+    that on the board; a read that fails lets the lock go."""
+    store = new_store(tmp_path)
+    fresh = StatusBoard(4)
+    fresh.set(2, Status.SUCCEEDED)
+    board = StatusBoard(4)
+    taken = takeover.take_over(store, board, [], grace=1, reload=lambda: (fresh, []))
+    assert [board.status(i) for i in range(4)] == [Status.QUEUED, Status.QUEUED, Status.SUCCEEDED, Status.QUEUED]
+    taken.release()
+
+    def unreadable():
+        raise OSError(5, "Input/output error")
+
+    with pytest.raises(OSError):
+        takeover.take_over(store, StatusBoard(4), [], grace=1, reload=unreadable)
+    free = FileLock(store.lock_path)
+    assert free.try_acquire()
+    free.release()
+
+
+def test_a_takeover_that_cannot_write_its_lease_says_so_and_lets_the_lock_go(tmp_path, monkeypatch):
+    """The disk is full when the takeover writes its lease: one line with the way on, nothing started, the lock
+    free."""
+    store = new_store(tmp_path)
+
+    def full(directory, lease):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(takeover, "write_lease", full)
+    with pytest.raises(StateWriteFailed) as failed:
+        takeover.take_over(store, StatusBoard(4), [], grace=1)
+    assert str(failed.value) == (
+        f"the state store {store.directory} could not be written (No space left on device) while taking backfill "
+        f"{store.id} over: nothing was started; free space or fix the disk, then backfill --continue {store.id}"
+    )
+    free = FileLock(store.lock_path)
+    assert free.try_acquire()
+    free.release()
