@@ -79,7 +79,7 @@ def find_orphans(
             continue
         try:
             environment = process.environ()
-            if environment.get("BACKFILL_ID") == store.id:
+            if environment.get("BACKFILL_ID") == store.id:  # pragma: no mutate (`!=` stops every process here)
                 # Its identity as our records take it (not psutil's create_time, which reads the boot time again)
                 started, birth = process_identity(process.pid)
                 if started is None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 import time
 from datetime import UTC, datetime
 
@@ -13,17 +14,20 @@ import psutil
 import pytest
 
 from engine.base.errors import Refused, StateWriteFailed
-from engine.base.processes import alive, process_identity, stop_verified
+from engine.base.processes import alive, process_identity, process_started, stop_verified
 from engine.dates.instants import load_zone
 from engine.dates.plan import Plan, parse_unit
 from engine.execute import takeover
 from engine.execute.takeover import check_no_live_owner_here
 from engine.store.lease import LEASE, Lease, read_lease, write_lease
+from engine.store.live_work import join, read_live
 from engine.store.locks import FileLock
 from engine.store.manifest import now_text
 from engine.store.records import Attempt, PartitionRecord, RecordStatus
 from engine.store.state_store import StateStore
 from engine.store.status import Status, StatusBoard
+from tests.backfills import hold_lock, release
+from tests.unit.test_live_work import work
 
 
 def test_a_zombie_is_not_alive_and_stopping_it_does_not_wait_for_the_grace():
@@ -190,13 +194,22 @@ def test_a_takeover_stops_what_the_dead_executor_left_and_settles_its_records(tm
     store = new_store(tmp_path)
     launched = now_text()
     named = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    bystander = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    zombie = subprocess.Popen(["true"])  # its environment cannot be read: the search goes on past it
+    os.waitid(os.P_PID, zombie.pid, os.WEXITED | os.WNOWAIT)
     environment = {**os.environ, "BACKFILL_ID": store.id, "BACKFILL_RUN_ID": "run-1"}
     unnamed = subprocess.Popen(["sleep", "60"], start_new_session=True, env=environment)
     try:
         started, birth = process_identity(named.pid)
         attempt = Attempt(run_id="run-0", status=RecordStatus.RUNNING, started_at=launched, pid=named.pid,
                           pid_started=started, pid_birth=birth)  # fmt: skip
-        store.write_record(running_record(0, attempt), durable=False)
+        # An ended attempt names no child of ours, whatever its (damaged) record says.
+        other, other_birth = process_identity(bystander.pid)
+        ended = Attempt(run_id="run-0-a0", status=RecordStatus.FAILED, started_at=launched, pid=bystander.pid,
+                        pid_started=other, pid_birth=other_birth)  # fmt: skip
+        record = running_record(0, attempt)
+        record.attempts.insert(0, ended)
+        store.write_record(record, durable=False)
         for index in (1, 2):
             attempt = Attempt(run_id=f"run-{index}", status=RecordStatus.STARTING, started_at=launched)
             store.write_record(running_record(index, attempt), durable=False)
@@ -208,6 +221,7 @@ def test_a_takeover_stops_what_the_dead_executor_left_and_settles_its_records(tm
         try:
             assert taken.stopped_orphans == sorted([named.pid, unnamed.pid])
             assert named.wait(timeout=30) == unnamed.wait(timeout=30) == -15
+            assert bystander.poll() is None
             assert (taken.generation.number, taken.generation.pid) == (5, os.getpid())
             assert store.read_generation() == taken.generation
             assert taken.inherited_fds() == (taken.children_lock.fd,)
@@ -224,7 +238,7 @@ def test_a_takeover_stops_what_the_dead_executor_left_and_settles_its_records(tm
         finally:
             taken.release()
     finally:
-        for child in (named, unnamed):
+        for child in (named, unnamed, bystander, zombie):
             child.kill()
             child.wait()
 
@@ -331,3 +345,154 @@ def test_a_takeover_that_cannot_write_its_lease_says_so_and_lets_the_lock_go(tmp
     free = FileLock(store.lock_path)
     assert free.try_acquire()
     free.release()
+
+
+def dead_pid() -> int:
+    """The PID of a process that has exited."""
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, check=True)
+    return int(done.stdout)
+
+
+def test_a_takeover_is_the_next_generation_and_owns_the_lease_as_this_process(tmp_path):
+    """The first takeover: lease epoch 1, the next one epoch 2, each naming this process by PID and start time;
+    the generation likewise, with when it began; no note of a cluster; the live-work entry, once joined, is held by
+    every child with ``.children.lock``."""
+    store = new_store(tmp_path)
+    me = os.getpid()
+    for number in (1, 2):
+        before = time.time()
+        taken = takeover.take_over(StateStore(store.directory), StatusBoard(4), [], grace=1)
+        lease = read_lease(store.directory)
+        assert (lease.epoch, lease.pid, lease.pid_started) == (number, me, process_started(me))
+        generation = taken.generation
+        assert (generation.number, generation.pid, generation.pid_started) == (number, me, process_started(me))
+        assert before - 1 <= datetime.fromisoformat(generation.started_at).timestamp() <= time.time() + 1
+        assert taken.notes == []
+        registry = tmp_path / "live"
+        taken.live = join(work(backfill_id=store.id, state_dir=str(store.directory.parent), pid=me), registry)
+        assert taken.inherited_fds() == (taken.children_lock.fd, taken.live.fd)
+        taken.release()
+        assert read_live(registry) == []
+
+
+def test_a_takeover_hands_a_cluster_s_stopper_every_record_and_the_last_generation(tmp_path):
+    """The children an earlier executor left on a cluster are stopped by the launcher given: it is handed the
+    running records and the generation that started them, and what it says becomes the takeover's notes."""
+    store = new_store(tmp_path)
+    store.write_generation(3, 1, 0.0, now_text())
+    attempt = Attempt(run_id="run-0", status=RecordStatus.RUNNING, started_at=now_text(), launcher="dask")
+    store.write_record(running_record(0, attempt), durable=False)
+    board, running = store.load_board(PLAN, id_of)
+    handed = []
+
+    def stop_remote(records, generation):
+        handed.append(([r.index for r in records], generation.number))
+        return ["2 children stopped on the cluster"]
+
+    taken = takeover.take_over(store, board, running, grace=1, stop_remote=stop_remote)
+    assert handed == [([0], 3)]
+    assert taken.notes == ["2 children stopped on the cluster"]
+    taken.release()
+
+
+def test_a_child_nothing_can_find_holding_the_children_lock_refuses_the_takeover(tmp_path):
+    """``.children.lock`` held by a process no record or environment names (it is not stopped): after the grace
+    (and 5 s more) the takeover refuses, saying how to find it; the lease is given back and the lock let go."""
+    store = new_store(tmp_path)
+    holder = hold_lock(store.children_lock_path)
+    try:
+        with pytest.raises(Refused) as refused:
+            takeover.take_over(store, StatusBoard(4), [], grace=0)
+        assert str(refused.value) == (
+            f"children of a previous executor of backfill {store.id} are still alive and could not be found or "
+            f"stopped: find processes with BACKFILL_ID={store.id} in their environment and stop them"
+        )
+        assert holder.poll() is None  # not ours to stop: nothing names it
+        assert read_lease(store.directory).note == "a takeover gave up"
+        free = FileLock(store.lock_path)
+        assert free.try_acquire()
+        free.release()
+    finally:
+        release(holder)
+
+
+def test_a_takeover_that_gives_up_on_a_full_disk_keeps_its_own_error(tmp_path, monkeypatch):
+    """Giving the lease back fails too (the disk is full): the takeover's own error is what is raised."""
+    store = new_store(tmp_path)
+    real = takeover.write_lease
+    writes = []
+
+    def full_after_the_first(directory, lease):
+        writes.append(lease.note)
+        if len(writes) > 1:
+            raise OSError(28, "No space left on device")
+        real(directory, lease)
+
+    monkeypatch.setattr(takeover, "write_lease", full_after_the_first)
+
+    def unreachable(records, generation):
+        raise RuntimeError("the scheduler cannot be reached")
+
+    with pytest.raises(RuntimeError, match="the scheduler cannot be reached"):
+        takeover.take_over(store, StatusBoard(4), [], grace=1, stop_remote=unreachable)
+    assert writes == ["taking over", "a takeover gave up"]
+
+
+def test_a_takeover_that_cannot_settle_the_last_run_says_so_and_lets_both_locks_go(tmp_path, monkeypatch):
+    """The disk fills while the running records are settled: one line with the way on, both locks free."""
+    store = new_store(tmp_path)
+    attempt = Attempt(run_id="run-0", status=RecordStatus.STARTING, started_at=now_text())
+    store.write_record(running_record(0, attempt), durable=False)
+    board, running = store.load_board(PLAN, id_of)
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store, "settle_running", full)
+    with pytest.raises(StateWriteFailed) as failed:
+        takeover.take_over(store, board, running, grace=1)
+    assert str(failed.value) == (
+        f"the state store {store.directory} could not be written (No space left on device) while taking backfill "
+        f"{store.id} over: nothing was started; free space or fix the disk, then backfill --continue {store.id}"
+    )
+    for path in (store.lock_path, store.children_lock_path):
+        free = FileLock(path)
+        assert free.try_acquire(), path
+        free.release()
+
+
+def test_a_takeover_removes_what_dead_writers_left_half_written(tmp_path):
+    """A writer killed between creating its temporary file and renaming it leaves the file: in the store's own
+    directory, ``records/`` and the split trees, a dead writer's temporaries are removed; a live writer's stays."""
+    store = new_store(tmp_path)
+    dead, live = dead_pid(), os.getpid()
+    left = []
+    for directory in (store.directory, store.directory / "records", store.splits):
+        directory.mkdir(exist_ok=True)
+        for pid in (dead, live):
+            path = directory / f".file.json.{pid}.140000.tmp"
+            path.write_text("{")
+            left.append(path)
+    taken = takeover.take_over(store, StatusBoard(4), [], grace=1)
+    taken.release()
+    assert [path.exists() for path in left] == [False, True] * 3
+
+
+def test_a_copy_of_the_backfill_running_from_another_state_root_refuses_the_takeover(tmp_path, monkeypatch):
+    """The same backfill running from a copy of its directory (a repository copied with its ``logs/``): its
+    children carry our ID, which the search for orphans would stop. Refused, the lock let go."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    store = new_store(tmp_path)
+    copy = tmp_path / "copy" / "logs"
+    running = join(work(backfill_id=store.id, state_dir=str(copy), pid=4242))
+    try:
+        with pytest.raises(Refused) as refused:
+            takeover.take_over(store, StatusBoard(4), [], grace=1)
+        assert str(refused.value).startswith(
+            f"backfill {store.id} is running from another copy of its state, {copy}/{store.id} (executor PID 4242"
+        )
+        free = FileLock(store.lock_path)
+        assert free.try_acquire()
+        free.release()
+    finally:
+        running.release()
