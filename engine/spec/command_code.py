@@ -6,6 +6,7 @@ names")."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import stat
 from pathlib import Path
@@ -18,6 +19,8 @@ SCRIPT_SUFFIXES = frozenset(
 )  # fmt: skip
 
 SHELLS = frozenset(("sh", "bash", "dash", "zsh", "ksh", "ash", "mksh", "busybox"))
+SHELL_SUFFIXES = frozenset((".sh", ".bash", ".zsh", ".ksh"))  # a script read for what it sources
+_SOURCES_OR_MOVES = re.compile(r"(?:^|[\s;&|(])(?:\.|source|cd)(?:\s|$)")  # a line that may source or cd
 # Programs that start the command after them (with options of their own): a shell they start may run a -c script.
 WRAPPERS = frozenset(("env", "timeout", "nice", "nohup", "time", "stdbuf", "ionice", "setsid", "flock", "chrt",
                       "taskset", "exec", "xvfb-run"))  # fmt: skip
@@ -60,6 +63,35 @@ def named_files(template: str, directory: Path) -> list[Path]:
             code = path.suffix.lower() in SCRIPT_SUFFIXES or bool(info.st_mode & 0o111)
             if ("/" in named) if program else code:
                 found.append(path)
+    for script in found:  # grows as it goes: a sourced file's own sources are read in turn
+        found.extend(path for path in sourced_files(script, directory) if path not in found)
+    return found
+
+
+def sourced_files(script: Path, directory: Path) -> list[Path]:
+    """What a shell script sources (``. ./env.sh``, ``source lib.sh``), named from ``directory``, where the shell
+    looks for it: code every partition runs though the template does not name it. Read from a script with a
+    shell's suffix or ``#!`` line, on the lines where ``.`` or ``source`` stands as a program, the file given as
+    text (a word with ``$`` or a backquote is not known before the run); one not there yet is named too
+    (``[ -f env.sh ] && . ./env.sh``: its appearing is a change). Nothing else the script runs or reads is named:
+    it may well write the files it reads."""
+    try:
+        text = script.read_text(errors="replace")  # named: at most NAMED_FILE_LIMIT, or not there at all
+    except OSError:
+        return []
+    first = text.split("\n", 1)[0]
+    shell = first.startswith("#!") and any(Path(word).name in SHELLS for word in first[2:].split()[:2])
+    if not shell and script.suffix.lower() not in SHELL_SUFFIXES:
+        return []
+    # Only the lines that source or change directory are read word by word (shlex reads 1-2 MB a second), each
+    # line a command of its own.
+    lines = "\n;".join(line for line in text.splitlines() if _SOURCES_OR_MOVES.search(line))
+    found: list[Path] = []
+    sourcing = False
+    for word, program in _script_words(lines):
+        if sourcing and not program and not word.startswith("-") and not any(c in word for c in "$`~"):
+            found.append(directory / word)
+        sourcing = program and word in (".", "source")
     return found
 
 

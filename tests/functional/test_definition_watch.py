@@ -252,6 +252,37 @@ def test_a_script_a_command_names_that_appears_while_it_runs_starts_no_partition
     assert not (work / "pwned.txt").exists()
 
 
+SOURCES = """#!/bin/sh
+. ./lib/common.sh
+[ -f env.sh ] && . ./env.sh
+echo "$1 $VERSION" >> out.txt
+[ -e started ] || { touch started; while [ ! -e go ]; do sleep 0.02; done; }
+"""
+
+
+@pytest.mark.parametrize(
+    ("edit", "change"),
+    [
+        (lambda work: (work / "lib" / "common.sh").write_text("VERSION=v2\n"), "lib/common.sh changed"),
+        (lambda work: (work / "env.sh").write_text("VERSION=pwned\n"), "env.sh is new"),
+    ],
+    ids=["library edited", "optional file appeared"],
+)
+def test_a_file_a_command_s_shell_script_sources_edited_while_it_runs_starts_no_partition(work, home, edit, change):
+    """``./load.sh {start_date}``, load.sh sourcing ``./lib/common.sh`` and ``./env.sh`` when it is there: the
+    library edited during the first day, or env.sh appearing, ran in the later days unjudged, exit 0 (the template
+    names neither). What a named shell script sources is named with it: the backfill stops before the next day,
+    naming the file, exit 1."""
+    (work / "lib").mkdir()
+    (work / "lib" / "common.sh").write_text("VERSION=v1\n")
+    script = work / "load.sh"
+    script.write_text(SOURCES)
+    script.chmod(0o755)
+    backfill, said = stopped_by_an_edit(work, home, "./load.sh {start_date}", lambda: edit(work))
+    assert command_files_changed(change, backfill) in said
+    assert (work / "out.txt").read_text().splitlines() == ["2024-01-01 v1"]
+
+
 LOADER = """import json, os, sys, time
 import helpers
 with open("out.txt", "a") as out:

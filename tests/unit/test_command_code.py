@@ -145,3 +145,50 @@ def test_a_shell_s_script_names_files_from_where_cd_took_it(tmp_path):
     assert named_files("sh -c 'cd . ; cd jobs; python run.py'", tmp_path) == [jobs / "run.py"]
     for away in ("cd - && ./load.sh", "cd; ./load.sh", "cd $JOBS && python run.py", "cd ~ && ./load.sh"):
         assert named_files(f"sh -c '{away}'", tmp_path) == [], away
+
+
+SOURCING_SCRIPT = """\
+set -e
+# . ./commented.sh
+source lib/common.sh
+[ -f env.sh ] && . ./env.sh
+. "$(dirname "$0")/found-at-run-time.sh"
+source $HOME/profile.sh
+source ~/profile.sh
+python gen.py > out.sql
+cd jobs
+source inner.sh
+"""
+
+
+def test_what_a_shell_script_sources_is_named_with_it(tmp_path):
+    """A named shell script's ``. FILE`` and ``source FILE`` lines name their files from the working directory
+    (after a ``cd``, from there), one not there yet too, and what those source in turn; a commented line, a file
+    known only at run time (``$``, ``~``) and whatever else the script runs or writes are not named."""
+    (tmp_path / "load.sh").write_text(SOURCING_SCRIPT)
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "common.sh").write_text(". ./lib/deeper.sh\nsource ./load.sh\n")
+    (tmp_path / "lib" / "deeper.sh").write_text("X=1\n")
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "inner.sh").write_text("")
+    (tmp_path / "gen.py").write_text("")
+    (tmp_path / "out.sql").write_text("")
+    assert named_files("sh load.sh {start}", tmp_path) == [
+        tmp_path / "load.sh", tmp_path / "lib" / "common.sh", tmp_path / "env.sh", tmp_path / "jobs" / "inner.sh",
+        tmp_path / "lib" / "deeper.sh",
+    ]  # fmt: skip
+
+
+def test_only_a_shell_script_is_read_for_what_it_sources(tmp_path):
+    """A script with a shell's suffix (any case) or ``#!`` line (``env bash`` too) is read; a Python or SQL script
+    holding the same words is not, nor a script over the size limit."""
+    (tmp_path / "lib.sh").write_text("")
+    for name, text in (("a.BASH", ""), ("run", "#!/usr/bin/env bash\n"), ("b", "#!/bin/sh -e\n")):
+        (tmp_path / name).write_text(text + ". ./lib.sh\n")
+        (tmp_path / name).chmod(0o755)
+        assert named_files(f"./{name} {{start}}", tmp_path) == [tmp_path / name, tmp_path / "lib.sh"], name
+    for name in ("load.py", "load.sql"):
+        (tmp_path / name).write_text("source lib.sh\n. ./lib.sh\n")
+        assert named_files(f"python {name} {{start}}", tmp_path) == [tmp_path / name], name
+    (tmp_path / "big.sh").write_text(". ./lib.sh\n" + "#" * NAMED_FILE_LIMIT)
+    assert named_files("sh big.sh", tmp_path) == []  # over the limit: neither it nor what it sources
