@@ -136,7 +136,7 @@ class Prepared:
     def executor(
         self, *, launcher: Launcher | None = None, hooks: ExecutorHooks | None = None, grace: float | None = None
     ) -> Executor:
-        judged_files, judged_sql = self._judged_files()  # before any launcher starts: a failure leaves nothing to stop
+        judged_files, judged_sql = self._write_judged()  # before any launcher starts: a failure leaves nothing to stop
         launcher = launcher or self.start_launcher()
         parallel = self.parallelism.effective
         cap = self.parallelism.limit
@@ -168,7 +168,7 @@ class Prepared:
             judged_files=judged_files,
         )
 
-    def _judged_files(self) -> tuple[str | None, str | None]:
+    def _write_judged(self) -> tuple[str | None, str | None]:
         """What a pipeline partition's run is given as judged, written to the state directory: the pipeline's files,
         for it to ask again before each asset, and the shapes of SQL that cannot be classified it may run. Files,
         not arguments: a large pipeline's list, or one long statement approved, would pass the 128 KiB an argument

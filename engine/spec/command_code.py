@@ -64,8 +64,17 @@ def named_files(template: str, directory: Path) -> list[Path]:
             if ("/" in named) if program else code:
                 found.append(path)
     for script in found:  # grows as it goes: a sourced file's own sources are read in turn
-        found.extend(path for path in sourced_files(script, directory) if path not in found)
+        found.extend(path for path in sourced_files(script, directory) if path not in found and _code_file(path))
     return found
+
+
+def _code_file(path: Path) -> bool:
+    """A regular file of at most NAMED_FILE_LIMIT, or one not there (yet): what can be judged as code."""
+    try:
+        info = path.stat()
+    except (OSError, ValueError):
+        return True
+    return stat.S_ISREG(info.st_mode) and info.st_size <= NAMED_FILE_LIMIT
 
 
 def sourced_files(script: Path, directory: Path) -> list[Path]:

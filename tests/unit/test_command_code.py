@@ -192,3 +192,7 @@ def test_only_a_shell_script_is_read_for_what_it_sources(tmp_path):
         assert named_files(f"python {name} {{start}}", tmp_path) == [tmp_path / name], name
     (tmp_path / "big.sh").write_text(". ./lib.sh\n" + "#" * NAMED_FILE_LIMIT)
     assert named_files("sh big.sh", tmp_path) == []  # over the limit: neither it nor what it sources
+    (tmp_path / "sources.sh").write_text(". ./big.sh\n. ./lib\n. ./lib.sh\n")
+    (tmp_path / "lib").mkdir()
+    # a file over the limit or a directory sourced is not judged as code, as when the template names it
+    assert named_files("sh sources.sh", tmp_path) == [tmp_path / "sources.sh", tmp_path / "lib.sh"]
