@@ -187,43 +187,35 @@ def test_a_partition_run_started_by_hand_judges_no_statement_it_is_not_given(tmp
     repo = pipeline(tmp_path, "sandbox")
     redeclare_daily(repo, hooks={"post": [{"query": "CALL pragma_version()"}]})
     day = ("--start-date", "2024-01-08", "--end-date", "2024-01-08")
-    alone = repo.run(*day, "--judged-sql", "{}", env=home)
-    assert (alone.returncode, alone.stderr) == (
-        2,
-        "backfill: error: --judged-sql goes only with --backfill-id, which a backfill gives its own partitions' runs\n",
-    )
     child = ("--backfill-id", "bf-1", "--run-id", "bf-1-p0-a1", "--partition-id", "9b0c")
     started = {**home, "BACKFILL_ID": "bf-1", "BACKFILL_RUN_ID": "bf-1-p0-a1", "BACKFILL_PARTITION_ID": "9b0c"}
     (repo.root / "list.json").write_text("[1]")
-    bad = repo.run(*day, *child, "--judged-sql", "list.json", env=started)
-    assert (bad.returncode, bad.stderr) == (
-        2,
-        "backfill: error: --judged-sql 'list.json' is not what a backfill gives its partitions: an object of asset "
-        "names, each with a list of statements\n",
-    )
-    missing = repo.run(*day, *child, "--judged-sql", '{"mid.daily": ["CALL pragma_version()"]}', env=started)
-    assert (missing.returncode, missing.stderr) == (
+    not_theirs = {
+        "--judged-sql": "an object of asset names, each with a list of statements",
+        "--judged-files": "not a judged watch (TypeError: list indices must be integers or slices, not str)",
+    }
+    for flag, why in not_theirs.items():
+        alone = repo.run(*day, flag, "{}", env=home)
+        assert (alone.returncode, alone.stderr) == (
+            2,
+            f"backfill: error: {flag} goes only with --backfill-id, which a backfill gives its own partitions' runs\n",
+        )
+        bad = repo.run(*day, *child, flag, "list.json", env=started)
+        assert (bad.returncode, bad.stderr) == (
+            2,
+            f"backfill: error: {flag} 'list.json' is not what a backfill gives its partitions: {why}\n",
+        )
+        missing = repo.run(*day, *child, flag, "gone.json", env=started)
+        assert (missing.returncode, missing.stderr) == (
+            2,
+            f"backfill: error: {flag} 'gone.json' is not what a backfill gives its partitions: No such file or "
+            "directory\n",
+        )
+    typed = repo.run(*day, *child, "--judged-sql", '{"mid.daily": ["CALL pragma_version()"]}', env=started)
+    assert (typed.returncode, typed.stderr) == (
         2,
         'backfill: error: --judged-sql \'{"mid.daily": ["CALL pragma_version()"]}\' is not what a backfill gives '
         "its partitions: No such file or directory\n",
-    )
-    alone = repo.run(*day, "--judged-files", "{}", env=home)
-    assert (alone.returncode, alone.stderr) == (
-        2,
-        "backfill: error: --judged-files goes only with --backfill-id, which a backfill gives its own partitions' "
-        "runs\n",
-    )
-    bad = repo.run(*day, *child, "--judged-files", "list.json", env=started)
-    assert (bad.returncode, bad.stderr) == (
-        2,
-        "backfill: error: --judged-files 'list.json' is not what a backfill gives its partitions: not a judged watch "
-        "(TypeError: list indices must be integers or slices, not str)\n",
-    )
-    missing = repo.run(*day, *child, "--judged-files", "gone.json", env=started)
-    assert (missing.returncode, missing.stderr) == (
-        2,
-        "backfill: error: --judged-files 'gone.json' is not what a backfill gives its partitions: No such file or "
-        "directory\n",
     )
     copied = repo.run(*day, *child, env=started)
     assert copied.returncode == 1, copied.stdout + copied.stderr
