@@ -156,3 +156,44 @@ def test_entries_without_a_name_are_ignored(runs):
     entries = [{"name": 3, "status": "succeeded"}, "x", {"name": "a", "status": "succeeded", "digest": "v1"}]
     (runs / "r1.json").write_bytes(orjson.dumps({"assets": entries}))
     assert planner(runs).plan(record(attempt("r1"))) == AssetPlan(("b", "c", "d"), {"a": "r1"})
+
+
+def test_a_whole_run_whose_record_lacks_an_asset_does_not_carry_it_from_before(runs):
+    """A whole run (nothing carried) stopped before a and b, whose run record lists only c and d: a and b no longer
+    hold from the first attempt (the whole run may have started to rewrite them), so they run again."""
+    run_record(runs, "r1", a="succeeded", b="succeeded", c="failed", d="upstream_failed")
+    run_record(runs, "r2", c="succeeded", d="succeeded")
+    assert planner(runs).plan(record(attempt("r1"), attempt("r2"))) == AssetPlan(("a", "b"), {"c": "r2", "d": "r2"})
+
+
+def test_an_asset_marked_failed_that_never_held_changes_nothing(runs):
+    """``mark --asset c --status failed`` after c failed: it did not hold, and still does not."""
+    run_record(runs, "r1", a="succeeded", b="succeeded", c="failed", d="upstream_failed")
+    assert planner(runs).plan(record(attempt("r1"), mark("m2", "failed", "c"))) == (
+        AssetPlan(("c", "d"), {"a": "r1", "b": "r1"})
+    )
+
+
+def test_attempts_after_a_mark_still_count(runs):
+    """c marked succeeded, then an attempt ran d alone and it succeeded (the partition failed in verification):
+    every asset holds, so the whole partition runs, not d again."""
+    run_record(runs, "r1", a="succeeded", b="succeeded", c="failed", d="upstream_failed")
+    run_record(runs, "r3", d="succeeded")
+    third = attempt("r3", assets=["d"], carried={"a": "r1", "b": "r1", "c": "m2"})
+    assert planner(runs).plan(record(attempt("r1"), mark("m2", "succeeded", "c"), third)) is None
+
+
+def test_everything_downstream_of_a_changed_asset_runs_and_nothing_unselected(runs):
+    """a → b → e, and b → x where x is not selected: a changed, so a, b and e (two levels down) run again, c and d
+    are carried, and x, outside the selection, is neither run nor carried."""
+    run_record(runs, "r1", a="succeeded", b="succeeded", e="succeeded", c="succeeded", d="failed")
+    digests = {"a": "v2", "b": "v1", "e": "v1", "c": "v1", "d": "v1"}
+    resume = AssetResume(runs, digests, {"a": ["b"], "b": ["e", "x"], "c": ["d"]})
+    assert resume.plan(record(attempt("r1"))) == AssetPlan(("a", "b", "d", "e"), {"c": "r1"})
+
+
+def test_an_attempt_after_one_without_a_run_record_still_counts(runs):
+    """The first attempt's child was killed before it wrote a run record; the second ran the whole partition and
+    failed at c: a and b hold from the second."""
+    run_record(runs, "r2", a="succeeded", b="succeeded", c="failed", d="upstream_failed")
+    assert planner(runs).plan(record(attempt("r1"), attempt("r2"))) == AssetPlan(("c", "d"), {"a": "r2", "b": "r2"})
