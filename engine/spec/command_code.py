@@ -69,10 +69,13 @@ def named_files(template: str, directory: Path) -> list[Path]:
 
 
 def _code_file(path: Path) -> bool:
-    """A regular file of at most NAMED_FILE_LIMIT, or one not there (yet): what can be judged as code."""
+    """A regular file of at most NAMED_FILE_LIMIT, or one not there (yet): what can be judged as code. A word with
+    a NUL byte is no path at all."""
     try:
         info = path.stat()
-    except (OSError, ValueError):
+    except ValueError:
+        return False
+    except OSError:
         return True
     return stat.S_ISREG(info.st_mode) and info.st_size <= NAMED_FILE_LIMIT
 

@@ -196,3 +196,5 @@ def test_only_a_shell_script_is_read_for_what_it_sources(tmp_path):
     (tmp_path / "lib").mkdir()
     # a file over the limit or a directory sourced is not judged as code, as when the template names it
     assert named_files("sh sources.sh", tmp_path) == [tmp_path / "sources.sh", tmp_path / "lib.sh"]
+    (tmp_path / "nul.sh").write_bytes(b". ./a\0b.sh\n. ./lib.sh\n")  # a word with a NUL byte is no path
+    assert named_files("sh nul.sh", tmp_path) == [tmp_path / "nul.sh", tmp_path / "lib.sh"]
