@@ -391,3 +391,42 @@ def test_a_continue_with_its_own_reason_reopens_a_cancelled_backfill_once_it_sta
     again = resumed(here, backfill_id, None)
     again.start(again.approve(approve=None)).release()
     assert [line["action"] for line in audit.read(directory).entries] == ["REOPEN"]
+
+
+def test_an_asset_rerun_is_recorded_per_partition_when_it_starts(here):
+    """``--continue --asset s.t`` over the first day: when it starts, one RERUN line for that partition names the
+    asset, its status then, the reason and who asked; the prepared backfill runs that asset again."""
+    from engine.execute.rerun import AssetRerun
+    from tests.builder import Repo
+
+    repo = Repo(here / "repo")
+    repo.sql("s.t", "SELECT DATE '{{ start_date }}' AS day", materialization={"type": "table", "strategy": "append"})
+    planned = plan_request(
+        target=str(repo.pipeline_dir), command=None, name=None, start="2024-01-01", end="2024-01-03",
+        timezone="UTC", partition="daily", environment=None, config_file=None, run_options=RunOptions(),
+        options=ExecutionOptions(), force=False, cwd=repo.root,
+    )  # fmt: skip
+    created = create_backfill(
+        planned, root=state_root_for(planned.spec, "states", repo.root), cwd=repo.root, settings=Settings()
+    )
+    created.release()
+    loaded = load_backfill(created.store.id, "states", repo.root)
+    invocation = judge_resume(loaded, ExecutionOptions(), PartitionSelection(indices=frozenset({0})),
+                              reason="the fix for day one", settings=Settings(), can_ask=False,
+                              rerun_asset=AssetRerun("s.t"))  # fmt: skip
+    prepared = invocation.start(invocation.approve(approve=None, typed=True))
+    try:
+        ignoring, line = audit.read(prepared.store.directory).entries  # an asset rerun does not wait for upstream
+        assert ignoring["action"] == "IGNORE_DEPENDENCIES"
+        assert (line["action"], line["asset"], line["from_status"], line["reason"], line["requested_by"]) == (
+            "RERUN", "s.t", "queued", "the fix for day one", requester()
+        )  # fmt: skip
+        assert line["partition_id"] == loaded.spec.ids.of(*_bounds(loaded, 0))
+        assert prepared.rerun_asset is not None and prepared.rerun_asset.name == "s.t"
+    finally:
+        prepared.release()
+
+
+def _bounds(loaded, index: int) -> tuple[int, int]:
+    interval = loaded.spec.plan.interval(index)
+    return interval.start, interval.end
