@@ -129,8 +129,12 @@ def test_a_missing_reason_is_asked_for_or_refused_and_nothing_is_saved(here):
     """No reason where nobody can be asked: refused before anything is judged or saved (a dry run needs none).
     Where a person can be asked, one must be: approving without a reason is refused and gives the backfill up;
     a reason given there is the one it runs with, in its request too."""
-    with pytest.raises(BadInput, match="^--reason is required to run a backfill: say why it runs"):
+    with pytest.raises(BadInput) as refused:
         judged(here, "sandbox", None)
+    assert str(refused.value) == (
+        "--reason is required to run a backfill: say why it runs, e.g. --reason 'schema fix for view_count' (a "
+        "--dry-run needs none)"
+    )
     assert judged(here, "sandbox", None, dry_run=True).preflight is not None
     asking = judged(here, "sandbox", None, can_ask=True)
     assert asking.needs_a_person(None)
@@ -199,8 +203,12 @@ def test_a_continue_runs_with_the_backfill_s_own_reason_unless_it_reruns_what_su
     assert lock_is_free(here, backfill_id)
     mark_succeeded(load_backfill(backfill_id, "states", here), 0)
     again = PartitionSelection(indices=frozenset({0}))
-    with pytest.raises(BadInput, match=f"^--reason is required to run succeeded partitions of backfill {backfill_id}"):
+    with pytest.raises(BadInput) as refused:
         resumed(here, backfill_id, None, again)
+    assert str(refused.value) == (
+        f"--reason is required to run succeeded partitions of backfill {backfill_id} again: say why (the backfill's "
+        "own reason covered its first run)"
+    )
     own = resumed(here, backfill_id, "rerun the first day", again)
     assert own.reason == "rerun the first day"
     own.abandon()
@@ -430,3 +438,16 @@ def test_an_asset_rerun_is_recorded_per_partition_when_it_starts(here):
 def _bounds(loaded, index: int) -> tuple[int, int]:
     interval = loaded.spec.plan.interval(index)
     return interval.start, interval.end
+
+
+def test_an_asset_rerun_of_a_command_backfill_means_nothing(here):
+    """``--asset`` with a command's backfill: one line, before the takeover."""
+    from engine.execute.rerun import AssetRerun
+
+    backfill_id = started_and_released(here)
+    with pytest.raises(BadInput) as refused:
+        resumed(here, backfill_id, "r", PartitionSelection(indices=frozenset({0})), rerun_asset=AssetRerun("x"))
+    assert str(refused.value) == (
+        "--asset means nothing for a --command backfill (pipeline partitions only): leave it out"
+    )
+    assert lock_is_free(here, backfill_id)
