@@ -211,6 +211,7 @@ def test_a_continue_runs_with_the_backfill_s_own_reason_unless_it_reruns_what_su
     )
     own = resumed(here, backfill_id, "rerun the first day", again)
     assert own.reason == "rerun the first day"
+    assert (own.prepared.selection, own.prepared.reason) == (again, "rerun the first day")  # as taken over
     own.abandon()
 
 
