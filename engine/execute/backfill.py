@@ -181,6 +181,8 @@ class Prepared:
         return files, self._given(JUDGED_SQL, judged_argument(self.judged_sql))
 
     def _given(self, name: str, text: str) -> str:
+        """``text`` written to the state directory as ``name``, its path returned; a write that fails starts
+        nothing and says so in one line."""
         path = self.store.directory / name
         try:
             write_atomic(path, text.encode())
