@@ -55,9 +55,21 @@ def test_controls_a_form_could_send_are_checked_before_the_takeover(tmp_path, ch
 def test_an_asset_rerun_must_name_an_asset_of_the_validated_pipeline(tmp_path):
     """--asset of a name the pipeline lacks is refused before the takeover, naming the assets there are."""
     from engine.execute.rerun import AssetRerun
+
+    loaded = saved_pipeline_backfill(tmp_path / "repo")
+    selection = PartitionSelection(indices=frozenset({0}))
+    with pytest.raises(BadInput) as refused:
+        judge_resume(loaded, ExecutionOptions(), selection, reason="r", settings=Settings(), can_ask=True,
+                     rerun_asset=AssetRerun("s.nope"))  # fmt: skip
+    assert str(refused.value) == "--asset 's.nope' is not an asset of this pipeline: give one of s.t"
+    assert FileLock(loaded.store.lock_path).try_acquire()
+
+
+def saved_pipeline_backfill(root: Path):
+    """A backfill of a one-asset pipeline (``s.t``, an append) over three days, saved, nothing run: loaded."""
     from tests.builder import Repo
 
-    repo = Repo(tmp_path / "repo")
+    repo = Repo(root)
     repo.sql("s.t", "SELECT DATE '{{ start_date }}' AS day", materialization={"type": "table", "strategy": "append"})
     planned = plan_request(
         target=str(repo.pipeline_dir), command=None, name=None, start="2024-01-01", end="2024-01-03",
@@ -68,13 +80,7 @@ def test_an_asset_rerun_must_name_an_asset_of_the_validated_pipeline(tmp_path):
         planned, root=state_root_for(planned.spec, "states", repo.root), cwd=repo.root, settings=Settings()
     )
     prepared.release()
-    loaded = load_backfill(prepared.store.id, "states", repo.root)
-    selection = PartitionSelection(indices=frozenset({0}))
-    with pytest.raises(BadInput) as refused:
-        judge_resume(loaded, ExecutionOptions(), selection, reason="r", settings=Settings(), can_ask=True,
-                     rerun_asset=AssetRerun("s.nope"))  # fmt: skip
-    assert str(refused.value) == "--asset 's.nope' is not an asset of this pipeline: give one of s.t"
-    assert FileLock(prepared.store.lock_path).try_acquire()
+    return load_backfill(prepared.store.id, "states", repo.root)
 
 
 def planned_command(cwd: Path, end: str = "2024-01-03"):
@@ -406,20 +412,8 @@ def test_an_asset_rerun_is_recorded_per_partition_when_it_starts(here):
     """``--continue --asset s.t`` over the first day: when it starts, one RERUN line for that partition names the
     asset, its status then, the reason and who asked; the prepared backfill runs that asset again."""
     from engine.execute.rerun import AssetRerun
-    from tests.builder import Repo
 
-    repo = Repo(here / "repo")
-    repo.sql("s.t", "SELECT DATE '{{ start_date }}' AS day", materialization={"type": "table", "strategy": "append"})
-    planned = plan_request(
-        target=str(repo.pipeline_dir), command=None, name=None, start="2024-01-01", end="2024-01-03",
-        timezone="UTC", partition="daily", environment=None, config_file=None, run_options=RunOptions(),
-        options=ExecutionOptions(), force=False, cwd=repo.root,
-    )  # fmt: skip
-    created = create_backfill(
-        planned, root=state_root_for(planned.spec, "states", repo.root), cwd=repo.root, settings=Settings()
-    )
-    created.release()
-    loaded = load_backfill(created.store.id, "states", repo.root)
+    loaded = saved_pipeline_backfill(here / "repo")
     invocation = judge_resume(loaded, ExecutionOptions(), PartitionSelection(indices=frozenset({0})),
                               reason="the fix for day one", settings=Settings(), can_ask=False,
                               rerun_asset=AssetRerun("s.t"))  # fmt: skip
