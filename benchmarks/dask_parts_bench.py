@@ -34,6 +34,7 @@ EXIT = "import distributed, gc, sys, time{freeze}; sys.stderr.write(repr(time.ti
 def spawn_ms(runs: int = 200) -> tuple[float, float]:
     import distributed  # noqa: F401  (a worker has it loaded: the fork copies it)
 
+    from engine.base import parent_death
     from engine.execute import dask_task
 
     def each() -> float:
@@ -47,11 +48,11 @@ def spawn_ms(runs: int = 200) -> tuple[float, float]:
         return statistics.median(times) * 1000
 
     setpriv = each()
-    dask_task._SETPRIV, saved = None, dask_task._SETPRIV
+    parent_death.SETPRIV, saved = None, parent_death.SETPRIV
     try:
         preexec = each()
     finally:
-        dask_task._SETPRIV = saved
+        parent_death.SETPRIV = saved
     return setpriv, preexec
 
 

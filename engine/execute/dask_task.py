@@ -10,20 +10,17 @@ process group when it ends, and returns its exit status.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import select
-import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from typing import Any
 
-from engine.base.parent_death import set_parent_death_signal
+from engine.base.parent_death import start_bound_to_thread
 from engine.base.processes import Tracked, TrackedFamily, leftovers_of, process_identity, signal_own_group
 from engine.execute.launcher import group_alive
 
@@ -31,10 +28,6 @@ CHUNK = 64 * 1024  # at most this much output per event: nothing is buffered wit
 QUIET_START = 0.05  # seconds a child may run before its task reports it started
 FENCED = 126  # what a task returns when a newer executor fenced its generation off before its child started
 RAN_ALREADY = 125  # what a task returns when its run ID's child already ran (the scheduler ran it again)
-
-# setpriv (util-linux) sets the parent-death signal without a preexec function, which would force a full fork of
-# the worker: 8.6 ms a child instead of 1.8 ms (benchmarks/dask_parts_bench.py).
-_SETPRIV = shutil.which("setpriv")
 
 # This worker process's children, by backfill: what a newer executor's takeover stops (``stop_generation``),
 # including children whose identity never reached their dead executor's records. A generation fenced off here
@@ -139,36 +132,7 @@ def _remove(paths: list[str]) -> None:
 def _spawn(argv: list[str], cwd: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
     """The child in its own session, killed if the worker thread that started it dies (a worker killed or lost),
     so a retry elsewhere never runs beside it (Linux; elsewhere the executor's signal must do)."""
-    options: dict[str, Any] = {}
-    if _SETPRIV is not None:
-        _check_executable(argv[0], cwd, env)  # setpriv would report a missing program as its own exit 127
-        argv = [_SETPRIV, "--pdeathsig", "KILL", "--", *argv]
-    elif sys.platform == "linux":
-        options["preexec_fn"] = _die_with_worker
-    return subprocess.Popen(
-        argv,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        **options,
-    )
-
-
-def _check_executable(program: str, cwd: str, env: dict[str, str]) -> None:
-    if os.sep in program:
-        found = os.path.join(cwd, program)
-        if not os.access(found, os.X_OK) or os.path.isdir(found):
-            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
-    elif shutil.which(program, path=env.get("PATH", os.defpath)) is None:
-        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
-
-
-def _die_with_worker() -> None:
-    """In the child, before exec, where setpriv is missing: the parent-death signal (see ``_spawn``)."""
-    set_parent_death_signal(signal.SIGKILL)
+    return start_bound_to_thread(argv, cwd, env)
 
 
 def _stream(worker: Any, topic: str, run_id: str, process: subprocess.Popen[bytes], chunks: list[int]) -> None:
