@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -21,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from engine.base.settings import DEFAULT_STOP_GRACE
 from engine.pipeline.asset_status import AssetStatus
 from engine.pipeline.asset_types import AssetKind
 from engine.pipeline.assets import Asset, enabled_value
@@ -37,6 +37,7 @@ from engine.pipeline.materialization import (
 )
 from engine.pipeline.quality_checks import QualityCheckResult, run_checks
 from engine.pipeline.schema_prefix import existing_tables, rewrite_references
+from engine.pipeline.script_process import ScriptProcess
 from engine.pipeline.seeds import load_seed, seed_source
 from engine.pipeline.sql_writes import POST, PRE
 from engine.pipeline.templating import TemplateProblem, Window, render
@@ -64,6 +65,10 @@ class AssetResult:
         return [c for c in self.checks if not c.passed]
 
 
+# A stopped asset's script (its timeout) gets SIGTERM, then SIGKILL this many seconds later if still running.
+TIMEOUT_KILL_AFTER = 5.0
+
+
 @dataclass(frozen=True)
 class RunSettings:
     """What every asset of one run shares."""
@@ -89,6 +94,7 @@ class RunSettings:
     commit_hash: str = ""  # the repository's current commit, as Bruin's commit_hash
     variables_schema: dict[str, Any] = field(default_factory=dict)  # BRUIN_VARS_SCHEMA: declarations, no defaults
     connection_types: dict[str, str] = field(default_factory=dict)  # connection name → its type
+    stop_grace: float = DEFAULT_STOP_GRACE  # BACKFILL_STOP_GRACE: what a script's leftovers get before SIGKILL
 
 
 class AssetRun:
@@ -99,30 +105,32 @@ class AssetRun:
         self.emit = emit
         self.result = AssetResult(asset.name, asset.kind, FAILED)
         self._cursor: Any = None
-        self._process: subprocess.Popen[bytes] | None = None
+        self._process: ScriptProcess | None = None
         self._stopped: str | None = None
-        self._stopped_at = 0.0
-        self._lock = threading.Lock()
+        self._kill_at: float | None = None  # monotonic: when a stopped script is killed
+        self._lock = threading.RLock()  # a signal handler may stop the run on the thread that holds it
         self._tables: set[tuple[str, str]] | None = None  # schema-prefixed environments: the database's tables
 
     # ------------------------------------------------------------ control
 
-    def stop(self, reason: str) -> None:
-        """Interrupt the asset from another thread; it finishes as failed with ``reason``.
-
-        Called again while a Python process lingers, it escalates to SIGKILL after 5 seconds.
-        """
+    def stop(self, reason: str, kill_after: float = TIMEOUT_KILL_AFTER) -> None:
+        """Interrupt the asset from any thread; it finishes as failed with ``reason``. A Python asset's script gets
+        SIGTERM with its process group, SIGKILL ``kill_after`` seconds later if still running (a later call may
+        bring that closer, never put it off)."""
+        deadline = time.monotonic() + kill_after
         with self._lock:
-            if self._stopped is None:
-                self._stopped, self._stopped_at = reason, time.monotonic()
-            cursor, process = self._cursor, self._process
-        escalate = time.monotonic() - self._stopped_at > 5
+            first = self._stopped is None
+            if first:
+                self._stopped = reason
+            self._kill_at = deadline if self._kill_at is None else min(self._kill_at, deadline)
+            cursor, script = self._cursor, self._process
         if cursor is not None:
             with contextlib.suppress(Exception):
                 cursor.interrupt()
-        if process is not None and process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL if escalate else signal.SIGTERM)
+        if script is not None:
+            if first:
+                script.signal(signal.SIGTERM)
+            script.kill_by(deadline)
 
     # ------------------------------------------------------------ running
 
@@ -310,27 +318,36 @@ class AssetRun:
         if connection is not None:
             environment["BRUIN_CONNECTION"] = connection
             environment["BRUIN_DUCKDB_PATH"] = str(self.pool.path_of(connection))
-        process = subprocess.Popen(
+        script = ScriptProcess(
             [sys.executable, str(self.asset.script)],
-            cwd=self.asset.script.parent,
-            env=environment,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+            str(self.asset.script.parent),
+            environment,
+            leftover_grace=s.stop_grace,
         )
         with self._lock:
-            self._process = process
+            self._process = script
+            kill_at = self._kill_at if self._stopped is not None else None
+        if kill_at is not None:  # stopped while it started: it missed the signal
+            script.signal(signal.SIGTERM)
+            script.kill_by(kill_at)
         last_line = ""
-        assert process.stdout is not None
-        for raw in process.stdout:
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            if line.strip():
-                last_line = line
-            self.emit(f"[{self.asset.name}] {line}")
-        code = process.wait()
+        try:
+            for line in script.lines():
+                if line.strip():
+                    last_line = line
+                self.emit(f"[{self.asset.name}] {line}")
+        except BaseException:
+            script.kill_by(time.monotonic())  # whatever failed here, the script does not outlive its asset
+            script.finish()
+            raise
+        code, left = script.finish()
         with self._lock:
             self._process = None
+        if left:
+            self.emit(
+                f"[{self.asset.name}] stopped {len(left)} process{'es' if len(left) > 1 else ''} the script left "
+                f"running when it ended (PID {', '.join(map(str, left))})"
+            )
         if self._stopped is not None:
             raise RuntimeError(self._stopped)
         if code != 0:

@@ -14,10 +14,17 @@ import threading
 import time
 from collections.abc import Callable
 
+from engine.base.settings import DEFAULT_STOP_GRACE
 from engine.dates.durations import format_duration
-from engine.pipeline.asset_run import FAILED, UPSTREAM_FAILED, AssetResult, AssetRun
+from engine.pipeline.asset_run import FAILED, TIMEOUT_KILL_AFTER, UPSTREAM_FAILED, AssetResult, AssetRun
 from engine.pipeline.duckdb_pool import DuckDBPool
 from engine.pipeline.loading import Pipeline
+
+
+def kill_before_grace(grace: float) -> float:
+    """When a cancelled run's scripts get SIGKILL: a second before the stop grace ends, or halfway through a grace
+    shorter than two seconds."""
+    return max(grace - 1.0, grace / 2)
 
 
 class AssetScheduler:
@@ -32,6 +39,7 @@ class AssetScheduler:
         pool: DuckDBPool,
         timeout: int | None,
         on_finish: Callable[[AssetResult], None],
+        stop_grace: float = DEFAULT_STOP_GRACE,
     ) -> None:
         self.pipeline = pipeline
         self.selected = selected
@@ -48,14 +56,24 @@ class AssetScheduler:
         self._exclusive: set[str] = set()
         self._finished: queue.Queue[AssetRun] = queue.Queue()
         self._stopping: str | None = None
+        self._cancels = 0
+        self.stop_grace = stop_grace
         self.peak_concurrency = 0
 
-    def stop(self, reason: str) -> None:
+    def stop(self, reason: str, kill_after: float = TIMEOUT_KILL_AFTER) -> None:
         """From another thread or a signal handler: start nothing more, interrupt what runs (each finishes
-        as failed with ``reason``, its transaction rolled back); assets not started are reported failed."""
+        as failed with ``reason``, its transaction rolled back; a script is killed after ``kill_after`` seconds);
+        assets not started are reported failed."""
         self._stopping = self._stopping or reason
         for run, _started in list(self._active.values()):
-            run.stop(self._stopping)
+            run.stop(self._stopping, kill_after)
+
+    def cancel(self, reason: str) -> None:
+        """A signal to the run: stop it. A script still running gets SIGKILL before the grace the executor gives
+        this process ends (its SIGKILL would reach this process's group, never the script's session); a second
+        signal kills it at once."""
+        self._cancels += 1
+        self.stop(reason, kill_after=0.0 if self._cancels > 1 else kill_before_grace(self.stop_grace))
 
     def _upstream(self, name: str) -> list[str]:
         return [d for d in self.pipeline.upstream(name) if d in self.selected]

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.base.settings import DEFAULT_STOP_GRACE
 from engine.pipeline.asset_run import DONE, AssetResult
 from engine.pipeline.assets import Asset
 from engine.pipeline.config import Environment
@@ -44,6 +45,7 @@ class RunRequest:
     # a backfill's partition: what an asset reads only when it runs that changed since the pre-flight judged it,
     # asked before each asset (None: nothing changed); None for a run by hand
     unjudged: Callable[[Asset], str | None] | None = None
+    stop_grace: float = DEFAULT_STOP_GRACE  # BACKFILL_STOP_GRACE, as the executor that started this run reads it
 
 
 @dataclass

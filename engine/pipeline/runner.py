@@ -108,12 +108,12 @@ class Cancellation:
         none."""
         self.reason = self.reason or reason
         for scheduler in list(self._schedulers):
-            scheduler.stop(self.reason)
+            scheduler.cancel(self.reason)
 
     def attach(self, scheduler: AssetScheduler) -> None:
         self._schedulers.append(scheduler)
         if self.reason is not None:
-            scheduler.stop(self.reason)
+            scheduler.cancel(self.reason)
 
     def detach(self, scheduler: AssetScheduler) -> None:
         self._schedulers.remove(scheduler)
@@ -156,6 +156,7 @@ def execute_run(prepared: PreparedRun, emit) -> RunResult:
                 name: {k: v for k, v in schema.items() if k != "default"} for name, schema in pipeline.variables.items()
             },
             connection_types={c.name: c.kind for c in prepared.environment.connections},
+            stop_grace=request.stop_grace,
         )
         order: list[AssetResult] = []
 
@@ -172,6 +173,7 @@ def execute_run(prepared: PreparedRun, emit) -> RunResult:
             pool=pool,
             timeout=request.timeout,
             on_finish=finished,
+            stop_grace=request.stop_grace,
         )
         CANCELLATION.attach(scheduler)
         try:

@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from engine.base.errors import BadInput
+from engine.base.errors import EXIT_CANCELLED, BadInput
+from engine.base.settings import Settings
 from engine.guardrails.manual_run import check_run_by_hand, check_stand_in, live_work_of_run
 from engine.guardrails.request import check_reason
 from engine.pipeline.asset_run import SKIPPED, SUCCEEDED, UPSTREAM_FAILED, AssetResult
 from engine.pipeline.judged_sql import read_judged_argument
 from engine.pipeline.run_record import STAND_IN_STATUSES, record_json, write_stand_in_record
 from engine.pipeline.run_types import RunRequest
-from engine.pipeline.runner import describe_window, execute_run, prepare_run
+from engine.pipeline.runner import CANCELLATION, describe_window, execute_run, prepare_run
 from engine.store.live_work import join
 from engine.store.target_pauses import check_not_paused
 from tui.cli.arguments import BRUIN_ONLY_RUN_FLAGS, run_options_from, run_parser, timeout_arg
@@ -221,6 +224,7 @@ def run_command(argv: list[str]) -> int:
         judged_sql=_judged_sql(args),
         unjudged=_unjudged(watch),
         reason=None if args.stand_in else check_reason(args.reason),
+        stop_grace=Settings.from_environment().stop_grace,
     )
     if args.continue_run:
         request = _continued(request, args, refresh_flag)
@@ -265,13 +269,41 @@ def _run(prepared, as_json: bool, *, minimal: bool = False) -> int:
             out.write(f"note: {note}\n")
     for warning in prepared.warnings:  # on stderr with --output json, where nothing else may go to stdout
         out.write(f"warning: {warning}\n")
-    result = execute_run(prepared, emit)
+    with _signals_cancel_the_run():
+        result = execute_run(prepared, emit)
     if as_json:
         sys.stdout.buffer.write(orjson.dumps(record_json(result)) + b"\n")
         sys.stdout.flush()
     else:
         _summary(out, result)
+    if not result.ok and CANCELLATION.reason is not None:
+        return EXIT_CANCELLED
     return 0 if result.ok else 1
+
+
+@contextlib.contextmanager
+def _signals_cancel_the_run() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP stop a run as they stop the warm runner's: queries interrupted and rolled back,
+    each Python asset's script and what it left stopped and waited for, then exit 130. Raised as an exception
+    wherever the main thread was, a signal ended the process at once and left the scripts, each in a session of
+    its own, running. A signal ignored (``nohup``) stays ignored; the warm runner keeps its own handlers."""
+    current = signal.getsignal(signal.SIGINT)
+    if callable(current) and current is not signal.default_int_handler:
+        yield
+        return
+
+    def on_stop(signum: int, _frame: object) -> None:
+        CANCELLATION.cancel(f"cancelled ({signal.Signals(signum).name})")
+
+    saved = {}
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            saved[signum] = signal.signal(signum, on_stop)
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
 
 
 def _check_stand_in_flags(args) -> None:
