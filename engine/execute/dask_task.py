@@ -98,8 +98,10 @@ def run_child(
         leftovers = leftovers_of(process.pid, exited.fd) if process.returncode is None else TrackedFamily()
         exited.close()
         code = process.wait()
-        reader.join()
+        # Stopped before the output is read to its end: a leftover holding the child's output open (`sleep 600 &`
+        # in a shell) would otherwise keep the attempt waiting for as long as it runs.
         leftovers.stop(grace)
+        reader.join()
         # The outcome travels with the output, in the same stream: the executor needs no second round trip to
         # fetch the task's result, and knows how many chunks to write before the log is whole.
         worker.log_event(topic, {"run_id": run_id, "kind": "exit", "code": code, "chunks": chunks[0], **identity})

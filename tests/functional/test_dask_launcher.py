@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -401,3 +402,25 @@ def test_a_task_run_again_for_a_run_id_whose_child_ran_starts_no_child(tmp_path)
         assert client.submit(run_child, *args, key="first", pure=False).result(timeout=60) == 0
         assert client.submit(run_child, *args, key="again", pure=False).result(timeout=60) == RAN_ALREADY
     assert len(ledger.read_text().splitlines()) == 1
+
+
+def test_a_leftover_holding_the_childs_output_is_stopped_and_does_not_keep_its_attempt_waiting(work):
+    """`sleep 600 &` in the child's shell holds its output open after the shell exits: the attempt ends with the
+    shell (its output whole, exit 0) and the sleep is stopped, as on the local launchers, where it used to last as
+    long as the sleep."""
+    command = "sh -c 'sleep 600 & echo $! > left-{start_date}; echo done'"
+    result = run_backfill(
+        "--command", command, "--start-date", "2024-01-01", "--end-date", "2024-01-02", "--launcher", "dask-local:2",
+        *GUARD, "--no-progress", cwd=work, timeout=120,
+    )  # fmt: skip
+    left = [int(path.read_text()) for path in sorted(work.glob("left-*"))]
+    try:
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert len(left) == 2
+        assert not [pid for pid in left if alive(pid)]
+        logs = sorted((only_backfill(work) / "children").glob("*.log"))
+        assert [log.read_text() for log in logs] == ["done\n", "done\n"]
+    finally:
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
