@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from engine.dates.plan import Interval
-from engine.execute.launcher import Child
+from engine.execute.launcher import Child, ChildSpec
 from engine.store.records import Attempt, PartitionRecord, RecordStatus
 from engine.store.split_tree import SplitNode
+
+
+@dataclass(frozen=True)
+class VerifyingChild:
+    """``--verify-command`` of one attempt whose child exited 0: run as the attempt's second child, so that it is
+    stopped, timed and waited for as the first was, while other children start and end. ``judge`` turns its exit
+    status into a verification, ``cannot_start`` an error starting it."""
+
+    spec: ChildSpec
+    judge: Callable[[int], Any]
+    cannot_start: Callable[[OSError], Any]
 
 
 @dataclass
@@ -28,3 +41,5 @@ class ActiveChild:
     identity_pending: bool = False  # a remote child whose PID and worker are not known yet
     node: SplitNode | None = None  # a half of a split partition (docs/splitting.md); None: the partition itself
     timed_out: bool = False  # our --timeout stopped it
+    verifying: VerifyingChild | None = None  # its child exited 0 and ``child`` is now its --verify-command
+    verify_failure: OSError | None = None  # the --verify-command could not start

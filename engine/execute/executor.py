@@ -63,6 +63,9 @@ class ExecutorHooks:
     # ``detail``, ``fails_partition``, ``to_json()``) or None. One that fails the partition stops the backfill.
     # The partition ID is the record's: a half of a split partition has its own.
     verify: Callable[[int, Interval, Attempt, str], Any] = lambda index, interval, attempt, partition_id: None
+    # Instead, a verification run as a child of the attempt once its own exits 0 (--verify-command): a
+    # VerifyingChild, or None.
+    verify_child: Callable[[int, Interval, Attempt, str], Any] = lambda index, interval, attempt, partition_id: None
     # Once every child has been waited for, with the backfill still locked: the path of the record written.
     after_run: Callable[[Outcome], str | None] = lambda outcome: None
     # Called on every turn of the loop (at least every 0.25 s): picks up operators' requests (interventions).

@@ -8,11 +8,13 @@ there.
 
 from __future__ import annotations
 
+import selectors
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from engine.execute.active_child import ActiveChild
 from engine.execute.failure_reason import failure_reason, row_changes_of
+from engine.execute.launcher import ForkExecLauncher
 from engine.execute.splitting import trigger_of
 from engine.spec.split_policy import SplitTrigger
 from engine.store.manifest import now_text
@@ -64,18 +66,21 @@ class ExecutorReaping:
             with self._lock:
                 del self._active[key]
             attempt = active.attempt
-            attempt.exit_code = code
+            if active.verifying is None:  # the attempt's own child; not its --verify-command
+                attempt.exit_code = code
             attempt.finished_at = now_text()
             lost = getattr(active.child, "lost", None)
             if lost is not None and active.stop_reason is None:
                 attempt.status, attempt.error = RecordStatus.LOST, lost
             elif active.stop_reason is not None:
                 attempt.status, attempt.error = active.stop_status, active.stop_reason
-            elif code == 0:
+            elif code == 0 and active.verifying is None and self._start_verifying(key, active):
+                continue  # the attempt ends when its --verify-command does
+            elif code == 0 or active.verifying is not None:
                 attempt.status = RecordStatus.SUCCEEDED
                 if not self.spec.target.is_command:
                     attempt.row_changes = row_changes_of(self.spec, attempt.run_id)
-                verification = self.hooks.verify(index, active.interval, attempt, active.record.id)
+                verification = self._verification(active, code)
                 if verification is not None:
                     attempt.verification = verification.to_json()
                     if verification.fails_partition:
@@ -97,6 +102,36 @@ class ExecutorReaping:
                     error=attempt.error,
                 )
             self._finish(index, active.record, attempt, active.attempts_left, active.started, active.node, trigger)
+
+    def _start_verifying(self, key: str, active: ActiveChild) -> bool:
+        """``--verify-command``, started as the attempt's second child in place of the first, which exited 0 (the
+        same group of inherited descriptors, the same log); whether it started."""
+        verifying = self.hooks.verify_child(active.index, active.interval, active.attempt, active.record.id)
+        if verifying is None:
+            return False
+        active.verifying = verifying
+        try:
+            child = ForkExecLauncher().launch(replace(verifying.spec, inherit_fds=self.factory.inherit_fds))
+        except OSError as error:
+            active.verify_failure = error
+            return False
+        active.child = child
+        fd = child.exit_fd()
+        if fd is not None:
+            self._selector.register(fd, selectors.EVENT_READ, active)
+        with self._lock:
+            self._active[key] = active
+        return True
+
+    def _verification(self, active: ActiveChild, code: int):
+        """The verification of an attempt whose child exited 0: its --verify-command's (``code`` is that
+        command's exit status), or the hook's."""
+        verifying = active.verifying
+        if verifying is None:
+            return self.hooks.verify(active.index, active.interval, active.attempt, active.record.id)
+        if active.verify_failure is not None:
+            return verifying.cannot_start(active.verify_failure)
+        return verifying.judge(code)
 
     def _finish(
         self,

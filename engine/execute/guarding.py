@@ -18,17 +18,19 @@ from typing import Any
 from engine.base.errors import StateUnreadable
 from engine.base.who import requester
 from engine.dates.plan import Interval
+from engine.execute.active_child import VerifyingChild
 from engine.execute.asset_resume import AssetResume
 from engine.execute.backfill import Loaded, Prepared
 from engine.execute.children import ChildFactory
 from engine.execute.executor import ExecutorHooks, Outcome
+from engine.execute.launcher import ChildSpec
 from engine.execute.rerun import PartitionSelection
 from engine.guardrails.definition_watch import DefinitionWatch
 from engine.guardrails.guarded_run import GuardedRun
 from engine.guardrails.preflight import Approval, Preflight
 from engine.guardrails.request import RERUN, TRIGGER, GuardOptions, GuardRequest
 from engine.guardrails.settings import GuardrailSettings
-from engine.guardrails.verification import CommandVerifier, Verification
+from engine.guardrails.verification import CommandVerifier
 from engine.pipeline.repository import logs_root, resolve_target
 from engine.spec.backfill_spec import Planned
 from engine.store import audit
@@ -196,8 +198,11 @@ def guard_hooks(prepared: Prepared, preflight: Preflight, approval: Approval | N
     resume = asset_resume(prepared, preflight)
     if resume is not None:
         hooks.plan_assets = resume.plan
-    verify = run.pipeline_verifier() if not prepared.spec.target.is_command else command_verifier(prepared, preflight)
-    if verify is not None:
+    if prepared.spec.target.is_command:
+        verify_child = command_verifier(prepared, preflight)
+        if verify_child is not None:
+            hooks.verify_child = verify_child
+    elif (verify := run.pipeline_verifier()) is not None:
         hooks.verify = verify
     return hooks
 
@@ -227,9 +232,9 @@ def asset_resume(prepared: Prepared, preflight: Preflight) -> AssetResume | None
 
 def command_verifier(
     prepared: Prepared, preflight: Preflight
-) -> Callable[[int, Interval, Attempt, str], Verification] | None:
+) -> Callable[[int, Interval, Attempt, str], VerifyingChild] | None:
     """``--verify-command``: run after each successful partition as that partition's child would be (the same
-    placeholders, environment and working directory), or None."""
+    placeholders, environment and working directory), as a second child of its attempt; or None."""
     guard = preflight.facts.request.guard
     if guard.verify == "off" or guard.verify_command is None:
         return None
@@ -245,9 +250,10 @@ def command_verifier(
     command = CommandVerifier(guard.verify_command, guard.verify, factory.values)
     total = len(spec.plan)
 
-    def verify(index: int, interval: Interval, attempt: Attempt, partition_id: str) -> Verification:
+    def verify_child(index: int, interval: Interval, attempt: Attempt, partition_id: str) -> VerifyingChild:
         log = prepared.store.log_path(attempt.run_id)
         child = factory.child(interval, partition_id, attempt.run_id, log, total)
-        return command.verify(interval, partition_id, attempt.run_id, cwd=child.cwd, env=child.env, log=log)
+        argv = command.prepare(interval, partition_id, attempt.run_id, log=log)
+        return VerifyingChild(ChildSpec(argv, child.cwd, child.env, log), command.judge, command.cannot_start)
 
-    return verify
+    return verify_child

@@ -8,7 +8,7 @@ and must exit 0.
 
 from __future__ import annotations
 
-import subprocess
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -234,22 +234,23 @@ class CommandVerifier:
         self.mode = mode
         self.values = values
 
-    def verify(
-        self, interval: Interval, partition_id: str, run_id: str, *, cwd: str, env: dict[str, str], log: Path
-    ) -> Verification:
+    def prepare(self, interval: Interval, partition_id: str, run_id: str, *, log: Path) -> list[str]:
+        """The command line for this partition, announced in its log, where its output follows (a log that cannot be
+        written fails the command's start, which opens it too). The executor runs it as the attempt's second child,
+        stopped as its first would be."""
         from engine.spec.command_template import substitute
 
         values = self.values(interval, partition_id, run_id)
         argv = [substitute(word, values) for word in self.words]
-        try:
-            with open(log, "ab") as output:
-                output.write(b"\n--- verify-command: " + " ".join(argv).encode() + b"\n")
-                output.flush()
-                code = subprocess.run(
-                    argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=output, stderr=output, check=False
-                ).returncode
-        except OSError as error:
-            return _judge([f"--verify-command cannot start: {error.strerror or error}"], [], self.mode)
+        with contextlib.suppress(OSError), open(log, "ab") as output:
+            output.write(b"\n--- verify-command: " + " ".join(argv).encode() + b"\n")
+        return argv
+
+    def judge(self, code: int) -> Verification:
+        """What the command's exit status (negative: the signal that killed it) says of the partition."""
         if code != 0:
             return _judge([f"--verify-command exited {code} (output in the partition's log)"], [], self.mode)
         return Verification(VERIFIED, "--verify-command exited 0")
+
+    def cannot_start(self, error: OSError) -> Verification:
+        return _judge([f"--verify-command cannot start: {error.strerror or error}"], [], self.mode)

@@ -4,6 +4,7 @@ history, then run records written by hand and judged (pipelines), and real comma
 from __future__ import annotations
 
 import json
+import select
 import sys
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from engine.dates.plan import Interval
 from engine.execute.backfill import state_root_for
 from engine.execute.guarding import request_for_new
+from engine.execute.launcher import ChildSpec, ForkExecLauncher
 from engine.guardrails.preflight import run_preflight
 from engine.guardrails.request import GuardOptions
 from engine.guardrails.verification import (
@@ -276,6 +278,19 @@ def _values(interval: Interval, partition_id: str, run_id: str) -> dict[str, str
     return {"start": str(interval.start), "partition_id": partition_id, "run_id": run_id}
 
 
+def _verify(verifier: CommandVerifier, partition_id: str, run_id: str, *, cwd: str, env: dict, log) -> Verification:
+    """What the executor does with a --verify-command: prepared, started as a child, its exit judged."""
+    argv = verifier.prepare(WEDNESDAY, partition_id, run_id, log=log)
+    try:
+        child = ForkExecLauncher().launch(ChildSpec(argv, cwd, env, log))
+    except OSError as error:
+        return verifier.cannot_start(error)
+    select.select([child.exit_fd()], [], [], 60)
+    code = child.poll()
+    child.close()
+    return verifier.judge(code)
+
+
 @pytest.mark.parametrize(
     ("script", "status", "detail"),
     [
@@ -290,7 +305,7 @@ def test_a_verify_command_passes_only_on_exit_0(tmp_path, script, status, detail
     and its output go to the partition's log."""
     log = tmp_path / "p.log"
     template = f"{sys.executable} -c '{script}' {{partition_id}}"
-    result = CommandVerifier(template, "on", _values).verify(WEDNESDAY, "abc123", "run-1", cwd=str(tmp_path),
+    result = _verify(CommandVerifier(template, "on", _values), "abc123", "run-1", cwd=str(tmp_path),
                                                              env={}, log=log)  # fmt: skip
     assert result.status == status and result.detail.startswith(detail) and result.assets == []
     assert "--- verify-command: " in log.read_text() and log.read_text().rstrip().endswith("abc123")
@@ -308,7 +323,7 @@ def test_a_verify_command_runs_where_and_as_the_partition_s_child_and_logs_every
     work = tmp_path / "work"
     work.mkdir()
     template = f'{sys.executable} -c "{script}" {{run_id}}'
-    result = CommandVerifier(template, "on", _values).verify(WEDNESDAY, "p", "run-7", cwd=str(work),
+    result = _verify(CommandVerifier(template, "on", _values), "p", "run-7", cwd=str(work),
                                                              env={"MARK": "seen"}, log=log)  # fmt: skip
     assert result == Verification(VERIFIED, "--verify-command exited 0", [])
     argv = f"{sys.executable} -c {script} run-7"
@@ -318,10 +333,10 @@ def test_a_verify_command_runs_where_and_as_the_partition_s_child_and_logs_every
 def test_a_verify_command_that_cannot_start_fails_or_warns(tmp_path):
     """A program that does not exist: 'cannot start', failed under on and a warning under warn."""
     template = str(tmp_path / "nowhere") + " {run_id}"
-    on = CommandVerifier(template, "on", _values).verify(WEDNESDAY, "p", "r", cwd=str(tmp_path), env={},
+    on = _verify(CommandVerifier(template, "on", _values), "p", "r", cwd=str(tmp_path), env={},
                                                          log=tmp_path / "l")  # fmt: skip
     assert on == Verification(FAILED, "--verify-command cannot start: No such file or directory", [])
-    warn = CommandVerifier(template, "warn", _values).verify(WEDNESDAY, "p", "r", cwd=str(tmp_path), env={},
+    warn = _verify(CommandVerifier(template, "warn", _values), "p", "r", cwd=str(tmp_path), env={},
                                                              log=tmp_path / "l")  # fmt: skip
     assert warn.status == WARNING and not warn.fails_partition
 
