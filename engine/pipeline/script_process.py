@@ -92,6 +92,8 @@ class ScriptProcess:
         was stopped. Call once ``lines()`` is exhausted."""
         self._stop_leftovers()  # a caller that stopped reading early
         code = self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
         with self._lock:
             self._reaped = True
             # The family's refresh of the group finds the script's own zombie too: not something it left.

@@ -1,0 +1,203 @@
+"""ScriptProcess, in-process and against real processes: a Python asset's script never outlives its asset."""
+
+from __future__ import annotations
+
+import os
+import queue
+import sys
+import threading
+import time
+
+import psutil
+import pytest
+
+from engine.pipeline.script_process import ScriptProcess
+
+pytestmark = pytest.mark.timeout(120)  # a wait that never ends fails the test rather than the run
+
+IGNORE_STOPS = (
+    "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); signal.signal(signal.SIGINT, signal.SIG_IGN)"
+)
+
+
+def start(code: str, *, grace: float = 30.0) -> ScriptProcess:
+    return ScriptProcess([sys.executable, "-c", code], os.getcwd(), dict(os.environ), leftover_grace=grace)
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_every_line_reaches_the_asset_the_last_one_without_its_newline_too():
+    """Lines in order, bytes that are not UTF-8 replaced, a last line with no newline kept; exit 0, nothing left."""
+    script = start(r"import sys; sys.stdout.buffer.write(b'one\ntwo \xff\n\nlast'); sys.stdout.flush()")
+    assert list(script.lines()) == ["one", "two \ufffd", "", "last"]
+    assert script.finish() == (0, [])
+
+
+@pytest.mark.parametrize(
+    ("code", "status"), [("import sys; sys.exit(3)", 3), ("import os; os.kill(os.getpid(), 9)", -9)]
+)
+def test_the_scripts_own_exit_status_is_given(code, status):
+    """A script's exit code, or the signal that killed it (negative)."""
+    script = start(code)
+    assert list(script.lines()) == []
+    assert script.finish() == (status, [])
+
+
+LEAVES = (
+    "import subprocess, sys{ignore}\nchild = subprocess.Popen(['sleep', '600']{output})\nprint(child.pid, flush=True)\n"
+)
+
+
+@pytest.mark.parametrize("ignore", ["", "; " + IGNORE_STOPS], ids=["polite", "ignoring-sigterm"])
+@pytest.mark.parametrize("output", [", stdout=subprocess.DEVNULL", ""], ids=["own-output", "holding-the-scripts"])
+def test_what_the_script_leaves_in_its_group_is_stopped_before_its_asset_ends(ignore, output):
+    """The script exits 0 leaving a sleep (which may hold the script's output, and may ignore SIGTERM, as
+    dispositions are inherited): the lines end with the script, the sleep is stopped (SIGKILL after the grace when
+    it ignores SIGTERM) and named, and the script's own PID is not."""
+    script = start(LEAVES.format(ignore=ignore, output=output), grace=0.2)
+    [line] = list(script.lines())
+    left = int(line)
+    code, stopped = script.finish()
+    assert (code, stopped) == (0, [left])
+    assert gone(left)
+
+
+def test_a_script_that_closes_its_output_is_still_waited_for():
+    """The output ends before the script does: its end is still waited for, and what it left after it is found."""
+    script = start(
+        "import os, subprocess, time\n"
+        "child = subprocess.Popen(['sleep', '600'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "print(child.pid, flush=True)\n"
+        "os.close(1); os.close(2)\n"
+        "time.sleep(0.3)\n"
+    )
+    [line] = list(script.lines())
+    code, stopped = script.finish()
+    assert (code, stopped) == (0, [int(line)])
+    assert gone(int(line))
+
+
+def consume(script: ScriptProcess) -> tuple[queue.Queue, threading.Thread]:
+    """Read the script's lines on a thread (as an asset's thread does); each arrives on the queue, then None."""
+    lines: queue.Queue = queue.Queue()
+
+    def read() -> None:
+        for line in script.lines():
+            lines.put(line)
+        lines.put(None)
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    return lines, thread
+
+
+def test_a_deadline_set_while_the_output_is_being_waited_for_kills_at_once():
+    """The script ignores SIGTERM and waits; its reader is already waiting when the stop sets a deadline of now: the
+    wait is woken and the script killed, not left until it next prints."""
+    script = start(IGNORE_STOPS + "\nimport time; print('ready', flush=True); time.sleep(600)")
+    lines, thread = consume(script)
+    assert lines.get(timeout=60) == "ready"
+    script.signal(15)  # ignored
+    script.kill_by(time.monotonic())
+    assert lines.get(timeout=60) is None
+    thread.join()
+    assert script.finish() == (-9, [])
+
+
+def test_the_earliest_deadline_wins():
+    """A later deadline never puts off an earlier one: kill_by(now) then kill_by(in an hour) kills now."""
+    script = start(IGNORE_STOPS + "\nimport time; print('ready', flush=True); time.sleep(600)")
+    lines, thread = consume(script)
+    assert lines.get(timeout=60) == "ready"
+    script.kill_by(time.monotonic())
+    script.kill_by(time.monotonic() + 3600)
+    assert lines.get(timeout=60) is None
+    thread.join()
+    assert script.finish()[0] == -9
+
+
+def test_a_far_deadline_leaves_the_script_to_end_on_its_own():
+    """A deadline an hour away: the script that ends by itself is not killed."""
+    script = start("import time; print('ready', flush=True); time.sleep(0.2)")
+    script.kill_by(time.monotonic() + 3600)
+    assert list(script.lines()) == ["ready"]
+    assert script.finish() == (0, [])
+
+
+def test_a_stop_signal_reaches_the_script_and_its_group():
+    """SIGTERM through signal(): the script and the sleep it started both end; nothing is left to stop."""
+    script = start(
+        "import subprocess, time\n"
+        "child = subprocess.Popen(['sleep', '600'], stdout=subprocess.DEVNULL)\n"
+        "print(child.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    lines, thread = consume(script)
+    left = int(lines.get(timeout=60))
+    script.signal(15)
+    assert lines.get(timeout=60) is None
+    thread.join()
+    assert script.finish()[0] == -15
+    if not gone(left):  # its SIGTERM was sent with the script's: its end may come a moment later
+        psutil.Process(left).wait(timeout=60)
+
+
+def test_finish_lets_go_of_every_descriptor_and_signals_nothing_after():
+    """The pidfd and the wake pipe are closed; a signal after the reap sends nothing and raises nothing."""
+    before = len(os.listdir("/proc/self/fd"))
+    script = start("print('x')")
+    list(script.lines())
+    script.finish()
+    assert len(os.listdir("/proc/self/fd")) == before
+    script.signal(9)
+    script.kill_by(time.monotonic())
+
+
+def test_without_a_pidfd_the_exit_is_polled(monkeypatch):
+    """A kernel without pidfd_open: the script's end and what it left are still found."""
+
+    def no_pidfd(pid: int) -> int:
+        raise OSError("no pidfd here")
+
+    monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+    script = start(LEAVES.format(ignore="", output=""), grace=0.2)
+    [line] = list(script.lines())
+    assert script.finish() == (0, [int(line)])
+    assert gone(int(line))
+
+
+def test_the_script_dies_with_the_thread_that_started_it():
+    """Started on a thread that then ends (as a killed run's threads do): the parent-death signal kills it."""
+    started: queue.Queue = queue.Queue()
+    thread = threading.Thread(target=lambda: started.put(start("import time; time.sleep(600)")))
+    thread.start()
+    thread.join()
+    script = started.get()
+    assert list(script.lines()) == []
+    assert script.finish()[0] == -9
+
+
+def test_without_setpriv_a_pre_exec_call_sets_the_parent_death_signal(monkeypatch):
+    """Where setpriv is missing, the same: the script dies with its thread."""
+    from engine.base import parent_death
+
+    monkeypatch.setattr(parent_death, "SETPRIV", None)
+    started: queue.Queue = queue.Queue()
+    thread = threading.Thread(target=lambda: started.put(start("import time; time.sleep(600)")))
+    thread.start()
+    thread.join()
+    script = started.get()
+    assert script.process.args[0] == sys.executable
+    assert list(script.lines()) == []
+    assert script.finish()[0] == -9
+
+
+def test_a_missing_program_is_refused_before_anything_starts():
+    """setpriv would start and exit 127 for a program that is not there; it is refused as Popen refuses it."""
+    with pytest.raises(FileNotFoundError):
+        ScriptProcess(["/nowhere/python"], os.getcwd(), dict(os.environ), leftover_grace=1)
