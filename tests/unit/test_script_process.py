@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import queue
+import signal
 import sys
 import threading
 import time
@@ -147,15 +148,20 @@ def test_a_stop_signal_reaches_the_script_and_its_group():
         psutil.Process(left).wait(timeout=60)
 
 
-def test_finish_lets_go_of_every_descriptor_and_signals_nothing_after():
-    """The pidfd and the wake pipe are closed; a signal after the reap sends nothing and raises nothing."""
+def test_finish_lets_go_of_every_descriptor_and_signals_nothing_after(monkeypatch):
+    """The pidfd, the output and the wake pipe are closed; a signal after the reap sends nothing (the group's number
+    may be another's by then) and raises nothing."""
     before = len(os.listdir("/proc/self/fd"))
     script = start("print('x')")
     list(script.lines())
     script.finish()
     assert len(os.listdir("/proc/self/fd")) == before
+    sent = []
+    monkeypatch.setattr(os, "killpg", lambda group, signum: sent.append((group, signum)))
+    monkeypatch.setattr(signal, "pidfd_send_signal", lambda *args: sent.append(args))
     script.signal(9)
     script.kill_by(time.monotonic())
+    assert sent == []
 
 
 def test_without_a_pidfd_the_exit_is_polled(monkeypatch):
