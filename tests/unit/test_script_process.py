@@ -8,10 +8,12 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
 import psutil
 import pytest
 
+from engine.base.parent_death import start_bound_to_thread
 from engine.pipeline.script_process import ScriptProcess
 
 pytestmark = pytest.mark.timeout(120)  # a wait that never ends fails the test rather than the run
@@ -177,13 +179,26 @@ def test_without_a_pidfd_the_exit_is_polled(monkeypatch):
     assert gone(int(line))
 
 
-def test_the_script_dies_with_the_thread_that_started_it():
-    """Started on a thread that then ends (as a killed run's threads do): the parent-death signal kills it."""
+def started_on_a_thread_that_ends() -> ScriptProcess:
+    """A script started on a thread that ends once the script runs (as a killed run's threads do)."""
     started: queue.Queue = queue.Queue()
-    thread = threading.Thread(target=lambda: started.put(start("import time; time.sleep(600)")))
+
+    def start_and_leave() -> None:
+        script = start("import time; print('running', flush=True); time.sleep(600)")
+        assert script.process.stdout is not None
+        started.put((script, script.process.stdout.readline()))  # the parent-death signal is set by now
+
+    thread = threading.Thread(target=start_and_leave)
     thread.start()
     thread.join()
-    script = started.get()
+    script, first = started.get()
+    assert first == b"running\n"
+    return script
+
+
+def test_the_script_dies_with_the_thread_that_started_it():
+    """The thread that started the script ends: the parent-death signal kills it."""
+    script = started_on_a_thread_that_ends()
     assert list(script.lines()) == []
     assert script.finish()[0] == -9
 
@@ -193,11 +208,7 @@ def test_without_setpriv_a_pre_exec_call_sets_the_parent_death_signal(monkeypatc
     from engine.base import parent_death
 
     monkeypatch.setattr(parent_death, "SETPRIV", None)
-    started: queue.Queue = queue.Queue()
-    thread = threading.Thread(target=lambda: started.put(start("import time; time.sleep(600)")))
-    thread.start()
-    thread.join()
-    script = started.get()
+    script = started_on_a_thread_that_ends()
     assert script.process.args[0] == sys.executable
     assert list(script.lines()) == []
     assert script.finish()[0] == -9
@@ -207,3 +218,55 @@ def test_a_missing_program_is_refused_before_anything_starts():
     """setpriv would start and exit 127 for a program that is not there; it is refused as Popen refuses it."""
     with pytest.raises(FileNotFoundError):
         ScriptProcess(["/nowhere/python"], os.getcwd(), dict(os.environ), leftover_grace=1)
+
+
+# The leftover: says it is ready on the pipe the script gave it, then waits; SIGTERM makes it print and leave.
+PRINTS_WHEN_STOPPED = (
+    "import os, signal, sys, time\n"
+    "def stopped(*_):\n"
+    "    sys.stdout.buffer.write(bytes([97, 10, 98, 32, 255, 10]) + b'last'); sys.stdout.flush(); os._exit(0)\n"
+    "signal.signal(signal.SIGTERM, stopped)\n"
+    "os.write(int(sys.argv[1]), b'r')\n"
+    "time.sleep(600)\n"
+)
+
+
+def test_what_a_leftover_prints_as_it_is_stopped_reaches_the_asset():
+    """The script exits once its leftover is ready, the leftover on its output printing when SIGTERM comes: those
+    lines (bytes that are not UTF-8 replaced, the last one without a newline) are read after the script's end."""
+    script = start(
+        "import os, subprocess, sys\n"
+        "ready, tell = os.pipe()\n"
+        f"subprocess.Popen([sys.executable, '-c', {PRINTS_WHEN_STOPPED!r}, str(tell)], pass_fds=[tell])\n"
+        "os.read(ready, 1)\n"
+        "print('first', flush=True)\n"
+    )
+    assert list(script.lines()) == ["first", "a", "b \ufffd", "last"]
+    code, stopped = script.finish()
+    assert code == 0 and len(stopped) == 1
+
+
+def bound(argv: list[str], cwd: Path, path: str = "/usr/bin:/bin") -> int:
+    """Start ``argv`` as a script is started; its exit status."""
+    process = start_bound_to_thread(argv, str(cwd), {"PATH": path})
+    process.communicate()
+    return process.returncode
+
+
+def test_a_program_is_looked_for_as_exec_would_look_for_it(tmp_path):
+    """With setpriv in front, a program that cannot be run is refused before anything starts (setpriv would exit
+    127 for it): a path that is missing, a directory or not executable; a path with a slash is taken from the
+    working directory, a bare name from the environment's PATH, not this process's."""
+    program = tmp_path / "bin" / "tool"
+    program.parent.mkdir()
+    program.write_text("#!/bin/sh\nexit 7\n")
+    program.chmod(0o755)
+    plain = tmp_path / "plain"
+    plain.write_text("exit 0\n")
+    assert bound([str(program)], tmp_path) == 7
+    assert bound(["bin/tool"], tmp_path) == 7
+    assert bound(["tool"], tmp_path, path=str(program.parent)) == 7
+    for argv, path in (([str(tmp_path / "missing")], "/bin"), ([str(tmp_path)], "/bin"), ([str(plain)], "/bin"),
+                       (["./missing"], "/bin"), (["tool"], "/bin")):  # fmt: skip
+        with pytest.raises(FileNotFoundError):
+            bound(argv, tmp_path, path)
