@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -37,10 +37,12 @@ from engine.pipeline.materialization import (
 )
 from engine.pipeline.quality_checks import QualityCheckResult, run_checks
 from engine.pipeline.schema_prefix import existing_tables, rewrite_references
-from engine.pipeline.script_process import ScriptProcess
 from engine.pipeline.seeds import load_seed, seed_source
 from engine.pipeline.sql_writes import POST, PRE
 from engine.pipeline.templating import TemplateProblem, Window, render
+
+if TYPE_CHECKING:
+    from engine.pipeline.script_process import ScriptProcess
 
 SUCCEEDED, FAILED, UPSTREAM_FAILED, SKIPPED = AssetStatus
 DONE = (SUCCEEDED, SKIPPED)  # what lets the downstream run and the run succeed
@@ -318,6 +320,8 @@ class AssetRun:
         if connection is not None:
             environment["BRUIN_CONNECTION"] = connection
             environment["BRUIN_DUCKDB_PATH"] = str(self.pool.path_of(connection))
+        from engine.pipeline.script_process import ScriptProcess  # psutil and setpriv's lookup: Python assets only
+
         script = ScriptProcess(
             [sys.executable, str(self.asset.script)],
             str(self.asset.script.parent),

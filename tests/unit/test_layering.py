@@ -86,3 +86,15 @@ def test_a_command_target_s_invocation_loads_no_template_engine_yaml_pendulum_or
             "--dry-run", "--output", "json", "--state-dir", "states"]  # fmt: skip
     planned, loaded = _loaded_by(tmp_path, argv, ("jinja2", "yaml", "pendulum", "duckdb"))
     assert '"partitions"' in planned and loaded == []
+
+
+def test_a_run_of_sql_assets_loads_nothing_a_python_asset_needs(tmp_path):
+    """`backfill run` of a pipeline without Python assets (what each partition's child does) imports neither the
+    script's process handling nor psutil: 20 ms of a child's start-up that only a Python asset needs."""
+    from tests.builder import Repo
+
+    repo = Repo(tmp_path / "repo")
+    repo.sql("one", "SELECT 1 AS x")
+    argv = ["run", "p", "--start-date", "2024-01-01", "--end-date", "2024-01-01"]
+    ran, loaded = _loaded_by(repo.root, argv, ("engine.pipeline.script_process", "psutil"))
+    assert "succeeded" in ran and loaded == []
