@@ -94,12 +94,12 @@ class ScriptProcess:
         code = self.process.wait()
         if self.process.stdout is not None:
             self.process.stdout.close()
+        leftovers: TrackedFamily = self._leftovers  # type: ignore[assignment]  # found by _stop_leftovers() above
         with self._lock:
             self._reaped = True
             # The family's refresh of the group finds the script's own zombie too: not something it left.
-            stopped = [pid for pid in self._leftovers.pids if pid != self.pid] if self._leftovers is not None else []
-            if self._leftovers is not None:
-                self._leftovers.close()
+            stopped = [pid for pid in leftovers.pids if pid != self.pid]
+            leftovers.close()
             for fd in (self._pidfd, self._wake_read, self._wake):
                 if fd is not None and fd >= 0:
                     os.close(fd)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import queue
 import signal
@@ -36,8 +37,8 @@ def gone(pid: int) -> bool:
 
 def test_every_line_reaches_the_asset_the_last_one_without_its_newline_too():
     """Lines in order, bytes that are not UTF-8 replaced, a last line with no newline kept; exit 0, nothing left."""
-    script = start(r"import sys; sys.stdout.buffer.write(b'one\ntwo \xff\n\nlast'); sys.stdout.flush()")
-    assert list(script.lines()) == ["one", "two \ufffd", "", "last"]
+    script = start(r"import sys; sys.stdout.buffer.write(b'one\ntwo \xff\n\nlast \xff'); sys.stdout.flush()")
+    assert list(script.lines()) == ["one", "two \ufffd", "", "last \ufffd"]
     assert script.finish() == (0, [])
 
 
@@ -268,5 +269,78 @@ def test_a_program_is_looked_for_as_exec_would_look_for_it(tmp_path):
     assert bound(["tool"], tmp_path, path=str(program.parent)) == 7
     for argv, path in (([str(tmp_path / "missing")], "/bin"), ([str(tmp_path)], "/bin"), ([str(plain)], "/bin"),
                        (["./missing"], "/bin"), (["tool"], "/bin")):  # fmt: skip
-        with pytest.raises(FileNotFoundError):
+        with pytest.raises(FileNotFoundError) as refused:
             bound(argv, tmp_path, path)
+        assert (refused.value.errno, refused.value.strerror, refused.value.filename) == (
+            errno.ENOENT,
+            os.strerror(errno.ENOENT),
+            argv[0],
+        )
+
+
+def test_the_script_gets_the_environment_given_its_errors_on_the_same_lines_and_no_stdin(tmp_path):
+    """The environment given (not this process's), stderr among the lines, and an empty stdin even while this
+    process's own stdin holds data."""
+    read, write = os.pipe()
+    os.write(write, b"this process's input\n")
+    saved = os.dup(0)
+    os.dup2(read, 0)
+    try:
+        script = ScriptProcess(
+            [sys.executable, "-c", "import os, sys; print(os.environ.get('MARK'), repr(sys.stdin.read()), "
+             "'HOME' in os.environ, flush=True); print('to stderr', file=sys.stderr, flush=True)"],
+            str(tmp_path), {"MARK": "given", "PATH": os.environ["PATH"]}, leftover_grace=1,
+        )  # fmt: skip
+    finally:
+        os.dup2(saved, 0)
+        for fd in (saved, read, write):
+            os.close(fd)
+    assert list(script.lines()) == ["given '' False", "to stderr"]
+    assert script.finish() == (0, [])
+
+
+def test_what_was_left_lets_go_of_its_handles_and_a_late_deadline_writes_nothing(capfd):
+    """After a run that left a process, no descriptor of its handles stays open; a deadline set after the end
+    writes nowhere (its wake pipe is closed, not a descriptor number of someone else's)."""
+    before = len(os.listdir("/proc/self/fd"))
+    script = start(LEAVES.format(ignore="", output=", stdout=subprocess.DEVNULL"), grace=1)
+    list(script.lines())
+    assert len(script.finish()[1]) == 1
+    assert len(os.listdir("/proc/self/fd")) == before
+    capfd.readouterr()
+    script.kill_by(time.monotonic())
+    assert capfd.readouterr() == ("", "")
+
+
+def test_a_deadline_a_moment_away_is_kept_by_a_wait_already_begun():
+    """The reader waits; a deadline 0.3 s away is set: the wait ends by then and the script is killed, rather than
+    the wait going on until the script prints or ends."""
+    script = start(IGNORE_STOPS + "\nimport time; print('ready', flush=True); time.sleep(600)")
+    lines, thread = consume(script)
+    assert lines.get(timeout=8) == "ready"
+    script.kill_by(time.monotonic() + 0.3)
+    assert lines.get(timeout=8) is None
+    thread.join()
+    assert script.finish()[0] == -9
+
+
+def test_a_script_that_closed_its_output_is_killed_at_its_deadline():
+    """The script closes its output and ignores SIGTERM; a deadline set before its end is still kept while its
+    end is waited for."""
+    script = start(IGNORE_STOPS + "\nimport os, time; os.close(1); os.close(2); time.sleep(600)")
+    script.kill_by(time.monotonic() + 0.3)
+    assert list(script.lines()) == []
+    assert script.finish()[0] == -9
+
+
+def test_without_a_pidfd_a_deadline_is_kept(monkeypatch):
+    """A kernel without pidfd_open: the script that ignores SIGTERM is still killed at its deadline."""
+
+    def no_pidfd(pid: int) -> int:
+        raise OSError("no pidfd here")
+
+    monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+    script = start(IGNORE_STOPS + "\nimport time; time.sleep(600)")
+    script.kill_by(time.monotonic() + 0.3)
+    assert list(script.lines()) == []
+    assert script.finish()[0] == -9
