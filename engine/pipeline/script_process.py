@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 
 from engine.base.parent_death import start_bound_to_thread
-from engine.base.processes import TrackedFamily, exited_unreaped, leftovers_of, process_identity, signal_own_group
+from engine.base.processes import TrackedFamily, exited_unreaped, leftovers_of, signal_own_group
 
 POLL_SECONDS = 0.05  # without a pidfd (Linux before 5.3), how often the script's exit is looked for
 KILLED_WAIT = 10.0  # after SIGKILL, how long the leftovers' end is waited for (a process in an uninterruptible sleep)
@@ -35,20 +35,19 @@ class ScriptProcess:
             self._pidfd: int | None = os.pidfd_open(self.pid)
         except (AttributeError, OSError):
             self._pidfd = None
-        self._identity = process_identity(self.pid)  # unreaped until finish(): this PID is ours
         self._leftover_grace = leftover_grace
         self._lock = threading.RLock()  # a signal handler's stop may come on a thread that holds it
         self._kill_at: float | None = None  # monotonic: when whatever is left gets SIGKILL (a stop sets it)
         self._leftovers: TrackedFamily | None = None
-        self._reaped = False
-        self._wake_read, self._wake = os.pipe()  # kill_by() wakes a wait that began before the deadline was set
+        # kill_by() wakes a wait that began before the deadline was set; None once finish() closed them
+        self._wake_read, self._wake = os.pipe()
         os.set_blocking(self._wake_read, False)
 
     def signal(self, signum: int) -> None:
         """The script's process group, never after the script is reaped (its group's number may be reused); what
         it left once it has exited."""
         with self._lock:
-            signal_own_group(self._pidfd, self.pid, signum, reaped=self._reaped)
+            signal_own_group(self._pidfd, self.pid, signum, reaped=self.process.returncode is not None)
             if self._leftovers is not None:
                 self._leftovers.signal(signum)
 
@@ -57,7 +56,7 @@ class ScriptProcess:
         with self._lock:
             if self._kill_at is None or deadline < self._kill_at:
                 self._kill_at = deadline
-                if self._wake >= 0:
+                if self._wake is not None:
                     os.write(self._wake, b".")
 
     def lines(self) -> Iterator[str]:
@@ -76,16 +75,16 @@ class ScriptProcess:
                 chunk, open_ = _read_available(out)
                 pending += chunk
                 *complete, pending = pending.split(b"\n")
-                yield from (line.decode("utf-8", "replace") for line in complete)
+                yield from (line.decode(errors="replace") for line in complete)
                 if open_ and exited_unreaped(self.pid):
                     break  # exited, its output still held open: by what it left, stopped below
         self._stop_leftovers()
         chunk, _ = _read_available(out)  # what was written before the last of them ended
         pending += chunk
         *complete, pending = pending.split(b"\n")
-        yield from (line.decode("utf-8", "replace") for line in complete)
+        yield from (line.decode(errors="replace") for line in complete)
         if pending:
-            yield pending.decode("utf-8", "replace")
+            yield pending.decode(errors="replace")
 
     def finish(self) -> tuple[int, list[int]]:
         """The script's exit status (negative: the signal that killed it), and the PIDs of what it left running that
@@ -96,14 +95,13 @@ class ScriptProcess:
             self.process.stdout.close()
         leftovers: TrackedFamily = self._leftovers  # type: ignore[assignment]  # found by _stop_leftovers() above
         with self._lock:
-            self._reaped = True
             # The family's refresh of the group finds the script's own zombie too: not something it left.
             stopped = [pid for pid in leftovers.pids if pid != self.pid]
             leftovers.close()
             for fd in (self._pidfd, self._wake_read, self._wake):
-                if fd is not None and fd >= 0:
+                if fd is not None:
                     os.close(fd)
-            self._pidfd, self._wake_read, self._wake = None, -1, -1
+            self._pidfd = self._wake_read = self._wake = None
         return code, stopped
 
     def _stop_leftovers(self) -> None:
@@ -115,7 +113,7 @@ class ScriptProcess:
             self._kill_if_due()
             self._wait(self._wait_seconds())
         with self._lock:
-            self._leftovers = leftovers_of(self.pid, self._pidfd, self._identity)
+            self._leftovers = leftovers_of(self.pid, self._pidfd)
         if not self._leftovers.alive():
             return
         self.signal(signal.SIGTERM)
