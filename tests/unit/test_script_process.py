@@ -347,8 +347,12 @@ def test_without_a_pidfd_a_deadline_is_kept(monkeypatch):
 
 
 def test_a_burst_longer_than_one_read_arrives_whole():
-    """300,000 bytes written at once, more than one read takes: every line arrives, none cut or lost."""
-    script = start("import sys; sys.stdout.write(''.join(f'{n:07d}\\n' for n in range(37500))); sys.stdout.flush()")
+    """300,000 bytes in a pipe made to hold a megabyte, written at once: more than one read takes, and every line
+    arrives, none cut or lost."""
+    script = start(
+        "import fcntl, sys; fcntl.fcntl(1, 1031, 1 << 20)\n"  # F_SETPIPE_SZ
+        "sys.stdout.write(''.join(f'{n:07d}\\n' for n in range(37500))); sys.stdout.flush()"
+    )
     lines = list(script.lines())
     assert lines == [f"{n:07d}" for n in range(37500)]
     assert script.finish() == (0, [])
