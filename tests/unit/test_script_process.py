@@ -356,3 +356,14 @@ def test_a_burst_longer_than_one_read_arrives_whole():
     lines = list(script.lines())
     assert lines == [f"{n:07d}" for n in range(37500)]
     assert script.finish() == (0, [])
+
+
+def test_a_bare_name_without_a_path_in_the_environment_is_looked_for_where_exec_would(tmp_path, monkeypatch):
+    """An environment without PATH: a bare name is looked for in the system's default path, as exec looks for it,
+    never in this process's PATH."""
+    program = tmp_path / "only-here"
+    program.write_text("#!/bin/sh\nexit 0\n")
+    program.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    with pytest.raises(FileNotFoundError):
+        start_bound_to_thread(["only-here"], str(tmp_path), {})
