@@ -354,3 +354,11 @@ def test_a_table_without_a_time_key_is_judged_by_the_rows_its_runs_wrote(verifie
     fine = on.verify(WEDNESDAY, "r2")
     assert fine.status == VERIFIED
     assert [a["status"] for a in fine.assets] == ["inside", "inside"]
+
+
+def test_a_verify_command_whose_log_cannot_be_written_is_still_prepared(tmp_path):
+    """The partition's log directory is gone: the command line is still given (its start, which opens the same log,
+    reports what fails), rather than an error escaping into the executor's loop."""
+    verifier = CommandVerifier(f"{sys.executable} -c pass {{partition_id}}", "on", _values)
+    argv = verifier.prepare(WEDNESDAY, "p9", "run-1", log=tmp_path / "gone" / "p.log")
+    assert argv == [sys.executable, "-c", "pass", "p9"]
