@@ -129,6 +129,14 @@ def stop_mid_script(repo: Repo, home: dict, pids: Path, launcher: str, grace: st
     return process.returncode, backfill
 
 
+def stopped_with_nothing_left(code: int, backfill: Path, pids: Path, *, processes: int) -> None:
+    """The backfill ended 130 with its partition cancelled, and none of the asset's processes runs."""
+    assert code == 130
+    assert [r["status"] for r in records(backfill)] == ["cancelled"]
+    assert noted(pids) == processes
+    assert still_running(pids) == []
+
+
 # A script that stops when asked: SIGTERM writes PIDS.asked and ends it.
 POLITE = """def asked(signum, frame):
     pathlib.Path(os.environ["PIDS"] + ".asked").write_text(signal.Signals(signum).name)
@@ -143,12 +151,8 @@ def test_ctrl_c_asks_a_python_assets_script_to_stop_and_waits_for_it(tmp_path, h
     repo = repo_with(tmp_path / "repo", setup=POLITE, then=f"{LEAVE_SLEEP}\n{STARTED}\n{WAIT}")
     pids = tmp_path / "pids"
     cleanup.append(pids)
-    code, backfill = stop_mid_script(repo, home, pids, launcher, grace="30")
-    assert code == 130
-    assert [r["status"] for r in records(backfill)] == ["cancelled"]
+    stopped_with_nothing_left(*stop_mid_script(repo, home, pids, launcher, grace="30"), pids, processes=2)
     assert Path(f"{pids}.asked").read_text() == "SIGTERM"
-    assert noted(pids) == 2
-    assert still_running(pids) == []
 
 
 @LAUNCHERS
@@ -161,11 +165,7 @@ def test_a_script_and_its_leftover_ignoring_every_stop_signal_are_killed_within_
     repo = repo_with(tmp_path / "repo", setup=IGNORE_STOPS, then=f"{LEAVE_SLEEP}\n{STARTED}\n{WAIT}")
     pids = tmp_path / "pids"
     cleanup.append(pids)
-    code, backfill = stop_mid_script(repo, home, pids, launcher, grace="2")
-    assert code == 130
-    assert [r["status"] for r in records(backfill)] == ["cancelled"]
-    assert noted(pids) == 2
-    assert still_running(pids) == []
+    stopped_with_nothing_left(*stop_mid_script(repo, home, pids, launcher, grace="2"), pids, processes=2)
 
 
 # The first attempt ignores every stop and waits; the second says whether the first's script still runs.
