@@ -104,8 +104,8 @@ class ExecutorReaping:
             self._finish(index, active.record, attempt, active.attempts_left, active.started, active.node, trigger)
 
     def _start_verifying(self, key: str, active: ActiveChild) -> bool:
-        """``--verify-command``, started as the attempt's second child in place of the first, which exited 0 (the
-        same group of inherited descriptors, the same log); whether it started."""
+        """``--verify-command``, started as the attempt's second child in place of the first, which exited 0: on
+        this machine, holding the descriptors the first held, its output in the same log; whether it started."""
         verifying = self.hooks.verify_child(active.index, active.interval, active.attempt, active.record.id)
         if verifying is None:
             return False

@@ -93,8 +93,9 @@ def _ignored_modifiers(request: RunRequest) -> tuple[str, ...]:
 
 
 class Cancellation:
-    """Stops the run in progress from a signal handler of a long-lived process (the warm runner), which
-    cannot use KeyboardInterrupt: the process must come out of the run whole, ready for the next one."""
+    """Stops the run in progress from a signal handler: the warm runner's, which must come out of the run whole,
+    ready for the next one, and ``backfill run``'s own, which must stop its Python assets' scripts (each in a session
+    of its own) and wait for them. A KeyboardInterrupt raised wherever the main thread was would do neither."""
 
     def __init__(self) -> None:
         self.reason: str | None = None
