@@ -3,10 +3,12 @@ executor goes on starting and ending other partitions. Each test is a verificati
 
 from __future__ import annotations
 
+import contextlib
 import signal
 from pathlib import Path
 
 import psutil
+import pytest
 
 from tests.backfills import kill_if_running, records, start_background, state_dirs, wait_for
 from tests.conftest import run_backfill
@@ -18,6 +20,15 @@ STUCK = "sh -c 'echo $$ > {start_date}.verifying; exec sleep 600'"
 
 def pid_in(path: Path) -> int:
     return int(path.read_text())
+
+
+@pytest.fixture(autouse=True)
+def no_verification_left(work):
+    """Whatever a failing test left of a stuck verification is killed at its end."""
+    yield
+    for marker in work.glob("*.verifying"):
+        with contextlib.suppress(psutil.NoSuchProcess, ValueError):
+            psutil.Process(int(marker.read_text())).kill()
 
 
 def gone(pid: int) -> bool:
