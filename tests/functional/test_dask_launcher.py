@@ -422,5 +422,7 @@ def test_a_leftover_holding_the_childs_output_is_stopped_and_does_not_keep_its_a
         assert [log.read_text() for log in logs] == ["done\n", "done\n"]
     finally:
         for pid in left:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process = psutil.Process(pid)
+                if process.cmdline() == ["sleep", "600"]:  # still the leftover, not a process that reused its PID
+                    process.kill()
