@@ -451,3 +451,25 @@ def test_a_name_or_command_with_control_characters_is_refused(work, home, args, 
     for command in ("echo\t{start}", "sh -c 'echo one\necho {start}'"):
         spaced = run_backfill(*REASON, "--command", command, *DAY, "--dry-run", cwd=work, env=home)
         assert spaced.returncode == 0, spaced.stdout + spaced.stderr
+
+
+@pytest.mark.parametrize(
+    ("verb", "args"),
+    [
+        ("__warm-runner", []),
+        ("__warm-runner", ["x", "y", "z"]),
+        ("__warm-runner", ["٣", "4", "5"]),
+        ("__warm-runner", ["1", "2"]),
+        ("__warm-runner", ["97", "98", "1"]),  # descriptors this process does not have
+        ("__warm-runner", ["99999999999999999999", "1", "1"]),
+        ("__local-cluster", []),
+        ("__local-cluster", ["two", "1"]),
+    ],
+)
+def test_the_engines_internal_verbs_typed_by_hand_get_one_line(work, home, verb, args):
+    """The verbs the engine starts its runners and clusters with, typed by hand with what they cannot take: one
+    line naming what they take, exit 2, never a traceback."""
+    result = run_backfill(verb, *args, cwd=work, env=home)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"backfill: error: {verb} takes ") and result.stderr.count("\n") == 1
+    assert "Traceback" not in result.stderr + result.stdout

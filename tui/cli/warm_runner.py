@@ -23,14 +23,32 @@ from collections.abc import Callable
 
 import orjson
 
-from engine.base.errors import EXIT_CANCELLED
+from engine.base.errors import EXIT_BAD_INPUT, EXIT_CANCELLED
 from engine.base.parent_death import set_parent_death_signal
 
 
 def serve_from_arguments(args: list[str], main: Callable[[list[str]], int]) -> int:
-    """``main`` is the ``backfill`` command itself: each request is run exactly as ``backfill ARGS`` would."""
-    requests, replies, parent = (int(value) for value in args)
+    """``main`` is the ``backfill`` command itself: each request is run exactly as ``backfill ARGS`` would. Typed by
+    hand with anything but two open descriptors and a PID, one line and exit 2 (never a traceback)."""
+    usable = len(args) == 3 and all(arg.isascii() and arg.isdecimal() for arg in args)
+    if usable:
+        requests, replies, parent = (int(value) for value in args)
+        usable = _open(requests) and _open(replies)
+    if not usable:
+        sys.stderr.write(
+            "backfill: error: __warm-runner takes REQUESTS REPLIES EXECUTOR_PID, two open descriptors and a process "
+            "ID (started by the warm launcher)\n"
+        )
+        return EXIT_BAD_INPUT
     return serve(requests, replies, parent, main)
+
+
+def _open(descriptor: int) -> bool:
+    try:
+        os.fstat(descriptor)
+    except (OSError, OverflowError):
+        return False
+    return True
 
 
 def serve(requests_fd: int, replies_fd: int, parent: int, main: Callable[[list[str]], int]) -> int:
