@@ -13,6 +13,7 @@ from pathlib import Path
 import orjson
 
 from engine.dates.formatting import InstantFormatter
+from engine.dates.instants import zone_name
 from engine.dates.plan import Interval
 from engine.execute.launcher import ChildSpec
 from engine.execute.rerun import AssetRerun
@@ -49,7 +50,6 @@ class ChildFactory:
         # a file of the SQL that cannot be classified a pipeline partition may run (engine/pipeline/judged_sql.py)
         self.judged_sql = judged_sql
         self.judged_files = judged_files  # the pipeline's files as judged: each asset's run asks them again
-        self.rerun_asset = rerun_asset
         self.backfill_id = backfill_id
         self.working_directory = working_directory
         self.workers = workers
@@ -125,7 +125,7 @@ class ChildFactory:
                 "--end-date",
                 values["end"],
                 "--timezone",
-                getattr(self.spec.zone, "key", "UTC"),
+                zone_name(self.spec.zone),
                 "--workers",
                 str(self.workers),
                 "--backfill-id",
