@@ -62,7 +62,7 @@ def request_for_new(
         checked=planned.checked,
         reason=reason,
         now=int(time.time() * 1_000_000),
-        bounds=(0, size - 1) if size else None,
+        bounds=(0, size - 1),  # planning refuses an empty plan
     )
 
 
@@ -180,7 +180,7 @@ def guard_hooks(prepared: Prepared, preflight: Preflight, approval: Approval | N
     )
 
     def after_run(outcome: Outcome) -> str:
-        failed = outcome.counts.get(Status.FAILED.label, 0)
+        failed = outcome.counts.get(Status.FAILED.label)
         groups = failure_groups(prepared.spec, prepared.store, prepared.board) if failed else []
         return run.write_record(
             counts=outcome.counts,
@@ -222,7 +222,7 @@ def asset_resume(prepared: Prepared, preflight: Preflight) -> AssetResume | None
     """How each attempt of a pipeline partition is planned asset by asset; None when it always runs its whole
     selection: a command target (no assets), an operator's ``--asset`` rerun, ``--rerun-whole-partition``."""
     facts = preflight.facts
-    if prepared.spec.target.is_command or facts.pipeline is None:
+    if facts.pipeline is None:  # a command
         return None
     if prepared.rerun_asset is not None or prepared.whole_partitions:
         return None
