@@ -34,22 +34,24 @@ class _Runner:
     """One runner process and the two pipes it is driven through."""
 
     def __init__(self, spec: ChildSpec) -> None:
-        requests_read, self.requests = os.pipe()
-        self.replies, replies_write = os.pipe()
+        requests_read, requests = os.pipe()
+        replies, replies_write = os.pipe()
+        self.requests: int | None = requests  # None once closed
+        self.replies: int | None = replies
         log = open_log(spec.log_path)
         try:
             argv = [*backfill_program(), RUNNER_VERB, str(requests_read), str(replies_write), str(os.getpid())]
             # Whatever the runner says before its first partition (an import failure) lands in that log.
             self.process = start_in_own_session(argv, spec, log, (requests_read, replies_write, *spec.inherit_fds))
         except OSError:
-            for fd in (self.requests, self.replies):
+            for fd in (requests, replies):
                 os.close(fd)
             raise
         finally:
             os.close(log)
             os.close(requests_read)
             os.close(replies_write)
-        os.set_blocking(self.replies, False)
+        os.set_blocking(replies, False)
         self.pid = self.process.pid
         self.identity = process_identity(self.pid)
         self.buffer = b""
@@ -69,17 +71,17 @@ class _Runner:
     def close_requests(self) -> None:
         """End of file for the runner: it closes its databases and exits. Idempotent (a descriptor number is
         never closed twice: another thread may have been given it since)."""
-        if self.requests >= 0:
+        if self.requests is not None:
             with contextlib.suppress(OSError):
                 os.close(self.requests)
-            self.requests = -1
+            self.requests = None
 
     def close(self) -> None:
         self.close_requests()
-        if self.replies >= 0:
+        if self.replies is not None:
             with contextlib.suppress(OSError):
                 os.close(self.replies)
-            self.replies = -1
+            self.replies = None
 
 
 class WarmChild:
@@ -171,11 +173,9 @@ class WarmLauncher:
         self._end(runner)
 
     def discard(self, runner: _Runner) -> None:
+        """A runner that died: never idle (it was taken from the idle ones, or was serving a partition)."""
         runner.close()
-        with contextlib.suppress(ValueError):
-            self._idle.remove(runner)
-        with contextlib.suppress(ValueError):
-            self._all.remove(runner)
+        self._all.remove(runner)
 
     def shutdown(self) -> None:
         """End every runner: end of file on its requests (it closes its databases and exits), SIGKILL to its
