@@ -46,8 +46,8 @@ def run_child(
     beat: str,
     grace: float,
     silence: float,
-    backfill_id: str = "",
-    generation: int = 0,
+    backfill_id: str,
+    generation: int,
     given: dict[str, bytes] | None = None,
 ) -> int:
     """Run one attempt's child on this worker; its exit status (negative: killed by that signal). ``given``: for
