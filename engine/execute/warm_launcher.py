@@ -175,7 +175,8 @@ class WarmLauncher:
     def discard(self, runner: _Runner) -> None:
         """A runner that died: never idle (it was taken from the idle ones, or was serving a partition)."""
         runner.close()
-        self._all.remove(runner)
+        with contextlib.suppress(ValueError):  # after a shutdown it is in no list: nothing to fail a stop for
+            self._all.remove(runner)
 
     def shutdown(self) -> None:
         """End every runner: end of file on its requests (it closes its databases and exits), SIGKILL to its
