@@ -217,9 +217,9 @@ def test_query_annotations_reach_pipeline_children_only_as_saved(shop, home, mon
 
 
 def test_a_pipeline_child_is_given_the_files_its_run_is_judged_against(shop, home, monkeypatch):
-    """The config file, the snapshot to measure row changes against, the judged SQL and the judged files are each
-    passed as the flag that names them when the backfill has them, and not at all when it has none; the zone is
-    passed by the name it was planned in."""
+    """The config file the backfill was planned with (here not the repository's default), the snapshot to measure
+    row changes against, the judged SQL and the judged files are each passed as the flag that names them; the last
+    three not at all when the backfill has none; the zone by the name it was planned in."""
     for key, value in home.items():
         monkeypatch.setenv(key, value)
     (shop / "other.yml").write_bytes((shop / ".bruin.yml").read_bytes())

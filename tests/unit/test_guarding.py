@@ -319,8 +319,8 @@ def test_an_asset_rerun_or_a_whole_partition_rerun_plans_no_asset_by_asset_resum
         assert not hasattr(prepared.hooks.plan_assets, "__self__")
     finally:
         prepared.release()
-    command, command_preflight = started_command(here / "cmd" if (here / "cmd").mkdir() is None else here,
-                                                 GuardOptions(level="sandbox"))  # fmt: skip
+    (here / "cmd").mkdir()
+    command, command_preflight = started_command(here / "cmd", GuardOptions(level="sandbox"))
     try:
         assert guarding.asset_resume(command, command_preflight) is None
     finally:
