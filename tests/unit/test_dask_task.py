@@ -31,9 +31,10 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture(scope="module")
 def client():
-    """Three one-thread workers in this process: the task's own code runs here, where mutation testing sees it."""
+    """Three one-thread workers in this process: the task's own code runs here, where mutation testing sees it. Its
+    HTTP server on a free port: another cluster of the suite may hold Dask's default one."""
     cluster = LocalCluster(
-        n_workers=3, threads_per_worker=1, processes=False, dashboard_address=None, silence_logs=logging.ERROR
+        n_workers=3, threads_per_worker=1, processes=False, dashboard_address=":0", silence_logs=logging.ERROR
     )
     with Client(cluster, set_as_default=False) as connected:
         yield connected
