@@ -79,27 +79,15 @@ def test_pipeline_children_run_backfill_run_with_the_saved_options(shop, home, m
     ID and count, and every saved run option."""
     for key, value in home.items():
         monkeypatch.setenv(key, value)
-    planned = plan_request(
-        target=str(shop / "pipeline"),
-        command=None,
-        name=None,
-        start="2024-01-01",
-        end="2024-01-02",
-        timezone="UTC",
-        partition="daily",
-        environment=None,
-        config_file=None,
-        run_options=RunOptions(
-            selector=("tag:raw+",),
-            tags=("raw",),
-            exclude_tags=("pii",),
-            only="main",
-            variables={"one_order_in": 12},
-            apply_interval_modifiers=True,
-        ),
-        options=ExecutionOptions(workers=4),
-        force=False,
+    run_options = RunOptions(
+        selector=("tag:raw+",),
+        tags=("raw",),
+        exclude_tags=("pii",),
+        only="main",
+        variables={"one_order_in": 12},
+        apply_interval_modifiers=True,
     )
+    planned = planned_pipeline(shop, run_options, timezone="UTC", options=ExecutionOptions(workers=4))
     factory = ChildFactory(planned.spec, backfill_id="bf", working_directory=str(shop), workers=4, inherit_fds=())
     argv = factory.child(planned.spec.plan.interval(0), "pid", "bf-p0-a1", shop / "log", 2).argv
     joined = " ".join(argv)
@@ -157,19 +145,26 @@ def test_an_unknown_placeholder_is_bad_input_naming_the_ones_that_exist(template
     assert "{{ and }}" in message
 
 
-def planned_pipeline(shop: Path, run_options: RunOptions | None = None, config_file: str | None = None):
+def planned_pipeline(
+    shop: Path,
+    run_options: RunOptions | None = None,
+    config_file: str | None = None,
+    timezone: str = "Europe/London",
+    options: ExecutionOptions | None = None,
+):
+    """The example pipeline planned over two days."""
     return plan_request(
         target=str(shop / "pipeline"),
         command=None,
         name=None,
         start="2024-01-01",
         end="2024-01-02",
-        timezone="Europe/London",
+        timezone=timezone,
         partition="daily",
         environment=None,
         config_file=config_file,
         run_options=run_options or RunOptions(),
-        options=ExecutionOptions(),
+        options=options or ExecutionOptions(),
         force=False,
     )
 
