@@ -74,16 +74,23 @@ def attempt(client, argv, tmp_path, *, backfill_id="bf", generation=1, beat="", 
     return code, events
 
 
+def quick_kinds(events: list[dict]) -> list[str]:
+    """The kinds of a short child's events. On a machine busy enough for the child to outlive the quiet start, a
+    start event comes first: it is left out, so that only the order that must hold is compared."""
+    kinds = [event["kind"] for event in events]
+    return kinds[1:] if kinds[:1] == ["started"] else kinds
+
+
 def test_a_short_child_is_reported_once_with_its_exit_and_identity(client, tmp_path):
-    """A child that ends at once: no separate start, its output in order, then one exit event with its code, the
-    number of output chunks, and who it was: PID (its own group), host, worker, start time and birth."""
+    """A child that ends at once: its output in order, then one exit event with its code, the number of output
+    chunks, and who it was: PID (its own group), host, worker, start time and birth."""
     code, events = attempt(client, ["sh", "-c", "echo one; echo two >&2; exit 3"], tmp_path)
     assert code == 3
     logs = [event for event in events if event["kind"] == "log"]
     assert b"".join(event["data"] for event in logs) == b"one\ntwo\n"
     assert [event["seq"] for event in logs] == list(range(len(logs)))
     *_, end = events
-    assert [event["kind"] for event in events] == ["log"] * len(logs) + ["exit"]
+    assert quick_kinds(events) == ["log"] * len(logs) + ["exit"]
     assert (end["code"], end["chunks"]) == (3, len(logs))
     assert end["pgid"] == end["pid"] and end["host"] == socket.gethostname()
     assert end["worker"] in client.scheduler_info()["workers"]
@@ -124,7 +131,7 @@ def test_without_a_pidfd_an_attempt_still_ends_with_its_child(client, tmp_path, 
 
     monkeypatch.setattr(os, "pidfd_open", no_pidfd)
     code, events = attempt(client, ["sh", "-c", "echo quick; exit 4"], tmp_path)
-    assert code == 4 and [e["kind"] for e in events] == ["log", "exit"] and events[0]["data"] == b"quick\n"
+    assert code == 4 and quick_kinds(events) == ["log", "exit"] and events[-2]["data"] == b"quick\n"
     code, events = attempt(client, ["sh", "-c", "sleep 0.3; echo late"], tmp_path)
     assert code == 0 and [e["kind"] for e in events] == ["started", "log", "exit"]
 

@@ -231,7 +231,7 @@ def test_a_runner_whose_requests_cannot_be_written_is_replaced(tmp_path, monkeyp
 def test_shutdown_ends_every_runner_and_kills_one_that_does_not_leave(tmp_path, monkeypatch):
     """At the end of the run each runner gets end of file and leaves; one that does not within the shutdown's
     grace (stopped here) is killed with its group. Every runner is reaped; a second shutdown has nothing to do."""
-    monkeypatch.setattr(warm_launcher, "SHUTDOWN_SECONDS", 1.0)
+    monkeypatch.setattr(warm_launcher, "SHUTDOWN_SECONDS", 5.0)  # ample for a runner that leaves on its own
     descriptors = set(os.listdir("/proc/self/fd"))
     launcher = WarmLauncher(runner_partitions=10)
     first = launcher.launch(spec(tmp_path, "first", "--help"))
