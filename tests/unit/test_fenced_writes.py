@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import pytest
 
+from engine.base.errors import Fenced
+from engine.execute import intervening
 from engine.execute.intervening import RequestPoller
 from engine.interventions import requests
 from engine.interventions.requests import Request
+from engine.store import audit
 from engine.store.manifest import now_text
 from engine.store.record_writer import RecordWriter
 from tests.backfills import child_command
@@ -75,3 +79,108 @@ def test_a_record_queued_before_the_fence_is_not_written_after_it(tmp_path):
     writer.put(tmp_path / "late.json", b"{}", durable=True)
     writer.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.json"]
+
+
+@pytest.fixture
+def owning(fenced, monkeypatch):
+    """The same executor, taken to own its lease (no loop runs here to renew it): it applies what it is sent."""
+    monkeypatch.setattr(fenced, "owns", lambda: True)
+    return fenced
+
+
+def skip_request(index: int) -> Request:
+    return Request("mark", "by hand", "ops@host", now_text(), {"indices": [index], "to": "skipped"})
+
+
+def test_an_owner_applies_waiting_requests_oldest_first_and_answers_each(owning):
+    """Each waiting request is claimed, applied as this executor (named in the audit with its generation and PID)
+    and answered, oldest first."""
+    directory = owning.store.directory
+    first, second = skip_request(0), Request("set", "slower", "ops@host", now_text(), {"max_parallel": 1})
+    for request in (first, second):
+        requests.submit(directory, request)
+    RequestPoller()(owning)
+    assert requests.pending(directory) == []
+    assert [requests.take_result(directory, request).exit_code for request in (first, second)] == [0, 0]
+    assert owning.board.status(0).label == "skipped" and owning.requested_parallel == 1
+    generation = owning.takeover.generation
+    [line, *_] = [entry for entry in audit.read(directory).entries if entry.get("partition_id")]
+    assert line["applied_by"] == f"executor generation {generation.number} (PID {generation.pid} on {generation.host})"
+
+
+def test_requests_are_looked_for_at_most_every_half_second(owning, monkeypatch):
+    """A request sent just after a look waits for the next one, half a second later, not a turn of the loop."""
+    clock = {"now": 1000.0}
+    monkeypatch.setattr(intervening.time, "monotonic", lambda: clock["now"])
+    poller = RequestPoller()
+    poller(owning)
+    waiting = skip_request(1)
+    requests.submit(owning.store.directory, waiting)
+    clock["now"] += intervening.POLL_SECONDS - 0.01
+    poller(owning)
+    assert requests.pending(owning.store.directory) == [waiting.id]
+    clock["now"] += 0.01
+    poller(owning)
+    assert requests.pending(owning.store.directory) == []
+
+
+def test_a_store_that_cannot_be_written_refuses_the_request_saying_why(owning, monkeypatch):
+    """The request's writes fail (a full disk): it is answered with the error and that nothing changed."""
+
+    def full(request, holder):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(intervening, "apply", full)
+    sent = skip_request(1)
+    requests.submit(owning.store.directory, sent)
+    RequestPoller()(owning)
+    result = requests.take_result(owning.store.directory, sent)
+    assert (result.exit_code, result.message) == (
+        1, "the request could not be applied (No space left on device): nothing changed"
+    )  # fmt: skip
+
+
+def test_a_lease_lost_part_way_is_answered_and_a_lease_lost_before_the_answer_leaves_none(owning, monkeypatch):
+    """Fenced after a first write: the answer says so and points to the audit. Fenced once applied: no answer is
+    written (it would be a write too); the request stays claimed for its sender to find unanswered."""
+    directory = owning.store.directory
+
+    def fenced_midway(request, holder):
+        holder.before_write()
+        raise Fenced("lost")
+
+    monkeypatch.setattr(intervening, "apply", fenced_midway)
+    sent = skip_request(1)
+    requests.submit(directory, sent)
+    RequestPoller()(owning)
+    result = requests.take_result(directory, sent)
+    assert (result.exit_code, result.message) == (1, "the executor lost its lease part-way through: see backfill audit")
+    monkeypatch.undo()
+    answers = iter([True, False])
+    monkeypatch.setattr(owning, "owns", lambda: next(answers, False))
+    late = skip_request(2)
+    requests.submit(directory, late)
+    RequestPoller()(owning)
+    assert requests.take_result(directory, late) is None
+    assert owning.board.status(2).label == "queued"  # its first write was refused: nothing applied
+
+
+def test_a_fenced_holder_refuses_its_first_write(fenced):
+    """The holder asks the lease before each write: a fenced executor's first write raises Fenced, counted nowhere."""
+    holder = intervening.ExecutorHolder(fenced)
+    with pytest.raises(Fenced, match=f"executor of backfill {fenced.store.id} no longer owns its lease"):
+        holder.before_write()
+    assert holder.writes == 0
+
+
+def test_a_request_withdrawn_before_its_claim_does_not_hold_up_the_next(owning, monkeypatch):
+    """The sender withdrew the oldest request between the listing and its claim: the next one is still applied in
+    the same look."""
+    directory = owning.store.directory
+    withdrawn, kept = skip_request(0), skip_request(1)
+    for request in (withdrawn, kept):
+        requests.submit(directory, request)
+    claim = requests.claim
+    monkeypatch.setattr(intervening.requests, "claim", lambda d, rid: None if rid == withdrawn.id else claim(d, rid))
+    RequestPoller()(owning)
+    assert requests.take_result(directory, kept).exit_code == 0 and owning.board.status(1).label == "skipped"
