@@ -15,6 +15,7 @@ from engine.interventions.requests import Request
 from engine.store import audit
 from engine.store.manifest import now_text
 from engine.store.record_writer import RecordWriter
+from engine.store.status import Status
 from tests.backfills import child_command
 from tests.unit.test_scheduling import prepare
 
@@ -184,3 +185,25 @@ def test_a_request_withdrawn_before_its_claim_does_not_hold_up_the_next(owning, 
     monkeypatch.setattr(intervening.requests, "claim", lambda d, rid: None if rid == withdrawn.id else claim(d, rid))
     RequestPoller()(owning)
     assert requests.take_result(directory, kept).exit_code == 0 and owning.board.status(1).label == "skipped"
+
+
+def test_the_holder_hands_each_decision_to_the_executor_as_its_screens_see_it(owning):
+    """What an applied request decides reaches the executor, as its snapshot (what every screen reads) shows: a
+    pause and its resume, a new --max-parallel, a mark on the board, a stop of single partitions, a cancel (none
+    running: zero stopped), and an end of the whole backfill."""
+    holder = intervening.ExecutorHolder(owning)
+    holder.pause(True, "paused by ops: the warehouse is busy")
+    assert owning.snapshot().intervention == "paused by ops: the warehouse is busy" and owning.paused is not None
+    holder.pause(False, "resumed")
+    assert owning.paused is None and owning.snapshot().intervention is None
+    assert holder.set_parallel(3) == "3 at once now" and owning.snapshot().parallel[0] == 3
+    holder.update([(2, Status.SKIPPED, 1)])
+    assert (owning.board.status(2), owning.board.attempts(2)) == (Status.SKIPPED, 1)
+    holder.stop_partitions([0], "by ops: a bad day")
+    assert owning.snapshot().intervention == "by ops: a bad day"
+    assert holder.cancel("cancelled by ops: wrong range") == 0
+    snapshot = owning.snapshot()
+    assert (snapshot.intervention, snapshot.stop_reason) == ("cancelled by ops: wrong range", "by ops: wrong range")
+    holder.end("succeeded", "marked succeeded by ops")
+    assert owning.snapshot().intervention == "marked succeeded by ops"
+    assert owning._decide_outcome().value == "succeeded"  # what the run then ends as
