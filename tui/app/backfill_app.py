@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from textual.app import App
 from textual.binding import Binding
+from textual.screen import Screen
 
 from engine.base.errors import BackfillError
 from engine.base.settings import Settings
@@ -122,11 +123,18 @@ class BackfillApp(App[str | None]):
             return
         super()._print_error_renderables()
 
+    def get_default_screen(self) -> Screen:
+        # A live run's dashboard is the first screen itself: pushed over an empty default screen, the empty
+        # one was laid out and drawn first, and the first frame waited for both.
+        if self.source is not None:
+            return DashboardScreen(self.source, self.clock)
+        return super().get_default_screen()
+
     def on_mount(self) -> None:
         if self.frozen:
             self.cursor_blink = False
         if self.source is not None:
-            self.push_screen(DashboardScreen(self.source, self.clock))
+            pass  # the live dashboard is the default screen
         elif self.open_store is not None:
             self.push_screen(DashboardScreen(open_saved(self.open_store), self.clock))
         else:
