@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING, Any
 
 from engine.dates.instants import format_instant
 from engine.dates.plan import Interval
-from engine.guardrails.partition_diff import TableDiff
 from engine.spec.backfill_spec import BackfillSpec
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the dashboard shows a partition's row changes without loading the diff's SQL modules
     from engine.execute.preview import Preview
+    from engine.guardrails.partition_diff import TableDiff
 
 
 def preview_text(spec: BackfillSpec, preview: Preview) -> str:

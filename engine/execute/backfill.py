@@ -27,7 +27,6 @@ from engine.interventions.leasing import LeaseKeeper
 from engine.pipeline.config import find_config_file, load_config
 from engine.pipeline.judged_sql import judged_argument
 from engine.pipeline.repository import repository_root, resolve_target
-from engine.pipeline.validation import check_pipeline
 from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions, Planned
 from engine.spec.parallelism import Parallelism, effective_parallelism
 from engine.store.locate import locate_backfill
@@ -267,6 +266,8 @@ def replan(spec: BackfillSpec, options: ExecutionOptions, *, validate: bool = Tr
     --force only on the initial invocation.)"""
     if spec.target.is_command:
         return Planned(spec, options, Parallelism(options.max_parallel, options.max_parallel, None))
+    from engine.pipeline.validation import check_pipeline  # loads the pipeline's modules: not for a command
+
     target = resolve_target(spec.target.path or "")
     config = load_config(find_config_file(target, spec.run_options.config_file))
     environment = config.environment(spec.environment)

@@ -38,7 +38,6 @@ from engine.execute.rerun import AssetRerun, PartitionSelection, RerunMode
 from engine.execute.splitting import SplitRun
 from engine.execute.takeover import Takeover
 from engine.interventions.leasing import LeaseKeeper
-from engine.pipeline.row_changes import SNAPSHOT_INDEX
 from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions
 from engine.spec.split_policy import SplitPolicy
 from engine.store.manifest import now_text
@@ -107,6 +106,16 @@ class Outcome:
     split_depth: int = 0  # how deep the deepest split of this run went (1: halves)
 
 
+def _snapshot_index(spec: BackfillSpec, store: StateStore) -> str | None:
+    """The snapshot a pipeline's children measure what they changed against; a command has none (and does not
+    load the pipeline's SQL modules the name lives beside)."""
+    if spec.target.is_command:
+        return None
+    from engine.pipeline.row_changes import SNAPSHOT_INDEX
+
+    return str(store.directory / SNAPSHOT_INDEX)
+
+
 class Executor(ExecutorControls, ExecutorStorage, ExecutorStopping, ExecutorSplits, ExecutorReaping):
     def __init__(
         self,
@@ -155,7 +164,7 @@ class Executor(ExecutorControls, ExecutorStorage, ExecutorStopping, ExecutorSpli
             inherit_fds=takeover.inherited_fds(),
             reason=reason,
             rerun_asset=rerun_asset,
-            row_changes_from=None if spec.target.is_command else str(store.directory / SNAPSHOT_INDEX),
+            row_changes_from=_snapshot_index(spec, store),
             judged_sql=judged_sql,
             judged_files=judged_files,
         )

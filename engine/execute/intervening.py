@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from engine.base.errors import Fenced
 from engine.execute.executor import Executor
 from engine.interventions import requests
-from engine.interventions.apply import apply
 from engine.interventions.requests import Result
 from engine.spec.backfill_spec import BackfillSpec
 from engine.store.state_store import StateStore
@@ -97,6 +96,8 @@ class RequestPoller:
             request = requests.claim(directory, request_id)
             if request is None:
                 continue
+            from engine.interventions.apply import apply  # with the first request: a run without any never loads it
+
             holder = ExecutorHolder(executor)
             try:
                 result = apply(request, holder)

@@ -50,9 +50,7 @@ from engine.guardrails.guarded_run import record_invocation
 from engine.guardrails.preflight import Approval, NeedsApproval, Preflight, decide, remember, run_preflight
 from engine.guardrails.request import RERUN, TRIGGER, GuardOptions, GuardRequest
 from engine.guardrails.tiers import APPROVAL, HUMAN_ONLY
-from engine.interventions.apply import reopen_for_continue
 from engine.pipeline.judged_sql import judged_shapes
-from engine.pipeline.validation import check_asset_flag
 from engine.spec.backfill_spec import ExecutionOptions, Planned, check_execution_options
 from engine.store.control import Decision, read_control
 from engine.store.live_work import join
@@ -154,6 +152,8 @@ class Invocation:
             if self.mode != TRIGGER and self.reason is not None:
                 # Only now, judged and decided: a --continue refused by its pre-flight (or not approved) leaves a
                 # backfill ended by a mark or a cancel as it was, with no REOPEN line.
+                from engine.interventions.apply import reopen_for_continue  # --continue only
+
                 by = f"backfill --continue (PID {os.getpid()})"
                 reopen_for_continue(prepared.store, self.reason, requester(), by)
             if self.preflight is not None:
@@ -364,4 +364,6 @@ def check_rerun_asset(planned: Planned, name: str) -> None:
     """``--asset`` names an asset of the backfill's pipeline, as validated for this invocation."""
     if planned.checked is None:
         raise BadInput("--asset means nothing for a --command backfill (pipeline partitions only): leave it out")
+    from engine.pipeline.validation import check_asset_flag
+
     check_asset_flag(planned.checked.pipeline, name)

@@ -6,17 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from engine.dates.instants import to_datetime
-from engine.guardrails.asset_risk import (
-    HISTORY,
-    INSERT_ONLY,
-    KNOWN_STRATEGIES,
-    NOT_DELETING,
-    REBUILDING,
-    rebuilds_table,
-    refreshed_every_run,
-)
 from engine.guardrails.facts import Facts
-from engine.guardrails.table_snapshot import measured_copy_rate
 from engine.guardrails.tiers import (
     APPROVAL,
     AUTO,
@@ -31,7 +21,10 @@ from engine.guardrails.tiers import (
 )
 from engine.pipeline.asset_status import AssetStatus
 from engine.pipeline.database import relation_of
-from engine.pipeline.materialization import WINDOW_FENCED, fences_its_window
+
+# The rules of a pipeline's strategies (asset_risk, materialization) and the snapshot's measured rate are imported
+# where a pipeline's assets are judged: a command's three answers here need none of the SQL and warehouse modules
+# behind them, whose import a command's start-up would pay (issue 28, item 5).
 
 DAY = 86_400_000_000
 # A little under what benchmarks/guard_bench.py measured for the snapshot on the reference machine (performance.md).
@@ -142,6 +135,8 @@ def _shrinking(facts_of, facts: Facts) -> str | None:
     low = facts.settings.limits.verify_low
     if sample >= low * replaced:
         return None
+    from engine.guardrails.asset_risk import rebuilds_table, refreshed_every_run
+
     asset, label = facts_of.asset, facts_of.strategy
     if rebuilds_table(asset, facts_of.strategy):
         what = "the whole table"
@@ -242,6 +237,9 @@ def _unfenced(facts_of) -> str | None:
     """Why a partition's run of this asset may change its own table anywhere (a hook deleting history would go
     unnoticed), or None: a window-fenced strategy rolls back any change outside the window, and a rebuild
     replaces the whole table anyway."""
+    from engine.guardrails.asset_risk import rebuilds_table
+    from engine.pipeline.materialization import WINDOW_FENCED, fences_its_window
+
     asset, strategy = facts_of.asset, facts_of.strategy
     if fences_its_window(asset) or rebuilds_table(asset, strategy) or asset.materialization.type != "table":
         return None
@@ -272,6 +270,8 @@ def _partitions_are_whole_days(facts: Facts) -> bool:
 
 def _strategy_finding(facts_of, partitions: int) -> tuple[str, str] | str | None:
     """What one selected asset's strategy risks: (tier, why), ``"rebuilt"`` (safe, repeated) or None."""
+    from engine.guardrails.asset_risk import HISTORY, INSERT_ONLY, KNOWN_STRATEGIES, REBUILDING, refreshed_every_run
+
     asset, strategy = facts_of.asset, facts_of.strategy
     label = f"{asset.name} ({strategy})"
     always_refreshed = refreshed_every_run(asset, strategy)
@@ -358,6 +358,8 @@ def reversibility(facts: Facts) -> PreflightCheck:
 def snapshot_cost(facts: Facts) -> dict[str, int]:
     """Rows the snapshot copies (rows in range for time_interval and delete+insert, else whole tables), and
     their share of the database files' bytes."""
+    from engine.guardrails.table_snapshot import measured_copy_rate
+
     rows = total_rows = 0
     for a in facts.selected:
         if not a.changes_data or a.table_rows is None:
@@ -387,6 +389,8 @@ def layer_risk(facts: Facts) -> PreflightCheck:
     name = "layer_risk"
     if facts.is_command:
         return not_applicable(name, "a command's tables are not known to backfill")
+    from engine.guardrails.asset_risk import NOT_DELETING
+
     layers = {a.asset.name: {"layer": a.layer, "from": a.layer_source} for a in facts.selected}
     deleting = [a.asset.name for a in facts.selected if a.layer == "raw" and a.strategy not in NOT_DELETING]
     appending = [a.asset.name for a in facts.selected if a.layer == "raw" and a.strategy == "append"]

@@ -26,11 +26,12 @@ from engine.guardrails.history import (
 from engine.guardrails.request import GuardRequest
 from engine.guardrails.settings import GuardrailSettings, settings_for_command, settings_of_environment
 from engine.guardrails.tiers import LEVELS
-from engine.guardrails.warehouse import Held, Warehouse, Warehouses, whole_range_window
+from engine.guardrails.warehouses import Warehouses
 from engine.spec.command_code import named_files
 from engine.store.live_work import LiveWork, WorkKind, command_key, pipeline_key, read_live, real_files, this_process
 
 if TYPE_CHECKING:  # a command's pre-flight never loads a pipeline: jinja2 and yaml stay unimported (startup time)
+    from engine.guardrails.warehouse import Held, Warehouse
     from engine.pipeline.assets import Asset
     from engine.pipeline.config import Config, Connection, Environment
     from engine.pipeline.loading import Pipeline
@@ -159,6 +160,8 @@ class Facts:
         )
 
     def range_window(self) -> Window:
+        from engine.guardrails.warehouse import whole_range_window  # a pipeline's: a command has no window
+
         return whole_range_window(self.span[0], self.span[1], self.request.spec.zone)
 
     def effective_window(self, asset: Asset, window: Window) -> Window:
@@ -346,6 +349,8 @@ def _render_query(facts: Facts, asset_facts: AssetFacts, parser: Any | None = No
 
 
 def _look_into_warehouses(facts: Facts) -> None:
+    from engine.guardrails.warehouse import Held
+
     for path, assets in facts.by_file(list(facts.assets.values())).items():
         try:
             warehouse = facts.warehouses.open(path)

@@ -12,14 +12,11 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.base.who import requester
 from engine.dates.plan import Interval
 from engine.guardrails.preflight import Approval, Preflight
-from engine.guardrails.snapshot_left import LeftTables, forget_left
-from engine.guardrails.table_snapshot import read_snapshot, take_snapshot
-from engine.guardrails.verification import PipelineVerifier, Verification
 from engine.pipeline.repository import logs_root, repository_root, resolve_target
 from engine.spec.backfill_spec import BackfillSpec
 from engine.store import audit
@@ -28,6 +25,12 @@ from engine.store.guardrails_log import append_entry
 from engine.store.records import Attempt
 from engine.store.run_tally import RunTally
 from engine.store.state_store import StateStore
+
+if TYPE_CHECKING:
+    from engine.guardrails.verification import Verification
+
+# The snapshot, its tables and a pipeline's verification are imported where a pipeline needs them: they load the
+# warehouse and SQL modules, which a command's start-up would otherwise pay for (issue 28, item 5).
 
 
 def record_invocation(
@@ -125,6 +128,9 @@ class GuardedRun:
                 return
             if not facts.by_file([a for a in facts.selected if a.changes_data]):
                 return
+            from engine.guardrails.snapshot_left import forget_left
+            from engine.guardrails.table_snapshot import read_snapshot, take_snapshot
+
             if read_snapshot(self.store.directory) is None:
                 take_snapshot(facts, self.store.directory)
             else:  # a resume: this run may change the tables an earlier one left
@@ -139,6 +145,8 @@ class GuardedRun:
         guard = self.preflight.facts.request.guard
         if guard.verify == "off" or self.spec.target.is_command:
             return None
+        from engine.guardrails.verification import PipelineVerifier
+
         target = resolve_target(self.spec.target.path or "")
         verifier = PipelineVerifier(self.preflight.facts, logs_root(target.repository) / "runs", guard.verify)
         only = rerun_assets(self.preflight, self.rerun_asset, self.rerun_downstream)
@@ -159,6 +167,8 @@ class GuardedRun:
         """Write the YAML record of this invocation (and its copy in the state directory); its path."""
         from engine.guardrails.record import build_record, is_table, record_path, tables_after_run
         from engine.guardrails.record import write_record as write_yaml
+        from engine.guardrails.snapshot_left import LeftTables
+        from engine.guardrails.table_snapshot import read_snapshot
 
         facts = self.preflight.facts
         facts.warehouses.close()  # the record reads the files as the children left them

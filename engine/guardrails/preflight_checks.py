@@ -29,7 +29,6 @@ from engine.guardrails.tiers import (
     warned,
 )
 from engine.pipeline.asset_status import AssetStatus
-from engine.pipeline.templating import Window
 from engine.store.live_work import conflicts
 
 GIB = 1024**3
@@ -211,6 +210,8 @@ def _modifiers_reaching_past(facts: Facts, end: int) -> list[tuple[str, int]]:
     exclusive end their last run reads)."""
     if facts.is_command or facts.span[0] >= end:
         return []
+    from engine.pipeline.templating import Window  # a pipeline's: a command's pre-flight loads no templating
+
     spec = facts.request.spec
     last = spec.plan.interval(spec.plan.index_containing(end - 1))
     window = Window(last.start, last.end - 1, spec.zone)

@@ -28,7 +28,6 @@ from engine.guardrails.seasonal import (
     seasonal_bounds,
     truncation_of,
 )
-from engine.guardrails.warehouse import local_start
 from engine.pipeline.asset_status import AssetStatus
 
 
@@ -154,6 +153,8 @@ def describe_outside(name: str, rows: int, bounds: Bounds, bucket: str) -> str:
 def baselines(facts: Facts) -> dict[str, dict[int, list[int]]]:
     """Past rows per period of each selected asset with a time key, grouped by bucket: from the table outside the
     backfill's range (taken now, at pre-flight), then from run records of periods the table did not give."""
+    from engine.guardrails.warehouse import local_start  # a pipeline's tables: a command's run never loads it
+
     spec = facts.request.spec
     kind = bucket_kind(spec.unit)
     period = truncation_of(spec.unit)

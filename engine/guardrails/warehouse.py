@@ -33,27 +33,6 @@ class Held(Exception):
         self.path, self.holder = path, holder
 
 
-class Warehouses:
-    """The read-only connections one invocation holds to its DuckDB files: each file opened once, shared by the
-    pre-flight, the verification baselines and the snapshot. Closed before the first child starts (children
-    write the files) and before a person is asked (other writers must not wait on us); opened again if needed."""
-
-    def __init__(self) -> None:
-        self._open: dict[Path, Warehouse] = {}
-
-    def open(self, path: Path) -> Warehouse:
-        """The file's shared read-only connection (``Held`` when another process writes it)."""
-        warehouse = self._open.get(path)
-        if warehouse is None or (warehouse.connection is None and path.exists()):
-            warehouse = self._open[path] = Warehouse.open(path)
-        return warehouse
-
-    def close(self) -> None:
-        for warehouse in self._open.values():
-            warehouse.close()
-        self._open.clear()
-
-
 @dataclass
 class Warehouse:
     """One DuckDB file, opened read-only (or absent: every table is absent)."""

@@ -12,15 +12,21 @@ worker that cannot see the state directory is sent the file's bytes with the tas
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import orjson
 
-from engine.pipeline.sql_writes import Classified, shape
+if TYPE_CHECKING:
+    from engine.pipeline.sql_writes import Classified
 
 
 def judged_shapes(run_sql: Mapping[str, Mapping[str, Sequence[Classified]]]) -> dict[str, list[str]]:
     """``run_sql``: by asset, the SQL each source runs as the pre-flight rendered and classified it. The shapes of
     the statements among it that cannot be classified, by asset (assets with none left out)."""
+    if not run_sql:  # a command's: its start-up does not load the SQL classifier
+        return {}
+    from engine.pipeline.sql_writes import shape
+
     shapes = {
         asset: sorted({shape(s) for found in sources.values() for c in found for s in c.unclassified})
         for asset, sources in run_sql.items()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import engine.interventions.apply as applying
 from engine.base.errors import Fenced
 from engine.execute import intervening
 from engine.execute.intervening import RequestPoller
@@ -131,7 +132,7 @@ def test_a_store_that_cannot_be_written_refuses_the_request_saying_why(owning, m
     def full(request, holder):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(intervening, "apply", full)
+    monkeypatch.setattr(applying, "apply", full)
     sent = skip_request(1)
     requests.submit(owning.store.directory, sent)
     RequestPoller()(owning)
@@ -150,13 +151,13 @@ def test_a_lease_lost_part_way_is_answered_and_a_lease_lost_before_the_answer_le
         holder.before_write()
         raise Fenced("lost")
 
-    monkeypatch.setattr(intervening, "apply", fenced_midway)
+    monkeypatch.setattr(applying, "apply", fenced_midway)
     sent = skip_request(1)
     requests.submit(directory, sent)
     RequestPoller()(owning)
     result = requests.take_result(directory, sent)
     assert (result.exit_code, result.message) == (1, "the executor lost its lease part-way through: see backfill audit")
-    monkeypatch.setattr(intervening, "apply", lambda request, holder: Result(0, "applied"))
+    monkeypatch.setattr(applying, "apply", lambda request, holder: Result(0, "applied"))
     answers = iter([True, False])  # owned when the poller looks; no longer when it would answer
     monkeypatch.setattr(owning, "owns", lambda: next(answers, False))
     late = skip_request(2)

@@ -88,6 +88,58 @@ def test_a_command_target_s_invocation_loads_no_template_engine_yaml_pendulum_or
     assert '"partitions"' in planned and loaded == []
 
 
+PIPELINE_ONLY = (
+    "engine.pipeline.assets",
+    "engine.pipeline.columns",
+    "engine.pipeline.duckdb_pool",
+    "engine.pipeline.loading",
+    "engine.pipeline.materialization",
+    "engine.pipeline.sql_writes",
+    "engine.pipeline.templating",
+    "engine.pipeline.validation",
+    "engine.guardrails.asset_risk",
+    "engine.guardrails.table_snapshot",
+    "engine.guardrails.warehouse",
+    "engine.interventions.apply",
+)
+
+
+def test_a_command_backfill_starts_its_executor_without_loading_a_pipeline_module(tmp_path):
+    """By the time a backfill of a command starts its executor (planned, judged, saved: what comes before the
+    dashboard's first frame), it has imported none of the modules that read a pipeline, its SQL or its warehouse,
+    nor the interventions a --continue reopens with: each costs start-up time (issue 28, item 5)."""
+    (tmp_path / ".git").mkdir()
+    argv = ["--command", "true", "--start-date", "2024-01-01", "--end-date", "2024-01-03", "--reason", "test",
+            "--guardrails", "sandbox", "--no-progress", "--state-dir", "states"]  # fmt: skip
+    script = (
+        "import sys\n"
+        "from engine.execute.executor import Executor\n"
+        "run = Executor.run\n"
+        "def first_run(self):\n"
+        f"    print('LOADED', *sorted(m for m in sys.modules if m in {PIPELINE_ONLY!r}), flush=True)\n"
+        "    return run(self)\n"
+        "Executor.run = first_run\n"
+        "from tui.cli.main import main\n"
+        f"sys.exit(main({argv!r}))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    [loaded] = [line.split()[1:] for line in result.stdout.splitlines() if line.startswith("LOADED")]
+    assert "3 succeeded" in result.stdout and loaded == []
+
+
+def test_the_dashboard_s_modules_load_no_pipeline_module():
+    """The dashboard (its app, screens and widgets, a partition's row changes included) imports none of the
+    modules that read a pipeline, its SQL or its warehouse: it is imported before its first frame."""
+    script = (
+        "import sys, tui.app.backfill_app, tui.cli.dashboard_runner; "
+        f"print(*sorted(m for m in sys.modules if m in {PIPELINE_ONLY!r}))"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == []
+
+
 def test_a_run_of_sql_assets_loads_nothing_a_python_asset_needs(tmp_path):
     """`backfill run` of a pipeline without Python assets (what each partition's child does) imports neither the
     script's process handling nor psutil: 20 ms of a child's start-up that only a Python asset needs."""

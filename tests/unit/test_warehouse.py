@@ -11,7 +11,8 @@ import duckdb
 import pytest
 
 from engine.dates.instants import to_micros
-from engine.guardrails.warehouse import Held, Warehouse, Warehouses, local_start, whole_range_window
+from engine.guardrails.warehouse import Held, Warehouse, local_start, whole_range_window
+from engine.guardrails.warehouses import Warehouses
 from engine.pipeline.assets import Asset, Materialization
 from engine.pipeline.templating import Window
 from tests.duckdb_writer import writing
