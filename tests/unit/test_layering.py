@@ -128,16 +128,29 @@ def test_a_command_backfill_starts_its_executor_without_loading_a_pipeline_modul
     assert "3 succeeded" in result.stdout and loaded == []
 
 
-def test_the_dashboard_s_modules_load_no_pipeline_module():
-    """The dashboard (its app, screens and widgets, a partition's row changes included) imports none of the
-    modules that read a pipeline, its SQL or its warehouse: it is imported before its first frame."""
+def test_the_dashboard_of_a_command_backfill_draws_without_loading_a_pipeline_module(tmp_path):
+    """The dashboard of a running command backfill, mounted and drawn (its app, screens and widgets, the pause it
+    reads from the control file, a partition's row changes), has imported none of the modules that read a
+    pipeline, its SQL or its warehouse, nor the request applier: all of it comes before the first frame."""
     script = (
-        "import sys, tui.app.backfill_app, tui.cli.dashboard_runner; "
-        f"print(*sorted(m for m in sys.modules if m in {PIPELINE_ONLY!r}))"
+        "import asyncio, sys\n"
+        "from pathlib import Path\n"
+        "from tests.tui.live import start_live\n"
+        "live = start_live(Path(sys.argv[1]), 'sleep 30', '2024-01-01', '2024-01-03', exit_when_succeeded=False)\n"
+        "async def drawn():\n"
+        "    async with live.app.run_test(size=(100, 30)) as pilot:\n"
+        "        await pilot.pause()\n"
+        "        assert '2024-01-01' in live.row_text(0), live.row_text(0)\n"
+        f"        print('LOADED', *sorted(m for m in sys.modules if m in {PIPELINE_ONLY!r}), flush=True)\n"
+        "try:\n"
+        "    asyncio.run(drawn())\n"
+        "finally:\n"
+        "    live.finish()\n"
     )
-    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-c", script, str(tmp_path)], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == []
+    [loaded] = [line.split()[1:] for line in result.stdout.splitlines() if line.startswith("LOADED")]
+    assert loaded == []
 
 
 def test_a_run_of_sql_assets_loads_nothing_a_python_asset_needs(tmp_path):

@@ -8,8 +8,6 @@ import socket
 
 from engine.base.errors import BackfillError
 from engine.base.who import requester
-from engine.interventions.apply import CommandHolder
-from engine.interventions.deliver import deliver
 from engine.interventions.requests import Request, Result
 from engine.store.control import read_control
 from engine.store.manifest import now_text
@@ -19,6 +17,10 @@ from tui.app.sources import BackfillSource
 def send(source: BackfillSource, action: str, reason: str, params: dict | None = None, *, wait: float) -> Result:
     """Apply one request to the backfill ``source`` shows (blocking: call it from a worker thread). Without a
     live executor the board on screen is the one changed, so the screen shows the change at once."""
+    # Loaded with the first request sent: the dashboard reads whether a backfill is paused before its first frame.
+    from engine.interventions.apply import CommandHolder
+    from engine.interventions.deliver import deliver
+
     store, spec = source.store, source.spec
 
     def hold() -> CommandHolder:
