@@ -133,6 +133,7 @@ class AuditDetail(VerticalScroll, can_focus=True):
 
 
 class AuditScreen(Screen[None]):
+    CSS_PATH = "screens.tcss"  # read as it first opens: not parsed before the first frame
     BINDINGS = [
         Binding("enter", "details", "Details"),
         Binding("tab", "switch", "List/details"),

@@ -24,6 +24,8 @@ class Copyable:
 class CopyMenu(ModalScreen[Copyable | None]):
     """Returns the item whose key was pressed, or None (Esc)."""
 
+    CSS_PATH = "screens.tcss"  # read as it first opens: not parsed before the first frame
+
     BINDINGS = [Binding("escape", "dismiss_none", "Close")]
 
     def __init__(self, items: list[Copyable]) -> None:

@@ -31,6 +31,7 @@ def diff_text(source: BackfillSource, index: int, limit: int = DEFAULT_LIMIT) ->
 
 
 class DiffScreen(ModalScreen[None]):
+    CSS_PATH = "screens.tcss"  # read as it first opens: not parsed before the first frame
     BINDINGS = [Binding("escape,q,d", "dismiss", "Close")]
 
     def __init__(self, source: BackfillSource, index: int) -> None:

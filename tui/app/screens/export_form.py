@@ -17,6 +17,8 @@ from tui import human
 class ExportForm(ModalScreen[Path | None]):
     """The file to write (its extension chooses CSV or JSON); Enter writes, Esc cancels."""
 
+    CSS_PATH = "screens.tcss"  # read as it first opens: not parsed before the first frame
+
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
     def __init__(self, rows: int, default: Path, write) -> None:

@@ -17,6 +17,7 @@ CHOICES.insert(5, ("failed or cancelled", frozenset({Status.FAILED, Status.CANCE
 
 
 class FilterScreen(ModalScreen[tuple[str, frozenset | None] | None]):
+    CSS_PATH = "screens.tcss"  # read as it first opens: not parsed before the first frame
     BINDINGS = [Binding("escape", "dismiss_none", "Cancel")]
 
     def __init__(self, counts: dict[str, int]) -> None:

@@ -12,6 +12,8 @@ from textual.widgets import Footer, Input, Static
 class FindScreen(ModalScreen[str | None]):
     """Returns the text to filter by ("" clears the text filter), or None when left with Esc."""
 
+    CSS_PATH = "screens.tcss"  # read as it first opens: not parsed before the first frame
+
     BINDINGS = [Binding("escape", "dismiss_none", "Cancel")]
 
     def __init__(self, current: str = "") -> None:

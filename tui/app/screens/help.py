@@ -80,6 +80,7 @@ def legend() -> list[tuple[str, str]]:
 
 
 class HelpScreen(ModalScreen[None]):
+    CSS_PATH = "screens.tcss"  # read as it first opens: not parsed before the first frame
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
 
     def compose(self) -> ComposeResult:

@@ -58,6 +58,8 @@ class InterveneForm(ModalScreen):
     """What both forms share: the submit button submits (``action_submit``), any other button and Esc leave
     without sending anything."""
 
+    CSS_PATH = "screens.tcss"  # read as it first opens: not parsed before the first frame
+
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "submit":
             self.action_submit()

@@ -72,6 +72,8 @@ def _by_id_prefix(prefix: str, spec: BackfillSpec, store: StateStore | None) -> 
 class JumpScreen(ModalScreen[int | None]):
     """Returns the partition index to jump to, or None."""
 
+    CSS_PATH = "screens.tcss"  # read as it first opens: not parsed before the first frame
+
     BINDINGS = [Binding("escape", "dismiss_none", "Cancel")]
 
     def __init__(self, spec: BackfillSpec, store: StateStore | None) -> None:

@@ -79,6 +79,7 @@ def partition_choices(
 
 
 class RerunForm(ModalScreen[RerunRequest | None]):
+    CSS_PATH = "screens.tcss"  # read as it first opens: not parsed before the first frame
     BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "submit", "Run")]
 
     def __init__(

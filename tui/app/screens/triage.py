@@ -27,6 +27,7 @@ class TriageChoice:
 
 
 class TriageScreen(ModalScreen[TriageChoice | None]):
+    CSS_PATH = "screens.tcss"  # read as it first opens: not parsed before the first frame
     BINDINGS = [
         Binding("escape", "dismiss_none", "Close"),
         Binding("r", "rerun", "Rerun this kind"),
