@@ -224,7 +224,7 @@ def create_backfill(
     store.create(manifest)
     if root.repository is not None:
         add_to_gitignore(root.repository, root.path)
-    takeover = take_over(store, board, [], grace=settings.stop_grace, lease_seconds=settings.lease_seconds)
+    takeover = take_over(store, board, [], grace=settings.stop_grace, lease_seconds=settings.lease_seconds, new=True)
     return Prepared(
         store=store,
         spec=spec,

@@ -136,10 +136,14 @@ def take_over(
     lease_seconds: float = DEFAULT_LEASE_SECONDS,
     reload: Callable[[], tuple[StatusBoard, list[PartitionRecord]]] | None = None,
     stop_remote: Callable[[list[PartitionRecord], Generation | None], list[str]] | None = None,
+    new: bool = False,
 ) -> Takeover:
     """Become the one executor of a backfill. ``reload`` reads the records again once the lock is ours: what
     was read before may predate the last writes of an executor that died in between, and writing a stale
-    "running" record back as cancelled would erase a success."""
+    "running" record back as cancelled would erase a success. ``new``: the store was created by this process a
+    moment ago (``create_backfill``), so no executor ever ran it and no child of one can carry its ID: the look
+    through every process's environment is left out (0.2 ms a process, before the first child and the first
+    frame), and a stranger whose environment happens to name the ID is never signalled."""
     lock = FileLock(store.lock_path)
     if not lock.try_acquire():
         holder = store.read_generation()
@@ -167,13 +171,16 @@ def take_over(
         lock.release()
         raise _unwritable(store, error) from None
     children_lock = FileLock(store.children_lock_path)
-    # Orphans are looked for on every takeover, from the records (PID + start time) and from the
-    # environment of live processes, whatever the lock files say: a deleted or unreadable
+    # Orphans are looked for on every takeover of a store an executor may have run, from the records (PID + start
+    # time) and from the environment of live processes, whatever the lock files say: a deleted or unreadable
     # .children.lock must never let new attempts run beside live old ones.
     # Each is verified again when it is held, and signalled only through that hold: a PID reused meanwhile is
     # never hit, the last SIGKILL included.
     every = [part for record in running for part in store.tree_records(record)]  # a split partition's halves too
-    orphans, started = find_orphans(store, every)
+    orphans: set[tuple[int, float, str | None]] = set()
+    started: frozenset[str] = frozenset()
+    if not new:
+        orphans, started = find_orphans(store, every)
     stopped = stop_verified(orphans, grace)
     notes: list[str] = []
     if stop_remote is not None:  # children an earlier executor ran on other machines (the Dask launcher)

@@ -243,6 +243,40 @@ def test_a_takeover_stops_what_the_dead_executor_left_and_settles_its_records(tm
             child.wait()
 
 
+def test_a_new_backfill_signals_no_process_and_a_resumed_one_stops_what_carries_its_id(tmp_path):
+    """A backfill just created has had no executor, so no child of one can carry its ID: its takeover does not look
+    through other processes, and a stranger whose environment names that ID is left alone. Once the store may
+    have been run (any later takeover), the same process is taken for an orphan and stopped."""
+    from engine.base.settings import Settings
+    from engine.execute.backfill import create_backfill, state_root_for
+    from engine.pipeline.options import RunOptions
+    from engine.spec.backfill_spec import ExecutionOptions
+    from engine.spec.planning import plan_request
+
+    planned = plan_request(target=None, command="true", name=None, start="2024-01-01", end="2024-01-02",
+                           timezone="UTC", partition="daily", environment=None, config_file=None,
+                           run_options=RunOptions(), options=ExecutionOptions(), force=False, cwd=tmp_path)  # fmt: skip
+    chosen = f"20240101-000000-{os.urandom(3).hex()}"
+    stranger = subprocess.Popen(["sleep", "60"], start_new_session=True, env={**os.environ, "BACKFILL_ID": chosen})
+    try:
+        wait_for_environment(stranger.pid, chosen)
+        root = state_root_for(planned.spec, str(tmp_path / "states"), tmp_path)
+        prepared = create_backfill(planned, root=root, cwd=tmp_path, settings=Settings(), backfill_id=chosen)
+        assert prepared.store.id == chosen
+        assert prepared.takeover.stopped_orphans == []
+        prepared.takeover.release()
+        assert stranger.poll() is None
+        again = takeover.take_over(StateStore(prepared.store.directory), StatusBoard(2), [], grace=10)
+        try:
+            assert again.stopped_orphans == [stranger.pid]
+            assert stranger.wait(timeout=30) == -15
+        finally:
+            again.release()
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
 def test_a_held_lock_refuses_the_takeover_naming_its_holder(tmp_path):
     """Another executor holds ``.lock``: refused, naming it from the generation file when there is one; once it
     lets go, the takeover goes through."""
