@@ -24,7 +24,6 @@ from engine.execute.rerun import AssetRerun, PartitionSelection
 from engine.execute.takeover import Takeover, take_over
 from engine.execute.warm_launcher import WarmLauncher
 from engine.interventions.leasing import LeaseKeeper
-from engine.pipeline.config import find_config_file, load_config
 from engine.pipeline.judged_sql import judged_argument
 from engine.pipeline.repository import repository_root, resolve_target
 from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions, Planned
@@ -266,7 +265,8 @@ def replan(spec: BackfillSpec, options: ExecutionOptions, *, validate: bool = Tr
     --force only on the initial invocation.)"""
     if spec.target.is_command:
         return Planned(spec, options, Parallelism(options.max_parallel, options.max_parallel, None))
-    from engine.pipeline.validation import check_pipeline  # loads the pipeline's modules: not for a command
+    from engine.pipeline.config import find_config_file, load_config  # the pipeline's modules: not a command's
+    from engine.pipeline.validation import check_pipeline
 
     target = resolve_target(spec.target.path or "")
     config = load_config(find_config_file(target, spec.run_options.config_file))

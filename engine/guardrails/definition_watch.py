@@ -30,7 +30,6 @@ from engine.guardrails.digest import (
 )
 from engine.guardrails.preflight import Preflight
 from engine.pipeline.asset_types import AssetKind
-from engine.pipeline.config import load_config
 
 if TYPE_CHECKING:
     from engine.pipeline.assets import Asset
@@ -264,6 +263,8 @@ def read_definition(paths: list[str], config: tuple[str, str] | None) -> dict[st
 def environment_hash(path: Path, environment: str) -> str:
     """The digest's hash of ``.bruin.yml``'s environment as the file reads now, or ``unreadable: why`` (gone,
     unreadable, or no longer a configuration)."""
+    from engine.pipeline.config import load_config  # a pipeline's: a command's run never loads it
+
     try:
         return config_component(load_config(path), environment)[1]
     except (OSError, BackfillError) as error:

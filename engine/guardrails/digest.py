@@ -17,10 +17,10 @@ import orjson
 from engine.guardrails.facts import Facts
 from engine.guardrails.tiers import PreflightCheck
 from engine.pipeline.asset_types import AssetKind
-from engine.pipeline.config import Config
 
 if TYPE_CHECKING:
     from engine.pipeline.assets import Asset
+    from engine.pipeline.config import Config
 
 MIN_PREFIX = 8
 MAX_HASHED_IDS = 200_000  # beyond, the selection (not each ID) is hashed: a million hashes cost seconds

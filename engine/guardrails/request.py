@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from engine.base.errors import BadInput
 from engine.base.printable import has_controls
-from engine.pipeline.config import Config, Environment
 from engine.spec.backfill_spec import BackfillSpec, ExecutionOptions
 
 if TYPE_CHECKING:  # the pipeline code is imported only where a pipeline is planned
+    from engine.pipeline.config import Config, Environment
     from engine.pipeline.validation import CheckedPipeline
 
 VERIFY_MODES = ("on", "warn", "off")

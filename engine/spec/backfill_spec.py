@@ -17,13 +17,13 @@ from engine.base.errors import BadInput
 from engine.dates.instants import format_instant, zone_name
 from engine.dates.plan import PartitionUnit, Plan
 from engine.dates.split import SplitUnit
-from engine.pipeline.config import Config, Environment
 from engine.pipeline.options import RunOptions
 from engine.spec.identity import PartitionIds
 from engine.spec.parallelism import Parallelism
 from engine.spec.split_policy import DEFAULT_MIN_PARTITION, SplitPolicy, SplitTrigger
 
 if TYPE_CHECKING:  # the pipeline code is imported only where a pipeline is planned
+    from engine.pipeline.config import Config, Environment
     from engine.pipeline.validation import CheckedPipeline
 
 

@@ -9,8 +9,10 @@ such connection means one partition at a time.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from engine.pipeline.config import Environment
+if TYPE_CHECKING:  # a command's start-up does not load the pipeline's configuration code
+    from engine.pipeline.config import Environment
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ from pathlib import Path
 from engine.base.errors import BadInput, Refused
 from engine.dates.instants import boundary_instant, load_zone, parse_boundary
 from engine.dates.plan import parse_unit
-from engine.pipeline.config import find_config_file, load_config
 from engine.pipeline.options import RunOptions
 from engine.pipeline.repository import Target, pipeline_file, resolve_target
 from engine.pipeline.yamlfile import read_yaml
@@ -80,6 +79,8 @@ def plan_request(
         _ = spec.plan
         return Planned(spec, options, Parallelism(options.max_parallel, options.max_parallel, None))
     assert target is not None
+    from engine.pipeline.config import find_config_file, load_config  # a pipeline's: not a command's start-up
+
     resolved = resolve_target(target, cwd=base)
     config_path = find_config_file(resolved, config_file, cwd=base)
     config = load_config(config_path)

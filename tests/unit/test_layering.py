@@ -91,6 +91,7 @@ def test_a_command_target_s_invocation_loads_no_template_engine_yaml_pendulum_or
 PIPELINE_ONLY = (
     "engine.pipeline.assets",
     "engine.pipeline.columns",
+    "engine.pipeline.config",
     "engine.pipeline.duckdb_pool",
     "engine.pipeline.loading",
     "engine.pipeline.materialization",
