@@ -1,7 +1,7 @@
 """The read-only DuckDB connections of one invocation.
 
 Apart from ``warehouse.py`` (which reads the files) so that a command's pre-flight, which opens none, does not
-load the pipeline's SQL and materialisation modules that reading them needs.
+load the pipeline's SQL and materialization modules that reading them needs.
 """
 
 from __future__ import annotations

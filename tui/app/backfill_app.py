@@ -141,14 +141,13 @@ class BackfillApp(App[str | None]):
     def on_mount(self) -> None:
         if self.frozen:
             self.cursor_blink = False
-        if self.source is not None:
-            pass  # the live dashboard is the default screen
-        elif self.open_store is not None:
-            self.push_screen(DashboardScreen(open_saved(self.open_store), self.clock))
-        else:
-            from tui.app.screens.backfill_list import BackfillListScreen
+        if self.source is None:  # else the live dashboard is the default screen
+            if self.open_store is not None:
+                self.push_screen(DashboardScreen(open_saved(self.open_store), self.clock))
+            else:
+                from tui.app.screens.backfill_list import BackfillListScreen
 
-            self.push_screen(BackfillListScreen(self.root or Path.cwd(), frozen=self.frozen))
+                self.push_screen(BackfillListScreen(self.root or Path.cwd(), frozen=self.frozen))
         if not self.frozen:
             self.set_interval(POLL_SECONDS, self.poll_source)
 
