@@ -134,6 +134,15 @@ class Terminal:
         os.write(self.master, KEYS.get(key, key.encode()))
         return sent
 
+    def key_to(self, key: str, predicate: Callable[[list[str]], bool], timeout: float = 30.0) -> float:
+        """Seconds from sending ``key`` to the arrival of the chunk after which ``predicate`` first held. What the
+        key should bring must not be on the screen already: that would measure nothing (or less than nothing, the
+        chunk that drew it having come before the key), so it is an error, not a figure."""
+        if predicate(self.lines()):
+            raise RuntimeError(f"what {key!r} should bring is already on the screen: nothing to measure")
+        sent = self.press(key)
+        return self.wait_for(predicate, timeout) - sent
+
     def rss_peak_mb(self) -> float:
         """Peak resident memory of the command's process (VmHWM), in MB."""
         with open(f"/proc/{self.process.pid}/status") as status:

@@ -112,10 +112,9 @@ def opened_from_browser(work: Path, backfill_id: str, runs: int) -> float:
         try:
             terminal.wait_for(lambda lines: any(backfill_id[:15] in line for line in lines), timeout=120)
             time.sleep(0.3)
-            sent = terminal.press("\r")
-            shown = terminal.wait_for(lambda lines: any(ROW.match(line) for line in lines), timeout=120)
+            seconds = terminal.key_to("\r", lambda lines: any(ROW.match(line) for line in lines), timeout=120)
             if run:
-                values.append(shown - sent)
+                values.append(seconds)
         finally:
             os.write(terminal.master, b"q")
             terminal.close()
@@ -181,9 +180,7 @@ def triage_and_find(work: Path, backfill_id: str, runs: int, argv: list[str] | N
         try:
             terminal.wait_for(lambda lines: any(ROW.match(line) for line in lines), timeout=180)
             time.sleep(0.3)
-            sent = terminal.press("t")
-            shown = terminal.wait_for(lambda lines: any("50 kinds" in line for line in lines), timeout=180)
-            triage.append(shown - sent)
+            triage.append(terminal.key_to("t", lambda lines: any("50 kinds" in line for line in lines), timeout=180))
             terminal.press("\x1b")
             terminal.wait_for(lambda lines: not any("50 kinds" in line for line in lines), timeout=30)
             terminal.press("\x06")  # Ctrl+F
@@ -191,12 +188,12 @@ def triage_and_find(work: Path, backfill_id: str, runs: int, argv: list[str] | N
             for character in "asset av failed":
                 terminal.press(character)
             time.sleep(0.3)
-            sent = terminal.press("\r")
             # the screen's own word that the rows are filtered (the status line's label is under this toast)
-            shown = terminal.wait_for(
-                lambda lines: any("2,000 rows hold 'asset av failed'" in line for line in lines), timeout=180
+            find.append(
+                terminal.key_to(
+                    "\r", lambda lines: any("2,000 rows hold 'asset av failed'" in line for line in lines), timeout=180
+                )
             )
-            find.append(shown - sent)
         finally:
             terminal.close()
     return statistics.median(triage), statistics.median(find)

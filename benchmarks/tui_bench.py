@@ -112,11 +112,12 @@ def minimal_app_floor(runs: int) -> tuple[float, float]:
                 continue
             paints.append(shown - terminal.launched)
             time.sleep(0.3)
-            sent = terminal.press("pagedown")
-            shown = terminal.wait_for(  # the page's first and last lines: the whole page drawn
-                lambda lines: sum(f"page 1 line {1000 + n}" in line for line in lines for n in (0, 38)) == 2
+            keys.append(
+                terminal.key_to(  # the page's first and last lines: the whole page drawn
+                    "pagedown",
+                    lambda lines: sum(f"page 1 line {1000 + n}" in line for line in lines for n in (0, 38)) == 2,
+                )
             )
-            keys.append(shown - sent)
         finally:
             terminal.close()
     return statistics.median(paints), statistics.median(keys)
@@ -175,19 +176,16 @@ def navigation(runs: int) -> tuple[dict[str, list[float]], float]:
             "pagedown": lambda shown: shown[0][0] >= height - 1 and len(shown) == height and shown[-1][0] < 3 * height,
             "end": lambda shown: shown and shown[-1][0] == 999_999 and len(shown) == height,
         }
-        # The run's first page is already the one Home shows: from the end, Home has a page to draw. A key whose
-        # page is already on screen would measure nothing (or less than nothing: the chunk that drew it came
-        # before the key), so that is an error, not a figure.
+        # The run's first page is already the one Home shows: from the end, Home has a page to draw (key_to refuses
+        # a key whose page is already on the screen).
         terminal.press("end")
         terminal.wait_for(lambda lines: bool(rows(lines)) and goals["end"](rows(lines)))
         time.sleep(0.2)
         for _ in range(runs):
             for key in ("home", "pagedown", "end"):
-                if rows(terminal.lines()) and goals[key](rows(terminal.lines())):
-                    raise RuntimeError(f"tui_bench: the page {key} shows is already on the screen: nothing to measure")
-                sent = terminal.press(key)
-                shown_at = terminal.wait_for(lambda lines, key=key: bool(rows(lines)) and goals[key](rows(lines)))
-                timings[key].append(shown_at - sent)
+                timings[key].append(
+                    terminal.key_to(key, lambda lines, key=key: bool(rows(lines)) and goals[key](rows(lines)))
+                )
                 time.sleep(0.2)
             timings["filter"].append(status_filter(terminal, height))
         rss = terminal.rss_peak_mb()
@@ -202,20 +200,20 @@ def status_filter(terminal: Terminal, height: int) -> float:
     terminal.wait_for(lambda lines: any("Show partitions" in line for line in lines), timeout=30)
     terminal.press("down")
     time.sleep(0.2)
-    sent = terminal.press("enter")
-    shown = terminal.wait_for(
+    seconds = terminal.key_to(
+        "enter",
         lambda lines: (
             len(rows(lines)) == height
             and all(status == "queued" for _, status in rows(lines))
             and any("filter: queued" in line for line in lines)
-        )
+        ),
     )
     terminal.press("s")
     terminal.wait_for(lambda lines: any("Show partitions" in line for line in lines), timeout=30)
     terminal.press("enter")  # the dialog opens on "all"
     terminal.wait_for(lambda lines: not any("filter: queued" in line for line in lines), timeout=30)
     time.sleep(0.2)
-    return shown - sent
+    return seconds
 
 
 def repaint_lag(command: str, parallel: int, seconds: float, *, follow: bool) -> tuple[list[float], int, float]:
