@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import pty
 import select
+import signal
 import subprocess
 import time
 from pathlib import Path
 
+import orjson
+import psutil
 import pytest
 
 from tests.conftest import backfill_argv
@@ -100,3 +103,44 @@ def test_stdout_to_a_pipe_uses_progress_lines_on_stderr(work, home):
     )
     assert code == 0
     assert "\x1b[?1049h" not in output and "succeeded" in output
+
+
+def test_a_terminal_that_closes_without_a_hangup_stops_the_backfill(work, home):
+    """The dashboard on a pty that is not the process's controlling terminal (a harness handing it a pty for its
+    descriptors alone): when the pty closes no SIGHUP comes, yet the terminal is gone all the same. The backfill
+    stops as on SIGHUP — exit 130, no child left, no record left running. It used to take the missing SIGHUP for
+    ``nohup`` and run on without a terminal, its `sleep 60` children with it."""
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        [*backfill_argv(), *GUARD, "--command", "sleep 60", *RANGE, "--max-parallel", "2"],
+        cwd=work,
+        env={**os.environ, **clean_env(home)},
+        stdin=terminal,
+        stdout=terminal,
+        stderr=terminal,
+        start_new_session=True,  # a session of its own, the pty opened before: it never becomes its controller
+    )
+    os.close(terminal)
+    try:
+        shown = b""
+        deadline = time.monotonic() + 60
+        while "▶ running".encode() not in shown and time.monotonic() < deadline:
+            ready, _, _ = select.select([controller], [], [], 1.0)
+            if ready:
+                shown += os.read(controller, 65536)
+        assert "▶ running".encode() in shown, "the dashboard never showed a running child"
+        children = psutil.Process(process.pid).children(recursive=True)
+        assert len(children) == 2
+    finally:
+        os.close(controller)
+    try:
+        code = process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert code == 130
+    _gone, alive_still = psutil.wait_procs(children, timeout=10)
+    assert not alive_still, f"children left running: {alive_still}"
+    [backfill] = list((work / "logs" / "backfills").iterdir())
+    statuses = sorted(orjson.loads(p.read_bytes())["status"] for p in (backfill / "partitions").glob("*.json"))
+    assert statuses == ["cancelled", "cancelled"], statuses

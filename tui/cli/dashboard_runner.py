@@ -20,7 +20,9 @@ too, and the screen has nowhere left to draw: the terminal's descriptors are
 pointed at /dev/null so no write blocks or fails, and once every executor has
 stopped and waited for its children the process leaves within a few seconds
 even if the screen never returns (Textual's writer can die on the lost
-terminal and block the app's shutdown for ever).
+terminal and block the app's shutdown for ever). A terminal that closes without
+a SIGHUP (it was not the process's controlling terminal) stops it the same way,
+unless SIGHUP is ignored.
 """
 
 from __future__ import annotations
@@ -77,7 +79,12 @@ def run_with_dashboard(executor: Executor, prepared: Prepared, *, no_color: bool
         if app.terminal_gone:
             detach_from_terminal()
         if app.terminal_gone and thread.is_alive() and not app.stop_requested:
-            _carry_on_without_terminal(executor, prepared, thread)
+            if signal.SIGHUP in handled:
+                # No SIGHUP came, though none is ignored: the terminal was not this process's controlling one (a
+                # harness that hands it a pty for its descriptors alone). It closed all the same: the same stop.
+                on_terminate(signal.SIGHUP, None)
+            else:
+                _carry_on_without_terminal(executor, prepared, thread)
         elif app.crash is not None and thread.is_alive():
             _carry_on_without_screen(app, executor, prepared, thread, no_color=no_color)
         elif app.crash is not None:
