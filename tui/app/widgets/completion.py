@@ -96,4 +96,4 @@ class CompletionBar(Static):
         skipped = state.total - state.selected
         if skipped and state.state != IDLE:
             text.append(f"({human.count(skipped)} not selected this run)", style="grey50")
-        self.update(text)
+        self.update(text, layout=False)  # two lines high whatever it says: a layout each poll was a frame more

@@ -21,7 +21,7 @@ class RunHeader(Static):
         """--max-parallel changed while it runs (here, or by another terminal): the header says what runs now."""
         if parallel is not None and parallel != self.parallel:
             self.parallel = parallel
-            self.update(self._text(self.source, parallel))
+            self.update(self._text(self.source, parallel), layout=False)  # its height is fixed
 
     @staticmethod
     def _text(source: BackfillSource, parallel: tuple[int, int] | None) -> Text:

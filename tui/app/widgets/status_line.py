@@ -14,6 +14,7 @@ class StatusLine(Static):
         self.sort_label: str | None = None  # None: plan order
         self.state_text: Text | None = None
         self.live = True  # follow mode means something only while an executor runs the backfill
+        self.shown: Text | None = None
 
     def render_line_text(self) -> Text:
         text = Text()
@@ -33,4 +34,7 @@ class StatusLine(Static):
         return text
 
     def refresh_text(self) -> None:
-        self.update(self.render_line_text())
+        text = self.render_line_text()
+        if text != self.shown:  # called at every poll: a line that did not change is not a frame
+            self.shown = text
+            self.update(text, layout=False)  # one line high whatever it says
