@@ -4,6 +4,7 @@ with a front end, stop it on Ctrl+C or SIGTERM, then summarise (text) or print t
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 import orjson
@@ -21,7 +22,15 @@ from tui.cli.progress import ProgressLines
 from tui.cli.state_output import write_state_json
 from tui.cli.stop_signals import install_stop_handlers, restore_handlers
 from tui.cli.summary import exit_code_of, resume_hint, summary_lines
-from tui.cli.terminal import Paint, colors_enabled, dashboard_possible, detach_from_terminal
+from tui.cli.terminal import (
+    Paint,
+    colors_enabled,
+    dashboard_possible,
+    detach_from_terminal,
+    nobody_reads,
+    silence,
+    terminal_descriptors,
+)
 
 
 def execute(invocation: Invocation, args: argparse.Namespace, *, hint: str, title: str) -> int:
@@ -92,6 +101,7 @@ def run_prepared(
     prepared: Prepared, executor: Executor, args: argparse.Namespace, *, preflight: Preflight | None = None
 ) -> int:
     as_json = args.output == "json"
+    terminals = terminal_descriptors()  # asked before a write can fail: a terminal that hung up says it is none
     announce = sys.stderr if as_json else sys.stdout
     selected_mask = prepared.selection.mask(prepared.board) if as_json else None
     hint = resume_hint(prepared)
@@ -122,7 +132,7 @@ def run_prepared(
             prepared, outcome = finished[-1].prepared, finished[-1].thread.result()
             hint = resume_hint(prepared)
     else:
-        outcome = _run_with_progress_lines(executor, prepared, no_color=args.no_color)
+        outcome = _run_with_progress_lines(executor, prepared, no_color=args.no_color, terminals=terminals)
     out = sys.stderr if as_json else sys.stdout
     paint = Paint(colors_enabled(out, no_color_flag=args.no_color))
     lines = summary_lines(
@@ -134,8 +144,13 @@ def run_prepared(
         paint=paint,
         preflight=preflight,
     )
-    out.write("\n".join(lines) + "\n")
-    out.flush()
+    try:
+        out.write("\n".join(lines) + "\n")
+        out.flush()
+    except OSError as error:  # the run is over: a reader gone changes nothing of its exit code
+        if not nobody_reads(error, out, terminals):
+            raise
+        silence(out, terminals)
     if as_json:
         write_state_json(
             sys.stdout.buffer,
@@ -158,18 +173,33 @@ def run_prepared(
     return exit_code_of(outcome)
 
 
-def _run_with_progress_lines(executor: Executor, prepared: Prepared, *, no_color: bool) -> Outcome:
+def _run_with_progress_lines(
+    executor: Executor, prepared: Prepared, *, no_color: bool, terminals: frozenset[int]
+) -> Outcome:
+    """Follow the run with progress lines on stderr. When nobody can read them any more (the terminal hung up
+    without a SIGHUP reaching us, the pipe's reader went away) that is a hangup: the run stops as on SIGHUP,
+    unless SIGHUP is ignored (nohup), when it goes on with its lines going nowhere. Any other failure to write
+    them (a full disk under a redirected stderr) stops the run too, its children waited for, before it is told:
+    the run never goes on unwatched with no one to stop it."""
     thread = ExecutorThread(executor)
     previous = install_stop_handlers(executor)
+    lines = ProgressLines(
+        executor, prepared.spec, prepared.store, sys.stderr, Paint(colors_enabled(sys.stderr, no_color_flag=no_color))
+    )
     try:
         thread.start()
-        ProgressLines(
-            executor,
-            prepared.spec,
-            prepared.store,
-            sys.stderr,
-            Paint(colors_enabled(sys.stderr, no_color_flag=no_color)),
-        ).follow(thread)
+        try:
+            lines.follow(thread)
+        except OSError as error:
+            if not nobody_reads(error, sys.stderr, terminals):
+                raise
+            silence(sys.stderr, terminals)
+            if signal.SIGHUP in previous:  # not ignored: nobody is left to see the run, and nobody asked it to go on
+                executor.request_stop("nobody reads its output any more (the terminal closed)", signal.SIGTERM)
+            lines.follow(thread)
     finally:
+        if thread.is_alive():
+            executor.request_stop("its progress lines could not be written")
+            thread.join()
         restore_handlers(previous)
     return thread.result()

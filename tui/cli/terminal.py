@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sys
 from typing import IO, ClassVar
@@ -64,3 +65,39 @@ def detach_from_terminal() -> None:
         with contextlib.suppress(OSError):
             os.dup2(null, fd)
     os.close(null)
+
+
+def terminal_descriptors() -> frozenset[int]:
+    """Which of stdin, stdout and stderr are terminals, asked before any write fails: once it has hung up, a
+    terminal says it is none."""
+    return frozenset(fd for fd in (0, 1, 2) if _isatty(fd))
+
+
+def nobody_reads(error: OSError, stream: IO[str], terminals: frozenset[int]) -> bool:
+    """Whether a failed write to ``stream`` means nobody can read it any more: the pipe's reader went away, or
+    the terminal hung up (EIO on what was a terminal). Any other failure (a full disk, EIO on a file) is an error
+    to tell."""
+    if isinstance(error, BrokenPipeError):
+        return True
+    return error.errno == errno.EIO and stream.fileno() in terminals
+
+
+def silence(stream: IO[str], terminals: frozenset[int]) -> None:
+    """``stream`` has nobody left to read it: from now on its writes go nowhere, without error, and so do those of
+    every descriptor on the same lost terminal. What it had buffered, which cannot be delivered, goes with it."""
+    fd = stream.fileno()
+    lost = terminals if fd in terminals else frozenset({fd})
+    null = os.open(os.devnull, os.O_RDWR)
+    for descriptor in lost:
+        with contextlib.suppress(OSError):
+            os.dup2(null, descriptor)
+    os.close(null)
+    with contextlib.suppress(OSError):
+        stream.flush()  # into /dev/null now: the text the failed write left buffered goes, the next write succeeds
+
+
+def _isatty(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
