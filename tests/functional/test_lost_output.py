@@ -17,6 +17,7 @@ from pathlib import Path
 
 import orjson
 import psutil
+import pytest
 
 from tests.backfills import child_command
 from tests.conftest import backfill_argv
@@ -144,7 +145,7 @@ def test_a_summary_nobody_reads_keeps_the_run_s_exit_code(work, home, tmp_path):
     """``backfill … | head -1`` with failing partitions: the summary finds its reader gone once the run is over.
     The exit code stays the run's (1: partitions failed), not 0 for a broken pipe."""
     go = tmp_path / "go"
-    one_day = ("--start-date", "2024-01-01", "--end-date", "2024-01-02", "--no-progress")
+    one_day = ("--start-date", "2024-01-01", "--end-date", "2024-01-01", "--no-progress")
     failing = child_command("--fail-on", "2024-01-01", "--wait-for", str(go))
     process = subprocess.Popen(
         [*backfill_argv(), *GUARD, "--command", failing, *one_day],
@@ -159,3 +160,37 @@ def test_a_summary_nobody_reads_keeps_the_run_s_exit_code(work, home, tmp_path):
     go.touch()
     assert finished(process) == 1
     assert statuses(work) == ["failed"]
+
+
+@pytest.mark.parametrize("hangup", ["handled", "ignored"])
+def test_an_announcement_nobody_reads_runs_nothing_and_leaves_the_backfill_resumable(work, home, hangup):
+    """``backfill … | true``: the reader is gone before the first line. Nobody would see the run, so it does not
+    start: exit 130 (it used to exit 0, nothing run), the backfill saved with every partition queued, and
+    ``--continue`` then runs them all. With SIGHUP ignored (``nohup``) it runs at once, unseen, and exits 0."""
+    five_days = ("--start-date", "2024-01-01", "--end-date", "2024-01-05", "--no-progress")
+    process = subprocess.Popen(
+        [*backfill_argv(), *GUARD, "--command", "true", *five_days],
+        cwd=work,
+        env={**os.environ, **home},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=(lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN)) if hangup == "ignored" else None,
+    )
+    process.stdout.close()  # long before the command has planned, judged and saved anything to announce
+    if hangup == "ignored":
+        assert finished(process) == 0
+        assert statuses(work) == ["succeeded"] * 5
+        return
+    assert finished(process) == 130
+    assert statuses(work) == []
+    [backfill] = list((work / "logs" / "backfills").iterdir())
+    resumed = subprocess.run(
+        [*backfill_argv(), "--continue", backfill.name, "--no-progress"],
+        cwd=work,
+        env={**os.environ, **home},
+        capture_output=True,
+        timeout=60,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert statuses(work) == ["succeeded"] * 5

@@ -32,6 +32,8 @@ from tui.cli.terminal import (
     terminal_descriptors,
 )
 
+NOBODY_READS = "nobody reads its output any more (the terminal closed, or the pipe's reader left)"
+
 
 def execute(invocation: Invocation, args: argparse.Namespace, *, hint: str, title: str) -> int:
     """Decide (asking on a terminal when a person must answer), start, run with a front end, summarise."""
@@ -105,23 +107,15 @@ def run_prepared(
     announce = sys.stderr if as_json else sys.stdout
     selected_mask = prepared.selection.mask(prepared.board) if as_json else None
     hint = resume_hint(prepared)
-    selected = prepared.selection.count(prepared.board)
-    parallelism = prepared.parallelism
-    capped = f" (capped: {parallelism.reason})" if parallelism.reason else ""
-    runners = ", in warm runners" if prepared.launcher_name == "warm" else ""
-    describe = getattr(executor.launcher, "describe", None)
-    if describe is not None:
-        runners = f", on {describe()}"
-    announce.write(
-        f"backfill {prepared.store.id}: {human.count(selected)} of {human.count(len(prepared.spec.plan))} partitions "
-        "to run, "
-        f"{parallelism.effective} at a time{capped}{runners}\n"
-        f"  state   {prepared.store.directory}\n  resume  {hint}\n"
-        + "".join(f"  note    {note}\n" for note in prepared.takeover.notes)
-        + "".join(f"  warning {warning}\n" for warning in (preflight.pipeline_warnings if preflight else ()))
-        + (verdict_line(preflight) + "\n" if preflight is not None else "")
-    )
-    announce.flush()
+    try:
+        announce.write(_announcement(prepared, executor, preflight, hint))
+        announce.flush()
+    except OSError as error:
+        if not nobody_reads(error, announce, terminals):
+            raise
+        silence(announce, terminals)
+        if signal.getsignal(signal.SIGHUP) != signal.SIG_IGN:  # nobody sees the run: it stops before it starts
+            executor.request_stop(NOBODY_READS, signal.SIGTERM)
     use_dashboard = dashboard_possible(no_progress=args.no_progress, json_output=as_json)
     if use_dashboard:
         from tui.cli.dashboard_runner import run_with_dashboard
@@ -173,6 +167,26 @@ def run_prepared(
     return exit_code_of(outcome)
 
 
+def _announcement(prepared: Prepared, executor: Executor, preflight: Preflight | None, hint: str) -> str:
+    """What the run is, where its state lives and how to resume it: the lines before the first progress line."""
+    selected = prepared.selection.count(prepared.board)
+    parallelism = prepared.parallelism
+    capped = f" (capped: {parallelism.reason})" if parallelism.reason else ""
+    runners = ", in warm runners" if prepared.launcher_name == "warm" else ""
+    describe = getattr(executor.launcher, "describe", None)
+    if describe is not None:
+        runners = f", on {describe()}"
+    total = human.count(len(prepared.spec.plan))
+    return (
+        f"backfill {prepared.store.id}: {human.count(selected)} of {total} partitions to run, "
+        f"{parallelism.effective} at a time{capped}{runners}\n"
+        f"  state   {prepared.store.directory}\n  resume  {hint}\n"
+        + "".join(f"  note    {note}\n" for note in prepared.takeover.notes)
+        + "".join(f"  warning {warning}\n" for warning in (preflight.pipeline_warnings if preflight else ()))
+        + (verdict_line(preflight) + "\n" if preflight is not None else "")
+    )
+
+
 def _run_with_progress_lines(
     executor: Executor, prepared: Prepared, *, no_color: bool, terminals: frozenset[int]
 ) -> Outcome:
@@ -195,7 +209,7 @@ def _run_with_progress_lines(
                 raise
             silence(sys.stderr, terminals)
             if signal.SIGHUP in previous:  # not ignored: nobody is left to see the run, and nobody asked it to go on
-                executor.request_stop("nobody reads its output any more (the terminal closed)", signal.SIGTERM)
+                executor.request_stop(NOBODY_READS, signal.SIGTERM)
             lines.follow(thread)
     finally:
         if thread.is_alive():
