@@ -194,3 +194,21 @@ def test_an_announcement_nobody_reads_runs_nothing_and_leaves_the_backfill_resum
     )
     assert resumed.returncode == 0, resumed.stderr
     assert statuses(work) == ["succeeded"] * 5
+
+
+def test_a_json_document_nobody_reads_keeps_the_run_s_exit_code(work, home):
+    """``backfill --output json … | jq -e …`` where the reader leaves before the end: the run goes on (its lines go
+    to stderr), and once it is over the document finds nobody; the exit code stays the run's (1: a partition
+    failed), not 0 for a broken pipe."""
+    one_day = ("--start-date", "2024-01-01", "--end-date", "2024-01-01", "--output", "json")
+    process = subprocess.Popen(
+        [*backfill_argv(), *GUARD, "--command", child_command("--fail-on", "2024-01-01"), *one_day],
+        cwd=work,
+        env={**os.environ, **home},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    process.stdout.close()
+    assert finished(process) == 1
+    assert statuses(work) == ["failed"]

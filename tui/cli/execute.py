@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from collections.abc import Callable
+from typing import IO
 
 import orjson
 
@@ -107,15 +109,11 @@ def run_prepared(
     announce = sys.stderr if as_json else sys.stdout
     selected_mask = prepared.selection.mask(prepared.board) if as_json else None
     hint = resume_hint(prepared)
-    try:
-        announce.write(_announcement(prepared, executor, preflight, hint))
-        announce.flush()
-    except OSError as error:
-        if not nobody_reads(error, announce, terminals):
-            raise
-        silence(announce, terminals)
-        if signal.getsignal(signal.SIGHUP) != signal.SIG_IGN:  # nobody sees the run: it stops before it starts
-            executor.request_stop(NOBODY_READS, signal.SIGTERM)
+    announced = _delivered(
+        announce, terminals, lambda: announce.write(_announcement(prepared, executor, preflight, hint))
+    )
+    if not announced and signal.getsignal(signal.SIGHUP) != signal.SIG_IGN:  # nobody sees the run: it never starts
+        executor.request_stop(NOBODY_READS, signal.SIGTERM)
     use_dashboard = dashboard_possible(no_progress=args.no_progress, json_output=as_json)
     if use_dashboard:
         from tui.cli.dashboard_runner import run_with_dashboard
@@ -138,33 +136,48 @@ def run_prepared(
         paint=paint,
         preflight=preflight,
     )
-    try:
-        out.write("\n".join(lines) + "\n")
-        out.flush()
-    except OSError as error:  # the run is over: a reader gone changes nothing of its exit code
-        if not nobody_reads(error, out, terminals):
-            raise
-        silence(out, terminals)
+    # The run is over: a reader gone from here on changes nothing of its exit code.
+    _delivered(out, terminals, lambda: out.write("\n".join(lines) + "\n"))
     if as_json:
-        write_state_json(
-            sys.stdout.buffer,
-            spec=prepared.spec,
-            store=prepared.store,
-            board=prepared.board,
-            options=prepared.options,
-            parallelism=prepared.parallelism,
-            selected=selected_mask,
-            skipped=len(prepared.spec.plan) - outcome.selected,
-            offset=args.offset,
-            limit=args.limit,
-            extra=(
-                {"preflight": preflight.to_json(), "record": outcome.record, "record_error": outcome.record_error}
-                if preflight is not None
-                else None
-            ),
-        )
-        sys.stdout.buffer.flush()
+        _delivered(sys.stdout, terminals, lambda: _write_state(prepared, outcome, args, selected_mask, preflight))
     return exit_code_of(outcome)
+
+
+def _delivered(stream: IO[str], terminals: frozenset[int], write: Callable[[], object]) -> bool:
+    """``write`` to ``stream``, flushed; False when nobody reads the stream any more (it then goes nowhere, without
+    error). Any other failure to write is raised."""
+    try:
+        write()
+        stream.flush()
+    except OSError as error:
+        if not nobody_reads(error, stream, terminals):
+            raise
+        silence(stream, terminals)
+        return False
+    return True
+
+
+def _write_state(
+    prepared: Prepared, outcome: Outcome, args: argparse.Namespace, selected_mask, preflight: Preflight | None
+) -> None:
+    write_state_json(
+        sys.stdout.buffer,
+        spec=prepared.spec,
+        store=prepared.store,
+        board=prepared.board,
+        options=prepared.options,
+        parallelism=prepared.parallelism,
+        selected=selected_mask,
+        skipped=len(prepared.spec.plan) - outcome.selected,
+        offset=args.offset,
+        limit=args.limit,
+        extra=(
+            {"preflight": preflight.to_json(), "record": outcome.record, "record_error": outcome.record_error}
+            if preflight is not None
+            else None
+        ),
+    )
+    sys.stdout.buffer.flush()
 
 
 def _announcement(prepared: Prepared, executor: Executor, preflight: Preflight | None, hint: str) -> str:
