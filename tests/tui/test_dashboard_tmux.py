@@ -324,3 +324,22 @@ def test_a_child_s_escape_sequences_never_reach_the_terminal(tmp_path, home):
     finally:
         go.write_text("go")
         tmux.close()
+
+
+def test_with_stderr_redirected_the_dashboard_is_drawn_on_the_terminal(tmp_path, home):
+    """``backfill … 2>errors.log`` on a terminal: the dashboard draws on the terminal (stdout, as it was chosen
+    for), not into the file. Textual's driver wrote to stderr: the screen went into errors.log as escape
+    sequences and the terminal stayed blank for the whole run."""
+    work = tmp_path / "work"
+    (work / ".git").mkdir(parents=True)
+    errors = tmp_path / "errors.log"
+    days = ["--start-date", "2024-01-01", "--end-date", "2024-01-03"]
+    argv = [*backfill_argv(), *GUARD, "--command", "sleep 60", *days]
+    command = f"{shlex.join(argv)} 2>{shlex.quote(str(errors))}"
+    tmux = Tmux(120, 40, command, work, {**home, "TERM": "xterm-256color"})
+    try:
+        screen = tmux.wait_for("▶ running")
+        assert "2024-01-02 00:00" in screen and "· queued" in screen
+        assert "\x1b" not in errors.read_text(errors="replace")
+    finally:
+        tmux.close()

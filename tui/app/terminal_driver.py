@@ -1,4 +1,4 @@
-"""Textual's Linux driver, made to outlive its terminal.
+"""Textual's Linux driver, drawing on stdout and made to outlive its terminal.
 
 When the terminal goes away while SIGHUP is ignored (``nohup``, ``trap '' HUP``), every write to it fails with
 EIO. Textual's writer thread dies of the first one; its queue then fills, and the next write blocks the app's
@@ -8,6 +8,7 @@ gone are dropped instead, input stops being awaited, and the app hears of the lo
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
 from typing import IO, Any
@@ -48,7 +49,9 @@ class TerminalDriver(LinuxDriver):
 
     def __init__(self, app: Any, **options: Any) -> None:
         super().__init__(app, **options)
-        self._file = _TerminalWrites(self._file, self._terminal_lost)
+        # On stdout, the terminal the dashboard was chosen for (stdin and stdout on a terminal) and whose size it
+        # takes: Textual's own choice, stderr, drew the whole screen into the file of `backfill … 2>errors.log`.
+        self._file = _TerminalWrites(sys.__stdout__, self._terminal_lost)
         self._lost_once = threading.Lock()
         self.lost = False
 
