@@ -212,3 +212,24 @@ def test_a_json_document_nobody_reads_keeps_the_run_s_exit_code(work, home):
     process.stdout.close()
     assert finished(process) == 1
     assert statuses(work) == ["failed"]
+
+
+@pytest.mark.parametrize("closed", [(0,), (1,), (2,), (0, 1, 2)], ids=["stdin", "stdout", "stderr", "all three"])
+def test_a_closed_standard_descriptor_is_nowhere_to_write_not_a_traceback(work, home, closed):
+    """``backfill … >&-`` (or ``<&-``, ``2>&-``): the descriptor closed by whoever started us reads and writes as
+    /dev/null; the run goes on and exits 0. Python left the stream ``None``: a traceback and exit 1 before the run,
+    and any file opened first took the descriptor ``print`` writes to."""
+    one_two = ("--start-date", "2024-01-01", "--end-date", "2024-01-02")
+    process = subprocess.Popen(
+        [*backfill_argv(), *GUARD, "--command", "true", *one_two],
+        cwd=work,
+        env={**os.environ, **home},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE if 2 not in closed else subprocess.DEVNULL,
+        preexec_fn=lambda: [os.close(fd) for fd in closed],
+    )
+    _out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert b"Traceback" not in (err or b"")
+    assert statuses(work) == ["succeeded", "succeeded"]

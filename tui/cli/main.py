@@ -15,10 +15,12 @@ from collections.abc import Sequence
 from engine.base.errors import EXIT_BAD_INPUT, EXIT_CANCELLED, EXIT_FAILED, BackfillError, NothingToRun
 from engine.base.internal_verbs import LOCAL_CLUSTER_VERB, RUNNER_VERB
 from tui.cli.arguments import IMPLEMENTED_VERBS, VERBS, UsageError
+from tui.cli.terminal import open_standard_streams
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
+    open_standard_streams()
     code = _main(argv)
     if argv is None and code == EXIT_CANCELLED:
         # Stopped by a signal, every child waited for: the interpreter's own finish puts the default action back

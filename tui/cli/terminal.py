@@ -101,3 +101,21 @@ def _isatty(fd: int) -> bool:
         return os.isatty(fd)
     except OSError:
         return False
+
+
+def open_standard_streams() -> None:
+    """A stdin, stdout or stderr closed by whoever started us (``backfill … >&-``) becomes /dev/null: Python leaves
+    its stream ``None``, so every write to it was a traceback, and the next file we opened took its descriptor —
+    a store's file that anything written to "stdout" would have gone into."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: this one, as they are filled in order
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+        if getattr(sys, name) is None:
+            stream = open(fd, "r" if fd == 0 else "w", buffering=1, encoding="utf-8", closefd=False)  # noqa: SIM115
+            setattr(sys, name, stream)
+            setattr(sys, f"__{name}__", stream)
