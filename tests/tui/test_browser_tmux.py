@@ -388,3 +388,41 @@ def test_v_hands_the_terminal_to_the_pager_and_the_dashboard_comes_back(tmp_path
         tmux.wait_for("EXIT=0", timeout=30)
     finally:
         tmux.close()
+
+
+def test_a_closed_terminal_stops_a_rerun_started_from_the_browser(tmp_path, home):
+    """A rerun started from `backfill show ID` runs its children when the terminal closes (SIGHUP): the rerun is
+    stopped as a backfill's own run is — its children stopped and waited for, no record left `running` — and the
+    process ends by itself. SIGHUP's default action killed the process at once, its children left running."""
+    import psutil
+
+    from tests.tui.test_dashboard_tmux import writing_its_pid
+
+    work = tmp_path / "work"
+    (work / ".git").mkdir(parents=True)
+    broken = work / "BROKEN"
+    broken.write_text("bug")
+    template = child_command("--fail-on", "2024-01-02", "--fail-on", "2024-01-03", "--fail-while", str(broken))
+    days = ("--start-date", "2024-01-01", "--end-date", "2024-01-03", "--on-failure", "continue")
+    assert run_backfill(*GUARD, "--command", template, *days, cwd=work, env=home).returncode == 1
+    [backfill] = state_dirs(work / "logs" / "backfills")
+    broken.unlink()
+    pidfile = tmp_path / "pid"
+    command = writing_its_pid([*backfill_argv(), "show", backfill.name], pidfile)
+    never = tmp_path / "never"  # the rerun's children wait for it: they run until stopped
+    tmux = Tmux(120, 40, command, work, {**home, "TERM": "xterm-256color", "CHILD_WAIT_FOR": str(never)})
+    try:
+        tmux.wait_for("saved backfill (nothing runs it)")
+        tmux.keys("r")
+        tmux.wait_for("Rerun backfill")
+        tmux.keys("C-s")
+        tmux.wait_for("▶ running")
+        process = psutil.Process(int(pidfile.read_text()))
+        children = process.children(recursive=True)
+        assert children
+        tmux.kill_server()
+        _gone, alive_still = psutil.wait_procs([process, *children], timeout=60)
+        assert not alive_still, f"still alive after the terminal closed: {alive_still}"
+    finally:
+        tmux.close()
+    assert "running" not in [r["status"] for r in records(backfill)]

@@ -10,8 +10,9 @@ from engine.base.errors import EXIT_FAILED, EXIT_OK
 from engine.store.locate import locate_backfill
 from tui.app.backfill_app import BackfillApp
 from tui.cli.crash import report_crash
+from tui.cli.stop_signals import FORWARDED, SIGNAL_REASONS, leave_once_stopped, stop_for
 from tui.cli.summary import exit_code_of, resume_hint, summary_lines
-from tui.cli.terminal import Paint, colors_enabled
+from tui.cli.terminal import Paint, colors_enabled, detach_from_terminal
 
 
 def browse(
@@ -28,17 +29,27 @@ def browse(
         store.read_manifest()  # a broken backfill is an error before the screen opens
     app = BackfillApp(root=root, open_store=store, closes_when_done=False, no_color=no_color, read_only=read_only)
 
-    def on_sigterm(*_args) -> None:
+    def on_stop_signal(signum, _frame) -> None:
+        # SIGTERM, or SIGHUP (the terminal closed), ends the process whatever the screen: the reruns started from
+        # it are stopped as a backfill's own run is, and joined below. SIGHUP's default action killed the process
+        # and left their children running.
         for run in app.started_runs:
-            run.executor.request_stop("terminated (SIGTERM)")
-        app.exit(None)  # SIGTERM ends the process, whatever the screen; reruns are joined below
+            stop_for(run.executor, signum, SIGNAL_REASONS[signum], FORWARDED[signum])
+        app.exit(None)
+        if signum == signal.SIGHUP:
+            detach_from_terminal()
+            leave_once_stopped([run.thread for run in app.started_runs])
 
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    handled = [signal.SIGTERM]
+    if signal.getsignal(signal.SIGHUP) != signal.SIG_IGN:  # under nohup a closed terminal is meant not to stop it
+        handled.append(signal.SIGHUP)
+    previous = {signum: signal.signal(signum, on_stop_signal) for signum in handled}
     try:
         app.run()
     finally:
         app.stop_started_runs()
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     code = EXIT_OK
     if app.crash is not None:
         running = " Reruns started from it were stopped; --continue resumes them." if app.started_runs else ""

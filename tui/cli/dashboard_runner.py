@@ -27,13 +27,9 @@ unless SIGHUP is ignored.
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
-import threading
-import time
 
-from engine.base.errors import EXIT_CANCELLED
 from engine.execute.backfill import Prepared
 from engine.execute.executor import Executor, Outcome
 from engine.execute.executor_thread import ExecutorThread
@@ -41,7 +37,14 @@ from tui.app.backfill_app import BackfillApp, StartedRun
 from tui.app.sources import ExecutorSource
 from tui.cli.crash import report_crash
 from tui.cli.progress import ProgressLines
-from tui.cli.stop_signals import FORWARDED, SIGNAL_REASONS, install_stop_handlers, restore_handlers, stop_for
+from tui.cli.stop_signals import (
+    FORWARDED,
+    SIGNAL_REASONS,
+    install_stop_handlers,
+    leave_once_stopped,
+    restore_handlers,
+    stop_for,
+)
 from tui.cli.terminal import Paint, colors_enabled, detach_from_terminal
 
 
@@ -63,7 +66,7 @@ def run_with_dashboard(executor: Executor, prepared: Prepared, *, no_color: bool
         if signum == signal.SIGHUP:
             detach_from_terminal()
             threads = [thread, *(run.thread for run in app.started_runs)]
-            threading.Thread(target=_leave_once_stopped, args=(threads,), name="hangup", daemon=True).start()
+            leave_once_stopped(threads)
 
     handled = [signal.SIGTERM]
     if signal.getsignal(signal.SIGHUP) != signal.SIG_IGN:  # under nohup a closed terminal is meant not to stop it
@@ -97,18 +100,6 @@ def run_with_dashboard(executor: Executor, prepared: Prepared, *, no_color: bool
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     return thread.result(), list(app.started_runs)
-
-
-HANGUP_GRACE = 5.0  # seconds the screen gets to return by itself once the work has stopped
-
-
-def _leave_once_stopped(threads: list[ExecutorThread]) -> None:
-    """After a hangup: once every executor has stopped and waited for its children (records written), leave
-    even if the screen never returns."""
-    for thread in threads:
-        thread.join()
-    time.sleep(HANGUP_GRACE)
-    os._exit(EXIT_CANCELLED)
 
 
 def _carry_on_without_terminal(executor: Executor, prepared: Prepared, thread: ExecutorThread) -> None:

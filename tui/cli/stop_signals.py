@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import threading
+import time
 
+from engine.base.errors import EXIT_CANCELLED
 from engine.execute.executor import Executor
+from engine.execute.executor_thread import ExecutorThread
 
 SIGNAL_REASONS = {
     signal.SIGINT: "interrupted (Ctrl+C)",
@@ -41,3 +46,19 @@ def install_stop_handlers(executor: Executor) -> dict[int, object]:
 def restore_handlers(previous: dict[int, object]) -> None:
     for signum, handler in previous.items():
         signal.signal(signum, handler)  # type: ignore[arg-type]
+
+
+HANGUP_GRACE = 5.0  # seconds a screen gets to return by itself once the work has stopped
+
+
+def leave_once_stopped(threads: list[ExecutorThread]) -> None:
+    """After a hangup: once every executor has stopped and waited for its children (records written), leave even if
+    the screen never returns (its writer can die on the lost terminal and block the app's shutdown for ever)."""
+
+    def leave() -> None:
+        for thread in threads:
+            thread.join()
+        time.sleep(HANGUP_GRACE)
+        os._exit(EXIT_CANCELLED)
+
+    threading.Thread(target=leave, name="hangup", daemon=True).start()
