@@ -31,19 +31,22 @@ def statuses(work: Path) -> list[str]:
     return [orjson.loads(p.read_bytes())["status"] for p in (backfill / "partitions").glob("*.json")]
 
 
+def started(argv: list[str], work: Path, env: dict[str, str], **streams) -> subprocess.Popen:
+    """The command in a session of its own, in ``work``, with ``env`` over this process's environment."""
+    return subprocess.Popen(argv, cwd=work, env={**os.environ, **env}, start_new_session=True, **streams)
+
+
 def on_a_pty_it_does_not_control(argv: list[str], work: Path, home: dict[str, str], *, ignore_hangup: bool):
     """Start the command with stdin, stdout and stderr on a pty that is not its controlling terminal (a session of
     its own, the pty opened before): closing the pty sends it no SIGHUP. Returns the process and the pty's side."""
     controller, terminal = pty.openpty()
-    env = {**os.environ, **home, "TERM": "xterm-256color"}
-    process = subprocess.Popen(
+    process = started(
         argv,
-        cwd=work,
-        env=env,
+        work,
+        {**home, "TERM": "xterm-256color"},
         stdin=terminal,
         stdout=terminal,
         stderr=terminal,
-        start_new_session=True,
         preexec_fn=(lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN)) if ignore_hangup else None,
     )
     os.close(terminal)
@@ -108,9 +111,7 @@ def test_progress_lines_on_a_full_disk_stop_the_run_and_leave_nothing_running(wo
     whole backfill on unwatched, deaf to Ctrl+C and killed outright by a SIGTERM."""
     argv = [*backfill_argv(), *GUARD, "--command", "sleep 60", *FORTY_DAYS]
     with open("/dev/full", "w") as full:
-        process = subprocess.Popen(
-            argv, cwd=work, env={**os.environ, **home}, stdout=subprocess.PIPE, stderr=full, start_new_session=True
-        )
+        process = started(argv, work, home, stdout=subprocess.PIPE, stderr=full)
     assert finished(process, timeout=30) == 1
     assert b"resume" in process.stdout.read()  # the announcement went out; the lines did not
     recorded = statuses(work)
@@ -123,14 +124,7 @@ def test_a_reader_of_the_progress_lines_that_goes_away_stops_the_run(work, home)
     """``backfill … 2>&1 | head -3``: the reader of the lines leaves; nobody reads the run any more, so it stops as
     on a hangup (exit 130, nothing left running) instead of going on unwatched and exiting 0."""
     argv = [*backfill_argv(), *GUARD, "--command", child_command("--sleep", "0.5"), *FORTY_DAYS]
-    process = subprocess.Popen(
-        argv,
-        cwd=work,
-        env={**os.environ, **home},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    process = started(argv, work, home, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     read_until(process.stderr.fileno(), b"started")
     children = psutil.Process(process.pid).children(recursive=True)
     process.stderr.close()
@@ -147,13 +141,12 @@ def test_a_summary_nobody_reads_keeps_the_run_s_exit_code(work, home, tmp_path):
     go = tmp_path / "go"
     one_day = ("--start-date", "2024-01-01", "--end-date", "2024-01-01", "--no-progress")
     failing = child_command("--fail-on", "2024-01-01", "--wait-for", str(go))
-    process = subprocess.Popen(
+    process = started(
         [*backfill_argv(), *GUARD, "--command", failing, *one_day],
-        cwd=work,
-        env={**os.environ, **home},
+        work,
+        home,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        start_new_session=True,
     )
     read_until(process.stdout.fileno(), b"resume")
     process.stdout.close()
@@ -168,13 +161,12 @@ def test_an_announcement_nobody_reads_runs_nothing_and_leaves_the_backfill_resum
     start: exit 130 (it used to exit 0, nothing run), the backfill saved with every partition queued, and
     ``--continue`` then runs them all. With SIGHUP ignored (``nohup``) it runs at once, unseen, and exits 0."""
     five_days = ("--start-date", "2024-01-01", "--end-date", "2024-01-05", "--no-progress")
-    process = subprocess.Popen(
+    process = started(
         [*backfill_argv(), *GUARD, "--command", "true", *five_days],
-        cwd=work,
-        env={**os.environ, **home},
+        work,
+        home,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        start_new_session=True,
         preexec_fn=(lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN)) if hangup == "ignored" else None,
     )
     process.stdout.close()  # long before the command has planned, judged and saved anything to announce
@@ -201,13 +193,12 @@ def test_a_json_document_nobody_reads_keeps_the_run_s_exit_code(work, home):
     to stderr), and once it is over the document finds nobody; the exit code stays the run's (1: a partition
     failed), not 0 for a broken pipe."""
     one_day = ("--start-date", "2024-01-01", "--end-date", "2024-01-01", "--output", "json")
-    process = subprocess.Popen(
+    process = started(
         [*backfill_argv(), *GUARD, "--command", child_command("--fail-on", "2024-01-01"), *one_day],
-        cwd=work,
-        env={**os.environ, **home},
+        work,
+        home,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        start_new_session=True,
     )
     process.stdout.close()
     assert finished(process) == 1
