@@ -45,7 +45,7 @@ from tui.cli.stop_signals import (
     restore_handlers,
     stop_for,
 )
-from tui.cli.terminal import Paint, colors_enabled, detach_from_terminal
+from tui.cli.terminal import Paint, colors_enabled, detach_from_terminal, terminal_descriptors
 
 
 def run_with_dashboard(executor: Executor, prepared: Prepared, *, no_color: bool) -> tuple[Outcome, list[StartedRun]]:
@@ -123,13 +123,14 @@ def _carry_on_without_screen(
 
 def _follow_with_lines(executor: Executor, prepared: Prepared, thread: ExecutorThread, paint: Paint) -> None:
     """Progress lines on stderr from where the screen left off, until the executor's thread ends; Ctrl+C and
-    SIGTERM stop the run meanwhile."""
+    SIGTERM stop the run meanwhile, and so does the loss of whoever read the lines, unless SIGHUP is ignored."""
+    terminals = terminal_descriptors()
     handlers = install_stop_handlers(executor)
     try:
         lines = ProgressLines(executor, prepared.spec, prepared.store, sys.stderr, paint)
         snapshot = executor.snapshot()
         lines.last_sequence = snapshot.events[-1].sequence if snapshot.events else 0
         lines.done = snapshot.finished
-        lines.follow(thread)
+        lines.follow_while_read(thread, terminals, hangup_stops=signal.SIGHUP in handlers)
     finally:
         restore_handlers(handlers)

@@ -20,7 +20,7 @@ from engine.guardrails.preflight import Approval, NeedsApproval, Preflight
 from engine.guardrails.tiers import AUTO, NEVER
 from tui import human
 from tui.cli.preflight_text import verdict_line, write_report
-from tui.cli.progress import ProgressLines
+from tui.cli.progress import NOBODY_READS, ProgressLines
 from tui.cli.state_output import write_state_json
 from tui.cli.stop_signals import install_stop_handlers, restore_handlers
 from tui.cli.summary import exit_code_of, resume_hint, summary_lines
@@ -33,8 +33,6 @@ from tui.cli.terminal import (
     silence,
     terminal_descriptors,
 )
-
-NOBODY_READS = "nobody reads its output any more (the terminal closed, or the pipe's reader left)"
 
 
 def execute(invocation: Invocation, args: argparse.Namespace, *, hint: str, title: str) -> int:
@@ -215,15 +213,7 @@ def _run_with_progress_lines(
     )
     try:
         thread.start()
-        try:
-            lines.follow(thread)
-        except OSError as error:
-            if not nobody_reads(error, sys.stderr, terminals):
-                raise
-            silence(sys.stderr, terminals)
-            if signal.SIGHUP in previous:  # not ignored: nobody is left to see the run, and nobody asked it to go on
-                executor.request_stop(NOBODY_READS, signal.SIGTERM)
-            lines.follow(thread)
+        lines.follow_while_read(thread, terminals, hangup_stops=signal.SIGHUP in previous)  # not under nohup
     finally:
         if thread.is_alive():
             executor.request_stop("its progress lines could not be written")

@@ -9,6 +9,7 @@ when nothing has happened for a while.
 
 from __future__ import annotations
 
+import signal
 import time
 from typing import IO
 
@@ -19,12 +20,13 @@ from engine.execute.executor_thread import ExecutorThread
 from engine.spec.backfill_spec import BackfillSpec
 from engine.store.state_store import StateStore
 from tui import human
-from tui.cli.terminal import STATUS_STYLE, Paint
+from tui.cli.terminal import STATUS_STYLE, Paint, nobody_reads, silence
 
 POLL_SECONDS = 0.25
 INDIVIDUAL_LINES = 12  # more events than this in one poll are coalesced
 HEARTBEAT_SECONDS = 30.0
 FINAL = ("succeeded", "failed", "cancelled")
+NOBODY_READS = "nobody reads its output any more (the terminal closed, or the pipe's reader left)"
 
 
 class ProgressLines:
@@ -46,6 +48,21 @@ class ProgressLines:
             thread.join(POLL_SECONDS)
             self.poll()
         self.poll()
+
+    def follow_while_read(self, thread: ExecutorThread, terminals: frozenset[int], *, hangup_stops: bool) -> None:
+        """:meth:`follow`. When nobody can read the lines any more (the terminal hung up without a SIGHUP reaching
+        us, the pipe's reader went away) that is a hangup: the run is stopped as on SIGHUP when ``hangup_stops``
+        (SIGHUP is not ignored), and followed to its end with its lines going nowhere. Any other failure to write
+        them is raised, for the caller to stop the run."""
+        try:
+            self.follow(thread)
+        except OSError as error:
+            if not nobody_reads(error, self.stream, terminals):
+                raise
+            silence(self.stream, terminals)
+            if hangup_stops:
+                self.executor.request_stop(NOBODY_READS, signal.SIGTERM)
+            self.follow(thread)
 
     def poll(self) -> None:
         snapshot = self.executor.snapshot()

@@ -6,6 +6,7 @@ import contextlib
 import errno
 import os
 import sys
+from collections.abc import Iterable
 from typing import IO, ClassVar
 
 
@@ -60,11 +61,18 @@ STATUS_STYLE = {
 
 def detach_from_terminal() -> None:
     """The terminal is gone: from now on reads see end of file and writes go nowhere, without error."""
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        with contextlib.suppress(OSError):
-            os.dup2(null, fd)
-    os.close(null)
+    _point_at_null((0, 1, 2))
+
+
+def _point_at_null(descriptors: Iterable[int]) -> None:
+    """Each of ``descriptors`` (open or closed) reads and writes /dev/null from now on."""
+    null = os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: a closed one of ``descriptors`` first
+    for fd in descriptors:
+        if fd != null:
+            with contextlib.suppress(OSError):
+                os.dup2(null, fd)
+    if null not in descriptors:
+        os.close(null)
 
 
 def terminal_descriptors() -> frozenset[int]:
@@ -86,12 +94,7 @@ def silence(stream: IO[str], terminals: frozenset[int]) -> None:
     """``stream`` has nobody left to read it: from now on its writes go nowhere, without error, and so do those of
     every descriptor on the same lost terminal. What it had buffered, which cannot be delivered, goes with it."""
     fd = stream.fileno()
-    lost = terminals if fd in terminals else frozenset({fd})
-    null = os.open(os.devnull, os.O_RDWR)
-    for descriptor in lost:
-        with contextlib.suppress(OSError):
-            os.dup2(null, descriptor)
-    os.close(null)
+    _point_at_null(terminals if fd in terminals else (fd,))
     with contextlib.suppress(OSError):
         stream.flush()  # into /dev/null now: the text the failed write left buffered goes, the next write succeeds
 
@@ -111,10 +114,7 @@ def open_standard_streams() -> None:
         try:
             os.fstat(fd)
         except OSError:
-            null = os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: this one, as they are filled in order
-            if null != fd:
-                os.dup2(null, fd)
-                os.close(null)
+            _point_at_null((fd,))
         if getattr(sys, name) is None:
             stream = open(fd, "r" if fd == 0 else "w", buffering=1, encoding="utf-8", closefd=False)  # noqa: SIM115
             setattr(sys, name, stream)
