@@ -21,8 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-import psutil
-
 from engine.base.atomic import ensure_directory, remove_stale_temporaries
 from engine.base.errors import Refused, StateWriteFailed
 from engine.base.processes import process_identity, process_started, same_process, stop_verified
@@ -73,6 +71,8 @@ def find_orphans(
             child = attempt.child() if attempt.status == RecordStatus.RUNNING else None
             if child is not None and same_process(*child):
                 found.add(child)
+    import psutil  # here alone: a new backfill, which has no orphans to look for, never loads it
+
     me = os.getpid()
     for process in psutil.process_iter(["pid"]):
         if process.pid == me:

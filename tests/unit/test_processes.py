@@ -85,6 +85,27 @@ def test_a_live_process_is_named_by_its_start_time_and_its_birth():
     assert process_started(child.pid) is None and process_birth(child.pid) is None
 
 
+def test_a_start_time_is_the_one_psutil_gives_and_every_process_is_listed():
+    """Read from /proc without psutil, a start time is psutil's own (the boot time from /proc/stat, to the tick),
+    and the processes searched at a child's exit are every process psutil lists: records written with either agree,
+    and no member of a group is missed."""
+    import psutil
+
+    from engine.base.processes import _pids
+
+    child = sleeper()
+    try:
+        assert process_started(child.pid) == pytest.approx(psutil.Process(child.pid).create_time(), abs=0.011)
+        theirs = psutil.pids()
+        ours = set(_pids())
+        missed = [pid for pid in theirs if pid not in ours and psutil.pid_exists(pid)]  # alive across both listings
+        assert child.pid in ours and not missed
+        assert all(pid > 0 for pid in ours)
+    finally:
+        child.kill()
+        reap(child)
+
+
 def test_same_process_holds_only_for_the_identity_that_was_recorded():
     """The recorded birth decides when there is one, whatever the start time says; without it the start time must
     be within 10 ms; without either, nothing is the recorded process."""

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import orjson
+import psutil
 import pytest
 
 from engine.execute.launcher import ForkExecLauncher
@@ -204,7 +205,7 @@ def test_a_childs_identity_is_read_once_and_still_finds_what_it_left_behind(work
     assert len(list(work.glob("*.left"))) == 2
     for left in work.glob("*.left"):
         pid = int(left.read_text())
-        assert not processes.psutil.pid_exists(pid) or processes.psutil.Process(pid).status() == "zombie"
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
 
 
 class FencingLauncher(ForkExecLauncher):
