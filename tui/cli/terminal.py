@@ -6,7 +6,7 @@ import contextlib
 import errno
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Collection
 from typing import IO, ClassVar
 
 
@@ -64,7 +64,7 @@ def detach_from_terminal() -> None:
     _point_at_null((0, 1, 2))
 
 
-def _point_at_null(descriptors: Iterable[int]) -> None:
+def _point_at_null(descriptors: Collection[int]) -> None:
     """Each of ``descriptors`` (open or closed) reads and writes /dev/null from now on."""
     null = os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: a closed one of ``descriptors`` first
     for fd in descriptors:
