@@ -104,7 +104,8 @@ def test_a_runner_that_cannot_start_raises_and_leaves_no_descriptor_open(tmp_pat
     gone = ChildSpec(gone.argv, str(tmp_path / "gone"), gone.env, gone.log_path)
     with pytest.raises(OSError):
         launcher.launch(gone)
-    assert set(os.listdir("/proc/self/fd")) == before
+    # None opened and left: a descriptor of an earlier test's, closed meanwhile by the collector, is no leak.
+    assert set(os.listdir("/proc/self/fd")) - before == set()
     launcher.shutdown()
 
 
