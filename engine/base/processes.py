@@ -23,18 +23,27 @@ PIDFD_SIGNAL_PROCESS_GROUP = 1 << 2  # linux/pidfd.h: signal the target's proces
 SAME_START = 0.01  # seconds: two start times closer than this are one process (the clock tick is 10 ms)
 
 
-def _stat_ticks(pid: int) -> int | None:
-    """When ``pid`` started, in clock ticks since boot (``/proc/<pid>/stat``): exact, and no clock step moves it."""
+def _stat_fields(pid: int) -> list[bytes] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command's name (the state first), or None."""
     try:
         descriptor = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
     except OSError:
         return None
     try:
-        return int(os.read(descriptor, 4096).rsplit(b")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
+        return os.read(descriptor, 4096).rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
         return None
     finally:
         os.close(descriptor)
+
+
+def _stat_ticks(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks since boot (``/proc/<pid>/stat``): exact, and no clock step moves it."""
+    fields = _stat_fields(pid)
+    try:
+        return int(fields[19]) if fields is not None else None
+    except (IndexError, ValueError):
+        return None
 
 
 def _birth_of(ticks: int) -> str | None:
@@ -133,12 +142,22 @@ def process_group(pid: int) -> int | None:
 
 def alive(pid: int) -> bool:
     """Running (or stopped), not a zombie: an exited child nobody reaped yet is dead for our purposes."""
-    import psutil  # loaded once a process's liveness is asked, which a run without leftovers never does
+    fields = _stat_fields(pid)
+    if fields is not None:
+        return bool(fields) and fields[0] != b"Z"
+    import psutil  # gone, or no /proc: psutil says which
 
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
+
+
+def running_process(pid: int | None, started: float | None, birth: str | None = None) -> bool:
+    """Whether ``pid`` is still the process that started at ``started`` and has not exited. A process killed and
+    not yet reaped by its parent (a supervisor that kills and never waits) keeps its PID and its start time as a
+    zombie, but runs nothing and holds no lock: an owner in that state is gone."""
+    return same_process(pid, started, birth) and pid is not None and alive(pid)
 
 
 def exited_unreaped(pid: int) -> bool | None:

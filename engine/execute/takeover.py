@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 
 from engine.base.atomic import ensure_directory, remove_stale_temporaries
 from engine.base.errors import Refused, StateWriteFailed
-from engine.base.processes import process_identity, process_started, same_process, stop_verified
+from engine.base.processes import process_identity, process_started, running_process, same_process, stop_verified
 from engine.base.settings import DEFAULT_LEASE_SECONDS
 from engine.store.lease import Lease, read_lease, write_lease
 from engine.store.live_work import Registration, check_no_copy_running
@@ -112,7 +112,7 @@ def check_no_live_owner_here(store: StateStore) -> None:
     (a cleanup of dot files), it is free beside a live executor, and a takeover would run the backfill beside it.
     The lease names the owner (none once its run ended, a reconcile fenced it out or it expired; an executor's
     process may live on after its run, its dashboard open); without a lease, the last generation does. A live process of
-    this host named so owns the backfill."""
+    this host named so owns the backfill; a zombie (killed, its parent not yet waiting for it) owns nothing."""
     lease = read_lease(store.directory)
     here = socket.gethostname()
     if lease is not None:  # an expired lease's holder fences itself before it writes or starts anything
@@ -120,7 +120,7 @@ def check_no_live_owner_here(store: StateStore) -> None:
     else:
         generation = store.read_generation()
         owner = (generation.pid, generation.pid_started) if generation is not None and generation.host == here else None
-    if owner is not None and same_process(*owner):
+    if owner is not None and running_process(*owner):
         raise Refused(
             f"backfill {store.id} is already running by executor PID {owner[0]} (its lock file "
             f"{store.lock_path.name} was removed or replaced): wait for it, or stop it with Ctrl+C there"

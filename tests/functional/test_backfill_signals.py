@@ -157,6 +157,34 @@ def test_sigkill_of_the_parent_then_continue_loses_nothing_and_never_overlaps(wo
     assert all(a["status"] == "cancelled" and a["error"] == "previous executor interrupted" for a in interrupted)
 
 
+@pytest.mark.parametrize("lease_left", [True, False])
+def test_a_killed_executor_its_parent_never_waited_for_is_taken_over(work, home, lease_left):
+    """SIGKILL the executor from a supervisor that never waits for it (``Popen.kill()`` without ``wait()``): it
+    stays a zombie with its PID and start time, which its lease (or, without one, its generation) names. A
+    --continue refused it as "already running" for as long as the zombie lasted; it is dead, holds no lock and
+    writes nothing, so the takeover stops its orphans and runs everything once."""
+    locks = work / "locks"
+    locks.mkdir()
+    template = child_command("--exclusive-dir", str(locks))
+    process = start_background(
+        *GUARD, "--command", template, *SIX_DAYS, "--max-parallel", "2", cwd=work, env={**home, "CHILD_SLEEP": "300"}
+    )
+    try:
+        backfill = backfill_dir(work)
+        orphans = running_pids(backfill, 2)
+        if not lease_left:
+            (backfill / "lease.json").unlink()
+        os.kill(process.pid, signal.SIGKILL)
+        wait_for(lambda: Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z")
+        resumed = run_backfill("--continue", backfill.name, "--max-parallel", "2", cwd=work, env=home)
+        assert resumed.returncode == 0, resumed.stderr
+        assert not any(alive(pid) for pid in orphans)
+        assert not (locks / "OVERLAP").exists()
+        assert [r["status"] for r in records(backfill)] == ["succeeded"] * 6
+    finally:
+        process.communicate(timeout=10)
+
+
 def test_orphan_found_by_its_environment_is_stopped_before_resuming(work, home):
     """A live process holding the children lock with this BACKFILL_ID (a child whose attempt was never
     recorded) is found through its environment and stopped before anything runs."""

@@ -28,6 +28,7 @@ from engine.base.processes import (
     process_group,
     process_identity,
     process_started,
+    running_process,
     same_process,
     signal_own_group,
     stop_verified,
@@ -151,6 +152,26 @@ def test_a_zombie_is_not_alive_and_is_seen_exited_without_being_reaped():
     assert reap(child) == 0
     assert exited_unreaped(child.pid) is None
     assert not alive(child.pid)
+
+
+def test_a_killed_process_not_yet_waited_for_is_itself_but_no_longer_running():
+    """A process killed and not reaped keeps its PID and identity (a signal through a hold on it is harmless) but
+    runs nothing: an owner in that state is gone. A stopped (SIGSTOP) process still runs: it resumes on SIGCONT."""
+    child = sleeper()
+    identity = process_identity(child.pid)
+    try:
+        os.kill(child.pid, signal.SIGSTOP)
+        os.waitid(os.P_PID, child.pid, os.WSTOPPED | os.WNOWAIT)
+        assert alive(child.pid) and running_process(child.pid, *identity)
+        assert not running_process(child.pid, identity[0] + 5, None)  # another process's start: not it
+        child.kill()
+        wait_exited(child)
+        assert same_process(child.pid, *identity)
+        assert not running_process(child.pid, *identity)
+    finally:
+        child.kill()
+        reap(child)
+    assert not running_process(child.pid, *identity)
 
 
 def test_a_running_child_is_alive_and_not_exited():
