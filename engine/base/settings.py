@@ -8,6 +8,7 @@ The variables are listed in ``docs/cli.md``.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -24,6 +25,9 @@ DEFAULT_OTHER_HOST_GRACE, MAX_OTHER_HOST_GRACE = 120.0, 86_400.0
 MAX_REQUEST_WAIT = 600
 DEFAULT_MAX_PARTITIONS = 10_000_000  # a plan larger than this is a typo (1us over days), not a backfill
 MAX_PARTITIONS_CEILING = 50_000_000  # what the status arrays can hold (engine.store.status.MAX_PARTITIONS)
+# Seconds as people write them: ASCII digits with a decimal point, spaces around ignored. Python's float() would
+# also take 3_0 (30), 1e3, nan and infinity.
+DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,14 +87,11 @@ class Settings:
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float, *, low_open: bool, high: float) -> float:
-    """A number of seconds in ``[0, high]`` (``(0, high]`` when ``low_open``); NaN and infinities are refused."""
+    """A number of seconds in ``[0, high]`` (``(0, high]`` when ``low_open``), in decimal ASCII digits."""
     raw = env.get(name)
     if not raw:
         return default
-    try:
-        value = float(raw) if raw.strip().isascii() else float("nan")
-    except ValueError:
-        value = float("nan")
+    value = float(raw) if DECIMAL.fullmatch(raw.strip()) else float("nan")
     inside = (value > 0 if low_open else value >= 0) and value <= high  # False for NaN
     if not inside:
         low = "above 0 and at most" if low_open else "from 0 to"

@@ -42,6 +42,12 @@ def test_values_are_read_at_their_bounds():
     assert high.request_wait == 600.0 and isinstance(high.request_wait, float)
 
 
+def test_seconds_are_decimals_as_people_write_them():
+    """A fraction without its whole part, or a point without a fraction, is still a number of seconds."""
+    assert Settings.from_environment({"BACKFILL_STOP_GRACE": ".5"}).stop_grace == 0.5
+    assert Settings.from_environment({"BACKFILL_STOP_GRACE": "2."}).stop_grace == 2.0
+
+
 def test_the_grace_for_other_hosts_is_read_at_its_bounds():
     """BACKFILL_OTHER_HOST_GRACE: 120 s unset, 0 (no skew tolerated) to a day."""
     assert Settings.from_environment({}).other_host_grace == 120.0
@@ -65,6 +71,12 @@ def test_a_short_lease_is_renewed_at_a_quarter_of_it_unless_told():
         ("BACKFILL_STOP_GRACE", "3600.5", "BACKFILL_STOP_GRACE '3600.5' is not a number of seconds from 0 to 3600"),
         ("BACKFILL_STOP_GRACE", "٣", "BACKFILL_STOP_GRACE '٣' is not a number of seconds from 0 to 3600"),
         ("BACKFILL_STOP_GRACE", "soon", "BACKFILL_STOP_GRACE 'soon' is not a number of seconds from 0 to 3600"),
+        ("BACKFILL_STOP_GRACE", "3_0", "BACKFILL_STOP_GRACE '3_0' is not a number of seconds from 0 to 3600"),
+        ("BACKFILL_STOP_GRACE", "1e3", "BACKFILL_STOP_GRACE '1e3' is not a number of seconds from 0 to 3600"),
+        ("BACKFILL_STOP_GRACE", "+5", "BACKFILL_STOP_GRACE '+5' is not a number of seconds from 0 to 3600"),
+        ("BACKFILL_STOP_GRACE", "3 0", "BACKFILL_STOP_GRACE '3 0' is not a number of seconds from 0 to 3600"),
+        ("BACKFILL_LEASE_SECONDS", "6_0",
+         "BACKFILL_LEASE_SECONDS '6_0' is not a number of seconds above 0 and at most 3600"),
         ("BACKFILL_RUNNER_PARTITIONS", "0",
          "BACKFILL_RUNNER_PARTITIONS '0' is not a whole number of partitions from 1 to 1,000,000"),
         ("BACKFILL_RUNNER_PARTITIONS", "1000001",
