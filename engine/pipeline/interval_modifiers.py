@@ -15,7 +15,7 @@ from typing import Any
 from engine.dates.instants import resolve_local, to_datetime
 from engine.pipeline.templating import TemplateProblem, Window, render
 
-_MODIFIER = re.compile(r"([+-]?\d+)(ns|ms|s|m|h|d|M)")
+_MODIFIER = re.compile(r"([+-]?[0-9]+)(ns|ms|s|m|h|d|M)")  # ASCII digits, as Bruin reads them (\d takes ٣)
 _ELAPSED = {"ms": 1_000, "s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000}
 
 

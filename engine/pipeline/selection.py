@@ -21,8 +21,8 @@ from fnmatch import fnmatchcase
 from engine.base.errors import BadInput
 from engine.pipeline.loading import Pipeline
 
-_ATOM = re.compile(
-    r"^(?P<at>@)?(?:(?P<up_depth>\d+)?(?P<up>\+))?(?P<body>[^+]+?)(?:(?P<down>\+)(?P<down_depth>\d+)?)?$"
+_ATOM = re.compile(  # depths in ASCII digits: Python's \d alone would read ٣+name as 3+name
+    r"^(?P<at>@)?(?:(?P<up_depth>[0-9]+)?(?P<up>\+))?(?P<body>[^+]+?)(?:(?P<down>\+)(?P<down_depth>[0-9]+)?)?$"
 )
 _SELECTOR_HELP = "use tag:GLOB, path:GLOB, file:GLOB, fqn:NAME or a name, with +name, name+, 2+name+1 or @name"
 

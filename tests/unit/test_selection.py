@@ -88,3 +88,10 @@ def test_selecting_nothing_is_an_error(pipeline, kwargs, message):
     """An expression or filter that selects nothing is an error, not an empty run."""
     with pytest.raises(BadInput, match=message):
         select(pipeline, **kwargs)
+
+
+@pytest.mark.parametrize("expression", ["٣+mart.d", "mart.d+１"])
+def test_a_depth_in_other_digits_than_ascii_is_refused(pipeline, expression):
+    """``٣+mart.d`` was read as ``3+mart.d`` (Python's \\d takes any digit) and ran three levels upstream."""
+    with pytest.raises(BadInput, match="cannot read"):
+        select(pipeline, selectors=[expression])
