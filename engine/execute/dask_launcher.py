@@ -73,9 +73,9 @@ def _stop_on_scheduler(
     from engine.base.errors import Refused
     from engine.execute.dask_task import signal_group, stop_generation
 
-    distributed = _distributed()
+    _distributed()  # not installed: that error, not a wait for an unreachable scheduler
     try:
-        client = distributed.Client(address, set_as_default=False, timeout=CONNECT_TIMEOUT)
+        client = _client(address, CONNECT_TIMEOUT)
     except Exception as error:
         waited = 2 * children_grace + BEAT_SECONDS + WATCH_SLACK
         time.sleep(waited)
@@ -143,6 +143,46 @@ def _allowed_failures() -> int:
     import dask
 
     return int(dask.config.get("distributed.scheduler.allowed-failures"))
+
+
+def _client(address: str, timeout: float | None = None) -> Any:
+    """A client of the scheduler at ``address``, or an error within ``timeout`` seconds (Dask's connect timeout,
+    30 s by default). Dask bounds the connection and not the scheduler's answer to its handshake: a port that
+    accepts and never answers (another service, a proxy without its backend) held the client, and the backfill
+    with it, for ever. So the handshake is tried first, on a thread of its own, under the same deadline."""
+    import asyncio
+
+    distributed = _distributed()
+    if timeout is None:
+        import dask.utils
+
+        timeout = float(dask.utils.parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s"))
+    answered: list[BaseException | None] = []
+
+    async def handshake() -> None:
+        arguments = distributed.Security().get_connection_args("client")
+        comm = await asyncio.wait_for(distributed.comm.connect(address, timeout=timeout, **arguments), timeout)
+        await comm.close()
+
+    def probe() -> None:
+        try:
+            asyncio.run(handshake())
+            answered.append(None)
+        except BaseException as error:  # told on the caller's thread
+            answered.append(error)
+
+    thread = threading.Thread(target=probe, name="dask handshake", daemon=True)
+    thread.start()
+    thread.join(timeout + 5)
+    failed = answered[0] if answered else TimeoutError()
+    if isinstance(failed, TimeoutError):
+        raise TimeoutError(
+            f"the Dask scheduler at {address} did not answer within {timeout:g} s (a port that accepts "
+            "connections and never answers: is it a Dask scheduler's address?)"
+        ) from None
+    if failed is not None:
+        raise failed
+    return distributed.Client(address, set_as_default=False, timeout=timeout)
 
 
 def _check_installed() -> None:
@@ -310,7 +350,7 @@ class DaskLauncher:
         try:
             if self._cluster is not None:
                 address = self._cluster.scheduler_address()
-            self.client = distributed.Client(address, set_as_default=False)
+            self.client = _client(address)
         except BaseException:
             if self._cluster is not None:
                 self._cluster.close()

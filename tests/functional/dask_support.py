@@ -4,8 +4,10 @@ executor's children to be reported running."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,6 +38,35 @@ def external_cluster(
         if cluster.poll() is None:
             cluster.terminate()
         cluster.wait(30)
+
+
+@contextmanager
+def silent_port(port: int = 0) -> Iterator[str]:
+    """A TCP address (``tcp://127.0.0.1:PORT``; ``port`` 0: any free one) that accepts connections and never says a
+    word: another service's port given as a scheduler's, or a proxy without its backend."""
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(16)
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                held.append(listener.accept()[0])
+            except OSError:  # closed at the end
+                return
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.shutdown(socket.SHUT_RDWR)
+        listener.close()
+        thread.join(10)
+        for connection in held:
+            connection.close()
 
 
 def wait_for_text(path: Path, timeout: float = 30) -> str:

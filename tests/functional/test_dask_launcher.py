@@ -19,7 +19,7 @@ import pytest
 
 from tests.backfills import child_command, kill_if_running, records, wait_for
 from tests.conftest import backfill_argv, run_backfill
-from tests.functional.dask_support import alive, external_cluster, only_backfill, running_children
+from tests.functional.dask_support import alive, external_cluster, only_backfill, running_children, silent_port
 from tests.guard_flags import GUARD, REASON
 
 DAYS = ("--start-date", "2024-01-01", "--end-date", "2024-02-09")  # 40 daily partitions
@@ -426,3 +426,20 @@ def test_a_leftover_holding_the_childs_output_is_stopped_and_does_not_keep_its_a
                 process = psutil.Process(pid)
                 if process.cmdline() == ["sleep", "600"]:  # still the leftover, not a process that reused its PID
                     process.kill()
+
+
+def test_a_scheduler_address_that_never_answers_is_an_error_within_the_connect_timeout(work):
+    """A port that accepts connections and never answers (another service's, a proxy without its backend): Dask's
+    client waited for its handshake for ever, and the backfill with it, printing nothing. It is an error line
+    within Dask's connect timeout (2 s here), exit 1, and the saved backfill stays resumable."""
+    with silent_port() as address:
+        result = subprocess.run(
+            [*backfill_argv(), *GUARD, "--command", "true", "--start-date", "2024-01-01", "--end-date", "2024-01-02",
+             "--launcher", "dask", "--dask-scheduler", address, "--no-progress"],
+            cwd=work, capture_output=True, text=True, timeout=60,
+            env={**os.environ, "NO_COLOR": "1", "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "2s"},
+        )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"backfill: error: the Dask scheduler at {address} did not answer within 2 s"), line
+    assert [r["status"] for r in records(only_backfill(work))] == []

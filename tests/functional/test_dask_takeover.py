@@ -3,6 +3,7 @@ new starts, whether the records name them or not, whatever launcher the new invo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -15,7 +16,14 @@ import pytest
 from engine.store.state_store import Generation
 from tests.backfills import child_command, records
 from tests.conftest import backfill_argv
-from tests.functional.dask_support import alive, external_cluster, only_backfill, running_children, wait_for_text
+from tests.functional.dask_support import (
+    alive,
+    external_cluster,
+    only_backfill,
+    running_children,
+    silent_port,
+    wait_for_text,
+)
 from tests.guard_flags import GUARD
 
 
@@ -127,9 +135,12 @@ def test_continue_on_another_launcher_stops_the_dead_executors_cluster_children_
     assert not (exclusive / "OVERLAP").exists()
 
 
-def test_continue_after_the_cluster_is_gone_waits_its_children_out_and_says_so(tmp_path):
+@pytest.mark.parametrize("port_left", ["closed", "silent"])
+def test_continue_after_the_cluster_is_gone_waits_its_children_out_and_says_so(tmp_path, port_left):
     """The executor and then its whole cluster are killed: --continue cannot reach the recorded scheduler,
-    waits until any child there must have stopped itself, prints one note line saying so, and completes."""
+    waits until any child there must have stopped itself, prints one note line saying so, and completes. Also
+    when something else took the scheduler's port and never answers there (the takeover waited for its handshake
+    for ever)."""
     work = tmp_path / "work"
     (work / ".git").mkdir(parents=True)
     env = {**os.environ, "NO_COLOR": "1", "BACKFILL_STOP_GRACE": "1"}
@@ -160,14 +171,16 @@ def test_continue_after_the_cluster_is_gone_waits_its_children_out_and_says_so(t
         process.wait(30)
         os.killpg(cluster.pid, signal.SIGKILL)  # the scheduler, its workers and their children
         cluster.wait(30)
-    resumed = subprocess.run(
-        [*backfill_argv(), "--continue", only_backfill(work).name, "--launcher", "dask-local:1", "--no-progress"],
-        cwd=work,
-        env={**env, "CHILD_SLEEP": "0"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    port = int(scheduler.rsplit(":", 1)[1])
+    with silent_port(port) if port_left == "silent" else contextlib.nullcontext():
+        resumed = subprocess.run(
+            [*backfill_argv(), "--continue", only_backfill(work).name, "--launcher", "dask-local:1", "--no-progress"],
+            cwd=work,
+            env={**env, "CHILD_SLEEP": "0"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     notes = [line for line in resumed.stdout.splitlines() if line.startswith("  note    ")]
     assert len(notes) == 1 and f"the Dask scheduler {scheduler} of the previous executor cannot be reached" in notes[0]
