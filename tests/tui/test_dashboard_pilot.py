@@ -14,6 +14,7 @@ import pytest
 from engine.store.status import Status
 from tests.backfills import alive, child_command, records
 from tests.tui.live import screen_text, start_live, wait_until
+from tui.app.widgets import log_view
 from tui.app.widgets.details import PartitionDetails
 from tui.app.widgets.log_view import LogView
 
@@ -137,6 +138,40 @@ def test_log_wrap_and_jump_to_end(work):
             await pilot.press("w", "end")
             assert log.follow_end and log.scroll_offset.y == log.index.line_count - log.size.height
             assert log.render_line(log.size.height - 1).text.startswith("row 199")
+
+    try:
+        run(scenario())
+    finally:
+        live.finish()
+
+
+def test_a_progress_bar_s_endless_line_shows_its_start_the_bytes_left_out_and_its_latest_end(work, monkeypatch):
+    """A child drawing a progress bar (``\\r``, never a newline) makes one line of its whole run. It was read whole
+    at every poll while shown (a 50 MB one took 84 % of a core, beside the executor); the screen now shows its start,
+    how many bytes are left out, and its end, which follows the bar as it moves."""
+    monkeypatch.setattr(log_view, "LINE_SHOWN", 300)  # the whole of it within one screen, wrapped
+    script = work / "bar.py"
+    script.write_text(
+        "import sys, time\nsys.stdout.write('START' + 'x' * 200_000)\n"
+        "for i in range(10_000):\n    sys.stdout.write(f'\\r step {i:05d}'); sys.stdout.flush(); time.sleep(0.02)\n"
+    )
+    live = start_live(work, f"{sys.executable} {script}", "2024-01-01", "2024-01-01", max_parallel=1)
+
+    def steps() -> list[int]:
+        return [int(step) for step in re.findall(r"step (\d{5})", screen_text(live.app))]
+
+    async def scenario():
+        async with live.app.run_test(size=(100, 40)) as pilot:
+            await wait_until(pilot, lambda: live.executor.snapshot().running)
+            await pilot.press("enter")
+            log = live.screen.query_one(LogView)
+            await wait_until(pilot, lambda: log.index is not None and log.index.size > 200_000)
+            await pilot.press("tab", "w")
+            await wait_until(pilot, lambda: steps())
+            text = screen_text(live.app)
+            assert "STARTxxx" in text and "bytes of this line not shown (v opens the whole log)" in text
+            first = max(steps())
+            await wait_until(pilot, lambda: steps() and max(steps()) > first)  # the end follows the bar
 
     try:
         run(scenario())
