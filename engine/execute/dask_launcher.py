@@ -149,7 +149,8 @@ def _client(address: str, timeout: float | None = None) -> Any:
     """A client of the scheduler at ``address``, or an error within ``timeout`` seconds (Dask's connect timeout,
     30 s by default). Dask bounds the connection and not the scheduler's answer to its handshake: a port that
     accepts and never answers (another service, a proxy without its backend) held the client, and the backfill
-    with it, for ever. So the handshake is tried first, on a thread of its own, under the same deadline."""
+    with it, for ever; another service's greeting (an SSH banner) read as a Dask frame's length raised MemoryError
+    with a traceback. So the handshake is tried first, on a thread of its own, under the same deadline."""
     import asyncio
 
     distributed = _distributed()
@@ -179,6 +180,11 @@ def _client(address: str, timeout: float | None = None) -> Any:
         raise TimeoutError(
             f"the Dask scheduler at {address} did not answer within {timeout:g} s (a port that accepts "
             "connections and never answers: is it a Dask scheduler's address?)"
+        ) from None
+    if isinstance(failed, Exception) and not isinstance(failed, OSError):  # bytes that are no Dask message
+        raise ConnectionError(
+            f"{address} answered, but not as a Dask scheduler ({type(failed).__name__} reading its handshake: "
+            "another service's port?)"
         ) from None
     if failed is not None:
         raise failed

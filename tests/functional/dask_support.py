@@ -41,9 +41,9 @@ def external_cluster(
 
 
 @contextmanager
-def silent_port(port: int = 0) -> Iterator[str]:
-    """A TCP address (``tcp://127.0.0.1:PORT``; ``port`` 0: any free one) that accepts connections and never says a
-    word: another service's port given as a scheduler's, or a proxy without its backend."""
+def silent_port(port: int = 0, greeting: bytes = b"") -> Iterator[str]:
+    """A TCP address (``tcp://127.0.0.1:PORT``; ``port`` 0: any free one) that accepts connections, says
+    ``greeting`` and then nothing: another service's port given as a scheduler's, or a proxy without its backend."""
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", port))
@@ -54,6 +54,7 @@ def silent_port(port: int = 0) -> Iterator[str]:
         while True:
             try:
                 held.append(listener.accept()[0])
+                held[-1].sendall(greeting)
             except OSError:  # closed at the end
                 return
 
