@@ -124,19 +124,22 @@ def _stop_on_scheduler(
 
 def scheduler_address(given: str | None) -> str:
     """--dask-scheduler, else DASK_SCHEDULER_ADDRESS, else Dask's ``scheduler-address`` configuration."""
-    if given:
-        return given
-    address = os.environ.get("DASK_SCHEDULER_ADDRESS")
-    if not address:
-        import dask
+    from engine.spec.backfill_spec import check_scheduler_address
 
-        address = dask.config.get("scheduler-address", None)
+    if given:
+        return check_scheduler_address(given, "--dask-scheduler")
+    address = os.environ.get("DASK_SCHEDULER_ADDRESS")
+    if address:
+        return check_scheduler_address(address, "DASK_SCHEDULER_ADDRESS")
+    import dask
+
+    address = dask.config.get("scheduler-address", None)
     if not address:
         raise BadInput(
             "--launcher dask needs a scheduler: pass --dask-scheduler tcp://HOST:8786 (or set "
             "DASK_SCHEDULER_ADDRESS), or use --launcher dask-local:N for a local cluster"
         )
-    return str(address)
+    return check_scheduler_address(str(address), "Dask's scheduler-address setting")
 
 
 def _allowed_failures() -> int:
@@ -181,10 +184,14 @@ def _client(address: str, timeout: float | None = None) -> Any:
             f"the Dask scheduler at {address} did not answer within {timeout:g} s (a port that accepts "
             "connections and never answers: is it a Dask scheduler's address?)"
         ) from None
+    if isinstance(failed, TypeError) and "TLS" in str(failed):  # tls:// without certificates configured
+        raise BadInput(
+            f"{address} needs Dask's TLS settings (distributed.comm.tls.ca-file, .client.cert, .client.key): {failed}"
+        ) from None
     if isinstance(failed, Exception) and not isinstance(failed, OSError):  # bytes that are no Dask message
+        said = f"{type(failed).__name__}: {failed}" if str(failed) else f"{type(failed).__name__} reading its handshake"
         raise ConnectionError(
-            f"{address} answered, but not as a Dask scheduler ({type(failed).__name__} reading its handshake: "
-            "another service's port?)"
+            f"{address} did not answer as a Dask scheduler ({said}): another service's port?"
         ) from None
     if failed is not None:
         raise failed

@@ -134,11 +134,31 @@ def check_execution_options(options: ExecutionOptions) -> ExecutionOptions:
         )
     if options.dask_scheduler is not None and options.launcher != "dask":
         raise BadInput("--dask-scheduler means nothing without --launcher dask")
+    if options.dask_scheduler is not None:
+        check_scheduler_address(options.dask_scheduler, "--dask-scheduler")
     if options.on_failure not in ON_FAILURE:
         raise BadInput(f"--on-failure {options.on_failure!r} is not a policy: use stop, continue or fail-fast")
     if options.min_partition is not None and not options.splits:
         raise BadInput("--min-partition means nothing without --split-on: give both, or leave it out")
     return options
+
+
+# What Dask's client reaches a scheduler over: SCHEME://HOST:PORT, the host a name, an IPv4 address or [IPv6].
+SCHEDULER_ADDRESS = re.compile(
+    r"(?:tcp|tls|ws|wss)://(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?):([0-9]{1,5})", re.ASCII
+)
+
+
+def check_scheduler_address(address: str, source: str) -> str:
+    """``address`` when it is a scheduler's address Dask can connect to; else bad input naming ``source``. Dask
+    itself took `localhost`, `http://…` or `tcp://` for addresses and failed later, with a traceback."""
+    match = SCHEDULER_ADDRESS.fullmatch(address)
+    if match is None or not 1 <= int(match.group(1)) <= 65535:
+        raise BadInput(
+            f"{source} {address!r} is not a Dask scheduler's address: give tcp://HOST:PORT (or tls://, ws://, "
+            "wss://), e.g. tcp://scheduler:8786"
+        )
+    return address
 
 
 def local_dask_workers(launcher: str) -> int | None:

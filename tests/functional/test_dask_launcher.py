@@ -432,7 +432,10 @@ def test_a_leftover_holding_the_childs_output_is_stopped_and_does_not_keep_its_a
     ("greeting", "says"),
     [
         (b"", "the Dask scheduler at {} did not answer within 2 s"),
-        (b"SSH-2.0-OpenSSH_8.9p1\r\n", "{} answered, but not as a Dask scheduler (MemoryError reading its handshake"),
+        (
+            b"SSH-2.0-OpenSSH_8.9p1\r\n",
+            "{} did not answer as a Dask scheduler (MemoryError reading its handshake): another service's port?",
+        ),
     ],
 )
 def test_a_scheduler_address_that_never_answers_is_an_error_within_the_connect_timeout(work, greeting, says):
@@ -451,3 +454,31 @@ def test_a_scheduler_address_that_never_answers_is_an_error_within_the_connect_t
     [line] = result.stderr.splitlines()
     assert line.startswith("backfill: error: " + says.format(address)), line
     assert [r["status"] for r in records(only_backfill(work))] == []
+
+
+def test_an_address_dask_cannot_use_is_refused_before_anything_is_saved(work):
+    """``localhost`` (no scheme, no port), the dashboard's ``http://`` port: Dask took them and failed after the
+    backfill was saved, with a traceback. Exit 2 naming the option, and no backfill saved."""
+    for address in ("localhost", "http://127.0.0.1:8787"):
+        result = run_backfill(*GUARD, "--command", "true", "--start-date", "2024-01-01", "--end-date", "2024-01-02",
+                              "--launcher", "dask", "--dask-scheduler", address, "--no-progress", cwd=work)  # fmt: skip
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert result.stderr == (
+            f"backfill: error: --dask-scheduler {address!r} is not a Dask scheduler's address: give tcp://HOST:PORT "
+            "(or tls://, ws://, wss://), e.g. tcp://scheduler:8786\n"
+        )
+        assert not (work / "logs").exists()
+
+
+def test_a_tls_address_without_dask_s_tls_settings_says_which_settings(work):
+    """``tls://`` with no certificates configured: Dask's TypeError was a traceback; it is exit 2 naming the
+    settings."""
+    result = run_backfill(*GUARD, "--command", "true", "--start-date", "2024-01-01", "--end-date", "2024-01-02",
+                          "--launcher", "dask", "--dask-scheduler", "tls://127.0.0.1:1", "--no-progress",
+                          cwd=work)  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith(
+        "backfill: error: tls://127.0.0.1:1 needs Dask's TLS settings (distributed.comm.tls.ca-file, .client.cert, "
+        ".client.key): TLS expects"
+    ), line

@@ -38,6 +38,7 @@ from tests.saved_backfills import saved_command_backfill
         ({"retries": -1}, "--retries -1 is not allowed: use 0 or more"),
         ({"launcher": "nope"}, "--launcher 'nope' is not a launcher"),
         ({"on_failure": "explode"}, "--on-failure 'explode' is not a policy"),
+        ({"launcher": "dask", "dask_scheduler": "localhost"}, "--dask-scheduler 'localhost' is not a Dask sched"),
     ],
 )
 def test_controls_a_form_could_send_are_checked_before_the_takeover(tmp_path, changes, message):
