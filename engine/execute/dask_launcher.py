@@ -165,7 +165,9 @@ def _client(address: str, timeout: float | None = None) -> Any:
 
     async def handshake() -> None:
         arguments = distributed.Security().get_connection_args("client")
-        comm = await asyncio.wait_for(distributed.comm.connect(address, timeout=timeout, **arguments), timeout)
+        # A second more than Dask's own connect takes to give up on a refused or unroutable address (its message
+        # says so): past it, the connection was made and the handshake is what never came.
+        comm = await asyncio.wait_for(distributed.comm.connect(address, timeout=timeout, **arguments), timeout + 1)
         await comm.close()
 
     def probe() -> None:
@@ -177,11 +179,11 @@ def _client(address: str, timeout: float | None = None) -> Any:
 
     thread = threading.Thread(target=probe, name="dask handshake", daemon=True)
     thread.start()
-    thread.join(timeout + 5)
+    thread.join(timeout + 6)
     failed = answered[0] if answered else TimeoutError()
     if isinstance(failed, TimeoutError):
         raise TimeoutError(
-            f"the Dask scheduler at {address} did not answer within {timeout:g} s (a port that accepts "
+            f"the Dask scheduler at {address} did not answer within {timeout + 1:g} s (a port that accepts "
             "connections and never answers: is it a Dask scheduler's address?)"
         ) from None
     if isinstance(failed, TypeError) and "TLS" in str(failed):  # tls:// without certificates configured

@@ -431,7 +431,7 @@ def test_a_leftover_holding_the_childs_output_is_stopped_and_does_not_keep_its_a
 @pytest.mark.parametrize(
     ("greeting", "says"),
     [
-        (b"", "the Dask scheduler at {} did not answer within 2 s"),
+        (b"", "the Dask scheduler at {} did not answer within 3 s"),
         (
             b"SSH-2.0-OpenSSH_8.9p1\r\n",
             "{} did not answer as a Dask scheduler (MemoryError reading its handshake): another service's port?",
@@ -441,8 +441,8 @@ def test_a_leftover_holding_the_childs_output_is_stopped_and_does_not_keep_its_a
 def test_a_scheduler_address_that_never_answers_is_an_error_within_the_connect_timeout(work, greeting, says):
     """A port that accepts connections and never answers (a proxy without its backend): Dask's client waited for its
     handshake for ever, and the backfill with it, printing nothing. An SSH server's banner, read as a Dask frame's
-    length, was a MemoryError and a traceback. Each is an error line within Dask's connect timeout (2 s here),
-    exit 1, and the saved backfill stays resumable."""
+    length, was a MemoryError and a traceback. Each is an error line within Dask's connect timeout (2 s here) and
+    a second, exit 1, and the saved backfill stays resumable."""
     with silent_port(greeting=greeting) as address:
         result = subprocess.run(
             [*backfill_argv(), *GUARD, "--command", "true", "--start-date", "2024-01-01", "--end-date", "2024-01-02",
