@@ -143,9 +143,11 @@ def check_execution_options(options: ExecutionOptions) -> ExecutionOptions:
     return options
 
 
-# What Dask's client reaches a scheduler over: SCHEME://HOST:PORT, the host a name, an IPv4 address or [IPv6].
+# What Dask's client reaches a scheduler over: SCHEME://HOST:PORT, the host a name (underscores too: Docker's
+# service names resolve), an IPv4 address or [IPv6] (with its %zone).
 SCHEDULER_ADDRESS = re.compile(
-    r"(?:tcp|tls|ws|wss)://(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?):([0-9]{1,5})", re.ASCII
+    r"(?:tcp|tls|ws|wss)://(?:\[[0-9A-Za-z:.%]+\]|[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?):([0-9]{1,5})",
+    re.ASCII,
 )
 
 

@@ -13,10 +13,11 @@ from engine.spec.backfill_spec import check_scheduler_address
 @pytest.mark.parametrize(
     "address",
     ["tcp://scheduler:8786", "tcp://10.0.0.7:1", "tcp://[::1]:65535", "tls://sched-01.corp.example:8786",
-     "ws://127.0.0.1:8786", "wss://a:443"],
+     "ws://127.0.0.1:8786", "wss://a:443", "tcp://compose_dask-scheduler_1:8786", "tcp://[fe80::1%eth0]:8786"],
 )  # fmt: skip
 def test_scheme_host_and_port_are_a_scheduler_s_address(address):
-    """tcp, tls, ws and wss; a name, an IPv4 address or a bracketed IPv6 one; a port from 1 to 65535."""
+    """tcp, tls, ws and wss; a name (a Docker service's, with underscores), an IPv4 address or a bracketed IPv6
+    one (with its zone); a port from 1 to 65535."""
     assert check_scheduler_address(address, "--dask-scheduler") == address
 
 
