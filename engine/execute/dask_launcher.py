@@ -161,10 +161,15 @@ def _client(address: str, timeout: float | None = None) -> Any:
         import dask.utils
 
         timeout = float(dask.utils.parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s"))
+    arguments = distributed.Security().get_connection_args("client")
+    if address.startswith(("tls://", "wss://")) and arguments.get("ssl_context") is None:
+        raise BadInput(
+            f"{address} needs Dask's TLS settings: distributed.comm.tls.ca-file, .client.cert and .client.key (or "
+            "the DASK_DISTRIBUTED__COMM__TLS__… variables)"
+        )
     answered: list[BaseException | None] = []
 
     async def handshake() -> None:
-        arguments = distributed.Security().get_connection_args("client")
         # A second more than Dask's own connect takes to give up on a refused or unroutable address (its message
         # says so): past it, the connection was made and the handshake is what never came.
         comm = await asyncio.wait_for(distributed.comm.connect(address, timeout=timeout, **arguments), timeout + 1)
@@ -185,10 +190,6 @@ def _client(address: str, timeout: float | None = None) -> Any:
         raise TimeoutError(
             f"the Dask scheduler at {address} did not answer within {timeout + 1:g} s (a port that accepts "
             "connections and never answers: is it a Dask scheduler's address?)"
-        ) from None
-    if isinstance(failed, TypeError) and "TLS" in str(failed):  # tls:// without certificates configured
-        raise BadInput(
-            f"{address} needs Dask's TLS settings (distributed.comm.tls.ca-file, .client.cert, .client.key): {failed}"
         ) from None
     if isinstance(failed, Exception) and not isinstance(failed, OSError):  # bytes that are no Dask message
         said = f"{type(failed).__name__}: {failed}" if str(failed) else f"{type(failed).__name__} reading its handshake"

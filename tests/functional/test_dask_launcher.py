@@ -478,7 +478,7 @@ def test_a_tls_address_without_dask_s_tls_settings_says_which_settings(work):
                           cwd=work)  # fmt: skip
     assert result.returncode == 2, result.stdout + result.stderr
     [line] = result.stderr.splitlines()
-    assert line.startswith(
-        "backfill: error: tls://127.0.0.1:1 needs Dask's TLS settings (distributed.comm.tls.ca-file, .client.cert, "
-        ".client.key): TLS expects"
+    assert line == (
+        "backfill: error: tls://127.0.0.1:1 needs Dask's TLS settings: distributed.comm.tls.ca-file, .client.cert and "
+        ".client.key (or the DASK_DISTRIBUTED__COMM__TLS__… variables)"
     ), line
