@@ -20,6 +20,7 @@ import orjson
 from engine.base.errors import BadInput
 
 ONLY = ("main", "checks")
+SHOWN_VALUE = 80  # characters of a bad --var value an error line quotes
 # Bruin's --only also takes push-metadata (its metadata push, a Bruin Cloud feature: nothing here).
 ONLY_ACCEPTED = (*ONLY, "push-metadata")
 
@@ -224,7 +225,10 @@ def parse_variables(pairs: list[str], environ_vars: str | None) -> dict[str, Any
             except orjson.JSONDecodeError:
                 loaded = None
             if not isinstance(loaded, dict):
-                raise BadInput(f"--var {pair!r} is not a JSON object: use name=<json> or '{{\"name\": <json>}}'")
+                raise BadInput(
+                    f"--var {pair[:SHOWN_VALUE]!r}{'…' if len(pair) > SHOWN_VALUE else ''} is not a JSON object: use "
+                    "name=<json> or '{\"name\": <json>}'"
+                )
             variables.update(loaded)
             continue
         name, equals, raw = text.partition("=")
@@ -232,7 +236,12 @@ def parse_variables(pairs: list[str], environ_vars: str | None) -> dict[str, Any
             raise BadInput(f"--var {pair!r} is not name=<json>: use e.g. --var 'region=\"eu\"' or --var 'days=7'")
         try:
             variables[name.strip()] = orjson.loads(raw)
-        except orjson.JSONDecodeError:
+        except orjson.JSONDecodeError as error:
+            if len(raw) > SHOWN_VALUE:  # a line on the terminal, not the value again three times
+                raise BadInput(
+                    f"--var {name.strip()[:SHOWN_VALUE]!r}: its value of {len(raw):,} characters, starting "
+                    f"{raw[:SHOWN_VALUE]!r}, is not JSON ({str(error).split(':')[0]})"
+                ) from None
             raise BadInput(
                 f"--var {pair!r}: the value {raw!r} is not JSON: quote strings, e.g. --var '{name.strip()}=\"{raw}\"'"
             ) from None

@@ -56,3 +56,22 @@ def test_a_variant_name_is_checked_where_it_is_parsed():
 
     with pytest.raises(BadInput, match="--variant 'eu west' is not a variant name"):
         run_options_from(run_parser().parse_args(["target", "--variant", "eu west"]))
+
+
+@pytest.mark.parametrize(
+    ("pair", "says"),
+    [
+        ("n=" + "[" * 5000 + "]" * 5000, "--var 'n': its value of 10,000 characters, starting '[[[["),
+        ("n=" + "1" * 5000, "is not JSON (number is infinity when parsed as double)"),
+        ('{"a":1,' * 3000, "'… is not a JSON object: use name=<json>"),
+    ],
+)
+def test_a_huge_bad_var_is_quoted_in_part_on_one_line(pair, says):
+    """A --var value of thousands of characters that is not JSON was quoted whole, three times, on one line; the
+    line now quotes its first 80 characters, its length and why it is not JSON."""
+    from engine.base.errors import BadInput
+    from engine.pipeline.options import parse_variables
+
+    with pytest.raises(BadInput) as refused:
+        parse_variables([pair], None)
+    assert says in str(refused.value) and len(str(refused.value)) < 300
