@@ -473,3 +473,17 @@ def test_the_engines_internal_verbs_typed_by_hand_get_one_line(work, home, verb,
     assert result.returncode == 2
     assert result.stderr.startswith(f"backfill: error: {verb} takes ") and result.stderr.count("\n") == 1
     assert "Traceback" not in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize("taken", ["", "backfill/live"])
+def test_a_state_home_that_cannot_hold_the_registry_is_named_with_its_fix(work, home, tmp_path, taken):
+    """XDG_STATE_HOME naming a file (or a file where the registry's directory goes) was "No such file or directory
+    (…)", exit 1, naming neither the registry of running backfills nor the variable: one line, exit 2, nothing
+    saved."""
+    state_home = tmp_path / "state-home"
+    (state_home / taken).parent.mkdir(parents=True, exist_ok=True)
+    (state_home / taken).write_text("")
+    line = refused(work, home, *GUARD, "--command", "true", *DAY, env={"XDG_STATE_HOME": str(state_home)})
+    assert line.startswith(f"backfill: error: the registry of running backfills, {state_home}/backfill/live, cannot "
+                           "be used (")  # fmt: skip
+    assert line.endswith("point XDG_STATE_HOME at a writable directory")
