@@ -31,8 +31,9 @@ from typing import Any
 import orjson
 
 from engine.base.atomic import FILE_MODE
-from engine.base.errors import BadInput, Refused
+from engine.base.errors import Refused
 from engine.dates.instants import format_instant, load_zone
+from engine.store.user_state import usable, user_state_dir
 
 
 class WorkKind(StrEnum):
@@ -175,9 +176,7 @@ def _windows_text(windows: tuple[tuple[int, int], ...]) -> str:
 
 
 def registry_dir() -> Path:
-    import platformdirs
-
-    return Path(platformdirs.user_state_dir("backfill")) / "live"
+    return user_state_dir() / "live"
 
 
 class Registration:
@@ -211,7 +210,7 @@ def join(work: LiveWork, directory: Path | None = None, *, check: Callable[[], N
     """Register ``work`` as running, unless it conflicts with work running now (``Refused``, exit 3: the
     sentence of :func:`conflicts`) or ``check`` raises (a paused target). Checks and entry are one step under the
     registry's lock, so whoever reads the registry after changing what ``check`` reads sees this work or stops it."""
-    directory = _made(directory or registry_dir())
+    directory = usable(directory or registry_dir(), "the registry of running backfills")
     with _registry_lock(directory, exclusive=True):
         if check is not None:
             check()
@@ -238,20 +237,6 @@ def join(work: LiveWork, directory: Path | None = None, *, check: Callable[[], N
                 temporary.unlink()
             raise
         return Registration(directory / name, fd)
-
-
-def _made(directory: Path) -> Path:
-    """The registry's directory, made if needed. One that cannot be used (XDG_STATE_HOME naming a file or a
-    read-only place) was a bare "No such file or directory (…)" that named neither the registry nor the fix."""
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        os.close(os.open(directory / ".lock", os.O_RDWR | os.O_CREAT, FILE_MODE))
-    except OSError as error:
-        raise BadInput(
-            f"the registry of running backfills, {directory}, cannot be used ({error.strerror or error}): it is "
-            "under XDG_STATE_HOME (else ~/.local/state); point XDG_STATE_HOME at a writable directory"
-        ) from None
-    return directory
 
 
 def _entries(directory: Path) -> list[tuple[LiveWork | None, Path]]:

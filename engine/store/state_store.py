@@ -64,9 +64,9 @@ def default_state_root(repository: Path | None) -> Path:
     """``<repository>/logs/backfills``, or the user state directory outside a repository."""
     if repository is not None:
         return repository.joinpath(*BACKFILLS_DIR)
-    import platformdirs
+    from engine.store.user_state import user_state_dir
 
-    return Path(platformdirs.user_state_dir("backfill")) / "backfills"
+    return user_state_dir() / "backfills"
 
 
 def check_state_root(root: Path) -> None:

@@ -22,6 +22,7 @@ import orjson
 from engine.base.atomic import FILE_MODE, write_atomic
 from engine.base.errors import NothingToRun, Refused, StateUnreadable
 from engine.store.control import Decision
+from engine.store.user_state import usable, user_state_dir
 
 PAUSE, RESUME = "pause", "resume"
 
@@ -58,9 +59,7 @@ class TargetPause:
 
 
 def pauses_dir() -> Path:
-    import platformdirs
-
-    return Path(platformdirs.user_state_dir("backfill")) / "paused-targets"
+    return user_state_dir() / "paused-targets"
 
 
 def _path(target: Path, directory: Path) -> Path:
@@ -157,8 +156,7 @@ def resume_target(target: Path, name: str, by: str, at: str, reason: str, direct
 
 
 def _update(target: Path, change, directory: Path | None) -> TargetPause:
-    directory = directory or pauses_dir()
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = usable(directory or pauses_dir(), "the list of paused pipelines")
     fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT, FILE_MODE)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)

@@ -487,3 +487,16 @@ def test_a_state_home_that_cannot_hold_the_registry_is_named_with_its_fix(work, 
     assert line.startswith(f"backfill: error: the registry of running backfills, {state_home}/backfill/live, cannot "
                            "be used (")  # fmt: skip
     assert line.endswith("point XDG_STATE_HOME at a writable directory")
+
+
+def test_a_state_home_that_cannot_hold_the_paused_pipelines_is_named_with_its_fix(shop, home, tmp_path):
+    """``pause --target`` with XDG_STATE_HOME naming a file: the same one line, naming the list of paused pipelines."""
+    state_home = tmp_path / "state-home"
+    state_home.write_text("")
+    result = run_backfill("pause", "--target", str(shop / "pipeline"), *REASON, cwd=shop,
+                          env={**home, "XDG_STATE_HOME": str(state_home)})  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr == (
+        f"backfill: error: the list of paused pipelines, {state_home}/backfill/paused-targets, cannot be used (Not a "
+        "directory): it is under XDG_STATE_HOME (else ~/.local/state); point XDG_STATE_HOME at a writable directory\n"
+    )
