@@ -164,6 +164,7 @@ def test_a_killed_process_not_yet_waited_for_is_itself_but_no_longer_running():
         os.waitid(os.P_PID, child.pid, os.WSTOPPED | os.WNOWAIT)
         assert alive(child.pid) and running_process(child.pid, *identity)
         assert not running_process(child.pid, identity[0] + 5, None)  # another process's start: not it
+        assert not running_process(child.pid, identity[0], f"another-boot:{identity[1].split(':')[-1]}")
         child.kill()
         wait_exited(child)
         assert same_process(child.pid, *identity)
@@ -172,6 +173,24 @@ def test_a_killed_process_not_yet_waited_for_is_itself_but_no_longer_running():
         child.kill()
         reap(child)
     assert not running_process(child.pid, *identity)
+
+
+def test_without_proc_psutil_tells_a_running_process_from_a_zombie_and_a_gone_one(monkeypatch):
+    """Where /proc cannot be read, ``alive`` asks psutil: a stopped process still runs, a zombie and a reaped PID
+    do not."""
+    monkeypatch.setattr(processes, "_stat_fields", lambda pid: None)
+    child = sleeper()
+    try:
+        os.kill(child.pid, signal.SIGSTOP)
+        os.waitid(os.P_PID, child.pid, os.WSTOPPED | os.WNOWAIT)
+        assert alive(child.pid)
+        child.kill()
+        wait_exited(child)
+        assert not alive(child.pid)
+    finally:
+        child.kill()
+        reap(child)
+    assert not alive(child.pid)
 
 
 def test_a_running_child_is_alive_and_not_exited():
@@ -500,6 +519,29 @@ def test_the_boot_time_is_read_once_when_first_needed(monkeypatch):
         started, _ = process_identity(child.pid)
         assert psutil.boot_time() == processes._BOOT_TIME
         assert started is not None and abs(started - psutil.Process(child.pid).create_time()) < 0.02
+    finally:
+        child.kill()
+        reap(child)
+
+
+def test_with_proc_readable_psutil_is_never_asked(monkeypatch):
+    """The boot time, the listing of processes and whether one runs come from /proc where it can be read: psutil
+    (9 ms to import, before a new backfill's first frame) is the fallback, not the source."""
+    import psutil
+
+    def refused(*args, **kwargs):
+        raise AssertionError("psutil asked where /proc answers")
+
+    for name in ("boot_time", "pids", "Process"):
+        monkeypatch.setattr(psutil, name, refused)
+    monkeypatch.setattr(processes, "_BOOT_TIME", None)
+    with open("/proc/stat", "rb") as stat:
+        booted = next(float(line.split()[1]) for line in stat if line.startswith(b"btime "))
+    child = sleeper()
+    try:
+        started, _ = process_identity(child.pid)
+        assert processes._BOOT_TIME == booted and started is not None
+        assert child.pid in processes._pids() and alive(child.pid)
     finally:
         child.kill()
         reap(child)

@@ -124,3 +124,26 @@ def test_the_process_environment_is_read_when_none_is_given(monkeypatch):
     """Settings.from_environment() reads os.environ."""
     monkeypatch.setenv("BACKFILL_STOP_GRACE", "7")
     assert Settings.from_environment().stop_grace == 7.0
+
+
+def test_the_largest_plan_is_read_at_its_bounds_and_refused_one_partition_over():
+    """BACKFILL_MAX_PARTITIONS: 1 to the status arrays' ceiling of 50,000,000 in ASCII digits; a plan of exactly the
+    limit passes and one more is refused with its count, the limit and the variable."""
+    assert Settings.from_environment({"BACKFILL_MAX_PARTITIONS": "1"}).max_partitions == 1
+    ceiling = Settings.from_environment({"BACKFILL_MAX_PARTITIONS": "50000000"})
+    assert ceiling.max_partitions == 50_000_000
+    for bad in ("50000001", "0", "٣", "1e3"):
+        with pytest.raises(BadInput) as refused:
+            Settings.from_environment({"BACKFILL_MAX_PARTITIONS": bad})
+        assert str(refused.value) == (
+            f"BACKFILL_MAX_PARTITIONS {bad!r} is not a whole number of partitions from 1 to 50,000,000"
+        )
+    limited = Settings.from_environment({"BACKFILL_MAX_PARTITIONS": "1000"})
+    limited.check_plan_size(1000)
+    with pytest.raises(BadInput) as refused:
+        limited.check_plan_size(1001)
+    assert str(refused.value) == (
+        "the plan has 1,001 partitions, over the limit of 1,000 (BACKFILL_MAX_PARTITIONS, at most 50,000,000): use a "
+        "coarser --partition or a shorter range"
+    )
+    Settings().check_plan_size(Settings().max_partitions)
