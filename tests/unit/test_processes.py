@@ -540,7 +540,7 @@ def test_with_proc_readable_psutil_is_never_asked(monkeypatch):
     child = sleeper()
     try:
         started, _ = process_identity(child.pid)
-        assert processes._BOOT_TIME == booted and started is not None
+        assert booted == processes._BOOT_TIME and started is not None
         assert child.pid in processes._pids() and alive(child.pid)
     finally:
         child.kill()
