@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -215,6 +216,7 @@ def gather(request: GuardRequest) -> Facts:
     settings = strictest_on_the_same_files(settings, request.config, environment)
     facts = Facts(request, settings, span, first)
     _gather_pipeline(facts)
+    facts.settings = strictest_on_attached_files(facts)
     facts.live = read_live()
     return facts
 
@@ -229,22 +231,60 @@ def strictest_on_the_same_files(
     ours = _duckdb_files(environment)
     if not ours:
         return settings
-    for name in config.environment_names:
-        if name == environment.name:
-            continue
-        try:
-            other = config.environment(name)
-            shared = ours & _duckdb_files(other)
-            if not shared:
+    for name, files, theirs in _environments(config):
+        if name != environment.name and (shared := ours & files):
+            settings = _stricter(settings, theirs, f"environment {name!r} uses the same DuckDB file {min(shared)}")
+    return settings
+
+
+def strictest_on_attached_files(facts: Facts) -> GuardrailSettings:
+    """The level follows every warehouse the run writes to: an ``ATTACH`` in a selected asset's hooks or SQL run as
+    written opens another DuckDB file in its run, and the statements after it may write there (a ``sandbox``
+    environment's hook deleted ``production``'s mart, verdict auto, exit 0). The strictest level of any environment
+    that owns a file attached applies; an ``ATTACH`` whose text does not name its file may reach any of them."""
+    from engine.pipeline.sql_writes import UNKNOWN_FILE, attached_file
+
+    settings, request = facts.settings, facts.request
+    attached: dict[str, str] = {}  # the file as written → the first asset that attaches it
+    for asset_facts in facts.selected:
+        for classified in asset_facts.classified.values():
+            for statement in (s for c in classified for s in c.unclassified):
+                if (file := attached_file(statement)) is not None:
+                    attached.setdefault(file, asset_facts.asset.name)
+    if not attached or request.config is None:
+        return settings
+    for name, files, theirs in _environments(request.config):
+        for file, asset in sorted(attached.items()):
+            if file == UNKNOWN_FILE:
+                why = f"{asset}'s SQL attaches a database its text does not name, which may be environment {name!r}'s"
+            elif (path := _attached_path(file, request.working_directory)) in files:
+                why = f"{asset}'s SQL attaches {path}, environment {name!r}'s DuckDB file"
+            else:
                 continue
+            settings = _stricter(settings, theirs, why)
+    return settings
+
+
+def _attached_path(file: str, working_directory: Path) -> Path:
+    """Where DuckDB opens an attached file: ``~`` expanded, relative to the run's working directory."""
+    return (working_directory / Path(file).expanduser()).resolve()
+
+
+def _environments(config: Config) -> Iterator[tuple[str, set[Path], GuardrailSettings]]:
+    """Each environment of ``.bruin.yml`` that can be read: its name, its DuckDB files (by real path) and its
+    guardrail settings. One that cannot (an unset ``${VAR}``, a bad key) points nowhere known and is passed over."""
+    for name in config.environment_names:
+        try:
+            files = _duckdb_files(config.environment(name))
             theirs = settings_of_environment(name, config.raw_environments.get(name), config.path)
         except BackfillError:
             continue
-        if LEVELS.index(theirs.level) > LEVELS.index(settings.level):
-            file = sorted(shared)[0]
-            settings = replace(
-                settings, level=theirs.level, level_source=f"environment {name!r} uses the same DuckDB file {file}"
-            )
+        yield name, files, theirs
+
+
+def _stricter(settings: GuardrailSettings, theirs: GuardrailSettings, why: str) -> GuardrailSettings:
+    if LEVELS.index(theirs.level) > LEVELS.index(settings.level):
+        return replace(settings, level=theirs.level, level_source=why)
     return settings
 
 

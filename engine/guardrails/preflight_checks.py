@@ -408,7 +408,8 @@ def environment_level(facts: Facts) -> PreflightCheck:
     where = facts.request.environment.name if facts.request.environment else "command"
     evidence = {"level": settings.level, "from": settings.level_source}
     if settings.level == PRODUCTION:
-        return failed(name, APPROVAL, f"{where}: production guardrails: every run needs approval", **evidence)
+        detail = f"{where}: production guardrails ({settings.level_source}): every run needs approval"
+        return failed(name, APPROVAL, detail, **evidence)
     return passed(name, f"{where}: {settings.level} guardrails ({settings.level_source})", **evidence)
 
 

@@ -350,12 +350,60 @@ def _parsed(sql: str, parser: Parser | None) -> list[duckdb.Statement] | None:
 
 def _statements(sql: str) -> list[str]:
     """The statements of ``sql``, comments dropped, each starting at its first word (quoted text blanked, so
-    a string cannot look like a verb)."""
-    code = "".join(
-        "''" if kind == "quoted" and sql[start] == "'" else sql[start:stop] if kind != "comment" else " "
-        for kind, start, stop in sql_pieces(sql)
-    )
-    return [part.strip() for part in code.split(";") if part.strip()]
+    a string cannot look like a verb), except an ATTACH's: the file it names is what it does."""
+    statements: list[list[tuple[str, str]]] = [[]]
+    for kind, start, stop in sql_pieces(sql):
+        text = sql[start:stop]
+        if kind != "code":
+            statements[-1].append((kind, text))
+            continue
+        first, *rest = text.split(";")
+        statements[-1].append((kind, first))
+        statements += [[(kind, part)] for part in rest]
+    found = []
+    for pieces in statements:
+        blanked = "".join(_blanked(kind, text) for kind, text in pieces).strip()
+        if _ATTACH.match(blanked):
+            blanked = "".join(text if kind == "quoted" else _blanked(kind, text) for kind, text in pieces).strip()
+        if blanked:
+            found.append(blanked)
+    return found
+
+
+def _blanked(kind: str, text: str) -> str:
+    return " " if kind == "comment" else "''" if kind == "quoted" and text[0] == "'" else text
+
+
+# ATTACH opens another database file in the run's connection: whatever the statements after it write there is
+# written to that file, under the rules of whichever environment owns it (docs/guardrails.md, the level follows
+# the warehouse).
+_ATTACH = re.compile(r"ATTACH\b(?:\s+OR\s+REPLACE\b)?(?:\s+DATABASE\b)?(?:\s+IF\s+NOT\s+EXISTS\b)?\s*", re.IGNORECASE)
+_READ_ONLY = re.compile(r"\bREAD_ONLY\b(?!\s*(?:=\s*)?(?:false|0)\b)", re.IGNORECASE)
+_OTHER_TYPE = re.compile(r"\bTYPE\s*(?:=\s*)?'?(?!duckdb\b)\w+", re.IGNORECASE)
+UNKNOWN_FILE = "?"
+
+
+def attached_file(statement: str) -> str | None:
+    """The DuckDB file an ATTACH statement (as ``classify`` reports it) opens for writing, as written (``~`` and a
+    relative path are the run's to resolve); ``UNKNOWN_FILE`` when the text does not say which (not a quoted
+    literal); None for any other statement, and for an ATTACH that cannot write a local DuckDB file: read-only, of
+    another type (SQLite, Postgres), in memory, or a URL."""
+    match = _ATTACH.match(statement)
+    if match is None:
+        return None
+    rest = statement[match.end() :]
+    literal = re.match(r"'((?:[^']|'')*)'", rest)
+    if literal is None:
+        return UNKNOWN_FILE
+    options = rest[literal.end() :]
+    path = literal.group(1).replace("''", "'")
+    if path.lower().startswith("duckdb:"):
+        path = path[len("duckdb:") :]
+    elif re.match(r"[A-Za-z][\w+.-]*:|:memory:", path) or _OTHER_TYPE.search(options):
+        return None  # another type's prefix (sqlite:, md:), a URL (s3://, read-only), or :memory:
+    if _READ_ONLY.search(options) or not path:
+        return None
+    return path
 
 
 def _parts(name: str) -> tuple[str, ...]:

@@ -899,10 +899,9 @@ def test_the_level_follows_the_warehouse_file(daily, home):
     checks = dry_checks(daily, home)
     assert checks["verdict"] == "approval"
     assert checks["environment"]["tier"] == "approval"
-    assert checks["environment"]["detail"] == "dev: production guardrails: every run needs approval"
-    assert checks["environment"]["evidence"]["from"] == (
-        f"environment 'live' uses the same DuckDB file {daily.database.resolve()}"
-    )
+    source = f"environment 'live' uses the same DuckDB file {daily.database.resolve()}"
+    assert checks["environment"]["detail"] == f"dev: production guardrails ({source}): every run needs approval"
+    assert checks["environment"]["evidence"]["from"] == source
     result = run_backfill("p", *WEEK, "--dry-run", "--output", "json", cwd=daily.root, env=home)
     assert json.loads(result.stdout)["preflight"]["level"] == "production"
     environments("other.duckdb")

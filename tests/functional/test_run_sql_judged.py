@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import duckdb
 import pytest
+import yaml
 
 from tests.backfills import records, state_dirs
 from tests.builder import Repo
@@ -316,3 +318,68 @@ def test_a_truncate_or_a_commented_delete_in_a_cte_is_judged_by_what_it_deletes(
     by_hand = repo.run("--start-date", "2024-01-08", "--end-date", "2024-01-08", "--select", "mid.copy", env=home)
     assert by_hand.returncode == 1 and "this one runs DELETE on raw.landing inside it" in by_hand.stdout
     assert repo.query("SELECT count(*) FROM raw.landing") == [(5,)]
+
+
+def with_warehouses(repo: Repo, *files: str) -> None:
+    """Environment ``live`` (production guardrails) on ``prod.duckdb``, and a ``mart.revenue`` of 5 rows in each of
+    ``files`` (prod.duckdb, or a scratch file no environment names)."""
+    config = yaml.safe_load((repo.root / ".bruin.yml").read_text())
+    live = {"guardrails": "production", "connections": {"duckdb": [{"name": "db", "path": "prod.duckdb"}]}}
+    config["environments"]["live"] = live
+    repo.write(".bruin.yml", yaml.safe_dump(config))
+    for file in files:
+        with duckdb.connect(str(repo.root / file)) as connection:
+            connection.execute("CREATE SCHEMA mart; CREATE TABLE mart.revenue AS SELECT range AS x FROM range(5)")
+
+
+def revenue(repo: Repo, file: str) -> int:
+    with duckdb.connect(str(repo.root / file), read_only=True) as connection:
+        return connection.execute("SELECT count(*) FROM mart.revenue").fetchone()[0]
+
+
+ATTACHES = (
+    "ATTACH 'prod.duckdb' AS p",
+    "ATTACH IF NOT EXISTS 'duckdb:{root}/prod.duckdb' AS p",
+    "SET VARIABLE w = 'prod.duckdb'; ATTACH getvariable('w') AS p",
+)
+
+
+@pytest.mark.parametrize("attach", ATTACHES)
+def test_sql_that_attaches_production_s_warehouse_is_judged_at_production_s_level(tmp_path, home, attach):
+    """A sandbox environment's SQL run as written that attaches the file of environment ``live`` (production) and
+    deletes its mart: each statement "cannot be classified", which sandbox lets through, so the verdict was auto and
+    production's mart.revenue went from 5 rows to 0, exit 0. The level follows every file the run attaches —
+    named by its text, or not named (an expression: it may be any environment's): production, which needs a
+    person (exit 4 in a pipe), and production's rows stay."""
+    repo = pipeline(tmp_path, "sandbox")
+    with_warehouses(repo, "prod.duckdb")
+    sql = f"{attach.format(root=repo.root)}; DELETE FROM p.mart.revenue; DETACH p"
+    repo.sql("mid.cleanup", sql, depends=["raw.events"])
+    checks = dry_checks(repo, home)
+    assert (checks["verdict"], checks["environment"]["evidence"]["level"]) == ("human-only", "production")
+    source = checks["environment"]["evidence"]["from"]
+    named = f"mid.cleanup's SQL attaches {(repo.root / 'prod.duckdb').resolve()}, environment 'live''s DuckDB file"
+    unnamed = "mid.cleanup's SQL attaches a database its text does not name, which may be environment 'live''s"
+    assert source == (unnamed if "getvariable" in attach else named)
+    assert checks["environment"]["detail"] == f"dev: production guardrails ({source}): every run needs approval"
+    assert backfill_week(repo, home) == (4, [])
+    assert revenue(repo, "prod.duckdb") == 5
+
+
+def test_a_partition_that_attaches_another_file_than_the_one_judged_is_refused(tmp_path, home):
+    """A macro attaching ``scratch.duckdb`` (no environment's) on every day but the tenth, which attaches
+    ``prod.duckdb``: the pre-flight judged the scratch file (sandbox, verdict auto), and the tenth's ATTACH had the
+    same shape once its quoted text was blanked, so it deleted production's mart (5 rows → 0), exit 0. The file
+    is now part of what was judged: the tenth fails with nothing run, and production keeps its rows."""
+    repo = pipeline(tmp_path, "sandbox")
+    with_warehouses(repo, "prod.duckdb", "scratch.duckdb")
+    on_the_tenth(repo, "ATTACH 'prod.duckdb' AS p", "ATTACH 'scratch.duckdb' AS p")
+    repo.sql("mid.cleanup", "{{ day_sql() }}; DELETE FROM p.mart.revenue; DETACH p", depends=["raw.events"])
+    assert dry_checks(repo, home)["verdict"] == "auto"
+    code, found = backfill_week(repo, home)
+    assert revenue(repo, "prod.duckdb") == 5
+    assert code == 1 and list(failed_days(found)) == ["2024-01-10"]
+    assert (
+        "mid.cleanup: this partition's SQL, run as written, runs SQL that cannot be classified, unjudged by the "
+        "pre-flight (\"ATTACH 'prod.duckdb' AS p\"): nothing of this partition was written"
+    ) in failed_days(found)["2024-01-10"]

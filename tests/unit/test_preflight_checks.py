@@ -773,7 +773,11 @@ def test_production_needs_approval_for_every_run_and_other_levels_say_where_they
     'command'."""
     production = GuardrailSettings(level="production", level_source="the environment's name")
     check = environment_level(facts_of(fact("mid.a"), settings=production, environment="prod-eu"))
-    assert judged(check) == ("fail", "approval", "prod-eu: production guardrails: every run needs approval")
+    assert judged(check) == (
+        "fail",
+        "approval",
+        ("prod-eu: production guardrails (the environment's name): every run needs approval"),
+    )
     assert check.name == "environment"
     assert check.evidence == {"level": "production", "from": "the environment's name"}
     standard = environment_level(facts_of(command=True, environment=None))

@@ -525,7 +525,9 @@ def test_production_needs_approval_for_every_run(tmp_path):
     """The production level: every run needs approval, said by the environment check."""
     judged = preflight(scenario(tmp_path, level="production"), "2024-01-08", "2024-01-12")
     assert judged.verdict == "approval"
-    assert ("environment", "fail", "approval", "dev: production guardrails: every run needs approval") in rows(judged)
+    assert ("environment", "fail", "approval", "dev: production guardrails (.bruin.yml): every run needs approval") in (
+        rows(judged)
+    )
 
 
 def test_gates_let_missing_upstream_through_only_with_approval(tmp_path):

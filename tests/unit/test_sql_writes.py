@@ -6,9 +6,11 @@ from __future__ import annotations
 import pytest
 
 from engine.pipeline.sql_writes import (
+    UNKNOWN_FILE,
     UPSERT,
     Write,
     after_the_query,
+    attached_file,
     classify,
     not_one_read,
     phrase,
@@ -101,11 +103,38 @@ def test_a_search_path_set_by_a_hook_is_not_harmless():
 
 
 def test_a_statement_nobody_recognises_is_reported():
-    """CALL, ATTACH or an unknown verb: unclassified, kept whole (quoted text blanked) for its shape to be
-    compared; the report cuts it."""
-    classified = classify("CALL refresh(); ATTACH 'x.duckdb' AS x; " + "EXPORT DATABASE 'd' " + "x" * 100)
+    """CALL, ATTACH or an unknown verb: unclassified, kept whole (quoted text blanked, except the file an ATTACH
+    names: which file it opens is what it does) for its shape to be compared; the report cuts it."""
+    classified = classify("CALL refresh(); ATTACH 'x;y.duckdb' AS x; " + "EXPORT DATABASE 'd' " + "x" * 100)
     assert classified.writes == ()
-    assert classified.unclassified == ("CALL refresh()", "ATTACH '' AS x", "EXPORT DATABASE '' " + "x" * 100)
+    assert classified.unclassified == ("CALL refresh()", "ATTACH 'x;y.duckdb' AS x", "EXPORT DATABASE '' " + "x" * 100)
+    assert shape("ATTACH 'a.duckdb' AS p") != shape("ATTACH 'prod.duckdb' AS p")
+
+
+@pytest.mark.parametrize(
+    ("sql", "file"),
+    [
+        ("ATTACH 'prod.duckdb' AS p", "prod.duckdb"),
+        ("attach database if not exists '/data/it''s.duckdb' as p -- the team's", "/data/it's.duckdb"),
+        ("ATTACH OR REPLACE DATABASE 'duckdb:~/w.duckdb' AS p (READ_ONLY false)", "~/w.duckdb"),
+        ("ATTACH 'w.duckdb' (TYPE duckdb)", "w.duckdb"),
+        ("ATTACH 'w.duckdb' AS p (READ_ONLY)", None),
+        ("ATTACH 'w.duckdb' AS p (READ_ONLY true)", None),
+        ("ATTACH 'w.db' AS p (TYPE sqlite)", None),
+        ("ATTACH 'sqlite:w.db' AS p", None),
+        ("ATTACH 'md:' AS p", None),
+        ("ATTACH 's3://bucket/w.duckdb' AS p", None),
+        ("ATTACH ':memory:' AS p", None),
+        ("ATTACH getenv('WAREHOUSE') AS p", UNKNOWN_FILE),
+        ("DETACH p", None),
+        ("CALL attach_all()", None),
+    ],
+)  # fmt: skip
+def test_the_file_an_attach_opens_for_writing_is_read_from_its_text(sql, file):
+    """The DuckDB file an ATTACH opens for writing, as written; unknown when its text does not name it; nothing for
+    a read-only one, another type's, an in-memory one or a URL (none can write a local DuckDB file)."""
+    [statement] = classify(sql).unclassified
+    assert attached_file(statement) == file
 
 
 def test_a_statement_duckdb_parses_but_cannot_name_is_unclassified_not_an_error():
