@@ -530,6 +530,49 @@ def test_production_needs_approval_for_every_run(tmp_path):
     )
 
 
+ATTACHING_ENVIRONMENTS = {
+    "stage": {"guardrails": "standard", "connections": {"duckdb": [{"name": "db", "path": "stage.duckdb"}]}},
+    "live": {"guardrails": "production", "connections": {"duckdb": [{"name": "db", "path": "prod.duckdb"}]}},
+    "scratch": {"guardrails": "sandbox", "connections": {"duckdb": [{"name": "db", "path": "scratch.duckdb"}]}},
+    "unread": {"guardrails": "production", "connections": {"duckdb": [{"name": "db", "path": "${UNSET_PATH}"}]}},
+}
+
+
+@pytest.mark.parametrize(
+    ("attaches", "level", "source", "without"),
+    [
+        ("ATTACH 'stage.duckdb' AS s", "standard",
+         "mid.x's SQL attaches {root}/stage.duckdb, environment 'stage''s DuckDB file", ()),
+        ("ATTACH 'stage.duckdb' AS s; ATTACH DATABASE '{root}/p/../prod.duckdb' AS p", "production",
+         "mid.x's SQL attaches {root}/prod.duckdb, environment 'live''s DuckDB file", ()),
+        ("ATTACH 'prod.duckdb' AS p (READ_ONLY); ATTACH 'stage.duckdb' AS s", "standard",
+         "mid.x's SQL attaches {root}/stage.duckdb, environment 'stage''s DuckDB file", ()),
+        ("ATTACH 'other.duckdb' AS o; ATTACH 'x.db' AS x (TYPE sqlite)", "sandbox", ".bruin.yml", ()),
+        ("ATTACH 'scratch.duckdb' AS o", "sandbox", ".bruin.yml", ()),
+        ("ATTACH getvariable('w') AS w", "production",
+         "mid.x's SQL attaches a database its text does not name, which may be environment 'live''s", ()),
+        ("ATTACH getvariable('w') AS w", "standard",
+         "mid.x's SQL attaches a database its text does not name, which may be environment 'stage''s", ("live",)),
+    ],
+)  # fmt: skip
+def test_the_level_follows_the_files_a_run_attaches(tmp_path, monkeypatch, attaches, level, source, without):
+    """A sandbox pipeline whose SQL run as written attaches other files: the strictest level of an environment
+    owning one applies (a path as DuckDB opens it, by real path; a read-only attach, another type or a file of
+    no environment, or of one at the same level, changes nothing; one its text does not name may be any readable
+    environment's, never one that cannot be read), and the environment check says where the level came from."""
+    import yaml
+
+    monkeypatch.delenv("UNSET_PATH", raising=False)
+    repo = scenario(tmp_path, level="sandbox", fresh=True)
+    config = yaml.safe_load((repo.root / ".bruin.yml").read_text())
+    config["environments"].update({k: v for k, v in ATTACHING_ENVIRONMENTS.items() if k not in without})
+    repo.write(".bruin.yml", yaml.safe_dump(config))
+    repo.sql("mid.x", attaches.format(root=repo.root) + "; SELECT 1", depends=["raw.events"])
+    judged = preflight(repo, "2024-01-08", "2024-01-12")
+    [environment] = [c for c in judged.checks if c.name == "environment"]
+    assert (environment.evidence["level"], environment.evidence["from"]) == (level, source.format(root=repo.root))
+
+
 def test_gates_let_missing_upstream_through_only_with_approval(tmp_path):
     """dependency_gates: warn, or --ignore-dependencies: a gap in the upstream needs approval, naming it."""
     gap = "raw.events: 2024-01-08T00:00:00Z → 2024-01-13T00:00:00Z"
