@@ -11,6 +11,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
+from engine.base.interruptible import interruptible
 from engine.dates.instants import to_datetime
 from engine.pipeline.assets import Asset
 from engine.pipeline.duckdb_pool import lock_holder
@@ -31,6 +32,20 @@ class Held(Exception):
     def __init__(self, path: Path, holder: str) -> None:
         super().__init__(f"{path} is held by {holder}")
         self.path, self.holder = path, holder
+
+
+class _StoppableCursor:
+    """A read-only cursor whose queries a stop signal ends: a sample query of an hour did not stop on Ctrl+C, which
+    DuckDB turned into the query's error and the pre-flight into a check it could not decide."""
+
+    def __init__(self, cursor: Any) -> None:
+        self._cursor = cursor
+
+    def execute(self, sql: str, parameters: list[Any] | None = None) -> Any:
+        return interruptible(lambda: self._cursor.execute(sql, parameters), self._cursor.interrupt)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cursor, name)
 
 
 @dataclass
@@ -68,7 +83,7 @@ class Warehouse:
 
     def database(self) -> Database:
         assert self.connection is not None
-        return Database(self.connection.cursor(), lambda sql: sql)
+        return Database(_StoppableCursor(self.connection.cursor()), lambda sql: sql)
 
     def exists(self, name: str) -> bool:
         return self.connection is not None and self.database().table_exists(name)
