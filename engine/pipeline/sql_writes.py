@@ -350,7 +350,8 @@ def _parsed(sql: str, parser: Parser | None) -> list[duckdb.Statement] | None:
 
 def _statements(sql: str) -> list[str]:
     """The statements of ``sql``, comments dropped, each starting at its first word (quoted text blanked, so
-    a string cannot look like a verb), except an ATTACH's: the file it names is what it does."""
+    a string cannot look like a verb), except the DuckDB file an ATTACH names: which file it opens is what it
+    does."""
     statements: list[list[tuple[str, str]]] = [[]]
     for kind, start, stop in sql_pieces(sql):
         text = sql[start:stop]
@@ -364,7 +365,9 @@ def _statements(sql: str) -> list[str]:
     for pieces in statements:
         blanked = "".join(_blanked(kind, text) for kind, text in pieces).strip()
         if _ATTACH.match(blanked):
-            blanked = "".join(text if kind == "quoted" else _blanked(kind, text) for kind, text in pieces).strip()
+            named = "".join(text if kind == "quoted" else _blanked(kind, text) for kind, text in pieces).strip()
+            # a local DuckDB file's name only: another type's literal may hold a password (a Postgres DSN)
+            blanked = named if attached_file(named) not in (None, UNKNOWN_FILE) else blanked
         if blanked:
             found.append(blanked)
     return found

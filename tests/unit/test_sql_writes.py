@@ -135,6 +135,17 @@ def test_the_file_an_attach_opens_for_writing_is_read_from_its_text(sql, file):
     a read-only one, another type's, an in-memory one or a URL (none can write a local DuckDB file)."""
     [statement] = classify(sql).unclassified
     assert attached_file(statement) == file
+    if file is None or file == UNKNOWN_FILE:  # its literals stay blanked: another type's may hold a password
+        assert "''" in statement or "'" not in statement, statement
+
+
+def test_an_attach_of_another_type_keeps_its_connection_string_out_of_reports():
+    """A Postgres DSN attached in a hook holds a password: the statement, shown in the report and kept in
+    judged-sql.json and guardrails.json, has it blanked as every other quoted text; a DuckDB file's name is kept."""
+    [dsn] = classify("ATTACH 'dbname=shop user=ann password=s3cret' AS pg (TYPE postgres)").unclassified
+    assert dsn == "ATTACH '' AS pg (TYPE postgres)"
+    [file] = classify("ATTACH 'shop.duckdb' AS s").unclassified
+    assert file == "ATTACH 'shop.duckdb' AS s"
 
 
 def test_a_statement_duckdb_parses_but_cannot_name_is_unclassified_not_an_error():
