@@ -28,11 +28,11 @@ def busy_for(process: subprocess.Popen, seconds: float) -> bool:
     return times.user + times.system >= seconds
 
 
-@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_a_stop_during_a_long_sample_query_ends_the_command_at_once(tmp_path, home, stop):
-    """Ctrl+C (or a supervisor's SIGTERM) while the pre-flight counts a sample of hours: the command ran on through
-    every sample, each interrupted into "could not decide", for as long as each took (still running a minute
-    later). Now it stops at once, exit 130, with nothing saved."""
+    """Ctrl+C (a supervisor's SIGTERM, a closed terminal's SIGHUP) while the pre-flight counts a sample of hours:
+    the command ran on through every sample, each interrupted into "could not decide", or through the query to its
+    end (still running a minute later). Now it stops at once, exit 130, with nothing saved."""
     repo = Repo(tmp_path / "repo", guardrails="standard")
     repo.sql("raw.events", "SELECT 1 AS x", materialization={"type": "view"})
     redeclare_daily(repo)
