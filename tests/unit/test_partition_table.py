@@ -446,14 +446,20 @@ def test_a_click_selects_the_row_under_the_pointer_and_turns_follow_off(source):
 
 
 def test_after_a_layout_change_the_cursor_is_brought_back_on_screen(source):
-    """keep_cursor_visible scrolls to a cursor that left the view (a third of the way down)."""
+    """The cursor on the last visible row; the terminal loses half its height: the table scrolls so the cursor
+    is a third of the way down, and the row with ▸ reaches the screen."""
 
     async def scenario(pilot, table):
         table.follow = False
-        table.cursor_row = 70
-        table.keep_cursor_visible()
+        table.cursor_row = table.size.height - 1
         await pilot.pause()
-        assert int(table.scroll_offset.y) == 70 - table.size.height // 3
+        assert int(table.scroll_offset.y) == 0
+        await pilot.resize_terminal(120, 6)
+        await pilot.pause()
+        height = table.size.height
+        assert height < 10 and int(table.scroll_offset.y) == table.cursor_row - height // 3
+        visible = [table.render_line(y).text for y in range(height)]
+        assert visible[height // 3].startswith("▸")
 
     drive(source, scenario)
 

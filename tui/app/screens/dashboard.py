@@ -346,8 +346,6 @@ class DashboardScreen(SteppingIn, Screen[None]):
         index = self.table.selected_index
         if details.display and index is not None:
             details.show_partition(index, force=True)
-        # the table just lost (or regained) half its height: keep the selected row on screen
-        self.call_after_refresh(self.table.keep_cursor_visible)
         if not details.display:
             self.table.focus()
 

@@ -418,6 +418,9 @@ class PartitionTable(ScrollView, can_focus=True):
         self._load_visible()
 
     def on_resize(self) -> None:
+        # A pane opened, a terminal shrank: the selected row stays on screen. Done here, once the new height is
+        # known, not after the next refresh, which under load can come before the layout that halves the table.
+        self._scroll_cursor_into_view(center=True)
         self._load_visible()
 
     def _move_to(self, row: int) -> None:
@@ -449,10 +452,6 @@ class PartitionTable(ScrollView, can_focus=True):
             self.follow = False
             self.cursor_row = row
             self.focus()
-
-    def keep_cursor_visible(self) -> None:
-        """After a layout change: scroll so the cursor row is on screen again."""
-        self._scroll_cursor_into_view(center=True)
 
     def action_cursor(self, delta: int) -> None:
         self._move_to(self.cursor_row + delta)
