@@ -67,8 +67,7 @@ def test_a_rerun_from_the_screen_resumes_asset_by_asset_unless_whole_partitions_
                 pilot, lambda: isinstance(app.screen, RerunForm) and "Whole partitions" in screen_text(app)
             )
             if whole:
-                app.screen.query_one("#whole_partitions").value = True
-            await pilot.pause(0.1)
+                app.screen.query_one("#whole_partitions").value = True  # read when the form is submitted
             await pilot.press("ctrl+s")
             await wait_until(
                 pilot, lambda: all(len(a) == 2 and a[-1]["status"] == "succeeded" for a in attempts(backfill))

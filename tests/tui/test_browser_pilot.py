@@ -92,9 +92,8 @@ def test_list_open_filter_details_attempt_log_rerun_form_live_completion(work, h
             await pilot.press("down", "down", "down", "down", "enter")
             await wait_until(pilot, lambda: [table.rows.index_at(r) for r in range(len(table.rows))] == [2, 5])
             await pilot.press("home", "enter")
-            await pilot.pause(0.2)
             details = screen.query_one(PartitionDetails)
-            assert details.index == 2 and len(details.attempts) == 2
+            await wait_until(pilot, lambda: details.index == 2 and len(details.attempts) == 2)
             log = screen.query_one(LogView)
             await wait_until(pilot, lambda: log.index is not None and log.index.line_count >= 2)
             latest_log = log.path
@@ -102,17 +101,18 @@ def test_list_open_filter_details_attempt_log_rerun_form_live_completion(work, h
             await wait_until(pilot, lambda: log.path != latest_log and log.path.name.endswith("-p2-a1.log"))
             assert "failing 2024-01-03 on purpose" in "\n".join(log.render_line(y).text for y in range(5))
             await pilot.press("escape", "r")
-            await pilot.pause(0.2)
+            await wait_until(pilot, lambda: isinstance(app.screen, RerunForm) and "failed (2)" in screen_text(app))
             form = app.screen
-            assert isinstance(form, RerunForm)
-            assert "failed (2)" in screen_text(app)
             retries = form.query_one("#retries")
             retries.value = "x"
             form.query_one("#max_parallel").value = "0"
-            await pilot.pause(0.1)
-            text = screen_text(app)
-            assert "'x' is not a whole number: use ASCII" in text
-            assert "0 is too small: use 1 or more" in text
+            await wait_until(
+                pilot,
+                lambda: (
+                    "'x' is not a whole number: use ASCII" in screen_text(app)
+                    and "0 is too small: use 1 or more" in screen_text(app)
+                ),
+            )
             assert form.query_one("#submit").disabled
             await pilot.press("ctrl+s")
             assert isinstance(app.screen, RerunForm), "an invalid form cannot be submitted"
@@ -125,7 +125,7 @@ def test_list_open_filter_details_attempt_log_rerun_form_live_completion(work, h
             await wait_until(pilot, lambda: not form.query_one("#submit").disabled)
             broken.unlink()  # the fix is merged
             await pilot.press("ctrl+s")
-            await pilot.pause(0.2)
+            await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
             live = dashboard(app)
             assert isinstance(live.source, ExecutorSource)
             await wait_until(pilot, lambda: live.source.poll().outcome is not None)
@@ -148,12 +148,15 @@ def test_marked_partitions_can_be_rerun(work, home):
 
     async def scenario():
         async with app.run_test(size=(120, 44)) as pilot:
+            await wait_until(
+                pilot, lambda: isinstance(app.screen, BackfillListScreen) and "incomplete" in screen_text(app)
+            )
             await pilot.press("enter")
-            await pilot.pause(0.2)
+            await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen) and "✗ failed" in screen_text(app))
             await pilot.press("home", "space", "down", "down", "down", "space", "r")
             await wait_until(pilot, lambda: "the marked partitions (2)" in screen_text(app))
             await pilot.click("#which-marked")
-            await pilot.pause(0.1)
+            await wait_until(pilot, lambda: app.screen.query_one("#which-marked").value)
             await pilot.press("ctrl+s")
             # Partition 0 succeeded: running it again needs its own reason, asked on the pre-flight screen.
             await wait_until(pilot, lambda: "verdict auto" in screen_text(app))
@@ -182,15 +185,13 @@ def test_a_backfill_running_elsewhere_is_watched_live_and_cannot_be_rerun(work, 
             async with app.run_test(size=(120, 44)) as pilot:
                 await wait_until(pilot, lambda: "running" in screen_text(app))
                 await pilot.press("enter")
-                await pilot.pause(0.3)
+                await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
                 screen = dashboard(app)
                 assert isinstance(screen.source, WatchedSource)
                 first = screen.source.poll().counts["succeeded"]
                 await wait_until(pilot, lambda: screen.source.poll().counts["succeeded"] > first)
                 await pilot.press("r")
-                await pilot.pause(0.2)
-                text = screen_text(app)
-                assert f"running in another process (PID {process.pid})" in text
+                await wait_until(pilot, lambda: f"running in another process (PID {process.pid})" in screen_text(app))
                 assert app.screen.query_one("#submit").disabled
                 await pilot.press("escape")
                 await wait_until(pilot, lambda: screen.source.poll().counts["succeeded"] == 8, timeout=30)

@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from tests.tui.fixtures import FROZEN, build_complete_backfill, build_saved_backfill
+from tests.tui.live import screen_text, wait_until
 from tui.app.backfill_app import BackfillApp
+from tui.app.screens.dashboard import DashboardScreen
+from tui.app.screens.rerun_form import RerunForm
 
 
 @pytest.fixture
@@ -34,12 +37,15 @@ def test_rerun_form_showing_errors(snap_compare, root):
     app = BackfillApp(root=root, clock=lambda: FROZEN, frozen=True)
 
     async def fill_in(pilot) -> None:
+        await wait_until(pilot, lambda: "incomplete" in screen_text(app))
         await pilot.press("enter")
-        await pilot.pause(0.1)
+        await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
         await pilot.press("r")
-        await pilot.pause(0.1)
+        await wait_until(pilot, lambda: isinstance(app.screen, RerunForm))
         app.screen.query_one("#retries").value = "three"
         app.screen.query_one("#timeout").value = "10 minutes"
-        await pilot.pause(0.1)
+        await wait_until(
+            pilot, lambda: "'10 minutes' is not a duration" in screen_text(app) and "'three'" in screen_text(app)
+        )
 
     assert snap_compare(app, run_before=fill_in, terminal_size=(110, 40))

@@ -62,7 +62,7 @@ def test_page_home_end_move_through_many_partitions(work):
 
     async def scenario():
         async with live.app.run_test(size=(100, 30)) as pilot:
-            await pilot.pause(0.3)
+            await wait_until(pilot, lambda: live.table.size.height > 0 and len(live.table.rows) > 0)
             height = live.table.size.height
             await pilot.press("pagedown")
             assert live.table.selected_index == height and not live.table.follow
@@ -490,10 +490,9 @@ def test_a_failed_backfill_stays_open_until_q(work):
 
     async def scenario():
         async with live.app.run_test(size=(100, 30)) as pilot:
-            await wait_until(pilot, lambda: live.executor.snapshot().outcome == "failed")
-            await pilot.pause(0.5)
+            await wait_until(pilot, lambda: "Backfill failed" in live.status_line())
+            await pilot.pause(0.5)  # time to exit, if the dashboard wrongly closed itself on a failure
             assert live.app.is_running
-            assert "Backfill failed" in live.status_line()
             await pilot.press("q")
             await wait_until(pilot, lambda: not live.app.is_running)
 
@@ -510,26 +509,29 @@ def test_resizing_keeps_the_selection_down_to_80x24(work):
 
     async def scenario():
         async with live.app.run_test(size=(140, 45)) as pilot:
-            await pilot.pause(0.2)
+            await wait_until(pilot, lambda: live.table.size.height > 0 and len(live.table.rows) > 0)
             await pilot.press("pagedown", "down", "down")
             selected = live.table.selected_index
             await pilot.resize_terminal(80, 24)
-            await pilot.pause(0.2)
+
+            def selected_row_visible() -> bool:
+                y = live.table.cursor_row - int(live.table.scroll_offset.y)
+                return live.table.size.height < 20 and 0 <= y < live.table.size.height
+
+            narrow = re.compile(r"▸\s+\d+\s+2024-\d\d-\d\d → 2024-\d\d-\d\d\s+[·▶✓] \w+")
+            await wait_until(pilot, lambda: selected_row_visible() and narrow.search(screen_text(live.app)))
             assert live.table.selected_index == selected
-            y = live.table.cursor_row - int(live.table.scroll_offset.y)
-            assert 0 <= y < live.table.size.height, "the selected row stays visible"
             lines = screen_text(live.app).splitlines()
             assert len(lines) <= 24 and all(len(line) <= 80 for line in lines)
             [cursor] = [line for line in lines if line.startswith("▸")]
             # every column of the selected row made it onto the 80-column screen, the last one included; midnight
             # boundaries are dates alone there (the reason's room), and their times come back when it is wider
-            assert re.search(r"▸\s+\d+\s+2024-\d\d-\d\d → 2024-\d\d-\d\d\s+[·▶✓] \w+", cursor), cursor
+            assert narrow.search(cursor), cursor
             assert "interval (end exclusive)" in lines[4]
             await pilot.resize_terminal(120, 40)
-            await pilot.pause(0.2)
+            wide = re.compile(r"^▸\s+\d+\s+2024-\d\d-\d\d 00:00 → 2024-\d\d-\d\d 00:00\s+[·▶✓] \w+", re.M)
+            await wait_until(pilot, lambda: wide.search(screen_text(live.app)))
             assert live.table.selected_index == selected
-            wide = next(line for line in screen_text(live.app).splitlines() if line.startswith("▸"))
-            assert re.search(r"▸\s+\d+\s+2024-\d\d-\d\d 00:00 → 2024-\d\d-\d\d 00:00\s+[·▶✓] \w+", wide), wide
 
     try:
         run(scenario())
@@ -558,8 +560,7 @@ def test_statuses_repaint_in_place(work):
                 if not seen or seen[-1] != status:
                     seen.append(status)
                 await pilot.pause(0.05)
-            await pilot.pause(0.3)
-            assert "succeeded" in live.row_text(2)
+            await wait_until(pilot, lambda: "succeeded" in live.row_text(2))
             assert seen[0] == "queued" and "running" in seen
 
     try:

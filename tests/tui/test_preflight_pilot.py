@@ -68,7 +68,7 @@ def test_the_digest_must_be_typed_back_to_approve_a_human_only_plan(preflight):
             await wait_until(pilot, lambda: "That is not this plan's digest" in screen_text(app))
             assert app.is_running
             await pilot.press(*["backspace"] * 8, *preflight.digest[:8], "enter")
-            await pilot.pause(0.2)
+            await wait_until(pilot, lambda: app.return_code is not None)
         answers.append(app.return_value)
 
     asyncio.run(scenario())
@@ -83,7 +83,7 @@ def test_escape_runs_nothing(preflight):
         async with app.run_test(size=(120, 40)) as pilot:
             await wait_until(pilot, lambda: "verdict human-only" in screen_text(app))
             await pilot.press("escape")
-            await pilot.pause(0.2)
+            await wait_until(pilot, lambda: app.return_code is not None)
 
     asyncio.run(scenario())
     assert app.return_value is None
