@@ -53,7 +53,8 @@ def interruptible(call: Callable[[], T], interrupt: Callable[[], object]) -> T:
         if wakeup is not None:
             signal.set_wakeup_fd(wakeup)
         os.close(writer)  # the watcher reads to the end of the pipe and returns
-        watcher.join()
+        if watcher.ident is not None:  # started: a thread that could not start leaves its own error to be raised
+            watcher.join()
         _checkpoint()  # a handler the interpreter still owed runs here, under ``note``
         for signum, handler in installed.items():
             signal.signal(signum, handler)

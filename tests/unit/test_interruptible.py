@@ -104,3 +104,67 @@ def test_off_the_main_thread_it_is_a_plain_call():
     worker.start()
     worker.join()
     assert found == [worker]
+
+
+def test_the_watcher_is_a_daemon_thread_named_stop_watch():
+    """While the call runs, a daemon thread named ``stop-watch`` reads the wakeup descriptor (a stuck call never
+    keeps the interpreter from exiting, and a thread dump says what it is); it is gone once the call returns."""
+
+    def call():
+        return [(t.name, t.daemon) for t in threading.enumerate() if t is not threading.current_thread()]
+
+    assert ("stop-watch", True) in interruptible(call, lambda: None)
+    assert "stop-watch" not in [t.name for t in threading.enumerate()]
+
+
+def test_the_installed_handler_gets_the_signal_s_frame():
+    """The handler installed before is called as the interpreter would call it: the signal and a frame."""
+    received = []
+
+    def handler(signum, frame):
+        received.append((signum, frame))
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        interruptible(lambda: signal.raise_signal(signal.SIGTERM), lambda: None)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    [(signum, frame)] = received
+    assert signum == signal.SIGTERM and frame is not None and frame.f_code.co_name
+
+
+def test_under_the_default_action_the_signal_ends_the_process_once_the_call_has_ended():
+    """SIGTERM with no handler (its default action): the process dies of SIGTERM after the call, as it would have
+    without ``interruptible`` — not later, not with a different end (a forked copy of this process is signalled)."""
+    pid = os.fork()
+    if pid == 0:  # the child: nothing of pytest's may run here
+        code = 3
+        try:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            interruptible(lambda: signal.raise_signal(signal.SIGTERM), lambda: None)
+            code = 0  # the signal was lost
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM, status
+
+
+def test_a_failure_before_the_call_puts_everything_back(monkeypatch):
+    """A watcher thread that cannot start (no thread left to the process): that error reaches the caller (it was
+    hidden by ``join``'s own), the call never runs, and the handlers, the wakeup descriptor and the open
+    descriptors are as they were."""
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    descriptors = sorted(os.listdir("/proc/self/fd"))
+
+    def refuse(_thread):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    ran = []
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        interruptible(lambda: ran.append(True), lambda: None)
+    monkeypatch.undo()
+    assert not ran
+    assert {signum: signal.getsignal(signum) for signum in before} == before
+    assert signal.set_wakeup_fd(-1) == -1
+    assert sorted(os.listdir("/proc/self/fd")) == descriptors

@@ -3,6 +3,10 @@ files named by their holder, rows counted in and out of a window, and past perio
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -251,5 +255,26 @@ def test_the_rows_a_run_deletes_before_it_inserts_are_counted_as_the_runner_dele
         assert counted(asset(key=None), third, window, whole=False) is None
         assert counted(asset("main.gone"), third, window, whole=False) is None
         assert counted(asset("main.gone"), third, window, whole=True) is None
+    finally:
+        warehouse.close()
+
+
+def test_a_sample_query_takes_its_parameters_and_ends_on_ctrl_c(events):
+    """The pre-flight's sample count passes its parameters to DuckDB; Ctrl+C while DuckDB runs an endless one is
+    a KeyboardInterrupt at once (the query interrupted), and the file's cursor still parses SQL as DuckDB's."""
+    warehouse = Warehouse.open(events)
+    try:
+        assert warehouse.sample_count("SELECT * FROM main.t WHERE id > ?", [2]) == 5  # 3, 4, 5, 3 again, 9
+        start = time.process_time()
+
+        def signal_when_running() -> None:
+            while time.process_time() < start + 0.5:  # DuckDB at work: this process's CPU time grows
+                time.sleep(0.01)
+            os.kill(os.getpid(), signal.SIGINT)
+
+        threading.Thread(target=signal_when_running, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            warehouse.sample_count("SELECT range FROM range(1000000000000) WHERE hash(range) % ? = 0", [7])
+        assert len(warehouse.database().cursor.extract_statements("SELECT 1; SELECT 2")) == 2
     finally:
         warehouse.close()
