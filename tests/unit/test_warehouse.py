@@ -278,3 +278,22 @@ def test_a_sample_query_takes_its_parameters_and_ends_on_ctrl_c(events):
         assert len(warehouse.database().cursor.extract_statements("SELECT 1; SELECT 2")) == 2
     finally:
         warehouse.close()
+
+
+def test_rows_sharing_a_composite_primary_key_are_counted_on_every_column_of_it(events):
+    """A merge keyed on (id, note): two rows of the query with the same pair repeat a key; rows that share only
+    the id do not; NULLs are equal, as the merge matches them."""
+    from dataclasses import replace
+
+    from engine.pipeline.columns import Column
+
+    keyed = replace(
+        asset(strategy="merge"),
+        columns=(Column("id", "int", True, False, None, ()), Column("note", "varchar", True, False, None, ())),
+    )
+    query = "SELECT * FROM (VALUES (1, 'a'), (1, 'a'), (1, 'b'), (2, NULL), (2, NULL), (3, 'c')) v(id, note)"
+    warehouse = Warehouse.open(events)
+    try:
+        assert warehouse.count_repeated_keys(keyed, query) == 4
+    finally:
+        warehouse.close()
