@@ -548,6 +548,8 @@ ATTACHING_ENVIRONMENTS = {
         ("ATTACH 'prod.duckdb' AS p (READ_ONLY); ATTACH 'stage.duckdb' AS s", "standard",
          "mid.x's SQL attaches {root}/stage.duckdb, environment 'stage''s DuckDB file", ()),
         ("ATTACH 'other.duckdb' AS o; ATTACH 'x.db' AS x (TYPE sqlite)", "sandbox", ".bruin.yml", ()),
+        ("ATTACH 'other.duckdb' AS o; ATTACH 'prod.duckdb' AS p", "production",
+         "mid.x's SQL attaches {root}/prod.duckdb, environment 'live''s DuckDB file", ()),
         ("ATTACH 'scratch.duckdb' AS o", "sandbox", ".bruin.yml", ()),
         ("ATTACH getvariable('w') AS w", "production",
          "mid.x's SQL attaches a database its text does not name, which may be environment 'live''s", ()),
