@@ -240,18 +240,23 @@ def strictest_on_the_same_files(
 def strictest_on_attached_files(facts: Facts) -> GuardrailSettings:
     """The level follows every warehouse the run writes to: an ``ATTACH`` in a selected asset's hooks or SQL run as
     written opens another DuckDB file in its run, and the statements after it may write there (a ``sandbox``
-    environment's hook deleted ``production``'s mart, verdict auto, exit 0). The strictest level of any environment
-    that owns a file attached applies; an ``ATTACH`` whose text does not name its file may reach any of them."""
-    from engine.pipeline.sql_writes import UNKNOWN_FILE, attached_file
+    environment's hook deleted ``production``'s mart, verdict auto, exit 0), and a ``COPY … TO`` overwrites a file
+    or empties a directory (one aimed at ``production``'s file replaced it with CSV text, verdict auto, exit 0). The
+    strictest level of any environment that owns a file attached or overwritten applies; a statement whose text does
+    not name its file may reach any of them."""
+    from engine.pipeline.sql_writes import UNKNOWN_FILE, attached_file, copied_to
 
     settings, request = facts.settings, facts.request
     attached: dict[str, str] = {}  # the file as written → the first asset that attaches it
+    copied: dict[str, str] = {}  # the file or directory a COPY writes, as written → the first asset that does
     for asset_facts in facts.selected:
         for classified in asset_facts.classified.values():
             for statement in (s for c in classified for s in c.unclassified):
                 if (file := attached_file(statement)) is not None:
                     attached.setdefault(file, asset_facts.asset.name)
-    if not attached or request.config is None:
+                elif (file := copied_to(statement)) is not None:
+                    copied.setdefault(file, asset_facts.asset.name)
+    if not (attached or copied) or request.config is None:
         return settings
     for name, files, theirs in _environments(request.config):
         for file, asset in sorted(attached.items()):
@@ -262,7 +267,28 @@ def strictest_on_attached_files(facts: Facts) -> GuardrailSettings:
             else:
                 continue
             settings = _stricter(settings, theirs, why)
+        for file, asset in sorted(copied.items()):
+            if file == UNKNOWN_FILE:
+                why = f"{asset}'s SQL copies to a file its text does not name, which may be environment {name!r}'s"
+            elif reached := _copy_reaches(_attached_path(file, request.working_directory), files):
+                why = f"{asset}'s SQL copies to {reached} of environment {name!r}"
+            else:
+                continue
+            settings = _stricter(settings, theirs, why)
     return settings
+
+
+def _copy_reaches(path: Path, files: set[Path]) -> str | None:
+    """What of an environment's DuckDB ``files`` a COPY to ``path`` overwrites: the file, its write-ahead log, or
+    (a directory, which ``OVERWRITE`` empties first) a directory holding it."""
+    for file in sorted(files):
+        if path == file:
+            return f"{path}, the DuckDB file"
+        if path == file.with_name(file.name + ".wal"):
+            return f"{path}, the write-ahead log of the DuckDB file"
+        if file.is_relative_to(path):
+            return f"{path}, a directory holding the DuckDB file {file}"
+    return None
 
 
 def _attached_path(file: str, working_directory: Path) -> Path:

@@ -368,6 +368,9 @@ def _statements(sql: str) -> list[str]:
             named = "".join(text if kind == "quoted" else _blanked(kind, text) for kind, text in pieces).strip()
             # a local DuckDB file's name only: another type's literal may hold a password (a Postgres DSN)
             blanked = named if attached_file(named) not in (None, UNKNOWN_FILE) else blanked
+        elif _COPY.match(blanked):
+            named = "".join(text if kind == "quoted" else _blanked(kind, text) for kind, text in pieces).strip()
+            blanked = _with_guarded_target(blanked, named)
         if blanked:
             found.append(blanked)
     return found
@@ -407,6 +410,76 @@ def attached_file(statement: str) -> str | None:
     if _READ_ONLY.search(options) or not path:
         return None
     return path
+
+
+# COPY ... TO writes a file, or with PARTITION_BY a directory, which OVERWRITE empties first: aimed at an
+# environment's DuckDB file, its write-ahead log or a directory holding it, it destroys that warehouse.
+_COPY = re.compile(r"COPY\b", re.IGNORECASE)
+_TO_OR_FROM = re.compile(r"[()]|\b(?:TO|FROM)\b", re.IGNORECASE)
+_TARGET = re.compile(r"""\s*(?:'((?:[^']|'')*)'|"((?:[^"]|"")*)"|([A-Za-z_]\w*)(?![\w'"]))""")
+
+
+def copied_to(statement: str) -> str | None:
+    """The file or directory a ``COPY … TO`` statement (as ``classify`` reports it) writes, as written (``~`` and a
+    relative path are the run's to resolve); ``UNKNOWN_FILE`` when its text does not name it (an expression); None
+    for any other statement, a ``COPY … FROM``, standard output, a URL, and a name the report blanked (a file that
+    is neither a DuckDB database, a write-ahead log nor a directory: see ``guarded_target``)."""
+    found = _copy_target(statement)
+    return None if found is None else found[2]
+
+
+def guarded_target(path: str) -> bool:
+    """A COPY target whose name the statement keeps, so that a partition writing another one is refused: a
+    directory, a write-ahead log, or a DuckDB database file (which a warehouse is); not a new or exported file,
+    whose name changes with each partition."""
+    from pathlib import Path
+
+    target = Path(path).expanduser()
+    if target.is_dir() or target.name.endswith(".wal"):
+        return True
+    try:
+        with target.open("rb") as file:
+            return file.read(12)[8:12] == b"DUCK"
+    except OSError:
+        return False
+
+
+def _copy_target(statement: str) -> tuple[int, int, str | None] | None:
+    """Where a ``COPY … TO`` statement names its target, and the target (``copied_to``); None when it is no such
+    statement."""
+    if not _COPY.match(statement):
+        return None
+    depth = 0
+    for kind, start, stop in sql_pieces(statement):
+        if kind != "code":
+            continue
+        for token in _TO_OR_FROM.finditer(statement, start, stop):
+            word = token.group(0).upper()
+            if word in "()":
+                depth += 1 if word == "(" else -1
+            elif depth == 0 and word == "FROM":
+                return None  # COPY t FROM a file (a write to t, classified), COPY FROM DATABASE (an attached one)
+            elif depth == 0:
+                target = _TARGET.match(statement, token.end())
+                if target is None:
+                    return token.end(), token.end(), UNKNOWN_FILE
+                literal, quoted, bare = target.groups()
+                if bare is not None and bare.upper() == "STDOUT":
+                    return None
+                path = bare if bare is not None else (quoted or "").replace('""', '"') if literal is None else literal
+                path = path.replace("''", "'") if literal is not None else path
+                local = path and not re.match(r"[A-Za-z][\w+.-]*:", path)
+                return target.start(), target.end(), path if local else None
+    return None
+
+
+def _with_guarded_target(blanked: str, named: str) -> str:
+    """``blanked`` with its COPY target's name put back (from ``named``, the same statement unblanked) when the
+    target is one a partition must not change (``guarded_target``)."""
+    found, where = _copy_target(named), _copy_target(blanked)
+    if found is None or where is None or found[2] in (None, UNKNOWN_FILE) or not guarded_target(found[2]):
+        return blanked
+    return blanked[: where[0]] + named[found[0] : found[1]] + blanked[where[1] :]
 
 
 def _parts(name: str) -> tuple[str, ...]:

@@ -383,3 +383,70 @@ def test_a_partition_that_attaches_another_file_than_the_one_judged_is_refused(t
         "mid.cleanup: this partition's SQL, run as written, runs SQL that cannot be classified, unjudged by the "
         "pre-flight (\"ATTACH 'prod.duckdb' AS p\"): nothing of this partition was written"
     ) in failed_days(found)["2024-01-10"]
+
+
+COPIES = (
+    "COPY (SELECT 1 AS x) TO 'prod.duckdb' (FORMAT csv)",
+    'COPY (SELECT 1 AS x) TO "{root}/prod.duckdb.wal" (FORMAT csv)',
+    "COPY (SELECT 1 AS x, 2 AS y) TO 'warehouses' (FORMAT csv, PARTITION_BY (x), OVERWRITE)",
+    "COPY (SELECT 1 AS x) TO ('prod' || '.duckdb') (FORMAT csv)",
+)
+
+
+@pytest.mark.parametrize("copy", COPIES)
+def test_sql_that_copies_over_production_s_warehouse_is_judged_at_production_s_level(tmp_path, home, copy):
+    """A sandbox environment's SQL run as written ``COPY … TO 'prod.duckdb'``: the statement "cannot be classified",
+    which sandbox lets through, so the verdict was auto, exit 0, and environment ``live``'s file was CSV text after
+    ("not a valid DuckDB database file"). A COPY that overwrites an environment's file, its write-ahead log, or
+    empties a directory holding it (``PARTITION_BY … OVERWRITE``), or one whose target is an expression, is judged
+    at that environment's level: production, which needs a person (exit 4 in a pipe); production's rows stay."""
+    repo = pipeline(tmp_path, "sandbox")
+    (repo.root / "warehouses").mkdir()
+    config = yaml.safe_load((repo.root / ".bruin.yml").read_text())
+    prod = "warehouses/prod.duckdb" if "warehouses" in copy else "prod.duckdb"
+    config["environments"]["live"] = {
+        "guardrails": "production", "connections": {"duckdb": [{"name": "db", "path": prod}]},
+    }  # fmt: skip
+    repo.write(".bruin.yml", yaml.safe_dump(config))
+    with duckdb.connect(str(repo.root / prod)) as connection:
+        connection.execute("CREATE SCHEMA mart; CREATE TABLE mart.revenue AS SELECT range AS x FROM range(5)")
+    repo.sql("mid.export", f"{copy.format(root=repo.root)}; SELECT 1", depends=["raw.events"])
+    checks = dry_checks(repo, home)
+    assert (checks["verdict"], checks["environment"]["evidence"]["level"]) == ("human-only", "production")
+    target = (repo.root / prod).resolve()
+    expected = {
+        "prod.duckdb'": f"mid.export's SQL copies to {target}, the DuckDB file of environment 'live'",
+        ".wal": f"mid.export's SQL copies to {target}.wal, the write-ahead log of the DuckDB file of environment "
+        "'live'",
+        "OVERWRITE": f"mid.export's SQL copies to {target.parent}, a directory holding the DuckDB file {target} of "
+        "environment 'live'",
+        "||": "mid.export's SQL copies to a file its text does not name, which may be environment 'live''s",
+    }
+    [source] = [why for key, why in expected.items() if key in copy]
+    assert checks["environment"]["evidence"]["from"] == source
+    assert backfill_week(repo, home) == (4, [])
+    assert revenue(repo, prod) == 5
+
+
+def test_a_partition_that_copies_over_a_warehouse_the_pre_flight_did_not_see_is_refused(tmp_path, home):
+    """A macro exporting each day to its own CSV file, but on the tenth to ``prod.duckdb``: the exports' names are
+    blanked (each partition writes another), so the tenth had the judged shape and overwrote production's file. A
+    target that is a DuckDB file, a write-ahead log or a directory keeps its name: the tenth fails with nothing run,
+    the days before it exported, and production keeps its rows."""
+    repo = pipeline(tmp_path, "sandbox")
+    with_warehouses(repo, "prod.duckdb")
+    on_the_tenth(repo, "COPY (SELECT 1 AS x) TO 'prod.duckdb' (FORMAT csv)",
+                 "COPY (SELECT 1 AS x) TO 'export-{{ start_date }}.csv' (FORMAT csv)")  # fmt: skip
+    repo.sql("mid.export", "{{ day_sql() }}; SELECT 1", depends=["raw.events"])
+    assert dry_checks(repo, home)["verdict"] == "auto"
+    code, found = backfill_week(repo, home)
+    assert revenue(repo, "prod.duckdb") == 5
+    assert code == 1 and list(failed_days(found)) == ["2024-01-10"]
+    assert (
+        "runs SQL that cannot be classified, unjudged by the pre-flight (\"COPY (SELECT 1 AS x) TO 'prod.duckdb'"
+        in (failed_days(found)["2024-01-10"])
+    )
+    assert sorted(p.name for p in repo.root.glob("export-*.csv")) == [
+        "export-2024-01-08.csv",
+        "export-2024-01-09.csv",
+    ]  # the days before it exported, each to its own file

@@ -12,6 +12,7 @@ from engine.pipeline.sql_writes import (
     after_the_query,
     attached_file,
     classify,
+    copied_to,
     not_one_read,
     phrase,
     shape,
@@ -324,3 +325,35 @@ def test_a_statement_that_writes_inside_itself_is_judged_by_every_write(sql, wri
     assert classify("CREATE TABLE t AS SELECT (UPDATE) FROM x").unclassified == (
         "CREATE TABLE t AS SELECT (UPDATE) FROM x",
     )
+
+
+@pytest.mark.parametrize(
+    ("sql", "kept", "target"),
+    [
+        ("COPY (SELECT 'a;b' AS x) TO 'w.duckdb' (FORMAT csv)", "COPY (SELECT '' AS x) TO 'w.duckdb' (FORMAT csv)",
+         "w.duckdb"),
+        ("copy t (a, b) to 'w.duckdb.wal'", "copy t (a, b) to 'w.duckdb.wal'", "w.duckdb.wal"),
+        ("COPY t TO 'exports' (FORMAT csv, PARTITION_BY (a), OVERWRITE)",
+         "COPY t TO 'exports' (FORMAT csv, PARTITION_BY (a), OVERWRITE)", "exports"),
+        ("COPY t TO 'day-2024-01-10.csv'", "COPY t TO ''", None),
+        ('COPY t TO "w.duckdb"', 'COPY t TO "w.duckdb"', "w.duckdb"),
+        ("COPY t TO w", "COPY t TO w", "w"),
+        ("COPY t TO ('w' || '.duckdb')", "COPY t TO ('' || '')", UNKNOWN_FILE),
+        ("COPY t TO E'w.duckdb'", "COPY t TO E''", UNKNOWN_FILE),
+        ("COPY t TO 's3://bucket/w.duckdb'", "COPY t TO ''", None),
+        ("COPY t TO STDOUT", "COPY t TO STDOUT", None),
+        ("COPY FROM DATABASE a TO b", "COPY FROM DATABASE a TO b", None),
+    ],
+)  # fmt: skip
+def test_what_a_copy_overwrites_is_read_from_its_text(tmp_path, monkeypatch, sql, kept, target):
+    """The file or directory a COPY … TO writes: kept in the statement when it is a DuckDB file, a write-ahead log
+    or a directory (a partition aiming elsewhere is refused), blanked when it is an export's own file (each
+    partition writes another); unknown for an expression; nothing for a URL, standard output or a COPY FROM."""
+    import duckdb
+
+    monkeypatch.chdir(tmp_path)
+    duckdb.connect("w.duckdb").close()
+    (tmp_path / "exports").mkdir()
+    [statement] = classify(sql).unclassified
+    assert statement == kept
+    assert copied_to(statement) == target
