@@ -575,6 +575,50 @@ def test_the_level_follows_the_files_a_run_attaches(tmp_path, monkeypatch, attac
     assert (environment.evidence["level"], environment.evidence["from"]) == (level, source.format(root=repo.root))
 
 
+@pytest.mark.parametrize(
+    ("copies", "level", "source"),
+    [
+        ("COPY (SELECT 1 AS x) TO 'other.duckdb' (FORMAT csv); COPY (SELECT 1 AS x) TO 'prod.duckdb' (FORMAT csv)",
+         "production", "mid.x's SQL copies to {root}/prod.duckdb, the DuckDB file of environment 'live'"),
+        ("COPY (SELECT 1 AS x) TO '{root}/stage.duckdb.wal' (FORMAT csv)", "standard",
+         "mid.x's SQL copies to {root}/stage.duckdb.wal, the write-ahead log of the DuckDB file of environment "
+         "'stage'"),
+        ("COPY (SELECT 1 AS x, 2 AS y) TO 'wh' (FORMAT csv, PARTITION_BY (x), OVERWRITE)", "production",
+         "mid.x's SQL copies to {root}/wh, a directory holding the DuckDB file {root}/wh/prod.duckdb of environment "
+         "'live'"),
+        ("COPY (SELECT 1 AS x) TO ('prod' || '.duckdb') (FORMAT csv)", "production",
+         "mid.x's SQL copies to a file its text does not name, which may be environment 'live''s"),
+        ("COPY (SELECT 1 AS x) TO 'export-2024-01-08.csv' (FORMAT csv)", "sandbox", ".bruin.yml"),
+        ("COPY (SELECT 1 AS x) TO 'other.duckdb' (FORMAT csv)", "sandbox", ".bruin.yml"),
+    ],
+)  # fmt: skip
+def test_the_level_follows_the_files_a_run_copies_over(tmp_path, monkeypatch, copies, level, source):
+    """A sandbox pipeline whose SQL run as written copies over other files: the strictest level of an environment
+    whose DuckDB file it overwrites, whose write-ahead log it overwrites, or whose directory it empties applies; a
+    target its text does not name may be any environment's; an export's own file, or a DuckDB file of no
+    environment, changes nothing. Relative targets are read from the working directory, as DuckDB reads them."""
+    import duckdb
+    import yaml
+
+    repo = scenario(tmp_path, level="sandbox", fresh=True)
+    monkeypatch.chdir(repo.root)
+    (repo.root / "wh").mkdir()
+    for file in ("other.duckdb", "prod.duckdb", "wh/prod.duckdb"):
+        duckdb.connect(str(repo.root / file)).close()
+    prod = "wh/prod.duckdb" if "'wh'" in copies else "prod.duckdb"
+    environments = {
+        **ATTACHING_ENVIRONMENTS,
+        "live": {"guardrails": "production", "connections": {"duckdb": [{"name": "db", "path": prod}]}},
+    }
+    config = yaml.safe_load((repo.root / ".bruin.yml").read_text())
+    config["environments"].update(environments)
+    repo.write(".bruin.yml", yaml.safe_dump(config))
+    repo.sql("mid.x", copies.format(root=repo.root) + "; SELECT 1", depends=["raw.events"])
+    judged = preflight(repo, "2024-01-08", "2024-01-12")
+    [environment] = [c for c in judged.checks if c.name == "environment"]
+    assert (environment.evidence["level"], environment.evidence["from"]) == (level, source.format(root=repo.root))
+
+
 def test_gates_let_missing_upstream_through_only_with_approval(tmp_path):
     """dependency_gates: warn, or --ignore-dependencies: a gap in the upstream needs approval, naming it."""
     gap = "raw.events: 2024-01-08T00:00:00Z → 2024-01-13T00:00:00Z"

@@ -343,6 +343,14 @@ def test_a_statement_that_writes_inside_itself_is_judged_by_every_write(sql, wri
         ("COPY t TO 's3://bucket/w.duckdb'", "COPY t TO ''", None),
         ("COPY t TO STDOUT", "COPY t TO STDOUT", None),
         ("COPY FROM DATABASE a TO b", "COPY FROM DATABASE a TO b", None),
+        ('COPY "to" TO \'w.duckdb\'', 'COPY "to" TO \'w.duckdb\'', "w.duckdb"),
+        ("COPY t TO /* the warehouse */ 'w.duckdb'", "COPY t TO   'w.duckdb'", "w.duckdb"),
+        ("COPY t TO 'it''s.duckdb.wal'", "COPY t TO 'it''s.duckdb.wal'", "it's.duckdb.wal"),
+        ('COPY t TO "w""x.duckdb"', 'COPY t TO "w""x.duckdb"', 'w"x.duckdb'),
+        ('COPY t TO "it\'\'s"', 'COPY t TO "it\'\'s"', "it''s"),
+        ('COPY t TO ""', 'COPY t TO ""', None),
+        ("COPY t TO 's3://bucket/w.duckdb.wal'", "COPY t TO ''", None),
+        ("COPY t TO 'S3://bucket/w.duckdb.wal'", "COPY t TO ''", None),
     ],
 )  # fmt: skip
 def test_what_a_copy_overwrites_is_read_from_its_text(tmp_path, monkeypatch, sql, kept, target):
