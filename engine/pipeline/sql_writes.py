@@ -364,13 +364,12 @@ def _statements(sql: str) -> list[str]:
     found = []
     for pieces in statements:
         blanked = "".join(_blanked(kind, text) for kind, text in pieces).strip()
-        if _ATTACH.match(blanked):
+        if _ATTACH.match(blanked) or _COPY.match(blanked):
             named = "".join(text if kind == "quoted" else _blanked(kind, text) for kind, text in pieces).strip()
-            # a local DuckDB file's name only: another type's literal may hold a password (a Postgres DSN)
-            blanked = named if attached_file(named) not in (None, UNKNOWN_FILE) else blanked
-        elif _COPY.match(blanked):
-            named = "".join(text if kind == "quoted" else _blanked(kind, text) for kind, text in pieces).strip()
-            blanked = _with_guarded_target(blanked, named)
+            if _COPY.match(blanked):
+                blanked = _with_guarded_target(blanked, named)
+            elif attached_file(named) not in (None, UNKNOWN_FILE):
+                blanked = named  # a local DuckDB file's name only: another type's may hold a password (a Postgres DSN)
         if blanked:
             found.append(blanked)
     return found
