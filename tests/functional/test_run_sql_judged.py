@@ -450,3 +450,25 @@ def test_a_partition_that_copies_over_a_warehouse_the_pre_flight_did_not_see_is_
         "export-2024-01-08.csv",
         "export-2024-01-09.csv",
     ]  # the days before it exported, each to its own file
+
+
+def test_a_continue_typed_in_another_directory_runs_no_copy_over_a_warehouse(tmp_path, home):
+    """A week exported to its own file; then the SQL copies over ``prod.duckdb`` (a relative name) and the operator
+    types ``--continue --rerun all`` in another directory, where no such file is: the pre-flight there judges the
+    target an export's file (verdict auto), but each partition it runs, in the backfill's own directory, keeps the
+    target's name and is refused as unjudged. Nothing is written; production keeps its rows."""
+    repo = pipeline(tmp_path, "sandbox")
+    with_warehouses(repo, "prod.duckdb")
+    repo.sql("mid.export", "COPY (SELECT 1 AS x) TO 'export.csv' (FORMAT csv); SELECT 1", depends=["raw.events"])
+    assert backfill_week(repo, home)[0] == 0
+    [backfill] = state_dirs(repo.root / "logs" / "backfills")
+    repo.sql("mid.export", "COPY (SELECT 1 AS x) TO 'prod.duckdb' (FORMAT csv); SELECT 1", depends=["raw.events"])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    ran = run_backfill("--continue", backfill.name, "--state-dir", str(backfill.parent), "--rerun", "all",
+                       "--reason", "again", "--no-progress",
+                       cwd=elsewhere, env=home)  # fmt: skip
+    assert ran.returncode == 1, ran.stderr
+    assert revenue(repo, "prod.duckdb") == 5
+    rerun = [r["attempts"][1] for r in records(backfill) if len(r["attempts"]) > 1]
+    assert rerun and all(a["status"] == "failed" and "unjudged by the pre-flight" in a["error"] for a in rerun)
