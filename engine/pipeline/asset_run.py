@@ -278,6 +278,7 @@ class AssetRun:
                 pre_hooks=[self._rewrite(db, hook) for hook in pre],
                 post_hooks=[self._rewrite(db, hook) for hook in post],
                 fence_window=self.settings.fence_window,
+                schema_prefix=self.settings.schema_prefix or "",
             )
             self.result.rows_in_interval = _rows_in_window(db, asset, window)
         finally:

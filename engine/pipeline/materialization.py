@@ -69,12 +69,14 @@ def materialize(
     pre_hooks: Sequence[str] = (),
     post_hooks: Sequence[str] = (),
     fence_window: bool = False,
+    schema_prefix: str = "",
 ) -> int | None:
     """Apply the asset's materialization, with its hooks, in one transaction; the rows written, if known.
 
     A failing post hook rolls the materialization back: the asset either lands whole or not at all.
     ``fence_window`` (a backfill's partitions): the table's rows outside the run's window must come out of
-    the transaction exactly as they went in, or it is rolled back (:class:`OutsideWindowChanged`).
+    the transaction exactly as they went in, or it is rolled back (:class:`OutsideWindowChanged`); so must every
+    raw table (``schema_prefix``'s copies too) when the SQL holds a statement that cannot be classified.
     """
     m = asset.materialization
     target = quote_name(asset.name)
@@ -104,6 +106,11 @@ def materialize(
         for name in _resolved(db, asset, _deleted_by(run_sql, (QUERY,))):
             if schema_of(name).lower() in RAW_SCHEMAS:
                 others.setdefault(name, "the SQL of")
+        if any(c.unclassified for classified in run_sql.values() for c in classified):
+            # What it does cannot be read from its text (an import running a directory's CREATE statements, a
+            # CALL): whatever it reaches, source data must come out of the transaction as it went in.
+            for name in raw_tables(db, asset, schema_prefix):
+                others.setdefault(name, "SQL that cannot be classified in")
 
     def work() -> int | None:
         other_before = {name: fingerprint(db, name) for name in others if db.table_exists(name)}
@@ -283,6 +290,18 @@ def _resolved(db: Database, asset: Asset, names: set[str]) -> list[str]:
         tables |= {f"{schema}.{table}" for schema, table in rows}
     own = relation_of(asset.name).lower()
     return sorted(t for t in tables if relation_of(t).lower() != own)
+
+
+def raw_tables(db: Database, asset: Asset, schema_prefix: str) -> list[str]:
+    """Every table of the run's database in a raw schema (``raw.*``, and ``dev_raw.*`` under the schema prefix
+    ``dev_``), as ``schema.table``, the asset's own left out (its strategy is judged on its own)."""
+    schemas = {prefix + raw for raw in RAW_SCHEMAS for prefix in {"", schema_prefix.lower()}}
+    rows = db.execute(
+        "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = current_database()"
+    ).fetchall()
+    own = relation_of(asset.name).lower()  # under a schema prefix, the prefixed name it writes
+    found = (f"{schema}.{table}" for schema, table in rows if schema.lower() in schemas)
+    return sorted(t for t in found if relation_of(t).lower() != own)
 
 
 class OtherTableChanged(Exception):

@@ -472,3 +472,42 @@ def test_a_continue_typed_in_another_directory_runs_no_copy_over_a_warehouse(tmp
     assert revenue(repo, "prod.duckdb") == 5
     rerun = [r["attempts"][1] for r in records(backfill) if len(r["attempts"]) > 1]
     assert rerun and all(a["status"] == "failed" and "unjudged by the pre-flight" in a["error"] for a in rerun)
+
+
+REPLACE_RAW = {  # statements that cannot be classified, whose schema.sql replaces a raw table the text never names
+    "a hook's import": ("hook", "PRAGMA import_database('d')", "raw"),
+    "SQL run as written": ("as written", "IMPORT DATABASE 'd'", "raw"),
+    "a prefixed environment's copy": ("hook", "PRAGMA import_database('d')", "dev_raw"),
+}
+
+
+@pytest.mark.parametrize("route", REPLACE_RAW)
+def test_sql_that_cannot_be_classified_cannot_replace_raw_data_even_where_it_is_let_through(tmp_path, home, route):
+    """A sandbox lets SQL that cannot be classified through, and its first partition is the one the pre-flight
+    judged: ``PRAGMA import_database('d')``, whose schema.sql replaces raw.landing, ran on every day with verdict
+    auto, raw.landing 5 rows → 0, exit 0 — a delete of source data, which is never allowed, by a statement that
+    does not name it. Every raw table (a prefixed environment's copies too) is now fingerprinted in a partition
+    that runs such SQL: the first day is rolled back and fails, and raw.landing keeps its 5 rows."""
+    where, statement, schema = REPLACE_RAW[route]
+    repo = pipeline(tmp_path, "sandbox")
+    if schema != "raw":
+        environment = yaml.safe_load((repo.root / ".bruin.yml").read_text())
+        environment["environments"]["dev"]["schema_prefix"] = "dev_"
+        repo.write(".bruin.yml", yaml.safe_dump(environment))
+        repo.execute(f"CREATE SCHEMA {schema}", f"CREATE TABLE {schema}.landing AS SELECT range AS x FROM range(5)")
+    (repo.root / "d").mkdir()
+    (repo.root / "d" / "schema.sql").write_text(f"CREATE OR REPLACE TABLE {schema}.landing (x INTEGER);\n")
+    (repo.root / "d" / "load.sql").write_text("")
+    if where == "hook":
+        redeclare_daily(repo, hooks={"post": [{"query": statement}]})
+    else:
+        repo.sql("mid.cleanup", statement, depends=["raw.events"])
+    assert dry_checks(repo, home)["verdict"] == "auto"
+    code, found = backfill_week(repo, home)
+    assert repo.query(f"SELECT count(*) FROM {schema}.landing") == [(5,)]
+    assert code == 1 and list(failed_days(found)) == ["2024-01-08"]
+    asset = ("" if schema == "raw" else "dev_") + ("mid.daily" if where == "hook" else "mid.cleanup")
+    assert (
+        f"SQL that cannot be classified in {asset} changed rows of another table, {schema}.landing (5 rows before, "
+        "0 after): rolled back, nothing of this partition was written"
+    ) in failed_days(found)["2024-01-08"]

@@ -3,6 +3,7 @@ a ``time_interval`` run replaces, and a failing hook that leaves the table exact
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, date, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -570,6 +571,49 @@ def test_a_partition_s_hook_that_changes_another_table_is_rolled_back(db):
     with pytest.raises(OtherTableChanged, match=r"mart\.audit \(the same 1 row, but its contents changed\)"):
         materialize(db, FENCED, query, DAY_2, full_refresh=False, post_hooks=["UPDATE mart.audit SET n = 0"],
                     fence_window=True)  # fmt: skip
+
+
+def test_sql_that_cannot_be_classified_leaves_every_raw_table_as_it_was(db, tmp_path):
+    """An import (SQL that cannot be classified: which tables it writes is in files, not in its text) that empties
+    a table of each raw schema, whatever case its schema is written in, is rolled back naming it; one that writes
+    only a mart table (a person approved it) or the asset's own raw table lands, and so does SQL that can be
+    classified, judged by the tables it names. Outside a backfill it runs."""
+    three_days(db)
+    for schema in ("raw", "Source", "src", "landing"):
+        db.execute(f"CREATE SCHEMA {schema}")
+        db.execute(f"CREATE TABLE {schema}.rows AS SELECT range AS id FROM range(3)")
+    db.execute("CREATE TABLE mart.other AS SELECT 1 AS id")
+    query = "SELECT DATE '2024-01-02' AS d, 5 AS v"
+
+    def importing(table: str) -> str:
+        directory = tmp_path / table.replace(".", "_")
+        directory.mkdir(exist_ok=True)
+        (directory / "schema.sql").write_text(f"CREATE OR REPLACE TABLE {table} (id INTEGER);\n")
+        (directory / "load.sql").write_text("")
+        return f"PRAGMA import_database('{directory}')"
+
+    for schema in ("raw", "Source", "src", "landing"):
+        with pytest.raises(OtherTableChanged) as raised:
+            materialize(db, FENCED, query, DAY_2, full_refresh=False, post_hooks=[importing(f"{schema}.rows")],
+                        fence_window=True)  # fmt: skip
+        assert str(raised.value) == (
+            f"SQL that cannot be classified in mart.t changed rows of another table, {schema}.rows (3 rows before, "
+            "0 after): rolled back, nothing of this partition was written"
+        )
+        assert rows(db, f"{schema}.rows") == [(0,), (1,), (2,)]
+    materialize(db, FENCED, query, DAY_2, full_refresh=False, post_hooks=[importing("mart.other")], fence_window=True)
+    assert rows(db, "mart.other") == []
+    db.execute("CREATE TABLE raw.own AS SELECT 1 AS id")
+    own = dataclasses.replace(asset("append"), name="raw.own")
+    materialize(db, own, "SELECT 7 AS id", DAY_2, full_refresh=False, post_hooks=["CALL pragma_version()"],
+                fence_window=True)  # fmt: skip
+    assert rows(db, "raw.own") == [(1,), (7,)]
+    # SQL that can be classified is judged by what it names: an insert into a raw table is no delete, and lands.
+    materialize(db, FENCED, query, DAY_2, full_refresh=False, post_hooks=["INSERT INTO raw.rows VALUES (9)"],
+                fence_window=True)  # fmt: skip
+    assert rows(db, "raw.rows") == [(0,), (1,), (2,), (9,)]
+    materialize(db, FENCED, query, DAY_2, full_refresh=False, post_hooks=[importing("src.rows")])
+    assert rows(db, "src.rows") == []
 
 
 def test_a_duplicated_row_outside_the_window_is_caught(db):
