@@ -19,8 +19,9 @@ import orjson
 from engine.base.atomic import write_atomic
 from engine.guardrails.table_snapshot import read_snapshot, warehouse_busy
 from engine.guardrails.warehouse import Held, Warehouse
-from engine.pipeline.materialization import Database, fingerprint
+from engine.pipeline.materialization import Database
 from engine.pipeline.row_changes import SNAPSHOT_INDEX
+from engine.pipeline.source_rows import fingerprint
 
 ABSENT = "absent"  # the table did not exist when the run ended
 

@@ -38,6 +38,13 @@ from engine.pipeline.materialization import (
 from engine.pipeline.quality_checks import QualityCheckResult, run_checks
 from engine.pipeline.schema_prefix import existing_tables, rewrite_references
 from engine.pipeline.seeds import load_seed, seed_source
+from engine.pipeline.source_rows import (
+    ScriptChangedRawData,
+    SourceRows,
+    lost_source_rows,
+    raw_tables,
+    source_rows,
+)
 from engine.pipeline.sql_writes import POST, PRE
 from engine.pipeline.templating import TemplateProblem, Window, render
 
@@ -238,6 +245,18 @@ class AssetRun:
             self._cursor = cursor
         return Database(cursor, self._annotate, lambda: self._stopped)
 
+    def _on_file(self, read: Callable[..., Any]) -> Any:
+        """``read(db, asset, schema_prefix)`` on the asset's DuckDB file, opened for it and closed again: a Python
+        asset's script opens the file itself, and DuckDB lets one process write it."""
+        db = self._database()
+        try:
+            return read(db, self.asset, self.settings.schema_prefix or "")
+        finally:
+            self._release(db)
+            connection = self.settings.connection_of(self.asset)
+            assert connection is not None
+            self.pool.close(connection)
+
     def _release(self, db: Database) -> None:
         with self._lock:
             self._cursor = None
@@ -323,6 +342,8 @@ class AssetRun:
             environment["BRUIN_DUCKDB_PATH"] = str(self.pool.path_of(connection))
         from engine.pipeline.script_process import ScriptProcess  # psutil and setpriv's lookup: Python assets only
 
+        # A backfill's partition: the rows of the raw tables of the file the script opens, as it starts and as it ends.
+        raw_before = self._on_file(_raw_source_rows) if s.fence_window and connection is not None else None
         script = ScriptProcess(
             [sys.executable, str(self.asset.script)],
             str(self.asset.script.parent),
@@ -353,10 +374,19 @@ class AssetRun:
                 f"[{self.asset.name}] stopped {len(left)} process{'es' if len(left) > 1 else ''} the script left "
                 f"running when it ended (PID {', '.join(map(str, left))})"
             )
+        if raw_before and (lost := self._on_file(lambda db, *_: lost_source_rows(db, raw_before))) is not None:
+            raise ScriptChangedRawData(self.asset.name, *lost)
         if self._stopped is not None:
             raise RuntimeError(self._stopped)
         if code != 0:
             raise RuntimeError(f"python exited with code {code}" + (f": {last_line}" if last_line else ""))
+
+
+def _raw_source_rows(db: Database, asset: Asset, schema_prefix: str) -> SourceRows:
+    """What the raw tables hold as a script starts. The run opened the file as it started and closed it before the
+    script, so a crashed writer's deletes in the write-ahead log are compacted already: the script's own checkpoint
+    renumbers no row it did not touch."""
+    return source_rows(db, raw_tables(db, asset, schema_prefix))
 
 
 def _render_parameters(asset: Asset, context: dict[str, Any]) -> dict[str, Any]:

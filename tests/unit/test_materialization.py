@@ -576,13 +576,14 @@ def test_a_partition_s_hook_that_changes_another_table_is_rolled_back(db):
 def test_sql_that_cannot_be_classified_leaves_every_raw_table_as_it_was(db, tmp_path):
     """An import (SQL that cannot be classified: which tables it writes is in files, not in its text) that empties
     a table of each raw schema, whatever case its schema is written in, is rolled back naming it; one that writes
-    only a mart table (a person approved it) or the asset's own raw table lands, and so does SQL that can be
-    classified, judged by the tables it names. Outside a backfill it runs."""
+    only a mart table (a person approved it), only adds rows to a raw table, or writes the asset's own raw table
+    lands, and so does SQL that can be classified, judged by the tables it names. Outside a backfill it runs."""
     three_days(db)
     for schema in ("raw", "Source", "src", "landing"):
         db.execute(f"CREATE SCHEMA {schema}")
         db.execute(f"CREATE TABLE {schema}.rows AS SELECT range AS id FROM range(3)")
     db.execute("CREATE TABLE mart.other AS SELECT 1 AS id")
+    db.execute("CREATE TABLE raw.empty (id INTEGER)")  # nothing in it to lose
     query = "SELECT DATE '2024-01-02' AS d, 5 AS v"
 
     def importing(table: str) -> str:
@@ -603,6 +604,14 @@ def test_sql_that_cannot_be_classified_leaves_every_raw_table_as_it_was(db, tmp_
         assert rows(db, f"{schema}.rows") == [(0,), (1,), (2,)]
     materialize(db, FENCED, query, DAY_2, full_refresh=False, post_hooks=[importing("mart.other")], fence_window=True)
     assert rows(db, "mart.other") == []
+    adding = tmp_path / "adding"  # an import that only adds source rows (a source re-sent) is no delete
+    adding.mkdir()
+    (adding / "schema.sql").write_text("")
+    (adding / "rows.csv").write_text("id\n42\n")
+    (adding / "load.sql").write_text(f"COPY raw.rows FROM '{adding / 'rows.csv'}' (HEADER);\n")
+    hook = f"PRAGMA import_database('{adding}')"
+    materialize(db, FENCED, query, DAY_2, full_refresh=False, post_hooks=[hook], fence_window=True)
+    assert rows(db, "raw.rows") == [(0,), (1,), (2,), (42,)]
     db.execute("CREATE TABLE raw.own AS SELECT 1 AS id")
     own = dataclasses.replace(asset("append"), name="raw.own")
     materialize(db, own, "SELECT 7 AS id", DAY_2, full_refresh=False, post_hooks=["CALL pragma_version()"],
@@ -611,7 +620,7 @@ def test_sql_that_cannot_be_classified_leaves_every_raw_table_as_it_was(db, tmp_
     # SQL that can be classified is judged by what it names: an insert into a raw table is no delete, and lands.
     materialize(db, FENCED, query, DAY_2, full_refresh=False, post_hooks=["INSERT INTO raw.rows VALUES (9)"],
                 fence_window=True)  # fmt: skip
-    assert rows(db, "raw.rows") == [(0,), (1,), (2,), (9,)]
+    assert rows(db, "raw.rows") == [(0,), (1,), (2,), (9,), (42,)]
     materialize(db, FENCED, query, DAY_2, full_refresh=False, post_hooks=[importing("src.rows")])
     assert rows(db, "src.rows") == []
 
