@@ -612,17 +612,36 @@ def test_sql_that_cannot_be_classified_leaves_every_raw_table_as_it_was(db, tmp_
     hook = f"PRAGMA import_database('{adding}')"
     materialize(db, FENCED, query, DAY_2, full_refresh=False, post_hooks=[hook], fence_window=True)
     assert rows(db, "raw.rows") == [(0,), (1,), (2,), (42,)]
-    db.execute("CREATE TABLE raw.own AS SELECT 1 AS id")
-    own = dataclasses.replace(asset("append"), name="raw.own")
+    db.execute("CREATE TABLE raw.own AS SELECT 1 AS id")  # rebuilt by its own strategy, which its rules judge
+    own = dataclasses.replace(asset(None), name="raw.own")
     materialize(db, own, "SELECT 7 AS id", DAY_2, full_refresh=False, post_hooks=["CALL pragma_version()"],
                 fence_window=True)  # fmt: skip
-    assert rows(db, "raw.own") == [(1,), (7,)]
+    assert rows(db, "raw.own") == [(7,)]
     # SQL that can be classified is judged by what it names: an insert into a raw table is no delete, and lands.
     materialize(db, FENCED, query, DAY_2, full_refresh=False, post_hooks=["INSERT INTO raw.rows VALUES (9)"],
                 fence_window=True)  # fmt: skip
     assert rows(db, "raw.rows") == [(0,), (1,), (2,), (9,), (42,)]
     materialize(db, FENCED, query, DAY_2, full_refresh=False, post_hooks=[importing("src.rows")])
     assert rows(db, "src.rows") == []
+
+
+def test_sql_that_cannot_be_classified_reaches_no_raw_row_under_a_prefix_or_by_a_drop(db, tmp_path):
+    """Under the schema prefix ``dev_`` both the source (raw.rows) and the developer's copy (dev_raw.rows) are raw;
+    an import that drops either is rolled back, the table said to have lost every row it held."""
+    three_days(db)
+    for schema in ("raw", "dev_raw"):
+        db.execute(f"CREATE SCHEMA {schema}")
+        db.execute(f"CREATE TABLE {schema}.rows AS SELECT range AS id FROM range(3)")
+        dropping = tmp_path / schema
+        dropping.mkdir()
+        (dropping / "schema.sql").write_text(f"DROP TABLE {schema}.rows;\n")
+        (dropping / "load.sql").write_text("")
+        hook = f"PRAGMA import_database('{dropping}')"
+        with pytest.raises(OtherTableChanged) as raised:
+            materialize(db, FENCED, "SELECT DATE '2024-01-02' AS d, 5 AS v", DAY_2, full_refresh=False,
+                        post_hooks=[hook], fence_window=True, schema_prefix="dev_")  # fmt: skip
+        assert f"another table, {schema}.rows (3 rows before, 0 after): rolled back" in str(raised.value)
+        assert rows(db, f"{schema}.rows") == [(0,), (1,), (2,)]
 
 
 def test_a_duplicated_row_outside_the_window_is_caught(db):
