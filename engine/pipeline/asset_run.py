@@ -266,7 +266,9 @@ class AssetRun:
         annotations = self.settings.annotations
         if not annotations:
             return sql
-        return "/* " + orjson.dumps(annotations).decode().replace("*/", "* /") + " */\n" + sql
+        # DuckDB's comments nest: a "/*" in a value would leave the comment open over the statement after it.
+        text = orjson.dumps(annotations).decode().replace("*/", "* /").replace("/*", "/ *")
+        return "/* " + text + " */\n" + sql
 
     def _main(self, context: dict[str, Any], window: Window) -> None:
         asset = self.asset

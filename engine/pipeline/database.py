@@ -4,6 +4,7 @@ and one transaction around everything an asset changes."""
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -60,34 +61,76 @@ def without_comments(sql: str) -> str:
     return "".join(" " if kind == "comment" else sql[start:stop] for kind, start, stop in sql_pieces(sql))
 
 
+# Where DuckDB's lexer (PostgreSQL's) starts a token: a letter, digit, ``_`` or ``$`` before a quote or ``$`` makes it
+# part of an identifier (``a$$b``), not the start of a string.
+_WORD_CHAR = re.compile(r"[\w$\x80-\U0010ffff]")
+_LINE_END = re.compile(r"[\n\r]")  # a carriage return alone ends a -- comment too
+_DOLLAR_TAG = re.compile(r"\$(?:[A-Za-z_\x80-\U0010ffff][\w\x80-\U0010ffff]*)?\$")
+
+
 def sql_pieces(sql: str) -> Iterator[tuple[str, int, int]]:
-    """``(kind, start, stop)`` for each run of code, quoted text (a doubled quote escapes) or comment."""
+    """``(kind, start, stop)`` for each run of code, quoted text or comment, read as DuckDB's lexer reads them: a
+    string in single quotes (a doubled quote escapes), an escape string ``E'…'`` (a backslash escapes too), a
+    dollar-quoted string ``$$…$$`` or ``$tag$…$tag$``, a name in double quotes, a ``--`` comment to the end of the
+    line (a carriage return ends it too), and ``/* */`` comments, which nest. A reading that differed would hide a
+    statement inside what it took for a string: ``SELECT $$'$$; DELETE FROM raw.landing; SELECT $$'$$`` runs the
+    DELETE."""
     i, n, code = 0, len(sql), 0
     while i < n:
         char = sql[i]
+        starts_token = i == 0 or not _WORD_CHAR.match(sql[i - 1])
         if char == "-" and sql.startswith("--", i):
-            newline = sql.find("\n", i)
-            stop = n if newline < 0 else newline
+            line_end = _LINE_END.search(sql, i)
+            stop = n if line_end is None else line_end.start()
         elif char == "/" and sql.startswith("/*", i):
-            close = sql.find("*/", i + 2)
-            stop = n if close < 0 else close + 2
+            stop = _comment_end(sql, i)
         elif char in "'\"":
-            close = i + 1
-            while True:
-                close = sql.find(char, close)
-                if close < 0 or not sql.startswith(char, close + 1):
-                    break
-                close += 2
-            stop = n if close < 0 else close + 1
+            stop = _quote_end(sql, i + 1, char, backslash=False)
+        elif char in "eE" and sql.startswith("'", i + 1) and starts_token:
+            stop = _quote_end(sql, i + 2, "'", backslash=True)
+        elif char == "$" and starts_token and (tag := _DOLLAR_TAG.match(sql, i)) is not None:
+            close = sql.find(tag.group(), tag.end())
+            stop = n if close < 0 else close + len(tag.group())
         else:
             i += 1
             continue
         if code < i:
             yield "code", code, i
-        yield ("quoted" if char in "'\"" else "comment"), i, stop
+        yield ("comment" if char in "-/" else "quoted"), i, stop
         i = code = stop
     if code < n:
         yield "code", code, n
+
+
+def _quote_end(sql: str, i: int, quote: str, *, backslash: bool) -> int:
+    """Just past the quote that closes a string (or name) whose text starts at ``i``; the end when none does."""
+    n = len(sql)
+    while i < n:
+        if backslash and sql[i] == "\\":
+            i += 2
+        elif sql[i] != quote:
+            i += 1
+        elif sql.startswith(quote, i + 1):
+            i += 2
+        else:
+            return i + 1
+    return n
+
+
+def _comment_end(sql: str, i: int) -> int:
+    """Just past the ``*/`` that closes the comment opened at ``i``, comments inside it nesting; the end when none
+    does."""
+    depth, i, n = 0, i, len(sql)
+    while i < n:
+        if sql.startswith("/*", i):
+            depth, i = depth + 1, i + 2
+        elif sql.startswith("*/", i):
+            depth, i = depth - 1, i + 2
+            if depth == 0:
+                return i
+        else:
+            i += 1
+    return n
 
 
 class RunStopped(Exception):

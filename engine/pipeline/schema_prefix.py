@@ -9,9 +9,8 @@ override some sources without copying all of them.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
-from engine.pipeline.database import Database
+from engine.pipeline.database import Database, sql_pieces
 
 _REFERENCE = re.compile(
     r"(?<![\w$.\"])([A-Za-z_][A-Za-z0-9_$]*)\.([A-Za-z_][A-Za-z0-9_$]*)(?![\w$]|\s*\.|\s*\()", re.ASCII
@@ -29,38 +28,6 @@ def prefixed_name(name: str, prefix: str | None) -> str:
     return ".".join(parts)
 
 
-def _code_spans(sql: str) -> Iterator[tuple[int, int]]:
-    """The stretches of ``sql`` outside string literals, quoted identifiers and comments."""
-    start, i, length = 0, 0, len(sql)
-    while i < length:
-        two = sql[i : i + 2]
-        if sql[i] in "'\"":
-            yield start, i
-            quote, i = sql[i], i + 1
-            while i < length:
-                if sql[i] == quote and sql[i + 1 : i + 2] == quote:
-                    i += 2
-                elif sql[i] == quote:
-                    break
-                else:
-                    i += 1
-            i += 1
-            start = i
-        elif two == "--":
-            yield start, i
-            end = sql.find("\n", i)
-            i = length if end < 0 else end
-            start = i
-        elif two == "/*":
-            yield start, i
-            end = sql.find("*/", i + 2)
-            i = length if end < 0 else end + 2
-            start = i
-        else:
-            i += 1
-    yield start, length
-
-
 def existing_tables(db: Database) -> set[tuple[str, str]]:
     """Every (schema, table) of the database, lowercase: what a prefixed reference may point to."""
     return {
@@ -73,7 +40,7 @@ def rewrite_references(sql: str, prefix: str, existing: set[tuple[str, str]]) ->
     """``schema.table`` references (unquoted, two parts) that have a prefixed copy in ``existing`` read the copy."""
     pieces: list[str] = []
     position = 0
-    for begin, end in _code_spans(sql):
+    for begin, end in ((start, stop) for kind, start, stop in sql_pieces(sql) if kind == "code"):
         pieces.append(sql[position:begin])  # the literal or comment before this span, unchanged
         pieces.append(_rewrite_span(sql[begin:end], prefix, existing))
         position = end

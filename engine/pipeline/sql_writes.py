@@ -376,7 +376,14 @@ def _statements(sql: str) -> list[str]:
 
 
 def _blanked(kind: str, text: str) -> str:
-    return " " if kind == "comment" else "''" if kind == "quoted" and text[0] == "'" else text
+    """A comment as a space; a string emptied, keeping how it is quoted (``''``, ``E''``, ``$$$$``: a target read
+    from a plain string is judged, one of another quoting is not, and the two must not share a shape); a quoted
+    name kept."""
+    if kind == "comment":
+        return " "
+    if kind != "quoted" or text[0] == '"':
+        return text
+    return "$$$$" if text[0] == "$" else "''" if text[0] == "'" else text[0] + "''"
 
 
 # ATTACH opens another database file in the run's connection: whatever the statements after it write there is

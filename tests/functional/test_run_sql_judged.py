@@ -428,24 +428,26 @@ def test_sql_that_copies_over_production_s_warehouse_is_judged_at_production_s_l
     assert revenue(repo, prod) == 5
 
 
-def test_a_partition_that_copies_over_a_warehouse_the_pre_flight_did_not_see_is_refused(tmp_path, home):
+@pytest.mark.parametrize("target", ["'prod.duckdb'", "$$prod.duckdb$$"])
+def test_a_partition_that_copies_over_a_warehouse_the_pre_flight_did_not_see_is_refused(tmp_path, home, target):
     """A macro exporting each day to its own CSV file, but on the tenth to ``prod.duckdb``: the exports' names are
     blanked (each partition writes another), so the tenth had the judged shape and overwrote production's file. A
-    target that is a DuckDB file, a write-ahead log or a directory keeps its name: the tenth fails with nothing run,
-    the days before it exported, and production keeps its rows."""
+    target that is a DuckDB file, a write-ahead log or a directory keeps its name, and one in a string of another
+    quoting (``$$prod.duckdb$$``, which the text does not say is a file) keeps its quoting: the tenth fails with
+    nothing run, the days before it exported, and production keeps its rows."""
     repo = pipeline(tmp_path, "sandbox")
     with_warehouses(repo, "prod.duckdb")
-    on_the_tenth(repo, "COPY (SELECT 1 AS x) TO 'prod.duckdb' (FORMAT csv)",
+    on_the_tenth(repo, f"COPY (SELECT 1 AS x) TO {target} (FORMAT csv)",
                  "COPY (SELECT 1 AS x) TO 'export-{{ start_date }}.csv' (FORMAT csv)")  # fmt: skip
     repo.sql("mid.export", "{{ day_sql() }}; SELECT 1", depends=["raw.events"])
     assert dry_checks(repo, home)["verdict"] == "auto"
     code, found = backfill_week(repo, home)
     assert revenue(repo, "prod.duckdb") == 5
     assert code == 1 and list(failed_days(found)) == ["2024-01-10"]
-    assert (
-        "runs SQL that cannot be classified, unjudged by the pre-flight (\"COPY (SELECT 1 AS x) TO 'prod.duckdb'"
-        in (failed_days(found)["2024-01-10"])
-    )
+    shown = target if target.startswith("'") else "$$$$"  # a name kept, or the quoting of a string
+    refused = failed_days(found)["2024-01-10"]
+    assert "runs SQL that cannot be classified, unjudged by the pre-flight" in refused
+    assert f"COPY (SELECT 1 AS x) TO {shown}" in refused
     assert sorted(p.name for p in repo.root.glob("export-*.csv")) == [
         "export-2024-01-08.csv",
         "export-2024-01-09.csv",
@@ -511,3 +513,24 @@ def test_sql_that_cannot_be_classified_cannot_replace_raw_data_even_where_it_is_
         f"SQL that cannot be classified in {asset} changed rows of another table, {schema}.landing (5 rows before, "
         "0 after): rolled back, nothing of this partition was written"
     ) in failed_days(found)["2024-01-08"]
+
+
+HIDING = {  # a DELETE after a string or comment that DuckDB closes where the classifier did not
+    "dollar quotes": "SELECT $$'$$; DELETE FROM raw.landing; SELECT $$'$$",
+    "an escape string": "SELECT E'\\''; DELETE FROM raw.landing; SELECT E'\\''",
+    "a carriage return": 'SELECT 1; -- keep the source{{ "\\r" }}DELETE FROM raw.landing',  # a file's is read as \n
+}
+
+
+@pytest.mark.parametrize("hook", HIDING.values(), ids=HIDING.keys())
+def test_a_raw_delete_behind_a_string_duckdb_reads_otherwise_is_never_allowed(tmp_path, home, hook):
+    """A post hook whose DELETE of raw.landing follows a dollar-quoted string, an escape string or a comment ended
+    by a carriage return (rendered by the template: a file's is read as a newline): read as one SELECT, verdict
+    auto, and DuckDB ran the DELETE. The SQL is now read as DuckDB reads it: never (exit 3), the source whole."""
+    repo = pipeline(tmp_path, "standard")
+    redeclare_daily(repo, hooks={"post": [{"query": hook}]})
+    checks = dry_checks(repo, home)
+    assert (checks["verdict"], checks["materialization"]["tier"]) == ("never", "never"), checks["materialization"]
+    code, found = backfill_week(repo, home)
+    assert (code, found) == (3, [])
+    assert repo.query("SELECT count(*) FROM raw.landing") == [(5,)]

@@ -340,6 +340,9 @@ def test_a_statement_that_writes_inside_itself_is_judged_by_every_write(sql, wri
         ("COPY t TO w", "COPY t TO w", "w"),
         ("COPY t TO ('w' || '.duckdb')", "COPY t TO ('' || '')", UNKNOWN_FILE),
         ("COPY t TO E'w.duckdb'", "COPY t TO E''", UNKNOWN_FILE),
+        ("COPY t TO $$w.duckdb$$", "COPY t TO $$$$", UNKNOWN_FILE),
+        ("COPY t TO $x$w.duckdb$x$", "COPY t TO $$$$", UNKNOWN_FILE),
+        ("COPY t TO e'w.duckdb\\'.wal'", "COPY t TO e''", UNKNOWN_FILE),
         ("COPY t TO 's3://bucket/w.duckdb'", "COPY t TO ''", None),
         ("COPY t TO STDOUT", "COPY t TO STDOUT", None),
         ("COPY FROM DATABASE a TO b", "COPY FROM DATABASE a TO b", None),
@@ -356,7 +359,9 @@ def test_a_statement_that_writes_inside_itself_is_judged_by_every_write(sql, wri
 def test_what_a_copy_overwrites_is_read_from_its_text(tmp_path, monkeypatch, sql, kept, target):
     """The file or directory a COPY … TO writes: kept in the statement when it is a DuckDB file, a write-ahead log
     or a directory (a partition aiming elsewhere is refused), blanked when it is an export's own file (each
-    partition writes another); unknown for an expression; nothing for a URL, standard output or a COPY FROM."""
+    partition writes another); unknown for an expression or a string of another quoting (which keeps its quoting in
+    the shape: judged as an export's, ``TO 'x.csv'``, it would let a later ``TO $$w.duckdb$$`` through); nothing for
+    a URL, standard output or a COPY FROM."""
     import duckdb
 
     monkeypatch.chdir(tmp_path)
