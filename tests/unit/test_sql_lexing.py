@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from engine.pipeline.database import sql_pieces
 from engine.pipeline.options import RunOptions
 from engine.pipeline.run_types import RunRequest
 from engine.pipeline.runner import execute_run, prepare_run
@@ -26,6 +27,14 @@ HIDDEN = {
     "a lower-case escape string": "SELECT e'\\''; DELETE FROM raw.landing; SELECT e'\\''",
     "a carriage return ending a comment": "SELECT 1; -- note\rDELETE FROM raw.landing",
     "a nested comment": "/* /* */ ' */ DELETE FROM raw.landing; -- '",
+    # Forms each lexer rule must go on reading as it does (found by mutation testing of the lexer).
+    "a division": "SELECT 4 / 2; DELETE FROM raw.landing",
+    "an empty comment": "/**/ DELETE FROM raw.landing",
+    "a backslash in a plain string": "SELECT '\\'; DELETE FROM raw.landing; --'",
+    "an escaped backslash": "SELECT E'\\\\'; DELETE FROM raw.landing; SELECT 'x'",
+    "a doubled quote at a string's end": "SELECT 'a'''; DELETE FROM raw.landing",
+    "a doubled quote inside a string": "SELECT 'a''b', ';'; DELETE FROM raw.landing",
+    "a doubled quote before an escaped one": "SELECT E'a''\\''; DELETE FROM raw.landing",
 }
 
 
@@ -44,8 +53,8 @@ def test_a_delete_after_a_string_or_comment_duckdb_closes_elsewhere_is_seen(sql)
 
 FRAGMENTS = [
     "SELECT 1", " DELETE FROM raw.landing", ";", " ", "\t", "\n", "\r", "'", "''", '"', "$$", "$t$", "$t", "t$",
-    "a$$", "$1", "$", "$é$", "E'", "e'", "E''", " E", "U&'", "\\'", "\\", "--", "/*", "*/", "/**/", "a", "x", "1",
-    "é", "(", ")",
+    "a$$", "$1", "$", "$é$", "E'", "e'", "E''", " E", "U&'", "\\'", "\\", "--", "/*", "*/", "/**/", "/", "*", "a",
+    "x", "1", "é", "(", ")",
 ]  # fmt: skip
 PARSER = duckdb.connect()
 
@@ -67,6 +76,14 @@ def test_statements_are_split_where_duckdb_splits_them(sql):
     assert len(ours) == len(parsed), ours
     deletes = sum(str(statement.type).endswith(".DELETE") for statement in parsed)
     assert sum(bool(re.match(r"DELETE\b", statement)) for statement in ours) == deletes, ours
+
+
+def test_a_string_or_comment_left_open_runs_to_the_end():
+    """What DuckDB refuses to parse (a string or a comment never closed) is read as running to the end, never as
+    code after it."""
+    assert list(sql_pieces("SELECT $$a; DELETE")) == [("code", 0, 7), ("quoted", 7, 18)]
+    assert list(sql_pieces("SELECT E'a\\'; DELETE")) == [("code", 0, 7), ("quoted", 7, 20)]
+    assert list(sql_pieces("SELECT 1 /* /* */ DELETE")) == [("code", 0, 9), ("comment", 9, 24)]
 
 
 def test_a_schema_prefix_rewrites_names_in_code_and_leaves_strings_alone():
