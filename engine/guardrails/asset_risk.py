@@ -12,7 +12,7 @@ from engine.pipeline.database import schema_of, without_comments
 from engine.pipeline.datavault import DATAVAULT_STRATEGIES
 from engine.pipeline.loading import Pipeline
 from engine.pipeline.scd2 import SCD2_STRATEGIES
-from engine.pipeline.sql_writes import RAW_SCHEMAS
+from engine.pipeline.sql_writes import RAW_SCHEMAS, layer_tag
 from engine.pipeline.templating import Window, base_context, render, with_macros
 
 # What the runner runs: every table strategy it implements, a view, and SQL or a script run as written.
@@ -22,7 +22,6 @@ HISTORY = SCD2_STRATEGIES  # the query is the whole source: keys it lacks are cl
 INSERT_ONLY = DATAVAULT_STRATEGIES  # only new keys and changes are inserted; nothing is updated or deleted
 NOT_DELETING = ("append", "view", "ddl", "none", *INSERT_ONLY)  # never delete rows that exist
 FINAL_SCHEMAS = ("mart", "marts", "report", "reporting", "dashboards")
-LAYERS = ("raw", "mid", "final")
 
 _SQL_INTERVAL = re.compile(r"\{[{%][^}]*\b(?:start|end)_(?:date|datetime|timestamp)\b")
 _PYTHON_INTERVAL = re.compile(r"\bBRUIN_(?:START|END)_(?:DATE|DATETIME|TIMESTAMP)\b")
@@ -86,9 +85,8 @@ def _rendered(asset: Asset, pipeline: Pipeline, variables: dict[str, Any], windo
 
 def layer_of(asset: Asset) -> tuple[str, str]:
     """``raw``, ``mid`` or ``final``, and why: a ``layer:`` tag wins, else the schema of its name."""
-    for tag in asset.tags:
-        if tag.startswith("layer:") and tag[len("layer:") :] in LAYERS:
-            return tag[len("layer:") :], f"tag {tag}"
+    if (tagged := layer_tag(asset.tags)) is not None:
+        return tagged, f"tag layer:{tagged}"
     schema = schema_of(asset.name).lower()  # catalog.schema.table too: the catalog does not move it out of raw
     if schema in RAW_SCHEMAS:
         return "raw", f"schema {schema}"

@@ -99,8 +99,13 @@ def materialization(facts: Facts) -> PreflightCheck:
                         f"the partition's window; {asset_facts.strategy} would duplicate them",
                     )
                 )
+    from engine.pipeline.source_rows import raw_layer_tables
+
+    pipeline = facts.pipeline  # every asset of it, not only the judged ones: a source is rarely selected
+    assets = pipeline.assets.values() if pipeline is not None else [a.asset for a in facts.assets.values()]
+    raw_layer = raw_layer_tables(assets, (pipeline.schema_prefix if pipeline is not None else None) or "")
     for asset_facts in facts.selected:
-        findings += _run_sql_findings(asset_facts)
+        findings += _run_sql_findings(asset_facts, raw_layer)
     coarse = [a.asset.name for a in facts.selected if _keyed_by_date(a)]
     if coarse and not _partitions_are_whole_days(facts):
         unit = facts.request.spec.unit.name
@@ -188,10 +193,11 @@ def _repeated_keys(facts_of) -> str:
     )
 
 
-def _run_sql_findings(asset_facts) -> list[tuple[str, str]]:
+def _run_sql_findings(asset_facts, raw_layer: frozenset[str]) -> list[tuple[str, str]]:
     """Hooks are part of the asset, and an SQL asset without materialization runs its query as written: each is
     judged from what it runs (rendered with the pipeline's macros and the first partition's variables). A statement
-    that deletes or rewrites a raw table is never allowed, and neither is one that begins or ends a transaction
+    that deletes or rewrites a raw table (in a raw schema, or of ``raw_layer``: an asset a ``layer:raw`` tag puts
+    there) is never allowed, and neither is one that begins or ends a transaction
     (every run refuses it: the asset runs in one transaction of the run's own); one that cannot be classified is
     human-only (its effect on data is unknown)."""
     from engine.pipeline.sql_writes import QUERY, RUN_SQL_PHASES, phrase
@@ -204,7 +210,7 @@ def _run_sql_findings(asset_facts) -> list[tuple[str, str]]:
         where = f"{asset.name}: {phrase(phase)}"
         for classified in asset_facts.classified.get(phase, []):
             for write in classified.writes:
-                if write.deletes_raw:
+                if write.deletes_source(raw_layer):
                     findings.append(
                         (
                             NEVER,

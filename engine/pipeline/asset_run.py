@@ -104,6 +104,9 @@ class RunSettings:
     variables_schema: dict[str, Any] = field(default_factory=dict)  # BRUIN_VARS_SCHEMA: declarations, no defaults
     connection_types: dict[str, str] = field(default_factory=dict)  # connection name → its type
     stop_grace: float = DEFAULT_STOP_GRACE  # BACKFILL_STOP_GRACE: what a script's leftovers get before SIGKILL
+    raw_layer: frozenset[str] = (
+        frozenset()
+    )  # tables a layer:raw tag puts in the raw layer (source_rows.raw_layer_tables)
 
 
 class AssetRun:
@@ -257,6 +260,12 @@ class AssetRun:
             assert connection is not None
             self.pool.close(connection)
 
+    def _raw_source_rows(self, db: Database, asset: Asset, schema_prefix: str) -> SourceRows:
+        """What the raw tables hold as a script starts. The run opened the file as it started and closed it before
+        the script, so a crashed writer's deletes in the write-ahead log are compacted already: the script's own
+        checkpoint renumbers no row it did not touch."""
+        return source_rows(db, raw_tables(db, asset, schema_prefix, self.settings.raw_layer))
+
     def _release(self, db: Database) -> None:
         with self._lock:
             self._cursor = None
@@ -300,6 +309,7 @@ class AssetRun:
                 post_hooks=[self._rewrite(db, hook) for hook in post],
                 fence_window=self.settings.fence_window,
                 schema_prefix=self.settings.schema_prefix or "",
+                raw_layer=self.settings.raw_layer,
             )
             self.result.rows_in_interval = _rows_in_window(db, asset, window)
         finally:
@@ -345,7 +355,7 @@ class AssetRun:
         from engine.pipeline.script_process import ScriptProcess  # psutil and setpriv's lookup: Python assets only
 
         # A backfill's partition: the rows of the raw tables of the file the script opens, as it starts and as it ends.
-        raw_before = self._on_file(_raw_source_rows) if s.fence_window and connection is not None else None
+        raw_before = self._on_file(self._raw_source_rows) if s.fence_window and connection is not None else None
         script = ScriptProcess(
             [sys.executable, str(self.asset.script)],
             str(self.asset.script.parent),
@@ -382,13 +392,6 @@ class AssetRun:
             raise RuntimeError(self._stopped)
         if code != 0:
             raise RuntimeError(f"python exited with code {code}" + (f": {last_line}" if last_line else ""))
-
-
-def _raw_source_rows(db: Database, asset: Asset, schema_prefix: str) -> SourceRows:
-    """What the raw tables hold as a script starts. The run opened the file as it started and closed it before the
-    script, so a crashed writer's deletes in the write-ahead log are compacted already: the script's own checkpoint
-    renumbers no row it did not touch."""
-    return source_rows(db, raw_tables(db, asset, schema_prefix))
 
 
 def _render_parameters(asset: Asset, context: dict[str, Any]) -> dict[str, Any]:

@@ -71,13 +71,15 @@ def materialize(
     post_hooks: Sequence[str] = (),
     fence_window: bool = False,
     schema_prefix: str = "",
+    raw_layer: frozenset[str] = frozenset(),
 ) -> int | None:
     """Apply the asset's materialization, with its hooks, in one transaction; the rows written, if known.
 
     A failing post hook rolls the materialization back: the asset either lands whole or not at all.
     ``fence_window`` (a backfill's partitions): the table's rows outside the run's window must come out of
     the transaction exactly as they went in, or it is rolled back (:class:`OutsideWindowChanged`); so must every
-    raw table (``schema_prefix``'s copies too) when the SQL holds a statement that cannot be classified.
+    raw table (``schema_prefix``'s copies, and ``raw_layer``: tables a ``layer:raw`` tag puts there) when the SQL
+    holds a statement that cannot be classified.
     """
     m = asset.materialization
     target = quote_name(asset.name)
@@ -102,15 +104,15 @@ def materialize(
     # approved that).
     others: dict[str, str] = {}
     if fence_window:  # the pre-flight judged the first partition's; each partition's are judged as it runs
-        _refuse_raw_deletes(asset, run_sql)
+        _refuse_raw_deletes(asset, run_sql, raw_layer)
         others = {name: "a hook of" for name in _resolved(db, asset, _deleted_by(run_sql, (PRE, POST)))}
         for name in _resolved(db, asset, _deleted_by(run_sql, (QUERY,))):
-            if schema_of(name).lower() in RAW_SCHEMAS:
+            if schema_of(name).lower() in RAW_SCHEMAS or relation_of(name).lower() in raw_layer:
                 others.setdefault(name, "the SQL of")
     # SQL whose effect cannot be read from its text (an import running a directory's CREATE statements, a CALL):
     # whatever it reaches, every row a raw table held must come out of the transaction as it went in.
     unreadable = fence_window and any(c.unclassified for classified in run_sql.values() for c in classified)
-    raw = raw_tables(db, asset, schema_prefix) if unreadable else []
+    raw = raw_tables(db, asset, schema_prefix, raw_layer) if unreadable else []
 
     def work() -> int | None:
         other_before = {name: fingerprint(db, name) for name in others if db.table_exists(name)}
@@ -241,12 +243,12 @@ def _refuse_transactions(asset: Asset, run_sql: dict[str, list[Classified]]) -> 
             raise TransactionStatementRefused(asset.name, phase, statement)
 
 
-def _refuse_raw_deletes(asset: Asset, run_sql: dict[str, list[Classified]]) -> None:
-    """A backfill partition's hook (or SQL run as written) that deletes or rewrites a raw table, as this partition
-    renders it (a macro may delete on some days only), is refused before anything runs."""
+def _refuse_raw_deletes(asset: Asset, run_sql: dict[str, list[Classified]], raw_layer: frozenset[str]) -> None:
+    """A backfill partition's hook (or SQL run as written) that deletes or rewrites a raw table (``raw_layer``'s
+    too), as this partition renders it (a macro may delete on some days only), is refused before anything runs."""
     for phase, classified in run_sql.items():
         for write in (w for c in classified for w in c.writes):
-            if write.deletes_raw:
+            if write.deletes_source(raw_layer):
                 raise RawDeleteRefused(asset.name, phase, write.verb, write.table)
 
 

@@ -26,6 +26,7 @@ from engine.pipeline.repository import current_commit, resolve_target
 from engine.pipeline.row_changes import attach_snapshot, detach_snapshot, measure, snapshot_tables, windowed
 from engine.pipeline.run_record import write_run_record
 from engine.pipeline.run_types import PreparedRun, RunRequest, RunResult
+from engine.pipeline.source_rows import raw_layer_tables
 from engine.pipeline.templating import Window, today_in
 from engine.pipeline.validation import check_pipeline
 
@@ -158,6 +159,7 @@ def execute_run(prepared: PreparedRun, emit) -> RunResult:
             },
             connection_types={c.name: c.kind for c in prepared.environment.connections},
             stop_grace=request.stop_grace,
+            raw_layer=raw_layer_tables(pipeline.assets.values(), pipeline.schema_prefix or ""),
         )
         order: list[AssetResult] = []
 

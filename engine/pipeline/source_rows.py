@@ -8,9 +8,11 @@ no row that was there may be deleted or changed — source data is never deleted
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from engine.pipeline.assets import Asset
 from engine.pipeline.database import Database, quote_identifier, quote_name, relation_of
-from engine.pipeline.sql_writes import RAW_SCHEMAS
+from engine.pipeline.sql_writes import RAW_SCHEMAS, layer_tag
 
 Fingerprint = tuple[int, int]  # rows, and the sum of their hashes
 
@@ -35,15 +37,35 @@ def describe_change(before: Fingerprint, after: Fingerprint, then: str) -> str:
     return f"the same {rows}, but {'its' if before[0] == 1 else 'their'} contents changed"
 
 
-def raw_tables(db: Database, asset: Asset, schema_prefix: str) -> list[str]:
+def raw_layer_tables(assets: Iterable[Asset], schema_prefix: str = "") -> frozenset[str]:
+    """The tables a ``layer:raw`` tag puts in the raw layer whatever their schema (``ingest.events``), as lower-case
+    ``schema.table``: under a schema prefix, both the prefixed copy the asset writes and the name SQL is written
+    with."""
+    names: set[str] = set()
+    for asset in assets:
+        if layer_tag(asset.tags) == "raw":
+            relation = relation_of(asset.name).lower()
+            names.add(relation)
+            schema, _, table = relation.rpartition(".")
+            if schema_prefix and schema.startswith(schema_prefix.lower()):
+                names.add(f"{schema[len(schema_prefix) :]}.{table}")
+    return frozenset(names)
+
+
+def raw_tables(db: Database, asset: Asset, schema_prefix: str, raw_layer: frozenset[str] = frozenset()) -> list[str]:
     """Every table of the run's database in a raw schema (``raw.*``, and ``dev_raw.*`` under the schema prefix
-    ``dev_``), as ``schema.table``, the asset's own left out (its strategy is judged on its own)."""
+    ``dev_``) or of ``raw_layer``, as ``schema.table``, the asset's own left out (its strategy is judged on its
+    own)."""
     schemas = {prefix + raw for raw in RAW_SCHEMAS for prefix in {"", schema_prefix.lower()}}
     rows = db.execute(
         "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = current_database()"
     ).fetchall()
     own = relation_of(asset.name).lower()  # under a schema prefix, the prefixed name it writes
-    found = (f"{schema}.{table}" for schema, table in rows if schema.lower() in schemas)
+    found = (
+        f"{schema}.{table}"
+        for schema, table in rows
+        if schema.lower() in schemas or f"{schema}.{table}".lower() in raw_layer
+    )
     return sorted(t for t in found if relation_of(t).lower() != own)
 
 

@@ -20,6 +20,17 @@ if TYPE_CHECKING:  # DuckDB is imported where a statement is parsed: a command's
 UPSERT = "INSERT … ON CONFLICT DO UPDATE"
 # Schemas that hold source data, the raw layer (docs/guardrails.md, layer_risk): never deleted or rebuilt.
 RAW_SCHEMAS = ("raw", "source", "src", "landing")
+LAYERS = ("raw", "mid", "final")
+
+
+def layer_tag(tags: tuple[str, ...]) -> str | None:
+    """The layer an asset's first ``layer:`` tag names (``layer:raw``), which wins over its schema; None without."""
+    for tag in tags:
+        if tag.startswith("layer:") and tag[len("layer:") :] in LAYERS:
+            return tag[len("layer:") :]
+    return None
+
+
 # A whole schema dropped (its tables with it, CASCADE): a raw table's delete when the schema is raw; any other is
 # left unclassified, since its tables are not named to judge or fingerprint.
 DROP_SCHEMA = "DROP SCHEMA"
@@ -108,8 +119,13 @@ class Write:
 
     @property
     def deletes_raw(self) -> bool:
-        """Whether it deletes or rewrites rows of a table in the raw layer."""
+        """Whether it deletes or rewrites rows of a table in a raw schema."""
         return self.deletes and self.schema.lower() in RAW_SCHEMAS
+
+    def deletes_source(self, raw_layer: frozenset[str]) -> bool:
+        """Whether it deletes or rewrites rows of source data: a table in a raw schema, or one of ``raw_layer``
+        (the ``schema.table`` of the assets a ``layer:raw`` tag puts there, lower-case)."""
+        return self.deletes_raw or (self.deletes and self.relation.lower() in raw_layer)
 
     @property
     def schema(self) -> str:

@@ -534,3 +534,47 @@ def test_a_raw_delete_behind_a_string_duckdb_reads_otherwise_is_never_allowed(tm
     code, found = backfill_week(repo, home)
     assert (code, found) == (3, [])
     assert repo.query("SELECT count(*) FROM raw.landing") == [(5,)]
+
+
+def with_tagged_source(repo: Repo) -> None:
+    """ingest.events: a table of 5 rows, the asset of a loader that a ``layer:raw`` tag puts in the raw layer
+    (its schema says nothing)."""
+    repo.execute("CREATE SCHEMA ingest", "CREATE TABLE ingest.events AS SELECT range AS x FROM range(5)")
+    repo.sql("ingest.events", "SELECT 1 AS x", materialization={"type": "table", "strategy": "append"},
+             tags=["layer:raw"])  # fmt: skip
+
+
+def test_sql_that_deletes_an_asset_tagged_raw_is_never_allowed(tmp_path, home):
+    """``DELETE FROM ingest.events`` as SQL run as written, where ingest.events is a ``layer:raw`` asset: the layer
+    check called it raw, but the SQL's judge looked at schemas only — verdict auto in a sandbox, the week ran and
+    the source lost its 5 rows, exit 0. Now never (exit 3), the rows counted after, and never too when the cleanup
+    runs alone (the tagged loader is then not among the assets the pre-flight judges)."""
+    repo = pipeline(tmp_path, "sandbox")
+    with_tagged_source(repo)
+    repo.sql("mid.cleanup", "DELETE FROM ingest.events", depends=["raw.events", "ingest.events"])
+    checks = dry_checks(repo, home)
+    assert (checks["verdict"], checks["materialization"]["tier"]) == ("never", "never"), checks["materialization"]
+    assert (
+        "mid.cleanup: its SQL, run as written, runs DELETE on ingest.events, a raw table: source data is never "
+        "deleted or rebuilt"
+    ) in checks["materialization"]["detail"]
+    assert backfill_week(repo, home) == (3, [])
+    assert repo.query("SELECT count(*) FROM ingest.events") == [(5,)]
+    alone = dry_checks(repo, home, "--selector", "mid.cleanup")  # the tagged loader neither selected nor downstream
+    assert (alone["verdict"], alone["materialization"]["tier"]) == ("never", "never"), alone["materialization"]
+
+
+def test_a_partition_that_deletes_an_asset_tagged_raw_is_refused(tmp_path, home):
+    """The same delete rendered by a macro on the tenth only: the pre-flight saw a read; the tenth fails with
+    nothing run, and ingest.events keeps its rows (the days before appended theirs)."""
+    repo = pipeline(tmp_path, "sandbox")
+    with_tagged_source(repo)
+    on_the_tenth(repo, "DELETE FROM ingest.events", "SELECT 1")
+    repo.sql("mid.cleanup", "{{ day_sql() }}", depends=["raw.events", "ingest.events"])
+    code, found = backfill_week(repo, home)
+    assert code == 1 and list(failed_days(found)) == ["2024-01-10"]
+    assert (
+        "mid.cleanup: this partition's SQL, run as written, runs DELETE on ingest.events, a raw table: source data is "
+        "never deleted or rebuilt in a backfill; nothing of this partition was written"
+    ) in failed_days(found)["2024-01-10"]
+    assert repo.query("SELECT count(*) FROM ingest.events") == [(8,)]

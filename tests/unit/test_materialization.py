@@ -644,6 +644,32 @@ def test_sql_that_cannot_be_classified_reaches_no_raw_row_under_a_prefix_or_by_a
         assert rows(db, f"{schema}.rows") == [(0,), (1,), (2,)]
 
 
+def test_an_asset_tagged_raw_is_source_data_to_every_guard(db, tmp_path):
+    """``ingest.events``, in no raw schema, is in ``raw_layer`` (a ``layer:raw`` tag on its asset): a partition's
+    hook that deletes from it is refused before anything runs, and an import that empties it is rolled back; a hook
+    that inserts into it lands."""
+    from engine.pipeline.materialization import RawDeleteRefused
+
+    three_days(db)
+    db.execute("CREATE SCHEMA ingest")
+    db.execute("CREATE TABLE ingest.events AS SELECT range AS id FROM range(3)")
+    query, tagged = "SELECT DATE '2024-01-02' AS d, 5 AS v", frozenset({"ingest.events"})
+    with pytest.raises(RawDeleteRefused, match=r"runs DELETE on ingest\.events, a raw table"):
+        materialize(db, FENCED, query, DAY_2, full_refresh=False, post_hooks=["DELETE FROM Ingest.Events"],
+                    fence_window=True, raw_layer=tagged)  # fmt: skip
+    emptying = tmp_path / "emptying"
+    emptying.mkdir()
+    (emptying / "schema.sql").write_text("CREATE OR REPLACE TABLE ingest.events (id INTEGER);\n")
+    (emptying / "load.sql").write_text("")
+    with pytest.raises(OtherTableChanged, match=r"ingest\.events \(3 rows before, 0 after\)"):
+        materialize(db, FENCED, query, DAY_2, full_refresh=False, post_hooks=[f"PRAGMA import_database('{emptying}')"],
+                    fence_window=True, raw_layer=tagged)  # fmt: skip
+    assert rows(db, "ingest.events") == [(0,), (1,), (2,)]
+    materialize(db, FENCED, query, DAY_2, full_refresh=False, post_hooks=["INSERT INTO ingest.events VALUES (9)"],
+                fence_window=True, raw_layer=tagged)  # fmt: skip
+    assert rows(db, "ingest.events") == [(0,), (1,), (2,), (9,)]  # adding to source data is no delete
+
+
 def test_a_duplicated_row_outside_the_window_is_caught(db):
     """Summed hashes see a row added twice (an XOR would cancel the pair)."""
     three_days(db)

@@ -56,3 +56,43 @@ def test_a_script_that_adds_source_rows_and_a_run_by_hand_pass(tmp_path, backfil
     if backfill_id is None:
         result, rows = run_partition(tmp_path / "by-hand", "DELETE FROM raw.landing", backfill_id=None)
         assert (result.ok, rows) == (True, 0), result.results
+
+
+def test_a_table_a_layer_raw_tag_puts_in_the_raw_layer_is_watched_too(tmp_path):
+    """ingest.events is no raw schema's, but the asset that loads it is tagged ``layer:raw``: a script that deletes
+    its rows fails its partition, as for raw.landing."""
+    repo = Repo(tmp_path / "repo")
+    repo.execute("CREATE SCHEMA ingest", "CREATE TABLE ingest.events AS SELECT range AS x FROM range(5)")
+    repo.sql("ingest.events", "SELECT 1 AS x", materialization={"type": "table", "strategy": "append"},
+             tags=["layer:raw"])  # fmt: skip
+    repo.python("mid.loader", SCRIPT.format(statement="DELETE FROM ingest.events"), connection="db",
+                depends=["ingest.events"])  # fmt: skip
+    request = RunRequest(str(repo.pipeline_dir), "2024-01-08", "2024-01-08", backfill_id="bf-1")
+    result = execute_run(prepare_run(request, cwd=repo.root), lambda line: None)
+    loader = next(r for r in result.results if r.name == "mid.loader")
+    assert loader.status == "failed"
+    assert loader.error.startswith("mid.loader: its script deleted or changed rows of ingest.events, a raw table")
+
+
+def test_the_raw_layer_is_read_from_tags_and_a_prefixed_asset_is_named_both_ways():
+    """An asset whose first ``layer:`` tag is raw is in the raw layer (a schema alone is not what this reads; a
+    ``layer:mid`` first wins); under the schema prefix ``dev_`` it is named as it writes and as SQL names it."""
+    from dataclasses import replace
+
+    from engine.pipeline.source_rows import raw_layer_tables
+    from tests.unit.test_materialization import asset
+
+    base = asset(None)
+    assets = [
+        replace(base, name="dev_ingest.events", tags=("layer:raw",)),
+        replace(base, name="dev_Ingest.Other", tags=("nightly", "layer:raw")),
+        replace(base, name="dev_mid.x", tags=("layer:mid", "layer:raw")),
+        replace(base, name="dev_raw.y"),
+    ]
+    assert raw_layer_tables(assets, "dev_") == {
+        "dev_ingest.events",
+        "ingest.events",
+        "dev_ingest.other",
+        "ingest.other",
+    }
+    assert raw_layer_tables(assets) == {"dev_ingest.events", "dev_ingest.other"}
