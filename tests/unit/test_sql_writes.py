@@ -130,6 +130,8 @@ def test_a_statement_nobody_recognises_is_reported():
         ("ATTACH 's3://bucket/w.duckdb' AS p", None),
         ("ATTACH ':memory:' AS p", None),
         ("ATTACH getenv('WAREHOUSE') AS p", UNKNOWN_FILE),
+        ("ATTACH $$prod.duckdb$$ AS p", UNKNOWN_FILE),  # a string of another quoting: not read, the strictest level
+        ("ATTACH E'prod.duckdb' AS p", UNKNOWN_FILE),
         ("DETACH p", None),
         ("CALL attach_all()", None),
     ],
