@@ -101,9 +101,10 @@ def materialization(facts: Facts) -> PreflightCheck:
                 )
     from engine.pipeline.source_rows import raw_layer_tables
 
-    pipeline = facts.pipeline  # every asset of it, not only the judged ones: a source is rarely selected
-    assets = pipeline.assets.values() if pipeline is not None else [a.asset for a in facts.assets.values()]
-    raw_layer = raw_layer_tables(assets, (pipeline.schema_prefix if pipeline is not None else None) or "")
+    if facts.pipeline is not None:  # every asset of it, not only the judged ones: a source is rarely selected
+        raw_layer = raw_layer_tables(facts.pipeline.assets.values(), facts.pipeline.schema_prefix or "")
+    else:  # facts made without their pipeline (the checks' in-process tests): the assets they hold
+        raw_layer = raw_layer_tables(a.asset for a in facts.assets.values())
     for asset_facts in facts.selected:
         findings += _run_sql_findings(asset_facts, raw_layer)
     coarse = [a.asset.name for a in facts.selected if _keyed_by_date(a)]
