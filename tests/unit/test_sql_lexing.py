@@ -104,3 +104,17 @@ def test_an_annotation_with_a_comment_mark_leaves_the_statement_to_run(tmp_path)
     result = execute_run(prepare_run(request, cwd=repo.root), lambda line: None)
     assert result.ok, [r.error for r in result.results]
     assert repo.query("SELECT x FROM mart.t") == [(42,)]
+
+
+def test_the_lexer_s_character_classes_are_the_readable_ones_they_stand_for():
+    """Each class written as the ASCII it leaves out matches exactly the characters of its readable form."""
+    from engine.pipeline import database
+
+    readable_word = re.compile(r"[\w$\x80-\U0010ffff]")
+    readable_tag = re.compile(r"\$(?:[A-Za-z_\x80-\U0010ffff][\w\x80-\U0010ffff]*)?\$")
+    samples = [*range(0x300), 0xD7FF, 0xE000, 0xFFFF, 0x10000, 0x10FFFF, *range(0x80, 0x110000, 997)]
+    for code in samples:
+        char = chr(code)
+        assert bool(database._WORD_CHAR.match(char)) == bool(readable_word.match(char)), hex(code)
+        for tag in (f"${char}$", f"$a{char}$"):
+            assert bool(database._DOLLAR_TAG.fullmatch(tag)) == bool(readable_tag.fullmatch(tag)), (hex(code), tag)
