@@ -4,6 +4,8 @@
     installed: ``apt install parallel``) running the same 2000 commands, measured in the same run (median of
     several). Target ratio to xargs ≤ 1.5 (issue 28). Then the floor under it: Python's own launch of ``true``
     (``subprocess.Popen``, and ``os.posix_spawn``), 4 in flight, in milliseconds a child.
+(a') The CPU of (a): our process's own and its children's, against the budget the goal leaves our process on
+    this machine's cores.
 (b) Peak RSS of the parent during a 1 000 000-partition backfill of ``true``, stopped with SIGINT
     after a few seconds. Target ≤ 150 MB.
 (d) Peak RSS of the executor after 20 000, 200 000 and 1 000 000 partitions of ``true`` *processed*
@@ -21,12 +23,13 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from _measure import GUARD_FLAGS, backfill_argv, median, timed_run, verdict
+from _measure import GUARD_FLAGS, backfill_argv, installed_environment, median, timed_run, verdict
 
 
 def scratch_repository(base: Path) -> Path:
@@ -34,23 +37,16 @@ def scratch_repository(base: Path) -> Path:
     return base
 
 
+PARTITIONS = 2000
+# (a): 2,000 partitions of one minute, 4 at a time; and xargs running the same 2,000 commands.
+RATIO_ARGS = ("--command", "true", "--start-date", "2024-01-01T00:00:00Z", "--end-date", "2024-01-02T09:20:00Z",
+              "--partition", "1m", "--max-parallel", "4", "--no-progress")  # fmt: skip
+XARGS = ["sh", "-c", "seq 2000 | xargs -P 4 -I{} true"]
+
+
 def bench_ratio(work: Path, runs: int) -> None:
-    backfill = [
-        *backfill_argv(),
-        *GUARD_FLAGS,
-        "--command",
-        "true",
-        "--start-date",
-        "2024-01-01T00:00:00Z",
-        "--end-date",
-        "2024-01-02T09:20:00Z",
-        "--partition",
-        "1m",
-        "--max-parallel",
-        "4",
-        "--no-progress",
-    ]
-    xargs = ["sh", "-c", "seq 2000 | xargs -P 4 -I{} true"]
+    backfill = [*backfill_argv(), *GUARD_FLAGS, *RATIO_ARGS]
+    xargs = XARGS
     parallel = ["sh", "-c", "seq 2000 | parallel -j 4 true"] if shutil.which("parallel") else None
     ours, theirs, gnu = [], [], []
     for _ in range(runs):
@@ -90,11 +86,11 @@ def bench_launch_floor(children: int = 1000, runs: int = 5) -> None:
                                  setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))  # fmt: skip
             return lambda: os.waitpid(pid, 0)
 
-        results = {}
+        results, cpu = {}, {}
         for name, start in (("Popen", with_popen), ("posix_spawn", with_spawn)):
-            loops = []
+            loops, own = [], []
             for _ in range(runs):
-                started, in_flight = time.perf_counter(), []
+                started, in_flight, used = time.perf_counter(), [], time.process_time()
                 for _ in range(children):
                     in_flight.append(start())
                     if len(in_flight) >= 4:
@@ -102,11 +98,65 @@ def bench_launch_floor(children: int = 1000, runs: int = 5) -> None:
                 for wait in in_flight:
                     wait()
                 loops.append((time.perf_counter() - started) / children * 1000)
-            results[name] = median(loops)
+                own.append((time.process_time() - used) / children * 1000)
+            results[name], cpu[name] = median(loops), median(own)
         os.close(log)
     print(
-        f"    launch floor in Python, 4 in flight: Popen {results['Popen']:.3f} ms a child, posix_spawn "
-        f"{results['posix_spawn']:.3f} ms ({children} children, median of {runs} loops)"
+        f"    launch floor in Python, 4 in flight: Popen {results['Popen']:.3f} ms a child ({cpu['Popen']:.3f} ms of "
+        f"the launching process's own CPU), posix_spawn {results['posix_spawn']:.3f} ms ({cpu['posix_spawn']:.3f} "
+        f"ms) ({children} children, median of {runs} loops)"
+    )
+
+
+# Runs the backfill command in this process and, as it ends, writes the CPU seconds of the process itself and of
+# the children it reaped (the 2,000 ``true``).
+CPU_WRAPPER = """import atexit, os, resource, sys
+def report():
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    with open(os.environ["CPU_REPORT"], "w") as out:
+        out.write(f"{own.ru_utime + own.ru_stime} {children.ru_utime + children.ru_stime}")
+atexit.register(report)
+from tui.cli.main import main
+sys.argv = ["backfill", *sys.argv[1:]]
+sys.exit(main())
+"""
+
+
+def bench_cpu_budget(work: Path, runs: int) -> None:
+    """The CPU our process spends a partition in (a), beside the budget (a)'s goal leaves it. Our process and the
+    children (the same 2,000 ``true`` xargs runs) share the cores, so the run cannot end before (ours + the
+    children's) / cores, and a ratio of 1.5 leaves our process 1.5 × xargs' wall × cores − the children's CPU.
+    Medians of ``runs``; our process is the command itself, run by a wrapper that reads its own and its reaped
+    children's CPU as it exits."""
+    argv = [sys.executable, "-c", CPU_WRAPPER, *GUARD_FLAGS, *RATIO_ARGS]
+    report = work / "cpu.txt"
+    env = {**installed_environment(), "CPU_REPORT": str(report)}
+    ours, children, walls, xargs_walls, xargs_cpu = [], [], [], [], []
+    for _ in range(runs):
+        walls.append(timed_run(argv, cwd=work, env=env)[0])
+        own, reaped = (float(value) for value in report.read_text().split())
+        ours.append(own)
+        children.append(reaped)
+        started = time.perf_counter()
+        process = subprocess.Popen(XARGS, cwd=work)
+        _, _, usage = os.wait4(process.pid, 0)
+        xargs_walls.append(time.perf_counter() - started)
+        xargs_cpu.append(usage.ru_utime + usage.ru_stime)
+    own, reaped, xargs_wall = median(ours), median(children), median(xargs_walls)
+    cores = len(os.sched_getaffinity(0))
+    floor = (own + reaped) / cores
+    budget = 1.5 * xargs_wall * cores - reaped
+    per_partition = 1000 / PARTITIONS  # seconds in all → milliseconds a partition
+    print(
+        f"(a') CPU of (a), {cores} cores: our process {own:.3f} s ({own * per_partition:.3f} ms a partition), its "
+        f"{PARTITIONS:,} children {reaped:.3f} s; xargs -P 4 with its children {median(xargs_cpu):.3f} s in "
+        f"{xargs_wall:.3f} s"
+    )
+    print(
+        f"    so (a) cannot end before {floor:.3f} s ({floor / xargs_wall:.2f} × xargs; measured {median(walls):.3f} "
+        "s): "
+        f"the goal of 1.5 × leaves our process {max(budget, 0) * per_partition:.3f} ms of CPU a partition, where it "
+        f"spends {own * per_partition:.3f} ms  ({runs} runs each)"
     )
 
 
@@ -200,6 +250,7 @@ def main() -> None:
         base = Path(scratch)
         if not args.only_d:
             bench_ratio(scratch_repository(base / "a"), args.runs)
+            bench_cpu_budget(scratch_repository(base / "a2"), args.runs)
             bench_launch_floor()
             bench_million(scratch_repository(base / "b"), 5.0)
             if not args.skip_c:
