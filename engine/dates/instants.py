@@ -51,7 +51,7 @@ def load_zone(name: str) -> tzinfo:
         )
     try:
         return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError, IsADirectoryError, PermissionError):
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a directory, unreadable, too long
         raise BadInput(_unknown_zone(name)) from None
 
 

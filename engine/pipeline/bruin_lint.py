@@ -202,7 +202,7 @@ def schedule_problem(schedule: str) -> str | None:
         zone, _, spec = spec.partition("=")[2].partition(" ")
         try:
             zoneinfo.ZoneInfo(zone) if zone not in ("", "Local") else None  # Go's LoadLocation takes both
-        except (ValueError, zoneinfo.ZoneInfoNotFoundError):
+        except (ValueError, zoneinfo.ZoneInfoNotFoundError, OSError):  # OSError: a directory, too long a name
             return f"names no time zone ({zone!r})"
         spec = spec.strip()
     if spec.startswith("@"):

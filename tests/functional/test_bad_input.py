@@ -45,6 +45,22 @@ def test_an_empty_value_is_refused_rather_than_taken_as_the_default(work, home, 
     assert expected in refused(work, home, "--command", "echo {start}", *DAY, flag, "")
 
 
+@pytest.mark.parametrize(
+    ("flag", "expected"),
+    [("--asset", "--asset is only accepted together with --continue ID"), ("--ids-from", "--ids-from '' is empty")],
+)
+def test_an_empty_value_of_an_option_of_continue_is_refused_without_continue(work, home, flag, expected):
+    """--asset '' or --ids-from '' on a new backfill is refused, not taken as not given (--asset '' ran)."""
+    assert expected in refused(work, home, "--command", "echo {start}", *DAY, flag, "")
+
+
+def test_a_time_zone_name_too_long_for_a_file_name_is_an_unknown_zone(work, home):
+    """A zone name the zone database cannot even look up (longer than a file name may be) is bad input, exit 2."""
+    name = "Europe/" + "x" * 300
+    line = refused(work, home, "--command", "echo {start}", *DAY, "--timezone", name)
+    assert line.startswith(f"backfill: error: unknown time zone {name!r}: use UTC or an IANA name"), line
+
+
 def test_an_empty_environment_is_refused(shop, home):
     """--environment '' on a pipeline target is bad input, not the default environment."""
     assert "--environment '' is empty" in refused(shop, home, "pipeline", *DAY, "--environment", "")

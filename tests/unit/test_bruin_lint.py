@@ -217,3 +217,9 @@ def test_pipeline_and_asset_fields_reach_their_checks():
     check_asset_notifications({"columns": ["id", {"name": "x", "checks": "unique"}], "custom_checks": "c"},
                               Path("a.sql"), problems)  # fmt: skip
     assert problems.items == []
+
+
+def test_a_schedule_s_zone_too_long_for_a_file_name_names_no_zone():
+    """TZ= with a name longer than a file name may be is refused as naming no zone, not an error of ours."""
+    zone = "Europe/" + "x" * 300
+    assert schedule_problem(f"TZ={zone} 0 0 * * *") == f"names no time zone ({zone!r})"

@@ -190,7 +190,7 @@ def _check_combinations(args: argparse.Namespace, given: dict[str, Any]) -> None
             ("--with-downstream", args.with_downstream),
             ("--rerun-whole-partition", args.rerun_whole_partition),
         ):
-            if value:
+            if value is not None and value is not False:  # an empty --asset '' was given too
                 raise UsageError(f"{flag} is only accepted together with --continue ID")
     if args.full_refresh:
         raise BadInput(
