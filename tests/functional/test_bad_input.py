@@ -61,6 +61,29 @@ def test_a_time_zone_name_too_long_for_a_file_name_is_an_unknown_zone(work, home
     assert line.startswith(f"backfill: error: unknown time zone {name!r}: use UTC or an IANA name"), line
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("list", "--state-dir", "s" * 300),
+        ("show", "x", "--state-dir", "s" * 300),
+        ("audit", "x", "--state-dir", "s" * 300),
+        ("mark", "x", "--status", "skipped", "--reason", "r", "--state-dir", "s" * 300),
+        ("reconcile", "--state-dir", "s" * 300),
+        ("--command", "echo {start}", *DAY, "--config-file", "c" * 300),
+        ("--continue", "x", "--ids-from", "i" * 300),
+    ],
+    ids=["list", "show", "audit", "mark", "reconcile", "config-file", "ids-from"],
+)
+def test_a_path_too_long_for_a_file_name_is_refused_by_every_verb(work, home, args):
+    """A path option whose name the system cannot look up is bad input (exit 2) naming it, not an internal error
+    (show, list, audit, mark and reconcile exited 1 with "File name too long")."""
+    flag = next(arg for arg in args if arg in ("--state-dir", "--config-file", "--ids-from"))
+    result = run_backfill(*args, cwd=work, env=home)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+    assert f"{flag} '" in result.stderr and "names no file (File name too long): give a path" in result.stderr
+
+
 def test_an_empty_environment_is_refused(shop, home):
     """--environment '' on a pipeline target is bad input, not the default environment."""
     assert "--environment '' is empty" in refused(shop, home, "pipeline", *DAY, "--environment", "")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import errno
+import os
 import re
 import sys
 from typing import Any, NoReturn
@@ -149,7 +151,22 @@ def given_text(flag: str, what: str):
 
 
 def path_arg(flag: str):
-    return given_text(flag, "a path")
+    """A path flag's value: given (see :func:`given_text`), and a name the system can look up — one too long for
+    a file name (or for a path) is refused here, as a missing one is refused where it is read."""
+    given = given_text(flag, "a path")
+
+    def convert(text: str) -> str:
+        text = given(text)
+        try:
+            os.stat(text)
+        except OSError as error:
+            if error.errno == errno.ENAMETOOLONG:
+                shown = text if len(text) <= 80 else text[:77] + "..."
+                why = f"{flag} {shown!r} names no file ({error.strerror}): give a path"
+                raise argparse.ArgumentTypeError(why) from None
+        return text
+
+    return convert
 
 
 TARGET = given_text("target", "a pipeline directory or asset file")
