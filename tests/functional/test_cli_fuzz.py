@@ -43,6 +43,7 @@ NONSENSE = [
     "2024-02-30",
     "0s",
     "1_000",
+    "x" * 300,  # longer than a file name may be: a zone or a path the system cannot even look up
 ]
 NUMERIC = ("--max-parallel", "--retries", "--limit", "--offset")
 
