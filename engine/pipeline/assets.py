@@ -208,7 +208,7 @@ def build_asset(
             problems.warn(path, line_of(data, key), f"{key}: {why} (ignored)")
     default_type = "python" if path.suffix == ".py" else "duckdb.sql"
     asset_type = data.get("type", default_type)
-    if asset_type not in SUPPORTED_TYPES and asset_type not in BRUIN_TYPES:
+    if not isinstance(asset_type, str) or (asset_type not in SUPPORTED_TYPES and asset_type not in BRUIN_TYPES):
         problems.add(
             path,
             line_of(data, "type"),
@@ -244,7 +244,7 @@ def build_asset(
     asset.connection = _optional_str(data, "connection", path, problems)
     asset.owner = _optional_str(data, "owner", path, problems)
     asset.description = _optional_str(data, "description", path, problems)
-    asset.tags = tuple(_string_list(data, "tags", path, problems))
+    asset.tags = tuple(string_list(data, "tags", path, problems))
     if repeated := repeated_name(asset.tags):  # Bruin's lint rule duplicate-tags (critical), without case
         problems.add(
             path, line_of(data, "tags"), f"tag {repeated!r} is given twice (as Bruin reads tags, without case)"
@@ -397,8 +397,12 @@ def _optional_str(data: dict[str, Any], key: str, path: Path, problems: Problems
     return value
 
 
-def _string_list(data: dict[str, Any], key: str, path: Path, problems: Problems) -> list[str]:
-    value = data.get(key) or []
+def string_list(data: dict[str, Any], key: str, path: Path, problems: Problems) -> list[str]:
+    """``data[key]`` as a list of strings (none when absent or empty); anything else is a problem, a lone string
+    too (Bruin reads it as no list; iterated, it was one item per character)."""
+    value = data.get(key)
+    if value is None:
+        return []
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         problems.add(path, line_of(data, key), f"{key} must be a list of strings")
         return []
@@ -597,5 +601,11 @@ def _read_seed_parameters(asset: Asset, data: Any, path: Path, problems: Problem
         asset.seed_url = seed
         return
     asset.seed_path = (path.parent / seed).resolve()
-    if not asset.seed_path.is_file():
+    try:
+        found = asset.seed_path.is_file()
+    except OSError as error:  # a name too long for a file, a loop of links
+        shown = seed if len(seed) <= 80 else seed[:77] + "..."
+        problems.add(path, line_of(parameters, "path"), f"seed file {shown!r} cannot be looked up ({error.strerror})")
+        return
+    if not found:
         problems.add(path, line_of(parameters, "path"), f"seed file {seed!r} does not exist")

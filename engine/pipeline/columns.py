@@ -110,7 +110,13 @@ def parse_columns(data: dict[str, Any], path: Path, problems: Problems) -> tuple
         for key, message in column_detail_problems(entry):
             problems.add(path, line_of(entry, key) or line, message)
         checks = []
-        for check in entry.get("checks") or []:
+        listed = entry.get("checks")
+        if listed is not None and not isinstance(listed, list):
+            problems.add(
+                path, line_of(entry, "checks") or line, f"the checks of column {entry['name']!r} must be a list"
+            )
+            listed = None
+        for check in listed or []:
             check_line = line_of(check) or line_of(entry, "checks")
             if not isinstance(check, dict) or not isinstance(check.get("name"), str):
                 problems.add(path, check_line, f"every check of column {entry['name']!r} needs a name")

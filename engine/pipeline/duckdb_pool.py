@@ -12,10 +12,15 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from engine.base.printable import printable
 from engine.pipeline.config import Connection
 
 
-class DatabaseLocked(Exception):
+class DatabaseUnavailable(Exception):
+    """A connection's DuckDB file cannot be opened: the run fails with this one line, before any asset."""
+
+
+class DatabaseLocked(DatabaseUnavailable):
     """The DuckDB file is held by another process."""
 
 
@@ -98,18 +103,22 @@ def open_database(connection: Connection) -> Any:
 
     path = connection.path
     assert path is not None
-    if not connection.read_only:
-        path.parent.mkdir(parents=True, exist_ok=True)
     try:
+        if not connection.read_only:
+            path.parent.mkdir(parents=True, exist_ok=True)
         return duckdb.connect(str(path), read_only=connection.read_only)
-    except duckdb.IOException as error:
+    except (duckdb.IOException, duckdb.InvalidInputException, OSError) as error:
         holder = lock_holder(error, path)
         if holder is not None:
             raise DatabaseLocked(
                 f"DuckDB file {path} (connection {connection.name!r}) is locked by {holder}: DuckDB allows one "
                 "writer process per file; wait for it to finish or close it"
             ) from None
-        raise
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error).strip()
+        raise DatabaseUnavailable(
+            f"DuckDB file {path} (connection {connection.name!r}) cannot be opened: "
+            f"{printable(reason.splitlines()[0] if reason else type(error).__name__)}: fix its path in .bruin.yml"
+        ) from None
 
 
 def lock_holder(error: Exception, path: Path) -> str | None:

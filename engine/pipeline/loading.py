@@ -21,6 +21,7 @@ from engine.pipeline.assets import (
     parse_hooks,
     parse_secrets,
     parse_timeout,
+    string_list,
 )
 from engine.pipeline.datavault import datavault_roles
 from engine.pipeline.defaults import DEFAULT_FIELDS
@@ -293,7 +294,8 @@ def load_pipeline(directory: Path) -> Pipeline:
         if not isinstance(schema, dict) or "default" not in schema:
             problems.add(path, line, f"variable {name!r} needs a default")
             continue
-        if schema.get("type") is not None and schema["type"] not in VARIABLE_TYPES:
+        declared = schema.get("type")
+        if declared is not None and (not isinstance(declared, str) or declared not in VARIABLE_TYPES):
             problems.add(path, line, f"variable {name!r} has unknown type {schema['type']!r}")
             continue
         problem = schema_problem(schema["default"], schema)
@@ -322,7 +324,7 @@ def load_pipeline(directory: Path) -> Pipeline:
         directory=directory,
         file=path,
         default_connection=connections.get("duckdb") or "duckdb-default",
-        tags=tuple(data.get("tags") or ()),
+        tags=tuple(string_list(data, "tags", path, problems)),
         variables=dict(variables),
         default_interval_modifiers={k: str(v) for k, v in modifiers.items()} if isinstance(modifiers, dict) else None,
         variants=_variants(data, variables, path, problems),

@@ -20,7 +20,7 @@ from engine.pipeline.asset_run import DONE, AssetResult, AssetRun, RunSettings
 from engine.pipeline.asset_scheduler import AssetScheduler
 from engine.pipeline.asset_status import AssetStatus
 from engine.pipeline.config import find_config_file, load_config
-from engine.pipeline.duckdb_pool import DatabaseLocked, DuckDBPool
+from engine.pipeline.duckdb_pool import DatabaseUnavailable, DuckDBPool
 from engine.pipeline.materialization import Database
 from engine.pipeline.repository import current_commit, resolve_target
 from engine.pipeline.row_changes import attach_snapshot, detach_snapshot, measure, snapshot_tables, windowed
@@ -187,7 +187,7 @@ def execute_run(prepared: PreparedRun, emit) -> RunResult:
         result.peak_concurrency = scheduler.peak_concurrency
         if request.row_changes_from:
             result.row_changes = _row_changes(prepared, pool, order, Path(request.row_changes_from))
-    except DatabaseLocked as error:
+    except DatabaseUnavailable as error:
         result.error = str(error)
     finally:
         whole = not result.error and bool(result.results) and all(r.status in DONE for r in result.results)

@@ -256,6 +256,38 @@ def test_locked_database_is_a_clear_error_and_nothing_runs(tmp_path):
     assert repo.query("SELECT count(*) FROM information_schema.tables WHERE table_name = 't'") == [(0,)]
 
 
+@pytest.mark.parametrize(
+    ("why", "path", "reason"),
+    [
+        ("not a DuckDB file", "notes.txt", "not a valid DuckDB database file"),
+        ("a directory", "adir", "Is a directory"),
+        ("a name too long for a file", "w" * 300 + ".duckdb", "File name too long"),
+        ("under a file", "notes.txt/w.duckdb", "File exists"),  # its directory is a file
+    ],
+    ids=["not-duckdb", "directory", "too-long", "under-a-file"],
+)
+def test_a_database_file_that_cannot_be_opened_fails_the_run_in_one_line(tmp_path, why, path, reason):
+    """A connection whose file DuckDB cannot open (not a database, a directory, too long a name, under a file): the
+    run fails naming the file and DuckDB's reason,
+    exit 1, its record written, no asset run and no traceback (it was a traceback); a backfill stops on it."""
+    repo = Repo(tmp_path / "repo")
+    (repo.root / "notes.txt").write_text("some notes\n")
+    (repo.root / "adir").mkdir()
+    text = (repo.root / ".bruin.yml").read_text().replace("path: warehouse.duckdb", f"path: {path}")
+    repo.write(".bruin.yml", text)
+    repo.sql("s.t", "SELECT 1 AS x", materialization={"type": "table"})
+    result = repo.run(*DAY)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    shown = (repo.root / path).resolve()
+    line = next(line for line in result.stdout.splitlines() if "cannot be opened" in line)
+    assert f"DuckDB file {shown} (connection 'db') cannot be opened" in line and reason in line, line
+    assert repo.records()[-1]["assets"] == []
+    assert (repo.root / "notes.txt").read_text() == "some notes\n"
+    backfill = run_backfill(str(repo.pipeline_dir), *DAY, "--reason", "r", "--no-progress", cwd=repo.root)
+    assert backfill.returncode == 1 and "Traceback" not in backfill.stderr, backfill.stdout + backfill.stderr
+
+
 def test_environment_inputs_bruin_vars_config_file_and_annotations(tmp_path):
     """BRUIN_VARS sets variables, BRUIN_CONFIG_FILE picks the config, BRUIN_QUERY_ANNOTATIONS comments queries."""
     repo = Repo(

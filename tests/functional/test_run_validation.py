@@ -84,3 +84,39 @@ def test_pipeline_and_connection_problems(tmp_path):
     assert any(
         line.startswith(f"  {asset}:1: connection 'elsewhere' is not defined in environment 'dev'") for line in lines
     ), lines
+
+
+def test_a_field_of_the_wrong_kind_is_a_problem_with_its_line_not_a_crash(tmp_path):
+    """Tags that are a number or a string, a variable's type or an asset's type that is a list or a mapping, and a
+    column's checks that are not a list are each listed with file and line (each was a TypeError traceback, or, for
+    a string of tags, read as one tag per character, and an empty string as no tags); so is a seed's path too long
+    to look up (an internal error)."""
+    repo = Repo(tmp_path / "repo")
+    pipeline = repo.write(
+        "p/pipeline.yml",
+        "name: p\ndefault_connections:\n  duckdb: db\ntags: 1.5\nvariables:\n  n:\n    type: [integer]\n"
+        "    default: 1\n",
+    )
+    typed = repo.write("p/assets/a.sql", "/* @bruin\nname: s.a\ntype: {duckdb: sql}\n@bruin */\nselect 1\n")
+    tagged = repo.write("p/assets/b.sql", "/* @bruin\nname: s.b\ntags: daily\n@bruin */\nselect 1\n")
+    untagged = repo.write("p/assets/d.sql", "/* @bruin\nname: s.d\ntags: ''\n@bruin */\nselect 1\n")
+    checked = repo.write(
+        "p/assets/c.sql",
+        "/* @bruin\nname: s.c\ncolumns:\n  - name: x\n    checks: true\n  - name: y\n    checks: not_null\n"
+        "@bruin */\nselect 1 AS x, 2 AS y\n",
+    )
+    seed_text = f"name: s.seed\ntype: duckdb.seed\nparameters:\n  path: {'x' * 300}.csv\n"
+    seed = repo.write("p/assets/s.asset.yml", seed_text)
+    lines = problems_of(repo)
+    assert f"  {pipeline}:4: tags must be a list of strings" in lines, lines
+    assert f"  {pipeline}:6: variable 'n' has unknown type ['integer']" in lines, lines
+    unknown = (
+        f"  {typed}:3: unknown asset type {{'duckdb': 'sql'}}: Bruin defines no such type (this runner runs "
+        "duckdb.sql, duckdb.seed, python, duckdb.source, empty)"
+    )
+    assert unknown in lines, lines
+    assert f"  {tagged}:3: tags must be a list of strings" in lines, lines
+    assert f"  {untagged}:3: tags must be a list of strings" in lines, lines
+    assert f"  {checked}:5: the checks of column 'x' must be a list" in lines, lines
+    assert f"  {checked}:7: the checks of column 'y' must be a list" in lines, lines
+    assert f"  {seed}:4: seed file '{'x' * 77}...' cannot be looked up (File name too long)" in lines, lines

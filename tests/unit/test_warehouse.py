@@ -224,9 +224,10 @@ def test_the_whole_range_window_ends_one_microsecond_before_the_range_and_local_
 
 def test_a_child_opening_a_file_reads_a_lock_only_from_duckdb_s_words(tmp_path):
     """The child's open_database: a held file is DatabaseLocked naming the PID; a broken file whose path says
-    "lock" is DuckDB's own error, not a lock (it once told the user to wait for a writer that did not exist)."""
+    "lock" cannot be opened for DuckDB's own reason, not a lock (it once told the user to wait for a writer that did
+    not exist)."""
     from engine.pipeline.config import Connection
-    from engine.pipeline.duckdb_pool import DatabaseLocked, open_database
+    from engine.pipeline.duckdb_pool import DatabaseLocked, DatabaseUnavailable, open_database
 
     held = database(tmp_path / "held.duckdb", "CREATE TABLE t (x INTEGER)")
     with writing(str(held)) as writer, pytest.raises(DatabaseLocked) as locked:
@@ -234,8 +235,9 @@ def test_a_child_opening_a_file_reads_a_lock_only_from_duckdb_s_words(tmp_path):
     assert f"DuckDB file {held} (connection 'db') is locked by process {writer.pid}: " in str(locked.value)
     broken = tmp_path / "unlocked.duckdb"
     broken.write_bytes(b"not a database" * 100)
-    with pytest.raises(duckdb.IOException, match="not a valid DuckDB database file"):
+    with pytest.raises(DatabaseUnavailable, match="not a valid DuckDB database file") as unavailable:
         open_database(Connection("duckdb", "db", broken, True, None))
+    assert not isinstance(unavailable.value, DatabaseLocked)
 
 
 def test_the_rows_a_run_deletes_before_it_inserts_are_counted_as_the_runner_deletes(events):
