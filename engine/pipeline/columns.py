@@ -101,7 +101,10 @@ def parse_columns(data: dict[str, Any], path: Path, problems: Problems) -> tuple
             problems.add(path, line, f"column {entry['name']!r} is declared twice (as Bruin reads names, without case)")
         seen.add(entry["name"].lower())
         tags = entry.get("tags")
-        if isinstance(tags, list) and repeated_name([str(tag) for tag in tags]):
+        if tags is not None and (not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags)):
+            where = line_of(entry, "tags") or line
+            problems.add(path, where, f"the tags of column {entry['name']!r} must be a list of strings")
+        elif isinstance(tags, list) and repeated_name([str(tag) for tag in tags]):
             problems.add(path, line_of(entry, "tags") or line, f"column {entry['name']!r} gives a tag twice (as Bruin "
                          "reads tags, without case)")  # fmt: skip
         for key in entry:

@@ -103,7 +103,7 @@ def test_a_field_of_the_wrong_kind_is_a_problem_with_its_line_not_a_crash(tmp_pa
     checked = repo.write(
         "p/assets/c.sql",
         "/* @bruin\nname: s.c\ncolumns:\n  - name: x\n    checks: true\n  - name: y\n    checks: not_null\n"
-        "@bruin */\nselect 1 AS x, 2 AS y\n",
+        "  - name: z\n    tags: key\n@bruin */\nselect 1 AS x, 2 AS y, 3 AS z\n",
     )
     seed_text = f"name: s.seed\ntype: duckdb.seed\nparameters:\n  path: {'x' * 300}.csv\n"
     seed = repo.write("p/assets/s.asset.yml", seed_text)
@@ -119,4 +119,5 @@ def test_a_field_of_the_wrong_kind_is_a_problem_with_its_line_not_a_crash(tmp_pa
     assert f"  {untagged}:3: tags must be a list of strings" in lines, lines
     assert f"  {checked}:5: the checks of column 'x' must be a list" in lines, lines
     assert f"  {checked}:7: the checks of column 'y' must be a list" in lines, lines
+    assert f"  {checked}:9: the tags of column 'z' must be a list of strings" in lines, lines
     assert f"  {seed}:4: seed file '{'x' * 77}...' cannot be looked up (File name too long)" in lines, lines
