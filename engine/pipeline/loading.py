@@ -192,8 +192,29 @@ def _short(value: Any) -> str:
     return orjson.dumps(value).decode()[:60]
 
 
+def declaration_problem(schema: dict[str, Any]) -> str | None:
+    """Why a variable's JSON-schema-style declaration cannot be read (a keyword of the wrong kind), or None."""
+    expected = schema.get("type")
+    if expected is not None and (not isinstance(expected, str) or expected not in VARIABLE_TYPES):
+        return f"has unknown type {expected!r}"
+    if "enum" in schema and not isinstance(schema["enum"], list):
+        return f"declares enum {_short(schema['enum'])}, which is not a list"
+    for bound in ("minimum", "maximum"):
+        if bound in schema and (not isinstance(schema[bound], int | float) or isinstance(schema[bound], bool)):
+            return f"declares {bound} {_short(schema[bound])}, which is not a number"
+    items = schema.get("items")
+    if items is not None:
+        if not isinstance(items, dict):
+            return f"declares items {_short(items)}, which is not a mapping"
+        problem = declaration_problem(items)
+        if problem:
+            return f"declares items whose declaration {problem}"
+    return None
+
+
 def schema_problem(value: Any, schema: dict[str, Any]) -> str | None:
-    """Why ``value`` does not fit a JSON-schema-style declaration, or None."""
+    """Why ``value`` does not fit a JSON-schema-style declaration (read by :func:`declaration_problem` first), or
+    None."""
     expected = schema.get("type")
     if expected in VARIABLE_TYPES:
         python_type = VARIABLE_TYPES[expected]
@@ -294,9 +315,9 @@ def load_pipeline(directory: Path) -> Pipeline:
         if not isinstance(schema, dict) or "default" not in schema:
             problems.add(path, line, f"variable {name!r} needs a default")
             continue
-        declared = schema.get("type")
-        if declared is not None and (not isinstance(declared, str) or declared not in VARIABLE_TYPES):
-            problems.add(path, line, f"variable {name!r} has unknown type {schema['type']!r}")
+        declared = declaration_problem(schema)
+        if declared:
+            problems.add(path, line, f"variable {name!r} {declared}")
             continue
         problem = schema_problem(schema["default"], schema)
         if problem:
@@ -373,6 +394,8 @@ def _variants(
                     line_of(values, variable) or line,
                     f"variant {name!r} references unknown variable {variable!r}",
                 )
+                continue
+            if declaration_problem(variables[variable]):  # listed at the variable's own line
                 continue
             problem = schema_problem(value, variables[variable])
             if problem:

@@ -87,7 +87,8 @@ def test_pipeline_and_connection_problems(tmp_path):
 
 
 def test_a_field_of_the_wrong_kind_is_a_problem_with_its_line_not_a_crash(tmp_path):
-    """Tags that are a number or a string, a variable's type or an asset's type that is a list or a mapping, and a
+    """Tags that are a number or a string, a variable's type (its items' too) or an asset's type that is a list or a
+    mapping, a variable's enum that is no list or bound that is no number, and a
     column's checks that are not a list are each listed with file and line (each was a TypeError traceback, or, for
     a string of tags, read as one tag per character, and an empty string as no tags); so is a seed's path too long
     to look up (an internal error)."""
@@ -95,7 +96,9 @@ def test_a_field_of_the_wrong_kind_is_a_problem_with_its_line_not_a_crash(tmp_pa
     pipeline = repo.write(
         "p/pipeline.yml",
         "name: p\ndefault_connections:\n  duckdb: db\ntags: 1.5\nvariables:\n  n:\n    type: [integer]\n"
-        "    default: 1\n",
+        "    default: 1\n  names:\n    type: array\n    items:\n      type: {a: 1}\n    default: [x]\n"
+        "  m:\n    type: integer\n    enum: 3\n    default: 3\n  k:\n    type: integer\n    minimum: low\n"
+        "    default: 3\nvariants:\n  eu:\n    k: 4\n    names: [y]\n",
     )
     typed = repo.write("p/assets/a.sql", "/* @bruin\nname: s.a\ntype: {duckdb: sql}\n@bruin */\nselect 1\n")
     tagged = repo.write("p/assets/b.sql", "/* @bruin\nname: s.b\ntags: daily\n@bruin */\nselect 1\n")
@@ -110,6 +113,9 @@ def test_a_field_of_the_wrong_kind_is_a_problem_with_its_line_not_a_crash(tmp_pa
     lines = problems_of(repo)
     assert f"  {pipeline}:4: tags must be a list of strings" in lines, lines
     assert f"  {pipeline}:6: variable 'n' has unknown type ['integer']" in lines, lines
+    assert f"  {pipeline}:9: variable 'names' declares items whose declaration has unknown type {{'a': 1}}" in lines
+    assert f"  {pipeline}:14: variable 'm' declares enum 3, which is not a list" in lines, lines
+    assert f"  {pipeline}:18: variable 'k' declares minimum \"low\", which is not a number" in lines, lines
     unknown = (
         f"  {typed}:3: unknown asset type {{'duckdb': 'sql'}}: Bruin defines no such type (this runner runs "
         "duckdb.sql, duckdb.seed, python, duckdb.source, empty)"
