@@ -384,9 +384,11 @@ def test_unusable_files_and_paths_are_one_line_not_a_traceback(work, home, shop,
     )
     assert "is not UTF-8 text" in refused(shop, home, *pipeline_day, "--config-file", str(binary))
     (work / "a-file").write_text("x")
-    for state_dir in ("/dev/null", str(work / "a-file"), "/proc", str(tmp_path / ("x" * 300))):
+    for state_dir in ("/dev/null", str(work / "a-file"), "/proc"):
         line = refused(work, home, "--command", "true", *DAY, "--state-dir", state_dir)
         assert line.startswith("backfill: error: state directory ") and "writable" in line
+    line = refused(work, home, "--command", "true", *DAY, "--state-dir", str(tmp_path / ("x" * 300)))
+    assert line.startswith("backfill: error: --state-dir '") and "names no file (File name too long)" in line
     line = refused(work, home, "p" * 5000, *DAY, "--dry-run")
     assert "is not a usable path (File name too long)" in line and len(line) < 400
     assert run_backfill(*GUARD, "--command", "false", *DAY, cwd=work, env=home).returncode == 1
