@@ -28,3 +28,9 @@ def has_controls(text: str, allowed: str = "\t") -> bool:
     """Whether ``text`` holds a control character (C0, DEL, C1) other than those ``allowed``: what a value typed for
     others to read (a reason, a name, a command shown in ``list``) must not."""
     return CONTROLS.search(text.translate(dict.fromkeys(map(ord, allowed)))) is not None
+
+
+def shortened(text: str, limit: int = 80) -> str:
+    """``text`` as an error message quotes a value that may be very long (a path of 5,000 characters): at most
+    ``limit`` characters, cut with ``...``."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."

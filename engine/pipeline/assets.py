@@ -13,6 +13,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from engine.base.errors import BadInput
+from engine.base.printable import shortened
 from engine.pipeline import bruin_lint
 from engine.pipeline.asset_types import BRUIN_TYPES, SUPPORTED_TYPES, AssetKind, kind_of
 from engine.pipeline.columns import Column, CustomCheck, parse_columns, parse_custom_checks, repeated_name
@@ -604,7 +605,7 @@ def _read_seed_parameters(asset: Asset, data: Any, path: Path, problems: Problem
     try:
         found = asset.seed_path.is_file()
     except OSError as error:  # a name too long for a file, a loop of links
-        shown = seed if len(seed) <= 80 else seed[:77] + "..."
+        shown = shortened(seed)
         problems.add(path, line_of(parameters, "path"), f"seed file {shown!r} cannot be looked up ({error.strerror})")
         return
     if not found:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.base.errors import BadInput
+from engine.base.printable import shortened
 from engine.pipeline.repository import Target
 from engine.pipeline.yamlfile import Located, line_of, read_yaml
 
@@ -101,10 +102,16 @@ def find_config_file(target: Target | None, explicit: str | None, *, cwd: Path |
     base = cwd or Path.cwd()
     chosen = explicit or os.environ.get("BRUIN_CONFIG_FILE") or None
     if chosen:
-        path = (base / chosen).resolve()
-        if not path.is_file():
-            source = "--config-file" if explicit else "BRUIN_CONFIG_FILE"
-            raise BadInput(f"{source} {chosen!r} is not a file: give the path of a .bruin.yml")
+        source = "--config-file" if explicit else "BRUIN_CONFIG_FILE"
+        shown = shortened(chosen)
+        try:
+            path = (base / chosen).resolve()
+            found = path.is_file()
+        except OSError as error:  # a name too long for a file, a loop of links
+            why = f"{source} {shown!r} cannot be looked up ({error.strerror}): give the path of a .bruin.yml"
+            raise BadInput(why) from None
+        if not found:
+            raise BadInput(f"{source} {shown!r} is not a file: give the path of a .bruin.yml")
         return path
     if target is None:
         raise BadInput("no target to find a configuration for: give a pipeline directory or --config-file")

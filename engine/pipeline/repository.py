@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.base.errors import BadInput
+from engine.base.printable import shortened
 
 PIPELINE_FILES = ("pipeline.yml", "pipeline.yaml")
 ASSET_SUFFIXES = (".sql", ".py", ".asset.yml", ".asset.yaml", ".task.yml", ".task.yaml")
@@ -77,7 +78,7 @@ class Target:
 def resolve_target(text: str, *, cwd: Path | None = None) -> Target:
     """Resolve TARGET: a directory with ``pipeline.yml``, or an asset file inside such a directory."""
     accepted = "give a pipeline directory (holding pipeline.yml) or an asset file (.sql, .py, .asset.yml)"
-    shown = text if len(text) <= 80 else text[:77] + "..."
+    shown = shortened(text)
     try:
         path = ((cwd or Path.cwd()) / text).resolve() if text else Path()
         exists = bool(text) and path.exists()

@@ -84,6 +84,15 @@ def test_a_path_too_long_for_a_file_name_is_refused_by_every_verb(work, home, ar
     assert f"{flag} '" in result.stderr and "names no file (File name too long): give a path" in result.stderr
 
 
+@pytest.mark.parametrize("verb", [("run", "pipeline"), ("pipeline", "--dry-run", *REASON)], ids=["run", "backfill"])
+def test_a_config_file_in_the_environment_too_long_to_look_up_is_refused(shop, home, verb):
+    """BRUIN_CONFIG_FILE of 300 characters: one line naming it, exit 2 (it was an internal error, exit 1)."""
+    result = run_backfill(*verb, *DAY, cwd=shop, env={**home, "BRUIN_CONFIG_FILE": "c" * 300})
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert f"BRUIN_CONFIG_FILE '{'c' * 77}...' cannot be looked up (File name too long)" in result.stderr
+
+
 def test_an_empty_environment_is_refused(shop, home):
     """--environment '' on a pipeline target is bad input, not the default environment."""
     assert "--environment '' is empty" in refused(shop, home, "pipeline", *DAY, "--environment", "")

@@ -14,6 +14,7 @@ import re
 import sys
 from typing import Any, NoReturn
 
+from engine.base.printable import shortened
 from engine.base.settings import MAX_PARTITIONS_CEILING
 from engine.pipeline.options import RUN_OPTIONS, Kind, RunOptions, environ_run_inputs, run_options_of
 from engine.spec.split_policy import parse_min_partition, parse_split_on
@@ -161,7 +162,7 @@ def path_arg(flag: str):
             os.stat(text)
         except OSError as error:
             if error.errno == errno.ENAMETOOLONG:
-                shown = text if len(text) <= 80 else text[:77] + "..."
+                shown = shortened(text)
                 why = f"{flag} {shown!r} names no file ({error.strerror}): give a path"
                 raise argparse.ArgumentTypeError(why) from None
         return text
