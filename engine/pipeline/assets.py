@@ -12,11 +12,18 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from engine.base.errors import BadInput
 from engine.base.printable import shortened
 from engine.pipeline import bruin_lint
 from engine.pipeline.asset_types import BRUIN_TYPES, SUPPORTED_TYPES, AssetKind, kind_of
 from engine.pipeline.columns import Column, CustomCheck, parse_columns, parse_custom_checks, repeated_name
+from engine.pipeline.header_fields import (
+    check_start_date,
+    optional_str,
+    parse_hooks,
+    parse_secrets,
+    parse_timeout,
+    string_list,
+)
 from engine.pipeline.problems import Problems
 from engine.pipeline.yamlfile import line_of
 
@@ -242,9 +249,9 @@ def build_asset(
         # Another platform's asset: its header is Bruin's to judge, its body another engine's SQL. Only what
         # places it in the graph is read; selecting it is refused at validation (check_pipeline).
         problems = Problems()
-    asset.connection = _optional_str(data, "connection", path, problems)
-    asset.owner = _optional_str(data, "owner", path, problems)
-    asset.description = _optional_str(data, "description", path, problems)
+    asset.connection = optional_str(data, "connection", path, problems)
+    asset.owner = optional_str(data, "owner", path, problems)
+    asset.description = optional_str(data, "description", path, problems)
     asset.tags = tuple(string_list(data, "tags", path, problems))
     if repeated := repeated_name(asset.tags):  # Bruin's lint rule duplicate-tags (critical), without case
         problems.add(
@@ -326,88 +333,6 @@ def enabled_by(asset: Asset, variables: dict[str, Any]) -> bool:
     except TemplateProblem:
         return True
     return True if meaning is None else meaning
-
-
-def parse_timeout(data: dict[str, Any], path: Path, problems: Problems, key: str = "timeout") -> int | None:
-    """A timeout in microseconds from a Go duration (``90s``, ``2h``) or whole seconds."""
-    from engine.dates.durations import parse_duration
-
-    value = data.get(key)
-    if value is None:
-        return None
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value * 1_000_000
-    if isinstance(value, str) and value.strip():
-        try:
-            micros = parse_duration(value.strip(), key)
-        except BadInput:
-            micros = 0
-        if micros >= 1_000_000:
-            return micros
-        if micros > 0:  # Bruin's lint rule valid-timeout (critical): "Asset timeout must be at least 1s"
-            problems.add(path, line_of(data, key), f"{key} {value!r} must be at least 1s (as in Bruin)")
-            return None
-    problems.add(path, line_of(data, key), f"{key} {value!r} must be a positive duration such as 90s, 30m or 2h")
-    return None
-
-
-def parse_secrets(data: dict[str, Any], path: Path, problems: Problems) -> tuple[tuple[str, str], ...]:
-    """``secrets: [{key, inject_as}]``: (connection name, environment variable name)."""
-    raw = data.get("secrets") or []
-    if not isinstance(raw, list):
-        problems.add(path, line_of(data, "secrets"), "secrets must be a list of {key, inject_as}")
-        return ()
-    found = []
-    for entry in raw:
-        line = line_of(entry) or line_of(data, "secrets")
-        key = entry.get("key") if isinstance(entry, dict) else None
-        inject_as = entry.get("inject_as", key) if isinstance(entry, dict) else None
-        if not isinstance(key, str) or not key or not isinstance(inject_as, str) or not inject_as:
-            problems.add(path, line, "each secret needs a key (a connection name) and optionally inject_as")
-            continue
-        if "=" in inject_as or "\0" in inject_as:  # what an environment can hold; Bruin takes any other name
-            problems.add(path, line, f"secret inject_as {inject_as!r} cannot name an environment variable ('=' or NUL)")
-            continue
-        found.append((key, inject_as))
-    return tuple(found)
-
-
-def check_start_date(data: dict[str, Any], path: Path, problems: Problems, owner: str) -> str | None:
-    """``start_date`` as YYYY-MM-DD; None when absent, or when it is not a date (a problem is added then)."""
-    value = data.get("start_date")
-    if value is None:
-        return None
-    from datetime import date
-
-    text = value.isoformat() if isinstance(value, date) else str(value)
-    message = f"start_date {value!r} of {owner} is not a date: use YYYY-MM-DD"
-    try:
-        valid = bool(re.fullmatch(r"\d{4}-\d{2}-\d{2}", text, re.ASCII)) and bool(date.fromisoformat(text))
-    except ValueError:
-        valid = False
-    if not valid:
-        problems.add(path, line_of(data, "start_date"), message)
-    return text if valid else None
-
-
-def _optional_str(data: dict[str, Any], key: str, path: Path, problems: Problems) -> str | None:
-    value = data.get(key)
-    if value is not None and not isinstance(value, str):
-        problems.add(path, line_of(data, key), f"{key} must be a string")
-        return None
-    return value
-
-
-def string_list(data: dict[str, Any], key: str, path: Path, problems: Problems) -> list[str]:
-    """``data[key]`` as a list of strings (none when absent or empty); anything else is a problem, a lone string
-    too (Bruin reads it as no list; iterated, it was one item per character)."""
-    value = data.get(key)
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        problems.add(path, line_of(data, key), f"{key} must be a list of strings")
-        return []
-    return value
 
 
 def _depends(data: dict[str, Any], path: Path, problems: Problems) -> list[tuple[str, int]]:
@@ -540,32 +465,6 @@ def _interval_modifiers(data: dict[str, Any], path: Path, problems: Problems) ->
         problems.add(path, line_of(data, "interval_modifiers"), "interval_modifiers takes only start and end")
         return None
     return {key: str(value) for key, value in raw.items()}
-
-
-def parse_hooks(data: dict[str, Any], path: Path, problems: Problems) -> dict[str, list[str]]:
-    raw = data.get("hooks")
-    if raw is None:
-        return {}
-    result: dict[str, list[str]] = {}
-    if not isinstance(raw, dict):
-        problems.add(path, line_of(data, "hooks"), "hooks must map pre/post to a list of {query: ...}")
-        return {}
-    for phase, entries in raw.items():
-        if phase == "applicable_type":  # default.hooks only: the asset types that inherit them
-            if not isinstance(entries, list) or not all(isinstance(t, str) for t in entries):
-                problems.add(path, line_of(raw, phase), "hooks.applicable_type must be a list of asset types")
-            continue
-        if phase not in ("pre", "post") or not isinstance(entries, list):
-            problems.add(path, line_of(raw, phase), "hooks must map pre/post to a list of {query: ...}")
-            continue
-        queries = []
-        for entry in entries:
-            if not isinstance(entry, dict) or not isinstance(entry.get("query"), str):
-                problems.add(path, line_of(entry) or line_of(raw, phase), "each hook needs a query")
-                continue
-            queries.append(entry["query"])
-        result[phase] = queries
-    return result
 
 
 def _read_seed_parameters(asset: Asset, data: Any, path: Path, problems: Problems) -> None:

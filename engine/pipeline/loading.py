@@ -13,19 +13,11 @@ from typing import Any
 from engine.base.errors import BadInput
 from engine.pipeline import bruin_lint
 from engine.pipeline.asset_files import is_asset_file, read_asset
-from engine.pipeline.assets import (
-    ASSET_DIRECTORIES,
-    NOT_USED_HERE,
-    Asset,
-    check_start_date,
-    parse_hooks,
-    parse_secrets,
-    parse_timeout,
-    string_list,
-)
+from engine.pipeline.assets import ASSET_DIRECTORIES, NOT_USED_HERE, Asset
 from engine.pipeline.datavault import datavault_roles
 from engine.pipeline.defaults import DEFAULT_FIELDS
 from engine.pipeline.glossary import GLOSSARY_FILES, Glossary, read_glossary
+from engine.pipeline.header_fields import check_start_date, parse_hooks, parse_secrets, parse_timeout, string_list
 from engine.pipeline.problems import Problems
 from engine.pipeline.repository import pipeline_file, repository_root
 from engine.pipeline.templating import syntax_problem
