@@ -218,15 +218,21 @@ def _signal_child(process: subprocess.Popen[bytes], signum: int) -> None:
 def _claim(backfill_id: str, run_id: str) -> bool:
     """Whether this task may start its run ID's child: the first time the cluster's scheduler hears of it. A run
     ID's child runs once, whatever the scheduler recomputes (a result lost with its worker, before its executor
-    took it). Claims live in the scheduler's metadata, where every worker sees them."""
+    took it; a task run again while its first copy still runs on a worker taken for lost). Claims live in the
+    scheduler's metadata, where every worker sees them, and are read and written there in one step: a claim read,
+    then written by a second message, let two tasks claiming at once both through."""
     from distributed import get_client
 
-    client = get_client()
+    def claim_once(key: list[str], dask_scheduler: Any = None) -> bool:
+        # Run by the scheduler in its event loop, between any two messages. Defined here, it travels by value: the
+        # scheduler's machine needs nothing of ours installed.
+        if dask_scheduler.get_metadata(key, default=None) is not None:
+            return False
+        dask_scheduler.set_metadata(key, True)
+        return True
+
     key = ["backfill", backfill_id or "-", "ran", run_id]
-    if client.get_metadata(key, default=None) is not None:
-        return False
-    client.set_metadata(key, True)
-    return True
+    return bool(get_client().run_on_scheduler(claim_once, key))
 
 
 def forget_claims(client: Any, backfill_id: str) -> None:

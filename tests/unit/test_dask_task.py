@@ -350,3 +350,69 @@ def test_signal_group_reaches_this_workers_child_and_only_a_verified_other_proce
 def test_a_worker_sees_a_path_only_when_it_exists(tmp_path):
     """The check run on every worker before the first launch."""
     assert dask_task.can_see(str(tmp_path)) and not dask_task.can_see(str(tmp_path / "missing"))
+
+
+def test_two_tasks_of_one_run_id_claiming_at_once_let_only_one_start_its_child(client):
+    """A run ID claimed by two tasks at the same moment (a task recomputed while its first copy still ran on a
+    worker taken for lost) is granted to one of them only: a claim read, then written in a second round trip, let
+    both through."""
+    workers = list(client.scheduler_info()["workers"])[:2]
+    claims = backfill("raced")
+    both = 0
+    for pair in range(40):
+        run_id = f"bf-raced-p{pair}-a1"
+        futures = [
+            client.submit(dask_task._claim, claims, run_id, workers=[worker], pure=False, allow_other_workers=False)
+            for worker in workers
+        ]
+        granted = [future.result(timeout=60) for future in futures]
+        assert granted.count(True) >= 1, granted
+        both += granted.count(True) == 2
+    dask_task.forget_claims(client, claims)
+    assert both == 0, f"{both} of 40 run IDs were granted to both tasks"
+
+
+def test_the_claim_runs_on_a_scheduler_that_cannot_import_backfill(client, tmp_path):
+    """The function a task sends the scheduler travels by value: a scheduler's machine without our package (a
+    cluster's image built without it) still takes claims. Checked by unpickling it where importing engine fails."""
+    import subprocess
+
+    from distributed.protocol.pickle import dumps
+
+    sent: list[bytes] = []
+
+    class Recorder:  # the client a task would use (looked up in distributed as the claim runs): what it sends
+        def run_on_scheduler(self, function, *args):
+            sent.append(dumps(function))
+            return True
+
+    import distributed
+
+    original = distributed.get_client
+    distributed.get_client = lambda: Recorder()
+    try:
+        assert dask_task._claim(backfill("by-value"), "bf-by-value-a1") is True
+    finally:
+        distributed.get_client = original
+    script = (
+        "import sys\n"
+        "class Refuse:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'engine' or name.startswith('engine.'): raise ImportError('no ' + name)\n"
+        "sys.meta_path.insert(0, Refuse())\n"
+        "from distributed.protocol.pickle import loads\n"
+        "claim = loads(open(sys.argv[1], 'rb').read())\n"
+        "class Scheduler:\n"
+        "    metadata = {}\n"
+        "    def get_metadata(self, key, default=None): return self.metadata.get(tuple(key), default)\n"
+        "    def set_metadata(self, key, value): self.metadata[tuple(key)] = value\n"
+        "scheduler = Scheduler()\n"
+        "print(claim(['backfill', 'b', 'ran', 'r'], dask_scheduler=scheduler),"
+        " claim(['backfill', 'b', 'ran', 'r'], dask_scheduler=scheduler))\n"
+        "print('engine' in sys.modules)\n"
+    )
+    pickled = tmp_path / "claim.pickle"
+    pickled.write_bytes(sent[0])
+    result = subprocess.run([sys.executable, "-c", script, str(pickled)], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "False", "False"]
