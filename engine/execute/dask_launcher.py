@@ -71,7 +71,7 @@ def _stop_on_scheduler(
     address: str, attempts: list[Attempt], backfill_id: str, below: int, grace: float, children_grace: float
 ) -> str | None:
     from engine.base.errors import Refused
-    from engine.execute.dask_task import signal_group, stop_generation
+    from engine.execute.dask_task import raise_fence, signal_group, stop_generation
 
     _distributed()  # not installed: that error, not a wait for an unreachable scheduler
     try:
@@ -84,6 +84,7 @@ def _stop_on_scheduler(
             f"waited {waited:.0f}s for its children there to stop themselves"
         )
     try:
+        raise_fence(client, backfill_id, below)  # first: a worker that joins after the sweep below is fenced too
         deadline = time.monotonic() + grace
         signum = signal.SIGTERM
         recorded = [a for a in attempts if "pgid" in a.remote]

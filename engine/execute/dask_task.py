@@ -56,12 +56,13 @@ def run_child(
     from distributed import get_worker
 
     worker = get_worker()
-    if not _claim(backfill_id, run_id):
+    claim = _claim(backfill_id, run_id, generation)
+    if claim == "ran":
         why = "this attempt's child already ran: the scheduler ran its task again after a worker was lost"
         worker.log_event(topic, {"run_id": run_id, "kind": "start_failed", "error": why, "code": RAN_ALREADY})
         return RAN_ALREADY
     with _LOCK:
-        if generation < _FENCES.get(backfill_id, 0):
+        if claim == "fenced" or generation < _FENCES.get(backfill_id, 0):
             why = "a newer executor of this backfill took it over before its child started"
             worker.log_event(topic, {"run_id": run_id, "kind": "start_failed", "error": why, "code": FENCED})
             return FENCED
@@ -215,24 +216,38 @@ def _signal_child(process: subprocess.Popen[bytes], signum: int) -> None:
     signal_own_group(None, process.pid, signum, reaped=process.returncode is not None)
 
 
-def _claim(backfill_id: str, run_id: str) -> bool:
-    """Whether this task may start its run ID's child: the first time the cluster's scheduler hears of it. A run
-    ID's child runs once, whatever the scheduler recomputes (a result lost with its worker, before its executor
-    took it; a task run again while its first copy still runs on a worker taken for lost). Claims live in the
-    scheduler's metadata, where every worker sees them, and are read and written there in one step: a claim read,
-    then written by a second message, let two tasks claiming at once both through."""
+def _claim(backfill_id: str, run_id: str, generation: int) -> str:
+    """Whether this task may start its run ID's child: ``"claimed"`` the first time the cluster's scheduler hears of
+    it, ``"ran"`` after (a result lost with its worker and recomputed, or a task run again while its first copy
+    still runs on a worker taken for lost), ``"fenced"`` once a newer executor took the backfill over. Claims and
+    fences live in the scheduler's metadata, where every worker sees them — one that joined after the takeover's
+    sweep too — and are read and written there in one step: a claim read, then written by a second message, let two
+    tasks claiming at once both through."""
     from distributed import get_client
 
-    def claim_once(key: list[str], dask_scheduler: Any = None) -> bool:
+    def claim_once(owner: str, run_id: str, generation: int, dask_scheduler: Any = None) -> str:
         # Run by the scheduler in its event loop, between any two messages. Defined here, it travels by value: the
         # scheduler's machine needs nothing of ours installed.
+        if generation < dask_scheduler.get_metadata(["backfill", owner, "fence"], default=0):
+            return "fenced"
+        key = ["backfill", owner, "ran", run_id]
         if dask_scheduler.get_metadata(key, default=None) is not None:
-            return False
+            return "ran"
         dask_scheduler.set_metadata(key, True)
-        return True
+        return "claimed"
 
-    key = ["backfill", backfill_id or "-", "ran", run_id]
-    return bool(get_client().run_on_scheduler(claim_once, key))
+    return str(get_client().run_on_scheduler(claim_once, backfill_id or "-", run_id, generation))
+
+
+def raise_fence(client: Any, backfill_id: str, below: int) -> None:
+    """A takeover's first step on a scheduler: no task of a generation below ``below`` claims a run ID there any
+    more, on whichever worker it runs (the workers' own fences reach only those present at the sweep)."""
+
+    def fence_once(owner: str, below: int, dask_scheduler: Any = None) -> None:
+        key = ["backfill", owner, "fence"]
+        dask_scheduler.set_metadata(key, max(below, dask_scheduler.get_metadata(key, default=0)))
+
+    client.run_on_scheduler(fence_once, backfill_id or "-", below)
 
 
 def forget_claims(client: Any, backfill_id: str) -> None:

@@ -197,6 +197,35 @@ def test_a_fenced_generation_starts_no_child_and_the_newer_one_does(client, tmp_
     assert attempt(client, ["true"], tmp_path, backfill_id=backfill("unfenced"), generation=1)[0] == 0
 
 
+def test_a_worker_that_missed_the_takeover_s_sweep_starts_no_child_of_a_fenced_generation(client, tmp_path):
+    """A takeover raises its fence on the scheduler first: a task of an older generation that runs on a worker the
+    sweep never reached (one that joined after it: here, no worker was swept) starts nothing (FENCED); the newer
+    generation runs. The workers' own fences alone let it start its child beside the new executor's."""
+    fenced = backfill("joined-late")
+    dask_task.raise_fence(client, fenced, 4)
+    code, events = attempt(client, ["true"], tmp_path, backfill_id=fenced, generation=3)
+    assert code == FENCED
+    assert [(e["kind"], e["code"]) for e in events] == [("start_failed", FENCED)]
+    dask_task.raise_fence(client, fenced, 2)  # an older takeover's, late: the fence only rises
+    assert attempt(client, ["true"], tmp_path, backfill_id=fenced, generation=3)[0] == FENCED
+    assert attempt(client, ["true"], tmp_path, backfill_id=fenced, generation=4)[0] == 0
+
+
+def test_a_takeover_fences_the_scheduler_for_the_workers_that_join_after_its_sweep(client, tmp_path):
+    """A takeover on a scheduler (``stop_remote_attempts``) raises the fence there, not only on the workers it
+    swept: with the workers' fences gone (as a worker that joins later has none), an older generation's task still
+    starts nothing."""
+    from engine.execute.dask_launcher import stop_remote_attempts
+    from engine.store.state_store import Generation
+
+    owner = backfill("swept")
+    previous = Generation(2, os.getpid(), 0.0, "here", "", cluster=client.scheduler.address, cluster_grace=1.0)
+    assert stop_remote_attempts(owner, [], previous, 1.0) == []
+    client.run(lambda: dask_task._FENCES.clear())  # every worker now as one that joined after the sweep
+    assert attempt(client, ["true"], tmp_path, backfill_id=owner, generation=2)[0] == FENCED
+    assert attempt(client, ["true"], tmp_path, backfill_id=owner, generation=3)[0] == 0
+
+
 def test_a_takeover_stops_the_older_generations_running_children_only(client, tmp_path):
     """``stop_generation`` signals the running children of this backfill's older generations and names the groups
     still alive; a newer generation's child and another backfill's are not touched."""
@@ -362,19 +391,20 @@ def test_two_tasks_of_one_run_id_claiming_at_once_let_only_one_start_its_child(c
     for pair in range(40):
         run_id = f"bf-raced-p{pair}-a1"
         futures = [
-            client.submit(dask_task._claim, claims, run_id, workers=[worker], pure=False, allow_other_workers=False)
+            client.submit(dask_task._claim, claims, run_id, 1, workers=[worker], pure=False, allow_other_workers=False)
             for worker in workers
         ]
         granted = [future.result(timeout=60) for future in futures]
-        assert granted.count(True) >= 1, granted
-        both += granted.count(True) == 2
+        assert granted.count("claimed") >= 1, granted
+        both += granted.count("claimed") == 2
     dask_task.forget_claims(client, claims)
     assert both == 0, f"{both} of 40 run IDs were granted to both tasks"
 
 
 def test_the_claim_runs_on_a_scheduler_that_cannot_import_backfill(client, tmp_path):
-    """The function a task sends the scheduler travels by value: a scheduler's machine without our package (a
-    cluster's image built without it) still takes claims. Checked by unpickling it where importing engine fails."""
+    """The functions a task and a takeover send the scheduler travel by value: a scheduler's machine without our
+    package (a cluster's image built without it) still takes claims and fences. Checked by unpickling them where
+    importing engine fails."""
     import subprocess
 
     from distributed.protocol.pickle import dumps
@@ -384,14 +414,15 @@ def test_the_claim_runs_on_a_scheduler_that_cannot_import_backfill(client, tmp_p
     class Recorder:  # the client a task would use (looked up in distributed as the claim runs): what it sends
         def run_on_scheduler(self, function, *args):
             sent.append(dumps(function))
-            return True
+            return "claimed"
 
     import distributed
 
     original = distributed.get_client
     distributed.get_client = lambda: Recorder()
     try:
-        assert dask_task._claim(backfill("by-value"), "bf-by-value-a1") is True
+        assert dask_task._claim(backfill("by-value"), "bf-by-value-a1", 2) == "claimed"
+        dask_task.raise_fence(Recorder(), backfill("by-value"), 3)
     finally:
         distributed.get_client = original
     script = (
@@ -407,12 +438,16 @@ def test_the_claim_runs_on_a_scheduler_that_cannot_import_backfill(client, tmp_p
         "    def get_metadata(self, key, default=None): return self.metadata.get(tuple(key), default)\n"
         "    def set_metadata(self, key, value): self.metadata[tuple(key)] = value\n"
         "scheduler = Scheduler()\n"
-        "print(claim(['backfill', 'b', 'ran', 'r'], dask_scheduler=scheduler),"
-        " claim(['backfill', 'b', 'ran', 'r'], dask_scheduler=scheduler))\n"
+        "fence = loads(open(sys.argv[2], 'rb').read())\n"
+        "print(claim('b', 'r', 2, dask_scheduler=scheduler), claim('b', 'r', 2, dask_scheduler=scheduler))\n"
+        "fence('b', 3, dask_scheduler=scheduler)\n"
+        "print(claim('b', 'r2', 2, dask_scheduler=scheduler), claim('b', 'r3', 3, dask_scheduler=scheduler))\n"
         "print('engine' in sys.modules)\n"
     )
-    pickled = tmp_path / "claim.pickle"
-    pickled.write_bytes(sent[0])
-    result = subprocess.run([sys.executable, "-c", script, str(pickled)], capture_output=True, text=True, cwd=tmp_path)
+    claim, fence = tmp_path / "claim.pickle", tmp_path / "fence.pickle"
+    claim.write_bytes(sent[0])
+    fence.write_bytes(sent[1])
+    argv = [sys.executable, "-c", script, str(claim), str(fence)]
+    result = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["True", "False", "False"]
+    assert result.stdout.split() == ["claimed", "ran", "fenced", "claimed", "False"]
