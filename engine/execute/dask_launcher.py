@@ -143,10 +143,16 @@ def scheduler_address(given: str | None) -> str:
     return check_scheduler_address(str(address), "Dask's scheduler-address setting")
 
 
-def _allowed_failures() -> int:
-    import dask
+def allowed_failures(client: Any) -> int:
+    """The scheduler's ``allowed-failures``: how many times it reruns a task whose worker died."""
 
-    return int(dask.config.get("distributed.scheduler.allowed-failures"))
+    def read(dask_scheduler: Any = None) -> int:
+        # Defined here, it travels by value: the scheduler's machine needs Dask, nothing of ours.
+        import dask
+
+        return int(dask.config.get("distributed.scheduler.allowed-failures"))
+
+    return int(client.run_on_scheduler(read))
 
 
 def _client(address: str, timeout: float | None = None) -> Any:
@@ -372,7 +378,7 @@ class DaskLauncher:
             if self._cluster is not None:
                 self._cluster.close()
             raise
-        retried = self.client.run_on_scheduler(_allowed_failures)
+        retried = allowed_failures(self.client)
         if retried != 0:
             self.shutdown_client()
             raise BadInput(

@@ -24,6 +24,7 @@ from distributed import Client, LocalCluster, Variable
 
 from engine.base.processes import alive, process_identity
 from engine.execute import dask_task
+from engine.execute.dask_launcher import allowed_failures
 from engine.execute.dask_task import FENCED, RAN_ALREADY, run_child
 
 pytestmark = pytest.mark.timeout(120)
@@ -401,10 +402,10 @@ def test_two_tasks_of_one_run_id_claiming_at_once_let_only_one_start_its_child(c
     assert both == 0, f"{both} of 40 run IDs were granted to both tasks"
 
 
-def test_the_claim_runs_on_a_scheduler_that_cannot_import_backfill(client, tmp_path):
-    """The functions a task and a takeover send the scheduler travel by value: a scheduler's machine without our
-    package (a cluster's image built without it) still takes claims and fences. Checked by unpickling them where
-    importing engine fails."""
+def test_what_is_sent_to_the_scheduler_runs_where_backfill_cannot_be_imported(client, tmp_path):
+    """The functions a task, a takeover and a launcher's start send the scheduler travel by value: a scheduler's
+    machine without our package (a cluster's image built with Dask alone) still takes claims and fences and says
+    its allowed-failures. Checked by unpickling them where importing engine fails."""
     import subprocess
 
     from distributed.protocol.pickle import dumps
@@ -414,7 +415,7 @@ def test_the_claim_runs_on_a_scheduler_that_cannot_import_backfill(client, tmp_p
     class Recorder:  # the client a task would use (looked up in distributed as the claim runs): what it sends
         def run_on_scheduler(self, function, *args):
             sent.append(dumps(function))
-            return "claimed"
+            return 0 if function.__name__ == "read" else "claimed"
 
     import distributed
 
@@ -423,6 +424,7 @@ def test_the_claim_runs_on_a_scheduler_that_cannot_import_backfill(client, tmp_p
     try:
         assert dask_task._claim(backfill("by-value"), "bf-by-value-a1", 2) == "claimed"
         dask_task.raise_fence(Recorder(), backfill("by-value"), 3)
+        assert allowed_failures(Recorder()) == 0
     finally:
         distributed.get_client = original
     script = (
@@ -442,12 +444,15 @@ def test_the_claim_runs_on_a_scheduler_that_cannot_import_backfill(client, tmp_p
         "print(claim('b', 'r', 2, dask_scheduler=scheduler), claim('b', 'r', 2, dask_scheduler=scheduler))\n"
         "fence('b', 3, dask_scheduler=scheduler)\n"
         "print(claim('b', 'r2', 2, dask_scheduler=scheduler), claim('b', 'r3', 3, dask_scheduler=scheduler))\n"
+        "read = loads(open(sys.argv[3], 'rb').read())\n"
+        "print(read(dask_scheduler=scheduler))\n"
         "print('engine' in sys.modules)\n"
     )
-    claim, fence = tmp_path / "claim.pickle", tmp_path / "fence.pickle"
-    claim.write_bytes(sent[0])
-    fence.write_bytes(sent[1])
-    argv = [sys.executable, "-c", script, str(claim), str(fence)]
-    result = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path)
+    files = [tmp_path / name for name in ("claim.pickle", "fence.pickle", "read.pickle")]
+    for file, pickled in zip(files, sent, strict=True):
+        file.write_bytes(pickled)
+    argv = [sys.executable, "-c", script, *map(str, files)]
+    env = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}
+    result = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["claimed", "ran", "fenced", "claimed", "False"]
+    assert result.stdout.split() == ["claimed", "ran", "fenced", "claimed", "0", "False"]
