@@ -212,6 +212,16 @@ def test_a_worker_that_missed_the_takeover_s_sweep_starts_no_child_of_a_fenced_g
     assert attempt(client, ["true"], tmp_path, backfill_id=fenced, generation=4)[0] == 0
 
 
+def test_an_unnamed_backfill_is_fenced_on_the_scheduler_too(client, tmp_path):
+    """An older executor's backfill without an ID is fenced under the same name its claims take."""
+    dask_task.raise_fence(client, "", 3)
+    try:
+        assert attempt(client, ["true"], tmp_path, backfill_id="", generation=2)[0] == FENCED
+    finally:  # lowered again by hand: the module's other tests run unnamed attempts of generation 1
+        client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.set_metadata(["backfill", "-", "fence"], 0))
+    assert attempt(client, ["true"], tmp_path, backfill_id="", generation=2)[0] == 0
+
+
 def test_a_takeover_fences_the_scheduler_for_the_workers_that_join_after_its_sweep(client, tmp_path):
     """A takeover on a scheduler (``stop_remote_attempts``) raises the fence there, not only on the workers it
     swept: with the workers' fences gone (as a worker that joins later has none), an older generation's task still
