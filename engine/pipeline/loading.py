@@ -302,6 +302,7 @@ def load_pipeline(directory: Path) -> Pipeline:
     if not isinstance(variables, dict):
         problems.add(path, line_of(data, "variables"), "variables must map names to JSON-schema declarations")
         variables = {}
+    unreadable: set[str] = set()  # declarations refused: a variant's value is not judged against them
     for name, schema in variables.items():
         line = line_of(variables, name)
         if not isinstance(schema, dict) or "default" not in schema:
@@ -310,6 +311,7 @@ def load_pipeline(directory: Path) -> Pipeline:
         declared = declaration_problem(schema)
         if declared:
             problems.add(path, line, f"variable {name!r} {declared}")
+            unreadable.add(name)
             continue
         problem = schema_problem(schema["default"], schema)
         if problem:
@@ -340,7 +342,7 @@ def load_pipeline(directory: Path) -> Pipeline:
         tags=tuple(string_list(data, "tags", path, problems)),
         variables=dict(variables),
         default_interval_modifiers={k: str(v) for k, v in modifiers.items()} if isinstance(modifiers, dict) else None,
-        variants=_variants(data, variables, path, problems),
+        variants=_variants(data, variables, unreadable, path, problems),
         name_template=raw_name if "{" in raw_name else None,
         default_timeout=parse_timeout(default, path, problems),
         macros=_macros(directory, problems),
@@ -362,7 +364,7 @@ def load_pipeline(directory: Path) -> Pipeline:
 
 
 def _variants(
-    data: dict[str, Any], variables: dict[str, Any], path: Path, problems: Problems
+    data: dict[str, Any], variables: dict[str, Any], unreadable: set[str], path: Path, problems: Problems
 ) -> dict[str, dict[str, Any]]:
     raw = data.get("variants") or {}
     if not isinstance(raw, dict):
@@ -387,7 +389,7 @@ def _variants(
                     f"variant {name!r} references unknown variable {variable!r}",
                 )
                 continue
-            if declaration_problem(variables[variable]):  # listed at the variable's own line
+            if variable in unreadable:  # its declaration is listed at the variable's own line
                 continue
             problem = schema_problem(value, variables[variable])
             if problem:
