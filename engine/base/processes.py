@@ -16,9 +16,11 @@ import signal
 import time
 from collections.abc import Iterable
 
-from engine.base.boot_clock import boot_id
+from engine.base.boot_clock import boot_id, since_boot
 
 _BOOT_TIME: float | None = None
+_BOOT_OFFSET: float | None = None  # the wall clock less the boot clock when _BOOT_TIME was read
+BOOT_OFFSET_JITTER = 0.001  # seconds: reading the two clocks one after the other moves their difference less
 PIDFD_SIGNAL_PROCESS_GROUP = 1 << 2  # linux/pidfd.h: signal the target's process group (Linux ≥ 6.9)
 SAME_START = 0.01  # seconds: two start times closer than this are one process (the clock tick is 10 ms)
 
@@ -55,9 +57,9 @@ def process_identity(pid: int) -> tuple[float | None, str | None]:
     """What names a live process for good, read once: its start time (Unix seconds, as psutil computes it: shown,
     and compared with launch times) and its birth, ``<boot id>:<start ticks>`` (Linux), None elsewhere.
 
-    The start time is derived from the boot time the kernel reports, which follows the wall clock: it moves by a
-    whole second as NTP slews the clock, and by the step when the clock is set. Two processes reading it minutes
-    apart can disagree about one child. The birth never moves, so identities are compared by it wherever both
+    The start time is derived from the boot time the kernel reports, which follows the wall clock: a step of the
+    clock (``date -s``, a VM restored from a snapshot) moves it by the step, and two processes reading it on either
+    side of one disagree about one child. The birth never moves, so identities are compared by it wherever both
     sides have one."""
     ticks = _stat_ticks(pid)
     if ticks is None:  # no /proc: psutil's start time alone
@@ -71,10 +73,22 @@ def process_identity(pid: int) -> tuple[float | None, str | None]:
 
 
 def _boot_time() -> float:
-    global _BOOT_TIME
-    if _BOOT_TIME is None:
-        _BOOT_TIME = _read_boot_time()
+    """The kernel's boot time, read again whenever the wall clock has stepped since the last read.
+
+    The kernel derives it from the wall clock's offset from the boot clock, which only a step moves (``date -s``, a
+    VM restored from a snapshot, a resumed container): kept from before a step, it would put a child launched after
+    the step seconds before its own launch, and the record naming it would be refused as not ours. The offset costs
+    two clock reads; ``/proc/stat`` is read again only when it moved (or crossed a whole second, which a
+    sub-millisecond step can)."""
+    global _BOOT_TIME, _BOOT_OFFSET
+    offset = time.time() - since_boot()
+    if _BOOT_TIME is None or _BOOT_OFFSET is None or _stepped(_BOOT_OFFSET, offset):
+        _BOOT_TIME, _BOOT_OFFSET = _read_boot_time(), offset
     return _BOOT_TIME
+
+
+def _stepped(before: float, now: float) -> bool:
+    return abs(now - before) > BOOT_OFFSET_JITTER or int(now) != int(before)
 
 
 def _read_boot_time() -> float:

@@ -524,6 +524,42 @@ def test_the_boot_time_is_read_once_when_first_needed(monkeypatch):
         reap(child)
 
 
+def test_the_boot_time_is_read_again_after_the_wall_clock_stepped(monkeypatch):
+    """A boot time read before the wall clock stepped 7 s forward (a VM restored from a snapshot: seen in CI) is
+    read again: a child launched after the step starts when psutil says, not 7 s before its own launch, and the
+    record naming it is one of ours. While the clock does not step, it is not read again."""
+    import psutil
+
+    from engine.base.boot_clock import since_boot
+    from engine.store.records import Attempt, RecordStatus
+
+    processes._boot_time()
+    monkeypatch.setattr(processes, "_BOOT_TIME", processes._BOOT_TIME - 7)
+    monkeypatch.setattr(processes, "_BOOT_OFFSET", time.time() - since_boot() - 7)
+    launched = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    child = sleeper()
+    try:
+        started, birth = process_identity(child.pid)
+        assert started == pytest.approx(psutil.Process(child.pid).create_time(), abs=0.011)
+        attempt = Attempt(run_id="r", status=RecordStatus.RUNNING, started_at=launched, pid=child.pid,
+                          pid_started=started, pid_birth=birth)  # fmt: skip
+        assert attempt.child() == (child.pid, started, birth)
+        reads = []
+        monkeypatch.setattr(processes, "_read_boot_time", lambda: reads.append(1) or 0.0)
+        assert process_identity(child.pid) == (started, birth) and reads == []
+    finally:
+        child.kill()
+        reap(child)
+
+
+def test_a_step_is_a_move_past_the_jitter_of_two_clock_reads_or_across_a_whole_second():
+    """The kernel's boot time is the whole seconds of the wall clock's offset from the boot clock: a move of that
+    offset past a millisecond is a step, and so is any move that crosses a whole second (the boot time changed)."""
+    assert not processes._stepped(1000.5, 1000.5009) and not processes._stepped(1000.5, 1000.4991)
+    assert processes._stepped(1000.5, 1000.5011) and processes._stepped(1000.5, 1000.4989)
+    assert processes._stepped(1000.9999, 1001.0001) and processes._stepped(1001.0001, 1000.9999)
+
+
 def test_with_proc_readable_psutil_is_never_asked(monkeypatch):
     """The boot time, the listing of processes and whether one runs come from /proc where it can be read: psutil
     (9 ms to import, before a new backfill's first frame) is the fallback, not the source."""

@@ -189,9 +189,9 @@ def test_a_running_record_says_what_runs_where_before_the_child_ends(work):
         assert attempt["started_at"] and attempt["finished_at"] is None and attempt["launcher"] == "exec"
         assert attempt["generation"] == prepared.takeover.generation.number == 1
         child = psutil.Process(attempt["pid"])
-        # The start time follows the kernel's boot time, which moves by whole seconds as the clock is slewed (seen
-        # in CI: psutil read it 2 s later than the executor did), so it is compared with this process's own reading
-        # (read once, as the executor's was) and only roughly with psutil's; the birth names the child exactly.
+        # The start time follows the kernel's boot time, which moves as the wall clock steps (seen in CI: psutil
+        # read it 2 s later than the executor did), so it is compared with this process's own reading and only
+        # roughly with psutil's; the birth names the child exactly.
         assert attempt["pid_started"] == process_started(child.pid) and child.is_running()
         assert abs(attempt["pid_started"] - child.create_time()) < 60
         ticks = Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[19]

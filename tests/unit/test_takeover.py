@@ -54,8 +54,8 @@ def test_a_live_orphan_is_stopped_and_a_stubborn_one_killed():
 
 
 def test_a_recorded_child_is_known_by_its_birth_after_the_boot_time_moved(monkeypatch):
-    """The kernel's boot time follows the wall clock (a second's NTP slew, a clock step): a child recorded before
-    the move is still recognised, by its birth, and stopped; its start time alone no longer matches."""
+    """The kernel's boot time follows the wall clock (a clock step): a child recorded before the step is still
+    recognised, by its birth, and stopped; its start time alone no longer matches."""
     from engine.base import processes
 
     child = subprocess.Popen(["sleep", "60"], start_new_session=True)

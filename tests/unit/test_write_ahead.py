@@ -59,7 +59,7 @@ def test_a_takeover_settles_a_starting_attempt_by_whether_its_child_lives(work, 
     """Two attempts an executor left starting: the one whose child is alive (found by its run ID in its
     environment) is stopped and cancelled; the other, never found, is lost saying whether it ran is unknown. Both
     partitions run again and succeed. The kernel's boot time as this process read it is a second off the one it
-    reports now (NTP slews the wall clock it follows): the child found is still recognised."""
+    reports now (the wall clock it follows stepped): the child found is still recognised."""
     from engine.base import processes
     from engine.execute.backfill import load_backfill, prepare_resume, replan
     from engine.execute.rerun import PartitionSelection
