@@ -23,12 +23,13 @@ from datetime import UTC, datetime
 
 from engine.base.atomic import ensure_directory, remove_stale_temporaries
 from engine.base.errors import Refused, StateWriteFailed
-from engine.base.processes import process_identity, process_started, running_process, same_process, stop_verified
+from engine.base.processes import process_started, running_process, stop_verified
 from engine.base.settings import DEFAULT_LEASE_SECONDS
 from engine.store.lease import Lease, read_lease, write_lease
 from engine.store.live_work import Registration, check_no_copy_running
 from engine.store.locks import FileLock
 from engine.store.manifest import now_text
+from engine.store.orphans import find_orphans
 from engine.store.records import PartitionRecord, RecordStatus
 from engine.store.state_store import Generation, StateStore
 from engine.store.status import Status, StatusBoard
@@ -57,39 +58,6 @@ class Takeover:
             self.live.release()
         self.children_lock.release()
         self.lock.release()
-
-
-def find_orphans(
-    store: StateStore, running: list[PartitionRecord]
-) -> tuple[set[tuple[int, float, str | None]], frozenset[str]]:
-    """Identities (PID, start time, birth) of live children of an earlier executor of this backfill, and the run IDs
-    their environment names (a child whose attempt was still ``starting`` in the records is found by it)."""
-    found = set()
-    run_ids = set()
-    for record in running:
-        for attempt in record.attempts:
-            child = attempt.child() if attempt.status == RecordStatus.RUNNING else None
-            if child is not None and same_process(*child):
-                found.add(child)
-    import psutil  # here alone: a new backfill, which has no orphans to look for, never loads it
-
-    me = os.getpid()
-    for process in psutil.process_iter(["pid"]):
-        if process.pid == me:
-            continue
-        try:
-            environment = process.environ()
-            if environment.get("BACKFILL_ID") == store.id:  # pragma: no mutate (`!=` stops every process here)
-                # Its identity as our records take it (not psutil's create_time, which reads the boot time again)
-                started, birth = process_identity(process.pid)
-                if started is None:
-                    continue
-                found.add((process.pid, started, birth))
-                if environment.get("BACKFILL_RUN_ID"):
-                    run_ids.add(environment["BACKFILL_RUN_ID"])
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
-            continue
-    return found, frozenset(run_ids)
 
 
 def check_not_owned_elsewhere(store: StateStore) -> None:

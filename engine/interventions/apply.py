@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from engine.base.atomic import sync_directory
-from engine.base.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_REFUSED
+from engine.base.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_REFUSED
 from engine.base.processes import stop_verified
 from engine.dates.formatting import InstantFormatter
 from engine.interventions.reconcile import LOST_GRACE
@@ -23,6 +23,7 @@ from engine.store import audit
 from engine.store.bulk_marks import BulkMark
 from engine.store.control import Control, Decision, Setting, read_control, resume_options, write_control
 from engine.store.manifest import now_text
+from engine.store.orphans import children_still_run, find_orphans
 from engine.store.records import Attempt, PartitionRecord, RecordStatus
 from engine.store.state_store import StateStore
 from engine.store.status import Status, StatusBoard
@@ -97,15 +98,11 @@ class CommandHolder:
     def cancel(self, message: str) -> int:
         """No executor runs it: the children an executor that is gone left running (a SIGKILL, the OOM killer) are
         stopped here, with their groups, each verified by PID, start time and birth (never a reused PID); how
-        many."""
-        attempts = (
-            attempt
-            for record in self.left_running
-            for part in self.store.tree_records(record)
-            for attempt in part.attempts
-            if attempt.status == RecordStatus.RUNNING
-        )
-        children = {child for attempt in attempts if (child := attempt.child()) is not None}
+        many. They are found as a takeover finds them, by their records and by ``BACKFILL_ID`` in their
+        environment: an executor killed between a child's start and its running record left that attempt
+        ``starting``, naming no child."""
+        every = [part for record in self.left_running for part in self.store.tree_records(record)]
+        children, _ = find_orphans(self.store, every)
         return len(stop_verified(children, LOST_GRACE))
 
     def pause(self, paused: bool, message: str) -> None:
@@ -486,6 +483,14 @@ def _cancel(request: Request, holder: Holder) -> Result:
     )
     running = holder.cancel(f"cancelled by {request.requested_by}: {request.reason}")
     stopped = f"; {running} running child{'ren' if running != 1 else ''} stopped" if running else ""
+    if not holder.live and children_still_run(holder.store):  # one that left our environment and no record
+        return Result(
+            EXIT_FAILED,
+            f"backfill {holder.store.id} cancelled{stopped}, but a child of an earlier executor still runs and was "
+            f"not found (it holds .children.lock): find processes with BACKFILL_ID={holder.store.id} in their "
+            "environment and stop them",
+            1,
+        )
     return Result(EXIT_OK, f"backfill {holder.store.id} cancelled{stopped}", 1)
 
 

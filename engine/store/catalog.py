@@ -26,8 +26,8 @@ from engine.base.errors import StateUnreadable
 from engine.store import audit
 from engine.store.control import Control, read_control
 from engine.store.lease import read_lease
-from engine.store.locks import FileLock
 from engine.store.manifest import spec_of
+from engine.store.orphans import children_still_run
 from engine.store.record_index import stamp_of
 from engine.store.records import PartitionRecord, RecordStatus
 from engine.store.state_store import StateStore, saved_backfill_dirs
@@ -105,7 +105,7 @@ def owner_gone(store: StateStore) -> bool:
     their outcome (a full disk, a crash): they are interrupted, whatever the records say."""
     if is_running(store):
         return False
-    if store.children_lock_path.exists() and FileLock(store.children_lock_path).is_held_elsewhere():
+    if children_still_run(store):
         return False  # a child of a dead executor still runs (it holds .children.lock): its partition runs too
     lease = read_lease(store.directory)
     if lease is None or lease.host is None or lease.host == socket.gethostname():

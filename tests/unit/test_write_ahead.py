@@ -235,3 +235,70 @@ def test_an_executor_fenced_while_starting_a_batch_starts_none_of_the_rest(work)
     assert launcher.launched == 1
     statuses = [[a["status"] for a in r["attempts"]] for r in records(prepared.store.directory)]
     assert statuses == [["starting"]] * 3  # as written ahead, nothing after: a takeover settles them
+
+
+def _left_starting(work: Path):
+    """A saved backfill whose executor died between a child's start and its running record: partition 0's
+    attempt is on disk as ``starting``, naming no child."""
+    prepared = prepare(work, "true {start}", 2)
+    prepared.release()
+    store = prepared.store
+    interval = prepared.spec.plan.interval(0)
+    partition_id = prepared.spec.ids.of(interval.start, interval.end)
+    run_id = f"{store.id}-p0-a1"
+    record = {
+        "format": 1, "id": partition_id, "index": 0, "start": "", "end": "",
+        "start_us": interval.start, "end_us": interval.end, "status": "running",
+        "attempts": [{"run_id": run_id, "status": "starting", "started_at": "2024-01-01T00:00:00Z"}],
+    }  # fmt: skip
+    (store.partitions / f"{partition_id}.json").write_bytes(orjson.dumps(record))
+    return store, run_id
+
+
+def test_a_cancel_stops_the_child_of_an_attempt_left_starting(work, home):
+    """`backfill cancel` after the executor was killed between a child's start and its running record: the child,
+    named by no record, is found by ``BACKFILL_ID`` in its environment and stopped before the cancel says so
+    (before, the cancel said "cancelled" and the child ran on)."""
+    from tests.conftest import run_backfill
+
+    store, run_id = _left_starting(work)
+    environment = {**os.environ, "BACKFILL_ID": store.id, "BACKFILL_RUN_ID": run_id}
+    child = subprocess.Popen(["sleep", "60"], env=environment, start_new_session=True)
+    try:
+        cancelled = run_backfill("cancel", store.id, "--reason", "runaway", "--state-dir", str(work / "states"),
+                                 cwd=work, env=home)  # fmt: skip
+        assert cancelled.returncode == 0, cancelled.stderr
+        assert cancelled.stdout == f"backfill {store.id} cancelled; 1 running child stopped\n"
+        assert child.wait(timeout=10) == -15
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_cancel_that_cannot_find_a_live_child_says_so_and_fails(work, home):
+    """A child that cleared its environment (``env -i``) and is named by no record still holds ``.children.lock``:
+    the cancel cannot find it, so it does not claim the backfill stopped. It exits 1 naming the lock and how to find
+    the child, and leaves the child alone. Once the child is gone, the cancel succeeds."""
+    from tests.conftest import run_backfill
+
+    store, _ = _left_starting(work)
+    code = "import fcntl, sys\nhandle = open(sys.argv[1], 'a')\nfcntl.flock(handle, fcntl.LOCK_EX)\n"
+    code += "print('held', flush=True)\nsys.stdin.read()\n"
+    child = subprocess.Popen([sys.executable, "-c", code, str(store.children_lock_path)], env={},
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert child.stdout.readline() == "held\n"
+        args = ("cancel", store.id, "--reason", "runaway", "--state-dir", str(work / "states"))
+        cancelled = run_backfill(*args, cwd=work, env=home)
+        assert cancelled.returncode == 1, cancelled.stdout + cancelled.stderr
+        assert cancelled.stderr == (
+            f"backfill: error: backfill {store.id} cancelled, but a child of an earlier executor still runs and was "
+            f"not found (it "
+            f"holds .children.lock): find processes with BACKFILL_ID={store.id} in their environment and stop them\n"
+        )
+        assert child.poll() is None
+    finally:
+        child.stdin.close()
+        child.wait(timeout=10)
+    again = run_backfill(*args, cwd=work, env=home)
+    assert (again.returncode, again.stdout, again.stderr) == (0, f"backfill {store.id} cancelled\n", "")
