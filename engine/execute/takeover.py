@@ -23,13 +23,13 @@ from datetime import UTC, datetime
 
 from engine.base.atomic import ensure_directory, remove_stale_temporaries
 from engine.base.errors import Refused, StateWriteFailed
-from engine.base.processes import process_started, running_process, stop_verified
+from engine.base.processes import process_started, stop_verified
 from engine.base.settings import DEFAULT_LEASE_SECONDS
 from engine.store.lease import Lease, read_lease, write_lease
 from engine.store.live_work import Registration, check_no_copy_running
 from engine.store.locks import FileLock
 from engine.store.manifest import now_text
-from engine.store.orphans import find_orphans
+from engine.store.ownership import find_orphans, live_owner_here
 from engine.store.records import PartitionRecord, RecordStatus
 from engine.store.state_store import Generation, StateStore
 from engine.store.status import Status, StatusBoard
@@ -76,19 +76,9 @@ def check_not_owned_elsewhere(store: StateStore) -> None:
 
 
 def check_no_live_owner_here(store: StateStore) -> None:
-    """The lock excludes another executor only while its file is the one that executor locked: removed or replaced
-    (a cleanup of dot files), it is free beside a live executor, and a takeover would run the backfill beside it.
-    The lease names the owner (none once its run ended, a reconcile fenced it out or it expired; an executor's
-    process may live on after its run, its dashboard open); without a lease, the last generation does. A live process of
-    this host named so owns the backfill; a zombie (killed, its parent not yet waiting for it) owns nothing."""
-    lease = read_lease(store.directory)
-    here = socket.gethostname()
-    if lease is not None:  # an expired lease's holder fences itself before it writes or starts anything
-        owner = (lease.pid, lease.pid_started) if lease.host == here and not lease.expired(time.time()) else None
-    else:
-        generation = store.read_generation()
-        owner = (generation.pid, generation.pid_started) if generation is not None and generation.host == here else None
-    if owner is not None and running_process(*owner):
+    """A takeover never runs the backfill beside its live owner, whose lock file was removed or replaced."""
+    owner = live_owner_here(store)
+    if owner is not None:
         raise Refused(
             f"backfill {store.id} is already running by executor PID {owner[0]} (its lock file "
             f"{store.lock_path.name} was removed or replaced): wait for it, or stop it with Ctrl+C there"

@@ -23,8 +23,8 @@ from engine.store import audit
 from engine.store.bulk_marks import BulkMark
 from engine.store.control import Control, Decision, Setting, read_control, resume_options, write_control
 from engine.store.manifest import now_text
-from engine.store.orphans import children_still_run, find_orphans
-from engine.store.records import Attempt, PartitionRecord, RecordStatus
+from engine.store.ownership import children_still_run, find_orphans
+from engine.store.records import LIVE_ATTEMPT_STATUSES, Attempt, PartitionRecord, RecordStatus
 from engine.store.state_store import StateStore
 from engine.store.status import Status, StatusBoard
 
@@ -102,8 +102,33 @@ class CommandHolder:
         environment: an executor killed between a child's start and its running record left that attempt
         ``starting``, naming no child."""
         every = [part for record in self.left_running for part in self.store.tree_records(record)]
-        children, _ = find_orphans(self.store, every)
-        return len(stop_verified(children, LOST_GRACE))
+        children, started = find_orphans(self.store, every)
+        stopped = stop_verified(children, LOST_GRACE)
+        if not children_still_run(self.store):
+            self._settle_left_running(message, started)
+        return len(stopped)
+
+    def _settle_left_running(self, message: str, started: frozenset[str]) -> None:
+        """Nothing of ours runs any more: what the gone executor recorded running is settled now, as a takeover
+        would settle it, so the records say what is true (a ``mark`` of such a partition is no longer refused as
+        running). An attempt on a Dask worker is left for the takeover, which stops children on other machines."""
+        error = f"cancelled: {message.removeprefix('cancelled ')}"  # "cancelled: by …", as an executor's cancel reads
+        for record in self.left_running:
+            if any(
+                attempt.launcher == "dask" and attempt.status in LIVE_ATTEMPT_STATUSES
+                for part in self.store.tree_records(record)
+                for attempt in part.attempts
+            ):
+                continue
+            self.store.settle_running(
+                record,
+                self.board,
+                attempt_status=RecordStatus.CANCELLED,
+                status=Status.CANCELLED,
+                error=error,
+                started=started,
+                starting=f"{error}; its executor had died while starting it: whether its child ran is unknown",
+            )
 
     def pause(self, paused: bool, message: str) -> None:
         pass

@@ -14,6 +14,7 @@ from engine.spec.backfill_spec import BackfillSpec
 from engine.store.lease import read_lease
 from engine.store.live_work import check_no_copy_running
 from engine.store.locks import FileLock
+from engine.store.ownership import live_owner_here
 from engine.store.state_store import StateStore
 
 POLL_SECONDS = 0.05
@@ -50,9 +51,13 @@ def deliver(
                 # A copy of this store running elsewhere: what this one holds is not what runs, and its records
                 # name the copy's live children.
                 check_no_copy_running(store.id, store.directory.parent)
-                if submitted and not requests.withdraw(store.directory, request):
-                    return _await_answer(store, request, deadline)  # claimed just before the executor ended
-                return apply(request, hold())
+                # The lock file removed or replaced beside a live executor: the lock is free, but the executor runs
+                # the backfill and still answers requests. Applied here, a cancel would stop its children from
+                # under it and settle the records it goes on writing.
+                if live_owner_here(store) is None:
+                    if submitted and not requests.withdraw(store.directory, request):
+                        return _await_answer(store, request, deadline)  # claimed just before the executor ended
+                    return apply(request, hold())
             finally:
                 lock.release()
         lock.release()

@@ -27,7 +27,7 @@ from engine.store import audit
 from engine.store.control import Control, read_control
 from engine.store.lease import read_lease
 from engine.store.manifest import spec_of
-from engine.store.orphans import children_still_run
+from engine.store.ownership import children_still_run
 from engine.store.record_index import stamp_of
 from engine.store.records import PartitionRecord, RecordStatus
 from engine.store.state_store import StateStore, saved_backfill_dirs

@@ -365,6 +365,30 @@ def test_cancel_after_the_executor_was_killed_stops_the_children_it_left(work, h
     assert not any(alive(pid) for pid in orphans)
 
 
+def test_a_cancel_beside_a_live_executor_whose_lock_file_was_removed_goes_to_that_executor(work, home):
+    """`rm .lock` (a cleanup of dot files) while the executor runs: the lock is free, but the cancel is not applied
+    by the command beside the live executor (it would stop the children from under it and settle the records the
+    executor goes on writing). The executor takes it: it stops its children, records them cancelled by the operator,
+    and exits 1 saying who stepped in."""
+    process = start_background(
+        *GUARD, "--command", child_command(), *SIX_DAYS, "--max-parallel", "2", cwd=work,
+        env={**home, "CHILD_SLEEP": "300"},
+    )  # fmt: skip
+    backfill = backfill_dir(work)
+    children = running_pids(backfill, 2)
+    (backfill / ".lock").unlink()
+    cancelled = run_backfill("cancel", backfill.name, "--reason", "runaway", cwd=work, env=home)
+    out, err = process.communicate(timeout=60)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert cancelled.stdout == f"backfill {backfill.name} cancelled; 2 running children stopped\n"
+    assert process.returncode == 1, out + err
+    assert "stepped in  cancelled by" in out and ": runaway" in out
+    assert not any(alive(pid) for pid in children)
+    stopped = [r["attempts"][-1] for r in records(backfill) if r["attempts"]]
+    assert [a["status"] for a in stopped] == ["cancelled", "cancelled"]
+    assert all(a["error"].startswith("cancelled: by ") and a["error"].endswith(": runaway") for a in stopped)
+
+
 @pytest.mark.parametrize("how", ["deleted", "moved", "replaced"])
 def test_a_store_removed_while_it_runs_stops_the_run_and_is_not_made_again(work, home, tmp_path, how):
     """`rm -rf logs` (to free space), `mv logs logs.old`, or a backup copied back over it while two children run:

@@ -3,7 +3,9 @@ attempt recorded as starting by whether its child was found alive."""
 
 from __future__ import annotations
 
+import getpass
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -237,7 +239,7 @@ def test_an_executor_fenced_while_starting_a_batch_starts_none_of_the_rest(work)
     assert statuses == [["starting"]] * 3  # as written ahead, nothing after: a takeover settles them
 
 
-def _left_starting(work: Path):
+def _left_starting(work: Path, launcher: str = "exec", earlier: tuple[dict, ...] = ()):
     """A saved backfill whose executor died between a child's start and its running record: partition 0's
     attempt is on disk as ``starting``, naming no child."""
     prepared = prepare(work, "true {start}", 2)
@@ -249,10 +251,15 @@ def _left_starting(work: Path):
     record = {
         "format": 1, "id": partition_id, "index": 0, "start": "", "end": "",
         "start_us": interval.start, "end_us": interval.end, "status": "running",
-        "attempts": [{"run_id": run_id, "status": "starting", "started_at": "2024-01-01T00:00:00Z"}],
+        "attempts": [*earlier, {"run_id": run_id, "status": "starting", "started_at": "2024-01-01T00:00:00Z",
+                                "launcher": launcher}],
     }  # fmt: skip
     (store.partitions / f"{partition_id}.json").write_bytes(orjson.dumps(record))
     return store, run_id
+
+
+def _attempts(store) -> list[dict]:
+    return [a for r in records(store.directory) for a in r["attempts"]]
 
 
 def test_a_cancel_stops_the_child_of_an_attempt_left_starting(work, home):
@@ -273,6 +280,40 @@ def test_a_cancel_stops_the_child_of_an_attempt_left_starting(work, home):
     finally:
         child.kill()
         child.wait()
+    # Nothing of ours runs: the records are settled now, not left running for a --continue to settle, so a mark
+    # of the partition is not refused as running.
+    (attempt,) = _attempts(store)
+    assert (attempt["status"], attempt["error"]) == ("cancelled", f"cancelled: by {getpass.getuser()}@"
+                                                     f"{socket.gethostname()}: runaway")  # fmt: skip
+    assert [r["status"] for r in records(store.directory)] == ["cancelled"]
+    marked = run_backfill("mark", store.id, records(store.directory)[0]["id"], "--status", "succeeded", "--reason",
+                          "loaded by hand", "--state-dir", str(work / "states"), cwd=work, env=home)  # fmt: skip
+    assert marked.returncode == 0, marked.stderr
+
+
+@pytest.mark.parametrize("launcher", ["exec", "dask", "exec after dask"])
+def test_a_cancel_settles_an_attempt_left_starting_whose_child_never_ran_unless_it_ran_on_dask(work, home, launcher):
+    """No child of the attempt left ``starting`` lives: the cancel settles it ``lost`` (whether its child ran is
+    unknown) and the partition cancelled. An attempt on a Dask worker stays as it is: its child may live on another
+    machine, which only a takeover reaches. An earlier Dask attempt that ended (a resume ran locally) does not."""
+    from tests.conftest import run_backfill
+
+    earlier = ()
+    if launcher == "exec after dask":
+        launcher, earlier = "exec", ({"run_id": "r-a0", "status": "failed", "started_at": "2024-01-01T00:00:00Z",
+                                      "finished_at": "2024-01-01T00:00:01Z", "launcher": "dask"},)  # fmt: skip
+    store, _ = _left_starting(work, launcher, earlier)
+    cancelled = run_backfill("cancel", store.id, "--reason", "runaway", "--state-dir", str(work / "states"),
+                             cwd=work, env=home)  # fmt: skip
+    assert (cancelled.returncode, cancelled.stdout) == (0, f"backfill {store.id} cancelled\n"), cancelled.stderr
+    attempt = _attempts(store)[-1]
+    if launcher == "dask":
+        assert attempt["status"] == "starting" and records(store.directory)[0]["status"] == "running"
+        return
+    who = f"{getpass.getuser()}@{socket.gethostname()}"
+    unknown = "its executor had died while starting it: whether its child ran is unknown"
+    assert (attempt["status"], attempt["error"]) == ("lost", f"cancelled: by {who}: runaway; {unknown}")
+    assert records(store.directory)[0]["status"] == "cancelled"
 
 
 def test_a_cancel_that_cannot_find_a_live_child_says_so_and_fails(work, home):
@@ -297,6 +338,7 @@ def test_a_cancel_that_cannot_find_a_live_child_says_so_and_fails(work, home):
             f"holds .children.lock): find processes with BACKFILL_ID={store.id} in their environment and stop them\n"
         )
         assert child.poll() is None
+        assert [a["status"] for a in _attempts(store)] == ["starting"]  # not settled while a child may run
     finally:
         child.stdin.close()
         child.wait(timeout=10)
