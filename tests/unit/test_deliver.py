@@ -5,6 +5,7 @@ clear refusal when the holder never answers."""
 from __future__ import annotations
 
 import socket
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ import orjson
 import pytest
 
 from engine.base.errors import Refused
+from engine.base.processes import process_identity
 from engine.interventions import requests
 from engine.interventions.apply import CommandHolder, apply
 from engine.interventions.deliver import deliver, owned_elsewhere
@@ -164,6 +166,29 @@ def test_an_owner_on_another_host_gets_the_request_although_the_lock_is_free(hol
     write_lease(directory, Lease(3, "other-host", 77, 1.0, time.time() - OTHER_HOST_GRACE - 1))
     assert not owned_elsewhere(holder.store)
     assert deliver(holder.store, mark(), lambda: holder, wait=1).exit_code == 0
+
+
+def test_a_live_executor_whose_lock_file_was_removed_gets_the_request(holder):
+    """`rm .lock` beside a live executor: the lock is free, but the lease names a live process of this host, so the
+    request goes to the executor and is not applied here. A lease naming that PID with another start time (a
+    reused PID) names no live owner: the command applies the request."""
+    owner = subprocess.Popen(["sleep", "60"])  # the process the lease names; the thread answers for it
+    executor = Executor(holder)
+    try:
+        started, _ = process_identity(owner.pid)
+        write_lease(holder.store.directory, Lease(1, socket.gethostname(), owner.pid, started, time.time() + 60))
+        holder.store.lock_path.unlink()
+        executor.serve.set()
+        executor.start()
+        result = deliver(holder.store, mark(), lambda: pytest.fail("applied beside a live executor"), wait=5)
+        assert result.exit_code == 0 and len(executor.claimed) == 1
+        executor.stop()
+        write_lease(holder.store.directory, Lease(1, socket.gethostname(), owner.pid, started - 5, time.time() + 60))
+        assert deliver(holder.store, mark(3), lambda: holder, wait=1).exit_code == 0
+    finally:
+        executor.stop()
+        owner.kill()
+        owner.wait()
 
 
 def test_our_own_host_and_an_unowned_lease_are_not_elsewhere(holder):
