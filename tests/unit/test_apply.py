@@ -689,3 +689,66 @@ def test_a_command_s_cancel_stops_only_the_live_children_its_records_name(tmp_pa
         for child in children:
             child.kill()
             child.wait()
+
+
+def test_a_command_s_cancel_finds_a_child_by_its_environment_and_settles_what_was_left_running(tmp_path):
+    """An attempt left ``starting`` names no child: cancel finds it by ``BACKFILL_ID`` and stops it, then settles
+    the record as an executor's cancel reads (``cancelled: by …``), the partition cancelled on the board too. While
+    another child holds ``.children.lock``, nothing is settled; nor is an attempt that ran on Dask."""
+    import os
+    import sys
+
+    prepared = saved_command_backfill(tmp_path, end="2024-01-03")
+    store = prepared.store
+    interval = prepared.spec.plan.interval(0)
+
+    partition_id = prepared.spec.ids.of(interval.start, interval.end)
+
+    def read() -> PartitionRecord:
+        return store.read_record(partition_id, prepared.spec.plan, prepared.spec.ids.of)
+
+    def starting(run_id: str) -> PartitionRecord:
+        attempt = Attempt(run_id=run_id, status=RecordStatus.STARTING, started_at="2026-12-01T00:00:00Z")
+        record = PartitionRecord(id=partition_id, index=0, start="s", end="e", start_us=interval.start,
+                                 end_us=interval.end, status="running", attempts=[attempt])  # fmt: skip
+        store.write_record(record, durable=False)
+        prepared.board.set(0, Status.RUNNING)
+        return record
+
+    code = "import fcntl, sys\nhandle = open(sys.argv[1], 'a')\nfcntl.flock(handle, fcntl.LOCK_EX)\n"
+    code += "print('held', flush=True)\nsys.stdin.read()\n"
+    holding = subprocess.Popen([sys.executable, "-c", code, str(store.children_lock_path)], env={},
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holding.stdout.readline() == "held\n"
+        held = CommandHolder(store, prepared.spec, prepared.board, "test", left_running=(starting("r-held"),))
+        assert held.cancel("cancelled by ops@host: runaway") == 0
+        assert [a.status for a in read().attempts] == [RecordStatus.STARTING]
+    finally:
+        holding.stdin.close()
+        holding.wait(timeout=10)
+    environment = {**os.environ, "BACKFILL_ID": store.id, "BACKFILL_RUN_ID": "r-found"}
+    child = subprocess.Popen(["sleep", "60"], env=environment, start_new_session=True)
+    try:
+        holder = CommandHolder(store, prepared.spec, prepared.board, "test", left_running=(starting("r-found"),))
+        assert holder.cancel("cancelled by ops@host: runaway") == 1
+        assert child.wait(timeout=30) == -15
+        (attempt,) = read().attempts
+        assert (attempt.status, attempt.error) == (RecordStatus.CANCELLED, "cancelled: by ops@host: runaway")
+        assert read().status == "cancelled" and prepared.board.status(0) == Status.CANCELLED
+    finally:
+        child.kill()
+        child.wait()
+    # An attempt on a Dask worker is the takeover's to settle (its child may live on another machine); an earlier
+    # Dask attempt that ended is not.
+    on_dask = starting("r-dask")
+    on_dask.attempts[0].launcher = "dask"
+    store.write_record(on_dask, durable=False)
+    CommandHolder(store, prepared.spec, prepared.board, "test", left_running=(on_dask,)).cancel("cancelled by me")
+    assert [a.status for a in read().attempts] == [RecordStatus.STARTING]
+    after_dask = starting("r-local")
+    ended = Attempt(run_id="r-dask", status=RecordStatus.FAILED, started_at="2026-12-01T00:00:00Z", launcher="dask")
+    after_dask.attempts.insert(0, ended)
+    store.write_record(after_dask, durable=False)
+    CommandHolder(store, prepared.spec, prepared.board, "test", left_running=(after_dask,)).cancel("cancelled by me")
+    assert [a.status for a in read().attempts] == [RecordStatus.FAILED, RecordStatus.LOST]
