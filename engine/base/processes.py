@@ -133,9 +133,10 @@ def process_birth(pid: int) -> str | None:
 
 def same_process(pid: int | None, started: float | None, birth: str | None = None) -> bool:
     """Whether ``pid`` is still the process that started at ``started`` (born ``birth``, when recorded: then
-    exactly, whatever the clock did since). Never init (PID 1), nor this process or its parent: no record, however
-    damaged, makes them a child of ours."""
-    if pid is None or pid <= 1 or pid in (os.getpid(), os.getppid()):
+    exactly, whatever the clock did since). Never init (PID 1), nor this process or any of its ancestors: no
+    record, however damaged, and no environment (a shell that exported ``BACKFILL_ID``, a child's script that
+    runs ``backfill cancel``) makes them a child to stop; stopping one would stop the command that asked."""
+    if pid is None or pid <= 1 or pid == os.getpid() or pid in ancestors():
         return False
     if birth is not None:
         actual_birth = process_birth(pid)
@@ -145,6 +146,28 @@ def same_process(pid: int | None, started: float | None, birth: str | None = Non
         return False
     actual = process_started(pid)
     return actual is not None and abs(actual - started) < SAME_START
+
+
+def ancestors() -> set[int]:
+    """This process's parent, its parent's parent and so on, read now (a parent that died was replaced by a
+    reaper): from ``/proc/<pid>/stat``, psutil only without it."""
+    found: set[int] = set()
+    pid = os.getppid()
+    while pid > 1 and pid not in found:
+        found.add(pid)
+        fields = _stat_fields(pid)
+        if fields is None:
+            if not os.path.exists("/proc/self/stat"):
+                import psutil
+
+                with contextlib.suppress(psutil.Error):
+                    found.update(parent.pid for parent in psutil.Process(pid).parents())
+            break
+        try:
+            pid = int(fields[1])
+        except (IndexError, ValueError):
+            break
+    return found
 
 
 def process_group(pid: int) -> int | None:

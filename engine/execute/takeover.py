@@ -45,6 +45,7 @@ class Takeover:
     stopped_orphans: list[int]
     notes: list[str] = field(default_factory=list)  # what the operator should know of the takeover (one line each)
     live: Registration | None = None  # our entry in the live-work registry, once the invocation starts
+    store: StateStore | None = None  # whose lease the takeover wrote
 
     def inherited_fds(self) -> tuple[int, ...]:
         """What every child holds while it lives: ``.children.lock`` (a later executor waits for it) and the
@@ -53,9 +54,16 @@ class Takeover:
         return tuple(fd for fd in held if fd is not None)
 
     def release(self) -> None:
-        """Leave the registry, then let the locks go."""
+        """Leave the registry, give back a lease that still names this process, then let the locks go. A takeover
+        whose backfill never ran (refused, not approved) would otherwise leave its lease naming a process that may
+        live on (a browser that started a rerun): requests would be sent to it, and a takeover refused, until it
+        expired. A run's own end has given its lease back already."""
         if self.live is not None:
             self.live.release()
+        if self.store is not None:
+            lease = read_lease(self.store.directory)
+            if lease is not None and lease.pid == os.getpid() and lease.host == socket.gethostname():
+                _give_back(self.store, lease)
         self.children_lock.release()
         self.lock.release()
 
@@ -161,7 +169,7 @@ def take_over(
         children_lock.release()
         lock.release()
         raise _unwritable(store, error) from None
-    return Takeover(lock, children_lock, generation, stopped, notes)
+    return Takeover(lock, children_lock, generation, stopped, notes, store=store)
 
 
 def _unwritable(store: StateStore, error: OSError) -> StateWriteFailed:

@@ -552,6 +552,28 @@ def test_the_boot_time_is_read_again_after_the_wall_clock_stepped(monkeypatch):
         reap(child)
 
 
+def test_no_ancestor_is_ever_taken_for_a_recorded_process():
+    """Asked from its grandchild (through a shell that does not exec it away), this test process is an ancestor and
+    never the recorded process, whatever its identity: a shell that exported ``BACKFILL_ID`` two levels up would
+    otherwise be stopped by the command it ran. A sibling with its identity is the recorded process."""
+    from pathlib import Path
+
+    code = (
+        "import sys\nfrom engine.base.processes import ancestors, process_identity, same_process\n"
+        "for pid in map(int, sys.argv[1:]): print(same_process(pid, *process_identity(pid)), pid in ancestors())"
+    )
+    child = sleeper()
+    try:
+        asked = subprocess.run(
+            ["sh", "-c", f'"{sys.executable}" -c "$0" "$@"; :', code, str(os.getpid()), str(child.pid)],
+            cwd=Path(__file__).parents[2], capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert asked.stdout == "False True\nTrue False\n", asked.stderr
+    finally:
+        child.kill()
+        reap(child)
+
+
 def test_a_step_is_a_move_past_the_jitter_of_two_clock_reads_or_across_a_whole_second():
     """The kernel's boot time is the whole seconds of the wall clock's offset from the boot clock: a move of that
     offset past a millisecond is a step, and so is any move that crosses a whole second (the boot time changed)."""

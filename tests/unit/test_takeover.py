@@ -321,6 +321,23 @@ def test_a_lease_held_on_another_host_refuses_until_its_grace_has_run_out(tmp_pa
     taken.release()
 
 
+def test_a_takeover_released_before_anything_ran_gives_its_lease_back(tmp_path):
+    """A takeover released without running (refused, not approved) in a process that lives on (a browser that
+    started a rerun): its lease no longer names that process, so requests are not sent to it and the next takeover
+    is not refused as beside a live owner. A lease that no longer names this process is left as it is."""
+    store = new_store(tmp_path)
+    taken = takeover.take_over(store, StatusBoard(4), [], grace=1)
+    assert read_lease(store.directory).pid == os.getpid()
+    taken.release()
+    lease = read_lease(store.directory)
+    assert (lease.host, lease.pid, lease.note) == (None, None, "a takeover gave up") and lease.expired(time.time())
+    again = takeover.take_over(store, StatusBoard(4), [], grace=1)
+    ended = Lease(read_lease(store.directory).epoch, None, None, None, time.time(), (), "ended")
+    write_lease(store.directory, ended)  # a run's own end gives its lease back first
+    again.release()
+    assert read_lease(store.directory).note == "ended"
+
+
 def test_a_takeover_that_gives_up_leaves_the_lease_unowned_and_the_lock_free(tmp_path):
     """Stopping the children an earlier executor left on a cluster fails: the takeover's own lease is given back
     (no owner, "a takeover gave up", the same epoch) and the lock let go, so the next try is not refused."""

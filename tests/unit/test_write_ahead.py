@@ -344,3 +344,18 @@ def test_a_cancel_that_cannot_find_a_live_child_says_so_and_fails(work, home):
         child.wait(timeout=10)
     again = run_backfill(*args, cwd=work, env=home)
     assert (again.returncode, again.stdout, again.stderr) == (0, f"backfill {store.id} cancelled\n", "")
+
+
+def test_a_cancel_run_from_below_a_shell_that_exported_the_backfill_s_id_leaves_that_shell_alone(work, home):
+    """`export BACKFILL_ID=…` in a shell (reproducing a child's environment), then a script that runs `backfill
+    cancel`: the shell two levels up carries the ID but is the command's ancestor, never a child to stop. Before,
+    the cancel stopped it ("1 running child stopped") and its caller died of SIGTERM."""
+    from tests.conftest import backfill_argv
+
+    store, _ = _left_starting(work)
+    environment = {**os.environ, **home, "BACKFILL_ID": store.id, "NO_COLOR": "1"}
+    script = 'sh -c \'"$@"; echo inner=$?\' sh "$@"; echo outer=$?'
+    argv = [*backfill_argv(), "cancel", store.id, "--reason", "x", "--state-dir", str(work / "states")]
+    shell = subprocess.run(["sh", "-c", script, "sh", *argv], cwd=work, env=environment, capture_output=True,
+                           text=True, timeout=120, start_new_session=True)  # fmt: skip
+    assert (shell.returncode, shell.stdout) == (0, f"backfill {store.id} cancelled\ninner=0\nouter=0\n"), shell.stderr
