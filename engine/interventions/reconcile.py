@@ -22,6 +22,7 @@ from engine.store.lease import Lease, read_lease, write_lease
 from engine.store.live_work import check_no_copy_running
 from engine.store.locks import FileLock
 from engine.store.manifest import now_text
+from engine.store.ownership import find_orphans
 from engine.store.records import PartitionRecord, RecordStatus
 from engine.store.state_store import StateStore
 from engine.store.status import Status
@@ -120,7 +121,7 @@ def _settle(
     owner = f"executor PID {lease.pid} on {lease.host}"
     here = lease.host == socket.gethostname()
     board, running = store.load_board(plan, id_of)
-    stopped = _stop_lost_children(lease, running) if here else []
+    stopped = _stop_lost_children(store, lease, running) if here else []
     # The old owner is fenced out before anything is written: from here on, none of its writes is valid.
     write_lease(
         store.directory,
@@ -178,10 +179,12 @@ def _settle(
     )
 
 
-def _stop_lost_children(lease: Lease, running: list[PartitionRecord]) -> list[int]:
+def _stop_lost_children(store: StateStore, lease: Lease, running: list[PartitionRecord]) -> list[int]:
     """Stop each child of the expired owner that verifiably still is that child, with its group and descendants;
-    every signal, the last SIGKILL too, goes through a handle on the process verified, never to a bare PID."""
+    every signal, the last SIGKILL too, goes through a handle on the process verified, never to a bare PID. The
+    lease and the records name children; a child started just before the owner froze (its attempt still
+    ``starting``, in no lease yet) is found by ``BACKFILL_ID`` in its environment, as a takeover finds it."""
     candidates = {(a.pid, a.pid_started, a.pid_birth) for a in lease.attempts}
-    children = (a.child() for r in running for a in r.attempts if a.status == RecordStatus.RUNNING)
-    candidates |= {child for child in children if child is not None}
-    return stop_verified(candidates, LOST_GRACE)
+    every = [part for record in running for part in store.tree_records(record)]
+    found, _ = find_orphans(store, every)
+    return stop_verified(candidates | found, LOST_GRACE)

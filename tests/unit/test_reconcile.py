@@ -259,3 +259,28 @@ def test_an_expired_lease_with_nothing_running_is_fenced_and_unowned(tmp_path):
     assert result.verdict == "unowned" and result.lost == [] and result.backfill_id == store.id
     assert result.message.endswith("0 running attempts marked lost; it can be resumed")
     assert read_lease(store.directory).host is None
+
+
+def test_a_child_whose_attempt_was_still_starting_is_found_by_its_environment(tmp_path, sleeper):
+    """The owner froze between a child's start and its running record: no lease or record names the child, but its
+    environment carries the backfill's ID, so the reconcile stops it before it marks the attempt lost. A process of
+    another backfill is left alone."""
+    import os
+
+    store = store_with(tmp_path, {})
+    interval = PLAN.interval(0)
+    attempt = Attempt(run_id="run-0", status="starting", started_at="2024-01-01T00:00:00Z")
+    store.write_record(PartitionRecord(id_of(interval.start, interval.end), 0, "", "", interval.start, interval.end,
+                                       "running", [attempt]), durable=True)  # fmt: skip
+    ours = subprocess.Popen(["sleep", "300"], start_new_session=True,
+                            env={**os.environ, "BACKFILL_ID": store.id, "BACKFILL_RUN_ID": "run-0"})  # fmt: skip
+    other = subprocess.Popen(["sleep", "300"], start_new_session=True, env={**os.environ, "BACKFILL_ID": "x"})
+    try:
+        result = settle(store)
+        assert result.stopped == [ours.pid] and ours.wait(timeout=15) == -15
+        assert other.poll() is None
+        assert on_disk(store) == {0: ("failed", ["lost"])}
+    finally:
+        for process in (ours, other):
+            process.kill()
+            process.wait()
