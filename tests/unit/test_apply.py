@@ -722,8 +722,15 @@ def test_a_command_s_cancel_finds_a_child_by_its_environment_and_settles_what_wa
     try:
         assert holding.stdout.readline() == "held\n"
         held = CommandHolder(store, prepared.spec, prepared.board, "test", left_running=(starting("r-held"),))
-        assert held.cancel("cancelled by ops@host: runaway") == 0
+        result = apply(request("cancel", "runaway"), held)
+        assert (result.exit_code, result.message) == (1, (
+            f"backfill {store.id} cancelled, but a child of an earlier executor still runs and was not found (it holds "
+            f".children.lock): find processes with BACKFILL_ID={store.id} in their environment and stop them"
+        ))  # fmt: skip
         assert [a.status for a in read().attempts] == [RecordStatus.STARTING]
+        # A live executor's own children hold the lock: its cancel is not failed for them.
+        live = Holder(store, prepared.spec, prepared.board, "test", live=True, busy=frozenset({0}))
+        assert apply(request("cancel", "again"), live).exit_code == 0
     finally:
         holding.stdin.close()
         holding.wait(timeout=10)
@@ -750,5 +757,16 @@ def test_a_command_s_cancel_finds_a_child_by_its_environment_and_settles_what_wa
     ended = Attempt(run_id="r-dask", status=RecordStatus.FAILED, started_at="2026-12-01T00:00:00Z", launcher="dask")
     after_dask.attempts.insert(0, ended)
     store.write_record(after_dask, durable=False)
+    interval = prepared.spec.plan.interval(1)  # a second partition, behind the Dask one: settled all the same
+    second_id = prepared.spec.ids.of(interval.start, interval.end)
+    second = PartitionRecord(id=second_id, index=1, start="s", end="e", start_us=interval.start, end_us=interval.end,
+                             status="running", attempts=[Attempt(run_id="r-two", status=RecordStatus.STARTING,
+                                                                 started_at="2026-12-01T00:00:00Z")])  # fmt: skip
+    store.write_record(second, durable=False)
+    both = CommandHolder(store, prepared.spec, prepared.board, "test", left_running=(on_dask, second))
+    both.cancel("cancelled by me")
+    settled = store.read_record(second_id, prepared.spec.plan, prepared.spec.ids.of).attempts
+    unknown = "cancelled: by me; its executor had died while starting it: whether its child ran is unknown"
+    assert [(a.status, a.error) for a in settled] == [(RecordStatus.LOST, unknown)]
     CommandHolder(store, prepared.spec, prepared.board, "test", left_running=(after_dask,)).cancel("cancelled by me")
     assert [a.status for a in read().attempts] == [RecordStatus.FAILED, RecordStatus.LOST]

@@ -552,6 +552,17 @@ def test_the_boot_time_is_read_again_after_the_wall_clock_stepped(monkeypatch):
         reap(child)
 
 
+def test_the_ancestors_are_every_parent_up_to_init_and_none_is_a_recorded_process():
+    """This process's ancestors, as psutil walks them (init left out): each is never taken for a recorded
+    process, whatever its identity."""
+    import psutil
+
+    expected = {parent.pid for parent in psutil.Process().parents() if parent.pid > 1}
+    assert processes.ancestors() == expected
+    for pid in expected:
+        assert not same_process(pid, *process_identity(pid))
+
+
 def test_no_ancestor_is_ever_taken_for_a_recorded_process():
     """Asked from its grandchild (through a shell that does not exec it away), this test process is an ancestor and
     never the recorded process, whatever its identity: a shell that exported ``BACKFILL_ID`` two levels up would
