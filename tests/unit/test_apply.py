@@ -723,7 +723,7 @@ def test_a_command_s_cancel_finds_a_child_by_its_environment_and_settles_what_wa
         assert holding.stdout.readline() == "held\n"
         held = CommandHolder(store, prepared.spec, prepared.board, "test", left_running=(starting("r-held"),))
         result = apply(request("cancel", "runaway"), held)
-        assert (result.exit_code, result.message) == (1, (
+        assert (result.exit_code, result.changed, result.message) == (1, 1, (
             f"backfill {store.id} cancelled, but a child of an earlier executor still runs and was not found (it holds "
             f".children.lock): find processes with BACKFILL_ID={store.id} in their environment and stop them"
         ))  # fmt: skip

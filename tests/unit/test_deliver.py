@@ -377,3 +377,22 @@ def test_only_the_executor_a_reconcile_fenced_counts_as_a_fenced_holder_of_the_l
     assert not held_by_fenced_owner(store)
     store.write_generation(1, 4242, 17.6, "t")  # the same PID, another process
     assert not held_by_fenced_owner(store)
+
+
+def test_past_a_fenced_executor_that_still_holds_the_lock_the_command_applies_the_request(holder):
+    """A reconcile fenced the executor out (frozen, still holding ``.lock``): it will answer nothing, so the request
+    is applied here, once, and no request file is left for it to find when it thaws. Before the fence, the same
+    holder gets the request (and, never answering, the command is refused)."""
+    executor = Executor(holder)  # holds the lock and serves nothing: frozen
+    try:
+        generation = holder.store.read_generation()
+        with pytest.raises(Refused, match="did not take the request"):
+            deliver(holder.store, mark(), lambda: pytest.fail("applied beside its holder"), wait=0.3)
+        fence = (generation.pid, generation.pid_started)
+        write_lease(holder.store.directory, Lease(2, None, None, None, 0.0, (), "reconciled", fenced=fence))
+        held = []
+        result = deliver(holder.store, mark(), lambda: held.append(1) or holder, wait=5)
+        assert (result.exit_code, result.changed, held) == (0, 1, [1])
+        assert leftovers(holder) == [] and executor.claimed == []
+    finally:
+        executor.stop()

@@ -544,6 +544,7 @@ def test_the_boot_time_is_read_again_after_the_wall_clock_stepped(monkeypatch):
         attempt = Attempt(run_id="r", status=RecordStatus.RUNNING, started_at=launched, pid=child.pid,
                           pid_started=started, pid_birth=birth)  # fmt: skip
         assert attempt.child() == (child.pid, started, birth)
+        assert pytest.approx(time.time() - since_boot(), abs=0.01) == processes._BOOT_OFFSET  # what was read
         reads = []
         monkeypatch.setattr(processes, "_read_boot_time", lambda: reads.append(1) or 0.0)
         assert process_identity(child.pid) == (started, birth) and reads == []

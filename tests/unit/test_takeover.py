@@ -336,6 +336,11 @@ def test_a_takeover_released_before_anything_ran_gives_its_lease_back(tmp_path):
     write_lease(store.directory, ended)  # a run's own end gives its lease back first
     again.release()
     assert read_lease(store.directory).note == "ended"
+    third = takeover.take_over(store, StatusBoard(4), [], grace=1)
+    others = Lease(read_lease(store.directory).epoch, socket.gethostname(), 4242, 1.0, time.time() + 60)
+    write_lease(store.directory, others)  # another process of this host holds it: not ours to give back
+    third.release()
+    assert read_lease(store.directory).pid == 4242
 
 
 def test_a_takeover_that_gives_up_leaves_the_lease_unowned_and_the_lock_free(tmp_path):
