@@ -123,11 +123,13 @@ def kill_if_running(process: subprocess.Popen[str]) -> None:
         process.wait()
 
 
-def hold_lock(lock_path: Path) -> subprocess.Popen:
-    """Another process holding a backfill's lock (as a live executor does) until :func:`release`."""
+def hold_lock(lock_path: Path, *, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Another process holding a backfill's lock (as a live executor does) until :func:`release`; ``env``: its
+    environment (``{}``: a process that cleared it, carrying no ``BACKFILL_ID``)."""
     code = f"import fcntl, sys\nhandle = open({str(lock_path)!r}, 'a')\nfcntl.flock(handle, fcntl.LOCK_EX)\n"
     code += "print('held', flush=True)\nsys.stdin.read()\n"
-    holder = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                              env=env)  # fmt: skip
     assert holder.stdout.readline() == "held\n"
     return holder
 

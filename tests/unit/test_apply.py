@@ -17,6 +17,7 @@ from engine.store import audit
 from engine.store.control import Control, Decision, read_control, write_control
 from engine.store.records import Attempt, PartitionRecord, RecordStatus
 from engine.store.status import Status
+from tests.backfills import hold_lock, release
 from tests.saved_backfills import saved_command_backfill
 
 WHO = "ops@host"
@@ -696,7 +697,6 @@ def test_a_command_s_cancel_finds_a_child_by_its_environment_and_settles_what_wa
     the record as an executor's cancel reads (``cancelled: by …``), the partition cancelled on the board too. While
     another child holds ``.children.lock``, nothing is settled; nor is an attempt that ran on Dask."""
     import os
-    import sys
 
     prepared = saved_command_backfill(tmp_path, end="2024-01-03")
     store = prepared.store
@@ -715,12 +715,8 @@ def test_a_command_s_cancel_finds_a_child_by_its_environment_and_settles_what_wa
         prepared.board.set(0, Status.RUNNING)
         return record
 
-    code = "import fcntl, sys\nhandle = open(sys.argv[1], 'a')\nfcntl.flock(handle, fcntl.LOCK_EX)\n"
-    code += "print('held', flush=True)\nsys.stdin.read()\n"
-    holding = subprocess.Popen([sys.executable, "-c", code, str(store.children_lock_path)], env={},
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    holding = hold_lock(store.children_lock_path, env={})
     try:
-        assert holding.stdout.readline() == "held\n"
         held = CommandHolder(store, prepared.spec, prepared.board, "test", left_running=(starting("r-held"),))
         result = apply(request("cancel", "runaway"), held)
         assert (result.exit_code, result.changed, result.message) == (1, 1, (
@@ -732,8 +728,7 @@ def test_a_command_s_cancel_finds_a_child_by_its_environment_and_settles_what_wa
         live = Holder(store, prepared.spec, prepared.board, "test", live=True, busy=frozenset({0}))
         assert apply(request("cancel", "again"), live).exit_code == 0
     finally:
-        holding.stdin.close()
-        holding.wait(timeout=10)
+        release(holding)
     environment = {**os.environ, "BACKFILL_ID": store.id, "BACKFILL_RUN_ID": "r-found"}
     child = subprocess.Popen(["sleep", "60"], env=environment, start_new_session=True)
     try:

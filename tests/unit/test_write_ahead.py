@@ -16,7 +16,7 @@ import pytest
 
 from engine.execute.launcher import ForkExecLauncher
 from engine.store.records import RecordStatus
-from tests.backfills import records
+from tests.backfills import hold_lock, records, release
 from tests.unit.test_scheduling import prepare
 
 
@@ -323,12 +323,8 @@ def test_a_cancel_that_cannot_find_a_live_child_says_so_and_fails(work, home):
     from tests.conftest import run_backfill
 
     store, _ = _left_starting(work)
-    code = "import fcntl, sys\nhandle = open(sys.argv[1], 'a')\nfcntl.flock(handle, fcntl.LOCK_EX)\n"
-    code += "print('held', flush=True)\nsys.stdin.read()\n"
-    child = subprocess.Popen([sys.executable, "-c", code, str(store.children_lock_path)], env={},
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    child = hold_lock(store.children_lock_path, env={})
     try:
-        assert child.stdout.readline() == "held\n"
         args = ("cancel", store.id, "--reason", "runaway", "--state-dir", str(work / "states"))
         cancelled = run_backfill(*args, cwd=work, env=home)
         assert cancelled.returncode == 1, cancelled.stdout + cancelled.stderr
@@ -340,8 +336,7 @@ def test_a_cancel_that_cannot_find_a_live_child_says_so_and_fails(work, home):
         assert child.poll() is None
         assert [a["status"] for a in _attempts(store)] == ["starting"]  # not settled while a child may run
     finally:
-        child.stdin.close()
-        child.wait(timeout=10)
+        release(child)
     again = run_backfill(*args, cwd=work, env=home)
     assert (again.returncode, again.stdout, again.stderr) == (0, f"backfill {store.id} cancelled\n", "")
 
