@@ -3,6 +3,7 @@ stopped — only when PID *and* start time match, never a process that merely ha
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -53,11 +54,17 @@ def sleeper():
         process.wait()
 
 
+def own_id() -> str:
+    """A backfill ID of this test's own: a reconcile stops every process of its host whose environment names the
+    ID, and tests run side by side (a fixed ID let one test's reconcile stop another's child)."""
+    return f"20240101-000000-{os.urandom(3).hex()}"
+
+
 def store_with(tmp_path, running: dict[int, tuple[int | None, float | None]], *, host: str | None = None,
                expires: float = NOW - 1) -> StateStore:  # fmt: skip
     """A backfill whose executor (PID 1 on ``host``) holds an expired lease while ``running`` (index → the
     child's PID and start time) are recorded running."""
-    store = StateStore(tmp_path / "states" / "20240101-000000-abcdef")
+    store = StateStore(tmp_path / "states" / own_id())
     store.create({"format": 1})
     for index, (pid, started) in running.items():
         interval = PLAN.interval(index)
@@ -172,7 +179,7 @@ def test_the_stopped_child_takes_its_descendants_with_it(tmp_path, sleeper):
 def test_a_child_known_only_to_the_lease_or_only_to_the_records_is_stopped(tmp_path, sleeper):
     """The lease lists the attempts it supervised, the records those that were running: either is enough."""
     in_lease, in_record = sleeper(), sleeper()
-    store = StateStore(tmp_path / "states" / "20240101-000000-abcdef")
+    store = StateStore(tmp_path / "states" / own_id())
     store.create({"format": 1})
     interval = PLAN.interval(0)
     attempt = Attempt(run_id="run-0", status="running", started_at="2024-01-01T00:00:00Z", pid=in_record.pid,
@@ -239,7 +246,7 @@ def test_an_owner_on_another_host_gets_its_grace_and_its_processes_are_not_looke
 
 def test_no_lease_or_an_unowned_one_is_nothing_to_settle(tmp_path):
     """Without a lease, or with the lease a reconcile (or the end of a run) left unowned: 'unowned', with its note."""
-    store = StateStore(tmp_path / "states" / "20240101-000000-abcdef")
+    store = StateStore(tmp_path / "states" / own_id())
     store.create({"format": 1})
     none = settle(store)
     assert (none.verdict, none.backfill_id, none.message) == (
@@ -265,8 +272,6 @@ def test_a_child_whose_attempt_was_still_starting_is_found_by_its_environment(tm
     """The owner froze between a child's start and its running record: no lease or record names the child, but its
     environment carries the backfill's ID, so the reconcile stops it before it marks the attempt lost. A process of
     another backfill is left alone."""
-    import os
-
     store = store_with(tmp_path, {})
     interval = PLAN.interval(0)
     attempt = Attempt(run_id="run-0", status="starting", started_at="2024-01-01T00:00:00Z")

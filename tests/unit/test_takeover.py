@@ -96,7 +96,7 @@ def test_a_live_executor_the_lease_or_generation_names_owns_the_backfill_whateve
     here: refused), none once its run ended or a reconcile cleared it (its process may live on, its dashboard
     open: allowed) or once it expired (its holder fences itself), another host's (left to the other-host check);
     without a lease the generation names it; a dead process or a reused PID (another start time) owns nothing."""
-    store = StateStore(tmp_path / "20240101-000000-abcdef")
+    store = StateStore(tmp_path / f"20240101-000000-{os.urandom(3).hex()}")
     store.create({"format": 1})
     owner = subprocess.Popen(["sleep", "60"])
     try:
@@ -143,7 +143,7 @@ def test_a_takeover_fences_an_unnamed_executor_before_it_stops_any_child(tmp_pat
     """An executor nothing names (lock files, lease and generation removed) goes on launching until it sees its
     lease replaced; the children it starts after the search for them would run beside the new owner's. So the
     takeover's own lease is on disk, with a higher epoch, before any child is stopped."""
-    store = StateStore(tmp_path / "20240101-000000-abcdef")
+    store = StateStore(tmp_path / f"20240101-000000-{os.urandom(3).hex()}")
     store.create({"format": 1})
     write_lease(store.directory, Lease(7, None, None, None, time.time(), (), "ended"))
     seen = []
