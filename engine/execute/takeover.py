@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from engine.base.atomic import ensure_directory, remove_stale_temporaries
-from engine.base.errors import Refused, StateWriteFailed
+from engine.base.errors import Refused, StateUnreadable, StateWriteFailed
 from engine.base.processes import process_started, stop_verified
 from engine.base.settings import DEFAULT_LEASE_SECONDS
 from engine.store.lease import Lease, read_lease, write_lease
@@ -58,14 +58,17 @@ class Takeover:
         whose backfill never ran (refused, not approved) would otherwise leave its lease naming a process that may
         live on (a browser that started a rerun): requests would be sent to it, and a takeover refused, until it
         expired. A run's own end has given its lease back already."""
-        if self.live is not None:
-            self.live.release()
-        if self.store is not None:
-            lease = read_lease(self.store.directory)
-            if lease is not None and lease.pid == os.getpid() and lease.host == socket.gethostname():
-                _give_back(self.store, lease)
-        self.children_lock.release()
-        self.lock.release()
+        try:
+            if self.live is not None:
+                self.live.release()
+            if self.store is not None:
+                with contextlib.suppress(StateUnreadable):  # damaged since: it names nobody to give it back for
+                    lease = read_lease(self.store.directory)
+                    if lease is not None and lease.pid == os.getpid() and lease.host == socket.gethostname():
+                        _give_back(self.store, lease)
+        finally:
+            self.children_lock.release()
+            self.lock.release()
 
 
 def check_not_owned_elsewhere(store: StateStore) -> None:

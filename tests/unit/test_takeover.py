@@ -341,6 +341,10 @@ def test_a_takeover_released_before_anything_ran_gives_its_lease_back(tmp_path):
     write_lease(store.directory, others)  # another process of this host holds it: not ours to give back
     third.release()
     assert read_lease(store.directory).pid == 4242
+    fourth = takeover.take_over(store, StatusBoard(4), [], grace=1)
+    (store.directory / "lease.json").write_text("{")  # damaged since the takeover: the locks are let go all the same
+    fourth.release()
+    assert FileLock(store.lock_path).try_acquire() and FileLock(store.children_lock_path).try_acquire()
 
 
 def test_a_takeover_that_gives_up_leaves_the_lease_unowned_and_the_lock_free(tmp_path):
