@@ -23,7 +23,7 @@ from engine.store import audit
 from engine.store.bulk_marks import BulkMark
 from engine.store.control import Control, Decision, Setting, read_control, resume_options, write_control
 from engine.store.manifest import now_text
-from engine.store.ownership import children_still_run, find_orphans
+from engine.store.ownership import children_still_run, find_orphans, held_by_fenced_owner
 from engine.store.records import LIVE_ATTEMPT_STATUSES, Attempt, PartitionRecord, RecordStatus
 from engine.store.state_store import StateStore
 from engine.store.status import Status, StatusBoard
@@ -508,7 +508,9 @@ def _cancel(request: Request, holder: Holder) -> Result:
     )
     running = holder.cancel(f"cancelled by {request.requested_by}: {request.reason}")
     stopped = f"; {running} running child{'ren' if running != 1 else ''} stopped" if running else ""
-    if not holder.live and children_still_run(holder.store):  # one that left our environment and no record
+    # A child that left our environment and no record. (A fenced executor that still holds the locks holds
+    # .children.lock itself: it stops its own children when it thaws.)
+    if not holder.live and children_still_run(holder.store) and not held_by_fenced_owner(holder.store):
         return Result(
             EXIT_FAILED,
             f"backfill {holder.store.id} cancelled{stopped}, but a child of an earlier executor still runs and was "

@@ -14,7 +14,7 @@ from engine.spec.backfill_spec import BackfillSpec
 from engine.store.lease import read_lease
 from engine.store.live_work import check_no_copy_running
 from engine.store.locks import FileLock
-from engine.store.ownership import live_owner_here
+from engine.store.ownership import held_by_fenced_owner, live_owner_here
 from engine.store.state_store import StateStore
 
 POLL_SECONDS = 0.05
@@ -82,17 +82,6 @@ def deliver(
                 )
             return _await_answer(store, request, time.monotonic() + wait)
         time.sleep(POLL_SECONDS)
-
-
-def held_by_fenced_owner(store: StateStore) -> bool:
-    """Whether ``.lock`` is held by the executor a reconcile fenced out: the lease is unowned and names it as the
-    one it fenced, and no executor took the backfill over since (``.generation.json`` still names it: a takeover
-    rewrites it under the lock)."""
-    lease = read_lease(store.directory)
-    if lease is None or lease.host is not None or lease.fenced is None:
-        return False
-    generation = store.read_generation()
-    return generation is not None and (generation.pid, generation.pid_started) == lease.fenced
 
 
 def _apply_past_fenced_holder(store: StateStore, request: Request, hold: Callable[[], Holder], submitted: bool):

@@ -76,3 +76,14 @@ def live_owner_here(store: StateStore) -> tuple[int, float | None] | None:
     if owner is None or owner[0] is None or not running_process(*owner):
         return None
     return owner[0], owner[1]
+
+
+def held_by_fenced_owner(store: StateStore) -> bool:
+    """Whether ``.lock`` is held by the executor a reconcile fenced out: the lease is unowned and names it as the
+    one it fenced, and no executor took the backfill over since (``.generation.json`` still names it: a takeover
+    rewrites it under the lock)."""
+    lease = read_lease(store.directory)
+    if lease is None or lease.host is not None or lease.fenced is None:
+        return False
+    generation = store.read_generation()
+    return generation is not None and (generation.pid, generation.pid_started) == lease.fenced

@@ -360,8 +360,8 @@ def test_only_the_executor_a_reconcile_fenced_counts_as_a_fenced_holder_of_the_l
     """The lock's holder is the fenced executor only while the lease is unowned, names it as fenced, and no
     executor took over since (the generation file still names it): an ended lease, an owned one, or a new
     generation all send requests the usual way."""
-    from engine.interventions.deliver import held_by_fenced_owner
     from engine.store.lease import Lease, write_lease
+    from engine.store.ownership import held_by_fenced_owner
     from tests.saved_backfills import saved_command_backfill
 
     store = saved_command_backfill(tmp_path, end="2024-01-02").store
@@ -381,8 +381,9 @@ def test_only_the_executor_a_reconcile_fenced_counts_as_a_fenced_holder_of_the_l
 
 def test_past_a_fenced_executor_that_still_holds_the_lock_the_command_applies_the_request(holder):
     """A reconcile fenced the executor out (frozen, still holding ``.lock``): it will answer nothing, so the request
-    is applied here, once, and no request file is left for it to find when it thaws. Before the fence, the same
-    holder gets the request (and, never answering, the command is refused)."""
+    is applied here, once, and no request file is left for it to find when it thaws; a cancel is not failed for the
+    ``.children.lock`` it holds. Before the fence, the same holder gets the request (and, never answering, the
+    command is refused)."""
     executor = Executor(holder)  # holds the lock and serves nothing: frozen
     try:
         generation = holder.store.read_generation()
@@ -394,5 +395,12 @@ def test_past_a_fenced_executor_that_still_holds_the_lock_the_command_applies_th
         result = deliver(holder.store, mark(), lambda: held.append(1) or holder, wait=5)
         assert (result.exit_code, result.changed, held) == (0, 1, [1])
         assert leftovers(holder) == [] and executor.claimed == []
+        # The fenced executor holds .children.lock too (as every executor does): a cancel is not failed for it.
+        children = FileLock(holder.store.children_lock_path)
+        assert children.try_acquire()
+        cancel = Request("cancel", "runaway", "ops@host", "2026-12-01T00:00:00Z", {})
+        cancelled = deliver(holder.store, cancel, lambda: holder, wait=5)
+        assert (cancelled.exit_code, cancelled.message) == (0, f"backfill {holder.store.id} cancelled")
+        children.release()
     finally:
         executor.stop()
