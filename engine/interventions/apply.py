@@ -81,6 +81,7 @@ class CommandHolder:
     applied_by: str
     live: bool = False
     left_running: tuple[PartitionRecord, ...] = ()  # what an executor that is gone recorded running
+    left_on_dask: int = 0  # of those, partitions a cancel left as they were: they ran on a Dask cluster
 
     def running(self) -> frozenset[int]:
         """Partitions still recorded running: an executor that is gone left them so (a later takeover or
@@ -119,6 +120,7 @@ class CommandHolder:
                 for part in self.store.tree_records(record)
                 for attempt in part.attempts
             ):
+                self.left_on_dask += 1
                 continue
             self.store.settle_running(
                 record,
@@ -517,6 +519,15 @@ def _cancel(request: Request, holder: Holder) -> Result:
             f"not found (it holds .children.lock): find processes with BACKFILL_ID={holder.store.id} in their "
             "environment and stop them",
             1,
+        )
+    remote = holder.left_on_dask if isinstance(holder, CommandHolder) else 0
+    if remote:  # their children are on other machines: only a takeover's connection to the cluster reaches them
+        which, child, it = (
+            ("1 partition", "its child", "it") if remote == 1 else (f"{remote} partitions", "their children", "them")
+        )
+        stopped += (
+            f"; {which} ran on a Dask cluster, where {child} may still run: stop {it} there, or "
+            f"`backfill --continue {holder.store.id}` stops {it} as it takes over"
         )
     return Result(EXIT_OK, f"backfill {holder.store.id} cancelled{stopped}", 1)
 

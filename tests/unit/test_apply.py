@@ -746,7 +746,11 @@ def test_a_command_s_cancel_finds_a_child_by_its_environment_and_settles_what_wa
     on_dask = starting("r-dask")
     on_dask.attempts[0].launcher = "dask"
     store.write_record(on_dask, durable=False)
-    CommandHolder(store, prepared.spec, prepared.board, "test", left_running=(on_dask,)).cancel("cancelled by me")
+    dask_holder = CommandHolder(store, prepared.spec, prepared.board, "test", left_running=(on_dask,))
+    assert apply(request("cancel", "again"), dask_holder).message == (
+        f"backfill {store.id} cancelled; 1 partition ran on a Dask cluster, where its child may still run: stop it "
+        f"there, or `backfill --continue {store.id}` stops it as it takes over"
+    )
     assert [a.status for a in read().attempts] == [RecordStatus.STARTING]
     after_dask = starting("r-local")
     ended = Attempt(run_id="r-dask", status=RecordStatus.FAILED, started_at="2026-12-01T00:00:00Z", launcher="dask")
@@ -760,6 +764,7 @@ def test_a_command_s_cancel_finds_a_child_by_its_environment_and_settles_what_wa
     store.write_record(second, durable=False)
     both = CommandHolder(store, prepared.spec, prepared.board, "test", left_running=(on_dask, second))
     both.cancel("cancelled by me")
+    assert both.left_on_dask == 1
     settled = store.read_record(second_id, prepared.spec.plan, prepared.spec.ids.of).attempts
     unknown = "cancelled: by me; its executor had died while starting it: whether its child ran is unknown"
     assert [(a.status, a.error) for a in settled] == [(RecordStatus.LOST, unknown)]
