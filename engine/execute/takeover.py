@@ -145,15 +145,15 @@ def take_over(
     # .children.lock must never let new attempts run beside live old ones.
     # Each is verified again when it is held, and signalled only through that hold: a PID reused meanwhile is
     # never hit, the last SIGKILL included.
-    every = [part for record in running for part in store.tree_records(record)]  # a split partition's halves too
     orphans: set[tuple[int, float, str | None]] = set()
     started: frozenset[str] = frozenset()
     if not new:
-        orphans, started = find_orphans(store, every)
+        orphans, started = find_orphans(store, running)
     stopped = stop_verified(orphans, grace)
     notes: list[str] = []
     if stop_remote is not None:  # children an earlier executor ran on other machines (the Dask launcher)
         try:
+            every = [part for record in running for part in store.tree_records(record)]  # a split one's halves too
             notes = stop_remote(every, store.read_generation())
         except BaseException:
             _give_back(store, fence)

@@ -102,8 +102,7 @@ class CommandHolder:
         many. They are found as a takeover finds them, by their records and by ``BACKFILL_ID`` in their
         environment: an executor killed between a child's start and its running record left that attempt
         ``starting``, naming no child."""
-        every = [part for record in self.left_running for part in self.store.tree_records(record)]
-        children, started = find_orphans(self.store, every)
+        children, started = find_orphans(self.store, self.left_running)
         stopped = stop_verified(children, LOST_GRACE)
         if not children_still_run(self.store):
             self._settle_left_running(message, started)

@@ -185,6 +185,5 @@ def _stop_lost_children(store: StateStore, lease: Lease, running: list[Partition
     lease and the records name children; a child started just before the owner froze (its attempt still
     ``starting``, in no lease yet) is found by ``BACKFILL_ID`` in its environment, as a takeover finds it."""
     candidates = {(a.pid, a.pid_started, a.pid_birth) for a in lease.attempts}
-    every = [part for record in running for part in store.tree_records(record)]
-    found, _ = find_orphans(store, every)
+    found, _ = find_orphans(store, running)
     return stop_verified(candidates | found, LOST_GRACE)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Iterable
 
 from engine.base.processes import process_identity, running_process, same_process
 from engine.store.lease import read_lease
@@ -24,12 +25,13 @@ from engine.store.state_store import StateStore
 Identity = tuple[int, float, str | None]  # PID, start time, birth
 
 
-def find_orphans(store: StateStore, running: list[PartitionRecord]) -> tuple[set[Identity], frozenset[str]]:
+def find_orphans(store: StateStore, running: Iterable[PartitionRecord]) -> tuple[set[Identity], frozenset[str]]:
     """Identities of live children of an earlier executor of this backfill, and the run IDs their environment
-    names (a child whose attempt was still ``starting`` in the records is found by it)."""
+    names (a child whose attempt was still ``starting`` in the records is found by it). ``running``: the records
+    left running; a split partition's halves are read here, their children looked for too."""
     found = set()
     run_ids = set()
-    for record in running:
+    for record in (part for top in running for part in store.tree_records(top)):
         for attempt in record.attempts:
             child = attempt.child() if attempt.status == RecordStatus.RUNNING else None
             if child is not None and same_process(*child):

@@ -770,3 +770,36 @@ def test_a_command_s_cancel_finds_a_child_by_its_environment_and_settles_what_wa
     assert [(a.status, a.error) for a in settled] == [(RecordStatus.LOST, unknown)]
     CommandHolder(store, prepared.spec, prepared.board, "test", left_running=(after_dask,)).cancel("cancelled by me")
     assert [a.status for a in read().attempts] == [RecordStatus.FAILED, RecordStatus.LOST]
+
+
+def test_a_command_s_cancel_stops_the_child_a_split_partition_s_half_names(tmp_path):
+    """A partition that split: its own record names no child, its running half does. The half's child (no
+    ``BACKFILL_ID`` in its environment, so found by its record alone) is stopped, and the half is settled."""
+    from engine.store.records import SplitChild
+
+    prepared = saved_command_backfill(tmp_path, end="2024-01-02")
+    store, interval = prepared.store, prepared.spec.plan.interval(0)
+    partition_id = prepared.spec.ids.of(interval.start, interval.end)
+    middle = (interval.start + interval.end) // 2
+    halves = [SplitChild(f"{partition_id[:8]}-h{n}", "s", "e", start, end)
+              for n, (start, end) in enumerate([(interval.start, middle), (middle, interval.end)])]  # fmt: skip
+    parent = PartitionRecord(id=partition_id, index=0, start="s", end="e", start_us=interval.start,
+                             end_us=interval.end, status="running", attempts=[], children=halves)  # fmt: skip
+    store.write_record(parent, durable=False)
+    child = subprocess.Popen(["sleep", "60"], start_new_session=True, env={})
+    try:
+        started, birth = process_identity(child.pid)
+        attempt = Attempt(run_id="r-h0", status=RecordStatus.RUNNING, started_at="2026-12-01T00:00:00Z",
+                          pid=child.pid, pid_started=started, pid_birth=birth)  # fmt: skip
+        first = halves[0]
+        half = PartitionRecord(id=first.id, index=0, start="s", end="e", start_us=first.start_us, end_us=first.end_us,
+                               status="running", attempts=[attempt], parent=partition_id)  # fmt: skip
+        store.write_record(half, durable=False)
+        holder = CommandHolder(store, prepared.spec, prepared.board, "test", left_running=(parent,))
+        assert holder.cancel("cancelled by ops@host: runaway") == 1
+        assert child.wait(timeout=30) == -15
+        settled = orjson.loads(store.half_path(halves[0].id).read_bytes())
+        assert [a["status"] for a in settled["attempts"]] == ["cancelled"]
+    finally:
+        child.kill()
+        child.wait()
