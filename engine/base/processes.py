@@ -22,6 +22,7 @@ _BOOT_TIME: float | None = None
 _BOOT_OFFSET: float | None = None  # the wall clock less the boot clock when _BOOT_TIME was read
 BOOT_OFFSET_JITTER = 0.001  # seconds: reading the two clocks one after the other moves their difference less
 PIDFD_SIGNAL_PROCESS_GROUP = 1 << 2  # linux/pidfd.h: signal the target's process group (Linux ≥ 6.9)
+KILLED_WAIT = 1.0  # seconds a SIGKILLed leftover is given to die, to be reaped (one in uninterruptible sleep is not)
 SAME_START = 0.01  # seconds: two start times closer than this are one process (the clock tick is 10 ms)
 
 
@@ -265,6 +266,15 @@ class Tracked:
             return False
         return True
 
+    def reap_if_adopted(self) -> None:
+        """Reap this process if it ended as a child of ours that we never started: one left behind by an attempt
+        is given to its reaper, which is us when we are PID 1 (a container without an init). Through the pidfd, so
+        it is never a later process of the same PID (one of our own children, whose exit status is not ours to
+        take); without a pidfd, nothing is reaped."""
+        if self._pidfd is not None:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitid(os.P_PIDFD, self._pidfd, os.WEXITED | os.WNOHANG)
+
     def close(self) -> None:
         if self._pidfd is not None:
             os.close(self._pidfd)
@@ -304,7 +314,7 @@ def leftovers_of(pid: int, pidfd: int | None, identity: tuple[float | None, str 
     """What our exited child ``pid`` left in its process group (``sleep 30 &``), found *before* the child is
     reaped: its zombie still holds the group's number, so every member found is ours. ``identity``: the child's
     (:func:`process_identity`) as read when it started, not read again."""
-    family = TrackedFamily()
+    family = TrackedFamily(left_by=pid)
     started, birth = identity if identity is not None else process_identity(pid)
     if started is None:
         return family
@@ -320,9 +330,14 @@ class TrackedFamily:
     """What must be stopped of a process tree: verified processes, their process groups and descendants. New
     members of a tracked group are picked up at every signal while a tracked process anchors the group."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, left_by: int | None = None) -> None:
         self._processes: dict[int, Tracked] = {}
         self._groups: set[int] = set()
+        # What our exited child ``left_by`` left behind: orphans whose reaper is us when we are PID 1. Reaped as
+        # they are let go, or each would stay a zombie for the rest of the run, one PID each, until none is left.
+        # The child itself (its zombie is found in its group again at each signal) is its launcher's to reap:
+        # its exit status is the attempt's.
+        self._left_by = left_by
 
     @property
     def pids(self) -> list[int]:
@@ -371,6 +386,8 @@ class TrackedFamily:
 
     def close(self) -> None:
         for process in self._processes.values():
+            if self._left_by is not None and process.pid != self._left_by:  # a live one is not reaped: WNOHANG
+                process.reap_if_adopted()
             process.close()
         self._processes.clear()
 
@@ -383,6 +400,10 @@ class TrackedFamily:
                 time.sleep(0.05)
             if self.alive():
                 self.signal(signal.SIGKILL)
+                if self._left_by is not None:  # dead in a moment: reaped as it is let go
+                    deadline = time.monotonic() + KILLED_WAIT
+                    while time.monotonic() < deadline and self.alive():
+                        time.sleep(0.01)
         finally:
             self.close()
 

@@ -805,6 +805,24 @@ def test_what_a_child_left_is_found_however_the_child_is_held(held):
         reap(child)
 
 
+def test_letting_leftovers_go_never_takes_our_own_child_s_exit_status():
+    """What an exited child of ours left is stopped and let go (reaped, were we its reaper): the child itself is
+    not in that family, so its exit status is still ours to read, 3, not the 0 a stolen one reads as."""
+    child = subprocess.Popen(["sh", "-c", "sleep 60 & exit 3"], start_new_session=True)
+    pidfd = os.pidfd_open(child.pid)
+    try:
+        wait_exited(child)
+        family = leftovers_of(child.pid, pidfd)
+        assert len(family.pids) == 1 and child.pid not in family.pids
+        family.stop(5)
+        assert child.wait(timeout=10) == 3
+    finally:
+        os.close(pidfd)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+        reap(child)
+
+
 def test_without_a_pidfd_or_an_identity_read_now_the_leftovers_are_still_found():
     """No pidfd and no identity given: the child's identity is read now, and what it left is found."""
     child = subprocess.Popen(["sh", "-c", "sleep 60 & echo $!; read x"], start_new_session=True,
