@@ -24,6 +24,7 @@ class ExecutorHolder:
     executor: Executor
     writes: int = 0  # writes allowed so far: a request fenced before its first write is given back whole
     live: bool = True
+    left_on_dask: int = 0  # its own Dask attempts it stops itself
 
     @property
     def store(self) -> StateStore:

@@ -42,6 +42,7 @@ class Holder(Protocol):
     board: StatusBoard
     applied_by: str
     live: bool  # an executor runs the backfill: it has children to stop and a parallelism to change
+    left_on_dask: int  # partitions a cancel left running as they were: a gone executor ran them on a Dask cluster
 
     def running(self) -> frozenset[int]: ...
 
@@ -519,7 +520,7 @@ def _cancel(request: Request, holder: Holder) -> Result:
             "environment and stop them",
             1,
         )
-    remote = holder.left_on_dask if isinstance(holder, CommandHolder) else 0
+    remote = holder.left_on_dask
     if remote:  # their children are on other machines: only a takeover's connection to the cluster reaches them
         which, child, it = (
             ("1 partition", "its child", "it") if remote == 1 else (f"{remote} partitions", "their children", "them")
